@@ -1,0 +1,101 @@
+# regolith: build, test, demo, bench, install, check.
+#
+#   make              build the C module for Lua 5.4 (build/lua5.4/regolith/core.so)
+#   make LUA=luajit   build it for LuaJIT (build/luajit/regolith/core.so)
+#   make test         install what is missing, build, run every spec
+#   make demo         install what is missing, build, run the example
+#   make bench        benchmarks (examples/bench/)
+#   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
+#   make install      install into LUADIR/LIBDIR (as LuaRocks passes them)
+#
+# Variables follow LuaRocks' names so that the rockspec can drive them.
+
+LUA        ?= lua5.4
+CC         ?= cc
+CFLAGS     ?= -O2 -g
+LIBFLAG    ?= -shared
+LMDB_INCDIR  ?= /usr/include
+CJSON_INCDIR ?= /usr/include
+LMDB_LIBDIR  ?= /usr/lib
+CJSON_LIBDIR ?= /usr/lib
+
+ifeq ($(LUA),luajit)
+LUA_INCDIR ?= /usr/include/luajit-2.1
+BUILD      ?= build/luajit
+else
+LUA_INCDIR ?= /usr/include/lua5.4
+BUILD      ?= build/lua5.4
+endif
+
+PREFIX  ?= /usr/local
+LUADIR  ?= $(PREFIX)/share/lua/5.4
+LIBDIR  ?= $(PREFIX)/lib/lua/5.4
+
+WARN     = -std=c99 -Wall -Wextra -Wno-unused-parameter
+ALL_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -fPIC -I$(LUA_INCDIR) \
+             -I$(LMDB_INCDIR) -I$(CJSON_INCDIR)
+LIBS     = -L$(LMDB_LIBDIR) -L$(CJSON_LIBDIR) -llmdb -lcjson
+
+SRC = $(notdir $(wildcard csrc/*.c))
+OBJ = $(addprefix $(BUILD)/obj/,$(SRC:.c=.o))
+MODULE = $(BUILD)/regolith/core.so
+
+# Debian packages: the build, the tests, the benchmarks
+DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev lua5.4
+DEPS_TEST  = $(DEPS_BUILD) lua-busted
+DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3
+
+BUSTED = busted --lua=lua5.4
+
+.PHONY: all test demo bench check install clean deps-test deps-bench
+
+all: $(MODULE)
+
+$(BUILD)/obj/%.o: csrc/%.c csrc/regolith.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(MODULE): $(OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBFLAG) -o $@ $(OBJ) $(LIBS)
+
+deps-test:
+	@sh tools/deps.sh $(DEPS_TEST)
+
+deps-bench:
+	@sh tools/deps.sh $(DEPS_BENCH)
+
+test: deps-test
+	$(MAKE) all
+	$(BUSTED)
+
+demo: deps-bench
+	$(MAKE) all
+	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
+	  lua5.4 examples/tour.lua
+
+bench: deps-bench
+	$(MAKE) all
+	$(MAKE) -C examples/bench
+	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
+	  lua5.4 examples/bench/items.lua
+
+# The sanitizer build: the same sources with ASan and UBSan, loaded into the
+# stock interpreter by preloading the ASan runtime.
+check: deps-test
+	$(MAKE) all BUILD=build/asan \
+	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  LIBS="$(LIBS) -fsanitize=address,undefined"
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp:print_suppressions=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  REGOLITH_CPATH='build/asan/?.so' $(BUSTED)
+
+install: all
+	mkdir -p $(DESTDIR)$(LUADIR)/regolith $(DESTDIR)$(LIBDIR)/regolith
+	cp lua/regolith/*.lua $(DESTDIR)$(LUADIR)/regolith/
+	cp $(MODULE) $(DESTDIR)$(LIBDIR)/regolith/core.so
+
+clean:
+	rm -rf build

@@ -1,0 +1,54 @@
+/*
+** charge.c: the request-charge cost model.
+**
+** A charge is computed from the work counters of a scope or a read
+** (rg_work, regolith.h) by one function, so the same operation on the same
+** data always costs the same, whatever the machine or its load.  The
+** constants are chosen so that the anchors of the model hold: a point read
+** of an item of 1 KB or less costs 1 RU, a write of a small item about 5-6
+** RU, growing with its size and with the index terms it writes.
+**
+**   point reads   1 RU per KB read, at least 1 RU per read
+**   writes        5 RU per item written or deleted
+**                 + 1 RU per KB of the item beyond its first
+**                 + 0.2 RU per index or unique-key entry put or deleted
+**   queries       2.5 RU per physical partition contacted
+**                 + 0.5 RU per index lookup (one seek of an index range)
+**                 + 0.1 RU per item loaded, + 0.1 RU per KB loaded
+**   scripts       1 RU per procedure or trigger run, plus what it does
+**
+** The total is rounded to hundredths.
+*/
+
+#include <math.h>
+
+#include "regolith.h"
+
+double rg_charge (const rg_work *w) {
+  double ru =
+    1.0 * (double)w->read_units +
+    5.0 * (double)w->written + 1.0 * (double)w->write_extra_kb +
+    0.2 * (double)w->terms +
+    2.5 * (double)w->partitions + 0.5 * (double)w->lookups +
+    0.1 * (double)w->loaded + 0.1 * ((double)w->loaded_bytes / 1024.0) +
+    1.0 * (double)w->scripts;
+  return floor(ru * 100.0 + 0.5) / 100.0;
+}
+
+void rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before) {
+  out->read_units = after->read_units - before->read_units;
+  out->written = after->written - before->written;
+  out->write_bytes = after->write_bytes - before->write_bytes;
+  out->write_extra_kb = after->write_extra_kb - before->write_extra_kb;
+  out->terms = after->terms - before->terms;
+  out->lookups = after->lookups - before->lookups;
+  out->partitions = after->partitions - before->partitions;
+  out->loaded = after->loaded - before->loaded;
+  out->loaded_bytes = after->loaded_bytes - before->loaded_bytes;
+  out->scripts = after->scripts - before->scripts;
+}
+
+/* The read units of one item of `bytes` bytes. */
+uint64_t rg_read_units (size_t bytes) {
+  return bytes <= 1024 ? 1 : (uint64_t)((bytes + 1023) / 1024);
+}

@@ -1,0 +1,465 @@
+/*
+** env.c: LMDB environments, transactions and scopes.
+**
+** Environments.  LMDB forbids opening one environment twice in a process
+** (its locks are per process), so every handle opened on a path shares one
+** rg_env, found in a process-wide list by device and inode and counted by
+** references.  Environments are opened with MDB_NOTLS: a read transaction
+** is not tied to a thread, so coroutines may read.  Stale reader slots left
+** by killed processes are reclaimed on open (mdb_reader_check).
+**
+** Read transactions.  No transaction ever outlives one call into the core.
+** Reads outside a write scope use one cached read-only transaction per
+** environment, renewed at the start of a read and reset at its end (a renew
+** is far cheaper than a begin).  If a Lua error interrupts a read, the next
+** read finds the transaction still live and resets it first.
+**
+** Scopes.  Every write runs in a scope (regolith.h): one LMDB write
+** transaction, run by rg_scope_run around a body function called under
+** lua_pcall, so that a Lua error can never leave the write transaction open
+** (it is aborted, then the error propagates).  While a scope runs, the
+** environment points to it: every call made meanwhile in this process
+** (a procedure's ctx, a trigger, a transactional processor's handler)
+** joins it instead of beginning a second write transaction, which LMDB
+** would deadlock on, and reads see the scope's own writes.
+**
+** Map growth.  The map starts at `map_size` and doubles when the data comes
+** near its end, before a write transaction begins (LMDB can only resize
+** with no write transaction open).  Should a write still run out of room
+** (MDB_MAP_FULL), the scope is aborted, the map grown, and the body run
+** again from the start: bodies must be rerunnable, which they are because
+** they only read their inputs.  Other processes see the larger map as
+** MDB_MAP_RESIZED when they next begin a transaction and adopt it.  A user
+** therefore never sees "map full"; a full disk gives 507 at commit, and
+** the database stays as it was before that transaction.
+*/
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "regolith.h"
+
+#define DEFAULT_MAP   (64u << 20)
+#define MAP_QUANTUM   (1u << 20)
+#define MAX_READERS   1024
+#define MAX_RERUNS    16
+
+static const char *const dbnames[RG_NDB] = {
+  "meta", "items", "index", "unique", "ttl", "feed", "latest", "parts"
+};
+
+static rg_env *envs = NULL;      /* the environments open in this process */
+
+
+/*
+** {=====================================================================
+** Opening and closing
+** ======================================================================
+*/
+static int random_bytes (uint8_t *out, size_t n) {
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  size_t got = 0;
+  if (fd < 0) return -1;
+  while (got < n) {
+    ssize_t r = read(fd, out + got, n - got);
+    if (r <= 0) { if (r < 0 && errno == EINTR) continue; close(fd); return -1; }
+    got += (size_t)r;
+  }
+  close(fd);
+  return 0;
+}
+
+/* Opens the tables and checks (or writes) the format version and secret. */
+static int init_tables (rg_env *env, rg_err *e) {
+  MDB_txn *txn;
+  MDB_val k, v;
+  int rc, i;
+  unsigned flags = env->readonly ? MDB_RDONLY : 0;
+  if ((rc = mdb_txn_begin(env->mdb, NULL, flags, &txn)) != 0)
+    return rg_fail_mdb(e, rc, "begin");
+  for (i = 0; i < RG_NDB; i++) {
+    rc = mdb_dbi_open(txn, dbnames[i], env->readonly ? 0 : MDB_CREATE,
+                      &env->dbi[i]);
+    if (rc == MDB_NOTFOUND) {
+      mdb_txn_abort(txn);
+      return rg_fail(e, 404, "not a regolith database (table '%s' missing)",
+                     dbnames[i]);
+    }
+    if (rc) goto fail;
+  }
+  k.mv_data = RG_META_VERSION;
+  k.mv_size = sizeof(RG_META_VERSION) - 1;
+  rc = mdb_get(txn, env->dbi[RG_DB_META], &k, &v);
+  if (rc == MDB_NOTFOUND && !env->readonly) {
+    uint8_t ver[4], secret[16];
+    rg_put_u32(ver, RG_FORMAT_VERSION);
+    v.mv_data = ver;
+    v.mv_size = 4;
+    if ((rc = mdb_put(txn, env->dbi[RG_DB_META], &k, &v, 0))) goto fail;
+    if (random_bytes(secret, 16) != 0) {
+      mdb_txn_abort(txn);
+      return rg_fail(e, 500, "cannot read /dev/urandom");
+    }
+    k.mv_data = RG_META_SECRET;
+    k.mv_size = sizeof(RG_META_SECRET) - 1;
+    v.mv_data = secret;
+    v.mv_size = 16;
+    if ((rc = mdb_put(txn, env->dbi[RG_DB_META], &k, &v, 0))) goto fail;
+  }
+  else if (rc) goto fail;
+  else if (v.mv_size != 4 || rg_get_u32((const uint8_t *)v.mv_data) !=
+           RG_FORMAT_VERSION) {
+    mdb_txn_abort(txn);
+    return rg_fail(e, 500, "database format version %u is not supported "
+                   "(this build reads version %d)",
+                   v.mv_size == 4 ? rg_get_u32((const uint8_t *)v.mv_data) : 0,
+                   RG_FORMAT_VERSION);
+  }
+  k.mv_data = RG_META_SECRET;
+  k.mv_size = sizeof(RG_META_SECRET) - 1;
+  rc = mdb_get(txn, env->dbi[RG_DB_META], &k, &v);
+  if (rc || v.mv_size != 16) {
+    mdb_txn_abort(txn);
+    return rg_fail(e, 500, "database secret missing");
+  }
+  memcpy(env->secret, v.mv_data, 16);
+  if ((rc = mdb_txn_commit(txn))) return rg_fail_mdb(e, rc, "commit");
+  return 0;
+fail:
+  mdb_txn_abort(txn);
+  return rg_fail_mdb(e, rc, "opening tables");
+}
+
+int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
+                 rg_err *e) {
+  struct stat st;
+  rg_env *env;
+  MDB_envinfo info;
+  int rc, dead;
+  unsigned flags;
+  *out = NULL;
+  if (!o->readonly && mkdir(path, 0755) != 0 && errno != EEXIST)
+    return rg_fail(e, 500, "cannot create directory '%s': %s", path,
+                   strerror(errno));
+  if (stat(path, &st) != 0)
+    return rg_fail(e, 404, "cannot open '%s': %s", path, strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return rg_fail(e, 400, "'%s' is not a directory", path);
+  for (env = envs; env; env = env->next)
+    if (env->dev == (unsigned long)st.st_dev &&
+        env->ino == (unsigned long)st.st_ino) {
+      if (env->readonly && !o->readonly)
+        return rg_fail(e, 409, "'%s' is already open read-only in this "
+                       "process", path);
+      env->refs++;
+      *out = env;
+      return 0;
+    }
+  env = (rg_env *)calloc(1, sizeof(rg_env));
+  if (env == NULL || (env->path = strdup(path)) == NULL) {
+    free(env);
+    return rg_fail(e, 500, "out of memory");
+  }
+  env->dev = (unsigned long)st.st_dev;
+  env->ino = (unsigned long)st.st_ino;
+  env->readonly = o->readonly;
+  env->refs = 1;
+  if ((rc = mdb_env_create(&env->mdb))) goto fail_mdb;
+  mdb_env_set_maxdbs(env->mdb, RG_NDB + 4);
+  mdb_env_set_maxreaders(env->mdb, MAX_READERS);
+  mdb_env_set_mapsize(env->mdb, o->map_size ? o->map_size : DEFAULT_MAP);
+  flags = MDB_NOTLS | (o->readonly ? MDB_RDONLY : 0);
+  if ((rc = mdb_env_open(env->mdb, path, flags, 0644))) goto fail_mdb;
+  mdb_reader_check(env->mdb, &dead);
+  mdb_env_info(env->mdb, &info);
+  env->map_size = info.me_mapsize;
+  if ((rc = init_tables(env, e))) goto fail;
+  env->next = envs;
+  envs = env;
+  *out = env;
+  return 0;
+fail_mdb:
+  rc = rg_fail(e, rc == EACCES ? 403 : 500, "cannot open database '%s': %s",
+               path, mdb_strerror(rc));
+fail:
+  if (env->mdb) mdb_env_close(env->mdb);
+  free(env->path);
+  free(env);
+  return rc;
+}
+
+void rg_env_release (rg_env *env) {
+  rg_env **p;
+  if (--env->refs > 0) return;
+  for (p = &envs; *p; p = &(*p)->next)
+    if (*p == env) { *p = env->next; break; }
+  if (env->rtxn) mdb_txn_abort(env->rtxn);
+  mdb_env_close(env->mdb);
+  free(env->path);
+  free(env);
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Read transactions
+** ======================================================================
+*/
+int rg_read_begin (rg_env *env, MDB_txn **txn, rg_err *e) {
+  int rc, tries;
+  if (env->scope != NULL) {          /* read your own writes */
+    *txn = env->scope->txn;
+    return 0;
+  }
+  if (env->rtxn_live) {              /* left live by an interrupted call */
+    mdb_txn_reset(env->rtxn);
+    env->rtxn_live = 0;
+  }
+  for (tries = 0; tries < 4; tries++) {
+    if (env->rtxn == NULL)
+      rc = mdb_txn_begin(env->mdb, NULL, MDB_RDONLY, &env->rtxn);
+    else
+      rc = mdb_txn_renew(env->rtxn);
+    if (rc == 0) {
+      env->rtxn_live = 1;
+      *txn = env->rtxn;
+      return 0;
+    }
+    if (rc != MDB_MAP_RESIZED && env->rtxn) {
+      mdb_txn_abort(env->rtxn);
+      env->rtxn = NULL;
+    }
+    if (rc == MDB_MAP_RESIZED) {     /* another process grew the map */
+      if (env->rtxn && tries > 0) {  /* give the handle up and start anew */
+        mdb_txn_abort(env->rtxn);
+        env->rtxn = NULL;
+      }
+      mdb_env_set_mapsize(env->mdb, 0);
+      continue;
+    }
+    break;
+  }
+  return rg_fail_mdb(e, rc, "read transaction");
+}
+
+void rg_read_end (rg_env *env) {
+  if (env->scope == NULL && env->rtxn_live) {
+    mdb_txn_reset(env->rtxn);
+    env->rtxn_live = 0;
+  }
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Scopes
+** ======================================================================
+*/
+typedef struct tramp {
+  rg_body body;
+  rg_scope *s;
+  void *ud;
+  rg_err *e;
+  int status;
+} tramp;
+
+static int tramp_call (lua_State *L) {
+  tramp *t = (tramp *)lua_touserdata(L, lua_upvalueindex(1));
+  t->status = t->body(t->s, t->ud, t->e);
+  return 0;
+}
+
+/*
+** Calls the body protected; 0 when it returned, else a Lua error status
+** with the error object on the stack.  The protected call gets a copy of
+** the caller's stack, so that the body sees its arguments at the same
+** indices as the caller does.
+*/
+static int protected_body (lua_State *L, tramp *t) {
+  int top = lua_gettop(L), i, rc;
+  luaL_checkstack(L, top + 2, NULL);
+  lua_pushlightuserdata(L, t);
+  lua_pushcclosure(L, tramp_call, 1);
+  for (i = 1; i <= top; i++) lua_pushvalue(L, i);
+  rc = lua_pcall(L, top, 0, 0);      /* on error: the error object on top */
+  return rc;
+}
+
+/* Grows the map so that at least `need` bytes stay free beyond the data. */
+static int grow_map (rg_env *env, size_t need, rg_err *e) {
+  MDB_envinfo info;
+  MDB_stat st;
+  size_t used, size;
+  int rc;
+  mdb_env_info(env->mdb, &info);
+  mdb_env_stat(env->mdb, &st);
+  used = (info.me_last_pgno + 1) * (size_t)st.ms_psize;
+  size = info.me_mapsize;
+  if (used + need <= size) { env->map_size = size; return 0; }
+  while (used + need > size) size *= 2;
+  size = (size + MAP_QUANTUM - 1) / MAP_QUANTUM * MAP_QUANTUM;
+  if ((rc = mdb_env_set_mapsize(env->mdb, size)))
+    return rg_fail_mdb(e, rc, "growing the map");
+  env->map_size = size;
+  return 0;
+}
+
+static void set_sync (rg_env *env, int sync) {
+  mdb_env_set_flags(env->mdb, MDB_NOSYNC | MDB_NOMETASYNC, 0);
+  if (sync == RG_SYNC_LAZY) mdb_env_set_flags(env->mdb, MDB_NOMETASYNC, 1);
+  else if (sync == RG_SYNC_NONE) mdb_env_set_flags(env->mdb, MDB_NOSYNC, 1);
+}
+
+static int run_nested (lua_State *L, rg_env *env, int savepoint, tramp *t,
+                       rg_err *e) {
+  rg_scope *s = env->scope, saved;
+  MDB_txn *child, *parent = s->txn;
+  int rc;
+  if (!savepoint) {
+    /* a Lua error unwinds to the outer scope's own protected call */
+    return t->body(s, t->ud, e);
+  }
+  if (s->failed) return rg_fail(e, s->failed, "the transaction has failed");
+  if ((rc = mdb_txn_begin(env->mdb, parent, 0, &child)))
+    return rg_scope_mdb(s, rc, "savepoint", e);
+  saved = *s;
+  s->txn = child;
+  t->s = s;
+  rc = protected_body(L, t);
+  s->txn = parent;
+  if (rc != LUA_OK) {
+    mdb_txn_abort(child);
+    saved.work = s->work;            /* the work done still counts */
+    *s = saved;
+    return lua_error(L);
+  }
+  if (t->status == 0 && !s->failed && !s->map_full) {
+    if ((rc = mdb_txn_commit(child))) return rg_scope_mdb(s, rc, "savepoint", e);
+    return 0;
+  }
+  mdb_txn_abort(child);
+  {
+    int failed = s->failed, map_full = s->map_full;
+    rg_work work = s->work;
+    *s = saved;                      /* lsn, ordinals, purges as before */
+    s->work = work;
+    s->failed = failed;
+    s->map_full = map_full;
+  }
+  return t->status ? t->status : s->failed;
+}
+
+int rg_scope_run (lua_State *L, rg_env *env, int sync, int savepoint,
+                  rg_body body, void *ud, rg_err *e) {
+  rg_scope s;
+  tramp t;
+  int rc, rerun;
+  t.body = body;
+  t.ud = ud;
+  t.e = e;
+  t.status = 0;
+  if (env->readonly)
+    return rg_fail(e, 403, "the database is open read-only");
+  if (env->scope != NULL) return run_nested(L, env, savepoint, &t, e);
+  if (env->rtxn_live) {              /* nothing may hold the old map */
+    mdb_txn_reset(env->rtxn);
+    env->rtxn_live = 0;
+  }
+  for (rerun = 0; rerun < MAX_RERUNS; rerun++) {
+    memset(&s, 0, sizeof(s));
+    s.env = env;
+    s.L = L;
+    s.now = rg_now();
+    if ((rc = grow_map(env, env->map_size / 4, e))) return rc;
+    set_sync(env, sync);
+    rc = mdb_txn_begin(env->mdb, NULL, 0, &s.txn);
+    if (rc == MDB_MAP_RESIZED) {
+      mdb_env_set_mapsize(env->mdb, 0);
+      rc = mdb_txn_begin(env->mdb, NULL, 0, &s.txn);
+    }
+    if (rc) return rg_fail_mdb(e, rc, "begin write transaction");
+    env->scope = &s;
+    t.s = &s;
+    t.status = 0;
+    rc = protected_body(L, &t);
+    env->scope = NULL;
+    if (rc != LUA_OK) {
+      mdb_txn_abort(s.txn);
+      return lua_error(L);
+    }
+    if (s.map_full) {
+      mdb_txn_abort(s.txn);
+      if ((rc = grow_map(env, env->map_size, e))) return rc;
+      continue;
+    }
+    if (t.status != 0 || s.failed) {
+      mdb_txn_abort(s.txn);
+      return t.status ? t.status : s.failed;
+    }
+    rc = mdb_txn_commit(s.txn);
+    if (rc == MDB_MAP_FULL) {
+      if ((rc = grow_map(env, env->map_size, e))) return rc;
+      continue;
+    }
+    if (rc) return rg_fail_mdb(e, rc, "commit");
+    return 0;
+  }
+  return rg_fail(e, 507, "insufficient storage: the map cannot grow enough");
+}
+
+int rg_scope_mdb (rg_scope *s, int rc, const char *what, rg_err *e) {
+  if (rc == MDB_MAP_FULL) {
+    s->map_full = 1;
+    s->failed = 507;
+    return rg_fail(e, 507, "map full (the write will be retried)");
+  }
+  s->failed = rg_fail_mdb(e, rc, what);
+  return s->failed;
+}
+
+uint64_t rg_scope_lsn (rg_scope *s, rg_err *e) {
+  if (s->lsn == 0) {
+    MDB_val k, v;
+    uint8_t buf[8];
+    uint64_t last = 0;
+    int rc;
+    k.mv_data = RG_META_LSN;
+    k.mv_size = sizeof(RG_META_LSN) - 1;
+    rc = mdb_get(s->txn, s->env->dbi[RG_DB_META], &k, &v);
+    if (rc == 0 && v.mv_size == 8)
+      last = rg_get_u64((const uint8_t *)v.mv_data);
+    else if (rc != MDB_NOTFOUND) { rg_scope_mdb(s, rc, "lsn", e); return 0; }
+    rg_put_u64(buf, last + 1);
+    v.mv_data = buf;
+    v.mv_size = 8;
+    if ((rc = mdb_put(s->txn, s->env->dbi[RG_DB_META], &k, &v, 0)) != 0) {
+      rg_scope_mdb(s, rc, "lsn", e);
+      return 0;
+    }
+    s->lsn = last + 1;
+  }
+  return s->lsn;
+}
+/* }===================================================================== */
+
+
+int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
+  struct stat st;
+  char data[4096];
+  int rc;
+  if (mkdir(path, 0755) != 0 && errno != EEXIST)
+    return rg_fail(e, 500, "cannot create '%s': %s", path, strerror(errno));
+  snprintf(data, sizeof(data), "%s/data.mdb", path);
+  if (stat(data, &st) == 0)
+    return rg_fail(e, 409, "'%s' already holds a database", path);
+  if ((rc = mdb_env_copy2(env->mdb, path, MDB_CP_COMPACT)))
+    return rg_fail_mdb(e, rc, "backup");
+  return 0;
+}

@@ -1,0 +1,640 @@
+/*
+** regolith.h: the private header of regolith's C core.
+**
+** The core is a handful of concepts, one file each:
+**   support.c    buffers, errors, hashing, path parsing (the small shared tools)
+**   json.c       the JSON bridge: Lua values <-> cJSON trees <-> JSON text
+**   layout.c     the storage layout: every key format, written down once
+**   env.c        LMDB environments, transactions, map growth, scopes
+**   container.c  container specs: options, the catalog, the indexing policy
+**   index.c      index and unique-key maintenance (terms of a document)
+**   write.c      the one write path every mutation goes through
+**   patch.c      the patch engine (partial updates of a cJSON tree)
+**   charge.c     the request-charge cost model
+**   lua_db.c     the Lua binding of a database handle (and luaopen)
+**   lua_container.c  the Lua binding of a container handle (item API)
+**
+** Ownership rules used throughout: a function that returns a cJSON tree or
+** a malloc'd block through an out-parameter hands it to the caller; a
+** function taking a `const` pointer borrows it.  Functions that can fail
+** return 0 on success or an HTTP-like status (400, 404, ...) and fill an
+** rg_err with the message; they never raise Lua errors, except the few
+** lua_* helpers that say so.
+*/
+
+#ifndef regolith_h
+#define regolith_h
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lmdb.h>
+#include <cjson/cJSON.h>
+
+#include "lua.h"
+#include "lauxlib.h"
+
+
+/*
+** {=====================================================================
+** Compatibility: the same source builds for Lua 5.4 and LuaJIT (5.1 API)
+** ======================================================================
+*/
+#if LUA_VERSION_NUM < 502
+#define RG_LUAJIT 1
+#define rg_rawlen(L, i)          lua_objlen(L, i)
+#define rg_newuserdata(L, sz)    lua_newuserdata(L, sz)
+/* LuaJIT has no uservalues; a userdata's environment table serves */
+#define rg_setuservalue(L, i)    lua_setfenv(L, i)
+#define rg_getuservalue(L, i)    lua_getfenv(L, i)
+#define rg_isinteger(L, i)       0
+#define LUA_OK 0
+#else
+#define RG_LUAJIT 0
+#define rg_rawlen(L, i)          lua_rawlen(L, i)
+#define rg_newuserdata(L, sz)    lua_newuserdatauv(L, sz, 1)
+#define rg_setuservalue(L, i)    lua_setiuservalue(L, i, 1)
+#define rg_getuservalue(L, i)    lua_getiuservalue(L, i, 1)
+#define rg_isinteger(L, i)       lua_isinteger(L, i)
+#endif
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Limits (SPEC section 7)
+** ======================================================================
+*/
+#define RG_MAX_DEPTH       128            /* JSON nesting */
+#define RG_MAX_ITEM        (2u << 20)     /* stored item text, bytes: 413 */
+#define RG_MAX_ID          1023           /* id bytes: 400 */
+#define RG_MAX_NAME        255            /* container/procedure/trigger names */
+#define RG_MAX_PATCH_OPS   10
+#define RG_MAX_BATCH_OPS   100
+#define RG_MAX_PK_PATHS    3
+#define RG_MAX_PARTITIONS  256
+#define RG_MAX_PATH_SEGS   16             /* segments in a declared path */
+#define RG_MAX_KEY         511            /* LMDB's compiled-in key limit */
+#define RG_MAX_SQL         (512u << 10)
+#define RG_DEFAULT_PARTITION_BYTES (20ull << 30)
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** support.c: errors, buffers, hashing, paths, names
+** ======================================================================
+*/
+
+/* An expected failure: an HTTP-like status and a message. */
+typedef struct rg_err {
+  int status;
+  char msg[512];
+} rg_err;
+
+/* Fills `e` and returns `status`, so that `return rg_fail(e, 400, ...)`. */
+int rg_fail (rg_err *e, int status, const char *fmt, ...)
+#if defined(__GNUC__)
+  __attribute__((format(printf, 3, 4)))
+#endif
+  ;
+
+/* Turns an LMDB return code into a status (500, or 507 for a full disk). */
+int rg_fail_mdb (rg_err *e, int rc, const char *what);
+
+/*
+** A growable byte buffer.  Allocation failure sets `oom` and turns later
+** appends into no-ops, so a builder checks once at the end.
+*/
+typedef struct rg_buf {
+  char *p;
+  size_t n, cap;
+  int oom;
+} rg_buf;
+
+void rg_buf_init (rg_buf *b);
+void rg_buf_free (rg_buf *b);
+int  rg_buf_reserve (rg_buf *b, size_t extra);   /* 0 ok, -1 oom */
+void rg_buf_add (rg_buf *b, const void *p, size_t n);
+void rg_buf_addc (rg_buf *b, int c);
+void rg_buf_adds (rg_buf *b, const char *s);
+void rg_buf_addf (rg_buf *b, const char *fmt, ...);
+
+/* Big-endian fixed-width integers, the byte order of every key. */
+void     rg_put_u16 (uint8_t *p, uint32_t v);
+void     rg_put_u32 (uint8_t *p, uint32_t v);
+void     rg_put_u64 (uint8_t *p, uint64_t v);
+uint32_t rg_get_u16 (const uint8_t *p);
+uint32_t rg_get_u32 (const uint8_t *p);
+uint64_t rg_get_u64 (const uint8_t *p);
+
+/* SipHash-2-4 with a 128-bit key. */
+uint64_t rg_siphash (const uint8_t key[16], const void *p, size_t n);
+/* The fixed-key hash used inside the storage format (stable forever). */
+uint64_t rg_hash (const void *p, size_t n);
+
+/* UTF-8: length of the valid sequence at s (0 if invalid); whole-string check. */
+int rg_utf8_seq (const unsigned char *s, size_t n);
+int rg_utf8_valid (const char *s, size_t n);
+
+/* Seconds since the epoch (the clock of _ts and TTL). */
+int64_t rg_now (void);
+
+/*
+** A declared document path ("/a/b", "/tags/[]/?", ...), split into
+** segments.  The segments point into `mem`, one block owned by the path.
+*/
+typedef struct rg_path {
+  int n;
+  const char *seg[RG_MAX_PATH_SEGS];
+  char *mem;
+} rg_path;
+
+/* Parses "/a/b" (JSON-pointer escapes ~0 ~1 allowed).  `wild` allows the
+** index-pattern forms: a final "?" or "*" segment and "[]" segments. */
+int  rg_path_parse (rg_path *p, const char *s, int wild, rg_err *e);
+void rg_path_free (rg_path *p);
+/* Follows a path (no wildcards) into a document; NULL when undefined. */
+const cJSON *rg_path_get (const cJSON *doc, const rg_path *p);
+
+/* Checks an id or a name: 1..max bytes, valid UTF-8, none of / \ ? # NUL. */
+int rg_check_id (const char *s, size_t n, size_t max, const char *what,
+                 rg_err *e);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** json.c: the JSON bridge
+** ======================================================================
+** Inside cJSON trees strings are kept in modified UTF-8: a NUL character
+** is the two bytes C0 80 (never valid in real UTF-8), so that strings
+** holding NUL survive cJSON's C strings.  Integers beyond 2^53 keep their
+** exact decimal text in the number node's `valuestring` (cJSON frees and
+** duplicates it for any node type), so they print and come back exactly.
+*/
+#define RG_NULL_TAG      "regolith.null"   /* never used as data */
+
+/* Converts the Lua value at `idx` into a new cJSON tree (validating: NaN,
+** infinities, cycles, depth, non-string keys, mixed tables, invalid UTF-8,
+** functions and userdata give 400).  May raise only on memory errors. */
+int  rg_json_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e);
+/* Appends the compact JSON text of `v` to `b`. */
+void rg_json_print (const cJSON *v, rg_buf *b);
+/* Parses JSON text strictly into a new tree (400 on any fault). */
+int  rg_json_parse (const char *s, size_t n, cJSON **out, rg_err *e);
+/* Pushes the value of JSON text straight onto the Lua stack (0 or 400). */
+int  rg_json_push_text (lua_State *L, const char *s, size_t n, rg_err *e);
+/* The same for text this core wrote (structure checked, UTF-8 trusted). */
+int  rg_json_push_stored (lua_State *L, const char *s, size_t n, rg_err *e);
+/* Pushes a tree as a Lua value. */
+void rg_json_push (lua_State *L, const cJSON *v);
+/* Registers null, array, object and json.encode/decode in the table on
+** top of the stack, and the marker metatables in the registry. */
+void rg_json_open (lua_State *L);
+/* Is the value at idx regolith.null? */
+int  rg_json_isnull (lua_State *L, int idx);
+void rg_json_pushnull (lua_State *L);
+
+/* Number nodes: integral value as int64 (1) or not integral (0). */
+int    rg_num_int (const cJSON *v, int64_t *out);
+cJSON *rg_num_new_int (int64_t i);
+/* A string node from raw bytes (which may hold NUL). */
+cJSON *rg_str_new (const char *s, size_t n);
+/* The raw bytes of a string node into `b` (C0 80 back to NUL). */
+void   rg_str_bytes (const cJSON *v, rg_buf *b);
+/* Byte-order comparison of two string nodes as raw bytes. */
+int    rg_str_cmp (const char *a, const char *b);
+/* Length in bytes of the raw string a MUTF-8 string stands for. */
+size_t rg_str_rawlen (const char *s);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** container.c: container specs
+** ======================================================================
+*/
+enum { RG_PAT_SCALAR = 1, RG_PAT_ALL = 2 };   /* "/a/?" and "/a/\*" */
+
+typedef struct rg_pattern {
+  rg_path path;      /* segments without the final ? or * */
+  int kind;
+  int include;
+} rg_pattern;
+
+typedef struct rg_composite {
+  int n;
+  rg_path path[8];
+  int desc[8];
+  uint64_t id;       /* hash naming the index in index keys */
+} rg_composite;
+
+typedef struct rg_uniq {
+  int n;
+  rg_path path[8];
+} rg_uniq;
+
+/* A container's parsed, validated spec.  Immutable once built. */
+typedef struct rg_cspec {
+  char *name;
+  uint32_t cid;
+  int npk;
+  rg_path pk[RG_MAX_PK_PATHS];
+  int nparts;                       /* physical partitions (hash ranges) */
+  int automatic;
+  int npat;
+  rg_pattern *pat;                  /* included and excluded patterns */
+  int ncomp;
+  rg_composite *comp;
+  int nuniq;
+  rg_uniq *uniq;
+  int ttl_on;                       /* default_ttl given */
+  int64_t default_ttl;              /* -1: items expire only by their own */
+  uint64_t max_partition_bytes;
+  int64_t retention;                /* all_versions retention; -1 forever */
+  char *json;                       /* the stored form (JSON text) */
+} rg_cspec;
+
+/* Builds a spec from its JSON form (a stored spec, or one made from the
+** options of create_container); 400 for what is invalid. */
+int  rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e);
+void rg_cspec_free (rg_cspec *s);
+/* Does the indexing policy index a scalar at this (normalized) path? */
+int  rg_cspec_indexed (const rg_cspec *s, const char *const *seg, int n);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** layout.c: keys
+** ======================================================================
+*/
+enum { RG_DB_META, RG_DB_ITEMS, RG_DB_INDEX, RG_DB_UNIQUE, RG_DB_TTL,
+       RG_DB_FEED, RG_DB_LATEST, RG_DB_PARTS, RG_NDB };
+
+#define RG_FORMAT_VERSION 1
+
+/* Where an item lives: its key in the items table and the logical
+** partition prefix of that key. */
+typedef struct rg_ikey {
+  uint64_t hash;             /* hash of the partition key value */
+  int range;                 /* physical partition, 0 .. nparts-1 */
+  size_t lplen;              /* key[0 .. lplen) is the logical partition */
+  size_t len;
+  int lossy;                 /* a long string or id was cut to a digest */
+  uint8_t key[RG_MAX_KEY];
+} rg_ikey;
+
+/* Builds the logical-partition prefix from the partition key values
+** (one per level; NULL means undefined and gives 400). */
+int  rg_ikey_partition (const rg_cspec *s, const cJSON *const *pkv,
+                        rg_ikey *k, rg_err *e);
+/* Appends the id: `k` becomes the item's full key. */
+void rg_ikey_id (rg_ikey *k, const char *id, size_t n);
+/* Physical partition of a hash. */
+int  rg_range_of (uint64_t hash, int nparts);
+/* 64-bit digest of an item key (names the item in index, TTL and latest
+** keys, where the full key would not fit). */
+uint64_t rg_ikey_digest (const uint8_t *key, size_t len);
+
+/* Appends the order-preserving encoding of a scalar (a term); strings are
+** cut after `limit` encoded bytes (0: never).  rg_term cuts at RG_TERM_MAX. */
+#define RG_TERM_MAX 200
+void rg_term_cut (rg_buf *b, const cJSON *v, int desc, size_t limit);
+void rg_term (rg_buf *b, const cJSON *v, int desc);
+/* Appends the encoding of a scalar bounded in length (long strings are cut
+** and followed by a digest): used where values identify, not order. */
+int  rg_term_bounded (rg_buf *b, const cJSON *v);   /* 1 when cut */
+
+/* Meta keys (see layout.c for the full list). */
+#define RG_META_VERSION "\x01version"
+#define RG_META_SECRET  "\x01secret"
+#define RG_META_LSN     "\x01lsn"
+#define RG_META_CID     "\x01cid"
+enum { RG_MK_NAME = 'n', RG_MK_SPEC = 'c', RG_MK_STATS = 'k',
+       RG_MK_PROC = 's', RG_MK_TRIG = 't', RG_MK_LEASE = 'l',
+       RG_MK_DEAD = 'd', RG_MK_DROP = 'x' };
+/* Builds a meta key: tag, container id, then `n` bytes of name. */
+size_t rg_meta_key (uint8_t *out, int tag, uint32_t cid, const char *name,
+                    size_t n);
+
+/* The stored item value: an 8-byte header (expiry seconds, 0: never)
+** followed by the JSON text. */
+#define RG_VHDR 8
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** env.c: environments, transactions and scopes
+** ======================================================================
+*/
+typedef struct rg_scope rg_scope;
+
+/* One LMDB environment per database path per process, shared by every
+** handle that opens the path. */
+typedef struct rg_env {
+  MDB_env *mdb;
+  MDB_dbi dbi[RG_NDB];
+  char *path;
+  unsigned long dev, ino;
+  int refs;
+  int readonly;
+  size_t map_size;
+  MDB_txn *rtxn;            /* cached read transaction (reset between calls) */
+  int rtxn_live;
+  rg_scope *scope;          /* the write scope running now, if any */
+  uint8_t secret[16];       /* keys continuation tokens to this database */
+  struct rg_env *next;
+} rg_env;
+
+enum { RG_SYNC_FULL, RG_SYNC_LAZY, RG_SYNC_NONE };
+
+typedef struct rg_open_opts {
+  int sync;
+  size_t map_size;
+  int readonly;
+} rg_open_opts;
+
+int  rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
+                  rg_err *e);
+void rg_env_release (rg_env *env);
+
+/* A transaction to read with: the running write scope's (a reader sees
+** its own writes) or the cached read-only one.  Call rg_read_end after. */
+int  rg_read_begin (rg_env *env, MDB_txn **txn, rg_err *e);
+void rg_read_end (rg_env *env);
+
+/* The work a scope (or a read) has done, from which charges are computed
+** (charge.c).  Internal reads of the write path are not counted. */
+typedef struct rg_work {
+  uint64_t read_units;      /* point reads: KB units, at least 1 a read */
+  uint64_t written;         /* items written or deleted */
+  uint64_t write_bytes;
+  uint64_t write_extra_kb;  /* KB of written items beyond their first */
+  uint64_t terms;           /* index and unique entries put or deleted */
+  uint64_t lookups;         /* index seeks */
+  uint64_t partitions;      /* physical partitions contacted by queries */
+  uint64_t loaded;          /* items loaded by queries */
+  uint64_t loaded_bytes;
+  uint64_t scripts;         /* procedure and trigger runs */
+} rg_work;
+
+/* A transaction scope: one LMDB write transaction and everything done in
+** it.  A call, a batch, a procedure with its triggers, a transactional
+** processor batch: each is one scope; nested calls join it. */
+struct rg_scope {
+  rg_env *env;
+  MDB_txn *txn;
+  lua_State *L;             /* the state the scope runs in (triggers) */
+  uint64_t lsn;             /* 0 until the first write takes one */
+  uint32_t ord;             /* next ordinal of a change within the lsn */
+  int64_t now;              /* the clock of every write in the scope */
+  rg_work work;
+  int failed;               /* a storage error: the scope can only abort */
+  int map_full;             /* set when LMDB ran out of map: grow, rerun */
+  uint32_t purged[16];      /* containers whose expired items are gone */
+  int npurged;
+  /* partition binding (procedures, batches): NULL when unbound */
+  const rg_cspec *bound;
+  const uint8_t *bound_lp;
+  size_t bound_lplen;
+  const char *bound_msg;    /* the 400 message for another partition */
+  void *script;             /* the running procedure/trigger, if any */
+};
+
+/* The body of a scope: returns 0 (commit) or a status (abort). */
+typedef int (*rg_body) (rg_scope *s, void *ud, rg_err *e);
+
+/* Runs `body` in a write scope on `env`.  When a scope is already running
+** the body joins it; with `savepoint` set it then runs in a nested
+** transaction so that its failure leaves the outer scope as it was.
+** Grows the map and reruns the body when LMDB runs out of room.  Lua
+** errors raised by the body abort the transaction and propagate. */
+int rg_scope_run (lua_State *L, rg_env *env, int sync, int savepoint,
+                  rg_body body, void *ud, rg_err *e);
+
+/* Marks an LMDB failure inside a scope; returns its status. */
+int rg_scope_mdb (rg_scope *s, int rc, const char *what, rg_err *e);
+/* The scope's lsn, taken on first use; 0 (and the scope failed) when the
+** counter could not be written. */
+uint64_t rg_scope_lsn (rg_scope *s, rg_err *e);
+
+int rg_env_backup (rg_env *env, const char *path, rg_err *e);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** token.c: continuation tokens
+** ======================================================================
+*/
+enum { RG_TOKEN_QUERY = 'q', RG_TOKEN_FEED = 'f' };
+
+/* Appends to `out` a token carrying `payload`, bound to the database, the
+** kind and the context (a hash of what it continues). */
+void rg_token_make (const rg_env *env, int kind, uint64_t ctx,
+                    const void *payload, size_t n, rg_buf *out);
+/* Checks a token and puts its payload in `payload`; 400 when it is not a
+** token this database made for this kind and context. */
+int  rg_token_open (const rg_env *env, int kind, uint64_t ctx,
+                    const char *tok, size_t n, rg_buf *payload, rg_err *e);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** index.c: index and unique-key maintenance
+** ======================================================================
+*/
+/* Brings the index and unique-key entries of one item from what `old`
+** needed to what `new` needs (either may be NULL).  Unique violations
+** give 409 before anything is written. */
+int rg_index_update (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
+                     const cJSON *old, const cJSON *neu, rg_err *e);
+/* Checks the unique keys `new` would take (409), writing nothing. */
+int rg_unique_check (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
+                     const cJSON *old, const cJSON *neu, rg_err *e);
+/* The id of a normalized path (segments, array positions "[]") in index
+** keys, and the key prefix of that path's entries: cid | path-id. */
+uint64_t rg_index_path_id (const char *const *seg, int n);
+void rg_index_prefix (rg_buf *b, uint32_t cid, uint64_t path_id);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** write.c: the one write path
+** ======================================================================
+*/
+enum { RG_OP_CREATE = 1, RG_OP_REPLACE, RG_OP_UPSERT, RG_OP_DELETE,
+       RG_OP_PATCH, RG_OP_READ };
+
+typedef struct rg_patch_op rg_patch_op;
+
+typedef struct rg_wreq {
+  int op;
+  const cJSON *doc;          /* create/replace/upsert: borrowed */
+  const char *id;            /* delete/patch */
+  size_t idlen;
+  const cJSON *pkv[RG_MAX_PK_PATHS];   /* delete/patch: borrowed */
+  const rg_patch_op *ops;    /* patch */
+  int nops;
+  const char *filter;        /* patch: a condition in the query dialect */
+  const char *if_match;
+  const char *pre_trigger, *post_trigger;
+  int ttl_expired;           /* a TTL purge (internal) */
+} rg_wreq;
+
+typedef struct rg_wres {
+  int status;                /* 200, 201, 204 */
+  cJSON *doc;                /* what the caller receives (owned) */
+  char etag[40];
+} rg_wres;
+
+/* A container as the write path and queries see it. */
+typedef struct rg_cont {
+  rg_env *env;
+  rg_cspec *spec;
+} rg_cont;
+
+int  rg_write (rg_scope *s, const rg_cont *c, const rg_wreq *w, rg_wres *r,
+               rg_err *e);
+void rg_wres_free (rg_wres *r);
+/* Removes every expired item of the container (once per scope). */
+int  rg_purge_expired (rg_scope *s, const rg_cont *c, int *count, rg_err *e);
+/* Reads an item by key in `txn`: 0 and the value (header stripped,
+** valid until the transaction changes), or 404 (absent or expired). */
+int  rg_item_get (MDB_txn *txn, rg_env *env, const rg_ikey *k, int64_t now,
+                  MDB_val *json, rg_err *e);
+/* Does the container still exist in this transaction? */
+int  rg_cont_alive (MDB_txn *txn, const rg_cont *c, rg_err *e);
+/* Evaluates a condition in the query dialect ("FROM c WHERE ...") on a
+** document (query engine); 400 for bad text. */
+int  rg_filter_eval (const char *filter, const cJSON *doc, int *pass,
+                     rg_err *e);
+/* Partition-key values of a document (NULL entries are undefined). */
+void rg_doc_pk (const rg_cspec *c, const cJSON *doc,
+                const cJSON *pkv[RG_MAX_PK_PATHS]);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** feed.c: the change feed
+** ======================================================================
+*/
+/* Appends the change record of one write (op create, replace or delete;
+** `doc` the new version, or the deleted one; `text` the new version's
+** JSON, NULL for a delete). */
+int rg_feed_append (rg_scope *s, const rg_cont *c, const rg_ikey *k, int op,
+                    int ttl_expired, const cJSON *doc, const rg_buf *text,
+                    rg_err *e);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** script.c: triggers (and procedures)
+** ======================================================================
+*/
+/* Runs the pre-triggers of a write (the named one, the automatic ones);
+** they may replace *doc (NULL for a delete). */
+int rg_trigger_pre (rg_scope *s, const rg_cont *c, const rg_wreq *w, int op,
+                    const rg_ikey *k, cJSON **doc, rg_err *e);
+/* Runs the post-triggers after the write; they may set r->doc. */
+int rg_trigger_post (rg_scope *s, const rg_cont *c, const rg_wreq *w, int op,
+                     const rg_ikey *k, const cJSON *stored, rg_wres *r,
+                     rg_err *e);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** patch.c: the patch engine
+** ======================================================================
+*/
+enum { RG_PATCH_ADD = 1, RG_PATCH_SET, RG_PATCH_REPLACE, RG_PATCH_REMOVE,
+       RG_PATCH_INCR, RG_PATCH_MOVE };
+
+struct rg_patch_op {
+  int op;
+  const char *path;          /* JSON pointer, MUTF-8 */
+  const char *from;          /* move */
+  const cJSON *value;        /* add/set/replace/incr: borrowed */
+};
+
+/* Applies the ops in order to `doc` (modified in place); 400 with a
+** message naming the op on any fault. */
+int rg_patch_apply (cJSON *doc, const rg_patch_op *ops, int n, rg_err *e);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** charge.c: request charges
+** ======================================================================
+*/
+double   rg_charge (const rg_work *w);
+uint64_t rg_read_units (size_t bytes);
+void   rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** The Lua binding (lua_db.c, lua_container.c)
+** ======================================================================
+*/
+#define RG_DB_MT   "regolith.db"
+#define RG_CONT_MT "regolith.container"
+
+typedef struct rg_db {
+  rg_env *env;               /* NULL once closed */
+  int sync;
+  int readonly;
+  lua_Integer script_budget;
+  lua_Integer script_memory;
+  int max_containers;
+} rg_db;
+
+typedef struct rg_lcont {
+  rg_db *db;                 /* kept alive through the uservalue */
+  rg_cont c;                 /* c.spec NULL once closed */
+} rg_lcont;
+
+rg_db    *rg_checkdb (lua_State *L, int idx);      /* open handles only */
+/* Adds functions to the method table of the handle type `mt`; each area
+** (queries, scripts, the feed) registers its own methods this way. */
+void rg_add_methods (lua_State *L, const char *mt, const luaL_Reg *funcs);
+rg_lcont *rg_checkcont (lua_State *L, int idx);    /* open handles only */
+void rg_push_container (lua_State *L, int dbidx, rg_cspec *spec);
+void rg_container_open (lua_State *L);
+
+/* Options tables: raise on unknown keys (misuse, SPEC 2.1). */
+void rg_opts_check (lua_State *L, int idx, const char *const *allowed,
+                    const char *what);
+lua_Integer rg_opt_int (lua_State *L, int idx, const char *name,
+                        lua_Integer def, lua_Integer lo, lua_Integer hi,
+                        const char *what);
+const char *rg_opt_string (lua_State *L, int idx, const char *name,
+                           const char *what);
+int rg_opt_bool (lua_State *L, int idx, const char *name, int def,
+                 const char *what);
+/* Loads a container's spec from the catalog (404 when gone). */
+int rg_load_spec (MDB_txn *txn, rg_env *env, uint32_t cid, rg_cspec **out,
+                  rg_err *e);
+
+/* A box: a userdata owning C memory, freed by `cleanup` on __gc (after a
+** Lua error) or by the caller with rg_box_done.  The payload is zeroed. */
+void *rg_newbox (lua_State *L, size_t size, void (*cleanup) (void *));
+void  rg_box_done (void *payload);
+
+/* Returns nil, message, status (3 values). */
+int rg_push_fail (lua_State *L, const rg_err *e);
+/* Pushes an info table with charge and status; leaves it on the stack. */
+void rg_push_info (lua_State *L, const rg_work *w, int status);
+/* }===================================================================== */
+
+#endif
