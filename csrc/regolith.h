@@ -522,6 +522,39 @@ void rg_doc_pk (const rg_cspec *c, const cJSON *doc,
 
 /*
 ** {=====================================================================
+** The query engine (query*.c)
+** ======================================================================
+*/
+typedef struct rg_query_req {
+  const char *sql;
+  size_t sqllen;
+  const cJSON *params;         /* object {name = value} (no '@'), or NULL */
+  int has_pk;                  /* route to this logical partition: */
+  const cJSON *pkv[RG_MAX_PK_PATHS];
+  long max_items;              /* page size; 0: every result in one page */
+  const char *continuation;    /* NULL: from the start */
+  size_t contlen;
+} rg_query_req;
+
+typedef struct rg_query_res {
+  rg_buf rows;                 /* the page: JSON text of an array */
+  size_t count;                /* results in the page */
+  rg_buf continuation;         /* empty when no results remain */
+  rg_work work;                /* partitions, lookups, loaded, ... */
+  int cross_partition;
+} rg_query_res;
+
+/* Runs one page of a query in `txn` (a read transaction, or a scope's);
+** expired items are invisible as of `now`.  400 for bad SQL (the message
+** names the position and what was expected), bad parameters or tokens. */
+int  rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
+                    const rg_query_req *q, rg_query_res *r, rg_err *e);
+void rg_query_res_free (rg_query_res *r);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
 ** feed.c: the change feed
 ** ======================================================================
 */
