@@ -42,8 +42,8 @@ MODULE = $(BUILD)/regolith/core.so
 
 # Debian packages: the build, the tests, the benchmarks
 DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev lua5.4
-DEPS_TEST  = $(DEPS_BUILD) lua-busted
-DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3
+DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system
+DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
 
 BUSTED = busted --lua=lua5.4
 
@@ -74,11 +74,15 @@ demo: deps-bench
 	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
 	  lua5.4 examples/tour.lua
 
+RUN = LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' lua5.4
+
+build/bench/raw_lmdb: examples/bench/raw_lmdb.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=c99 -D_GNU_SOURCE -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) -o $@ $< $(LIBS)
+
 bench: deps-bench
-	$(MAKE) all
-	$(MAKE) -C examples/bench
-	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
-	  lua5.4 examples/bench/items.lua
+	$(MAKE) all build/bench/raw_lmdb
+	$(RUN) examples/bench/items.lua
 
 # The sanitizer build: the same sources with ASan and UBSan, loaded into the
 # stock interpreter by preloading the ASan runtime.

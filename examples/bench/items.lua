@@ -1,0 +1,164 @@
+--[[
+Item benchmarks: point read, create, upsert and patch of 1 KB documents
+through the Lua API, with sync "none" and "full", beside the rawest
+baseline (examples/bench/raw_lmdb.c: mdb_get/mdb_put plus cJSON
+parse/print of the same bytes), and point reads of a small item.
+
+Run from the repository root (make bench does):
+  LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
+    lua5.4 examples/bench/items.lua [--raw build/bench/raw_lmdb] [--n 20000]
+
+Every figure is the median, over batches of 100 operations, of the time
+per operation, in microseconds.
+]]
+
+local regolith = require "regolith"
+local system = require "system"
+
+local args = { raw = "build/bench/raw_lmdb", n = 20000, json = nil }
+do
+  local i = 1
+  while i <= #arg do
+    local k = arg[i]:match("^%-%-(.+)$")
+    if not k or arg[i + 1] == nil then error("usage: items.lua [--raw PATH] [--n N] [--json FILE]") end
+    args[k] = arg[i + 1]
+    i = i + 2
+  end
+  args.n = tonumber(args.n)
+end
+
+local BATCH = 100
+local now = system.monotime
+
+local function tmpdir()
+  local p = os.tmpname()
+  os.remove(p)
+  return p
+end
+
+local function median(t)
+  table.sort(t)
+  return t[math.floor(#t / 2) + 1]
+end
+
+-- Times `fn(i)` for i = 1..n in batches; returns the median microseconds.
+local function timed(n, fn)
+  local per = {}
+  local i = 0
+  while i < n do
+    local t0 = now()
+    for _ = 1, BATCH do
+      i = i + 1
+      fn(i)
+    end
+    per[#per + 1] = (now() - t0) * 1e6 / BATCH
+  end
+  return median(per)
+end
+
+local content = ("The quick brown fox jumps over the lazy dog. "):rep(15)
+local function doc1k(i)
+  return {
+    id = "item-" .. i, pk = "p" .. (i % 1000), type = "post",
+    title = "A title for item number " .. i, content = content,
+    tags = { "lua", "lmdb", "cosmos" }, views = i * 3, score = i / 7,
+    creationDate = "2026-11-21T10:00:00Z",
+  }
+end
+
+local function small(i)
+  return { id = "s" .. i, pk = "p" .. (i % 1000), n = i }
+end
+
+local function run_raw(sync, n, text)
+  local docfile = os.tmpname()
+  local f = assert(io.open(docfile, "w"))
+  f:write(text)
+  f:close()
+  local dir = tmpdir()
+  os.execute("mkdir -p " .. dir)
+  local p = assert(io.popen(("%s %s %s %d %s"):format(args.raw, dir, docfile,
+    n, sync)))
+  local out = p:read("a")
+  p:close()
+  os.execute("rm -rf " .. dir .. " " .. docfile)
+  local r = regolith.json.decode(out)
+  if not r then error("raw baseline failed: " .. tostring(out)) end
+  return r
+end
+
+local results = {}
+
+local function bench_sync(sync, n)
+  local db = assert(regolith.open(tmpdir(), { sync = sync }))
+  local c = assert(db:create_container("items", { partition_key = "/pk" }))
+  local r = {}
+  r.create = timed(n, function(i) assert(c:create(doc1k(i))) end)
+  math.randomseed(42)
+  r.read = timed(n, function()
+    local i = math.random(n)
+    assert(c:read("item-" .. i, "p" .. (i % 1000)))
+  end)
+  r.upsert = timed(n, function(i)
+    local d = doc1k(i)
+    d.views = d.views + 1
+    assert(c:upsert(d))
+  end)
+  local ops = { { op = "incr", path = "/views", value = 1 } }
+  r.patch = timed(n, function(i)
+    assert(c:patch("item-" .. i, "p" .. (i % 1000), ops))
+  end)
+  local s = assert(db:create_container("small", { partition_key = "/pk" }))
+  for i = 1, n do assert(s:create(small(i))) end
+  r.read_small = timed(n, function()
+    local i = math.random(n)
+    assert(s:read("s" .. i, "p" .. (i % 1000)))
+  end)
+  local stored = assert(c:read("item-1", "p1"))
+  r.bytes = #regolith.json.encode(stored)
+  local sstored = assert(s:read("s1", "p1"))
+  r.small_bytes = #regolith.json.encode(sstored)
+  r.raw = run_raw(sync, n, regolith.json.encode(stored))
+  db:close()
+  return r
+end
+
+local function machine()
+  local f = io.open("/proc/cpuinfo")
+  local model = f and f:read("a"):match("model name%s*:%s*([^\n]+)") or "?"
+  if f then f:close() end
+  local p = io.popen("nproc")
+  local cores = p:read("l")
+  p:close()
+  return ("%s, %s cores, %s"):format(model, cores, _VERSION)
+end
+
+print(("regolith item benchmarks on %s"):format(machine()))
+print(("medians of batches of %d operations, microseconds per operation"):format(BATCH))
+print()
+print(("%-22s %-6s %12s %12s %8s"):format("operation", "sync", "regolith", "raw", "ratio"))
+for _, sync in ipairs({ "none", "full" }) do
+  local n = sync == "full" and math.min(args.n, 2000) or args.n
+  local r = bench_sync(sync, n)
+  results[sync] = r
+  local rows = {
+    { "create 1 KB", r.create, r.raw.write_us },
+    { "upsert 1 KB", r.upsert, r.raw.write_us },
+    { "patch 1 KB", r.patch, r.raw.write_us },
+    { "point read 1 KB", r.read, r.raw.read_us },
+    { ("point read %d B"):format(r.small_bytes), r.read_small, nil },
+  }
+  for _, row in ipairs(rows) do
+    print(("%-22s %-6s %12.2f %12s %8s"):format(row[1], sync, row[2],
+      row[3] and ("%.2f"):format(row[3]) or "-",
+      row[3] and ("%.2f"):format(row[2] / row[3]) or "-"))
+  end
+end
+print()
+print(("stored item size: %d bytes (1 KB document with system properties)"):format(results.none.bytes))
+
+if args.json then
+  local f = assert(io.open(args.json, "w"))
+  f:write(regolith.json.encode(results))
+  f:close()
+end

@@ -1,0 +1,58 @@
+-- Build and install offline from a checkout:
+--   luarocks --lua-version=5.4 make rockspec/regolith-scm-1.rockspec
+rockspec_format = "3.0"
+package = "regolith"
+version = "scm-1"
+source = {
+  url = "git+https://example.invalid/regolith.git",
+}
+description = {
+  summary = "An embedded document database for Lua on LMDB",
+  detailed = [[
+    regolith brings the programming model of a partitioned document store
+    (containers, logical partitions, stored procedures and triggers in Lua,
+    a change feed with processors, a SQL dialect, request charges) into a
+    Lua process, with a C core on LMDB and cJSON.
+  ]],
+  license = "MIT",
+}
+dependencies = {
+  "lua >= 5.1",
+}
+external_dependencies = {
+  LMDB = { header = "lmdb.h", library = "lmdb" },
+  CJSON = { header = "cjson/cJSON.h", library = "cjson" },
+}
+build = {
+  type = "builtin",
+  modules = {
+    regolith = "lua/regolith/init.lua",
+    ["regolith.core"] = {
+      sources = {
+        "csrc/charge.c",
+        "csrc/container.c",
+        "csrc/env.c",
+        "csrc/feed.c",
+        "csrc/index.c",
+        "csrc/json.c",
+        "csrc/layout.c",
+        "csrc/lua_container.c",
+        "csrc/lua_db.c",
+        "csrc/patch.c",
+        "csrc/query.c",
+        "csrc/script.c",
+        "csrc/support.c",
+        "csrc/token.c",
+        "csrc/write.c",
+      },
+      defines = { "_GNU_SOURCE" },
+      incdirs = { "$(LMDB_INCDIR)", "$(CJSON_INCDIR)" },
+      libdirs = { "$(LMDB_LIBDIR)", "$(CJSON_LIBDIR)" },
+      libraries = { "lmdb", "cjson" },
+    },
+  },
+}
+test = {
+  type = "command",
+  command = "make test",
+}
