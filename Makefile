@@ -92,7 +92,6 @@ check: deps-test
 	  LIBS="$(LIBS) -fsanitize=address,undefined"
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp:print_suppressions=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  REGOLITH_CPATH='build/asan/?.so' $(BUSTED)
 

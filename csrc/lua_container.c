@@ -680,6 +680,7 @@ static int batch_op (rg_scope *s, bcall *q, int i, int t, const rg_ikey *lp,
     q->res[i].status = 200;
     return 0;
   }
+  wcall_clear(&q->w);
   memset(&q->w, 0, sizeof(q->w));
   q->w.L = L;
   q->w.c = q->c;
