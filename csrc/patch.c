@@ -120,6 +120,29 @@ static int locate (cJSON *doc, const char *path, target *t, const char *opn,
   }
 }
 
+/* Inserts `v` before the element `at` of `array`.  (cJSON's own
+** cJSON_InsertItemInArray refuses valid inserts in the 1.7.15 release.)
+** A cJSON array's first child points back to the last one. */
+static void insert_before (cJSON *array, cJSON *at, cJSON *v) {
+  v->next = at;
+  v->prev = at->prev;
+  if (at == array->child) array->child = v;
+  else v->prev->next = v;
+  at->prev = v;
+}
+
+/* Nesting depth of a value (a scalar is 0). */
+static int depth_of (const cJSON *v) {
+  const cJSON *c;
+  int d = 0;
+  if (!cJSON_IsArray(v) && !cJSON_IsObject(v)) return 0;
+  for (c = v->child; c; c = c->next) {
+    int k = depth_of(c);
+    if (k > d) d = k;
+  }
+  return d + 1;
+}
+
 /* Overwrites `old` with `v` (owned) in its parent, keeping the name. */
 static int overwrite (cJSON *parent, cJSON *old, cJSON *v, rg_err *e) {
   if (v->string && !(v->type & cJSON_StringIsConst)) cJSON_free(v->string);
@@ -158,7 +181,8 @@ static int place (target *t, cJSON *v, int insert, const char *opn,
                      "array at '%s' (length %ld)", opn, i, path, len);
     }
     if (i == len) cJSON_AddItemToArray(t->parent, v);
-    else if (insert) cJSON_InsertItemInArray(t->parent, (int)i, v);
+    else if (insert)
+      insert_before(t->parent, cJSON_GetArrayItem(t->parent, (int)i), v);
     else return overwrite(t->parent, cJSON_GetArrayItem(t->parent, (int)i),
                           v, e);
   }
@@ -271,5 +295,8 @@ int rg_patch_apply (cJSON *doc, const rg_patch_op *ops, int n, rg_err *e) {
       return rg_fail(e, rc, "operation %d: %s", i + 1, msg);
     }
   }
+  if (depth_of(doc) > RG_MAX_DEPTH)
+    return rg_fail(e, 400, "the patched document would nest deeper than %d "
+                   "levels", RG_MAX_DEPTH);
   return 0;
 }
