@@ -351,3 +351,58 @@ done:
   ks_free(&kn);
   return rc;
 }
+
+
+/*
+** {=====================================================================
+** Verification (db:verify)
+** ======================================================================
+*/
+/* Checks that every index and unique entry `doc` needs exists and names
+** this item; adds how many there are to *nindex and *nunique.  Problems
+** are appended to `report`; returns how many were found. */
+int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
+                     const rg_ikey *k, const cJSON *doc, uint64_t *nindex,
+                     uint64_t *nunique, rg_buf *report) {
+  keyset ks;
+  size_t *ord, n = 0, i;
+  int bad = 0, u;
+  ks_init(&ks);
+  doc_terms(spec, k, doc, &ks);
+  ord = ks.oom ? NULL : ks_sorted(&ks, &n);
+  if (ord == NULL) {
+    ks_free(&ks);
+    rg_buf_adds(report, "out of memory while verifying\n");
+    return 1;
+  }
+  for (i = 0; i < n; i++) {
+    MDB_val key, val;
+    key.mv_data = ks.buf.p + ks.off[ord[i]];
+    key.mv_size = ks.len[ord[i]];
+    if (mdb_get(txn, env->dbi[RG_DB_INDEX], &key, &val) != 0 ||
+        val.mv_size != k->len || memcmp(val.mv_data, k->key, k->len) != 0) {
+      bad++;
+      rg_buf_addf(report, "container %u: an index entry of item %.*s is "
+                  "missing\n", spec->cid, (int)(k->len - k->lplen),
+                  (const char *)k->key + k->lplen);
+    }
+  }
+  *nindex += n;
+  for (u = 0; u < spec->nuniq; u++) {
+    uint8_t uk[RG_MAX_KEY];
+    MDB_val key, val;
+    key.mv_data = uk;
+    key.mv_size = unique_key(spec, u, k, doc, uk);
+    if (mdb_get(txn, env->dbi[RG_DB_UNIQUE], &key, &val) != 0 ||
+        val.mv_size != k->len || memcmp(val.mv_data, k->key, k->len) != 0) {
+      bad++;
+      rg_buf_addf(report, "container %u: unique key %d of an item does not "
+                  "name it\n", spec->cid, u + 1);
+    }
+  }
+  *nunique += (uint64_t)spec->nuniq;
+  free(ord);
+  ks_free(&ks);
+  return bad;
+}
+/* }===================================================================== */

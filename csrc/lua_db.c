@@ -616,6 +616,24 @@ static int db_backup (lua_State *L) {
   return 2;
 }
 
+/* db:verify() -> true | nil, report */
+static int db_verify (lua_State *L) {
+  rg_db *d = rg_checkdb(L, 1);
+  rg_buf report;
+  int problems;
+  rg_buf_init(&report);
+  problems = rg_verify(d->env, &report);
+  if (problems == 0) {
+    rg_buf_free(&report);
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  lua_pushnil(L);
+  lua_pushlstring(L, report.p ? report.p : "", report.n);
+  rg_buf_free(&report);
+  return 2;
+}
+
 typedef struct purge_req {
   rg_cont c;
   int count;
@@ -737,6 +755,7 @@ int luaopen_regolith_core (lua_State *L) {
     {"stats", db_stats},
     {"backup", db_backup},
     {"purge_expired", db_purge_expired},
+    {"verify", db_verify},
     {NULL, NULL}
   };
   static const luaL_Reg db_meta[] = {

@@ -422,6 +422,9 @@ int rg_scope_mdb (rg_scope *s, int rc, const char *what, rg_err *e);
 uint64_t rg_scope_lsn (rg_scope *s, rg_err *e);
 
 int rg_env_backup (rg_env *env, const char *path, rg_err *e);
+/* Checks every storage invariant (verify.c); returns the number of
+** problems, each described in `report`. */
+int rg_verify (rg_env *env, rg_buf *report);
 /* }===================================================================== */
 
 
@@ -456,6 +459,11 @@ int rg_index_update (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
 /* Checks the unique keys `new` would take (409), writing nothing. */
 int rg_unique_check (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
                      const cJSON *old, const cJSON *neu, rg_err *e);
+/* db:verify: checks the index and unique entries an item needs (see
+** verify.c); returns the number of problems appended to `report`. */
+int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
+                     const rg_ikey *k, const cJSON *doc, uint64_t *nindex,
+                     uint64_t *nunique, rg_buf *report);
 /* The id of a normalized path (segments, array positions "[]") in index
 ** keys, and the key prefix of that path's entries: cid | path-id. */
 uint64_t rg_index_path_id (const char *const *seg, int n);

@@ -43,6 +43,7 @@ build = {
         "csrc/script.c",
         "csrc/support.c",
         "csrc/token.c",
+        "csrc/verify.c",
         "csrc/write.c",
       },
       defines = { "_GNU_SOURCE" },

@@ -1,0 +1,59 @@
+local H = require "helper"
+
+-- tools/lmdb_poke damages a table on purpose; built on first use.
+local poke = "build/tools/lmdb_poke"
+local function build_poke()
+  assert(os.execute("mkdir -p build/tools && cc -O1 -o " .. poke ..
+    " tools/lmdb_poke.c -llmdb"))
+end
+
+describe("db:verify", function()
+  local db, path, c
+  setup(build_poke)
+  before_each(function()
+    db, path = H.open()
+    c = assert(db:create_container("v", {
+      partition_key = "/pk", physical_partitions = 3, default_ttl = -1,
+      unique_keys = { { "/u" } },
+      indexing = { composite = { { { path = "/a" }, { path = "/b", order = "descending" } } } },
+    }))
+    for i = 1, 120 do
+      assert(c:upsert({ id = "i" .. (i % 40), pk = "p" .. (i % 7), u = "u" .. i,
+        a = i, b = "x" .. i, tags = { i, "t" }, ttl = i % 3 == 0 and 600 or nil }))
+    end
+    for i = 1, 8 do assert(c:delete("i" .. i, "p" .. (i % 7))) end
+  end)
+  after_each(function()
+    db:close()
+    H.cleanup()
+  end)
+
+  local function damage(table_name, how)
+    db:close()
+    assert(os.execute(("%s '%s' %s %s"):format(poke, path, table_name, how)))
+    db = assert(require("regolith").open(path))
+  end
+
+  it("passes on a database written through every kind of write", function()
+    assert.is_true(db:verify())
+  end)
+
+  for _, case in ipairs({
+    { "index", "del-first", "index entr" },
+    { "index", "dup-first", "index holds entries" },
+    { "unique", "del-last", "unique key" },
+    { "ttl", "del-first", "TTL" },
+    { "latest", "del-first", "latest" },
+    { "feed", "del-last 9", "change feed" },  -- before the 8 deletes' records
+    { "parts", "del-first", "statistics" },
+    { "items", "del-first", "" },
+  }) do
+    it(("finds a damaged %s table (%s)"):format(case[1], case[2]), function()
+      damage(case[1], case[2])
+      local ok, report = db:verify()
+      assert.is_nil(ok)
+      assert.is_string(report)
+      assert.truthy(report:find(case[3], 1, true), report)
+    end)
+  end
+end)

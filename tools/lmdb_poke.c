@@ -1,0 +1,60 @@
+/*
+** lmdb_poke: damages a database on purpose, for the specs of db:verify().
+**
+**   lmdb_poke DIR TABLE del-first        delete the table's first entry
+**   lmdb_poke DIR TABLE del-last [N]     delete its last entry (or the Nth
+**                                        from the end)
+**   lmdb_poke DIR TABLE dup-first        copy the first entry under a key
+**                                        one byte longer (a stray entry)
+*/
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lmdb.h>
+
+int main (int argc, char **argv) {
+  MDB_env *env;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  MDB_cursor *cur;
+  MDB_val k, v;
+  int rc;
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: lmdb_poke DIR TABLE del-first|del-last|dup-first\n");
+    return 2;
+  }
+  if ((rc = mdb_env_create(&env)) || (rc = mdb_env_set_maxdbs(env, 16)) ||
+      (rc = mdb_env_set_mapsize(env, (size_t)1 << 30)) ||
+      (rc = mdb_env_open(env, argv[1], MDB_NOTLS, 0644)) ||
+      (rc = mdb_txn_begin(env, NULL, 0, &txn)) ||
+      (rc = mdb_dbi_open(txn, argv[2], 0, &dbi)) ||
+      (rc = mdb_cursor_open(txn, dbi, &cur)))
+    goto fail;
+  rc = mdb_cursor_get(cur, &k, &v, strcmp(argv[3], "del-last") == 0 ?
+                      MDB_LAST : MDB_FIRST);
+  if (rc == 0 && argc == 5) {
+    long back = atol(argv[4]);
+    while (rc == 0 && --back > 0) rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
+  }
+  if (rc) goto fail;
+  if (strcmp(argv[3], "dup-first") == 0) {
+    char key[600];
+    MDB_val k2;
+    memcpy(key, k.mv_data, k.mv_size);
+    key[k.mv_size] = 0x7f;
+    k2.mv_data = key;
+    k2.mv_size = k.mv_size + 1;
+    rc = mdb_put(txn, dbi, &k2, &v, 0);
+  }
+  else rc = mdb_cursor_del(cur, 0);
+  if (rc) goto fail;
+  mdb_cursor_close(cur);
+  if ((rc = mdb_txn_commit(txn))) goto fail;
+  mdb_env_close(env);
+  return 0;
+fail:
+  fprintf(stderr, "lmdb_poke: %s\n", mdb_strerror(rc));
+  return 1;
+}
