@@ -6,6 +6,7 @@
 #   make demo         install what is missing, build, run the example
 #   make bench        benchmarks (examples/bench/)
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
+#   make crash        kill writers at random moments; nothing may be lost
 #   make install      install into LUADIR/LIBDIR (as LuaRocks passes them)
 #
 # Variables follow LuaRocks' names so that the rockspec can drive them.
@@ -47,7 +48,7 @@ DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
 
 BUSTED = busted --lua=lua5.4
 
-.PHONY: all test demo bench check install clean deps-test deps-bench
+.PHONY: all test demo bench check crash install clean deps-test deps-bench
 
 all: $(MODULE)
 
@@ -94,6 +95,14 @@ check: deps-test
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  REGOLITH_CPATH='build/asan/?.so' $(BUSTED)
+
+# The crash harness: SIGKILL a writer at random moments, then check that
+# nothing acknowledged was lost and nothing half-applied (tools/crash.lua).
+CRASH_KILLS ?= 200
+crash: deps-test
+	$(MAKE) all
+	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full
+	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync lazy
 
 install: all
 	mkdir -p $(DESTDIR)$(LUADIR)/regolith $(DESTDIR)$(LIBDIR)/regolith
