@@ -309,9 +309,10 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
   s->default_ttl = -1;
   v = cJSON_GetObjectItemCaseSensitive(j, "default_ttl");
   if (v != NULL && !cJSON_IsNull(v)) {
-    if (!cJSON_IsNumber(v) || !rg_num_int(v, &n) || n == 0 || n < -1) {
-      rc = rg_fail(e, 400, "option 'default_ttl' is -1 or a positive number "
-                   "of seconds");
+    if (!cJSON_IsNumber(v) || !rg_num_int(v, &n) || n == 0 || n < -1 ||
+        n > RG_MAX_TTL) {
+      rc = rg_fail(e, 400, "option 'default_ttl' is -1 or a whole number of "
+                   "seconds from 1 to %d", RG_MAX_TTL);
       goto fail;
     }
     s->ttl_on = 1;

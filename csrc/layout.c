@@ -49,7 +49,9 @@
 ** concatenated and lets a descending term be the bitwise complement):
 **     0x05 null | 0x06 false | 0x07 true
 **     0x08 number: the IEEE double, sign bit flipped for positives and all
-**          bits flipped for negatives (-0 is 0), 8 bytes
+**          bits flipped for negatives (-0 is 0), 8 bytes, then 2 bytes of
+**          the difference between an integer and its double (2^15 + d), so
+**          that 64-bit integers beyond 2^53 stay exact and in order
 **     0x09 string: the raw bytes with 0x00 written 0x00 0xFF, then 0x00 0x01;
 **          a string cut to a length limit ends 0x00 0x02 instead (it sorts
 **          after every exact string with the same beginning), and where the
@@ -87,16 +89,23 @@ enum { T_NULL = 0x05, T_FALSE = 0x06, T_TRUE = 0x07, T_NUMBER = 0x08,
 ** Terms
 ** ======================================================================
 */
-static void put_number (rg_buf *b, double d) {
+static void put_number (rg_buf *b, const cJSON *v) {
+  double d = v->valuedouble;
   uint64_t bits;
-  uint8_t p[9];
+  uint8_t p[11];
+  int64_t exact;
+  long double residual = 0;
   if (d == 0) d = 0;                       /* -0 is 0 */
   memcpy(&bits, &d, 8);
   if (bits >> 63) bits = ~bits;
   else bits ^= (uint64_t)1 << 63;
+  /* an integer beyond 2^53 differs from its double by at most 2^10 */
+  if (v->valuestring != NULL && rg_num_int(v, &exact))
+    residual = (long double)exact - (long double)d;
   p[0] = T_NUMBER;
   rg_put_u64(p + 1, bits);
-  rg_buf_add(b, p, 9);
+  rg_put_u16(p + 9, (uint32_t)((int)residual + 32768));
+  rg_buf_add(b, p, 11);
 }
 
 /*
@@ -132,7 +141,7 @@ void rg_term_cut (rg_buf *b, const cJSON *v, int desc, size_t limit) {
     case cJSON_NULL: rg_buf_addc(b, T_NULL); break;
     case cJSON_False: rg_buf_addc(b, T_FALSE); break;
     case cJSON_True: rg_buf_addc(b, T_TRUE); break;
-    case cJSON_Number: put_number(b, v->valuedouble); break;
+    case cJSON_Number: put_number(b, v); break;
     case cJSON_String: put_string(b, v->valuestring, limit, 0); break;
     default: return;                       /* not a scalar: no term */
   }

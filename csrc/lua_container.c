@@ -135,7 +135,7 @@ static rg_db *writable (lua_State *L, rg_lcont *lc, rg_err *e) {
 */
 /* A scalar partition-key value as a cJSON node living on the C stack.
 ** Strings holding NUL need a MUTF-8 copy, made in a Lua buffer so that an
-** error cannot leak it. */
+** error cannot leak it, and left on top of the stack while it is used. */
 static int pk_node (lua_State *L, int idx, cJSON *n, rg_err *e) {
   memset(n, 0, sizeof(*n));
   switch (lua_type(L, idx)) {
@@ -155,8 +155,7 @@ static int pk_node (lua_State *L, int idx, cJSON *n, rg_err *e) {
           else luaL_addchar(&B, s[i]);
         }
         luaL_pushresult(&B);
-        lua_replace(L, idx);         /* keep it alive in the argument slot */
-        n->valuestring = (char *)lua_tostring(L, idx);
+        n->valuestring = (char *)lua_tostring(L, -1);
       }
       return 0;
     }
@@ -166,6 +165,15 @@ static int pk_node (lua_State *L, int idx, cJSON *n, rg_err *e) {
         return rg_fail(e, 400, "a partition key value must be finite");
       n->type = cJSON_Number;
       n->valuedouble = d;
+#if !RG_LUAJIT
+      if (lua_isinteger(L, idx)) {    /* beyond 2^53: keep the exact text */
+        lua_Integer i = lua_tointeger(L, idx);
+        if (i > ((lua_Integer)1 << 53) || i < -((lua_Integer)1 << 53)) {
+          lua_pushfstring(L, "%I", (LUAI_UACINT)i);
+          n->valuestring = (char *)lua_tostring(L, -1);
+        }
+      }
+#endif
       return 0;
     }
     case LUA_TBOOLEAN:

@@ -652,6 +652,10 @@ static int db_purge_expired (lua_State *L) {
   rg_db *d = rg_checkdb(L, 1);
   rg_err e;
   uint32_t cids[1024];
+  if (d->readonly) {
+    rg_fail(&e, 403, "the database is open read-only");
+    return rg_push_fail(L, &e);
+  }
   int n = 0, i, rc, total = 0;
   rg_work work;
   {                                  /* every container's id */

@@ -76,6 +76,7 @@
 #define RG_MAX_PATH_SEGS   16             /* segments in a declared path */
 #define RG_MAX_KEY         511            /* LMDB's compiled-in key limit */
 #define RG_MAX_SQL         (512u << 10)
+#define RG_MAX_TTL         2147483647     /* seconds (about 68 years) */
 #define RG_DEFAULT_PARTITION_BYTES (20ull << 30)
 /* }===================================================================== */
 

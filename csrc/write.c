@@ -313,9 +313,10 @@ static int item_expiry (const rg_cspec *c, const cJSON *doc, int64_t now,
   if (!c->ttl_on) return 0;
   t = cJSON_GetObjectItemCaseSensitive(doc, "ttl");
   if (t != NULL && !cJSON_IsNull(t)) {
-    if (!cJSON_IsNumber(t) || !rg_num_int(t, &ttl) || ttl == 0 || ttl < -1)
-      return rg_fail(e, 400, "ttl must be -1 or a positive integer number of "
-                     "seconds");
+    if (!cJSON_IsNumber(t) || !rg_num_int(t, &ttl) || ttl == 0 || ttl < -1 ||
+        ttl > RG_MAX_TTL)
+      return rg_fail(e, 400, "ttl must be -1 or a whole number of seconds "
+                     "from 1 to %d", RG_MAX_TTL);
   }
   if (ttl > 0) *expiry = now + ttl;
   return 0;
