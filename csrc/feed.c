@@ -135,18 +135,7 @@ int rg_feed_append (rg_scope *s, const rg_cont *c, const rg_ikey *k, int op,
 ** Records, positions and keys
 ** ======================================================================
 */
-typedef struct record {
-  int op;                      /* RG_OP_CREATE, RG_OP_REPLACE, RG_OP_DELETE */
-  int ttl_expired;
-  int64_t ts;
-  const uint8_t *key;          /* the item key; NULL in format 1 */
-  size_t klen;
-  const char *json;
-  size_t n;
-} record;
-
-/* Splits a stored change record; -1 when it is not one. */
-static int record_parse (const MDB_val *v, record *r) {
+int rg_feed_record (const MDB_val *v, rg_record *r) {
   const uint8_t *p = (const uint8_t *)v->mv_data;
   size_t head;
   if (v->mv_size < 11 || p[1] < 1 || p[1] > 3) return -1;
@@ -171,7 +160,7 @@ static int record_parse (const MDB_val *v, record *r) {
 }
 
 /* Is the change in the logical partition whose prefix is lp? */
-static int record_in (const rg_cspec *spec, const record *r,
+static int record_in (const rg_cspec *spec, const rg_record *r,
                       const uint8_t *lp, size_t lplen) {
   const cJSON *pkv[RG_MAX_PK_PATHS];
   cJSON *doc = NULL;
@@ -312,8 +301,8 @@ static int take (MDB_txn *txn, const rg_feedq *q, rg_batch *b, head *h,
   ch.lsn = h->lsn;
   ch.range = range;
   if (q->mode == RG_FEED_ALL) {
-    record r;
-    if (record_parse(&h->v, &r))
+    rg_record r;
+    if (rg_feed_record(&h->v, &r))
       return rg_fail(e, 500, "corrupt change record (lsn %llu)",
                      (unsigned long long)h->lsn);
     if (q->lp && !record_in(q->c->spec, &r, q->lp, q->lplen)) return 0;
@@ -427,8 +416,8 @@ static int64_t text_ts (const char *s, size_t n) {
 static int64_t head_ts (MDB_txn *txn, const rg_env *env, int mode,
                         const head *h) {
   if (mode == RG_FEED_ALL) {
-    record r;
-    return record_parse(&h->v, &r) ? 0 : r.ts;
+    rg_record r;
+    return rg_feed_record(&h->v, &r) ? 0 : r.ts;
   }
   else {
     MDB_val key = h->v, v;
@@ -601,12 +590,12 @@ int rg_feed_trim (rg_scope *s, const rg_cont *c, int force, rg_err *e) {
   for (r = 0; r < spec->nparts && budget > 0 && rc == 0; r++) {
     rg_fpos start = { 0, 0 };
     for (;;) {
-      record rec;
+      rg_record rec;
       if ((rc = head_seek(&h, RG_FEED_ALL, spec->cid, r, start, NULL))) {
         rc = rg_scope_mdb(s, rc, "change feed", e);
         break;
       }
-      if (!h.live || budget == 0 || record_parse(&h.v, &rec) ||
+      if (!h.live || budget == 0 || rg_feed_record(&h.v, &rec) ||
           rec.ts >= horizon)
         break;
       if (floor == NULL) {           /* what the processors still need */

@@ -608,6 +608,17 @@ typedef struct rg_feedq {
 int rg_feed_append (rg_scope *s, const rg_cont *c, const rg_ikey *k, int op,
                     int ttl_expired, const cJSON *doc, const rg_buf *text,
                     rg_err *e);
+/* A stored change record, split; the pointers point into the value. */
+typedef struct rg_record {
+  int op;                    /* RG_OP_CREATE, RG_OP_REPLACE, RG_OP_DELETE */
+  int ttl_expired;
+  int64_t ts;
+  const uint8_t *key;        /* the item key (NULL in format 1 records) */
+  size_t klen;
+  const char *json;          /* the new version, or the deleted one */
+  size_t n;
+} rg_record;
+int  rg_feed_record (const MDB_val *v, rg_record *r);   /* 0, or -1: corrupt */
 void rg_batch_init (rg_batch *b);
 void rg_batch_clear (rg_batch *b);
 void rg_batch_free (rg_batch *b);
