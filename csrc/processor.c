@@ -516,6 +516,51 @@ static int release_body (rg_scope *s, void *ud, rg_err *e) {
   return 0;
 }
 
+/* Removes every key of the processor (leases, instances, dead letters). */
+static int forget_body (rg_scope *s, void *ud, rg_err *e) {
+  pstate *p = (pstate *)ud;
+  static const int tags[] = { RG_MK_LEASE, RG_MK_DEAD };
+  uint8_t key[KEY_MAX];
+  MDB_cursor *cur;
+  MDB_val k, v;
+  int i, rc = 0, found = 0;
+  if ((rc = mdb_cursor_open(s->txn, s->env->dbi[RG_DB_META], &cur)))
+    return rg_scope_mdb(s, rc, "processor", e);
+  for (i = 0; i < 2 && rc == 0; i++) {
+    size_t plen = proc_prefix(key, tags[i], p);
+    for (;;) {
+      k.mv_data = key;
+      k.mv_size = plen;
+      rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+      if (rc || k.mv_size <= plen || memcmp(k.mv_data, key, plen) != 0) {
+        if (rc == MDB_NOTFOUND) rc = 0;
+        break;
+      }
+      if ((rc = mdb_cursor_del(cur, 0))) break;
+      found += tags[i] == RG_MK_LEASE;
+    }
+  }
+  mdb_cursor_close(cur);
+  if (rc) return rg_scope_mdb(s, rc, "processor", e);
+  if (!found)
+    return rg_fail(e, 404, "processor '%s' on '%s' has no state", p->name,
+                   p->lc->c.spec->name);
+  return 0;
+}
+
+/* state:delete() -> true | nil, msg, status: forgets the processor (its
+** checkpoints, leases and dead letters) and closes the state. */
+static int proc_delete (lua_State *L) {
+  pstate *p = checkproc(L, 1);
+  rg_err e;
+  outside_scope(L, p);
+  if (rg_scope_run(L, p->lc->c.env, proc_sync(p), 0, forget_body, p, &e))
+    return rg_push_fail(L, &e);
+  p->closed = 1;
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* state:close() -> true | nil, msg, status: gives the leases back (when
 ** the database is still open) and closes the state. */
 static int proc_close (lua_State *L) {
@@ -623,7 +668,7 @@ static int proc_read (lua_State *L) {
   p->pend[r].end = pos;
   p->pend[r].n = g->b.n;
   lua_pushinteger(L, (lua_Integer)g->b.n);
-  if (g->b.n == 0) return 1;
+  if (g->b.n == 0) { rg_box_done(g); return 1; }
   if (rg_batch_push(L, p->lc->c.spec, p->mode, &g->b, &e))
     return rg_push_fail(L, &e);
   push_batch_info(L, &g->b.work, r, l.attempts + 1);
@@ -1157,6 +1202,7 @@ void rg_processor_open (lua_State *L) {
     {"dead_letters", proc_dead_letters},
     {"clear_dead_letters", proc_clear_dead_letters},
     {"close", proc_close},
+    {"delete", proc_delete},
     {NULL, NULL}
   };
   static const luaL_Reg funcs[] = {

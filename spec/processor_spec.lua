@@ -399,6 +399,54 @@ describe("processors", function()
     assert.matches("cannot run inside a transaction", err)
   end)
 
+  it("closes at the end of the pass when its handler closes it", function()
+    for _, transactional in ipairs({ true, false }) do
+      local c = assert(db:create_container("c" .. tostring(transactional),
+        { partition_key = "/pk" }))
+      for i = 1, 5 do assert(c:create({ id = "i" .. i, pk = "x" })) end
+      local p
+      p = assert(db:processor({ name = "stopper", source = c:name(),
+        max_items = 2, transactional = transactional,
+        handler = function() p:close() end }))
+      assert.are.equal(2, p:run())
+      assert.has_error(function() p:run_once() end,
+        "attempt to use a closed processor")
+      local again = assert(db:processor({ name = "stopper",
+        source = c:name(), handler = function() end }))
+      assert.are.equal(3, (again:lag()))
+      again:close()
+    end
+  end)
+
+  it("forgets its checkpoints and dead letters when deleted", function()
+    for i = 1, 3 do assert(src:create({ id = "i" .. i, pk = "x", n = i })) end
+    local seen = 0
+    local function open()
+      return assert(db:processor({ name = "gone", source = "src",
+        max_attempts = 1, max_items = 1,
+        handler = function(changes)
+          seen = seen + 1
+          if changes[1].n == 2 then error("no") end
+        end }))
+    end
+    local p = open()
+    p:run({ until_idle = true })
+    assert.are.equal(3, seen)
+    assert.are.equal(1, #p:dead_letters())
+    assert.is_true(p:delete())
+    assert.has_error(function() p:run_once() end)
+    local q = open()
+    assert.are.equal(0, #q:dead_letters())
+    assert.are.equal(3, (q:lag()))
+    q:run({ until_idle = true })
+    assert.are.equal(6, seen)
+    assert.is_true(q:delete())
+    local r, t = open(), open()
+    assert.is_true(t:delete())
+    H.fails(404, r:delete())
+    H.fails(404, r:run_once())
+  end)
+
   it("charges its feed reads to the handler's info", function()
     assert(src:create({ id = "a", pk = "x" }))
     local charge

@@ -3,7 +3,7 @@ regolith.processor: the change-feed processors (the dispatcher).
 
     local p = db:processor{ name = ..., source = ..., handler = ..., ... }
     p:run_once()  p:run{until_idle, timeout}  p:lag()  p:status()
-    p:dead_letters()  p:clear_dead_letters()  p:close()
+    p:dead_letters()  p:clear_dead_letters()  p:close()  p:delete()
     db:run_processors{until_idle, timeout}
 
 This module is the loop; the C core (regolith.core._processor, see
@@ -242,6 +242,10 @@ function Processor:run_once()
   self.running = true
   local ok, n, msg, status = pcall(self._pass, self)
   self.running = false
+  if self.closing then              -- closed by the handler or on_error
+    self.closing = false
+    self.state:close()
+  end
   if not ok then error(n, 0) end
   return n, msg, status
 end
@@ -308,17 +312,43 @@ function Processor:clear_dead_letters()
   return self.state:clear_dead_letters()
 end
 
--- p:close(): gives the leases back (idempotent).
-function Processor:close()
-  if self.closed then return true end
-  self.closed = true
+local function unlist(self)
   local list = opened[self.db]
   if list then
     for i = #list, 1, -1 do
       if list[i] == self then table.remove(list, i) end
     end
   end
+end
+
+-- p:close(): gives the leases back (idempotent).  Called by a handler or
+-- on_error, it takes effect when the pass ends.
+function Processor:close()
+  if self.closed then return true end
+  self.closed = true
+  unlist(self)
+  if self.running then
+    self.closing = true
+    return true
+  end
   return self.state:close()
+end
+
+-- p:delete(): forgets the processor in the database (its checkpoints,
+-- leases and dead letters: the next processor of this name on this
+-- container starts afresh) and closes it.  An all_versions processor that
+-- is no longer run holds back the container's retention until deleted.
+function Processor:delete()
+  self:_check()
+  if self.running then
+    error("processor '" .. self.name .. "' cannot be deleted while it runs",
+      2)
+  end
+  local ok, msg, status = self.state:delete()
+  if not ok then return nil, msg, status end
+  self.closed = true
+  unlist(self)
+  return true
 end
 
 function Processor:__tostring()
