@@ -881,7 +881,11 @@ static int tx_body (rg_scope *s, void *ud, rg_err *e) {
   p->pend[q->r].start = l.pos;
   p->pend[q->r].end = pos;
   p->pend[q->r].n = q->n;
-  if (q->n == 0) return 0;
+  if (q->n == 0) {                /* only expired items: move past them */
+    if (same_pos(&pos, &l.pos)) return 0;
+    l.pos = pos;
+    return lease_put(s, p, q->r, &l, e);
+  }
   lua_pushvalue(L, q->runner);
   if ((rc = rg_batch_push(L, p->lc->c.spec, p->mode, &q->g->b, e))) return rc;
   push_batch_info(L, &q->g->b.work, q->r, l.attempts + 1);
