@@ -166,7 +166,7 @@ static int record_in (const rg_cspec *spec, const rg_record *r,
   cJSON *doc = NULL;
   rg_ikey k;
   int in;
-  if (r->key)       /* terms are prefix-free: a shared prefix is the partition */
+  if (r->key)           /* terms are prefix-free: a shared prefix is one lp */
     return r->klen >= lplen && memcmp(r->key, lp, lplen) == 0;
   if (rg_json_parse(r->json, r->n, &doc, NULL)) return 0;
   rg_doc_pk(spec, doc, pkv);
@@ -365,7 +365,8 @@ int rg_feed_read (MDB_txn *txn, rg_feedq *q, rg_batch *b, rg_err *e) {
   }
   for (i = 0; i < opened; i++) mdb_cursor_close(h[i].cur);
   if (h != &one) free(h);
-  if (rc == 0 && (b->oom || b->text.oom)) rc = rg_fail(e, 500, "out of memory");
+  if (rc == 0 && (b->oom || b->text.oom))
+    rc = rg_fail(e, 500, "out of memory");
   return rc;
 }
 

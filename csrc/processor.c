@@ -392,8 +392,9 @@ static int instances (rg_scope *s, const pstate *p, int64_t now, int *live,
   k.mv_size = plen;
   rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
   while (rc == 0 && k.mv_size > plen && memcmp(k.mv_data, key, plen) == 0) {
+    const char *inst = (const char *)k.mv_data + plen;
     int self = k.mv_size - plen == p->instlen &&
-               memcmp((const char *)k.mv_data + plen, p->inst, p->instlen) == 0;
+               memcmp(inst, p->inst, p->instlen) == 0;
     if (!self) {
       if (v.mv_size == 8 && (int64_t)rg_get_u64((const uint8_t *)v.mv_data) >
           now)
@@ -412,7 +413,10 @@ static int instances (rg_scope *s, const pstate *p, int64_t now, int *live,
     rg_buf_free(&dead);
     return rg_scope_mdb(s, rc, "processor instances", e);
   }
-  if (dead.oom) { rg_buf_free(&dead); return rg_fail(e, 500, "out of memory"); }
+  if (dead.oom) {
+    rg_buf_free(&dead);
+    return rg_fail(e, 500, "out of memory");
+  }
   for (i = 0, rc = 0; rc == 0 && i < dead.n;) {
     k.mv_size = rg_get_u16((const uint8_t *)dead.p + i);
     k.mv_data = dead.p + i + 2;

@@ -31,7 +31,7 @@ Processor.__index = Processor
 
 local MODES = { latest = 1, all_versions = 2 }
 local IDLE_SLEEP = 0.05        -- seconds between idle passes of run()
-local RENEW_MAX = 5000         -- ms: leases are looked after at least this often
+local RENEW_MAX = 5000         -- ms: the longest time between lease renewals
 
 -- Processors opened on each database handle (weak: a handle that is gone
 -- takes its processors along).
