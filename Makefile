@@ -84,6 +84,7 @@ build/bench/raw_lmdb: examples/bench/raw_lmdb.c
 bench: deps-bench
 	$(MAKE) all build/bench/raw_lmdb
 	$(RUN) examples/bench/items.lua
+	$(RUN) examples/bench/feed.lua
 
 # The sanitizer build: the same sources with ASan and UBSan, loaded into the
 # stock interpreter by preloading the ASan runtime.

@@ -16,6 +16,14 @@
 **                 + 0.5 RU per index lookup (one seek of an index range)
 **                 + 0.1 RU per item loaded, + 0.1 RU per KB loaded
 **   scripts       1 RU per procedure or trigger run, plus what it does
+**   change feed   a read (c:changes, or a processor's batch: the handler's
+**                 info.charge) costs 0.5 RU per feed range it reads (one
+**                 seek, counted as an index lookup), 0.1 RU per feed entry
+**                 it goes through (counted as loaded; entries a partition
+**                 filter skips and expired items count too), and 0.1 RU
+**                 per KB of the changes it returns.  Leases, checkpoints
+**                 and retention trimming are bookkeeping, not charged; a
+**                 handler's writes are charged as the writes they are.
 **
 ** The total is rounded to hundredths.
 */

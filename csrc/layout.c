@@ -18,7 +18,9 @@
 **              'k' cid                -> u64 items, u64 bytes (container stats)
 **              's' cid name           -> stored procedure (u64 version, source)
 **              't' cid name           -> trigger (u64 version, JSON definition)
-**              'l' cid name...        -> processor leases (feed.c)
+**              'l' cid name 0 u16:range -> processor lease (processor.c)
+**              'l' cid name 0 FFFF inst -> live processor instance
+**              'd' cid name 0 u64:seq -> processor dead letter
 **   items    lp id                    -> u64 expiry (0: never) + JSON text
 **   index    cid u64:path term hash u64:digest      -> item key
 **   unique   lp u8:unique-key# u128:values-digest   -> item key

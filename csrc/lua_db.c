@@ -784,6 +784,7 @@ int luaopen_regolith_core (lua_State *L) {
   lua_newtable(L);
   luaL_setfuncs(L, funcs, 0);
   rg_json_open(L);
+  rg_feed_open(L);
   return 1;
 }
 /* }===================================================================== */

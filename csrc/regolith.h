@@ -11,6 +11,8 @@
 **   write.c      the one write path every mutation goes through
 **   patch.c      the patch engine (partial updates of a cJSON tree)
 **   charge.c     the request-charge cost model
+**   feed.c       the change feed: records, reads, positions, retention
+**   processor.c  processors' leases, checkpoints, dead letters
 **   lua_db.c     the Lua binding of a database handle (and luaopen)
 **   lua_container.c  the Lua binding of a container handle (item API)
 **
@@ -423,6 +425,9 @@ int rg_scope_mdb (rg_scope *s, int rc, const char *what, rg_err *e);
 uint64_t rg_scope_lsn (rg_scope *s, rg_err *e);
 
 int rg_env_backup (rg_env *env, const char *path, rg_err *e);
+/* db:verify's check of processor leases (processor.c). */
+int rg_proc_verify (MDB_txn *txn, rg_env *env, const rg_cspec *s,
+                    uint64_t last_lsn, rg_buf *report);
 /* Checks every storage invariant (verify.c); returns the number of
 ** problems, each described in `report`. */
 int rg_verify (rg_env *env, rg_buf *report);
@@ -567,13 +572,116 @@ void rg_query_res_free (rg_query_res *r);
 ** feed.c: the change feed
 ** ======================================================================
 */
+enum { RG_FEED_LATEST = 1, RG_FEED_ALL = 2 };                   /* modes */
+enum { RG_START_BEGINNING, RG_START_NOW, RG_START_TIME };
+
+/* A place in one feed range: the key to read next (lsn, then the ordinal
+** in all_versions mode or the item digest in latest mode). */
+typedef struct rg_fpos {
+  uint64_t lsn, sub;
+} rg_fpos;
+
+/* One change read from the feed; its JSON lives in the batch's text. */
+typedef struct rg_change {
+  uint64_t lsn;
+  int64_t ts;                /* all_versions only */
+  int range;                 /* physical partition, 0-based */
+  int op;                    /* RG_OP_CREATE, RG_OP_REPLACE, RG_OP_DELETE */
+  int ttl_expired;
+  size_t off, len;
+} rg_change;
+
+/* The changes of one read, with the work of reading them. */
+typedef struct rg_batch {
+  rg_change *v;
+  size_t n, cap;
+  rg_buf text;
+  rg_work work;
+  int oom;
+} rg_batch;
+
+/* A read: ranges first .. first+n-1, range i from pos[i] (moved past what
+** is consumed), merged in commit order, at most `max` changes. */
+typedef struct rg_feedq {
+  const rg_cont *c;
+  int mode;
+  int first, n;
+  rg_fpos *pos;
+  const rg_fpos *until;      /* stop before this place (NULL: no bound) */
+  const uint8_t *lp;         /* only this logical partition (NULL: all) */
+  size_t lplen;
+  size_t max;
+  int64_t now;               /* latest mode: expired items are invisible */
+} rg_feedq;
+
 /* Appends the change record of one write (op create, replace or delete;
 ** `doc` the new version, or the deleted one; `text` the new version's
 ** JSON, NULL for a delete). */
 int rg_feed_append (rg_scope *s, const rg_cont *c, const rg_ikey *k, int op,
                     int ttl_expired, const cJSON *doc, const rg_buf *text,
                     rg_err *e);
+/* A stored change record, split; the pointers point into the value. */
+typedef struct rg_record {
+  int op;                    /* RG_OP_CREATE, RG_OP_REPLACE, RG_OP_DELETE */
+  int ttl_expired;
+  int64_t ts;
+  const uint8_t *key;        /* the item key (NULL in format 1 records) */
+  size_t klen;
+  const char *json;          /* the new version, or the deleted one */
+  size_t n;
+} rg_record;
+int  rg_feed_record (const MDB_val *v, rg_record *r);   /* 0, or -1: corrupt */
+void rg_batch_init (rg_batch *b);
+void rg_batch_clear (rg_batch *b);
+void rg_batch_free (rg_batch *b);
+/* Reads changes into `b` (copied: valid after the transaction). */
+int  rg_feed_read (MDB_txn *txn, rg_feedq *q, rg_batch *b, rg_err *e);
+/* Counts the entries of a range from a position, up to `limit`. */
+int  rg_feed_count (MDB_txn *txn, const rg_cont *c, int mode, int range,
+                    const rg_fpos *pos, uint64_t limit, uint64_t *count,
+                    rg_err *e);
+/* The position of a start (RG_START_*, `t` seconds for a time) in a range. */
+int  rg_feed_start (MDB_txn *txn, const rg_cont *c, int mode, int range,
+                    int kind, double t, rg_fpos *pos, rg_err *e);
+/* Continuation tokens of `n` positions, bound to the container, the mode,
+** the feed range (0: every range) and the partition filter. */
+void rg_feed_token (const rg_env *env, const rg_cspec *spec, int mode,
+                    int range, const uint8_t *lp, size_t lplen, int n,
+                    const rg_fpos *pos, rg_buf *out);
+int  rg_feed_untoken (const rg_env *env, const rg_cspec *spec, int mode,
+                      int range, const uint8_t *lp, size_t lplen, int n,
+                      const char *tok, size_t len, rg_fpos *pos, rg_err *e);
+/* Removes all_versions records past retention that every all_versions
+** processor has checkpointed past (at most once a second unless `force`). */
+int  rg_feed_trim (rg_scope *s, const rg_cont *c, int force, rg_err *e);
+/* Pushes a batch as a Lua array of changes in the mode's shape. */
+int  rg_batch_push (lua_State *L, const rg_cspec *spec, int mode,
+                    const rg_batch *b, rg_err *e);
+/* Appends the same as JSON text (dead letters). */
+int  rg_batch_json (const rg_cspec *spec, int mode, const rg_batch *b,
+                    rg_buf *out, rg_err *e);
+/* Options shared by c:changes and db:processor (raise on misuse). */
+int  rg_feed_opt_mode (lua_State *L, int idx, const char *what);
+void rg_feed_opt_start (lua_State *L, int idx, int *kind, double *t,
+                        const char *what);
+/* Registers c:changes and c:feed_ranges, and the processors' core. */
+void rg_feed_open (lua_State *L);
 /* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** processor.c: processors' leases, checkpoints and dead letters
+** ======================================================================
+*/
+#define RG_MAX_INSTANCE 200          /* bytes of a processor instance name */
+
+/* The lowest position every all_versions processor of the container
+** still needs, per range ({UINT64_MAX, UINT64_MAX} when none does). */
+int  rg_proc_floors (MDB_txn *txn, rg_env *env, uint32_t cid, int nparts,
+                     rg_fpos *floor, rg_err *e);
+/* Registers the processors' core (regolith.core._processor). */
+void rg_processor_open (lua_State *L);
 
 
 /*

@@ -13,6 +13,7 @@
 **     holds the record of that write;
 **   - the statistics of each logical partition and of the container match
 **     the items;
+**   - every processor lease decodes and points inside the feed;
 ** and every item, index, feed or latest entry belongs to a container in
 ** the catalog (or to one whose deletion is under way).
 ** Returns true, or nil and a report naming each problem (at most
@@ -89,17 +90,23 @@ static int feed_has (verifier *v, const rg_cspec *s, const rg_ikey *k,
   rc = mdb_cursor_get(cur, &key, &d, MDB_SET_RANGE);
   while (!found && rc == 0 && key.mv_size == 18 &&
          memcmp(key.mv_data, p, 14) == 0) {
-    cJSON *doc = NULL;
-    if (d.mv_size > 11 && rg_json_parse((const char *)d.mv_data + 11,
-                                        d.mv_size - 11, &doc, NULL) == 0) {
-      const cJSON *rid = cJSON_GetObjectItemCaseSensitive(doc, "id");
-      const cJSON *pkv[RG_MAX_PK_PATHS];
-      rg_ikey k2;
-      rg_doc_pk(s, doc, pkv);
-      found = cJSON_IsString(rid) && strcmp(rid->valuestring, id) == 0 &&
-              rg_ikey_partition(s, pkv, &k2, NULL) == 0 &&
-              k2.lplen == k->lplen && memcmp(k2.key, k->key, k->lplen) == 0;
-      cJSON_Delete(doc);
+    rg_record r;
+    if (rg_feed_record(&d, &r) == 0) {
+      if (r.key != NULL)             /* the record names its item */
+        found = r.klen == k->len && memcmp(r.key, k->key, k->len) == 0;
+      else {                         /* an old record: read its document */
+        cJSON *doc = NULL;
+        if (rg_json_parse(r.json, r.n, &doc, NULL) == 0) {
+          const cJSON *rid = cJSON_GetObjectItemCaseSensitive(doc, "id");
+          const cJSON *pkv[RG_MAX_PK_PATHS];
+          rg_ikey k2;
+          rg_doc_pk(s, doc, pkv);
+          found = cJSON_IsString(rid) && strcmp(rid->valuestring, id) == 0 &&
+                  rg_ikey_partition(s, pkv, &k2, NULL) == 0 &&
+                  k2.lplen == k->lplen && memcmp(k2.key, k->key, k->lplen) == 0;
+          cJSON_Delete(doc);
+        }
+      }
     }
     rc = mdb_cursor_get(cur, &key, &d, MDB_NEXT);
   }
@@ -326,6 +333,7 @@ int rg_verify (rg_env *env, rg_buf *report) {
       continue;
     }
     verify_container(&v, s);
+    v.problems += rg_proc_verify(v.txn, env, s, v.last_lsn, &v.report);
     rg_cspec_free(s);
   }
   verify_owners(&v, cids, n);

@@ -380,7 +380,8 @@ int rg_purge_expired (rg_scope *s, const rg_cont *c, int *count, rg_err *e) {
   }
 }
 
-/* Once per scope and container: is it alive, and purge what expired. */
+/* Once per scope and container: is it alive, and purge what expired (items
+** past their TTL, change records past the feed's retention). */
 static int prepare (rg_scope *s, const rg_cont *c, rg_err *e) {
   int i, n, rc;
   for (i = 0; i < s->npurged; i++)
@@ -388,7 +389,8 @@ static int prepare (rg_scope *s, const rg_cont *c, rg_err *e) {
   if ((rc = rg_cont_alive(s->txn, c, e))) return rc;
   if (s->npurged < (int)(sizeof(s->purged) / sizeof(s->purged[0])))
     s->purged[s->npurged++] = c->spec->cid;
-  return rg_purge_expired(s, c, &n, e);
+  if ((rc = rg_purge_expired(s, c, &n, e))) return rc;
+  return rg_feed_trim(s, c, 0, e);   /* all_versions retention (feed.c) */
 }
 /* }===================================================================== */
 

@@ -39,6 +39,7 @@ build = {
         "csrc/lua_container.c",
         "csrc/lua_db.c",
         "csrc/patch.c",
+        "csrc/processor.c",
         "csrc/query.c",
         "csrc/script.c",
         "csrc/support.c",

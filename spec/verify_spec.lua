@@ -57,3 +57,24 @@ describe("db:verify", function()
     end)
   end
 end)
+
+describe("db:verify with processors", function()
+  after_each(H.cleanup)
+
+  it("passes after a transactional processor copied a container into another", function()
+    local db = H.open()
+    local src = assert(db:create_container("src", { partition_key = "/pk", physical_partitions = 4 }))
+    local dst = assert(db:create_container("dst", { partition_key = "/pk" }))
+    for i = 1, 50 do assert(src:create({ id = "i" .. i, pk = "p" .. (i % 5), n = i })) end
+    local p = assert(db:processor{ name = "copy", source = "src", handler = function(changes)
+      for _, d in ipairs(changes) do
+        assert(dst:upsert({ id = d.id, pk = d.pk, n = d.n }))
+      end
+    end })
+    db:run_processors{ until_idle = true }
+    assert.are.equal(50, db:stats().containers.dst.items)
+    assert.is_true(db:verify())
+    p:close()
+    db:close()
+  end)
+end)

@@ -6,6 +6,7 @@ the core's functions and adds what is clearer written in Lua.
 ]]
 
 local core = require "regolith.core"
+require "regolith.processor"   -- db:processor, db:run_processors
 
 local M = {}
 for k, v in pairs(core) do M[k] = v end

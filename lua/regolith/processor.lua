@@ -1,0 +1,415 @@
+--[[
+regolith.processor: the change-feed processors (the dispatcher).
+
+    local p = db:processor{ name = ..., source = ..., handler = ..., ... }
+    p:run_once()  p:run{until_idle, timeout}  p:lag()  p:status()
+    p:dead_letters()  p:clear_dead_letters()  p:close()  p:delete()
+    db:run_processors{until_idle, timeout}
+
+This module is the loop; the C core (regolith.core._processor, see
+csrc/processor.c) reads the feed, keeps the leases and checkpoints in the
+database, and runs a transactional batch (the lease, the batch, the handler
+and the new checkpoint in one write transaction).
+
+A pass (run_once) renews the leases when a third of lease_seconds has gone
+by (taking free or expired ranges up to this instance's share, giving back
+the excess), then hands one batch of each held range to the handler.  A
+handler error leaves the checkpoint where it was, so the next pass delivers
+the same batch again; on_error sees every failure; after max_attempts the
+batch goes to the dead letters and the range moves on.
+]]
+
+local core = require "regolith.core"
+
+local C = core._processor
+local clock, sleep = C.clock, C.sleep
+
+local M = {}
+
+local Processor = {}
+Processor.__index = Processor
+
+local MODES = { latest = 1, all_versions = 2 }
+local IDLE_SLEEP = 0.05        -- seconds between idle passes of run()
+local RENEW_MAX = 5000         -- ms: the longest time between lease renewals
+
+-- Processors opened on each database handle (weak: a handle that is gone
+-- takes its processors along).
+local opened = setmetatable({}, { __mode = "k" })
+
+local OPTIONS = {
+  name = "string", source = true, mode = "string", start = true,
+  max_items = "number", lease_seconds = "number", instance = "string",
+  transactional = "boolean", max_attempts = "number",
+  on_error = "function", handler = "function",
+}
+
+local function check_options(opts, allowed, what)
+  if type(opts) ~= "table" then
+    error(what .. ": options must be a table, not " .. type(opts), 3)
+  end
+  for k, v in pairs(opts) do
+    local want = allowed[k]
+    if type(k) ~= "string" or want == nil then
+      error(what .. ": unknown option '" .. tostring(k) .. "'", 3)
+    end
+    if want ~= true and type(v) ~= want then
+      error(what .. ": option '" .. k .. "' must be a " .. want, 3)
+    end
+  end
+end
+
+local function integer_option(opts, name, default, lo, hi, what)
+  local v = opts[name]
+  if v == nil then return default end
+  if v ~= math.floor(v) or v < lo or v > hi then
+    error(("%s: option '%s' must be an integer from %d to %d"):format(
+      what, name, lo, hi), 3)
+  end
+  return v
+end
+
+local function message_of(err)
+  if type(err) == "string" then return err end
+  return tostring(err)
+end
+
+-- Calls a transactional handler: it runs inside the write transaction, so
+-- it must not yield; a coroutine tells a yield apart from a return.
+local function runner_of(handler)
+  return function(changes, info)
+    local co = coroutine.create(handler)
+    local ok, err = coroutine.resume(co, changes, info)
+    if not ok then return false, err end
+    if coroutine.status(co) ~= "dead" then
+      return false, "a transactional processor's handler cannot yield (it " ..
+        "runs inside the write transaction that moves the checkpoint); " ..
+        "use transactional = false for a handler that yields"
+    end
+    return true
+  end
+end
+
+-- db:processor(opts) -> processor | nil, message, status
+function M.open(db, opts)
+  check_options(opts, OPTIONS, "processor")
+  local what = "processor"
+  if opts.name == nil then error("processor: option 'name' is required", 2) end
+  if opts.handler == nil then
+    error("processor: option 'handler' is required", 2)
+  end
+  local mode = MODES[opts.mode or "latest"]
+  if not mode then
+    error("processor: option 'mode' must be \"latest\" or \"all_versions\"", 2)
+  end
+  local start = opts.start
+  if start ~= nil and start ~= "beginning" and start ~= "now" and
+      type(start) ~= "number" then
+    error("processor: option 'start' must be \"beginning\", \"now\" or a " ..
+      "time in seconds since the epoch", 2)
+  end
+  local max_items = integer_option(opts, "max_items", 100, 1, 100000, what)
+  local lease_seconds = integer_option(opts, "lease_seconds", 60, 1, 86400,
+    what)
+  local max_attempts = integer_option(opts, "max_attempts", 5, 1, 1000000,
+    what)
+  local source = opts.source
+  local container, msg, status
+  if type(source) == "string" then
+    container, msg, status = db:container(source)
+    if not container then return nil, msg, status end
+  elseif type(source) == "userdata" and tostring(source):find(
+      "^regolith%.container") then
+    container = source
+  else
+    error("processor: option 'source' must be a container name", 2)
+  end
+  local instance = opts.instance or C.instance_id()
+  local state = C.new(container, opts.name, instance, mode, max_items,
+    lease_seconds, max_attempts)
+  local ok
+  ok, msg, status = state:init(opts)
+  if not ok then
+    state:close()
+    return nil, msg, status
+  end
+  local self = setmetatable({
+    db = db,
+    name = opts.name,
+    instance = instance,
+    state = state,
+    transactional = opts.transactional ~= false,
+    handler = opts.handler,
+    runner = runner_of(opts.handler),
+    on_error = opts.on_error,
+    interval = math.min(lease_seconds * 1000 / 3, RENEW_MAX),
+    next_renew = 0,
+    held = {},
+    running = false,
+    closed = false,
+  }, Processor)
+  local list = opened[db]
+  if not list then
+    list = {}
+    opened[db] = list
+  end
+  list[#list + 1] = self
+  return self
+end
+
+function Processor:_check()
+  if self.closed then error("attempt to use a closed processor", 3) end
+end
+
+-- Renews the leases (and learns which ranges this instance holds).
+function Processor:_renew()
+  local held, msg, status = self.state:maintain()
+  if not held then
+    self.held = {}
+    return nil, msg, status
+  end
+  self.held = held
+  self.next_renew = clock() + self.interval
+  return true
+end
+
+-- A failed delivery: count it (maybe dead-letter the batch), tell on_error.
+function Processor:_failed(range, err, changes, info)
+  local attempts, dead, status = self.state:fail(range, message_of(err))
+  if not attempts then return nil, dead, status end
+  info.attempt = attempts
+  info.dead_lettered = dead
+  if self.on_error then self.on_error(err, changes, info) end
+  return true
+end
+
+-- One batch of one range: the number of changes delivered, or nil, msg,
+-- status (409: the lease is no longer this instance's).
+function Processor:_batch(range)
+  local state = self.state
+  if self.transactional then
+    local n, ok, err, changes, info = state:run_tx(range, self.runner)
+    if n == nil or n == 0 or ok then return n, ok, err end
+    local done, msg, status = self:_failed(range, err, changes, info)
+    if not done then return nil, msg, status end
+    return n
+  end
+  local n, changes, info = state:read(range)
+  if n == nil or n == 0 then return n, changes, info end
+  local ok, err = pcall(self.handler, changes, info)
+  local done, msg, status
+  if ok then done, msg, status = state:commit(range)
+  else done, msg, status = self:_failed(range, err, changes, info) end
+  if not done then return nil, msg, status end
+  return n
+end
+
+function Processor:_pass()
+  if clock() >= self.next_renew then
+    local ok, msg, status = self:_renew()
+    if not ok then return nil, msg, status end
+  end
+  local total = 0
+  local held = self.held
+  for i = 1, #held do
+    if self.closed then break end
+    if clock() >= self.next_renew then
+      local ok, msg, status = self:_renew()
+      if not ok then return nil, msg, status end
+      break                    -- the next pass works on what is held now
+    end
+    local n, msg, status = self:_batch(held[i])
+    if n == nil then
+      if status ~= 409 then return nil, msg, status end
+      self.next_renew = 0      -- the lease went: look again next pass
+    else
+      total = total + n
+    end
+  end
+  return total
+end
+
+-- p:run_once() -> number of changes delivered in this pass
+function Processor:run_once()
+  self:_check()
+  if self.running then
+    error("processor '" .. self.name .. "' is already running", 2)
+  end
+  if C.in_transaction(self.db) then
+    error("processor '" .. self.name .. "' cannot run inside a transaction",
+      2)
+  end
+  self.running = true
+  local ok, n, msg, status = pcall(self._pass, self)
+  self.running = false
+  if self.closing then              -- closed by the handler or on_error
+    self.closing = false
+    self.state:close()
+  end
+  if not ok then error(n, 0) end
+  return n, msg, status
+end
+
+local RUN_OPTIONS = { until_idle = "boolean", timeout = "number" }
+
+-- The loop of run and db:run_processors: `pass` returns the changes
+-- delivered (or nil, msg, status).
+local function loop(opts, what, pass, stopped)
+  opts = opts or {}
+  check_options(opts, RUN_OPTIONS, what)
+  if opts.timeout ~= nil and not (opts.timeout >= 0) then
+    error(what .. ": option 'timeout' must be a number of seconds >= 0", 3)
+  end
+  local deadline = opts.timeout and clock() + opts.timeout * 1000
+  local total = 0
+  while not stopped() do
+    local n, msg, status = pass()
+    if n == nil then return nil, msg, status end
+    total = total + n
+    if deadline and clock() >= deadline then break end
+    if n == 0 then
+      if opts.until_idle then break end
+      local wait = IDLE_SLEEP
+      if deadline then wait = math.min(wait, (deadline - clock()) / 1000) end
+      if ngx and ngx.sleep then ngx.sleep(wait) else sleep(wait) end
+    end
+  end
+  return total
+end
+
+-- p:run{until_idle = bool, timeout = seconds} -> changes delivered.
+-- Without either option it runs until the processor is closed.
+function Processor:run(opts)
+  self:_check()
+  return loop(opts, "run", function() return self:run_once() end,
+    function() return self.closed end)
+end
+
+-- p:lag() -> total, {[range] = n}: changes not yet delivered.
+function Processor:lag()
+  self:_check()
+  return self.state:lag()
+end
+
+-- p:status() -> {name, instance, ranges = {{range, owner, continuation,
+-- lag, failures, attempts, delivered, expires}, ...}}
+function Processor:status()
+  self:_check()
+  local ranges, msg, status = self.state:ranges()
+  if not ranges then return nil, msg, status end
+  return { name = self.name, instance = self.instance, ranges = ranges }
+end
+
+-- p:dead_letters() -> {{range, changes, error, attempts, ts}, ...}
+function Processor:dead_letters()
+  self:_check()
+  return self.state:dead_letters()
+end
+
+-- p:clear_dead_letters() -> number removed
+function Processor:clear_dead_letters()
+  self:_check()
+  return self.state:clear_dead_letters()
+end
+
+local function unlist(self)
+  local list = opened[self.db]
+  if list then
+    for i = #list, 1, -1 do
+      if list[i] == self then table.remove(list, i) end
+    end
+  end
+end
+
+-- p:close(): gives the leases back (idempotent).  Called by a handler or
+-- on_error, it takes effect when the pass ends.
+function Processor:close()
+  if self.closed then return true end
+  self.closed = true
+  unlist(self)
+  if self.running then
+    self.closing = true
+    return true
+  end
+  return self.state:close()
+end
+
+-- p:delete(): forgets the processor in the database (its checkpoints,
+-- leases and dead letters: the next processor of this name on this
+-- container starts afresh) and closes it.  An all_versions processor that
+-- is no longer run holds back the container's retention until deleted.
+function Processor:delete()
+  self:_check()
+  if self.running then
+    error("processor '" .. self.name .. "' cannot be deleted while it runs",
+      2)
+  end
+  local ok, msg, status = self.state:delete()
+  if not ok then return nil, msg, status end
+  self.closed = true
+  unlist(self)
+  return true
+end
+
+function Processor:__tostring()
+  return "regolith.processor (" .. self.name ..
+    (self.closed and ", closed)" or ")")
+end
+
+-- db:run_processors{until_idle, timeout} -> changes delivered: one pass
+-- of every processor opened on this handle (without options), or passes
+-- until none delivers anything (until_idle) or the time is up.
+function M.run_all(db, opts)
+  local function pass()
+    local list, total = opened[db] or {}, 0
+    local copy = {}
+    for i = 1, #list do copy[i] = list[i] end
+    for i = 1, #copy do
+      if not copy[i].closed then
+        local n, msg, status = copy[i]:run_once()
+        if n == nil then return nil, msg, status end
+        total = total + n
+      end
+    end
+    return total
+  end
+  if opts == nil or (opts.until_idle == nil and opts.timeout == nil) then
+    if opts ~= nil then check_options(opts, RUN_OPTIONS, "run_processors") end
+    return pass()
+  end
+  return loop(opts, "run_processors", pass, function() return false end)
+end
+
+-- Closes every processor opened on a handle (before the handle closes).
+function M.close_all(db)
+  local list = opened[db]
+  if not list then return end
+  for i = #list, 1, -1 do
+    local p = list[i]
+    if p then p:close() end
+  end
+  opened[db] = nil
+end
+
+-- Adds db:processor and db:run_processors, and makes closing a database
+-- close its processors first.
+local methods, meta = C.db_methods, C.db_meta
+if not methods.processor then
+  local close = methods.close
+  methods.processor = M.open
+  methods.run_processors = M.run_all
+  methods.close = function(db, ...)
+    M.close_all(db)
+    return close(db, ...)
+  end
+  if meta.__close then
+    local on_close = meta.__close
+    meta.__close = function(db, ...)
+      M.close_all(db)
+      return on_close(db, ...)
+    end
+  end
+end
+
+M.Processor = Processor
+return M
