@@ -77,6 +77,10 @@ demo: deps-bench
 
 RUN = LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' lua5.4
 
+build/tools/lmdb_poke: tools/lmdb_poke.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -std=c99 -I$(LMDB_INCDIR) -o $@ $< -L$(LMDB_LIBDIR) -llmdb
+
 build/bench/raw_lmdb: examples/bench/raw_lmdb.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=c99 -D_GNU_SOURCE -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) -o $@ $< $(LIBS)
