@@ -6,7 +6,7 @@
 ** long subject backtracks for hours inside one VM instruction.  The
 ** sandbox (sandbox.c) therefore replaces the four functions with this
 ** matcher, which implements the same pattern language (Lua 5.4: classes
-** %a %c %d %g %l %p %s %u %w %x and their complements, sets [...] and
+** %a %c %d %g %l %p %s %u %w %x (and the old %z) and their complements, sets [...] and
 ** [^...], quantifiers * + - ?, anchors ^ and $, captures ( ) and position
 ** captures (), back-references %1-%9, %bxy and %f[set]) and counts its
 ** work: every step of the matcher (one attempt to match a pattern item at
@@ -90,6 +90,7 @@ static int class_match (int c, int cl) {
     case 'u': r = isupper(c); break;
     case 'w': r = isalnum(c); break;
     case 'x': r = isxdigit(c); break;
+    case 'z': r = c == 0; break;       /* deprecated, kept as Lua keeps it */
     default: return cl == c;           /* an escaped literal: %. %% ... */
   }
   if (isupper(cl)) r = !r;
