@@ -79,6 +79,8 @@ bench: deps-bench
 	$(MAKE) -C examples/bench
 	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
 	  lua5.4 examples/bench/items.lua
+	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
+	  lua5.4 examples/bench/scripts.lua
 
 # The sanitizer build: the same sources with ASan and UBSan, loaded into the
 # stock interpreter by preloading the ASan runtime.

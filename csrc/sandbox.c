@@ -8,7 +8,10 @@
 ** values.  script.c keeps one sandbox per database environment.
 **
 ** What a script sees (SPEC 4.4) is an environment table made afresh for
-** every execution from a template kept in the sandbox's registry: the base
+** every execution, filled on first use from a template kept in the
+** sandbox's registry (a protected __index copies a global the first time
+** the execution names it, so an execution pays only for what it uses): the
+** base
 ** functions pairs ipairs next select type tostring tonumber error assert
 ** pcall xpcall setmetatable getmetatable rawget rawset rawequal rawlen;
 ** the string, table, math and utf8 libraries; os.time, os.clock, os.date;
@@ -77,6 +80,7 @@
 #define ALLOC_SHIFT   4              /* an allocated byte costs 1/16 */
 #define MIN_DEADLINE  5000           /* ms */
 #define TEMPLATE      "regolith.sandbox.template"
+#define ENV_MT        "regolith.sandbox.env"
 
 #if RG_LUAJIT
 #define sb_len(L, i)  ((lua_Integer)lua_objlen(L, i))
@@ -683,20 +687,71 @@ static void copy_table (lua_State *L, int idx, int depth) {
   }
 }
 
-void rg_sandbox_env (lua_State *L) {
+/* Gives the math library of an execution a fresh random stream, so that
+** no script sees what another seeded. */
+static void reseed (lua_State *L, int math) {
   rg_sandbox *sb = rg_sandbox_of(L);
-  uint64_t seed;
-  lua_getfield(L, LUA_REGISTRYINDEX, TEMPLATE);
-  copy_table(L, -1, 2);
-  lua_remove(L, -2);
-  /* a fresh random stream: no script sees what another seeded */
-  seed = (uint64_t)time(NULL) ^ ((uint64_t)(size_t)sb << 16) ^
-         (++sb->seeds * 0x9E3779B97F4A7C15ull);
-  lua_getfield(L, -1, "math");
-  lua_getfield(L, -1, "randomseed");
+  uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)(size_t)sb << 16) ^
+                  (++sb->seeds * 0x9E3779B97F4A7C15ull);
+  lua_getfield(L, math, "randomseed");
   lua_pushnumber(L, (lua_Number)(seed & 0xFFFFFFFFu));
   lua_call(L, 1, 0);
-  lua_pop(L, 1);
+}
+
+/*
+** The __index of an execution's environment: the first use of a global
+** copies it from the template into the environment (a library table as a
+** table of its own), so an execution pays only for what it uses.
+*/
+static int env_index (lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, TEMPLATE);
+  lua_pushvalue(L, 2);
+  lua_rawget(L, -2);
+  if (lua_isnil(L, -1)) return 1;
+  if (lua_type(L, -1) == LUA_TTABLE) {
+    copy_table(L, -1, 1);
+    if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "math") == 0)
+      reseed(L, lua_gettop(L));
+  }
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, 1);
+  return 1;
+}
+
+/* pairs(_ENV) lists every global: the remaining ones are copied first. */
+static int env_pairs (lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, TEMPLATE);
+  lua_pushnil(L);
+  while (lua_next(L, -2) != 0) {
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_rawget(L, 1);
+    if (lua_isnil(L, -1)) {
+      lua_pushcfunction(L, env_index);
+      lua_pushvalue(L, 1);
+      lua_pushvalue(L, -4);
+      lua_call(L, 2, 0);
+    }
+    lua_pop(L, 1);
+  }
+  lua_getglobal(L, "next");
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
+}
+
+void rg_sandbox_env (lua_State *L) {
+  lua_newtable(L);
+  if (luaL_newmetatable(L, ENV_MT)) {
+    lua_pushcfunction(L, env_index);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, env_pairs);
+    lua_setfield(L, -2, "__pairs");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+  }
+  lua_setmetatable(L, -2);
 }
 
 int rg_sandbox_load (lua_State *L, const char *src, size_t n,
