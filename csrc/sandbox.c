@@ -40,9 +40,11 @@
 **     means the memory is really held, and the execution stops (413);
 **   - instructions: a count hook adds HOOK_PERIOD to the work spent every
 **     HOOK_PERIOD VM instructions.  Work done in C, where no hook runs, is
-**     charged explicitly: every byte the state allocates costs 1/16 of an
-**     instruction (building a string or a table costs in proportion to its
-**     size), the pattern functions charge their matcher's steps
+**     charged explicitly: every allocation costs 12 instructions and every
+**     byte allocated 1/16 more (building a string or a table costs in
+**     proportion to its size; the constants make a loop that allocates
+**     spend its budget in about the time a tight loop does), the pattern
+**     functions charge their matcher's steps
 **     (pattern.c), and the library functions whose time is not bounded by
 **     what they allocate (string.rep of an empty string, table.move,
 **     table.concat, table.sort, utf8.len, tonumber, ...) are wrapped to
@@ -77,7 +79,8 @@
 #endif
 
 #define HOOK_PERIOD   1000
-#define ALLOC_SHIFT   4              /* an allocated byte costs 1/16 */
+#define ALLOC_COST    12             /* an allocation costs 12 ... */
+#define ALLOC_SHIFT   4              /* ... plus 1/16 per byte */
 #define MIN_DEADLINE  5000           /* ms */
 #define TEMPLATE      "regolith.sandbox.template"
 #define ENV_MT        "regolith.sandbox.env"
@@ -142,7 +145,7 @@ static void *sb_alloc (void *ud, void *p, size_t osize, size_t nsize) {
       sb->refused = 1;
       return NULL;
     }
-    sb->spent += grow >> ALLOC_SHIFT;
+    sb->spent += ALLOC_COST + (grow >> ALLOC_SHIFT);
     if (sb->spent >= sb->budget) stop(sb, RG_STOP_BUDGET);
   }
   np = realloc(p, nsize);
