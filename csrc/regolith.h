@@ -649,7 +649,6 @@ rg_sandbox *rg_sandbox_of (lua_State *S);
 void     rg_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory);
 /* Ends it; returns why it was stopped (RG_STOP_*), RG_STOP_NONE if not. */
 int      rg_sandbox_disarm (rg_sandbox *sb);
-uint64_t rg_sandbox_spent (const rg_sandbox *sb);
 /* Charges work done in C; raises once the budget is spent. */
 void     rg_sandbox_charge (lua_State *S, uint64_t n);
 /* Stops the execution for good (RG_STOP_ABORT...) and raises. */

@@ -230,10 +230,6 @@ int rg_sandbox_disarm (rg_sandbox *sb) {
   lua_sethook(sb->S, NULL, 0, 0);
   return why;
 }
-
-uint64_t rg_sandbox_spent (const rg_sandbox *sb) {
-  return sb->spent;
-}
 /* }===================================================================== */
 
 

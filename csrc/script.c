@@ -433,10 +433,6 @@ static void push_info (lua_State *L, exec *x, const rg_work *before,
   rg_push_info(L, &w, status);
 }
 
-static int fail (lua_State *L, rg_err *e) {
-  return rg_push_fail(L, e);
-}
-
 /* A document argument as a tree in x->tmp[slot]; 400 when it is not a
 ** table or not JSON-clean. */
 static int doc_arg (lua_State *L, exec *x, int idx, int slot, rg_err *e) {
@@ -444,11 +440,6 @@ static int doc_arg (lua_State *L, exec *x, int idx, int slot, rg_err *e) {
     return rg_fail(e, 400, "a document must be a table, not %s",
                    luaL_typename(L, idx));
   return rg_sandbox_from_lua(L, idx, &x->tmp[slot], e);
-}
-
-static const char *opt_string (lua_State *L, int idx, const char *name,
-                               const char *what) {
-  return rg_opt_string(L, idx, name, what);
 }
 
 /* ctx:read(id, opts) -> doc, info | nil, msg, status */
@@ -464,22 +455,22 @@ static int ctx_read (lua_State *L) {
   rg_err e;
   int rc;
   rg_opts_check(L, 3, allowed, "ctx:read");
-  inm = opt_string(L, 3, "if_none_match", "ctx:read");
+  inm = rg_opt_string(L, 3, "if_none_match", "ctx:read");
   if (lua_type(L, 2) != LUA_TSTRING) {
     rg_fail(&e, 400, "id must be a string, not %s", luaL_typename(L, 2));
-    return fail(L, &e);
+    return rg_push_fail(L, &e);
   }
   id = lua_tolstring(L, 2, &idlen);
-  if (rg_check_id(id, idlen, RG_MAX_ID, "id", &e)) return fail(L, &e);
+  if (rg_check_id(id, idlen, RG_MAX_ID, "id", &e)) return rg_push_fail(L, &e);
   k = x->lp;
   rg_ikey_id(&k, id, idlen);
   rc = rg_item_get(s->txn, s->env, &k, s->now, &v, &e);
   if (rc == 404) s->work.read_units++;
-  if (rc) return fail(L, &e);
+  if (rc) return rg_push_fail(L, &e);
   s->work.read_units += rg_read_units(v.mv_size);
   if (rg_json_parse((const char *)v.mv_data, v.mv_size, &x->tmp[0], &e)) {
     rg_fail(&e, 500, "corrupt item: %s", e.msg);
-    return fail(L, &e);
+    return rg_push_fail(L, &e);
   }
   if (k.lossy) {                     /* the key holds digests: check */
     const cJSON *sid = cJSON_GetObjectItemCaseSensitive(x->tmp[0], "id");
@@ -492,14 +483,14 @@ static int ctx_read (lua_State *L) {
     rg_buf_free(&b);
     if (!same) {
       rg_fail(&e, 404, "item not found");
-      return fail(L, &e);
+      return rg_push_fail(L, &e);
     }
   }
   if (inm) {
     const cJSON *tag = cJSON_GetObjectItemCaseSensitive(x->tmp[0], "_etag");
     if (cJSON_IsString(tag) && strcmp(tag->valuestring, inm) == 0) {
       rg_fail(&e, 304, "not modified");
-      return fail(L, &e);
+      return rg_push_fail(L, &e);
     }
   }
   rg_json_push(L, x->tmp[0]);
@@ -580,34 +571,34 @@ static int ctx_write (lua_State *L, int op) {
   rg_opts_check(L, optix, allowed, what);
   memset(&w, 0, sizeof(w));
   w.op = op;
-  w.if_match = opt_string(L, optix, "if_match", what);
-  w.filter = opt_string(L, optix, "filter", what);
+  w.if_match = rg_opt_string(L, optix, "if_match", what);
+  w.filter = rg_opt_string(L, optix, "filter", what);
   if (w.filter && op != RG_OP_PATCH)
     return luaL_error(L, "%s: unknown option 'filter'", what);
   if (op == RG_OP_DELETE || op == RG_OP_PATCH) {
     int i;
     if (lua_type(L, 2) != LUA_TSTRING) {
       rg_fail(&e, 400, "id must be a string, not %s", luaL_typename(L, 2));
-      return fail(L, &e);
+      return rg_push_fail(L, &e);
     }
     w.id = lua_tolstring(L, 2, &w.idlen);
     for (i = 0; i < RG_MAX_PK_PATHS; i++) w.pkv[i] = x->pkv[i];
     if (op == RG_OP_PATCH) {
       if (lua_type(L, 3) != LUA_TTABLE) {
         rg_fail(&e, 400, "patch operations must be a list of tables");
-        return fail(L, &e);
+        return rg_push_fail(L, &e);
       }
       if (rg_sandbox_from_lua(L, 3, &x->tmp[1], &e) ||
           patch_ops(x, x->tmp[1], &w.nops, &e))
-        return fail(L, &e);
+        return rg_push_fail(L, &e);
       w.ops = x->ops;
     }
   }
   else {
-    if (doc_arg(L, x, 2, 0, &e)) return fail(L, &e);
+    if (doc_arg(L, x, 2, 0, &e)) return rg_push_fail(L, &e);
     w.doc = x->tmp[0];
   }
-  if (rg_write(s, x->c, &w, &x->wres, &e)) return fail(L, &e);
+  if (rg_write(s, x->c, &w, &x->wres, &e)) return rg_push_fail(L, &e);
   if (op == RG_OP_DELETE || x->wres.doc == NULL) lua_pushboolean(L, 1);
   else rg_json_push(L, x->wres.doc);
   push_info(L, x, &before, x->wres.status);
@@ -640,28 +631,28 @@ static int ctx_query (lua_State *L) {
   if (lua_type(L, 2) != LUA_TSTRING) {
     rg_fail(&e, 400, "the query must be a string, not %s",
             luaL_typename(L, 2));
-    return fail(L, &e);
+    return rg_push_fail(L, &e);
   }
   q.sql = lua_tolstring(L, 2, &q.sqllen);
   if (q.sqllen > RG_MAX_SQL) {
     rg_fail(&e, 400, "the query text is over %u bytes", RG_MAX_SQL);
-    return fail(L, &e);
+    return rg_push_fail(L, &e);
   }
   if (!lua_isnoneornil(L, 3)) {
     if (lua_type(L, 3) != LUA_TTABLE) {
       rg_fail(&e, 400, "query parameters must be a table of name = value");
-      return fail(L, &e);
+      return rg_push_fail(L, &e);
     }
-    if (rg_sandbox_from_lua(L, 3, &x->tmp[0], &e)) return fail(L, &e);
+    if (rg_sandbox_from_lua(L, 3, &x->tmp[0], &e)) return rg_push_fail(L, &e);
     if (!cJSON_IsObject(x->tmp[0])) {
       rg_fail(&e, 400, "query parameters must be a table of name = value");
-      return fail(L, &e);
+      return rg_push_fail(L, &e);
     }
     q.params = x->tmp[0];
   }
   q.max_items = (long)rg_opt_int(L, 4, "max_items", 0, 1, 1 << 30,
                                  "ctx:query");
-  q.continuation = opt_string(L, 4, "continuation", "ctx:query");
+  q.continuation = rg_opt_string(L, 4, "continuation", "ctx:query");
   if (q.continuation) q.contlen = strlen(q.continuation);
   if (!lua_isnoneornil(L, 4)) {      /* a partition key: must be ours */
     lua_getfield(L, 4, "partition_key");
@@ -679,7 +670,7 @@ static int ctx_query (lua_State *L) {
       if (!ok || rg_ikey_partition(x->c->spec, pkv, &k, NULL) ||
           k.lplen != x->lp.lplen || memcmp(k.key, x->lp.key, k.lplen) != 0) {
         rg_fail(&e, 400, "%s", RG_BOUND_MSG);
-        return fail(L, &e);
+        return rg_push_fail(L, &e);
       }
     }
     lua_pop(L, 1);
@@ -689,7 +680,7 @@ static int ctx_query (lua_State *L) {
   memset(&x->qres, 0, sizeof(x->qres));
   x->qlive = 1;
   if (rg_query_exec(s->txn, x->c, s->now, &q, &x->qres, &e))
-    return fail(L, &e);
+    return rg_push_fail(L, &e);
   s->work.read_units += x->qres.work.read_units;
   s->work.lookups += x->qres.work.lookups;
   s->work.partitions += x->qres.work.partitions;
@@ -698,7 +689,7 @@ static int ctx_query (lua_State *L) {
   if (rg_json_parse(x->qres.rows.p ? x->qres.rows.p : "[]",
                     x->qres.rows.p ? x->qres.rows.n : 2, &x->tmp[2], &e)) {
     rg_fail(&e, 500, "query page: %s", e.msg);
-    return fail(L, &e);
+    return rg_push_fail(L, &e);
   }
   rg_sandbox_charge(L, x->qres.rows.n / 8);
   rg_json_push(L, x->tmp[2]);
