@@ -6,9 +6,10 @@
 ** long subject backtracks for hours inside one VM instruction.  The
 ** sandbox (sandbox.c) therefore replaces the four functions with this
 ** matcher, which implements the same pattern language (Lua 5.4: classes
-** %a %c %d %g %l %p %s %u %w %x (and the old %z) and their complements, sets [...] and
-** [^...], quantifiers * + - ?, anchors ^ and $, captures ( ) and position
-** captures (), back-references %1-%9, %bxy and %f[set]) and counts its
+** %a %c %d %g %l %p %s %u %w %x (and the old %z) and their complements,
+** sets [...] and [^...], quantifiers * + - ?, anchors ^ and $, captures
+** ( ) and position captures (), back-references %1-%9, %bxy and %f[set])
+** and counts its
 ** work: every step of the matcher (one attempt to match a pattern item at
 ** a position) is charged to the running script's instruction budget, in
 ** batches of CHARGE_BATCH steps.  When the budget runs out the charge

@@ -43,28 +43,28 @@
 **     charged explicitly: every allocation costs 12 instructions and every
 **     byte allocated 1/16 more (building a string or a table costs in
 **     proportion to its size; the constants make a loop that allocates
-**     spend its budget in about the time a tight loop does), the pattern
-**     functions charge their matcher's steps
-**     (pattern.c), and the library functions whose time is not bounded by
-**     what they allocate (string.rep of an empty string, table.move,
-**     table.concat, table.sort, utf8.len, tonumber, ...) are wrapped to
-**     charge their work before they do it.  Spending the budget stops the
-**     execution (408).  As a backstop for single instructions that do work
-**     in proportion to their operands without allocating (comparing two
-**     huge strings, copying a million varargs), the hook also stops an
-**     execution that runs longer than the budget would take at 50 million
-**     instructions a second (and at least 5 s).
-** A stop cannot be caught: the hook is set to run before every
-** instruction and raises again each time, and the allocator refuses every
-** growth after a memory stop, so a script's pcall handler fails at once
-** and the error unwinds to the top; xpcall's message handler, which Lua
-** would call with hooks still off, is skipped once stopped.  The caller checks rg_sandbox_disarm's
-** answer, not only the result.  __gc metamethods are refused by
-** setmetatable, because Lua runs finalizers with hooks off (an error object
-** with a __gc looping forever would escape every limit); to-be-closed
-** variables run with hooks on and are stopped like any code.  Deep
-** recursion ends with Lua's own "stack overflow" (or the memory budget);
-** coroutines are not offered.
+**     spend its budget in about the time a tight loop does); the pattern
+**     functions charge their matcher's steps (pattern.c); and the library
+**     functions whose time is not bounded by what they allocate
+**     (string.rep of an empty string, table.move, table.concat, table.sort,
+**     utf8.len, tonumber, ...) are wrapped to charge their work before
+**     they do it.  Spending the budget stops the execution (408).  As a
+**     backstop for single instructions that do work in proportion to their
+**     operands without allocating (comparing two huge strings, copying a
+**     million varargs), the hook also stops an execution that runs longer
+**     than the budget would take at 50 million instructions a second (and
+**     at least 5 s).
+** A stop cannot be caught: the hook is set to run before every instruction
+** and raises again each time, and the allocator refuses every growth after
+** a memory stop, so a script's pcall handler fails at once and the error
+** unwinds to the top; xpcall's message handler, which Lua would call with
+** hooks still off, is skipped once stopped.  The caller checks
+** rg_sandbox_disarm's answer, not only the result.  __gc metamethods are
+** refused by setmetatable, because Lua runs finalizers with hooks off (an
+** error object with a __gc looping forever would escape every limit);
+** to-be-closed variables run with hooks on and are stopped like any code.
+** Deep recursion ends with Lua's own "stack overflow" (or the memory
+** budget); coroutines are not offered.
 */
 
 #include <math.h>
@@ -296,7 +296,9 @@ static int charged (lua_State *L) {
     }
     case W_CONCAT: cost = explicit_range(L, 3, 4); break;
     case W_UNPACK: cost = explicit_range(L, 2, 3); break;
-    case W_ARITH: cost = (double)(strlen_at(L, 1) + strlen_at(L, 2)) / 16; break;
+    case W_ARITH:
+      cost = (double)(strlen_at(L, 1) + strlen_at(L, 2)) / 16;
+      break;
     case W_SIZE1:
       if (lua_type(L, 1) == LUA_TTABLE) cost = (double)rg_rawlen(L, 1);
       break;
@@ -369,7 +371,8 @@ static int t_remove (lua_State *L) {
 static int sb_setmetatable (lua_State *L) {
   int t = lua_type(L, 2);
   luaL_checktype(L, 1, LUA_TTABLE);
-  luaL_argcheck(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table expected");
+  luaL_argcheck(L, t == LUA_TNIL || t == LUA_TTABLE, 2,
+                "nil or table expected");
   if (t == LUA_TTABLE) {
     lua_pushliteral(L, "__gc");
     lua_rawget(L, 2);
@@ -709,7 +712,8 @@ static int env_index (lua_State *L) {
   if (lua_isnil(L, -1)) return 1;
   if (lua_type(L, -1) == LUA_TTABLE) {
     copy_table(L, -1, 1);
-    if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "math") == 0)
+    if (lua_type(L, 2) == LUA_TSTRING &&
+        strcmp(lua_tostring(L, 2), "math") == 0)
       reseed(L, lua_gettop(L));
   }
   lua_pushvalue(L, 2);

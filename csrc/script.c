@@ -1170,7 +1170,8 @@ static int check_named (rg_scope *s, const rg_cont *c, const char *name,
     return rc;
   if (r.type != type)
     return rg_fail(e, 400, "trigger '%s' is a %s-trigger; it cannot be named "
-                   "as %s_trigger", name, r.type == RG_TRIG_PRE ? "pre" : "post",
+                   "as %s_trigger", name,
+                   r.type == RG_TRIG_PRE ? "pre" : "post",
                    type == RG_TRIG_PRE ? "pre" : "post");
   if (r.op != RG_TOP_ALL && r.op != top_of(op))
     return rg_fail(e, 400, "trigger '%s' runs on %s; this write is a %s",
