@@ -213,6 +213,41 @@ describe("triggers", function()
     end)
   end)
 
+  describe("inside an outer transaction", function()
+    it("undo only their own write when they fail (a transactional processor's handler)", function()
+      if not db.processor then pending("needs processors (the change feed area)") end
+      local src = assert(db:create_container("src", { partition_key = "/pk" }))
+      assert(c:create_trigger("boom", { type = "post", source = [[
+        return function(ctx)
+          assert(ctx:create({ id = "side-" .. ctx:body().id, pk = ctx.partition_key }))
+          if ctx:body().fail then error("refused") end
+        end]] }))
+      assert(c:create_procedure("proc", [[
+        return function(ctx)
+          assert(ctx:create({ id = "proc-write", pk = ctx.partition_key }))
+          ctx:abort("no", 409)
+        end]]))
+      local statuses = {}
+      local p = assert(db:processor{ name = "copy", source = "src", start = "beginning",
+        handler = function(changes)
+          local function note(_, _, status) statuses[#statuses + 1] = status or "ok" end
+          note(c:create({ id = "bad", pk = "p", fail = true }, { post_trigger = "boom" }))
+          note(c:create({ id = "good", pk = "p" }, { post_trigger = "boom" }))
+          note(c:execute("proc", "q"))
+          note(c:create({ id = "after", pk = "q" }))
+        end })
+      assert(src:create({ id = "x", pk = "p" }))
+      assert.are.equal(1, (p:run_once()))
+      assert.are.same({ 400, "ok", 409, "ok" }, statuses)
+      H.fails(404, c:read("bad", "p"))
+      H.fails(404, c:read("side-bad", "p"))
+      H.fails(404, c:read("proc-write", "q"))
+      assert(c:read("good", "p"))
+      assert(c:read("side-good", "p"))
+      assert(c:read("after", "q"))
+    end)
+  end)
+
   describe("naming", function()
     before_each(function()
       assert(c:create_trigger("pre_create", { type = "pre", operation = "create", source = STAMP }))
