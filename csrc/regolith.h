@@ -661,8 +661,10 @@ int      rg_sandbox_load (lua_State *S, const char *src, size_t n,
                           const char *name, size_t namelen);
 /* Pops an environment and makes it the globals of the chunk at fidx. */
 void     rg_sandbox_setenv (lua_State *S, int fidx);
-/* rg_json_from_lua for the sandbox: never raises (stack room is made
-** first; 413 when it cannot be). */
+/* rg_json_from_lua for the sandbox, charging the conversion to the budget.
+** Raises only when the budget runs out, with *out already set (so the
+** caller must hold it where it is freed); 413 when no stack room can be
+** made for the conversion. */
 int      rg_sandbox_from_lua (lua_State *S, int idx, cJSON **out, rg_err *e);
 /* Registers the budget-aware find, match, gmatch and gsub in the table at
 ** idx (pattern.c). */

@@ -48,12 +48,14 @@
 **     functions whose time is not bounded by what they allocate
 **     (string.rep of an empty string, table.move, table.concat, table.sort,
 **     utf8.len, tonumber, ...) are wrapped to charge their work before
-**     they do it.  Spending the budget stops the execution (408).  As a
-**     backstop for single instructions that do work in proportion to their
-**     operands without allocating (comparing two huge strings, copying a
-**     million varargs), the hook also stops an execution that runs longer
-**     than the budget would take at 50 million instructions a second (and
-**     at least 5 s).
+**     they do it; converting a value to JSON costs 32 a value (script.c
+**     charges ctx's storage operations by their request charge).
+**     Spending the budget stops the execution (408).  As a backstop for
+**     single instructions that do work in proportion to their operands
+**     without allocating (comparing two huge strings, copying a million
+**     varargs), the hook and every charge also stop an execution that runs
+**     longer than the budget would take at 50 million instructions a
+**     second (and at least 5 s).
 ** A stop cannot be caught: the hook is set to run before every instruction
 ** and raises again each time, and the allocator refuses every growth after
 ** a memory stop, so a script's pcall handler fails at once and the error
@@ -194,7 +196,8 @@ void rg_sandbox_charge (lua_State *L, uint64_t n) {
   if (!sb->armed) return;
   if (sb->stop == RG_STOP_NONE) {
     sb->spent += n;
-    if (sb->spent >= sb->budget || sb->spent < n) stop(sb, RG_STOP_BUDGET);
+    if (sb->spent >= sb->budget || sb->spent < n || now_ms() > sb->deadline)
+      stop(sb, RG_STOP_BUDGET);
   }
   if (sb->stop != RG_STOP_NONE) raise_stop(L, sb);
 }
@@ -776,12 +779,28 @@ void rg_sandbox_setenv (lua_State *L, int fidx) {
 #endif
 }
 
+/* The work of converting a tree, and of what is done with it next
+** (writing it, printing it): 32 a value and 1/16 a string byte. */
+static uint64_t tree_cost (const cJSON *v) {
+  uint64_t n = 0;
+  for (; v; v = v->next) {
+    n += 32;
+    if (v->string) n += strlen(v->string) / 16;
+    if (v->valuestring) n += strlen(v->valuestring) / 16;
+    if (v->child) n += tree_cost(v->child);
+  }
+  return n;
+}
+
 int rg_sandbox_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
+  int rc;
   /* room for the deepest document, so that the conversion never needs to
   ** grow the stack (an allocation error there would leak its tree) */
   *out = NULL;
   if (!lua_checkstack(L, RG_MAX_DEPTH * 8 + 32))
     return rg_fail(e, 413, "out of script memory");
-  return rg_json_from_lua(L, idx, out, e);
+  rc = rg_json_from_lua(L, idx, out, e);
+  if (rc == 0) rg_sandbox_charge(L, tree_cost(*out));
+  return rc;
 }
 /* }===================================================================== */

@@ -199,6 +199,20 @@ describe("the script sandbox", function()
       usable()
     end)
 
+    it("charges storage operations and JSON conversions: loops of them are stopped", function()
+      H.fails(408, run([[
+        local i = 0
+        while true do i = i + 1 assert(ctx:upsert({ id = "w" .. i, pk = "p" })) end]]))
+      H.fails(404, c:read("w1", "p"))
+      H.fails(408, run([[
+        local t = {} for i = 1, 50000 do t[i] = i end
+        while true do ctx:create({ id = "big", pk = "p", t = t }) end]]))
+      H.fails(408, run([[
+        local t = {} for i = 1, 50000 do t[i] = i end
+        while true do regolith.json.encode(t) end]]))
+      usable()
+    end)
+
     it("applies when a procedure is stored: its chunk runs under the budget", function()
       local msg = H.fails(408, c:create_procedure("loop", "while true do end"))
       assert.matches("procedure 'loop' exceeded its instruction budget", msg, 1, true)
