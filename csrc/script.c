@@ -50,7 +50,8 @@
 ** return a status and the scope roll back: nothing written survives.
 ** s->script points to the running execution while it runs; rg_trigger_pre
 ** and rg_trigger_post do nothing then, which is how writes made through
-** ctx do not fire triggers.
+** ctx do not fire triggers.  A run counts one script in the scope's work
+** (1 RU, charge.c), and its ctx operations count as the same calls would.
 **
 ** Triggers.  A write names at most one pre- and one post-trigger; the
 ** automatic ones of its container fire on every matching write without
