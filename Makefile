@@ -89,6 +89,7 @@ bench: deps-bench
 	$(MAKE) all build/bench/raw_lmdb
 	$(RUN) examples/bench/items.lua
 	$(RUN) examples/bench/feed.lua
+	$(RUN) examples/bench/scripts.lua
 
 # The sanitizer build: the same sources with ASan and UBSan, loaded into the
 # stock interpreter by preloading the ASan runtime.

@@ -198,6 +198,7 @@ void rg_env_release (rg_env *env) {
   if (--env->refs > 0) return;
   for (p = &envs; *p; p = &(*p)->next)
     if (*p == env) { *p = env->next; break; }
+  rg_script_close(env);
   if (env->rtxn) mdb_txn_abort(env->rtxn);
   mdb_env_close(env->mdb);
   free(env->path);

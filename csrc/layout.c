@@ -13,11 +13,13 @@
 **                                        tokens to this database
 **              "\1lsn"                -> u64 last change-feed sequence number
 **              "\1cid"                -> u32 last container id handed out
+**              "\1scripts"            -> u64 version of the scripts (script.c)
 **              'n' name               -> u32 cid (container names)
 **              'c' cid                -> the container's spec, JSON text
 **              'k' cid                -> u64 items, u64 bytes (container stats)
 **              's' cid name           -> stored procedure (u64 version, source)
-**              't' cid name           -> trigger (u64 version, JSON definition)
+**              't' cid name           -> trigger (u64 version, type, operation,
+**                                        automatic, source; script.c)
 **              'l' cid name 0 u16:range -> processor lease (processor.c)
 **              'l' cid name 0 FFFF inst -> live processor instance
 **              'd' cid name 0 u64:seq -> processor dead letter

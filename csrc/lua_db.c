@@ -740,11 +740,17 @@ static int l_open (lua_State *L) {
   d->readonly = o.readonly;
   d->script_budget = rg_opt_int(L, 2, "script_budget", 0, 1,
                                 (lua_Integer)1 << 50, "open");
-  d->script_memory = rg_opt_int(L, 2, "script_memory", 64 << 20, 1 << 16,
+  d->script_memory = rg_opt_int(L, 2, "script_memory", 0, 1 << 16,
                                 (lua_Integer)1 << 40, "open");
   d->max_containers = (int)rg_opt_int(L, 2, "max_containers", 0, 1, 1 << 20,
                                       "open");
   if (rg_env_open(path, &o, &d->env, &e)) return rg_push_fail(L, &e);
+  if (rg_script_limits(d->env, (uint64_t)d->script_budget,
+                       (uint64_t)d->script_memory, &e)) {
+    rg_env_release(d->env);
+    d->env = NULL;
+    return rg_push_fail(L, &e);
+  }
   if (!o.readonly && resume_drops(L, d, &e)) return rg_push_fail(L, &e);
   return 1;
 }
@@ -781,6 +787,7 @@ int luaopen_regolith_core (lua_State *L) {
   lua_setfield(L, -2, "__index");
   lua_pop(L, 1);
   rg_container_open(L);
+  rg_script_open(L);
   lua_newtable(L);
   luaL_setfuncs(L, funcs, 0);
   rg_json_open(L);

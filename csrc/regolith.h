@@ -13,8 +13,11 @@
 **   charge.c     the request-charge cost model
 **   feed.c       the change feed: records, reads, positions, retention
 **   processor.c  processors' leases, checkpoints, dead letters
+**   script.c     the procedure runner: procedures and triggers
+**   sandbox.c    the Lua state scripts run in, its limits (pattern.c)
 **   lua_db.c     the Lua binding of a database handle (and luaopen)
 **   lua_container.c  the Lua binding of a container handle (item API)
+**   lua_script.c the Lua binding of procedures and triggers
 **
 ** Ownership rules used throughout: a function that returns a cJSON tree or
 ** a malloc'd block through an out-parameter hands it to the caller; a
@@ -349,6 +352,7 @@ typedef struct rg_env {
   int rtxn_live;
   rg_scope *scope;          /* the write scope running now, if any */
   uint8_t secret[16];       /* keys continuation tokens to this database */
+  void *scripts;            /* the procedure runner's state (script.c) */
   struct rg_env *next;
 } rg_env;
 
@@ -682,21 +686,107 @@ int  rg_proc_floors (MDB_txn *txn, rg_env *env, uint32_t cid, int nparts,
                      rg_fpos *floor, rg_err *e);
 /* Registers the processors' core (regolith.core._processor). */
 void rg_processor_open (lua_State *L);
+/* }===================================================================== */
 
 
 /*
 ** {=====================================================================
-** script.c: triggers (and procedures)
+** script.c: the procedure runner (procedures and triggers)
 ** ======================================================================
 */
 /* Runs the pre-triggers of a write (the named one, the automatic ones);
-** they may replace *doc (NULL for a delete). */
+** they may replace *doc (NULL for a delete).  Checks the named post-trigger
+** too, before anything is written. */
 int rg_trigger_pre (rg_scope *s, const rg_cont *c, const rg_wreq *w, int op,
                     const rg_ikey *k, cJSON **doc, rg_err *e);
 /* Runs the post-triggers after the write; they may set r->doc. */
 int rg_trigger_post (rg_scope *s, const rg_cont *c, const rg_wreq *w, int op,
                      const rg_ikey *k, const cJSON *stored, rg_wres *r,
                      rg_err *e);
+
+#define RG_META_SCRIPTS "\x01scripts"          /* u64: the scripts' version */
+#define RG_SCRIPT_BUDGET 1000000000ull         /* instructions, ~5 s */
+#define RG_SCRIPT_MEMORY (64u << 20)           /* bytes */
+#define RG_MAX_SOURCE    RG_MAX_ITEM           /* bytes of source: 413 */
+#define RG_BOUND_MSG "scripts cannot reference partition keys other than " \
+                     "the one for which the request was submitted"
+
+enum { RG_TRIG_PRE = 1, RG_TRIG_POST = 2 };
+enum { RG_TOP_ALL = 0, RG_TOP_CREATE, RG_TOP_REPLACE, RG_TOP_DELETE };
+enum { RG_PUT_CREATE = 1, RG_PUT_REPLACE };
+
+/* Sets the script limits of an environment from the options of a handle
+** opening it (0: not given).  The first open sets them; a later open
+** naming other values gets 409. */
+int  rg_script_limits (rg_env *env, uint64_t budget, uint64_t memory,
+                       rg_err *e);
+/* Frees the environment's runner (env.c calls it on release). */
+void rg_script_close (rg_env *env);
+/* Compiles a source in the sandbox and runs its chunk, which must return
+** a function (400; 408/413 when the chunk exceeds the limits).  `tag` is
+** RG_MK_PROC or RG_MK_TRIG (for messages). */
+int  rg_script_check (rg_env *env, int tag, const char *name, size_t n,
+                      const char *src, size_t len, rg_err *e);
+/* Stores a procedure (tag RG_MK_PROC) or trigger (RG_MK_TRIG, with `trig`
+** = {type, operation, automatic}); mode RG_PUT_CREATE (409 when it exists)
+** or RG_PUT_REPLACE (404 when it does not). */
+int  rg_script_put (rg_scope *s, const rg_cont *c, int tag, const char *name,
+                    size_t n, int mode, const int trig[3], const char *src,
+                    size_t len, rg_err *e);
+int  rg_script_delete (rg_scope *s, const rg_cont *c, int tag,
+                       const char *name, size_t n, rg_err *e);
+/* Pushes the names of a container's procedures or triggers (sorted). */
+int  rg_script_names (lua_State *L, const rg_cont *c, int tag, rg_err *e);
+/* Executes a procedure in the scope, bound to the logical partition of
+** `pk` (a value, or an array for hierarchical keys).  `args[i]` NULL is
+** nil.  On success *result holds the JSON-clean result (owned by the
+** caller); `log` receives ctx:log lines, each a u32 length and bytes. */
+int  rg_proc_execute (rg_scope *s, const rg_cont *c, const char *name,
+                      size_t n, const cJSON *pk, cJSON *const *args,
+                      int nargs, cJSON **result, rg_buf *log, rg_err *e);
+/* lua_script.c: the container methods of procedures and triggers. */
+void rg_script_open (lua_State *L);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** sandbox.c, pattern.c: the Lua state scripts run in
+** ======================================================================
+*/
+typedef struct rg_sandbox rg_sandbox;
+
+enum { RG_STOP_NONE, RG_STOP_BUDGET, RG_STOP_MEMORY, RG_STOP_ABORT };
+
+rg_sandbox *rg_sandbox_new (void);                 /* NULL: out of memory */
+void        rg_sandbox_free (rg_sandbox *sb);
+lua_State  *rg_sandbox_state (rg_sandbox *sb);
+rg_sandbox *rg_sandbox_of (lua_State *S);
+/* Starts an execution's accounting: at most `budget` instructions and
+** `memory` bytes more than the state holds now. */
+void     rg_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory);
+/* Ends it; returns why it was stopped (RG_STOP_*), RG_STOP_NONE if not. */
+int      rg_sandbox_disarm (rg_sandbox *sb);
+/* Charges work done in C; raises once the budget is spent. */
+void     rg_sandbox_charge (lua_State *S, uint64_t n);
+/* Stops the execution for good (RG_STOP_ABORT...) and raises. */
+int      rg_sandbox_stop (lua_State *S, int why);
+int      rg_sandbox_stopped (lua_State *S);
+/* Pushes a fresh environment for one execution. */
+void     rg_sandbox_env (lua_State *S);
+/* Compiles text (never bytecode) as chunk "name"; a Lua load status. */
+int      rg_sandbox_load (lua_State *S, const char *src, size_t n,
+                          const char *name, size_t namelen);
+/* Pops an environment and makes it the globals of the chunk at fidx. */
+void     rg_sandbox_setenv (lua_State *S, int fidx);
+/* rg_json_from_lua for the sandbox, charging the conversion to the budget.
+** Raises only when the budget runs out, with *out already set (so the
+** caller must hold it where it is freed); 413 when no stack room can be
+** made for the conversion. */
+int      rg_sandbox_from_lua (lua_State *S, int idx, cJSON **out, rg_err *e);
+/* Registers the budget-aware find, match, gmatch and gsub in the table at
+** idx (pattern.c). */
+void     rg_pattern_open (lua_State *S, int idx);
 /* }===================================================================== */
 
 

@@ -1,0 +1,358 @@
+local regolith = require "regolith"
+local H = require "helper"
+
+-- Small limits keep the runaway cases short.
+local BUDGET = 5000000
+local MEMORY = 8 * 2^20
+
+describe("the script sandbox", function()
+  local db, path, c
+  before_each(function()
+    db, path = H.open({ script_budget = BUDGET, script_memory = MEMORY })
+    c = assert(db:create_container("things", { partition_key = "/pk" }))
+  end)
+  after_each(function()
+    db:close()
+    H.cleanup()
+  end)
+
+  -- Stores `body` as the function of a procedure and runs it in "p".
+  local n = 0
+  local function run(body, ...)
+    n = n + 1
+    local name = "s" .. n
+    assert(c:create_procedure(name, "return function(ctx, ...) " .. body .. " end"))
+    return c:execute(name, "p", ...)
+  end
+
+  -- The database still works: a procedure runs and a write commits.
+  local function usable()
+    assert.are.equal(3, (run("return 1 + 2")))
+    assert(c:upsert({ id = "after", pk = "p" }))
+    assert(c:read("after", "p"))
+  end
+
+  describe("globals", function()
+    it("offers only what SPEC 4.4 lists", function()
+      local names = assert(run([[
+        local t = {}
+        for k in pairs(_ENV) do t[#t + 1] = k end
+        table.sort(t)
+        return t]]))
+      assert.are.same({ "assert", "error", "getmetatable", "ipairs", "math",
+        "next", "os", "pairs", "pcall", "rawequal", "rawget", "rawlen",
+        "rawset", "regolith", "select", "setmetatable", "string", "table",
+        "tonumber", "tostring", "type", "utf8", "xpcall" }, names)
+      assert.are.same({ "clock", "date", "time" },
+        (run("local t = {} for k in pairs(os) do t[#t+1] = k end table.sort(t) return t")))
+      assert.are.same({ "array", "json", "null", "object" },
+        (run("local t = {} for k in pairs(regolith) do t[#t+1] = k end table.sort(t) return t")))
+    end)
+
+    it("refuses each forbidden global", function()
+      local forbidden = { "io", "require", "load", "loadstring", "dofile",
+        "loadfile", "debug", "collectgarbage", "package", "coroutine", "print",
+        "_G", "module", "setfenv", "getfenv", "newproxy", "unpack" }
+      for _, name in ipairs(forbidden) do
+        assert.are.equal("nil", (run("return type(" .. name .. ")")), name)
+      end
+      for _, name in ipairs({ "execute", "exit", "getenv", "remove", "rename",
+                              "tmpname", "setlocale" }) do
+        assert.are.equal("nil", (run("return type(os." .. name .. ")")), name)
+      end
+      assert.are.equal("nil", (run("return type(string.dump)")))
+      assert.are.equal("nil", (run("return type(('').dump)")))
+      local msg = H.fails(400, run("return require('io')"))
+      assert.matches("attempt to call a nil value", msg, 1, true)
+    end)
+
+    it("compiles text only: bytecode is refused as source", function()
+      local bytecode = string.dump(function() return function() return 1 end end)
+      local msg = H.fails(400, c:create_procedure("bin", bytecode))
+      assert.matches("procedure 'bin' does not compile", msg, 1, true)
+      assert.matches("binary", msg, 1, true)
+    end)
+
+    it("has working string methods, json and markers", function()
+      local r = assert(run([[
+        local s = "Hello"
+        return { s:upper(), ("%d-%s"):format(7, "x"), #s:rep(3, ","),
+                 regolith.json.encode({ a = regolith.array() }),
+                 regolith.json.decode("[1,null]")[2] == regolith.null,
+                 utf8.char(233) }]]))
+      assert.are.same({ "HELLO", "7-x", 17, '{"a":[]}', true, "é" }, r)
+      assert.are.same({ 400, 400 }, (run([[
+        local _, _, a = regolith.json.decode("[1,")
+        local _, _, b = regolith.json.encode({ f = print or function() end })
+        return { a, b }]])))
+    end)
+  end)
+
+  describe("escape routes", function()
+    it("hides the string metatable and its __index", function()
+      assert.are.equal(false, (run("return getmetatable('')")))
+      local msg = H.fails(400, run("return getmetatable('').__index"))
+      assert.matches("attempt to index a boolean value", msg, 1, true)
+      H.fails(400, run("setmetatable('', {})"))
+    end)
+
+    it("keeps one script's changes to libraries and globals from every other", function()
+      assert(run([[
+        string.upper = function() return "pwned" end
+        rawset(string, "lower", nil)
+        math.floor = nil
+        table.insert = error
+        tostring = nil
+        regolith.null = "not null"
+        leaked = true
+        return ("x"):upper()]]))
+      local r = assert(run([[
+        return { ("x"):upper(), string.upper("y"), type(string.lower),
+                 math.floor(1.5), type(tostring), regolith.null == regolith.json.null,
+                 leaked == nil }]]))
+      assert.are.same({ "X", "Y", "function", 1, "function", true, true }, r)
+    end)
+
+    it("calls the library's own string functions for methods, whatever a script assigns", function()
+      assert.are.equal("X", (run("string.upper = function() return 'no' end return ('x'):upper()")))
+    end)
+
+    it("protects the marker metatables of regolith.array and object", function()
+      assert.are.equal(false, (run("return getmetatable(regolith.array())")))
+      local msg = H.fails(400, run("setmetatable(regolith.object(), {})"))
+      assert.matches("protected metatable", msg, 1, true)
+      assert.are.equal("[]", regolith.json.encode((run("return regolith.array()"))))
+    end)
+
+    it("refuses __gc metamethods (finalizers would run without a budget)", function()
+      local msg = H.fails(400, run([[
+        error(setmetatable({}, { __gc = function() while true do end end }))]]))
+      assert.matches("__gc metamethods are not allowed", msg, 1, true)
+      usable()
+    end)
+
+    it("hides ctx's metatable", function()
+      assert.are.equal(false, (run("return getmetatable(ctx)")))
+    end)
+
+    it("gives each ctx method only to its own run", function()
+      assert(c:create_procedure("keep", [[
+        local kept
+        return function(ctx) kept = ctx return true end]]))
+      assert(c:execute("keep", "p"))
+      assert(c:execute("keep", "p"))
+    end)
+  end)
+
+  describe("the instruction budget", function()
+    it("stops an infinite loop with 408, writes nothing, and leaves the database usable", function()
+      local msg = H.fails(408, run([[
+        assert(ctx:create({ id = "x", pk = "p" }))
+        while true do end]]))
+      assert.matches("exceeded its instruction budget", msg, 1, true)
+      H.fails(404, c:read("x", "p"))
+      usable()
+    end)
+
+    it("cannot be caught by pcall or by an xpcall handler", function()
+      H.fails(408, run([[
+        assert(ctx:create({ id = "x", pk = "p" }))
+        for i = 1, 100 do pcall(function() while true do end end) end
+        return "escaped"]]))
+      H.fails(408, run([[
+        return xpcall(function() while true do end end,
+                      function(m) while true do end end)]]))
+      H.fails(408, run([[
+        local ok = pcall(function() while true do end end)
+        while true do end]]))
+      H.fails(404, c:read("x", "p"))
+      usable()
+    end)
+
+    it("stops to-be-closed variables that loop", function()
+      H.fails(408, run([[
+        do local x <close> = setmetatable({}, { __close = function() while true do end end }) end]]))
+      usable()
+    end)
+
+    it("stops pattern-matching bombs", function()
+      H.fails(408, run([[
+        local s = string.rep("a", 3000)
+        return s:find(".-.-.-.-.-.-b")]]))
+      H.fails(408, run([[
+        local s = string.rep("a", 1e6)
+        return s:find(string.rep("a", 5e5) .. "b", 1, true)]]))
+      H.fails(408, run([[return (string.rep("a", 5000)):gsub("(a*)*b", "")]]))
+      usable()
+    end)
+
+    it("charges C work: string.rep of nothing, table.move, lying lengths", function()
+      H.fails(408, run("return #string.rep('', 1e15)"))
+      H.fails(408, run("table.move({}, 1, 1e15, 2)"))
+      H.fails(408, run([[
+        local t = setmetatable({}, { __len = function() return 1e15 end })
+        table.insert(t, 1, "x")]]))
+      H.fails(408, run([[
+        local t = setmetatable({}, { __len = function() return 1e15 end,
+                                     __index = function() return "" end })
+        return #table.concat(t)]]))
+      usable()
+    end)
+
+    it("charges storage operations and JSON conversions: loops of them are stopped", function()
+      H.fails(408, run([[
+        local i = 0
+        while true do i = i + 1 assert(ctx:upsert({ id = "w" .. i, pk = "p" })) end]]))
+      H.fails(404, c:read("w1", "p"))
+      H.fails(408, run([[
+        local t = {} for i = 1, 50000 do t[i] = i end
+        while true do ctx:create({ id = "big", pk = "p", t = t }) end]]))
+      H.fails(408, run([[
+        local t = {} for i = 1, 50000 do t[i] = i end
+        while true do regolith.json.encode(t) end]]))
+      usable()
+    end)
+
+    it("applies when a procedure is stored: its chunk runs under the budget", function()
+      local msg = H.fails(408, c:create_procedure("loop", "while true do end"))
+      assert.matches("procedure 'loop' exceeded its instruction budget", msg, 1, true)
+      assert.are.same({}, c:procedures())
+    end)
+
+    it("lets a script use most of its budget", function()
+      assert.are.equal(100000, (run("local n = 0 for i = 1, 100000 do n = n + 1 end return n")))
+    end)
+  end)
+
+  describe("the memory budget", function()
+    it("stops a memory bomb with 413, writes nothing, and leaves the database usable", function()
+      local msg = H.fails(413, run([[
+        assert(ctx:create({ id = "x", pk = "p" }))
+        local t = {}
+        while true do t[#t + 1] = { #t } end]]))
+      assert.matches("exceeded its memory budget", msg, 1, true)
+      H.fails(404, c:read("x", "p"))
+      usable()
+    end)
+
+    it("cannot be caught by pcall", function()
+      H.fails(413, run([[
+        assert(ctx:create({ id = "x", pk = "p" }))
+        local ok = pcall(function()
+          local t = {} while true do t[#t + 1] = ("x"):rep(1000) .. #t end
+        end)
+        return "caught"]]))
+      H.fails(404, c:read("x", "p"))
+      usable()
+    end)
+
+    it("stops string.rep bombs and huge strings", function()
+      H.fails(413, run("return #string.rep('x', 2^24)"))
+      H.fails(413, run("local s = ('x'):rep(2^20) for i = 1, 5 do s = s .. s end return #s"))
+      usable()
+    end)
+
+    it("lets garbage be collected: allocating much over time is not a bomb", function()
+      -- 150 strings of 64 KiB each: far more than the 8 MiB it may hold
+      assert.are.equal(150, (run([[
+        local n = 0
+        for i = 1, 150 do local s = ("x"):rep(65536) .. i n = n + 1 end
+        return n]])))
+    end)
+
+    it("ends deep recursion with an error and leaves the database usable", function()
+      local _, _, status = run("local function f(n) return f(n + 1) + 1 end return f(1)")
+      assert.is_true(status == 400 or status == 413)
+      usable()
+    end)
+  end)
+
+  describe("the pattern functions", function()
+    -- the sandbox's matcher against Lua's own, on the same cases
+    local cases = {
+      { "hello world", "o w" }, { "hello world", "(%w+) (%w+)" },
+      { "  trim  ", "^%s*(.-)%s*$" }, { "key=val; k2=v2", "(%w+)=(%w+)" },
+      { "THE (quick) fox", "%((%a+)%)" }, { "f(a(b)c)d", "%b()" },
+      { "THE (quick) fox", "%f[%a]%a+" }, { "aaa", "a-b" }, { "aaab", "a-b" },
+      { "abc", "()b()" }, { "hello", "l+" }, { "hello", "l*" }, { "x", "x?y?" },
+      { "2024-01-31", "(%d+)-(%d+)-(%d+)" }, { "a.b", "%." }, { "a+b", "a+b" },
+      { "[x]", "[%[]" }, { "abc", "[^a]+" }, { "a]b", "[]]" }, { "a-z", "[a%-z]+" },
+      { "abcabc", "(abc)%1" }, { "éa", "[é]+" }, { "end", "d$" },
+      { "a)", "a)" }, { "x = 1", "%s*=%s*" }, { "CamelCase", "%u%l+" },
+      { "a,b,,c", "([^,]*)" }, { "abc", "%w-" }, { "12ab", "%x+" },
+      { "a\0b", "%z" }, { "a\0b", "\0" }, { "hello", "" }, { "", "" },
+      { "hello", "^h" }, { "hello", "^e" }, { "x^y", "^x^" }, { "aaa", ".-$" },
+    }
+
+    local function host(s, p)
+      local out = {}
+      out.find = { pcall(string.find, s, p) }
+      out.find3 = { pcall(string.find, s, p, -3) }
+      out.match = { pcall(string.match, s, p) }
+      out.gsub = { pcall(string.gsub, s, p, "<%0>") }
+      out.gsub1 = { pcall(string.gsub, s, p, "[%1]", 2) }
+      local ok, it = pcall(string.gmatch, s, p)
+      out.gmatch = {}
+      if ok then
+        for _ = 1, 10 do
+          local r = { pcall(it) }
+          if r[2] == nil then break end
+          out.gmatch[#out.gmatch + 1] = table.concat(r, ",", 2)
+        end
+      end
+      return out
+    end
+
+    -- errors compare by kind only (messages carry positions)
+    local function norm(out)
+      for _, k in ipairs({ "find", "find3", "match", "gsub", "gsub1" }) do
+        if out[k][1] == false then out[k] = { false } end
+      end
+      return out
+    end
+
+    it("match Lua's own on a table of cases", function()
+      assert(c:create_procedure("pat", [[
+        local function host(s, p)
+          local out = {}
+          out.find = { pcall(string.find, s, p) }
+          out.find3 = { pcall(string.find, s, p, -3) }
+          out.match = { pcall(string.match, s, p) }
+          out.gsub = { pcall(string.gsub, s, p, "<%0>") }
+          out.gsub1 = { pcall(string.gsub, s, p, "[%1]", 2) }
+          local ok, it = pcall(string.gmatch, s, p)
+          out.gmatch = {}
+          if ok then
+            for _ = 1, 10 do
+              local r = { pcall(it) }
+              if r[2] == nil then break end
+              out.gmatch[#out.gmatch + 1] = table.concat(r, ",", 2)
+            end
+          end
+          return out
+        end
+        return function(ctx, s, p)
+          local out = host(s, p)
+          for _, k in ipairs({ "find", "find3", "match", "gsub", "gsub1" }) do
+            if out[k][1] == false then out[k] = { false } end
+          end
+          for k, v in pairs(out) do out[k] = regolith.array(v) end
+          return out
+        end]]))
+      for _, case in ipairs(cases) do
+        local want = norm(host(case[1], case[2]))
+        local got = assert(c:execute("pat", "p", case[1], case[2]))
+        for k, v in pairs(want) do
+          assert.are.same(v, got[k], ("%s on %q / %q"):format(k, case[1], case[2]))
+        end
+      end
+    end)
+
+    it("raise Lua's errors for malformed patterns", function()
+      for _, p in ipairs({ "%", "[a", "(a", "%b", "%f", "%1", "(()", "%b)" }) do
+        local msg = H.fails(400, run("return ('abc'):find(...)", p))
+        assert.matches("failed", msg, 1, true)
+      end
+    end)
+  end)
+end)
