@@ -43,11 +43,68 @@ local PARTS = 6
 
 local function key_of(n) return "k" .. n, "p" .. (n % PARTS) end
 
+-- The procedure: two writes in one logical partition, each with its shadow.
+local PAIR = [[
+return function(ctx, a, b, seq)
+  for _, id in ipairs({ a, b }) do
+    assert(ctx:upsert({ id = id, pk = ctx.partition_key, seq = seq,
+                        u = "u" .. seq .. id, pair = seq }))
+    assert(ctx:upsert({ id = "s-" .. id, pk = ctx.partition_key, seq = seq,
+                        shadow = true }))
+  end
+  return true
+end
+]]
+
+-- The trigger: after every write of a key, its shadow follows (same
+-- transaction), so a key and its shadow always agree.
+local SHADOW = [[
+return function(ctx)
+  local doc = ctx:body()
+  if doc.shadow then return end
+  if ctx.operation == "delete" then
+    ctx:delete("s-" .. doc.id)
+  else
+    assert(ctx:upsert({ id = "s-" .. doc.id, pk = doc.pk, seq = doc.seq,
+                        shadow = true }))
+  end
+end
+]]
+
+-- The container, its procedure and trigger, and the copy the processor
+-- keeps: "crash" mirrored into "copy", with a count of the changes applied
+-- per id (exactly once each, or the count drifts from the feed).
 local function spec(db)
-  return db:container("crash") or assert(db:create_container("crash", {
+  local c = db:container("crash")
+  if c then return c, db:container("copy") end
+  c = assert(db:create_container("crash", {
     partition_key = "/pk", physical_partitions = 4,
     unique_keys = { { "/u" } },
   }))
+  assert(c:create_procedure("pair", PAIR))
+  assert(c:create_trigger("shadow", { type = "post", operation = "all",
+    automatic = true, source = SHADOW }))
+  return c, assert(db:create_container("copy", { partition_key = "/pk" }))
+end
+
+local function processor(db, copy)
+  return assert(db:processor{
+    name = "mirror", source = "crash", mode = "all_versions",
+    instance = "crash-worker", lease_seconds = 5, max_items = 7,
+    handler = function(changes)
+      for _, ch in ipairs(changes) do
+        local m = ch.metadata
+        if ch.current then assert(copy:upsert(ch.current))
+        else
+          local ok, msg, st = copy:delete(m.id, m.partition_key)
+          assert(ok or st == 404, msg)
+        end
+        local cnt = copy:read("cnt-" .. m.id, m.partition_key)
+        assert(copy:upsert({ id = "cnt-" .. m.id, pk = m.partition_key,
+                             n = (cnt and cnt.n or 0) + 1 }))
+      end
+    end,
+  })
 end
 
 --[[ The child: writes until killed.  Before each call it logs its intent
@@ -56,7 +113,8 @@ acknowledged, "F seq" when refused): so the parent knows every
 acknowledged change and the one call that was in flight at the kill. ]]
 local function child()
   local db = assert(regolith.open(opts.dir, { sync = opts.sync }))
-  local c = spec(db)
+  local c, copy = spec(db)
+  local p = processor(db, copy)
   local log = assert(io.open(opts.log, "a"))
   log:setvbuf("line")
   math.randomseed(opts.seed)
@@ -68,7 +126,13 @@ local function child()
     local r = math.random(100)
     local n = math.random(KEYS)
     local id, pk = key_of(n)
-    if r <= 30 then
+    if seq % 10 == 0 then p:run_once() end
+    if r <= 10 then
+      -- the procedure: n and the next key of the same partition
+      local id2 = key_of(n + PARTS > KEYS and n + PARTS - KEYS or n + PARTS)
+      log:write(("I %d W %s %s %s %s\n"):format(seq, id, pk, id2, pk))
+      outcome(seq, c:execute("pair", pk, id, id2, seq))
+    elseif r <= 30 then
       log:write(("I %d W %s %s\n"):format(seq, id, pk))
       outcome(seq, c:upsert({ id = id, pk = pk, seq = seq, u = "u" .. seq,
         blob = blob:sub(1, math.random(200)) }))
@@ -134,7 +198,7 @@ local function check(dir, logfile)
   local db = assert(regolith.open(dir, { sync = opts.sync }))
   local ok, report = db:verify()
   if not ok then return false, "verify failed:\n" .. report end
-  local c = spec(db)
+  local c, copy = spec(db)
   local state, inflight, inseq = replay(logfile)
   local maybe = {}
   if inflight then
@@ -156,9 +220,49 @@ local function check(dir, logfile)
         key, tostring(got), tostring(want))
     end
   end
-  if inflight and inflight.op == "B" and applied ~= 0 and applied ~= #inflight.keys then
-    return false, ("batch %d is partly applied: %d of %d members"):format(inseq,
+  if inflight and inflight.op ~= "D" and applied ~= 0 and applied ~= #inflight.keys then
+    return false, ("call %d is partly applied: %d of %d writes"):format(inseq,
       applied, #inflight.keys)
+  end
+  -- every key and its shadow agree (the trigger and the procedure write
+  -- both in one transaction)
+  for n = 1, KEYS do
+    local id, pk = key_of(n)
+    local doc, shadow = c:read(id, pk), c:read("s-" .. id, pk)
+    if (doc and doc.seq) ~= (shadow and shadow.seq) then
+      return false, ("%s holds %s but its shadow %s"):format(id,
+        tostring(doc and doc.seq), tostring(shadow and shadow.seq))
+    end
+  end
+  -- the processor catches up, then the copy is exact and every change was
+  -- applied exactly once
+  local p = processor(db, copy)
+  p:run{ until_idle = true }
+  p:close()
+  local counts = {}
+  local changes, info = c:changes{ mode = "all_versions", max_items = 100000 }
+  while changes and #changes > 0 do
+    for _, ch in ipairs(changes) do
+      local k = ch.metadata.id .. " " .. ch.metadata.partition_key
+      counts[k] = (counts[k] or 0) + 1
+    end
+    changes, info = c:changes{ mode = "all_versions", max_items = 100000,
+      continuation = info.continuation }
+  end
+  for n = 1, KEYS do
+    local id, pk = key_of(n)
+    for _, k in ipairs({ id, "s-" .. id }) do
+      local a, b = c:read(k, pk), copy:read(k, pk)
+      if (a and a.seq) ~= (b and b.seq) then
+        return false, ("the copy of %s holds %s, the source %s"):format(k,
+          tostring(b and b.seq), tostring(a and a.seq))
+      end
+      local cnt = copy:read("cnt-" .. k, pk)
+      if (cnt and cnt.n or 0) ~= (counts[k .. " " .. pk] or 0) then
+        return false, ("%d changes of %s were applied to the copy, but the "
+          .. "feed holds %d"):format(cnt and cnt.n or 0, k, counts[k .. " " .. pk] or 0)
+      end
+    end
   end
   db:close()
   -- the call in flight is resolved now: record how, for later replays
