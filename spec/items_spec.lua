@@ -293,6 +293,17 @@ describe("items", function()
       H.fails(404, c:read(base .. "3", "p"))
     end)
 
+    it("keeps ids around the length where keys switch to a digest apart", function()
+      local ids = {}
+      for _, n in ipairs({ 179, 180, 181, 199, 200, 201, 202, 260 }) do
+        ids[#ids + 1] = ("d"):rep(n)
+        ids[#ids + 1] = ("d"):rep(n - 1) .. "e"
+      end
+      for i, id in ipairs(ids) do assert(c:create({ id = id, pk = "p", i = i })) end
+      for i, id in ipairs(ids) do assert.are.equal(i, assert(c:read(id, "p")).i) end
+      assert.are.equal(#ids, db:stats().items)
+    end)
+
     it("accepts ids in any valid UTF-8", function()
       for _, id in ipairs({ "café", "日本", "😀", "a b", "x.y-z_1", "'\"" }) do
         assert(c:create({ id = id, pk = "p" }))
@@ -321,6 +332,18 @@ describe("items", function()
       assert(c:create({ id = "b", pk = false }))
       H.fails(404, c:read("b", null))
       H.fails(404, c:read("b", 0))
+    end)
+
+    it("keeps integer partition key values beyond 2^53 apart", function()
+      local a, b = 1234567890123456789, 1234567890123456788
+      assert(c:create({ id = "x", pk = a, who = "a" }))
+      local doc, msg = c:create({ id = "x", pk = b, who = "b" })
+      assert(doc, msg)
+      assert.are.equal("a", assert(c:read("x", a)).who)
+      local got = assert(c:read("x", b))
+      assert.are.equal("b", got.who)
+      assert.are.equal(b, got.pk)
+      H.fails(404, c:read("x", 9007199254740993))
     end)
 
     it("treats the same id in two partitions as two items", function()

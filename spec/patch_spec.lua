@@ -51,6 +51,28 @@ describe("patch", function()
     H.fails(404, c:read("nope", "p"))
   end)
 
+  it("keeps what it does not touch exactly: NUL strings, big integers, floats, empty shapes", function()
+    local doc = {
+      id = "exact", pk = "p", ["k\0ey"] = "v\0al", big = math.maxinteger, neg = math.mininteger,
+      odd = 9007199254740993, f = 0.1, tiny = 5e-324, huge = 1e300,
+      ea = regolith.array(), eo = regolith.object(), u = "日本😀", n = 0,
+    }
+    assert(c:create(doc))
+    assert(c:patch("exact", "p", { { op = "incr", path = "/n", value = 1 } }))
+    local got = assert(c:read("exact", "p"))
+    assert.are.equal("v\0al", got["k\0ey"])
+    assert.are.equal(math.maxinteger, got.big)
+    assert.are.equal(math.mininteger, got.neg)
+    assert.are.equal(9007199254740993, got.odd)
+    assert.are.equal(0.1, got.f)
+    assert.are.equal(5e-324, got.tiny)
+    assert.are.equal(1e300, got.huge)
+    assert.are.equal("[]", regolith.json.encode(got.ea))
+    assert.are.equal("{}", regolith.json.encode(got.eo))
+    assert.are.equal("日本😀", got.u)
+    assert.are.equal(1, got.n)
+  end)
+
   describe("add", function()
     it("creates an object member, or overwrites one that exists", function()
       local doc = assert(patch({

@@ -10,9 +10,9 @@ local function sleep(seconds)
 end
 
 describe("ttl", function()
-  local db
+  local db, path
   before_each(function()
-    db = H.open()
+    db, path = H.open()
   end)
   after_each(function()
     db:close()
@@ -125,6 +125,18 @@ describe("ttl", function()
     assert.are.equal(2, assert(c:read("gone", "p")).v)
     local _, uinfo = c:upsert({ id = "gone2", pk = "p", v = 2 })
     assert.are.equal(201, uinfo.status)
+  end)
+
+  it("purges nothing through a read-only handle: purge_expired refuses with 403", function()
+    local c = assert(db:create_container("c", { partition_key = "/pk", default_ttl = 1 }))
+    assert(c:create({ id = "a", pk = "p" }))
+    assert(c:create({ id = "b", pk = "p", ttl = -1 }))
+    sleep(2.2)
+    local ro = assert(regolith.open(path, { readonly = true }))
+    H.fails(403, ro:purge_expired())
+    ro:close()
+    assert.are.equal(2, db:stats().containers.c.items)
+    assert.are.equal(1, (db:purge_expired()))
   end)
 
   it("keeps the ttl field in the document as written", function()

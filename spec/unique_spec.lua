@@ -100,6 +100,13 @@ describe("unique keys", function()
     H.fails(409, users:create({ id = "6", tenant = "t", username = { "x" } }))
   end)
 
+  it("tells integers beyond 2^53 apart", function()
+    assert(users:create({ id = "1", tenant = "t", username = 1234567890123456789 }))
+    local doc, msg = users:create({ id = "2", tenant = "t", username = 1234567890123456788 })
+    assert(doc, msg)
+    H.fails(409, users:create({ id = "3", tenant = "t", username = 1234567890123456789 }))
+  end)
+
   it("tells long values that share a long beginning apart", function()
     local long = ("u"):rep(3000)
     assert(users:create({ id = "1", tenant = "t", username = long .. "1" }))
