@@ -115,6 +115,34 @@ print("done", conflicts)
     assert.are.equal(200, assert(c:read("counter", "p")).n)
   end)
 
+  it("gives each container name to exactly one of two processes creating them at once", function()
+    local go = H.tmpdir()
+    local children = {}
+    for _ = 1, 2 do
+      children[#children + 1] = spawn(prelude(path, go) .. [[
+local won = 0
+for i = 1, 20 do
+  local c, msg, status = db:create_container("c" .. i, { partition_key = "/pk" })
+  if c then
+    won = won + 1
+    assert(c:create({ id = "owner", pk = "p" }))
+  else
+    assert(status == 409, msg)
+  end
+end
+print("won", won)
+]])
+    end
+    touch(go)
+    local total = 0
+    for _, p in ipairs(children) do
+      total = total + assert(tonumber(wait(p):match("won\t(%d+)")))
+    end
+    assert.are.equal(20, total)
+    assert.are.equal(21, #db:containers())
+    for i = 1, 20 do assert(assert(db:container("c" .. i)):read("owner", "p")) end
+  end)
+
   it("lets a reader in one process see the other process's commits", function()
     assert(c:create({ id = "before", pk = "p" }))
     assert(c:read("before", "p"))          -- this process has read already

@@ -105,6 +105,38 @@ describe("containers", function()
     assert.are.equal("/other", assert(db:container("c")):spec().partition_key)
   end)
 
+  it("deletes a container holding thousands of items and leaves its neighbours alone", function()
+    local before = assert(db:create_container("before", { partition_key = "/pk",
+                                                          unique_keys = { { "/u" } } }))
+    local big = assert(db:create_container("big", { partition_key = "/pk",
+                                                    unique_keys = { { "/u" } }, default_ttl = 3600 }))
+    local after = assert(db:create_container("after", { partition_key = "/pk",
+                                                        unique_keys = { { "/u" } } }))
+    for _, c in ipairs({ before, after }) do
+      for i = 1, 5 do assert(c:create({ id = "i" .. i, pk = "p", u = i, v = "kept" })) end
+    end
+    for b = 0, 29 do
+      local ops = {}
+      for i = 1, 100 do
+        local n = b * 100 + i
+        ops[i] = { op = "create", doc = { id = "i" .. n, pk = "p", u = n, tags = { "a", "b" } } }
+      end
+      assert(big:batch("p", ops))
+    end
+    assert.are.equal(3010, db:stats().items)
+    assert(db:delete_container("big"))
+    assert.are.equal(10, db:stats().items)
+    for _, c in ipairs({ before, after }) do
+      for i = 1, 5 do assert.are.equal("kept", assert(c:read("i" .. i, "p")).v) end
+      H.fails(409, c:create({ id = "x", pk = "p", u = 1 }))
+    end
+    local again = assert(db:create_container("big", { partition_key = "/pk",
+                                                      unique_keys = { { "/u" } } }))
+    H.fails(404, again:read("i1", "p"))
+    assert(again:create({ id = "i1", pk = "p", u = 1 }))
+    assert.are.equal(0, (db:purge_expired()))
+  end)
+
   it("accepts names of 1 to 255 bytes of UTF-8", function()
     for _, name in ipairs({ "a", ("n"):rep(255), "日本語", "with space", "dots.and-dashes_" }) do
       local c, info = db:create_container(name, { partition_key = "/pk" })
