@@ -167,6 +167,24 @@ describe("ttl", function()
     assert.are.equal(1, db:stats().items)
   end)
 
+  it("never loses an item to a huge ttl: it is kept or refused with 400", function()
+    local c = assert(db:create_container("c", { partition_key = "/pk", default_ttl = -1 }))
+    for i, ttl in ipairs({ math.maxinteger, math.maxinteger - 1000, 2^62 }) do
+      local doc, msg, status = c:create({ id = "i" .. i, pk = "p", ttl = ttl })
+      if doc then
+        assert(c:read("i" .. i, "p"), "item with ttl " .. ttl .. " vanished at once")
+      else
+        assert.are.equal(400, status, msg)
+      end
+    end
+    local ok, d = pcall(db.create_container, db, "d", { partition_key = "/pk",
+                                                        default_ttl = math.maxinteger })
+    if ok and d then
+      assert(d:create({ id = "a", pk = "p" }))
+      assert(d:read("a", "p"), "item under default_ttl = math.maxinteger vanished at once")
+    end
+  end)
+
   it("accepts any ttl value as plain data when TTL is off", function()
     local c = assert(db:create_container("c", { partition_key = "/pk" }))
     for i, v in ipairs({ 0, -2, 1.5, "10", true, { 10 } }) do
