@@ -211,6 +211,23 @@ describe("batch", function()
       assert.are.equal(0, db:stats().items)
     end)
 
+    it("runs every op kind under a partition key holding NUL", function()
+      local pk = "a\0b"
+      assert(c:create({ id = "r", pk = pk, n = 1 }))
+      assert(c:create({ id = "d", pk = pk }))
+      local results, msg = c:batch(pk, {
+        { op = "create", doc = { id = "c", pk = pk } },
+        { op = "read", id = "r" },
+        { op = "patch", id = "r", ops = { { op = "incr", path = "/n", value = 1 } } },
+        { op = "replace", doc = { id = "c", pk = pk, v = 1 } },
+        { op = "delete", id = "d" },
+      })
+      assert(results, msg)
+      assert.are.equal(2, assert(c:read("r", pk)).n)
+      H.fails(404, c:read("d", pk))
+      assert.are.equal(1, assert(c:read("c", pk)).v)
+    end)
+
     it("works on hierarchical partition keys", function()
       local h = assert(db:create_container("h", { partition_key = { "/t", "/u" } }))
       local results = assert(h:batch({ "x", "y" }, {
