@@ -225,6 +225,23 @@ describe("items", function()
       assert.are_not.equal(5, r._lsn)
       assert.is_true(r._ts > 5)
     end)
+
+    it("keeps fields named like system properties below the top level", function()
+      assert(c:create({ id = "a", pk = "p", meta = { _etag = "e", _ts = 1, _lsn = 2 } }))
+      assert.are.same({ _etag = "e", _ts = 1, _lsn = 2 }, assert(c:read("a", "p")).meta)
+    end)
+
+    it("ignores patches of the system properties", function()
+      local d = assert(c:create({ id = "a", pk = "p" }))
+      local p = assert(c:patch("a", "p", { { op = "set", path = "/_etag", value = "mine" },
+                                           { op = "set", path = "/_lsn", value = 1 },
+                                           { op = "remove", path = "/_ts" } }))
+      assert.are_not.equal("mine", p._etag)
+      assert.are_not.equal(d._etag, p._etag)
+      assert.is_true(p._lsn > d._lsn)
+      assert.is_number(p._ts)
+      assert.are.same(p, assert(c:read("a", "p")))
+    end)
   end)
 
   describe("ids", function()
