@@ -262,6 +262,51 @@ describe("containers", function()
     assert.are.equal("/pk", simple:spec().partition_key)
   end)
 
+  describe("indexing policy, as write charges show it", function()
+    local made = 0
+    local function cost(opts, doc)
+      made = made + 1
+      local name = "ix" .. made
+      opts.partition_key = "/pk"
+      local c = assert(db:create_container(name, opts))
+      doc.id, doc.pk = "a", "p"
+      local _, info = assert(c:create(doc))
+      return info.charge
+    end
+    local function sample()
+      local big = {}
+      for i = 1, 50 do big[i] = i end
+      return { keep = 1, big = big, nested = { x = 1, y = 2 } }
+    end
+
+    it("charges less for a write when paths are excluded from the index", function()
+      local all = cost({}, sample())
+      local excluded = cost({ indexing = { excluded = { "/big/*" } } }, sample())
+      local scalars = cost({ indexing = { excluded = { "/big/[]/?" } } }, sample())
+      local none = cost({ indexing = { automatic = false } }, sample())
+      assert.is_true(excluded < all, ("%s !< %s"):format(excluded, all))
+      assert.are.equal(excluded, scalars)
+      assert.is_true(none < excluded, ("%s !< %s"):format(none, excluded))
+    end)
+
+    it("lets the more specific of an included and an excluded pattern win", function()
+      local all = cost({}, sample())
+      local only_keep = cost({ indexing = { included = { "/keep/?" }, excluded = { "/*" } } }, sample())
+      local but_big = cost({ indexing = { included = { "/*", "/big/[]/?" },
+                                          excluded = { "/big/*" } } }, sample())
+      assert.is_true(only_keep < all)
+      assert.are.equal(all, but_big)
+    end)
+
+    it("charges for composite index entries", function()
+      local plain = cost({}, { a = 1, b = 2 })
+      local composite = cost({ indexing = { composite = { { { path = "/a" },
+                                                            { path = "/b", order = "descending" } } } } },
+                             { a = 1, b = 2 })
+      assert.is_true(composite > plain)
+    end)
+  end)
+
   it("keeps a spec across reopening", function()
     local path = H.tmpdir()
     local d1 = assert(regolith.open(path))
