@@ -115,6 +115,28 @@ print("done", conflicts)
     assert.are.equal(200, assert(c:read("counter", "p")).n)
   end)
 
+  it("serves reads and writes from coroutines interleaved with each other", function()
+    local workers = {}
+    for w = 1, 3 do
+      workers[w] = coroutine.create(function()
+        for i = 1, 20 do
+          assert(c:create({ id = w .. "-" .. i, pk = "p", n = i }))
+          coroutine.yield(assert(c:read(w .. "-" .. i, "p")).n)
+        end
+      end)
+    end
+    local seen = 0
+    for _ = 1, 20 do
+      for w = 1, 3 do
+        local ok, n = coroutine.resume(workers[w])
+        assert(ok, n)
+        seen = seen + n
+      end
+    end
+    assert.are.equal(3 * 210, seen)
+    assert.are.equal(60, db:stats().items)
+  end)
+
   it("gives each container name to exactly one of two processes creating them at once", function()
     local go = H.tmpdir()
     local children = {}
