@@ -288,11 +288,6 @@ describe("json bridge", function()
             tostring(msg), tostring(status)))
       end
     end)
-
-    it("refuses to decode a value that is not a string with 400", function()
-      H.fails(400, json.decode({}))
-      H.fails(400, json.decode(nil))
-    end)
   end)
 
   describe("documents through the store", function()
