@@ -5,18 +5,20 @@
 local regolith = require "regolith"
 local H = require "helper"
 
--- The Lua source that every child starts with: the database at `path`,
--- and a wait for the file `go` so that the children start together.
+-- The Lua source that every child starts with: it opens the database at
+-- `path`, then waits for the file `go` so that the children start their
+-- work together (opening while another process writes has its own spec).
 local function prelude(path, go, opts)
   return string.format([[
 local regolith = require "regolith"
 io.stdout:setvbuf("line")
+local db = assert(regolith.open(%q, %s))
 local go = %q
 if go ~= "" then
+  print("ready")
   while not io.open(go) do os.execute("sleep 0.01") end
 end
-local db = assert(regolith.open(%q, %s))
-]], go or "", path, opts or "nil")
+]], path, opts or "nil", go or "")
 end
 
 -- Starts a child running `source`; returns a handle to wait on.
@@ -36,6 +38,17 @@ end
 local function touch(path)
   local f = assert(io.open(path, "w"))
   f:close()
+end
+
+-- Lets children spawned with a `go` file start once all have opened.
+local function start(children, go)
+  for _, p in ipairs(children) do
+    local line = p:read("l")
+    if line ~= "ready" then
+      error("a child failed to open: " .. tostring(line) .. "\n" .. tostring(p:read("a")))
+    end
+  end
+  touch(go)
 end
 
 describe("concurrency", function()
@@ -61,7 +74,7 @@ end
 print("done")
 ]], name))
     end
-    touch(go)
+    start(children, go)
     for _, p in ipairs(children) do assert.is_truthy(wait(p):find("done")) end
     assert.are.equal(600, db:stats().items)
     for _, name in ipairs({ "a", "b" }) do
@@ -84,7 +97,7 @@ end
 print("done")
 ]])
     end
-    touch(go)
+    start(children, go)
     for _, p in ipairs(children) do wait(p) end
     assert.are.equal(400, assert(c:read("counter", "p")).n)
   end)
@@ -110,7 +123,7 @@ end
 print("done", conflicts)
 ]])
     end
-    touch(go)
+    start(children, go)
     for _, p in ipairs(children) do wait(p) end
     assert.are.equal(200, assert(c:read("counter", "p")).n)
   end)
@@ -155,7 +168,7 @@ end
 print("won", won)
 ]])
     end
-    touch(go)
+    start(children, go)
     local total = 0
     for _, p in ipairs(children) do
       total = total + assert(tonumber(wait(p):match("won\t(%d+)")))
@@ -205,7 +218,7 @@ end
 print("done")
 ]], name))
     end
-    touch(go)
+    start(children, go)
     for _, p in ipairs(children) do assert.is_truthy(wait(p):find("done")) end
     assert(c:read("first", "p"))
     for _, name in ipairs({ "a", "b" }) do
@@ -216,6 +229,34 @@ print("done")
     end
     assert(c:create({ id = "last", pk = "p", s = ("y"):rep(500000) }))
     assert.are.equal(122, db:stats().items)
+  end)
+
+  it("opens a database, with any map_size, while another process writes to it", function()
+    db:close()
+    local stop = H.tmpdir()
+    local writer = spawn(prelude(path, nil, "{ sync = 'none' }") .. string.format([[
+local c = assert(db:container("things"))
+local i = 0
+while not io.open(%q) do
+  i = i + 1
+  assert(c:upsert({ id = "w" .. (i %% 200), pk = "p", s = ("w"):rep(20000 + i) }))
+end
+print("wrote", i)
+]], stop))
+    local failures = {}
+    for round = 1, 400 do
+      local d, msg = regolith.open(path, round % 2 == 0 and { map_size = 1048576 } or nil)
+      if d then
+        assert(assert(d:container("things")):read_many({ { "w1", "p" } }))
+        d:close()
+      else
+        failures[#failures + 1] = (round % 2 == 0 and "map_size 1 MiB: " or "default: ") .. msg
+      end
+    end
+    touch(stop)
+    wait(writer)
+    db = assert(regolith.open(path))
+    assert(#failures == 0, #failures .. " of 400 opens failed, first: " .. tostring(failures[1]))
   end)
 
   it("leaves every acknowledged write and no partial batch when a writer is killed", function()
