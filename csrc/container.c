@@ -59,6 +59,25 @@ static int get_int (const cJSON *v, const char *name, int64_t lo, int64_t hi,
   return 0;
 }
 
+/* The write path sets these, so a key built on them would move. */
+static int system_path (const rg_path *p) {
+  return p->n >= 1 && (strcmp(p->seg[0], "_etag") == 0 ||
+                       strcmp(p->seg[0], "_ts") == 0 ||
+                       strcmp(p->seg[0], "_lsn") == 0);
+}
+
+static int one_path (rg_path *out, const char *text, const char *name,
+                     rg_err *e) {
+  int rc = rg_path_parse(out, text, 0, e);
+  if (rc) return rc;
+  if (system_path(out)) {
+    rg_path_free(out);
+    return rg_fail(e, 400, "option '%s': '%s' is a system property, set by "
+                   "every write", name, text);
+  }
+  return 0;
+}
+
 /* Parses a list of plain paths (pk, unique keys). */
 static int get_paths (const cJSON *v, const char *name, rg_path *out,
                       int max, int *n, rg_err *e) {
@@ -66,7 +85,7 @@ static int get_paths (const cJSON *v, const char *name, rg_path *out,
   int rc;
   *n = 0;
   if (cJSON_IsString(v)) {
-    if ((rc = rg_path_parse(&out[0], v->valuestring, 0, e)) != 0) return rc;
+    if ((rc = one_path(&out[0], v->valuestring, name, e)) != 0) return rc;
     *n = 1;
     return 0;
   }
@@ -78,7 +97,7 @@ static int get_paths (const cJSON *v, const char *name, rg_path *out,
       return rg_fail(e, 400, "option '%s' takes at most %d paths", name, max);
     if (!cJSON_IsString(c))
       return rg_fail(e, 400, "option '%s' must list paths (strings)", name);
-    if ((rc = rg_path_parse(&out[*n], c->valuestring, 0, e)) != 0) return rc;
+    if ((rc = one_path(&out[*n], c->valuestring, name, e)) != 0) return rc;
     (*n)++;
   }
   return 0;

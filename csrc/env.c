@@ -74,19 +74,36 @@ static int random_bytes (uint8_t *out, size_t n) {
   return 0;
 }
 
-/* Opens the tables and checks (or writes) the format version and secret. */
-static int init_tables (rg_env *env, rg_err *e) {
+/* Begins a transaction, adopting a map another process has grown. */
+static int txn_begin (MDB_env *mdb, unsigned flags, MDB_txn **txn) {
+  int rc, tries;
+  for (tries = 0; tries < 8; tries++) {
+    rc = mdb_txn_begin(mdb, NULL, flags, txn);
+    if (rc != MDB_MAP_RESIZED) return rc;
+    mdb_env_set_mapsize(mdb, 0);
+  }
+  return rc;
+}
+
+/*
+** Opens the tables and checks the format version, reading the secret.  A
+** database that exists is opened in a read transaction, so an open never
+** waits for a writer; a new one (or one missing its tables) is set up in a
+** write transaction, which creates the tables, the version and the secret
+** (several processes may race to do it: the first wins, the others find
+** everything there).
+*/
+static int init_tables (rg_env *env, int create, rg_err *e) {
   MDB_txn *txn;
   MDB_val k, v;
   int rc, i;
-  unsigned flags = env->readonly ? MDB_RDONLY : 0;
-  if ((rc = mdb_txn_begin(env->mdb, NULL, flags, &txn)) != 0)
+  if ((rc = txn_begin(env->mdb, create ? 0 : MDB_RDONLY, &txn)) != 0)
     return rg_fail_mdb(e, rc, "begin");
   for (i = 0; i < RG_NDB; i++) {
-    rc = mdb_dbi_open(txn, dbnames[i], env->readonly ? 0 : MDB_CREATE,
-                      &env->dbi[i]);
+    rc = mdb_dbi_open(txn, dbnames[i], create ? MDB_CREATE : 0, &env->dbi[i]);
     if (rc == MDB_NOTFOUND) {
       mdb_txn_abort(txn);
+      if (!create && !env->readonly) return init_tables(env, 1, e);
       return rg_fail(e, 404, "not a regolith database (table '%s' missing)",
                      dbnames[i]);
     }
@@ -95,7 +112,11 @@ static int init_tables (rg_env *env, rg_err *e) {
   k.mv_data = RG_META_VERSION;
   k.mv_size = sizeof(RG_META_VERSION) - 1;
   rc = mdb_get(txn, env->dbi[RG_DB_META], &k, &v);
-  if (rc == MDB_NOTFOUND && !env->readonly) {
+  if (rc == MDB_NOTFOUND && !create && !env->readonly) {
+    mdb_txn_abort(txn);
+    return init_tables(env, 1, e);
+  }
+  if (rc == MDB_NOTFOUND && create) {
     uint8_t ver[4], secret[16];
     rg_put_u32(ver, RG_FORMAT_VERSION);
     v.mv_data = ver;
@@ -110,6 +131,10 @@ static int init_tables (rg_env *env, rg_err *e) {
     v.mv_data = secret;
     v.mv_size = 16;
     if ((rc = mdb_put(txn, env->dbi[RG_DB_META], &k, &v, 0))) goto fail;
+  }
+  else if (rc == MDB_NOTFOUND) {
+    mdb_txn_abort(txn);
+    return rg_fail(e, 404, "not a regolith database (no format version)");
   }
   else if (rc) goto fail;
   else if (v.mv_size != 4 || rg_get_u32((const uint8_t *)v.mv_data) !=
@@ -128,6 +153,7 @@ static int init_tables (rg_env *env, rg_err *e) {
     return rg_fail(e, 500, "database secret missing");
   }
   memcpy(env->secret, v.mv_data, 16);
+  /* committing (even a read transaction) keeps the table handles */
   if ((rc = mdb_txn_commit(txn))) return rg_fail_mdb(e, rc, "commit");
   return 0;
 fail:
@@ -178,7 +204,7 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   mdb_reader_check(env->mdb, &dead);
   mdb_env_info(env->mdb, &info);
   env->map_size = info.me_mapsize;
-  if ((rc = init_tables(env, e))) goto fail;
+  if ((rc = init_tables(env, 0, e))) goto fail;
   env->next = envs;
   envs = env;
   *out = env;
@@ -380,12 +406,8 @@ int rg_scope_run (lua_State *L, rg_env *env, int sync, int savepoint,
     s.now = rg_now();
     if ((rc = grow_map(env, env->map_size / 4, e))) return rc;
     set_sync(env, sync);
-    rc = mdb_txn_begin(env->mdb, NULL, 0, &s.txn);
-    if (rc == MDB_MAP_RESIZED) {
-      mdb_env_set_mapsize(env->mdb, 0);
-      rc = mdb_txn_begin(env->mdb, NULL, 0, &s.txn);
-    }
-    if (rc) return rg_fail_mdb(e, rc, "begin write transaction");
+    if ((rc = txn_begin(env->mdb, 0, &s.txn)))
+      return rg_fail_mdb(e, rc, "begin write transaction");
     env->scope = &s;
     t.s = &s;
     t.status = 0;
