@@ -758,6 +758,7 @@ int luaopen_regolith_core (lua_State *L) {
   lua_setfield(L, -2, "__index");
   lua_pop(L, 1);
   rg_container_open(L);
+  rg_query_open(L);
   lua_newtable(L);
   luaL_setfuncs(L, funcs, 0);
   rg_json_open(L);
