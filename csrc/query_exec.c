@@ -87,6 +87,14 @@ struct rg_qexec {
   int have_last, lphase;
   uint32_t lord;
   rg_buf lpos, lokey;
+  const char *ltext;                 /* STREAM: the last row's document, */
+  size_t llen;                       /* its order key made when needed */
+  uint64_t lhash, ldigest;
+  int lpending;
+  /* the conditions to evaluate (default: the WHERE) */
+  const int32_t *conds;
+  int nconds, use_conds;
+  int fast;                          /* SELECT * streamed, nothing to test */
   /* the document and row being processed */
   rg_tape tape;
   rg_arena docmem, scratch;
@@ -217,6 +225,7 @@ int rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
     x->bound = want ? off + want + 1 : 0;
   }
   if (x->limit >= 0 && x->emitted >= (uint64_t)x->limit) x->done = 1;
+  x->fast = mode == RG_QX_STREAM && q->star && q->njoin == 0 && q->where < 0;
   return 0;
 }
 
@@ -336,6 +345,9 @@ static void emit (rg_qexec *x, const char *row, size_t n) {
   x->count++;
 }
 
+/* Records the last row consumed: its source position, and its order key
+** (given, or for STREAM made from the document when a token needs it; the
+** document's text stays valid until the page is finished). */
 static void set_last (rg_qexec *x, const rg_qdoc *d, uint32_t ord,
                       const rg_buf *okey) {
   x->have_last = 1;
@@ -345,23 +357,32 @@ static void set_last (rg_qexec *x, const rg_qdoc *d, uint32_t ord,
   if (d) rg_buf_add(&x->lpos, d->pos, d->poslen);
   x->lokey.n = 0;
   if (okey) rg_buf_add(&x->lokey, okey->p, okey->n);
+  x->lpending = okey == NULL && d != NULL && x->q->norder > 0;
+  if (x->lpending) {
+    x->ltext = d->text;
+    x->llen = d->len;
+    x->lhash = d->hash;
+    x->ldigest = d->digest;
+  }
 }
 
 static int within_limit (rg_qexec *x) {
   return x->limit < 0 || x->emitted + x->count < (uint64_t)x->limit;
 }
 
-static void stream_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
+/* A row in STREAM mode; `raw` is the document's text for SELECT * rows
+** that needed no evaluation (the fast path). */
+static void stream_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord,
+                        int raw) {
   rg_qv v;
   if (x->limit >= 0 && x->emitted + x->count >= (uint64_t)x->limit) {
     x->done = 1;
     return;
   }
-  if (!project(x, &v)) return;
+  if (!raw && !project(x, &v)) return;
   if (x->skipped < (uint64_t)x->offset) {
     x->skipped++;
-    if (x->q->norder) order_key(x, d, ord, 1);
-    set_last(x, d, ord, x->q->norder ? &x->key : NULL);
+    set_last(x, d, ord, NULL);
     return;
   }
   if (x->page > 0 && x->count >= (size_t)x->page) {
@@ -369,11 +390,13 @@ static void stream_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
     x->done = 1;
     return;
   }
-  x->tmp.n = 0;
-  rg_qv_print(&x->tmp, &v);
-  emit(x, x->tmp.p, x->tmp.n);
-  if (x->q->norder) order_key(x, d, ord, 1);
-  set_last(x, d, ord, x->q->norder ? &x->key : NULL);
+  if (raw) emit(x, d->text, d->len);
+  else {
+    x->tmp.n = 0;
+    rg_qv_print(&x->tmp, &v);
+    emit(x, x->tmp.p, x->tmp.n);
+  }
+  set_last(x, d, ord, NULL);
   if (!within_limit(x)) x->done = 1;   /* TOP reached: read no further */
 }
 
@@ -585,12 +608,19 @@ static void row (rg_qexec *x, const rg_qdoc *d) {
     rg_qeval(&x->ctx, x->q->order[0].expr, &v);
     if (v.t >= RG_QV_NULL && v.t <= RG_QV_STR) return;
   }
-  if (x->q->where >= 0) {
+  if (x->use_conds) {
+    int i;
+    for (i = 0; i < x->nconds; i++) {
+      rg_qeval(&x->ctx, x->conds[i], &v);
+      if (v.t != RG_QV_TRUE) return;
+    }
+  }
+  else if (x->q->where >= 0) {
     rg_qeval(&x->ctx, x->q->where, &v);
     if (v.t != RG_QV_TRUE) return;
   }
   switch (x->mode) {
-    case RG_QX_STREAM: stream_row(x, d, ord); break;
+    case RG_QX_STREAM: stream_row(x, d, ord, 0); break;
     case RG_QX_SORT: sort_row(x, d, ord); break;
     case RG_QX_AGG: agg_row(x); break;
     default: distinct_row(x, d, ord); break;
@@ -625,16 +655,29 @@ static int load (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
   return 0;
 }
 
+void rg_qexec_conds (rg_qexec *x, const int32_t *conds, int n) {
+  x->conds = conds;
+  x->nconds = n;
+  x->use_conds = 1;
+  x->fast = x->mode == RG_QX_STREAM && x->q->star && x->q->njoin == 0 &&
+            n == 0;
+}
+
 int rg_qexec_doc (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
   int rc;
   if (x->done) return x->status ? x->status : 1;
-  if ((rc = load(x, d, e))) return rc;
   x->e = e;
   x->doc = d;
   x->ordinal = 0;
   x->resume_doc = x->resumed && x->mode == RG_QX_STREAM &&
                   d->phase == x->rphase && d->poslen == x->rpos.n &&
-                  memcmp(d->pos, x->rpos.p, d->poslen) == 0;
+                  (d->poslen == 0 || memcmp(d->pos, x->rpos.p, d->poslen) == 0);
+  if (x->fast && !d->unordered_only) {   /* the item is the row, as stored */
+    x->ordinal = 1;
+    if (!(x->resume_doc && x->rord >= 1)) stream_row(x, d, 1, 1);
+    return x->status ? x->status : x->done;
+  }
+  if ((rc = load(x, d, e))) return rc;
   expand(x, d, 0);
   if (x->status) return x->status;
   return x->done;
@@ -775,6 +818,19 @@ int rg_qexec_finish (rg_qexec *x, rg_buf *rows, rg_buf *offsets,
   *count = x->count;
   tok->n = 0;
   if (x->more && x->have_last) {
+    if (x->lpending) {               /* the last row's order key, now */
+      rg_qdoc d;
+      int rc;
+      memset(&d, 0, sizeof(d));
+      d.text = x->ltext;
+      d.len = x->llen;
+      d.hash = x->lhash;
+      d.digest = x->ldigest;
+      if ((rc = load(x, &d, e))) return rc;
+      order_key(x, &d, x->lord, 1);
+      x->lokey.n = 0;
+      rg_buf_add(&x->lokey, x->key.p, x->key.n);
+    }
     payload(x, tok);
     if (tok->oom) return rg_fail(e, 500, "out of memory");
   }

@@ -72,6 +72,7 @@ typedef struct sarg {
   rg_qv lo, hi;                     /* EQ: lo; RANGE: bounds; PREFIX: lo */
   int has_lo, has_hi, lo_ex, hi_ex;
   int32_t e;                        /* IN: the expression */
+  int ci, ci2;                      /* the conjunct(s) it comes from */
 } sarg;
 
 typedef struct plan {
@@ -103,6 +104,7 @@ typedef struct planner {
   int nsa;
   int32_t *conj;
   int nconj;
+  char *implied;                    /* conjuncts the source guarantees */
 } planner;
 
 typedef struct source {
@@ -153,6 +155,7 @@ static int path_of (planner *P, int32_t e, qpath *out) {
     case RG_QE_PROP:
       if (!path_of(P, ex->a, out) || out->n == QMAX_SEGS) return 0;
       if ((out->seg[out->n] = mutf8(P->mem, ex->s, ex->n)) == NULL) return 0;
+      if (strcmp(out->seg[out->n], "[]") == 0) out->arr = 1;  /* ambiguous */
       out->n++;
       return 1;
     case RG_QE_INDEX: {
@@ -215,6 +218,7 @@ static int classify (planner *P, int32_t e, sarg *s) {
   const int32_t *args = P->q->list + ex->list;
   memset(s, 0, sizeof(*s));
   s->e = e;
+  s->ci2 = -1;
   if (ex->k == RG_QE_BINARY && ex->op <= RG_QO_GE &&
       ex->op != RG_QO_NE) {
     int op = ex->op;
@@ -256,8 +260,9 @@ static int classify (planner *P, int32_t e, sarg *s) {
     int i;
     rg_qv v;
     if (!path_of(P, ex->a, &s->path)) return 0;
-    for (i = 0; i < ex->nlist; i++)
-      if (!const_of(P, P->q->list[ex->list + i], &v)) return 0;
+    for (i = 0; i < ex->nlist; i++)   /* scalars only: the index has no
+                                         arrays or objects at a path */
+      if (!const_of(P, P->q->list[ex->list + i], &v) || !scalar(&v)) return 0;
     s->kind = SA_IN;
     return 1;
   }
@@ -346,6 +351,13 @@ static uint64_t path_id (const qpath *p) {
   return rg_index_path_id(p->seg, p->n);
 }
 
+/* The source guarantees sarg s exactly: its conjuncts need no test. */
+static void imply (planner *P, const sarg *s) {
+  if (P->implied == NULL) return;
+  P->implied[s->ci] = 1;
+  if (s->ci2 >= 0) P->implied[s->ci2] = 1;
+}
+
 /* The exact terms of an EQ or IN sarg, sorted and without duplicates. */
 static int plan_terms (planner *P, plan *pl, const sarg *s, rg_err *e) {
   rg_qv one[1], *vals = one;
@@ -398,6 +410,13 @@ static int plan_terms (planner *P, plan *pl, const sarg *s, rg_err *e) {
   pl->nterms = w;
   set_prefix(pl, P->spec->cid, path_id(&s->path));
   pl->src = SRC_TERMS;
+  {                                  /* exact terms on a one-value path */
+    int exact = !s->path.arr;
+    for (k = 0; k < pl->nterms && exact; k++)
+      exact = !(pl->tlen[k] >= 2 && pl->terms.p[pl->toff[k] + pl->tlen[k] - 2] == 0 &&
+                pl->terms.p[pl->toff[k] + pl->tlen[k] - 1] == 2);
+    if (exact) imply(P, s);
+  }
   return 0;
 }
 
@@ -408,8 +427,8 @@ static int plan_range (planner *P, plan *pl, const sarg *s, rg_err *e) {
   pl->ncols = 1;
   if (s->kind == SA_PREFIX) {
     rg_qv_term(&pl->tpre, &s->lo, 0, RG_TERM_MAX);
-    if (term_cut(&pl->tpre)) pl->tpre.n -= 2;    /* the cut body */
-    else pl->tpre.n -= 2;                        /* without 00 01 */
+    if (!term_cut(&pl->tpre)) imply(P, s);
+    pl->tpre.n -= 2;                 /* the body, without its end */
   }
   else {
     rg_buf_addc(&pl->tpre, (s->has_lo ? s->lo.t : s->hi.t) == RG_QV_NUM
@@ -424,6 +443,8 @@ static int plan_range (planner *P, plan *pl, const sarg *s, rg_err *e) {
       pl->has_hi = 1;
       pl->hi_ex = s->hi_ex && !term_cut(&pl->hi);
     }
+    if (!(pl->has_lo && term_cut(&pl->lo)) && !(pl->has_hi && term_cut(&pl->hi)))
+      imply(P, s);
   }
   if (pl->tpre.oom || pl->lo.oom || pl->hi.oom)
     return rg_fail(e, 500, "out of memory");
@@ -479,11 +500,13 @@ static void merge_ranges (planner *P) {
       if (a->has_lo && !a->has_hi && b->has_hi && !b->has_lo &&
           a->lo.t == b->hi.t) {
         a->hi = b->hi; a->has_hi = 1; a->hi_ex = b->hi_ex;
+        a->ci2 = b->ci;
         b->kind = 0;
       }
       else if (a->has_hi && !a->has_lo && b->has_lo && !b->has_hi &&
                a->hi.t == b->lo.t) {
         a->lo = b->lo; a->has_lo = 1; a->lo_ex = b->lo_ex;
+        a->ci2 = b->ci;
         b->kind = 0;
       }
     }
@@ -544,8 +567,16 @@ static int plan_composite (planner *P, plan *pl, int routed, rg_err *e) {
     }
     if (!ok) continue;
     set_prefix(pl, P->spec->cid, ci->id);
-    for (i = 0; i < s; i++)
+    for (i = 0; i < s; i++) {
+      size_t before = pl->tpre.n;
+      rg_buf one;
+      rg_buf_init(&one);
+      rg_qv_term(&one, &fx[i]->lo, 0, limit);
+      if (!term_cut(&one)) imply(P, fx[i]);
+      rg_buf_free(&one);
       rg_qv_term(&pl->tpre, &fx[i]->lo, ci->desc[i], limit);
+      (void)before;
+    }
     if (pl->tpre.oom) { rg_fail(e, 500, "out of memory"); return -1; }
     pl->src = SRC_RANGE;
     pl->desc = rel;
@@ -637,8 +668,11 @@ static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
     P->sa = (sarg *)rg_arena_alloc(P->mem, (size_t)max * sizeof(sarg));
     if (P->conj == NULL || P->sa == NULL) return rg_fail(e, 500, "out of memory");
     conjuncts(P, q->where, P->conj, &P->nconj, max);
+    P->implied = (char *)rg_arena_alloc(P->mem, (size_t)max);
+    if (P->implied == NULL) return rg_fail(e, 500, "out of memory");
+    memset(P->implied, 0, (size_t)max);
     for (i = 0; i < P->nconj; i++)
-      if (classify(P, P->conj[i], &P->sa[P->nsa])) P->nsa++;
+      if (classify(P, P->conj[i], &P->sa[P->nsa])) P->sa[P->nsa++].ci = i;
     merge_ranges(P);
   }
   wrouted = where_partition(P, &wlp);
@@ -654,6 +688,16 @@ static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
     pl->lp = wlp;
     pl->routed = 1;
   }
+  if (wrouted && !wlp.lossy && wlp.lplen == pl->lp.lplen &&
+      memcmp(wlp.key, pl->lp.key, wlp.lplen) == 0)
+    for (i = 0; i < P->spec->npk; i++) {   /* the partition is the answer */
+      int k;
+      for (k = 0; k < P->nsa; k++)
+        if (P->sa[k].kind == SA_EQ && path_is(&P->sa[k].path, &P->spec->pk[i])) {
+          imply(P, &P->sa[k]);       /* the one where_partition took */
+          break;
+        }
+    }
   pl->mode = q->naggs ? RG_QX_AGG : q->distinct ? RG_QX_DISTINCT
            : q->norder ? RG_QX_SORT : RG_QX_STREAM;
   pl->tie_desc = q->norder && q->order[0].desc;
@@ -692,7 +736,7 @@ static int mdb_fail (source *S, int rc) {
 ** pipeline's answer: 0 more, 1 stop, or a status. */
 static int feed (source *S, const uint8_t *ikey, size_t iklen, MDB_val *val,
                  const uint8_t *pos, size_t poslen, int phase, int uo,
-                 int count) {
+                 int count, const uint8_t *digest) {
   MDB_val v;
   rg_qdoc d;
   int64_t expiry;
@@ -720,7 +764,7 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, MDB_val *val,
   d.text = (const char *)val->mv_data + RG_VHDR;
   d.len = val->mv_size - RG_VHDR;
   d.hash = rg_get_u64(ikey + 4);
-  d.digest = rg_ikey_digest(ikey, iklen);
+  d.digest = digest ? rg_get_u64(digest) : rg_ikey_digest(ikey, iklen);
   d.pos = pos;
   d.poslen = poslen;
   d.phase = phase;
@@ -781,7 +825,7 @@ static int scan_items (source *S, const uint8_t *prefix, size_t plen,
   }
   while (rc == 0 && starts(&k, prefix, plen)) {
     r = feed(S, (const uint8_t *)k.mv_data, k.mv_size, &v,
-             (const uint8_t *)k.mv_data, k.mv_size, phase, uo, 1);
+             (const uint8_t *)k.mv_data, k.mv_size, phase, uo, 1, NULL);
     if (r) break;
     rc = mdb_cursor_get(cur, &k, &v, back ? MDB_PREV : MDB_NEXT);
   }
@@ -819,7 +863,8 @@ static int src_terms (source *S) {
     rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
     while (rc == 0 && starts(&k, key, n) && k.mv_size == 12 + pl->tlen[i] + 16) {
       r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL,
-               (const uint8_t *)k.mv_data, k.mv_size, (int)i, 0, 1);
+               (const uint8_t *)k.mv_data, k.mv_size, (int)i, 0, 1,
+               (const uint8_t *)k.mv_data + k.mv_size - 8);
       if (r) break;
       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
@@ -918,7 +963,7 @@ static int feed_group (source *S, MDB_cursor *cur, MDB_val *k, MDB_val *v,
         d.text = (const char *)iv.mv_data + RG_VHDR;
         d.len = iv.mv_size - RG_VHDR;
         d.hash = rg_get_u64((const uint8_t *)ik.mv_data + 4);
-        d.digest = rg_ikey_digest((const uint8_t *)ik.mv_data, ik.mv_size);
+        d.digest = rg_get_u64((const uint8_t *)k->mv_data + k->mv_size - 8);
         d.pos = NULL;
         d.poslen = 0;
         d.phase = phase;
@@ -951,7 +996,8 @@ static int feed_group (source *S, MDB_cursor *cur, MDB_val *k, MDB_val *v,
       int c = memcmp(it->okey, S->rokey, m);
       if (c < 0 || (c == 0 && it->oklen > S->roklen)) continue;
     }
-    r = feed(S, it->ikey, it->iklen, NULL, it->ekey, it->eklen, phase, 0, 0);
+    r = feed(S, it->ikey, it->iklen, NULL, it->ekey, it->eklen, phase, 0, 0,
+             it->ekey + it->eklen - 8);
   }
 done:
   for (i = 0; i < n; i++) free(items[i].okey);
@@ -1052,7 +1098,8 @@ static int src_range (source *S, int phase) {
       continue;
     }
     r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL,
-             (const uint8_t *)k.mv_data, k.mv_size, phase, 0, 1);
+             (const uint8_t *)k.mv_data, k.mv_size, phase, 0, 1,
+             (const uint8_t *)k.mv_data + k.mv_size - 8);
     if (r) break;
     rc = mdb_cursor_get(cur, &k, &v, pl->desc ? MDB_PREV : MDB_NEXT);
   }
@@ -1185,6 +1232,16 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
                          rq->continuation ? (const uint8_t *)st.tok.p : NULL,
                          st.tok.n, e)))
     goto done;
+  if (st.q->where >= 0) {           /* test only what the source does not
+                                       guarantee */
+    int32_t *conds = (int32_t *)rg_arena_alloc(&st.mem, (size_t)(P.nconj + 1) *
+                                               sizeof(int32_t));
+    int i, n = 0;
+    if (conds == NULL) { rc = rg_fail(e, 500, "out of memory"); goto done; }
+    for (i = 0; i < P.nconj; i++)
+      if (!P.implied[i]) conds[n++] = P.conj[i];
+    rg_qexec_conds(st.x, conds, n);
+  }
   memset(&S, 0, sizeof(S));
   S.txn = txn;
   S.env = c->env;

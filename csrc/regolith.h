@@ -747,7 +747,7 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out);
 enum { RG_QX_STREAM = 1, RG_QX_SORT, RG_QX_AGG, RG_QX_DISTINCT };
 
 typedef struct rg_qdoc {
-  const char *text;          /* the item's JSON */
+  const char *text;          /* the item's JSON (valid until the finish) */
   size_t len;
   uint64_t hash, digest;     /* partition hash and item digest: ties */
   const uint8_t *pos;        /* the source's position of this document */
@@ -766,6 +766,9 @@ typedef struct rg_qexec rg_qexec;
 int  rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
                    int mode, int tie_desc, long page, const uint8_t *resume,
                    size_t rlen, rg_err *e);
+/* The conditions to test instead of the WHERE (its conjuncts that the
+** source does not already guarantee); `conds` must outlive the pipeline. */
+void rg_qexec_conds (rg_qexec *x, const int32_t *conds, int n);
 /* Where the previous page ended: 1 and the source position, or 0. */
 int  rg_qexec_resume (const rg_qexec *x, int *phase, const uint8_t **pos,
                       size_t *poslen, const uint8_t **okey, size_t *oklen);
