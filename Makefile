@@ -47,7 +47,7 @@ DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3
 
 BUSTED = busted --lua=lua5.4
 
-.PHONY: all test demo bench check install clean deps-test deps-bench
+.PHONY: all test demo bench check install clean deps-test deps-bench fuzz
 
 all: $(MODULE)
 
@@ -79,6 +79,8 @@ bench: deps-bench
 	$(MAKE) -C examples/bench
 	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
 	  lua5.4 examples/bench/items.lua
+	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
+	  lua5.4 examples/bench/query.lua
 
 # The sanitizer build: the same sources with ASan and UBSan, loaded into the
 # stock interpreter by preloading the ASan runtime.
@@ -91,6 +93,30 @@ check: deps-test
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp:print_suppressions=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  REGOLITH_CPATH='build/asan/?.so' $(BUSTED)
+
+# libFuzzer targets (tools/fuzz/*.c): each is built with clang against the
+# C files it needs (no Lua), then run for FUZZ_SECONDS on a scratch corpus
+# seeded from tools/fuzz/corpus/<target>/ (and <target>.dict if present).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 30
+FUZZ_SRC      = csrc/support.c csrc/query_parse.c csrc/query_eval.c \
+                csrc/query_exec.c
+FUZZ_TARGETS  = $(basename $(notdir $(wildcard tools/fuzz/*.c)))
+
+fuzz:
+	@mkdir -p build/fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "== $$t ($(FUZZ_SECONDS)s)"; \
+	  $(FUZZ_CC) -g -O1 -std=c99 -D_GNU_SOURCE \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	    -Icsrc -I$(LUA_INCDIR) -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) \
+	    tools/fuzz/$$t.c $(FUZZ_SRC) -o build/fuzz/$$t $(LIBS) -lm || exit 1; \
+	  mkdir -p build/fuzz/corpus/$$t; \
+	  dict=""; [ -f tools/fuzz/$$t.dict ] && dict="-dict=tools/fuzz/$$t.dict"; \
+	  build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	    -artifact_prefix=build/fuzz/ $$dict \
+	    build/fuzz/corpus/$$t tools/fuzz/corpus/$$t || exit 1; \
+	done
 
 install: all
 	mkdir -p $(DESTDIR)$(LUADIR)/regolith $(DESTDIR)$(LIBDIR)/regolith

@@ -727,7 +727,7 @@ static int page_room (rg_qexec *x) {
 
 static void finish_sort (rg_qexec *x) {
   size_t i = 0;
-  qsort(x->heap, x->nheap, sizeof(hentry), cmp_entries);
+  if (x->nheap > 1) qsort(x->heap, x->nheap, sizeof(hentry), cmp_entries);
   while (i < x->nheap && x->skipped < (uint64_t)x->offset) {
     rg_buf kb;
     x->skipped++;
@@ -750,7 +750,7 @@ static void finish_sort (rg_qexec *x) {
 static void finish_distinct (rg_qexec *x) {
   size_t i = 0;
   uint64_t skip = (uint64_t)x->offset + x->emitted;
-  qsort(x->heap, x->nheap, sizeof(hentry), cmp_entries);
+  if (x->nheap > 1) qsort(x->heap, x->nheap, sizeof(hentry), cmp_entries);
   i = skip < x->nheap ? (size_t)skip : x->nheap;
   while (i < x->nheap && page_room(x)) {
     emit(x, x->heap[i].row, x->heap[i].rlen);

@@ -988,7 +988,7 @@ static int feed_group (source *S, MDB_cursor *cur, MDB_val *k, MDB_val *v,
     else if (rc && rc != MDB_NOTFOUND) { r = mdb_fail(S, rc); goto done; }
     *rcp = mdb_cursor_get(cur, k, v, pl->desc ? MDB_PREV : MDB_NEXT);
   }
-  qsort(items, n, sizeof(gitem), gitem_cmp);
+  if (n > 1) qsort(items, n, sizeof(gitem), gitem_cmp);
   for (i = 0; i < n && !r; i++) {
     gitem *it = &items[i];
     if (S->resumed && S->rphase == phase) {   /* skip what came before */
