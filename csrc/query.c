@@ -33,9 +33,9 @@ int rg_filter_eval (const char *filter, const cJSON *doc, int *pass,
     goto done;
   }
   if (q->nparams) {
+    int n = (int)(q->param[0].nlen > 64 ? 64 : q->param[0].nlen);
     rc = rg_fail(e, 400, "bad filter: a filter cannot use parameters "
-                 "(@%.*s)", (int)(q->param[0].nlen > 64 ? 64 : q->param[0].nlen),
-                 q->param[0].name);
+                 "(@%.*s)", n, q->param[0].name);
     goto done;
   }
   rg_json_print(doc, &text);

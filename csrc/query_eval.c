@@ -499,8 +499,11 @@ static int node_equal (const rg_qnode *x, const rg_qnode *y) {
     case RG_QV_STR: return x->n == y->n && memcmp(x->s, y->s, x->n) == 0;
     case RG_QV_ARR:
       if (x->n != y->n) return 0;
-      for (i = 0, c = x + 1, d = y + 1; i < x->n; i++, c += c->size, d += d->size)
+      for (i = 0, c = x + 1, d = y + 1; i < x->n; i++) {
         if (!node_equal(c, d)) return 0;
+        c += c->size;
+        d += d->size;
+      }
       return 1;
     case RG_QV_OBJ:
       if (x->n != y->n) return 0;
@@ -1116,11 +1119,10 @@ int rg_query_bind (const rg_query *q, const char *json, size_t n,
     const rg_qparam *p = &q->param[i];
     const rg_qnode *m = root ? rg_qnode_member(root, p->name, p->nlen) : NULL;
     if (m == NULL) {
-      int line, col;
+      int line, col, n = (int)(p->nlen > 100 ? 100 : p->nlen);
       rg_query_where(q->sql, p->pos, &line, &col);
       return rg_fail(e, 400, "parameter @%.*s (at %d:%d) is not bound: give "
-                     "it a value in params", (int)(p->nlen > 100 ? 100 : p->nlen),
-                     p->name, line, col);
+                     "it a value in params", n, p->name, line, col);
     }
     rg_qv_of_node(&v[i], m);
   }

@@ -478,7 +478,10 @@ static void sort_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
     x->heap = nh;
     x->capheap = cap;
   }
-  if (make_entry(&x->heap[x->nheap], &x->key, &x->tmp, NULL)) { oom(x); return; }
+  if (make_entry(&x->heap[x->nheap], &x->key, &x->tmp, NULL)) {
+    oom(x);
+    return;
+  }
   x->nheap++;
   if (x->bound) sift_up(x->heap, x->nheap - 1);
 }
@@ -648,7 +651,7 @@ static int load (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
   rg_arena_reset(&x->docmem);
   rg_arena_reset(&x->scratch);
   if ((rc = rg_tape_parse(&x->tape, &x->docmem, d->text, d->len)))
-    return rg_fail(e, rc == 500 ? 500 : 500, rc == 500 ? "out of memory"
+    return rg_fail(e, 500, rc == 500 ? "out of memory"
                    : "corrupt item: its stored text is not JSON");
   memset(x->ctx.bind, 0, sizeof(x->ctx.bind));
   rg_qv_of_node(&x->ctx.bind[0], &x->tape.node[0]);
@@ -770,7 +773,10 @@ static void finish_agg (rg_qexec *x) {
     agg *g = &x->aggs[i];
     memset(&res[i], 0, sizeof(rg_qv));
     switch (g->fn) {
-      case RG_QF_COUNT: res[i].t = RG_QV_NUM; res[i].d = (double)g->count; break;
+      case RG_QF_COUNT:
+        res[i].t = RG_QV_NUM;
+        res[i].d = (double)g->count;
+        break;
       case RG_QF_SUM:
         if (!g->bad) { res[i].t = RG_QV_NUM; res[i].d = g->sum; }
         break;

@@ -261,7 +261,7 @@ static int lex_number (pstate *P, token *t) {
   size_t i = P->p;
   char buf[64];
   while (i < P->n && is_digit((unsigned char)s[i])) i++;
-  if (i < P->n && s[i] == '.' && i + 1 < P->n && is_digit((unsigned char)s[i + 1])) {
+  if (i + 1 < P->n && s[i] == '.' && is_digit((unsigned char)s[i + 1])) {
     i++;
     while (i < P->n && is_digit((unsigned char)s[i])) i++;
   }
@@ -338,7 +338,10 @@ static int next (pstate *P) {
         case '{': k = TK_LC; break;
         case '}': k = TK_RC; break;
         case ':': k = TK_COLON; break;
-        case '?': if (d == '?') { k = TK_COAL; w = 2; } else k = TK_QUEST; break;
+        case '?':
+          if (d == '?') { k = TK_COAL; w = 2; }
+          else k = TK_QUEST;
+          break;
         case '=': k = TK_EQ; break;
         case '!':
           if (d != '=') return fail_at(P, P->p, "unexpected character '!'");
@@ -823,7 +826,10 @@ static int32_t comparison (pstate *P) {
       if (next(P) || want(P, TK_LP, "'(' after IN")) return -1;
       if ((i = node(P, RG_QE_IN, pos)) < 0) return -1;
       if (list_of(P, TK_RP, "',' or ')'", &start, &count)) return -1;
-      if (count == 0) { fail_at(P, pos, "IN needs at least one value"); return -1; }
+      if (count == 0) {
+        fail_at(P, pos, "IN needs at least one value");
+        return -1;
+      }
       EX(P, i)->op = (uint8_t)negate;
       EX(P, i)->a = x;
       EX(P, i)->list = start;
@@ -1244,8 +1250,8 @@ static int check (pstate *P) {
                      "used with aggregate functions");
   }
   if (q->star && q->njoin > 0 && !P->filter)
-    return fail_at(P, P->star_pos, "SELECT * is only valid with a single input; name "
-                   "what to select with JOIN");
+    return fail_at(P, P->star_pos, "SELECT * is only valid with a single "
+                   "input; name what to select with JOIN");
   if (!q->star && !q->value) return name_items(P);
   return 0;
 }

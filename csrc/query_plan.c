@@ -302,8 +302,14 @@ static int proves_scalar (planner *P, const qpath *p) {
     rg_qv v;
     int32_t subj = -1, other = -1;
     if (ex->k == RG_QE_BINARY && ex->op <= RG_QO_GE) {
-      if (path_of(P, ex->a, &q) && same_path(&q, p)) { subj = ex->a; other = ex->b; }
-      else if (path_of(P, ex->b, &q) && same_path(&q, p)) { subj = ex->b; other = ex->a; }
+      if (path_of(P, ex->a, &q) && same_path(&q, p)) {
+        subj = ex->a;
+        other = ex->b;
+      }
+      else if (path_of(P, ex->b, &q) && same_path(&q, p)) {
+        subj = ex->b;
+        other = ex->a;
+      }
       if (subj >= 0 && const_of(P, other, &v) && scalar(&v)) return 1;
     }
     else if ((ex->k == RG_QE_BETWEEN || ex->k == RG_QE_IN) && !ex->op) {
@@ -373,7 +379,8 @@ static int plan_terms (planner *P, plan *pl, const sarg *s, rg_err *e) {
   else one[0] = s->lo;
   pl->toff = (size_t *)rg_arena_alloc(P->mem, (size_t)n * sizeof(size_t));
   pl->tlen = (size_t *)rg_arena_alloc(P->mem, (size_t)n * sizeof(size_t));
-  if (pl->toff == NULL || pl->tlen == NULL) return rg_fail(e, 500, "out of memory");
+  if (pl->toff == NULL || pl->tlen == NULL)
+    return rg_fail(e, 500, "out of memory");
   pl->nterms = 0;
   for (i = 0; i < n; i++) {
     size_t start = pl->terms.n;
@@ -412,9 +419,10 @@ static int plan_terms (planner *P, plan *pl, const sarg *s, rg_err *e) {
   pl->src = SRC_TERMS;
   {                                  /* exact terms on a one-value path */
     int exact = !s->path.arr;
-    for (k = 0; k < pl->nterms && exact; k++)
-      exact = !(pl->tlen[k] >= 2 && pl->terms.p[pl->toff[k] + pl->tlen[k] - 2] == 0 &&
-                pl->terms.p[pl->toff[k] + pl->tlen[k] - 1] == 2);
+    for (k = 0; k < pl->nterms && exact; k++) {
+      const char *end = pl->terms.p + pl->toff[k] + pl->tlen[k];
+      exact = !(pl->tlen[k] >= 2 && end[-2] == 0 && end[-1] == 2);
+    }
     if (exact) imply(P, s);
   }
   return 0;
@@ -443,7 +451,8 @@ static int plan_range (planner *P, plan *pl, const sarg *s, rg_err *e) {
       pl->has_hi = 1;
       pl->hi_ex = s->hi_ex && !term_cut(&pl->hi);
     }
-    if (!(pl->has_lo && term_cut(&pl->lo)) && !(pl->has_hi && term_cut(&pl->hi)))
+    if (!(pl->has_lo && term_cut(&pl->lo)) &&
+        !(pl->has_hi && term_cut(&pl->hi)))
       imply(P, s);
   }
   if (pl->tpre.oom || pl->lo.oom || pl->hi.oom)
@@ -666,7 +675,8 @@ static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
     int max = P->q->nex;
     P->conj = (int32_t *)rg_arena_alloc(P->mem, (size_t)max * sizeof(int32_t));
     P->sa = (sarg *)rg_arena_alloc(P->mem, (size_t)max * sizeof(sarg));
-    if (P->conj == NULL || P->sa == NULL) return rg_fail(e, 500, "out of memory");
+    if (P->conj == NULL || P->sa == NULL)
+      return rg_fail(e, 500, "out of memory");
     conjuncts(P, q->where, P->conj, &P->nconj, max);
     P->implied = (char *)rg_arena_alloc(P->mem, (size_t)max);
     if (P->implied == NULL) return rg_fail(e, 500, "out of memory");
@@ -692,11 +702,13 @@ static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
       memcmp(wlp.key, pl->lp.key, wlp.lplen) == 0)
     for (i = 0; i < P->spec->npk; i++) {   /* the partition is the answer */
       int k;
-      for (k = 0; k < P->nsa; k++)
-        if (P->sa[k].kind == SA_EQ && path_is(&P->sa[k].path, &P->spec->pk[i])) {
-          imply(P, &P->sa[k]);       /* the one where_partition took */
+      for (k = 0; k < P->nsa; k++) {
+        const sarg *sa = &P->sa[k];
+        if (sa->kind == SA_EQ && path_is(&sa->path, &P->spec->pk[i])) {
+          imply(P, sa);              /* the one where_partition took */
           break;
         }
+      }
     }
   pl->mode = q->naggs ? RG_QX_AGG : q->distinct ? RG_QX_DISTINCT
            : q->norder ? RG_QX_SORT : RG_QX_STREAM;
@@ -861,7 +873,8 @@ static int src_terms (source *S) {
       k.mv_size = n;
     }
     rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    while (rc == 0 && starts(&k, key, n) && k.mv_size == 12 + pl->tlen[i] + 16) {
+    while (rc == 0 && starts(&k, key, n) &&
+           k.mv_size == 12 + pl->tlen[i] + 16) {
       r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL,
                (const uint8_t *)k.mv_data, k.mv_size, (int)i, 0, 1,
                (const uint8_t *)k.mv_data + k.mv_size - 8);
@@ -1200,7 +1213,10 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   rg_buf_init(&st.pl.tpre);
   rg_buf_init(&st.pl.lo);
   rg_buf_init(&st.pl.hi);
-  if (rq->max_items < 0) { rc = rg_fail(e, 400, "max_items must be positive"); goto done; }
+  if (rq->max_items < 0) {
+    rc = rg_fail(e, 400, "max_items must be positive");
+    goto done;
+  }
   if ((rc = rg_query_parse(rq->sql, rq->sqllen, 0, &st.q, e))) goto done;
   if (rq->params) {
     if (!cJSON_IsObject(rq->params)) {
@@ -1266,7 +1282,10 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   if (st.tok.n) {
     rg_token_make(c->env, RG_TOKEN_QUERY, ctx, st.tok.p, st.tok.n,
                   &r->continuation);
-    if (r->continuation.oom) { rc = rg_fail(e, 500, "out of memory"); goto done; }
+    if (r->continuation.oom) {
+      rc = rg_fail(e, 500, "out of memory");
+      goto done;
+    }
   }
   r->work.partitions = st.pl.routed ? 1 : (uint64_t)c->spec->nparts;
   r->cross_partition = !st.pl.routed;

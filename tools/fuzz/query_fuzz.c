@@ -32,8 +32,8 @@ static const char *const docs[] = {
   "\"obj\":{},\"big\":12345678901234567890,\"f\":1e-7}",
   "{\"id\":\"e\",\"pk\":\"p3\",\"n\":null,\"s\":\"\\ud83d\\ude00 smile\","
   "\"tags\":[\"red\",\"red\"],\"arr\":[{\"x\":1},{\"x\":[1]}]}",
-  "{\"id\":\"f\",\"pk\":\"p1\",\"n\":2,\"tags\":[\"blue\"],\"obj\":{\"y\":\"two\","
-  "\"x\":1}}",
+  "{\"id\":\"f\",\"pk\":\"p1\",\"n\":2,\"tags\":[\"blue\"],"
+  "\"obj\":{\"y\":\"two\",\"x\":1}}",
 };
 #define NDOCS (sizeof(docs) / sizeof(docs[0]))
 
