@@ -95,6 +95,7 @@ struct rg_qexec {
   const int32_t *conds;
   int nconds, use_conds;
   int fast;                          /* SELECT * streamed, nothing to test */
+  int count_only;                    /* COUNT(literal)s, nothing to test */
   /* the document and row being processed */
   rg_tape tape;
   rg_arena docmem, scratch;
@@ -135,6 +136,19 @@ static int count_of (const rg_query *q, const rg_qv *params, int32_t i,
   }
   *out = (int64_t)v->d;
   return 0;
+}
+
+/* Aggregates that are all COUNT of a defined literal count documents. */
+static int counts_only (const rg_qexec *x) {
+  int i;
+  if (x->mode != RG_QX_AGG || x->q->njoin) return 0;
+  for (i = 0; i < x->q->naggs; i++) {
+    const rg_qexpr *a = &x->q->ex[x->aggs[i].arg];
+    if (x->aggs[i].fn != RG_QF_COUNT || a->k != RG_QE_LIT ||
+        a->v.t == RG_QV_UNDEF)
+      return 0;
+  }
+  return 1;
 }
 
 static int bad_token (rg_err *e) {
@@ -226,6 +240,7 @@ int rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
   }
   if (x->limit >= 0 && x->emitted >= (uint64_t)x->limit) x->done = 1;
   x->fast = mode == RG_QX_STREAM && q->star && q->njoin == 0 && q->where < 0;
+  x->count_only = q->where < 0 && counts_only(x);
   return 0;
 }
 
@@ -664,6 +679,7 @@ void rg_qexec_conds (rg_qexec *x, const int32_t *conds, int n) {
   x->use_conds = 1;
   x->fast = x->mode == RG_QX_STREAM && x->q->star && x->q->njoin == 0 &&
             n == 0;
+  x->count_only = n == 0 && counts_only(x);
 }
 
 int rg_qexec_doc (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
@@ -675,6 +691,11 @@ int rg_qexec_doc (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
   x->resume_doc = x->resumed && x->mode == RG_QX_STREAM &&
                   d->phase == x->rphase && d->poslen == x->rpos.n &&
                   (d->poslen == 0 || memcmp(d->pos, x->rpos.p, d->poslen) == 0);
+  if (x->count_only && !d->unordered_only) {   /* one row to count */
+    int i;
+    for (i = 0; i < x->q->naggs; i++) x->aggs[i].count++;
+    return 0;
+  }
   if (x->fast && !d->unordered_only) {   /* the item is the row, as stored */
     x->ordinal = 1;
     if (!(x->resume_doc && x->rord >= 1)) stream_row(x, d, 1, 1);
