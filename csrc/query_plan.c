@@ -364,6 +364,18 @@ static void imply (planner *P, const sarg *s) {
   if (s->ci2 >= 0) P->implied[s->ci2] = 1;
 }
 
+typedef struct tslice {
+  const char *p;
+  size_t n;
+} tslice;
+
+static int tslice_cmp (const void *a, const void *b) {
+  const tslice *x = (const tslice *)a, *y = (const tslice *)b;
+  int c = memcmp(x->p, y->p, x->n < y->n ? x->n : y->n);
+  if (c) return c;
+  return x->n < y->n ? -1 : x->n > y->n;
+}
+
 /* The exact terms of an EQ or IN sarg, sorted and without duplicates. */
 static int plan_terms (planner *P, plan *pl, const sarg *s, rg_err *e) {
   rg_qv one[1], *vals = one;
@@ -391,18 +403,18 @@ static int plan_terms (planner *P, plan *pl, const sarg *s, rg_err *e) {
     pl->nterms++;
   }
   if (pl->terms.oom) return rg_fail(e, 500, "out of memory");
-  /* sort by term (insertion sort: IN lists are short), drop duplicates */
-  for (k = 1; k < pl->nterms; k++) {
-    size_t j = k;
-    while (j > 0) {
-      size_t a = j - 1, la = pl->tlen[a], lb = pl->tlen[j];
-      int c = memcmp(pl->terms.p + pl->toff[a], pl->terms.p + pl->toff[j],
-                     la < lb ? la : lb);
-      size_t t;
-      if (c < 0 || (c == 0 && la <= lb)) break;
-      t = pl->toff[a]; pl->toff[a] = pl->toff[j]; pl->toff[j] = t;
-      t = pl->tlen[a]; pl->tlen[a] = pl->tlen[j]; pl->tlen[j] = t;
-      j--;
+  {                                  /* sort by term, drop duplicates */
+    tslice *sl = (tslice *)rg_arena_alloc(P->mem, (pl->nterms + 1) *
+                                          sizeof(tslice));
+    if (sl == NULL) return rg_fail(e, 500, "out of memory");
+    for (k = 0; k < pl->nterms; k++) {
+      sl[k].p = pl->terms.p + pl->toff[k];
+      sl[k].n = pl->tlen[k];
+    }
+    if (pl->nterms > 1) qsort(sl, pl->nterms, sizeof(tslice), tslice_cmp);
+    for (k = 0; k < pl->nterms; k++) {
+      pl->toff[k] = (size_t)(sl[k].p - pl->terms.p);
+      pl->tlen[k] = sl[k].n;
     }
   }
   for (k = 0, w = 0; k < pl->nterms; k++) {
