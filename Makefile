@@ -48,7 +48,7 @@ DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
 
 BUSTED = busted --lua=lua5.4
 
-.PHONY: all test demo bench check crash install clean deps-test deps-bench
+.PHONY: all test demo bench check crash fuzz install clean deps-test deps-bench
 
 all: $(MODULE)
 
@@ -88,6 +88,7 @@ build/bench/raw_lmdb: examples/bench/raw_lmdb.c
 bench: deps-bench
 	$(MAKE) all build/bench/raw_lmdb
 	$(RUN) examples/bench/items.lua
+	$(RUN) examples/bench/query.lua
 	$(RUN) examples/bench/feed.lua
 	$(RUN) examples/bench/scripts.lua
 
@@ -109,6 +110,30 @@ crash: deps-test
 	$(MAKE) all
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync lazy
+
+# libFuzzer targets (tools/fuzz/*.c): each is built with clang against the
+# C files it needs (no Lua), then run for FUZZ_SECONDS on a scratch corpus
+# seeded from tools/fuzz/corpus/<target>/ (and <target>.dict if present).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 30
+FUZZ_SRC      = csrc/support.c csrc/query_parse.c csrc/query_eval.c \
+                csrc/query_exec.c
+FUZZ_TARGETS  = $(basename $(notdir $(wildcard tools/fuzz/*.c)))
+
+fuzz:
+	@mkdir -p build/fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "== $$t ($(FUZZ_SECONDS)s)"; \
+	  $(FUZZ_CC) -g -O1 -std=c99 -D_GNU_SOURCE \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	    -Icsrc -I$(LUA_INCDIR) -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) \
+	    tools/fuzz/$$t.c $(FUZZ_SRC) -o build/fuzz/$$t $(LIBS) -lm || exit 1; \
+	  mkdir -p build/fuzz/corpus/$$t; \
+	  dict=""; [ -f tools/fuzz/$$t.dict ] && dict="-dict=tools/fuzz/$$t.dict"; \
+	  build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	    -artifact_prefix=build/fuzz/ $$dict \
+	    build/fuzz/corpus/$$t tools/fuzz/corpus/$$t || exit 1; \
+	done
 
 install: all
 	mkdir -p $(DESTDIR)$(LUADIR)/regolith $(DESTDIR)$(LIBDIR)/regolith

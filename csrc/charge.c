@@ -15,6 +15,13 @@
 **   queries       2.5 RU per physical partition contacted
 **                 + 0.5 RU per index lookup (one seek of an index range)
 **                 + 0.1 RU per item loaded, + 0.1 RU per KB loaded
+**                 A routed query contacts 1 partition, a fan-out all P of
+**                 the container (even when one pass over a global index
+**                 does the work); an equality or range on an indexed path
+**                 is one lookup (IN: one per value); every item read counts
+**                 as loaded, whether or not it passes the filter, so an
+**                 index that narrows the candidates, or a TOP that stops
+**                 the reading early, lowers the charge.
 **   scripts       1 RU per procedure or trigger run, plus what it does
 **   change feed   a read (c:changes, or a processor's batch: the handler's
 **                 info.charge) costs 0.5 RU per feed range it reads (one

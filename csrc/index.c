@@ -214,7 +214,7 @@ static size_t unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
       rg_json_print(v, &b);
       rg_buf_addc(&b, 0);
     }
-    else rg_term_cut(&b, v, 0, 0);
+    else rg_term_exact(&b, v);
   }
   memcpy(out, k->key, k->lplen);
   out[k->lplen] = (uint8_t)u;

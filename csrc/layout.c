@@ -53,9 +53,12 @@
 ** concatenated and lets a descending term be the bitwise complement):
 **     0x05 null | 0x06 false | 0x07 true
 **     0x08 number: the IEEE double, sign bit flipped for positives and all
-**          bits flipped for negatives (-0 is 0), 8 bytes, then 2 bytes of
+**          bits flipped for negatives (-0 is 0), 8 bytes.  Where a term
+**          identifies (partition keys, unique values) 2 more bytes follow:
 **          the difference between an integer and its double (2^15 + d), so
-**          that 64-bit integers beyond 2^53 stay exact and in order
+**          that 64-bit integers beyond 2^53 stay apart and in order.  Index
+**          terms keep the double alone, as queries compare numbers (the
+**          loaded item is always checked against the full condition).
 **     0x09 string: the raw bytes with 0x00 written 0x00 0xFF, then 0x00 0x01;
 **          a string cut to a length limit ends 0x00 0x02 instead (it sorts
 **          after every exact string with the same beginning), and where the
@@ -93,7 +96,9 @@ enum { T_NULL = 0x05, T_FALSE = 0x06, T_TRUE = 0x07, T_NUMBER = 0x08,
 ** Terms
 ** ======================================================================
 */
-static void put_number (rg_buf *b, const cJSON *v) {
+/* A number term: the double's 8 bytes; `exact` adds the 2 bytes of the
+** integer residual (identity terms). */
+static void put_number (rg_buf *b, const cJSON *v, int exact_terms) {
   double d = v->valuedouble;
   uint64_t bits;
   uint8_t p[11];
@@ -109,7 +114,7 @@ static void put_number (rg_buf *b, const cJSON *v) {
   p[0] = T_NUMBER;
   rg_put_u64(p + 1, bits);
   rg_put_u16(p + 9, (uint32_t)((int)residual + 32768));
-  rg_buf_add(b, p, 11);
+  rg_buf_add(b, p, exact_terms ? 11 : 9);
 }
 
 /*
@@ -139,18 +144,27 @@ static void put_string (rg_buf *b, const char *mutf8, size_t limit,
   }
 }
 
-void rg_term_cut (rg_buf *b, const cJSON *v, int desc, size_t limit) {
+static void put_term (rg_buf *b, const cJSON *v, int desc, size_t limit,
+                      int exact) {
   size_t start = b->n, i;
   switch (v->type & 0xFF) {
     case cJSON_NULL: rg_buf_addc(b, T_NULL); break;
     case cJSON_False: rg_buf_addc(b, T_FALSE); break;
     case cJSON_True: rg_buf_addc(b, T_TRUE); break;
-    case cJSON_Number: put_number(b, v); break;
+    case cJSON_Number: put_number(b, v, exact); break;
     case cJSON_String: put_string(b, v->valuestring, limit, 0); break;
     default: return;                       /* not a scalar: no term */
   }
   if (desc && !b->oom)
     for (i = start; i < b->n; i++) b->p[i] = (char)~(unsigned char)b->p[i];
+}
+
+void rg_term_cut (rg_buf *b, const cJSON *v, int desc, size_t limit) {
+  put_term(b, v, desc, limit, 0);
+}
+
+void rg_term_exact (rg_buf *b, const cJSON *v) {
+  put_term(b, v, 0, 0, 1);
 }
 
 void rg_term (rg_buf *b, const cJSON *v, int desc) {
@@ -164,7 +178,7 @@ int rg_term_bounded (rg_buf *b, const cJSON *v) {
     put_string(b, v->valuestring, cut ? RG_PK_STR_CUT : 0, 1);
     return cut;
   }
-  rg_term_cut(b, v, 0, 0);
+  rg_term_exact(b, v);
   return 0;
 }
 /* }===================================================================== */
@@ -200,7 +214,7 @@ int rg_ikey_partition (const rg_cspec *s, const cJSON *const *pkv,
                    "boolean or null");
       goto done;
     }
-    rg_term_cut(&exact, v, 0, 0);
+    rg_term_exact(&exact, v);
     lossy |= rg_term_bounded(&tuple, v);
   }
   if (exact.oom || tuple.oom) { rc = rg_fail(e, 500, "out of memory"); goto done; }

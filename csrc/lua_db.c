@@ -788,6 +788,7 @@ int luaopen_regolith_core (lua_State *L) {
   lua_pop(L, 1);
   rg_container_open(L);
   rg_script_open(L);
+  rg_query_open(L);
   lua_newtable(L);
   luaL_setfuncs(L, funcs, 0);
   rg_json_open(L);

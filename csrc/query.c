@@ -1,27 +1,66 @@
 /*
-** query.c: the query engine's entry points, until the engine lands.
+** query.c: the query engine's small entry points: patch filters and the
+** result of a query.
+**
+** A patch filter is a condition in the query dialect, "FROM c WHERE
+** c.status = 'open'" (JOINs allowed: it holds when some row passes), run
+** on the item's current version before a patch applies.  It goes through
+** the same parser and row pipeline as queries, so it has exactly their
+** semantics; it cannot take parameters.
 */
+
+#include <string.h>
 
 #include "regolith.h"
 
 int rg_filter_eval (const char *filter, const cJSON *doc, int *pass,
                     rg_err *e) {
-  (void)filter; (void)doc;
+  rg_query *q = NULL;
+  rg_qexec *x = NULL;
+  rg_buf text, rows, offs, tok;
+  rg_qdoc d;
+  size_t count = 0;
+  int rc;
   *pass = 0;
-  return rg_fail(e, 400, "patch filters need the query engine, which is "
-                 "not part of this build yet");
-}
-
-int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
-                   const rg_query_req *q, rg_query_res *r, rg_err *e) {
-  (void)txn; (void)c; (void)now; (void)q;
-  rg_buf_init(&r->rows);
-  rg_buf_init(&r->continuation);
-  return rg_fail(e, 400, "queries need the query engine, which is not part "
-                 "of this build yet");
+  rg_buf_init(&text);
+  rg_buf_init(&rows);
+  rg_buf_init(&offs);
+  rg_buf_init(&tok);
+  if ((rc = rg_query_parse(filter, strlen(filter), 1, &q, e))) {
+    char msg[sizeof(e->msg)];
+    memcpy(msg, e->msg, sizeof(msg));
+    rg_fail(e, rc, "bad filter: %s", msg);
+    goto done;
+  }
+  if (q->nparams) {
+    int n = (int)(q->param[0].nlen > 64 ? 64 : q->param[0].nlen);
+    rc = rg_fail(e, 400, "bad filter: a filter cannot use parameters "
+                 "(@%.*s)", n, q->param[0].name);
+    goto done;
+  }
+  rg_json_print(doc, &text);
+  if (text.oom) { rc = rg_fail(e, 500, "out of memory"); goto done; }
+  if ((rc = rg_qexec_new(&x, q, NULL, RG_QX_STREAM, 0, 1, NULL, 0, e)))
+    goto done;
+  memset(&d, 0, sizeof(d));
+  d.text = text.p;
+  d.len = text.n;
+  rc = rg_qexec_doc(x, &d, e);
+  if (rc != 0 && rc != 1) goto done;
+  if ((rc = rg_qexec_finish(x, &rows, &offs, &count, &tok, e))) goto done;
+  *pass = count > 0;
+done:
+  rg_qexec_free(x);
+  rg_query_free(q);
+  rg_buf_free(&text);
+  rg_buf_free(&rows);
+  rg_buf_free(&offs);
+  rg_buf_free(&tok);
+  return rc;
 }
 
 void rg_query_res_free (rg_query_res *r) {
   rg_buf_free(&r->rows);
   rg_buf_free(&r->continuation);
+  rg_buf_free(&r->offsets);
 }

@@ -309,6 +309,9 @@ uint64_t rg_ikey_digest (const uint8_t *key, size_t len);
 #define RG_TERM_MAX 200
 void rg_term_cut (rg_buf *b, const cJSON *v, int desc, size_t limit);
 void rg_term (rg_buf *b, const cJSON *v, int desc);
+/* The exact term (numbers keep 64-bit integers apart), never cut: where a
+** term identifies (partition keys, unique values). */
+void rg_term_exact (rg_buf *b, const cJSON *v);
 /* Appends the encoding of a scalar bounded in length (long strings are cut
 ** and followed by a digest): used where values identify, not order. */
 int  rg_term_bounded (rg_buf *b, const cJSON *v);   /* 1 when cut */
@@ -552,6 +555,9 @@ typedef struct rg_query_req {
   long max_items;              /* page size; 0: every result in one page */
   const char *continuation;    /* NULL: from the start */
   size_t contlen;
+  /* when set (procedures), a WHERE naming another logical partition than
+  ** pkv fails with 400 and this message instead of returning nothing */
+  const char *pk_conflict_msg;
 } rg_query_req;
 
 typedef struct rg_query_res {
@@ -560,6 +566,7 @@ typedef struct rg_query_res {
   rg_buf continuation;         /* empty when no results remain */
   rg_work work;                /* partitions, lookups, loaded, ... */
   int cross_partition;
+  rg_buf offsets;              /* size_t pairs: where each row's text is */
 } rg_query_res;
 
 /* Runs one page of a query in `txn` (a read transaction, or a scope's);
@@ -568,6 +575,237 @@ typedef struct rg_query_res {
 int  rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
                     const rg_query_req *q, rg_query_res *r, rg_err *e);
 void rg_query_res_free (rg_query_res *r);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Query engine internals (query_parse.c, query_eval.c, query_exec.c,
+** query_plan.c).  Nothing outside the engine uses these.
+** ======================================================================
+*/
+/* Arenas: memory taken in chunks that never move, freed all at once.
+** Allocation failure sets `oom` and returns NULL. */
+typedef struct rg_chunk rg_chunk;
+typedef struct rg_arena {
+  rg_chunk *head;
+  int oom;
+} rg_arena;
+
+void  rg_arena_init (rg_arena *a);
+void *rg_arena_alloc (rg_arena *a, size_t n);          /* 8-aligned */
+char *rg_arena_dup (rg_arena *a, const char *s, size_t n);
+void  rg_arena_reset (rg_arena *a);   /* frees all but the largest chunk */
+void  rg_arena_free (rg_arena *a);
+
+/* Value types, in the order ORDER BY ranks them (arrays and objects rank
+** with undefined: ORDER BY sorts by scalars). */
+enum { RG_QV_UNDEF, RG_QV_NULL, RG_QV_FALSE, RG_QV_TRUE, RG_QV_NUM,
+       RG_QV_STR, RG_QV_ARR, RG_QV_OBJ };
+
+/*
+** A tape is a JSON value flattened into an array of nodes in document
+** order: a container's children follow it, and `size` (the nodes of a
+** subtree, itself included) skips over one.  Strings are raw bytes (NUL
+** allowed), pointing into the text when it held no escape; `raw` is the
+** value's own JSON text, so that a value read from a document is copied
+** out as it is stored.  Built values (constructors) have `raw` NULL.
+*/
+typedef struct rg_qnode {
+  uint8_t t;
+  uint32_t n;                /* string bytes; elements or members */
+  uint32_t size;             /* nodes in this subtree, itself included */
+  uint32_t klen;
+  const char *key;           /* member name inside an object, else NULL */
+  double d;                  /* number */
+  const char *s;             /* string bytes */
+  const char *raw;           /* JSON text of the value, or NULL */
+  uint32_t rawlen;
+} rg_qnode;
+
+typedef struct rg_tape {
+  rg_qnode *node;
+  size_t n, cap;
+} rg_tape;
+
+/* Parses JSON text into `t` (reset first); decoded strings go to `a`.
+** 0, 400 for text that is not JSON, 500 out of memory. */
+int  rg_tape_parse (rg_tape *t, rg_arena *a, const char *s, size_t n);
+void rg_tape_free (rg_tape *t);
+
+/* A value during evaluation: a scalar, or a subtree of some tape. */
+typedef struct rg_qv {
+  uint8_t t;
+  double d;
+  const char *s;
+  size_t n;
+  const rg_qnode *node;      /* arrays and objects; scalars from a tape */
+} rg_qv;
+
+void rg_qv_of_node (rg_qv *v, const rg_qnode *node);
+const rg_qnode *rg_qnode_member (const rg_qnode *obj, const char *k,
+                                 size_t n);
+/* Deep equality of two values of the same kind. */
+int  rg_qv_equal (const rg_qv *a, const rg_qv *b);
+/* JSON text of a value. */
+void rg_qv_print (rg_buf *b, const rg_qv *v);
+/* The order-preserving term of a value (layout.c's encoding; undefined,
+** arrays and objects give 0x01, below every scalar); strings cut after
+** `limit` encoded bytes (0: never), as index terms are. */
+void rg_qv_term (rg_buf *b, const rg_qv *v, int desc, size_t limit);
+/* A canonical encoding: equal values (objects in any member order) give
+** equal bytes (DISTINCT). */
+void rg_qv_canon (rg_buf *b, const rg_qv *v);
+/* A value built from `n` values: an array, or an object (names given). */
+int  rg_qv_build (rg_arena *a, int obj, const rg_qv *items,
+                  const char *const *names, const uint32_t *nlens, int n,
+                  rg_qv *out);
+
+/* Expressions: nodes in one array, linked by index (-1: none). */
+enum {
+  RG_QE_LIT, RG_QE_PARAM, RG_QE_ALIAS, RG_QE_IDENT, RG_QE_PROP,
+  RG_QE_INDEX, RG_QE_UNARY, RG_QE_BINARY, RG_QE_AND, RG_QE_OR, RG_QE_NOT,
+  RG_QE_TERNARY, RG_QE_COALESCE, RG_QE_IN, RG_QE_BETWEEN, RG_QE_CALL,
+  RG_QE_ARRAY, RG_QE_OBJECT, RG_QE_MEMBER
+};
+enum {                       /* operators of UNARY and BINARY */
+  RG_QO_EQ, RG_QO_NE, RG_QO_LT, RG_QO_LE, RG_QO_GT, RG_QO_GE,
+  RG_QO_ADD, RG_QO_SUB, RG_QO_MUL, RG_QO_DIV, RG_QO_MOD, RG_QO_CAT,
+  RG_QO_NEG, RG_QO_POS
+};
+enum {                       /* functions; the aggregates come first */
+  RG_QF_COUNT, RG_QF_SUM, RG_QF_MIN, RG_QF_MAX, RG_QF_AVG,
+  RG_QF_IS_DEFINED, RG_QF_IS_NULL, RG_QF_IS_STRING, RG_QF_IS_NUMBER,
+  RG_QF_IS_BOOL, RG_QF_IS_ARRAY, RG_QF_IS_OBJECT, RG_QF_ARRAY_CONTAINS,
+  RG_QF_ARRAY_LENGTH, RG_QF_STARTSWITH, RG_QF_ENDSWITH, RG_QF_CONTAINS,
+  RG_QF_LOWER, RG_QF_UPPER, RG_QF_LENGTH, RG_QF_CONCAT, RG_QF_SUBSTRING,
+  RG_QF_LEFT
+};
+#define RG_QF_ISAGG(f) ((f) <= RG_QF_AVG)
+
+typedef struct rg_qexpr {
+  uint8_t k, op;             /* kind; operator, function, or NOT IN */
+  int32_t a, b, c;           /* operands */
+  int32_t list, nlist;       /* arguments, items, members: q->list[...] */
+  int32_t slot;              /* alias, parameter or aggregate slot */
+  uint32_t pos;              /* byte offset in the text (errors) */
+  uint32_t depth;            /* nesting of the subtree (bounded) */
+  const char *s;             /* property, member or identifier name */
+  uint32_t n;
+  rg_qv v;                   /* a literal */
+} rg_qexpr;
+
+#define RG_QMAX_JOIN  8
+#define RG_QMAX_ORDER 8
+#define RG_QMAX_DEPTH 100      /* expression nesting */
+
+typedef struct rg_qsel {
+  int32_t expr;
+  const char *name;          /* the output property */
+  uint32_t nlen;
+} rg_qsel;
+
+typedef struct rg_qparam {
+  const char *name;          /* without '@' */
+  uint32_t nlen, pos;
+} rg_qparam;
+
+/* A parsed query.  Everything it points to lives in `mem`. */
+typedef struct rg_query {
+  rg_qexpr *ex;
+  int nex, capex;
+  int32_t *list;
+  int nlist, caplist;
+  rg_arena mem;
+  const char *sql;
+  size_t sqllen;
+  int distinct, star, value;
+  int32_t top, offset, limit;          /* literal or parameter; -1 absent */
+  rg_qsel *sel;
+  int nsel, capsel;
+  const char *alias;
+  uint32_t alen;
+  int njoin;
+  struct { const char *name; uint32_t nlen; int32_t src; } join[RG_QMAX_JOIN];
+  int32_t where;
+  int norder;
+  struct { int32_t expr; int desc; } order[RG_QMAX_ORDER];
+  int naggs;                           /* aggregate calls (slots) */
+  int nparams;
+  rg_qparam *param;
+} rg_query;
+
+/* Parses a query (`filter`: the form "FROM c [JOIN ...] WHERE cond" of
+** patch filters).  400 with "syntax error at line:column: ..." messages. */
+int  rg_query_parse (const char *sql, size_t n, int filter, rg_query **out,
+                     rg_err *e);
+void rg_query_free (rg_query *q);
+/* Line and column (1-based, in characters) of a byte offset. */
+void rg_query_where (const char *sql, size_t off, int *line, int *col);
+/* Binds the parameters from JSON text of an object (NULL: none): one value
+** per parameter slot into *out (allocated in `a`); 400 naming the first
+** parameter the text does not bind. */
+int  rg_query_bind (const rg_query *q, const char *json, size_t n,
+                    rg_tape *t, rg_arena *a, rg_qv **out, rg_err *e);
+
+/* The evaluation context of one row. */
+typedef struct rg_qctx {
+  const rg_query *q;
+  rg_qv bind[1 + RG_QMAX_JOIN];        /* the FROM alias, then the joins */
+  const rg_qv *params;
+  const rg_qv *aggs;                   /* results of the aggregates */
+  rg_arena *scratch;                   /* built values; reset per row */
+} rg_qctx;
+
+/* Evaluates expression `e`; out-of-memory shows in scratch->oom. */
+void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out);
+
+/*
+** The row pipeline (query_exec.c): documents come in from a source (the
+** planner's scans and index lookups, or a test harness), rows are made
+** (JOIN), filtered, ordered, counted and projected into one page.
+*/
+enum { RG_QX_STREAM = 1, RG_QX_SORT, RG_QX_AGG, RG_QX_DISTINCT };
+
+typedef struct rg_qdoc {
+  const char *text;          /* the item's JSON (valid until the finish) */
+  size_t len;
+  uint64_t hash, digest;     /* partition hash and item digest: ties */
+  const uint8_t *pos;        /* the source's position of this document */
+  size_t poslen;
+  int phase;                 /* the source's phase (resuming) */
+  int unordered_only;        /* keep only rows whose first ORDER BY value
+                                is not a scalar */
+} rg_qdoc;
+
+typedef struct rg_qexec rg_qexec;
+
+/* A pipeline for one page: `mode` RG_QX_*, `tie_desc` orders ties by
+** descending (hash, digest), `page` rows at most (0: all), `resume` the
+** payload of a continuation token (NULL: from the start).  400 for a
+** payload this query cannot resume from or bad TOP/OFFSET/LIMIT. */
+int  rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
+                   int mode, int tie_desc, long page, const uint8_t *resume,
+                   size_t rlen, rg_err *e);
+/* The conditions to test instead of the WHERE (its conjuncts that the
+** source does not already guarantee); `conds` must outlive the pipeline. */
+void rg_qexec_conds (rg_qexec *x, const int32_t *conds, int n);
+/* Where the previous page ended: 1 and the source position, or 0. */
+int  rg_qexec_resume (const rg_qexec *x, int *phase, const uint8_t **pos,
+                      size_t *poslen, const uint8_t **okey, size_t *oklen);
+/* Feeds one document: 0 more wanted, 1 the page is complete, or a
+** status. */
+int  rg_qexec_doc (rg_qexec *x, const rg_qdoc *d, rg_err *e);
+/* The order key of a document's first row (ORDER BY on the FROM alias). */
+int  rg_qexec_okey (rg_qexec *x, const rg_qdoc *d, rg_buf *out, rg_err *e);
+/* Ends the page: the rows (JSON array text), where each row is (offset,
+** length pairs), their count, and the token payload (empty: done). */
+int  rg_qexec_finish (rg_qexec *x, rg_buf *rows, rg_buf *offsets,
+                      size_t *count, rg_buf *payload, rg_err *e);
+void rg_qexec_free (rg_qexec *x);
+
+/* Registers c:query and c:query_rows (lua_query.c). */
+void rg_query_open (lua_State *L);
 /* }===================================================================== */
 
 

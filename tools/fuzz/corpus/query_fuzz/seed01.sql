@@ -1,0 +1,1 @@
+SELECT VALUE c.id FROM c WHERE c.n > 1 ORDER BY c.n DESC

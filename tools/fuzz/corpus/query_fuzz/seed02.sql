@@ -1,0 +1,1 @@
+SELECT c.id, c.n FROM c WHERE c.pk = 'p1' ORDER BY c.n

@@ -1,0 +1,1 @@
+SELECT DISTINCT c.tags FROM c ORDER BY c.id DESC

@@ -1,0 +1,1 @@
+SELECT TOP 2 c.id FROM c ORDER BY c.s, c.n DESC

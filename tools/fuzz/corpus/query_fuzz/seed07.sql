@@ -1,0 +1,1 @@
+SELECT c.id, t FROM c JOIN t IN c.tags WHERE t != 'blue'

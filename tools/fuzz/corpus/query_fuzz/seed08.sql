@@ -1,0 +1,1 @@
+SELECT VALUE k.name FROM c JOIN k IN c.kids JOIN t IN c.tags WHERE k.age > @k ORDER BY k.age

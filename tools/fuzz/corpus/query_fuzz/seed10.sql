@@ -1,0 +1,1 @@
+SELECT COUNT(c.n) AS n, SUM(c.n) AS s, MIN(c.s) AS lo, MAX(c.n) AS hi, AVG(c.n) AS a FROM c

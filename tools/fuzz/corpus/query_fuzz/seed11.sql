@@ -1,0 +1,1 @@
+SELECT VALUE {a: c.n, b: [c.id, UPPER(c.s), LOWER(c.s)], c: c.obj.y ?? 'none'} FROM c

@@ -1,0 +1,1 @@
+SELECT VALUE c.n IN (1, 2, @n) ? CONCAT(c.id, '!') : SUBSTRING(c.s, 1, 2) FROM c

@@ -1,0 +1,1 @@
+SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, @s) AND STARTSWITH(c.s, 'He', true)

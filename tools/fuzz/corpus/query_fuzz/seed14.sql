@@ -1,0 +1,1 @@
+SELECT * FROM c WHERE ARRAY_CONTAINS(c.arr, {x: 1}, true) OR ENDSWITH(c.s, 'd')

@@ -1,0 +1,1 @@
+SELECT * FROM c WHERE IS_BOOL(c.b) AND IS_ARRAY(c.arr) AND IS_OBJECT(c.obj)

@@ -1,0 +1,1 @@
+SELECT VALUE ARRAY_LENGTH(c.tags) + c.n * 2 - 1 / 3 % 2 FROM c

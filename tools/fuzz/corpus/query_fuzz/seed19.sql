@@ -1,0 +1,1 @@
+SELECT VALUE LEFT(c.s || 'xyz', 3) FROM c WHERE c.s < 'z' AND c.n <> 2

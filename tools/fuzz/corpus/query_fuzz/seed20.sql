@@ -1,0 +1,1 @@
+SELECT c["obj"]['y'], c.arr[1], c.deep.a.b.c[1][1][0] FROM c

@@ -1,0 +1,1 @@
+SELECT TOP @k VALUE c.id FROM c ORDER BY c.id

@@ -1,0 +1,1 @@
+SELECT * FROM c WHERE c.arr = @arr OR c.obj = @o OR c.z = @z

@@ -1,0 +1,1 @@
+SELECT VALUE -c.n FROM c ORDER BY c.n DESC, c.id

@@ -1,0 +1,1 @@
+SELECT * FROM c WHERE c.s = 'a\u0000b' OR c.s = "\ud83d\ude00 smile"

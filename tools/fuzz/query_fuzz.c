@@ -1,0 +1,172 @@
+/*
+** query_fuzz.c: a libFuzzer target for the query parser and row pipeline.
+**
+** The input is query text, optionally preceded by one line of JSON that
+** binds its parameters.  It is parsed as a query and as a patch filter;
+** a query that parses and binds runs over a small set of documents held in
+** memory (the pipeline of query_exec.c, with a source that behaves like
+** the storage scans: positions, phases, resuming), once unpaged and then
+** page by page with pages of 1 and 3 rows, resuming from each page's token
+** payload.  The pages joined must equal the unpaged result, byte for byte,
+** or the target aborts.
+**
+** It links only the engine and support.c (no Lua, no LMDB environment):
+**   make fuzz FUZZ_SECONDS=60
+*/
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "regolith.h"
+
+static const char *const docs[] = {
+  "{\"id\":\"a\",\"pk\":\"p1\",\"n\":1,\"s\":\"Hello\",\"b\":true,\"z\":null,"
+  "\"arr\":[1,2,3],\"obj\":{\"x\":1,\"y\":\"two\"},\"tags\":[\"red\",\"blue\"],"
+  "\"kids\":[{\"name\":\"k1\",\"age\":3},{\"name\":\"k2\",\"age\":7}]}",
+  "{\"id\":\"b\",\"pk\":\"p2\",\"n\":2.5,\"s\":\"world\",\"b\":false,"
+  "\"tags\":[\"green\"],\"kids\":[{\"name\":\"k3\",\"age\":5}]}",
+  "{\"id\":\"c\",\"pk\":\"p1\",\"n\":-3,\"s\":\"h\\u00e9llo\\n\\\"q\\\"\","
+  "\"tags\":[],\"kids\":[],\"deep\":{\"a\":{\"b\":{\"c\":[[1],[2,[3]]]}}}}",
+  "{\"id\":\"d\",\"pk\":7,\"n\":\"12\",\"s\":\"\\u0000nul\",\"arr\":[],"
+  "\"obj\":{},\"big\":12345678901234567890,\"f\":1e-7}",
+  "{\"id\":\"e\",\"pk\":\"p3\",\"n\":null,\"s\":\"\\ud83d\\ude00 smile\","
+  "\"tags\":[\"red\",\"red\"],\"arr\":[{\"x\":1},{\"x\":[1]}]}",
+  "{\"id\":\"f\",\"pk\":\"p1\",\"n\":2,\"tags\":[\"blue\"],"
+  "\"obj\":{\"y\":\"two\",\"x\":1}}",
+};
+#define NDOCS (sizeof(docs) / sizeof(docs[0]))
+
+static const char default_params[] =
+  "{\"a\":1,\"s\":\"red\",\"n\":2,\"arr\":[1,2],\"o\":{\"x\":1},\"z\":null,"
+  "\"t\":true,\"k\":3}";
+
+/* One page: feeds the documents from where the token left off. */
+static int run_page (const rg_query *q, const rg_qv *params, int mode,
+                     long page, rg_buf *payload, rg_buf *rows, size_t *count,
+                     rg_buf *out_payload) {
+  rg_qexec *x = NULL;
+  rg_err e;
+  uint8_t pos[NDOCS][4];
+  int phase = 0, rc;
+  const uint8_t *rpos, *rokey;
+  size_t rposlen = 0, roklen, i, start = 0;
+  rg_buf offs;
+  rg_buf_init(&offs);
+  rc = rg_qexec_new(&x, q, params, mode, 0, page,
+                    payload ? (const uint8_t *)payload->p : NULL,
+                    payload ? payload->n : 0, &e);
+  if (rc) { rg_qexec_free(x); rg_buf_free(&offs); return rc; }
+  if (rg_qexec_resume(x, &phase, &rpos, &rposlen, &rokey, &roklen) &&
+      rposlen == 4)
+    start = rg_get_u32(rpos);        /* like a cursor seek: inclusive */
+  for (i = start; i < NDOCS; i++) {
+    rg_qdoc d;
+    memset(&d, 0, sizeof(d));
+    rg_put_u32(pos[i], (uint32_t)i);
+    d.text = docs[i];
+    d.len = strlen(docs[i]);
+    d.hash = (uint64_t)(i * 2654435761u);
+    d.digest = (uint64_t)i;
+    d.pos = pos[i];
+    d.poslen = 4;
+    rc = rg_qexec_doc(x, &d, &e);
+    if (rc == 1) { rc = 0; break; }
+    if (rc) break;
+  }
+  if (rc == 0) rc = rg_qexec_finish(x, rows, &offs, count, out_payload, &e);
+  rg_qexec_free(x);
+  rg_buf_free(&offs);
+  return rc;
+}
+
+/* Joins a page's rows (the text of an array) to `all`. */
+static void append_rows (rg_buf *all, const rg_buf *rows) {
+  if (rows->n <= 2) return;
+  if (all->n) rg_buf_addc(all, ',');
+  rg_buf_add(all, rows->p + 1, rows->n - 2);
+}
+
+static void run_query (const rg_query *q, const rg_qv *params) {
+  int mode = q->naggs ? RG_QX_AGG : q->distinct ? RG_QX_DISTINCT
+           : q->norder ? RG_QX_SORT : RG_QX_STREAM;
+  rg_buf rows, tok, all, want;
+  size_t count = 0;
+  long sizes[2] = { 1, 3 };
+  int k;
+  rg_buf_init(&rows);
+  rg_buf_init(&tok);
+  rg_buf_init(&want);
+  if (run_page(q, params, mode, 0, NULL, &rows, &count, &tok) != 0) goto done;
+  if (tok.n != 0) abort();           /* an unpaged query needs no token */
+  append_rows(&want, &rows);
+  for (k = 0; k < 2; k++) {
+    rg_buf payload;
+    int pages = 0;
+    rg_buf_init(&all);
+    rg_buf_init(&payload);
+    for (;;) {
+      rows.n = 0;
+      tok.n = 0;
+      count = 0;
+      if (run_page(q, params, mode, sizes[k], pages ? &payload : NULL, &rows,
+                   &count, &tok) != 0)
+        abort();                     /* a page of a good query failed */
+      if (count > (size_t)sizes[k]) abort();
+      append_rows(&all, &rows);
+      if (tok.n == 0) break;
+      payload.n = 0;
+      rg_buf_add(&payload, tok.p, tok.n);
+      if (++pages > 200) abort();    /* paging must end */
+    }
+    if (all.n != want.n || (all.n && memcmp(all.p, want.p, all.n) != 0)) {
+      fprintf(stderr, "paged (%ld) and unpaged results differ:\n%.*s\n%.*s\n",
+              sizes[k], (int)all.n, all.p, (int)want.n, want.p);
+      abort();
+    }
+    rg_buf_free(&all);
+    rg_buf_free(&payload);
+  }
+done:
+  rg_buf_free(&rows);
+  rg_buf_free(&tok);
+  rg_buf_free(&want);
+}
+
+int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
+  const char *sql = (const char *)data, *ptext = default_params;
+  size_t n = size, plen = sizeof(default_params) - 1;
+  rg_query *q = NULL;
+  rg_tape tape;
+  rg_arena mem;
+  rg_qv *params = NULL;
+  rg_err e;
+  char *filter;
+  if (size > 0 && data[0] == '{') {  /* a first line of parameters */
+    const char *nl = memchr(data, '\n', size);
+    if (nl) {
+      ptext = sql;
+      plen = (size_t)(nl - sql);
+      sql = nl + 1;
+      n = size - plen - 1;
+    }
+  }
+  /* the filter form takes a C string */
+  if ((filter = (char *)malloc(n + 1)) != NULL) {
+    memcpy(filter, sql, n);
+    filter[n] = '\0';
+    if (rg_query_parse(filter, strlen(filter), 1, &q, &e) == 0)
+      rg_query_free(q);
+    free(filter);
+  }
+  q = NULL;
+  if (rg_query_parse(sql, n, 0, &q, &e) != 0) return 0;
+  memset(&tape, 0, sizeof(tape));
+  rg_arena_init(&mem);
+  if (rg_query_bind(q, ptext, plen, &tape, &mem, &params, &e) == 0)
+    run_query(q, params);
+  rg_tape_free(&tape);
+  rg_arena_free(&mem);
+  rg_query_free(q);
+  return 0;
+}
