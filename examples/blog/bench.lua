@@ -168,6 +168,12 @@ for _, name in ipairs(model_names) do
   local path = dir .. "/" .. name
   local marker = read_json(path .. ".json")
   local entry = { name = name, path = path }
+  if marker_ok(marker) then               -- and the database is still there
+    local db = regolith.open(path, { readonly = true })
+    local st = db and db:stats()
+    if db then db:close() end
+    if not st or st.items < total_items then marker = nil end
+  end
   if marker_ok(marker) then
     entry.load = marker.load
     entry.reused = true
@@ -220,10 +226,11 @@ if args.sqlite then
   entry.s = sqlite.open(path, { sync = args.sync == "full" and "full" or
     "none" })
   sq = entry
-  print(("SQLite: %s %s items in %.1f s (%s items/s)"):format(
+  print(("SQLite: %s %s items in %.1f s (%s items/s)%s"):format(
     entry.reused and "reused" or "loaded", commas(entry.load.items),
     entry.load.seconds,
-    commas(math.floor(entry.load.items / entry.load.seconds))))
+    commas(math.floor(entry.load.items / entry.load.seconds)),
+    entry.reused and " when it was loaded" or ""))
 end
 
 -- The loads ran without flushing: flush now, so that the first timed
