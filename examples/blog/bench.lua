@@ -398,8 +398,8 @@ local function warm(path)
   f:close()
 end
 
--- Every target writes the same benchmark items: the write counters start
--- where the first target's ended, so each restarts at 1.
+-- Every target gets the same benchmark writes: each starts its write
+-- counters at 1.
 for _, entry in ipairs(runs) do
   bench_user_count, bench_post_count = 0, 0
   warm(entry.path .. "/data.mdb")
