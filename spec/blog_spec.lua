@@ -232,6 +232,40 @@ describe("blog example", function()
     end
   end)
 
+  it("runs the benchmark end to end: every cell of its table filled and every check true", function()
+    local json_path = H.tmpdir() .. ".json"
+    local has_sqlite = pcall(require, "luasql.sqlite3")
+    local cmd = H.lua_cmd("examples/blog/bench.lua") ..
+      (" --scale %g --seed %d --time 0.01 --json %s%s 2>&1"):format(SCALE,
+        SEED, json_path, has_sqlite and "" or " --no-sqlite")
+    local p = assert(io.popen(cmd, "r"))
+    local out = p:read("*a")
+    local ok = p:close()
+    local f = io.open(json_path, "r")
+    local text = f and f:read("*a")
+    if f then f:close() end
+    os.remove(json_path)
+    assert(ok, out)
+    assert.matches("every check passed", out)
+    local report = assert(require("regolith").json.decode(assert(text, out)))
+    assert.are.same(size, report.dataset)
+    assert.is_true(report.load.items_per_second > 0)
+    for _, r in ipairs(common.REQUESTS) do
+      for _, name in ipairs(NAMES) do
+        local cell = report.requests[r[1]][name]
+        assert.is_true(cell.p50_us > 0 and cell.p99_us >= cell.p50_us, r[1])
+        assert.is_true(cell.ru >= 1, r[1])
+      end
+      if has_sqlite then assert.is_true(report.sqlite[r[1]].p50_us > 0) end
+    end
+    local n = 0
+    for name, passed in pairs(report.checks) do
+      assert(passed == true, name)
+      n = n + 1
+    end
+    assert.is_true(n >= 16)
+  end)
+
   it("stores the article's procedures and trigger in the database", function()
     for _, name in ipairs({ "V2", "V3" }) do
       assert.are.same({ "createComment", "createLike", "updateUsernames" },
