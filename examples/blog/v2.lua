@@ -51,7 +51,7 @@ local STALE = "SELECT DISTINCT VALUE p.postId FROM p " ..
 
 -- The work the processors did: changes seen, and the charge of their feed
 -- reads and of the writes they made.
-local function new_denorm()
+function M.new_denorm()
   return { changes = 0, charge = 0, users = 0, partitions = 0, copies = 0 }
 end
 
@@ -102,7 +102,7 @@ end
 -- Opens the model on db, creating its containers, procedures and
 -- processor when missing.
 function M.open(db)
-  local self = setmetatable({ db = db, denorm = new_denorm() }, M)
+  local self = setmetatable({ db = db, denorm = M.new_denorm() }, M)
   self.users = common.container(db, "users",
     { partition_key = "/id", physical_partitions = P })
   self.posts = common.container(db, "posts", v1.POSTS_SPEC)

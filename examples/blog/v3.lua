@@ -72,9 +72,7 @@ local function is_user(item) return item.type == "user" end
 -- Opens the model on db, creating its containers, procedures, trigger and
 -- processors when missing.
 function M.open(db)
-  local self = setmetatable({ db = db, denorm = {
-    changes = 0, charge = 0, users = 0, partitions = 0, copies = 0,
-  } }, M)
+  local self = setmetatable({ db = db, denorm = v2.new_denorm() }, M)
   self.users = common.container(db, "users",
     { partition_key = "/userId", physical_partitions = P })
   self.posts = common.container(db, "posts",
