@@ -325,14 +325,28 @@ local reads = {
 }
 
 local MAX_CALLS, MIN_CALLS, WARM = 20000, 20, 5
+local CHARGE_KEYS = 100      -- a read's RU: the mean over these first keys
 
 -- Times fn(i) for about args.time seconds: median and p99 in µs, the mean
--- charge, the number of calls.  Writes are counted on from `first`.
+-- charge, the number of calls.  Writes are counted on from `first`, and
+-- their charge is the mean over the timed calls; a read's charge is the
+-- mean over the first CHARGE_KEYS sampled keys, whatever the number of
+-- timed calls, so that it is the same in every run.
 local function measure(fn, is_write, counter)
   local times, charge = {}, 0
   local first = counter and counter.n or 0
+  local read_charge
   if not is_write then
-    for i = 1, WARM do fn(i) end
+    read_charge = 0
+    for i = 1, CHARGE_KEYS do
+      local res, c, status = fn(i)
+      if res == nil then
+        error(("request failed: %s (%s)"):format(tostring(c),
+          tostring(status)))
+      end
+      read_charge = read_charge + (type(c) == "number" and c or 0)
+    end
+    read_charge = read_charge / CHARGE_KEYS
   end
   local start = now()
   local n = 0
@@ -352,7 +366,7 @@ local function measure(fn, is_write, counter)
   return {
     p50_us = times[math.floor(n / 2) + 1] * 1e6,
     p99_us = times[math.max(1, math.ceil(n * 0.99))] * 1e6,
-    ru = math.floor(charge / n * 100 + 0.5) / 100,
+    ru = math.floor((read_charge or charge / n) * 100 + 0.5) / 100,
     n = n,
   }
 end
