@@ -437,6 +437,71 @@ int rg_scope_run (lua_State *L, rg_env *env, int sync, int savepoint,
   return rg_fail(e, 507, "insufficient storage: the map cannot grow enough");
 }
 
+/*
+** Writes.  Every change the core makes inside a scope goes through these,
+** so that a storage failure always marks the scope (it can then only
+** abort; MDB_MAP_FULL makes it grow the map and run again).
+*/
+int rg_put (rg_scope *s, int db, const void *k, size_t kn, const void *v,
+            size_t vn, rg_err *e) {
+  MDB_val key, val;
+  int rc;
+  key.mv_data = (void *)k;
+  key.mv_size = kn;
+  val.mv_data = (void *)v;
+  val.mv_size = vn;
+  if ((rc = mdb_put(s->txn, s->env->dbi[db], &key, &val, 0)))
+    return rg_scope_mdb(s, rc, "write", e);
+  return 0;
+}
+
+void *rg_reserve (rg_scope *s, int db, const void *k, size_t kn, size_t vn,
+                  rg_err *e) {
+  MDB_val key, val;
+  int rc;
+  key.mv_data = (void *)k;
+  key.mv_size = kn;
+  val.mv_size = vn;
+  if ((rc = mdb_put(s->txn, s->env->dbi[db], &key, &val, MDB_RESERVE))) {
+    rg_scope_mdb(s, rc, "write", e);
+    return NULL;
+  }
+  return val.mv_data;
+}
+
+int rg_del (rg_scope *s, int db, const void *k, size_t kn, int *gone,
+            rg_err *e) {
+  MDB_val key;
+  int rc;
+  key.mv_data = (void *)k;
+  key.mv_size = kn;
+  rc = mdb_del(s->txn, s->env->dbi[db], &key, NULL);
+  if (gone) *gone = rc == 0;
+  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "delete", e);
+  return 0;
+}
+
+int rg_del_prefix (rg_scope *s, int db, const void *prefix, size_t pn,
+                   uint64_t max, uint64_t *count, rg_err *e) {
+  MDB_cursor *cur;
+  MDB_val k, v;
+  int rc;
+  *count = 0;
+  if ((rc = mdb_cursor_open(s->txn, s->env->dbi[db], &cur)))
+    return rg_scope_mdb(s, rc, "delete", e);
+  while (*count < max) {
+    k.mv_data = (void *)prefix;
+    k.mv_size = pn;
+    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    if (rc || k.mv_size < pn || memcmp(k.mv_data, prefix, pn) != 0) break;
+    if ((rc = mdb_cursor_del(cur, 0))) break;
+    (*count)++;
+  }
+  mdb_cursor_close(cur);
+  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "delete", e);
+  return 0;
+}
+
 int rg_scope_mdb (rg_scope *s, int rc, const char *what, rg_err *e) {
   if (rc == MDB_MAP_FULL) {
     s->map_full = 1;
