@@ -601,10 +601,7 @@ int rg_feed_trim (rg_scope *s, const rg_cont *c, int force, rg_err *e) {
           break;
       }
       if (pos_cmp(h.lsn, h.sub, &floor[r]) >= 0) break;
-      if ((rc = mdb_cursor_del(h.cur, 0))) {
-        rc = rg_scope_mdb(s, rc, "change feed", e);
-        break;
-      }
+      if ((rc = rg_cursor_del(s, RG_DB_FEED, h.cur, e))) break;
       budget--;
       start = pos_after(RG_FEED_ALL, h.lsn, h.sub);
     }

@@ -405,6 +405,8 @@ struct rg_scope {
   int64_t now;              /* the clock of every write in the scope */
   rg_work work;
   int failed;               /* a storage error: the scope can only abort */
+  int savepoints;           /* open savepoints (env.c) */
+  rg_buf undo;              /* their undo log: what writes overwrote */
   int map_full;             /* set when LMDB ran out of map: grow, rerun */
   uint32_t purged[16];      /* containers whose expired items are gone */
   int npurged;
@@ -436,6 +438,8 @@ void *rg_reserve (rg_scope *s, int db, const void *k, size_t kn, size_t vn,
                   rg_err *e);
 int   rg_del (rg_scope *s, int db, const void *k, size_t kn, int *gone,
               rg_err *e);
+/* Deletes the entry under a cursor of table `db`. */
+int   rg_cursor_del (rg_scope *s, int db, MDB_cursor *cur, rg_err *e);
 /* Deletes up to `max` keys starting with `prefix`; *count says how many. */
 int   rg_del_prefix (rg_scope *s, int db, const void *prefix, size_t pn,
                      uint64_t max, uint64_t *count, rg_err *e);
