@@ -18,6 +18,7 @@
 ** the stored item alone.  Integers stay integers under incr.
 */
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,8 +205,15 @@ static int incr (target *t, const cJSON *by, const char *path, rg_err *e) {
   if (rg_num_int(t->node, &a) && rg_num_int(by, &b) &&
       !((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)))
     n = rg_num_new_int(a + b);
-  else
-    n = cJSON_CreateNumber(t->node->valuedouble + by->valuedouble);
+  else {
+    double sum = t->node->valuedouble + by->valuedouble;
+    /* JSON has no infinity: a sum past the largest double would be
+    ** stored as something else (and index what was never stored) */
+    if (!isfinite(sum))
+      return rg_fail(e, 400, "patch incr: the result at '%s' is out of the "
+                     "range of numbers", path);
+    n = cJSON_CreateNumber(sum);
+  }
   if (n == NULL) return rg_fail(e, 500, "out of memory");
   return place(t, n, 0, "incr", path, e);
 }
