@@ -213,6 +213,15 @@ int rg_sandbox_stopped (lua_State *L) {
   return sb->stop;
 }
 
+void rg_sandbox_left (lua_State *L, uint64_t *instructions, size_t *bytes) {
+  rg_sandbox *sb = rg_sandbox_of(L);
+  *instructions = 0;
+  *bytes = 0;
+  if (!sb->armed) return;
+  *instructions = sb->spent < sb->budget ? sb->budget - sb->spent : 1;
+  *bytes = sb->used < sb->limit ? sb->limit - sb->used : 1;
+}
+
 void rg_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
   int64_t ms = (int64_t)(budget / 50000);
   sb->limit = sb->used + memory < sb->used ? (size_t)-1 : sb->used + memory;
@@ -449,10 +458,11 @@ static int sb_encode (lua_State *L) {
   return 1;
 }
 
+/* Decodes straight into the state, whose allocator counts what it takes:
+** a tree first would be host memory many times the text ("[0,0,...]"). */
 static int sb_decode (lua_State *L) {
   size_t n;
   const char *s;
-  jbox *j;
   rg_err e;
   if (lua_type(L, 1) != LUA_TSTRING) {
     rg_fail(&e, 400, "json.decode expects a string, got %s",
@@ -462,10 +472,7 @@ static int sb_decode (lua_State *L) {
   s = lua_tolstring(L, 1, &n);
   rg_sandbox_charge(L, n / 8);
   lua_settop(L, 1);
-  j = (jbox *)rg_newbox(L, sizeof(jbox), jbox_free);
-  if (rg_json_parse(s, n, &j->tree, &e)) return rg_push_fail(L, &e);
-  rg_json_push(L, j->tree);
-  rg_box_done(j);
+  if (rg_json_push_text(L, s, n, &e)) return rg_push_fail(L, &e);
   return 1;
 }
 /* }===================================================================== */
@@ -793,13 +800,21 @@ static uint64_t tree_cost (const cJSON *v) {
 }
 
 int rg_sandbox_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
+  uint64_t left;
+  size_t room;
   int rc;
   /* room for the deepest document, so that the conversion never needs to
   ** grow the stack (an allocation error there would leak its tree) */
   *out = NULL;
   if (!lua_checkstack(L, RG_MAX_DEPTH * 8 + 32))
     return rg_fail(e, 413, "out of script memory");
-  rc = rg_json_from_lua(L, idx, out, e);
+  /* the tree is memory the execution holds, outside the state: it may
+  ** take what the memory budget has left (a table shared at every level,
+  ** or one long string listed many times, is small in Lua and huge as a
+  ** tree) */
+  rg_sandbox_left(L, &left, &room);
+  rc = rg_json_from_lua_max(L, idx, room, out, e);
+  if (rc == 413) rg_sandbox_stop(L, RG_STOP_MEMORY);
   if (rc == 0) rg_sandbox_charge(L, tree_cost(*out));
   return rc;
 }

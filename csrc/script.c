@@ -616,8 +616,15 @@ static int do_upsert (lua_State *L) { return do_write(L, RG_OP_UPSERT); }
 static int do_delete (lua_State *L) { return do_write(L, RG_OP_DELETE); }
 static int do_patch (lua_State *L) { return do_write(L, RG_OP_PATCH); }
 
+/* What a query's work costs a script, in instructions: a document read or
+** a row made (a JOIN's cross product is made row by row, in C, where no
+** hook runs). */
+#define ROW_COST 32
+
 /* ctx:query(sql, params, opts) -> rows, info | nil, msg, status: always in
-** the bound logical partition. */
+** the bound logical partition.  The engine is bounded by what the script
+** has left: its rows by the instruction budget, the bytes of its results
+** by the memory budget; going past either stops the script (408, 413). */
 static int do_query (lua_State *L) {
   static const char *const allowed[] = {
     "max_items", "continuation", "partition_key", NULL
@@ -626,7 +633,9 @@ static int do_query (lua_State *L) {
   rg_scope *s = x->s;
   rg_query_req q;
   rg_err e;
-  int i;
+  uint64_t left;
+  size_t room;
+  int i, rc;
   rg_opts_check(L, 4, allowed, "ctx:query");
   memset(&q, 0, sizeof(q));
   if (lua_type(L, 2) != LUA_TSTRING) {
@@ -678,22 +687,30 @@ static int do_query (lua_State *L) {
   }
   q.has_pk = 1;
   for (i = 0; i < RG_MAX_PK_PATHS; i++) q.pkv[i] = x->pkv[i];
+  rg_sandbox_left(L, &left, &room);
+  q.max_rows = left / ROW_COST + 1;
+  q.max_bytes = room;
   memset(&x->qres, 0, sizeof(x->qres));
   x->qlive = 1;
-  if (rg_query_exec(s->txn, x->c, s->now, &q, &x->qres, &e))
-    return rg_push_fail(L, &e);
+  rc = rg_query_exec(s->txn, x->c, s->now, &q, &x->qres, &e);
+  if (rc == 408 && x->qres.made > q.max_rows)
+    rg_sandbox_stop(L, RG_STOP_BUDGET);
+  if (rc == 413) rg_sandbox_stop(L, RG_STOP_MEMORY);
+  rg_sandbox_charge(L, x->qres.made * ROW_COST);
+  if (rc) return rg_push_fail(L, &e);
   s->work.read_units += x->qres.work.read_units;
   s->work.lookups += x->qres.work.lookups;
   s->work.partitions += x->qres.work.partitions;
   s->work.loaded += x->qres.work.loaded;
   s->work.loaded_bytes += x->qres.work.loaded_bytes;
-  if (rg_json_parse(x->qres.rows.p ? x->qres.rows.p : "[]",
-                    x->qres.rows.p ? x->qres.rows.n : 2, &x->tmp[2], &e)) {
+  rg_sandbox_charge(L, x->qres.rows.n / 8);
+  /* straight into the sandbox, whose allocator counts it: a tree of the
+  ** page would be host memory many times the text */
+  if (rg_json_push_text(L, x->qres.rows.p ? x->qres.rows.p : "[]",
+                        x->qres.rows.p ? x->qres.rows.n : 2, &e)) {
     rg_fail(&e, 500, "query page: %s", e.msg);
     return rg_push_fail(L, &e);
   }
-  rg_sandbox_charge(L, x->qres.rows.n / 8);
-  rg_json_push(L, x->tmp[2]);
   rg_push_info(L, &x->qres.work, 200);
   if (x->qres.continuation.n) {
     lua_pushlstring(L, x->qres.continuation.p, x->qres.continuation.n);
