@@ -687,6 +687,7 @@ static int do_query (lua_State *L) {
   }
   q.has_pk = 1;
   for (i = 0; i < RG_MAX_PK_PATHS; i++) q.pkv[i] = x->pkv[i];
+  q.pk_conflict_msg = RG_BOUND_MSG;  /* a WHERE naming another partition */
   rg_sandbox_left(L, &left, &room);
   q.max_rows = left / ROW_COST + 1;
   q.max_bytes = room;
