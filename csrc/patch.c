@@ -28,6 +28,22 @@ static const char *const opnames[] = {
   "", "add", "set", "replace", "remove", "incr", "move"
 };
 
+/* Is a path valid modified UTF-8 (NUL as C0 80)?  A name that is not would
+** be written into the document, which no reader could then take. */
+static int path_valid (const char *p) {
+  const unsigned char *s = (const unsigned char *)p;
+  size_t n = strlen(p);
+  while (*s) {
+    int k;
+    if (*s < 0x80) { s++; n--; continue; }
+    if (s[0] == 0xC0 && s[1] == 0x80) { s += 2; n -= 2; continue; }
+    if ((k = rg_utf8_seq(s, n)) == 0) return 0;
+    s += k;
+    n -= (size_t)k;
+  }
+  return 1;
+}
+
 /* Reads the next reference token of `p` into `tok` (decoded); returns the
 ** position after it, or NULL on a bad escape. */
 static const char *next_token (const char *p, rg_buf *tok) {
@@ -75,6 +91,8 @@ static int locate (cJSON *doc, const char *path, target *t, const char *opn,
   rg_buf_init(&tok);
   t->node = NULL;
   t->index = -1;
+  if (!path_valid(path))
+    return rg_fail(e, 400, "patch %s: a path is not valid UTF-8", opn);
   if (path[0] != '/')
     return rg_fail(e, 400, "patch %s: path '%s' must start with '/'", opn, path);
   for (;;) {
