@@ -1117,7 +1117,13 @@ lua_Integer rg_opt_int (lua_State *L, int idx, const char *name,
                         lua_Integer def, lua_Integer lo, lua_Integer hi,
                         const char *what);
 const char *rg_opt_string (lua_State *L, int idx, const char *name,
-                           const char *what);
+                           const char *what);   /* raises on NUL too */
+/* A string option that is data (an etag, a filter, a trigger name, a
+** token): its length too, NUL bytes included; rg_opt_text then gives 400
+** for one holding NUL (which C strings would cut short). */
+const char *rg_opt_lstring (lua_State *L, int idx, const char *name,
+                            size_t *len, const char *what);
+int rg_opt_text (const char *s, size_t n, const char *name, rg_err *e);
 int rg_opt_bool (lua_State *L, int idx, const char *name, int def,
                  const char *what);
 /* Loads a container's spec from the catalog (404 when gone). */

@@ -450,13 +450,15 @@ static int do_read (lua_State *L) {
   rg_scope *s = x->s;
   rg_work before = s->work;
   const char *id, *inm = NULL;
-  size_t idlen;
+  size_t idlen, inmlen;
   rg_ikey k;
   MDB_val v;
   rg_err e;
   int rc;
   rg_opts_check(L, 3, allowed, "ctx:read");
-  inm = rg_opt_string(L, 3, "if_none_match", "ctx:read");
+  inm = rg_opt_lstring(L, 3, "if_none_match", &inmlen, "ctx:read");
+  if (rg_opt_text(inm, inmlen, "if_none_match", &e))
+    return rg_push_fail(L, &e);
   if (lua_type(L, 2) != LUA_TSTRING) {
     rg_fail(&e, 400, "id must be a string, not %s", luaL_typename(L, 2));
     return rg_push_fail(L, &e);
@@ -569,11 +571,15 @@ static int do_write (lua_State *L, int op) {
   const char *what = op_names[op];
   rg_wreq w;
   rg_err e;
+  size_t n1, n2;
   rg_opts_check(L, optix, allowed, what);
   memset(&w, 0, sizeof(w));
   w.op = op;
-  w.if_match = rg_opt_string(L, optix, "if_match", what);
-  w.filter = rg_opt_string(L, optix, "filter", what);
+  w.if_match = rg_opt_lstring(L, optix, "if_match", &n1, what);
+  w.filter = rg_opt_lstring(L, optix, "filter", &n2, what);
+  if (rg_opt_text(w.if_match, n1, "if_match", &e) ||
+      rg_opt_text(w.filter, n2, "filter", &e))
+    return rg_push_fail(L, &e);
   if (w.filter && op != RG_OP_PATCH)
     return luaL_error(L, "%s: unknown option 'filter'", what);
   if (op == RG_OP_DELETE || op == RG_OP_PATCH) {
@@ -662,8 +668,8 @@ static int do_query (lua_State *L) {
   }
   q.max_items = (long)rg_opt_int(L, 4, "max_items", 0, 1, 1 << 30,
                                  "ctx:query");
-  q.continuation = rg_opt_string(L, 4, "continuation", "ctx:query");
-  if (q.continuation) q.contlen = strlen(q.continuation);
+  q.continuation = rg_opt_lstring(L, 4, "continuation", &q.contlen,
+                                  "ctx:query");
   if (!lua_isnoneornil(L, 4)) {      /* a partition key: must be ours */
     lua_getfield(L, 4, "partition_key");
     if (!lua_isnil(L, -1)) {
