@@ -15,6 +15,8 @@
 ** info table with `charge` and `status`.
 */
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,10 +85,16 @@ lua_Integer rg_opt_int (lua_State *L, int idx, const char *name,
   lua_getfield(L, idx, name);
   if (lua_isnil(L, -1)) { lua_pop(L, 1); return def; }
   d = lua_tonumber(L, -1);
+  /* range first: converting a double outside it (or NaN) is undefined */
+  if (lua_type(L, -1) != LUA_TNUMBER || !(d >= (lua_Number)lo &&
+      d <= (lua_Number)hi) || floor(d) != d) {
+    char range[64];                  /* lua_pushfstring knows no %lld */
+    snprintf(range, sizeof(range), "%lld to %lld", (long long)lo,
+             (long long)hi);
+    luaL_error(L, "%s: option '%s' must be an integer from %s", what, name,
+               range);
+  }
   v = (lua_Integer)d;
-  if (lua_type(L, -1) != LUA_TNUMBER || (lua_Number)v != d || v < lo || v > hi)
-    luaL_error(L, "%s: option '%s' must be an integer from %lld to %lld",
-               what, name, (long long)lo, (long long)hi);
 #if !RG_LUAJIT
   if (lua_isinteger(L, -1)) v = lua_tointeger(L, -1);
 #endif
