@@ -7,6 +7,8 @@
 #   make bench        benchmarks (examples/bench/)
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
 #   make crash        kill writers at random moments; nothing may be lost
+#   make hammer       many processes on one database, then exact counts
+#   make fuzz         libFuzzer targets, FUZZ_SECONDS each
 #   make install      install into LUADIR/LIBDIR (as LuaRocks passes them)
 #
 # Variables follow LuaRocks' names so that the rockspec can drive them.
@@ -48,8 +50,8 @@ DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
 
 BUSTED = busted --lua=lua5.4
 
-.PHONY: all test demo bench check crash fuzz fuzz-build install clean deps-test \
-        deps-bench
+.PHONY: all test demo bench check crash hammer fuzz fuzz-build install clean \
+        deps-test deps-bench
 
 all: $(MODULE)
 
@@ -111,6 +113,14 @@ crash: deps-test
 	$(MAKE) all
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync lazy
+
+# The hammer: writers, readers and processors in several processes on one
+# database for HAMMER_SECONDS, then verify() and exact counts
+# (tools/hammer.lua).
+HAMMER_SECONDS ?= 30
+hammer: all
+	$(RUN) tools/hammer.lua --seconds $(HAMMER_SECONDS) --writers 4 \
+	  --readers 2 --processors 2
 
 # libFuzzer targets (tools/fuzz/<target>.c): each is built with clang, with
 # ASan and UBSan, against the core files it names in FUZZ_SRC_<target> (the
