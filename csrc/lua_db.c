@@ -579,9 +579,11 @@ static int db_stats (lua_State *L) {
   uint8_t from[5];
   uint64_t items = 0, bytes = 0;
   int rc;
+  /* after the read begins: it adopts a map another process grew, and
+  ** refuses an environment without one */
+  if ((rc = rg_read_begin(d->env, &txn, &e))) return rg_push_fail(L, &e);
   mdb_env_info(d->env->mdb, &info);
   mdb_env_stat(d->env->mdb, &st);
-  if ((rc = rg_read_begin(d->env, &txn, &e))) return rg_push_fail(L, &e);
   lua_createtable(L, 0, 8);
   lua_pushinteger(L, (lua_Integer)info.me_mapsize);
   lua_setfield(L, -2, "map_size");

@@ -358,6 +358,7 @@ typedef struct rg_env {
   MDB_txn *rtxn;            /* cached read transaction (reset between calls) */
   int rtxn_live;
   rg_scope *scope;          /* the write scope running now, if any */
+  int broken;               /* a remap failed (errno): unusable until reopened */
   uint8_t secret[16];       /* keys continuation tokens to this database */
   void *scripts;            /* the procedure runner's state (script.c) */
   struct rg_env *next;
