@@ -47,6 +47,7 @@ describe("db:verify", function()
     { "feed", "del-last 9", "change feed" },  -- before the 8 deletes' records
     { "parts", "del-first", "statistics" },
     { "items", "del-first", "" },
+    { "items", "garble-first", "an item's value is not valid JSON\n" },
   }) do
     it(("finds a damaged %s table (%s)"):format(case[1], case[2]), function()
       damage(case[1], case[2])
