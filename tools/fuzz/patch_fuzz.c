@@ -9,7 +9,10 @@
 ** (without a newline, the whole input is the op list and a fixed document
 ** is patched).  Ops are built as the Lua binding builds them: op names
 ** from add, set, replace, remove, incr and move, paths and `from` as
-** MUTF-8 strings, values borrowed from the parsed list.
+** MUTF-8 strings, values borrowed from the parsed list.  A path or `from`
+** may also be an array of byte values, which reaches the engine as those
+** raw bytes (NUL as C0 80, as the binding makes it): the binding passes
+** Lua strings on without checking their UTF-8, so the engine must.
 **
 ** The contract (patch.c, write.c): rg_patch_apply changes the tree it is
 ** given, in place; the write path hands it a copy, so that a failure
@@ -48,6 +51,30 @@ static const char *const names[] = {
   "add", "set", "replace", "remove", "incr", "move", NULL
 };
 
+/* Raw paths made from byte arrays, freed after each input. */
+static char *raw[2 * (RG_MAX_PATCH_OPS + 1)];
+static int nraw;
+
+/* A path: a string, or an array of byte values; NULL if neither. */
+static const char *path_of (const cJSON *v) {
+  const cJSON *b;
+  size_t n = 0;
+  char *s;
+  if (cJSON_IsString(v)) return v->valuestring;
+  if (!cJSON_IsArray(v) || nraw == (int)(sizeof(raw) / sizeof(raw[0])))
+    return NULL;
+  for (b = v->child; b; b = b->next) n++;
+  if ((s = (char *)malloc(2 * n + 1)) == NULL) return NULL;
+  raw[nraw++] = s;
+  for (b = v->child; b; b = b->next) {
+    int c = cJSON_IsNumber(b) ? (int)b->valuedouble & 255 : '?';
+    if (c == 0) { *s++ = (char)0xC0; *s++ = (char)0x80; }
+    else *s++ = (char)c;
+  }
+  *s = '\0';
+  return raw[nraw - 1];
+}
+
 /* Builds ops from a parsed list; 0 when the list is not one the binding
 ** would pass to the engine. */
 static int build_ops (const cJSON *list, rg_patch_op *ops, int *n) {
@@ -56,6 +83,7 @@ static int build_ops (const cJSON *list, rg_patch_op *ops, int *n) {
   if (!cJSON_IsArray(list)) return 0;
   for (it = list->child; it; it = it->next) {
     const cJSON *op, *path, *from, *value;
+    const char *p;
     int k;
     if (i == RG_MAX_PATCH_OPS + 1) break;      /* the engine refuses more */
     if (!cJSON_IsObject(it)) return 0;
@@ -63,16 +91,15 @@ static int build_ops (const cJSON *list, rg_patch_op *ops, int *n) {
     path = cJSON_GetObjectItemCaseSensitive(it, "path");
     from = cJSON_GetObjectItemCaseSensitive(it, "from");
     value = cJSON_GetObjectItemCaseSensitive(it, "value");
-    if (!cJSON_IsString(op) || !cJSON_IsString(path)) return 0;
+    if (!cJSON_IsString(op) || (p = path_of(path)) == NULL) return 0;
     for (k = 0; names[k]; k++)
       if (strcmp(names[k], op->valuestring) == 0) break;
     if (names[k] == NULL) return 0;
     memset(&ops[i], 0, sizeof(ops[i]));
     ops[i].op = k + 1;
-    ops[i].path = path->valuestring;
+    ops[i].path = p;
     if (ops[i].op == RG_PATCH_MOVE) {
-      if (!cJSON_IsString(from)) return 0;
-      ops[i].from = from->valuestring;
+      if ((ops[i].from = path_of(from)) == NULL) return 0;
     }
     else if (ops[i].op != RG_PATCH_REMOVE) {
       if (value == NULL) return 0;
@@ -100,6 +127,7 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
     olen = size - dlen - 1;
   }
   if (rg_json_parse(dtext, dlen, &doc, &e) != 0) return 0;
+  while (nraw > 0) free(raw[--nraw]);
   if (rg_json_parse(otext, olen, &list, &e) != 0 ||
       !build_ops(list, ops, &n)) {
     cJSON_Delete(doc);
