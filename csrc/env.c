@@ -243,15 +243,17 @@ fail:
 ** turns that into ENOSPC here (507).  A new file is made at least as large
 ** as LMDB needs for MAX_READERS (it takes a larger one as it is, with a few
 ** more reader slots); an existing one, maybe in use by other processes, only
-** has its holes filled, never its size changed.
+** has its holes filled, never its size changed.  A read-only open makes no
+** file (LMDB will).
 */
-static int reserve_lock (const char *path, rg_err *e) {
+static int reserve_lock (const char *path, int readonly, rg_err *e) {
   char name[4096];
   struct stat st;
   int fd, rc = 0;
   if ((size_t)snprintf(name, sizeof(name), "%s/lock.mdb", path) >= sizeof(name))
     return 0;                        /* LMDB will say what is wrong */
-  if ((fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) return 0;
+  fd = open(name, O_RDWR | O_CLOEXEC | (readonly ? 0 : O_CREAT), 0644);
+  if (fd < 0) return 0;
   if (fstat(fd, &st) == 0) {
     if (st.st_size == 0)
       rc = posix_fallocate(fd, 0, (off_t)MAX_READERS * 64 + 4096);
@@ -290,7 +292,7 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
       *out = env;
       return 0;
     }
-  if (!o->readonly && (rc = reserve_lock(path, e))) return rc;
+  if ((rc = reserve_lock(path, o->readonly, e))) return rc;
   env = (rg_env *)calloc(1, sizeof(rg_env));
   if (env == NULL || (env->path = strdup(path)) == NULL) {
     free(env);
