@@ -1026,6 +1026,9 @@ void     rg_sandbox_charge (lua_State *S, uint64_t n);
 /* Stops the execution for good (RG_STOP_ABORT...) and raises. */
 int      rg_sandbox_stop (lua_State *S, int why);
 int      rg_sandbox_stopped (lua_State *S);
+/* Raises "C stack overflow" when the run's C stack is too deep: called
+** before a C function calls back into the script. */
+void     rg_sandbox_cstack (lua_State *S);
 /* What the armed execution has left: instructions and bytes (0: not
 ** armed, no bound). */
 void     rg_sandbox_left (lua_State *S, uint64_t *instructions,

@@ -84,6 +84,7 @@
 #define ALLOC_COST    12             /* an allocation costs 12 ... */
 #define ALLOC_SHIFT   4              /* ... plus 1/16 per byte */
 #define MIN_DEADLINE  5000           /* ms */
+#define CSTACK_MAX    (2u << 20)     /* C stack a run may use, bytes */
 #define TEMPLATE      "regolith.sandbox.template"
 #define ENV_MT        "regolith.sandbox.env"
 
@@ -102,6 +103,7 @@ struct rg_sandbox {
   int stop;                    /* RG_STOP_* once the execution must end */
   uint64_t spent, budget;      /* instructions */
   int64_t deadline;            /* ms on the coarse monotonic clock */
+  uintptr_t cbase;             /* the C stack where the run was armed */
   uint64_t seeds;              /* executions so far (reseeds math.random) */
 };
 
@@ -208,6 +210,22 @@ int rg_sandbox_stop (lua_State *L, int why) {
   return raise_stop(L, sb);
 }
 
+/*
+** Raises "C stack overflow" when the C stack has grown more than
+** CSTACK_MAX below where the run was armed.  Lua 5.4 bounds the nesting of
+** C calls itself (200), but LuaJIT does not in every path: a gsub whose
+** replacement calls gsub again ran off the end of the stack.  Called by
+** the C functions of the sandbox that call back into the script.
+*/
+void rg_sandbox_cstack (lua_State *L) {
+  rg_sandbox *sb = rg_sandbox_of(L);
+  char here;
+  uintptr_t at = (uintptr_t)&here;
+  if (!sb->armed) return;
+  if ((at < sb->cbase ? sb->cbase - at : at - sb->cbase) > CSTACK_MAX)
+    luaL_error(L, "C stack overflow");
+}
+
 int rg_sandbox_stopped (lua_State *L) {
   rg_sandbox *sb = rg_sandbox_of(L);
   return sb->stop;
@@ -223,7 +241,9 @@ void rg_sandbox_left (lua_State *L, uint64_t *instructions, size_t *bytes) {
 }
 
 void rg_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
+  char here;
   int64_t ms = (int64_t)(budget / 50000);
+  sb->cbase = (uintptr_t)&here;
   sb->limit = sb->used + memory < sb->used ? (size_t)-1 : sb->used + memory;
   sb->spent = 0;
   sb->budget = budget;
@@ -316,6 +336,7 @@ static int charged (lua_State *L) {
       break;
   }
   rg_sandbox_charge(L, clamp(cost) + 1);
+  rg_sandbox_cstack(L);              /* sort's comparator, __index, ... */
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
@@ -408,6 +429,7 @@ static int sb_setmetatable (lua_State *L) {
 */
 static int sb_handler (lua_State *L) {
   if (rg_sandbox_stopped(L)) return 1;      /* the message as it is */
+  rg_sandbox_cstack(L);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, 1);
@@ -416,6 +438,7 @@ static int sb_handler (lua_State *L) {
 
 static int sb_xpcall (lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
+  rg_sandbox_cstack(L);
   lua_pushvalue(L, 2);
   lua_pushcclosure(L, sb_handler, 1);
   lua_replace(L, 2);

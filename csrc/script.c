@@ -761,8 +761,10 @@ static int ctx_delete (lua_State *L) { return charged_op(L, do_delete); }
 static int ctx_patch (lua_State *L) { return charged_op(L, do_patch); }
 static int ctx_query (lua_State *L) { return charged_op(L, do_query); }
 
-/* A value as text, as tostring gives it. */
+/* A value as text, as tostring gives it (a __tostring may call ctx:log
+** again, each level with a buffer on the C stack). */
 static const char *text_of (lua_State *L, int idx, size_t *n) {
+  rg_sandbox_cstack(L);
 #if RG_LUAJIT
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
   lua_getglobal(L, "tostring");
