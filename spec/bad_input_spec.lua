@@ -20,6 +20,16 @@ local function same_bytes_variant(tok)
   return tok:sub(1, -2) .. B64:sub(j + 1, j + 1)
 end
 
+-- A value as text with object keys in order (Lua tables keep none).
+local function canon(v)
+  if type(v) ~= "table" then return regolith.json.encode(v) end
+  local keys, out = {}, {}
+  for k in pairs(v) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do out[#out + 1] = tostring(k) .. "=" .. canon(v[k]) end
+  return "{" .. table.concat(out, ",") .. "}"
+end
+
 local function deep(n)
   local t = {}
   local d = t
@@ -52,14 +62,14 @@ describe("bad input", function()
     local out = {}
     for _, cont in ipairs({ c, h }) do
       local rows = assert(cont:query("SELECT * FROM c ORDER BY c.id"))
-      out[#out + 1] = regolith.json.encode(rows)
+      out[#out + 1] = canon(rows)
       local ch = assert(cont:changes{ mode = "all_versions", max_items = 1000 })
       out[#out + 1] = #ch
       out[#out + 1] = regolith.json.encode(cont:procedures())
       out[#out + 1] = regolith.json.encode(cont:triggers())
     end
     local s = db:stats()
-    out[#out + 1] = regolith.json.encode({ s.items, s.lsn, s.bytes })
+    out[#out + 1] = canon({ s.items, s.lsn, s.bytes })
     local names = db:containers()
     table.sort(names)
     out[#out + 1] = table.concat(names, ",")
