@@ -277,7 +277,8 @@ static int cont_read (lua_State *L) {
   if ((rc = rg_cont_alive(txn, &lc->c, &e)) == 0 &&
       (rc = rg_item_get(txn, env, &k, rg_now(), &v, &e)) == 0) {
     size = v.mv_size;
-    rc = rg_json_push_stored(L, (const char *)v.mv_data, v.mv_size, &e);
+    if ((rc = rg_json_push_stored(L, (const char *)v.mv_data, v.mv_size, &e)))
+      rc = rg_fail(&e, 500, "corrupt item: %s", e.msg);
   }
   rg_read_end(env);
   if (rc) return rg_push_fail(L, &e);
@@ -348,8 +349,10 @@ static int cont_read_many (lua_State *L) {
     else if (rc == 0) {
       w.read_units += rg_read_units(v.mv_size);
       if ((rc = rg_json_push_stored(L, (const char *)v.mv_data, v.mv_size,
-                                    &e)))
+                                    &e))) {
+        rc = rg_fail(&e, 500, "corrupt item: %s", e.msg);
         break;
+      }
       if (!k.lossy || check_identity(L, lc->c.spec, id, idlen, &k))
         lua_rawseti(L, 3, ++out);
     }
