@@ -67,7 +67,8 @@ static const char *path_of (const cJSON *v) {
   if ((s = (char *)malloc(2 * n + 1)) == NULL) return NULL;
   raw[nraw++] = s;
   for (b = v->child; b; b = b->next) {
-    int c = cJSON_IsNumber(b) ? (int)b->valuedouble & 255 : '?';
+    double d = cJSON_IsNumber(b) ? b->valuedouble : -1;
+    int c = d >= 0 && d < 256 ? (int)d : '?';
     if (c == 0) { *s++ = (char)0xC0; *s++ = (char)0x80; }
     else *s++ = (char)c;
   }
