@@ -144,6 +144,31 @@ describe("a full disk", function()
     db:close()
   end)
 
+  it("lets a transactional processor wait out a full disk: no dead letters, an exact copy once there is room", function()
+    if skip then pending(skip) return end
+    local dir = assert(mount("3m"))
+    local db = assert(regolith.open(dir .. "/db", { map_size = 2^20 }))
+    local src = assert(db:create_container("src", { partition_key = "/pk" }))
+    local dst = assert(db:create_container("dst", { partition_key = "/pk" }))
+    local failures = 0
+    local p = assert(db:processor{ name = "copy", source = "src", max_attempts = 2,
+      on_error = function() failures = failures + 1 end,
+      handler = function(changes)
+        for _, d in ipairs(changes) do assert(dst:upsert({ id = d.id, pk = d.pk, s = d.s })) end
+      end })
+    local written = fill(src, 20000)
+    for _ = 1, 5 do H.fails(507, p:run_once()) end
+    assert.are.same({}, p:dead_letters())
+    resize(dir, "64m")
+    assert.are.equal(#written, assert(p:run{ until_idle = true }))
+    assert.are.same({}, p:dead_letters())
+    assert.are.equal(0, failures)
+    assert.are.equal(#written, db:stats().containers.dst.items)
+    assert(db:verify())
+    p:close()
+    db:close()
+  end)
+
   it("fails a backup onto a full disk with 507 and leaves no partial copy", function()
     if skip then pending(skip) return end
     local src = H.tmpdir()
