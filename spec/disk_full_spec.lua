@@ -27,10 +27,11 @@ local function resize(dir, size)
 end
 
 local function free_kb(dir)
-  local p = io.popen(SYS .. "df -k '" .. dir .. "' | tail -1")
-  local out = p:read("a")
+  local p = io.popen(SYS .. "df -k '" .. dir .. "'")
+  local last
+  for line in p:lines() do last = line end
   p:close()
-  return tonumber(out:match("^%S+%s+%d+%s+%d+%s+(%d+)"))
+  return tonumber(last:match("^%S+%s+%d+%s+%d+%s+(%d+)"))
 end
 
 -- Writes items of `size` bytes until a write fails; returns the ids
