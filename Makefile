@@ -8,6 +8,8 @@
 #   make bench        benchmarks (examples/bench/), and the blog at a larger scale
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
 #   make crash        kill writers at random moments; nothing may be lost
+#   make hammer       many processes on one database, then exact counts
+#   make fuzz         libFuzzer targets, FUZZ_SECONDS each
 #   make valgrind     every spec under valgrind (slow)
 #   make install      install into LUADIR/LIBDIR (as LuaRocks passes them)
 #
@@ -50,7 +52,8 @@ DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
 
 BUSTED = busted --lua=lua5.4
 
-.PHONY: all test demo bench check crash fuzz valgrind install clean deps-test deps-bench
+.PHONY: all test demo bench check crash hammer fuzz fuzz-build valgrind install \
+        clean deps-test deps-bench
 
 all: $(MODULE)
 
@@ -134,27 +137,57 @@ crash: deps-test
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync lazy
 
-# libFuzzer targets (tools/fuzz/*.c): each is built with clang against the
-# C files it needs (no Lua), then run for FUZZ_SECONDS on a scratch corpus
-# seeded from tools/fuzz/corpus/<target>/ (and <target>.dict if present).
+# The hammer: writers, readers and processors in several processes on one
+# database for HAMMER_SECONDS, then verify() and exact counts
+# (tools/hammer.lua).
+HAMMER_SECONDS ?= 30
+hammer: all
+	$(RUN) tools/hammer.lua --seconds $(HAMMER_SECONDS) --writers 4 \
+	  --readers 2 --processors 2
+
+# libFuzzer targets (tools/fuzz/<target>.c): each is built with clang, with
+# ASan and UBSan, against the core files it names in FUZZ_SRC_<target> (the
+# core objects are compiled once, instrumented, under build/fuzz/obj), then
+# run for FUZZ_SECONDS on a scratch corpus seeded from
+# tools/fuzz/corpus/<target>/ (and <target>.dict if present).  A crash
+# stops the run and leaves its input in build/fuzz/crash-*.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
-FUZZ_SRC      = csrc/support.c csrc/query_parse.c csrc/query_eval.c \
-                csrc/query_exec.c
+FUZZ_MAXLEN  ?= 4096
+FUZZ_LUALIB  ?= -llua5.4
+FUZZ_FLAGS    = -g -O1 -std=c99 -D_GNU_SOURCE -fno-sanitize-recover=all \
+                -fno-omit-frame-pointer -Icsrc -I$(LUA_INCDIR) \
+                -I$(LMDB_INCDIR) -I$(CJSON_INCDIR)
 FUZZ_TARGETS  = $(basename $(notdir $(wildcard tools/fuzz/*.c)))
 
-fuzz:
-	@mkdir -p build/fuzz
+FUZZ_SRC_query_fuzz = support query_parse query_eval query_exec
+FUZZ_SRC_json_fuzz  = support json
+FUZZ_SRC_patch_fuzz = support json patch
+# feed.c's token decoder brings the rest of the core with it
+FUZZ_SRC_token_fuzz = $(basename $(SRC))
+FUZZ_LIBS = $(LIBS) $(FUZZ_LUALIB) -lm
+
+build/fuzz/obj/%.o: csrc/%.c csrc/regolith.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined \
+	  -c $< -o $@
+
+.PRECIOUS: build/fuzz/obj/%.o
+.SECONDEXPANSION:
+build/fuzz/%: tools/fuzz/%.c tools/fuzz/fuzz_util.h \
+              $$(addprefix build/fuzz/obj/,$$(addsuffix .o,$$(FUZZ_SRC_$$*)))
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined \
+	  $(filter %.c %.o,$^) -o $@ $(FUZZ_LIBS)
+
+fuzz-build: $(addprefix build/fuzz/,$(FUZZ_TARGETS))
+
+fuzz: fuzz-build
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "== $$t ($(FUZZ_SECONDS)s)"; \
-	  $(FUZZ_CC) -g -O1 -std=c99 -D_GNU_SOURCE \
-	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    -Icsrc -I$(LUA_INCDIR) -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) \
-	    tools/fuzz/$$t.c $(FUZZ_SRC) -o build/fuzz/$$t $(LIBS) -lm || exit 1; \
 	  mkdir -p build/fuzz/corpus/$$t; \
 	  dict=""; [ -f tools/fuzz/$$t.dict ] && dict="-dict=tools/fuzz/$$t.dict"; \
-	  build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
-	    -artifact_prefix=build/fuzz/ $$dict \
+	  build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAXLEN) \
+	    -artifact_prefix=build/fuzz/ -print_final_stats=1 $$dict \
 	    build/fuzz/corpus/$$t tools/fuzz/corpus/$$t || exit 1; \
 	done
 

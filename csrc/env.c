@@ -31,14 +31,31 @@
 ** they only read their inputs.  Other processes see the larger map as
 ** MDB_MAP_RESIZED when they next begin a transaction and adopt it.  A user
 ** therefore never sees "map full"; a full disk gives 507 at commit, and
-** the database stays as it was before that transaction.
+** the database stays as it was before that transaction (LMDB writes a
+** transaction's pages where the last commit does not look, and its meta
+** page last).
+**
+** Full disks and failed remaps.  The file grows as commits write pages
+** past its end; when the file system fills part-way through a write, LMDB
+** reports the short write as EIO, which a commit turns into 507 when the
+** file system has (almost) no room left.  A remap is more delicate: LMDB
+** unmaps the old map before it maps the new one, and when that fails
+** (no address space: a ulimit -v) it is left with no map at all, which the
+** next transaction would read through.  So a growth first probes the
+** address space it needs and gives 507 when it is not there, leaving the
+** map as it was; a proactive growth that cannot be made is skipped (the
+** write may still fit); and should a remap fail anyway, the environment is
+** marked broken and every call on it fails (507) until every handle on it
+** is closed and the database opened again.
 */
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -48,6 +65,7 @@
 #define MAP_QUANTUM   (1u << 20)
 #define MAX_READERS   1024
 #define MAX_RERUNS    16
+#define FULL_ROOM     (1u << 20)     /* less free than this: the disk is full */
 
 static const char *const dbnames[RG_NDB] = {
   "meta", "items", "index", "unique", "ttl", "feed", "latest", "parts"
@@ -74,15 +92,71 @@ static int random_bytes (uint8_t *out, size_t n) {
   return 0;
 }
 
-/* Begins a transaction, adopting a map another process has grown. */
-static int txn_begin (MDB_env *mdb, unsigned flags, MDB_txn **txn) {
-  int rc, tries;
-  for (tries = 0; tries < 8; tries++) {
-    rc = mdb_txn_begin(mdb, NULL, flags, txn);
-    if (rc != MDB_MAP_RESIZED) return rc;
-    mdb_env_set_mapsize(mdb, 0);
+/* The failure of an environment whose map is gone (see the top). */
+static int broken_fail (const rg_env *env, rg_err *e) {
+  return rg_fail(e, 507, "insufficient storage: the database's map could not "
+                 "be remapped (%s); close every handle on '%s' and open it "
+                 "again", strerror(env->broken), env->path);
+}
+
+/*
+** Remaps the environment to `size` bytes, or with 0 to the size another
+** process has set.  A growth is probed first: the old map is released
+** before the new one is made, so what must be free is the difference;
+** without it, 507 and the map stays as it was.  A remap that fails all
+** the same leaves LMDB with no map: the environment is then marked broken.
+*/
+static int remap (rg_env *env, size_t size, rg_err *e) {
+  MDB_envinfo info;
+  int rc;
+  if (env->broken) return broken_fail(env, e);
+  mdb_env_info(env->mdb, &info);
+  if (size > info.me_mapsize) {
+    size_t more = size - info.me_mapsize;
+    void *probe = mmap(NULL, more, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (probe == MAP_FAILED)
+      return rg_fail(e, 507, "insufficient storage: the map cannot grow to "
+                     "%lu bytes (%s)", (unsigned long)size, strerror(errno));
+    munmap(probe, more);
   }
-  return rc;
+  if ((rc = mdb_env_set_mapsize(env->mdb, size)) != 0) {
+    if (rc != EINVAL) env->broken = rc;  /* EINVAL: refused before unmapping */
+    return env->broken ? broken_fail(env, e)
+                       : rg_fail_mdb(e, rc, "growing the map");
+  }
+  return 0;
+}
+
+/* Begins a transaction, adopting a map another process has grown. */
+static int txn_begin (rg_env *env, unsigned flags, MDB_txn **txn,
+                      rg_err *e) {
+  int rc, tries;
+  if (env->broken) return broken_fail(env, e);
+  for (tries = 0; tries < 8; tries++) {
+    rc = mdb_txn_begin(env->mdb, NULL, flags, txn);
+    if (rc != MDB_MAP_RESIZED) break;
+    if ((rc = remap(env, 0, e))) return rc;
+  }
+  return rc ? rg_fail_mdb(e, rc, "begin") : 0;
+}
+
+/*
+** A failed commit.  LMDB reports a short write (the file system filled up
+** part-way through it) as EIO: when the file system holding the database
+** has (almost) no room left, that is a full disk, which the user can fix,
+** and 507 like ENOSPC.
+*/
+static int commit_fail (const rg_env *env, int rc, rg_err *e) {
+  struct statvfs fs;
+  if (rc == EIO && statvfs(env->path, &fs) == 0) {
+    unsigned long long room = (unsigned long long)fs.f_frsize *
+                              (geteuid() == 0 ? fs.f_bfree : fs.f_bavail);
+    if (room < FULL_ROOM)
+      return rg_fail(e, 507, "insufficient storage: commit: the file system "
+                     "is full (%llu bytes free)", room);
+  }
+  return rg_fail_mdb(e, rc, "commit");
 }
 
 /*
@@ -97,8 +171,8 @@ static int init_tables (rg_env *env, int create, rg_err *e) {
   MDB_txn *txn;
   MDB_val k, v;
   int rc, i;
-  if ((rc = txn_begin(env->mdb, create ? 0 : MDB_RDONLY, &txn)) != 0)
-    return rg_fail_mdb(e, rc, "begin");
+  if ((rc = txn_begin(env, create ? 0 : MDB_RDONLY, &txn, e)) != 0)
+    return rc;
   for (i = 0; i < RG_NDB; i++) {
     rc = mdb_dbi_open(txn, dbnames[i], create ? MDB_CREATE : 0, &env->dbi[i]);
     if (rc == MDB_NOTFOUND) {
@@ -154,11 +228,43 @@ static int init_tables (rg_env *env, int create, rg_err *e) {
   }
   memcpy(env->secret, v.mv_data, 16);
   /* committing (even a read transaction) keeps the table handles */
-  if ((rc = mdb_txn_commit(txn))) return rg_fail_mdb(e, rc, "commit");
+  if ((rc = mdb_txn_commit(txn))) return commit_fail(env, rc, e);
   return 0;
 fail:
   mdb_txn_abort(txn);
   return rg_fail_mdb(e, rc, "opening tables");
+}
+
+/*
+** Reserves the blocks of the lock file before LMDB maps it.  LMDB sizes the
+** file with ftruncate, a file full of holes, and writes it through a shared
+** map: on a full disk the first write to a page the file system cannot
+** give is a SIGBUS, which kills the process.  Allocating the blocks first
+** turns that into ENOSPC here (507).  A new file is made at least as large
+** as LMDB needs for MAX_READERS (it takes a larger one as it is, with a few
+** more reader slots); an existing one, maybe in use by other processes, only
+** has its holes filled, never its size changed.  A read-only open makes no
+** file (LMDB will).
+*/
+static int reserve_lock (const char *path, int readonly, rg_err *e) {
+  char name[4096];
+  struct stat st;
+  int fd, rc = 0;
+  if ((size_t)snprintf(name, sizeof(name), "%s/lock.mdb", path) >= sizeof(name))
+    return 0;                        /* LMDB will say what is wrong */
+  fd = open(name, O_RDWR | O_CLOEXEC | (readonly ? 0 : O_CREAT), 0644);
+  if (fd < 0) return 0;
+  if (fstat(fd, &st) == 0) {
+    if (st.st_size == 0)
+      rc = posix_fallocate(fd, 0, (off_t)MAX_READERS * 64 + 4096);
+    else if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, st.st_size) != 0)
+      rc = errno;
+  }
+  close(fd);
+  if (rc == ENOSPC || rc == EDQUOT)
+    return rg_fail(e, 507, "insufficient storage: cannot open '%s': %s", path,
+                   strerror(rc));
+  return 0;                          /* anything else: as LMDB would have */
 }
 
 int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
@@ -186,6 +292,7 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
       *out = env;
       return 0;
     }
+  if ((rc = reserve_lock(path, o->readonly, e))) return rc;
   env = (rg_env *)calloc(1, sizeof(rg_env));
   if (env == NULL || (env->path = strdup(path)) == NULL) {
     free(env);
@@ -210,8 +317,8 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   *out = env;
   return 0;
 fail_mdb:
-  rc = rg_fail(e, rc == EACCES ? 403 : 500, "cannot open database '%s': %s",
-               path, mdb_strerror(rc));
+  rc = rg_fail(e, rc == EACCES ? 403 : rc == ENOSPC || rc == EDQUOT ? 507 : 500,
+               "cannot open database '%s': %s", path, mdb_strerror(rc));
 fail:
   if (env->mdb) mdb_env_close(env->mdb);
   free(env->path);
@@ -244,6 +351,7 @@ int rg_read_begin (rg_env *env, MDB_txn **txn, rg_err *e) {
     *txn = env->scope->txn;
     return 0;
   }
+  if (env->broken) return broken_fail(env, e);
   if (env->rtxn_live) {              /* left live by an interrupted call */
     mdb_txn_reset(env->rtxn);
     env->rtxn_live = 0;
@@ -267,7 +375,7 @@ int rg_read_begin (rg_env *env, MDB_txn **txn, rg_err *e) {
         mdb_txn_abort(env->rtxn);
         env->rtxn = NULL;
       }
-      mdb_env_set_mapsize(env->mdb, 0);
+      if ((rc = remap(env, 0, e))) return rc;
       continue;
     }
     break;
@@ -326,6 +434,7 @@ static int grow_map (rg_env *env, size_t need, rg_err *e) {
   MDB_stat st;
   size_t used, size;
   int rc;
+  if (env->broken) return broken_fail(env, e);
   mdb_env_info(env->mdb, &info);
   mdb_env_stat(env->mdb, &st);
   used = (info.me_last_pgno + 1) * (size_t)st.ms_psize;
@@ -333,8 +442,7 @@ static int grow_map (rg_env *env, size_t need, rg_err *e) {
   if (used + need <= size) { env->map_size = size; return 0; }
   while (used + need > size) size *= 2;
   size = (size + MAP_QUANTUM - 1) / MAP_QUANTUM * MAP_QUANTUM;
-  if ((rc = mdb_env_set_mapsize(env->mdb, size)))
-    return rg_fail_mdb(e, rc, "growing the map");
+  if ((rc = remap(env, size, e))) return rc;
   env->map_size = size;
   return 0;
 }
@@ -469,10 +577,11 @@ int rg_scope_run (lua_State *L, rg_env *env, int sync, int savepoint,
     s.env = env;
     s.L = L;
     s.now = rg_now();
-    if ((rc = grow_map(env, env->map_size / 4, e))) return rc;
+    /* room ahead of need; when it cannot be made the write may still fit,
+    ** and running out gives MDB_MAP_FULL, then a growth that must succeed */
+    if (grow_map(env, env->map_size / 4, e) && env->broken) return 507;
     set_sync(env, sync);
-    if ((rc = txn_begin(env->mdb, 0, &s.txn)))
-      return rg_fail_mdb(e, rc, "begin write transaction");
+    if ((rc = txn_begin(env, 0, &s.txn, e))) return rc;
     env->scope = &s;
     t.s = &s;
     t.status = 0;
@@ -497,7 +606,7 @@ int rg_scope_run (lua_State *L, rg_env *env, int sync, int savepoint,
       if ((rc = grow_map(env, env->map_size, e))) return rc;
       continue;
     }
-    if (rc) return rg_fail_mdb(e, rc, "commit");
+    if (rc) return commit_fail(env, rc, e);
     return 0;
   }
   return rg_fail(e, 507, "insufficient storage: the map cannot grow enough");
@@ -622,12 +731,15 @@ int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
   struct stat st;
   char data[4096];
   int rc;
+  if (env->broken) return broken_fail(env, e);
   if (mkdir(path, 0755) != 0 && errno != EEXIST)
     return rg_fail(e, 500, "cannot create '%s': %s", path, strerror(errno));
   snprintf(data, sizeof(data), "%s/data.mdb", path);
   if (stat(data, &st) == 0)
     return rg_fail(e, 409, "'%s' already holds a database", path);
-  if ((rc = mdb_env_copy2(env->mdb, path, MDB_CP_COMPACT)))
+  if ((rc = mdb_env_copy2(env->mdb, path, MDB_CP_COMPACT))) {
+    unlink(data);                    /* a part of a copy is no backup */
     return rg_fail_mdb(e, rc, "backup");
+  }
   return 0;
 }

@@ -851,7 +851,7 @@ static int cont_changes (lua_State *L) {
   page *g;
   const char *tok;
   const uint8_t *lp = NULL;
-  size_t lplen = 0;
+  size_t lplen = 0, toklen;
   int mode, range, kind, i, rc;
   long max;
   double t;
@@ -862,7 +862,7 @@ static int cont_changes (lua_State *L) {
                          "changes");
   range = (int)rg_opt_int(L, 2, "feed_range", 0, 1, spec->nparts, "changes");
   rg_feed_opt_start(L, 2, &kind, &t, "changes");
-  tok = rg_opt_string(L, 2, "continuation", "changes");
+  tok = rg_opt_lstring(L, 2, "continuation", &toklen, "changes");
   memset(&q, 0, sizeof(q));
   q.first = 0;
   q.n = spec->nparts;
@@ -884,7 +884,7 @@ static int cont_changes (lua_State *L) {
   rg_batch_init(&g->b);
   rg_buf_init(&g->tok);
   if (tok && rg_feed_untoken(env, spec, mode, range, lp, lplen, q.n, tok,
-                             strlen(tok), pos, &e))
+                             toklen, pos, &e))
     return rg_push_fail(L, &e);
   q.c = &lc->c;
   q.mode = mode;

@@ -184,6 +184,7 @@ typedef struct enc {
   lua_State *L;
   int arr_mt, obj_mt;           /* stack slots of the marker metatables */
   int depth;
+  size_t mem, max;              /* bytes of tree made, and the bound (0: none) */
   rg_err *e;
   struct {                      /* where we are, for error messages */
     const void *table;
@@ -219,9 +220,21 @@ static int enc_fail (enc *x, const char *what) {
 
 static int enc_value (enc *x, int idx, cJSON **out);
 
+/* Counts `n` bytes of tree against the bound.  The bound is checked as the
+** tree grows, not once it is made: a table shared at every level is small
+** in Lua but doubles the tree at each one. */
+static int enc_grow (enc *x, size_t n) {
+  x->mem += n;
+  if (x->max == 0 || x->mem <= x->max) return 0;
+  return rg_fail(x->e, 413, "the value is too large to convert: its tree "
+                 "would take over %lu bytes", (unsigned long)x->max);
+}
+
 static int enc_string (enc *x, int idx, cJSON **out) {
   size_t n;
   const char *s = lua_tolstring(x->L, idx, &n);
+  int rc;
+  if ((rc = enc_grow(x, n + 1))) return rc;
   if (!rg_utf8_valid(s, n)) return enc_fail(x, "string is not valid UTF-8");
   *out = rg_str_new(s, n);
   return *out ? 0 : rg_fail(x->e, 500, "out of memory");
@@ -336,6 +349,10 @@ static int enc_table (enc *x, int t, cJSON **out) {
       const char *key = lua_tolstring(L, -2, &kn);  /* a string: checked */
       x->at[d].key = key;
       x->at[d].keylen = kn;
+      if ((rc = enc_grow(x, kn + 1))) {
+        lua_pop(L, 2);
+        goto fail;
+      }
       if (!rg_utf8_valid(key, kn)) {
         lua_pop(L, 2);
         rc = enc_fail(x, "object key is not valid UTF-8");
@@ -365,7 +382,9 @@ fail:
 
 static int enc_value (enc *x, int idx, cJSON **out) {
   lua_State *L = x->L;
+  int rc;
   *out = NULL;
+  if ((rc = enc_grow(x, sizeof(cJSON)))) return rc;
   switch (lua_type(L, idx)) {
     case LUA_TSTRING: return enc_string(x, idx, out);
     case LUA_TNUMBER: return enc_number(x, idx, out);
@@ -390,6 +409,11 @@ static int enc_value (enc *x, int idx, cJSON **out) {
 }
 
 int rg_json_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
+  return rg_json_from_lua_max(L, idx, 0, out, e);
+}
+
+int rg_json_from_lua_max (lua_State *L, int idx, size_t max, cJSON **out,
+                          rg_err *e) {
   enc x;
   int top = lua_gettop(L), rc;
   idx = idx < 0 && idx > LUA_REGISTRYINDEX ? top + idx + 1 : idx;
@@ -397,6 +421,8 @@ int rg_json_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
   x.L = L;
   x.e = e;
   x.depth = 0;
+  x.mem = 0;
+  x.max = max;
   luaL_getmetatable(L, ARRAY_MT);
   x.arr_mt = lua_gettop(L);
   luaL_getmetatable(L, OBJECT_MT);
@@ -518,7 +544,7 @@ typedef struct parser {
   lua_State *L;                 /* non-NULL: push Lua values, no tree */
   int trusted;                  /* text written by us: skip UTF-8 checks */
   int arr_mt, obj_mt;
-  rg_buf tmp;                   /* decoded strings with escapes */
+  rg_buf *tmp;                  /* decoded strings with escapes */
   rg_err *e;
 } parser;
 
@@ -573,18 +599,18 @@ static int scan_string (parser *P, const char **out, size_t *len) {
       continue;
     }
     if (c != '\\') { p++; continue; }
-    if (!escaped) { P->tmp.n = 0; P->tmp.oom = 0; escaped = 1; }
-    rg_buf_add(&P->tmp, run, (size_t)(p - run));
+    if (!escaped) { P->tmp->n = 0; P->tmp->oom = 0; escaped = 1; }
+    rg_buf_add(P->tmp, run, (size_t)(p - run));
     if (p + 1 >= P->end) { P->p = p; return perr(P, "unterminated string"); }
     switch (p[1]) {
-      case '"': rg_buf_addc(&P->tmp, '"'); break;
-      case '\\': rg_buf_addc(&P->tmp, '\\'); break;
-      case '/': rg_buf_addc(&P->tmp, '/'); break;
-      case 'b': rg_buf_addc(&P->tmp, '\b'); break;
-      case 'f': rg_buf_addc(&P->tmp, '\f'); break;
-      case 'n': rg_buf_addc(&P->tmp, '\n'); break;
-      case 'r': rg_buf_addc(&P->tmp, '\r'); break;
-      case 't': rg_buf_addc(&P->tmp, '\t'); break;
+      case '"': rg_buf_addc(P->tmp, '"'); break;
+      case '\\': rg_buf_addc(P->tmp, '\\'); break;
+      case '/': rg_buf_addc(P->tmp, '/'); break;
+      case 'b': rg_buf_addc(P->tmp, '\b'); break;
+      case 'f': rg_buf_addc(P->tmp, '\f'); break;
+      case 'n': rg_buf_addc(P->tmp, '\n'); break;
+      case 'r': rg_buf_addc(P->tmp, '\r'); break;
+      case 't': rg_buf_addc(P->tmp, '\t'); break;
       case 'u': {
         unsigned cp, lo;
         if (P->end - p < 6 || !rg_hex4(p + 2, &cp)) {
@@ -601,7 +627,7 @@ static int scan_string (parser *P, const char **out, size_t *len) {
           cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
           p += 6;
         }
-        add_utf8(&P->tmp, cp, P->L == NULL);
+        add_utf8(P->tmp, cp, P->L == NULL);
         p += 4;
         break;
       }
@@ -611,10 +637,10 @@ static int scan_string (parser *P, const char **out, size_t *len) {
     run = p;
   }
   if (escaped) {
-    rg_buf_add(&P->tmp, run, (size_t)(p - run));
-    if (P->tmp.oom) return rg_fail(P->e, 500, "out of memory");
-    *out = P->tmp.p ? P->tmp.p : "";
-    *len = P->tmp.n;
+    rg_buf_add(P->tmp, run, (size_t)(p - run));
+    if (P->tmp->oom) return rg_fail(P->e, 500, "out of memory");
+    *out = P->tmp->p ? P->tmp->p : "";
+    *len = P->tmp->n;
   }
   else {
     *out = run;
@@ -877,7 +903,6 @@ static int parse_text (parser *P, const char *s, size_t n, cJSON **out,
   P->end = s + n;
   P->depth = 0;
   P->e = e;
-  rg_buf_init(&P->tmp);
   skip_ws(P);
   rc = parse_value(P, out);
   if (rc == 0) {
@@ -887,15 +912,50 @@ static int parse_text (parser *P, const char *s, size_t n, cJSON **out,
       if (out) { cJSON_Delete(*out); *out = NULL; }
     }
   }
-  rg_buf_free(&P->tmp);
   return rc;
 }
 
 int rg_json_parse (const char *s, size_t n, cJSON **out, rg_err *e) {
   parser P;
+  rg_buf tmp;
+  int rc;
+  rg_buf_init(&tmp);
   P.L = NULL;
   P.trusted = 0;
-  return parse_text(&P, s, n, out, e);
+  P.tmp = &tmp;
+  rc = parse_text(&P, s, n, out, e);
+  rg_buf_free(&tmp);
+  return rc;
+}
+
+/*
+** The buffer of decoded strings when pushing to Lua: any lua_* call may
+** raise a memory error (the script sandbox's budget makes that routine),
+** which would leak a buffer the parser holds in C.  So the buffer belongs
+** to the Lua state: a userdata in the registry, reused by every push and
+** freed by its __gc; a large one is given back after each push.
+*/
+#define TMP_KEY "regolith.json.tmp"
+
+static int tmp_gc (lua_State *L) {
+  rg_buf_free((rg_buf *)lua_touserdata(L, 1));
+  return 0;
+}
+
+static rg_buf *state_tmp (lua_State *L) {
+  rg_buf *b;
+  lua_getfield(L, LUA_REGISTRYINDEX, TMP_KEY);
+  b = (rg_buf *)lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (b) return b;
+  b = (rg_buf *)rg_newuserdata(L, sizeof(rg_buf));
+  rg_buf_init(b);
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, tmp_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, TMP_KEY);
+  return b;
 }
 
 /* The text of stored items was written by rg_json_print: trusted. */
@@ -904,7 +964,8 @@ static int push_text (lua_State *L, const char *s, size_t n, int trusted,
   parser P;
   cJSON *none = NULL;
   int top = lua_gettop(L), rc;
-  luaL_checkstack(L, 4, NULL);
+  luaL_checkstack(L, 5, NULL);
+  P.tmp = state_tmp(L);
   luaL_getmetatable(L, ARRAY_MT);
   luaL_getmetatable(L, OBJECT_MT);
   P.L = L;
@@ -912,6 +973,7 @@ static int push_text (lua_State *L, const char *s, size_t n, int trusted,
   P.arr_mt = top + 1;
   P.obj_mt = top + 2;
   rc = parse_text(&P, s, n, &none, e);
+  if (P.tmp->cap > (64u << 10)) rg_buf_free(P.tmp);
   if (rc != 0) { lua_settop(L, top); return rc; }
   lua_replace(L, top + 1);                  /* the value over the markers */
   lua_settop(L, top + 1);

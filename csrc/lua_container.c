@@ -266,8 +266,10 @@ static int cont_read (lua_State *L) {
   MDB_val v;
   int rc;
   if (!lua_isnoneornil(L, 4)) {
+    size_t n;
     rg_opts_check(L, 4, allowed, "read");
-    inm = rg_opt_string(L, 4, "if_none_match", "read");
+    inm = rg_opt_lstring(L, 4, "if_none_match", &n, "read");
+    if (rg_opt_text(inm, n, "if_none_match", &e)) return rg_push_fail(L, &e);
   }
   if ((rc = key_from_args(L, lc->c.spec, 2, 3, &k, &id, &idlen, &e)))
     return rg_push_fail(L, &e);
@@ -275,7 +277,8 @@ static int cont_read (lua_State *L) {
   if ((rc = rg_cont_alive(txn, &lc->c, &e)) == 0 &&
       (rc = rg_item_get(txn, env, &k, rg_now(), &v, &e)) == 0) {
     size = v.mv_size;
-    rc = rg_json_push_stored(L, (const char *)v.mv_data, v.mv_size, &e);
+    if ((rc = rg_json_push_stored(L, (const char *)v.mv_data, v.mv_size, &e)))
+      rc = rg_fail(&e, 500, "corrupt item: %s", e.msg);
   }
   rg_read_end(env);
   if (rc) return rg_push_fail(L, &e);
@@ -346,8 +349,10 @@ static int cont_read_many (lua_State *L) {
     else if (rc == 0) {
       w.read_units += rg_read_units(v.mv_size);
       if ((rc = rg_json_push_stored(L, (const char *)v.mv_data, v.mv_size,
-                                    &e)))
+                                    &e))) {
+        rc = rg_fail(&e, 500, "corrupt item: %s", e.msg);
         break;
+      }
       if (!k.lossy || check_identity(L, lc->c.spec, id, idlen, &k))
         lua_rawseti(L, 3, ++out);
     }
@@ -401,6 +406,18 @@ static void wcall_clear (void *p) {
   rg_wres_free(&q->r);
 }
 
+/* Is the key at idx (a string, or not) one of `fields`?  Compared with its
+** length: "op\0x" is no "op". */
+static int known_field (lua_State *L, int idx, const char *const *fields) {
+  size_t n;
+  const char *k;
+  if (lua_type(L, idx) != LUA_TSTRING) return 0;
+  k = lua_tolstring(L, idx, &n);
+  for (; *fields; fields++)
+    if (strlen(*fields) == n && memcmp(*fields, k, n) == 0) return 1;
+  return 0;
+}
+
 static char *mutf8_of (lua_State *L, int idx) {
   size_t n;
   const char *s = lua_tolstring(L, idx, &n);
@@ -441,10 +458,11 @@ static int patch_ops (lua_State *L, int idx, wcall *q, rg_err *e) {
     }
     lua_pushnil(L);
     while (lua_next(L, t + 1) != 0) {
+      static const char *const fields[] = { "op", "path", "value", "from",
+                                            NULL };
       const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
       lua_pop(L, 1);
-      if (strcmp(key, "op") && strcmp(key, "path") && strcmp(key, "value") &&
-          strcmp(key, "from")) {
+      if (!known_field(L, -1, fields)) {
         lua_settop(L, t);
         return rg_fail(e, 400, "patch operation %d: unknown field '%s'", i + 1,
                        key);
@@ -571,10 +589,20 @@ static int write_call (lua_State *L, int op) {
     q->opsix = op == RG_OP_PATCH ? 4 : 0;
   }
   else q->docix = 2;
-  q->if_match = rg_opt_string(L, optix, "if_match", what);
-  q->filter = rg_opt_string(L, optix, "filter", what);
-  q->pre = rg_opt_string(L, optix, "pre_trigger", what);
-  q->post = rg_opt_string(L, optix, "post_trigger", what);
+  {                                  /* data: NUL is 400, not a cut */
+    size_t n1, n2, n3, n4;
+    q->if_match = rg_opt_lstring(L, optix, "if_match", &n1, what);
+    q->filter = rg_opt_lstring(L, optix, "filter", &n2, what);
+    q->pre = rg_opt_lstring(L, optix, "pre_trigger", &n3, what);
+    q->post = rg_opt_lstring(L, optix, "post_trigger", &n4, what);
+    if (rg_opt_text(q->if_match, n1, "if_match", &e) ||
+        rg_opt_text(q->filter, n2, "filter", &e) ||
+        rg_opt_text(q->pre, n3, "pre_trigger", &e) ||
+        rg_opt_text(q->post, n4, "post_trigger", &e)) {
+      rg_box_done(q);
+      return rg_push_fail(L, &e);
+    }
+  }
   rc = rg_scope_run(L, lc->c.env, d->sync, 1, write_body, q, &e);
   if (rc) {
     rg_box_done(q);
@@ -645,10 +673,8 @@ static int batch_op (rg_scope *s, bcall *q, int i, int t, const rg_ikey *lp,
   lua_pushnil(L);
   while (lua_next(L, t) != 0) {
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
-    const char *const *f;
     lua_pop(L, 1);
-    for (f = fields; *f; f++) if (strcmp(*f, key) == 0) break;
-    if (*f == NULL) {
+    if (!known_field(L, -1, fields)) {
       lua_pop(L, 1);
       return rg_fail(e, 400, "unknown field '%s'", key);
     }
@@ -668,6 +694,14 @@ static int batch_op (rg_scope *s, bcall *q, int i, int t, const rg_ikey *lp,
   if ((!lua_isnil(L, t + 5) && lua_type(L, t + 5) != LUA_TSTRING) ||
       (!lua_isnil(L, t + 6) && lua_type(L, t + 6) != LUA_TSTRING))
     return rg_fail(e, 400, "if_match and filter must be strings");
+  {
+    size_t n1, n2;
+    const char *s1 = lua_tolstring(L, t + 5, &n1);
+    const char *s2 = lua_tolstring(L, t + 6, &n2);
+    if (rg_opt_text(s1, n1, "if_match", e) ||
+        rg_opt_text(s2, n2, "filter", e))
+      return 400;
+  }
   if (op == RG_OP_READ) {
     MDB_val v;
     size_t idlen;

@@ -15,6 +15,8 @@
 ** info table with `charge` and `status`.
 */
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,13 +54,17 @@ void rg_opts_check (lua_State *L, int idx, const char *const *allowed,
   lua_pushnil(L);
   while (lua_next(L, idx) != 0) {
     const char *const *a;
+    const char *k;
+    size_t n;
     lua_pop(L, 1);
     if (lua_type(L, -1) != LUA_TSTRING)
       luaL_error(L, "%s: option names must be strings", what);
-    for (a = allowed; *a; a++)
-      if (strcmp(*a, lua_tostring(L, -1)) == 0) break;
+    k = lua_tolstring(L, -1, &n);
+    for (a = allowed; *a; a++)       /* "sync\0x" is no "sync" */
+      if (strlen(*a) == n && memcmp(*a, k, n) == 0) break;
     if (*a == NULL)
-      luaL_error(L, "%s: unknown option '%s'", what, lua_tostring(L, -1));
+      luaL_error(L, "%s: unknown option '%s'%s", what, k,
+                 strlen(k) != n ? " (followed by a NUL byte)" : "");
   }
 }
 
@@ -79,10 +85,16 @@ lua_Integer rg_opt_int (lua_State *L, int idx, const char *name,
   lua_getfield(L, idx, name);
   if (lua_isnil(L, -1)) { lua_pop(L, 1); return def; }
   d = lua_tonumber(L, -1);
+  /* range first: converting a double outside it (or NaN) is undefined */
+  if (lua_type(L, -1) != LUA_TNUMBER || !(d >= (lua_Number)lo &&
+      d <= (lua_Number)hi) || floor(d) != d) {
+    char range[64];                  /* lua_pushfstring knows no %lld */
+    snprintf(range, sizeof(range), "%lld to %lld", (long long)lo,
+             (long long)hi);
+    luaL_error(L, "%s: option '%s' must be an integer from %s", what, name,
+               range);
+  }
   v = (lua_Integer)d;
-  if (lua_type(L, -1) != LUA_TNUMBER || (lua_Number)v != d || v < lo || v > hi)
-    luaL_error(L, "%s: option '%s' must be an integer from %lld to %lld",
-               what, name, (long long)lo, (long long)hi);
 #if !RG_LUAJIT
   if (lua_isinteger(L, -1)) v = lua_tointeger(L, -1);
 #endif
@@ -91,17 +103,33 @@ lua_Integer rg_opt_int (lua_State *L, int idx, const char *name,
 }
 
 /* A string option; the value stays valid while the options table lives. */
-const char *rg_opt_string (lua_State *L, int idx, const char *name,
-                           const char *what) {
+const char *rg_opt_lstring (lua_State *L, int idx, const char *name,
+                            size_t *len, const char *what) {
   const char *s;
+  *len = 0;
   if (lua_isnoneornil(L, idx)) return NULL;
   lua_getfield(L, idx, name);
   if (lua_isnil(L, -1)) { lua_pop(L, 1); return NULL; }
   if (lua_type(L, -1) != LUA_TSTRING)
     luaL_error(L, "%s: option '%s' must be a string", what, name);
-  s = lua_tostring(L, -1);
+  s = lua_tolstring(L, -1, len);
   lua_pop(L, 1);                     /* still referenced by the table */
   return s;
+}
+
+const char *rg_opt_string (lua_State *L, int idx, const char *name,
+                           const char *what) {
+  size_t n;
+  const char *s = rg_opt_lstring(L, idx, name, &n, what);
+  if (s && strlen(s) != n)           /* C would read "full\0x" as "full" */
+    luaL_error(L, "%s: option '%s' must not contain NUL", what, name);
+  return s;
+}
+
+int rg_opt_text (const char *s, size_t n, const char *name, rg_err *e) {
+  if (s && strlen(s) != n)
+    return rg_fail(e, 400, "option '%s' must not contain NUL", name);
+  return 0;
 }
 
 int rg_opt_bool (lua_State *L, int idx, const char *name, int def,
@@ -518,9 +546,11 @@ static int db_stats (lua_State *L) {
   uint8_t from[5];
   uint64_t items = 0, bytes = 0;
   int rc;
+  /* after the read begins: it adopts a map another process grew, and
+  ** refuses an environment without one */
+  if ((rc = rg_read_begin(d->env, &txn, &e))) return rg_push_fail(L, &e);
   mdb_env_info(d->env->mdb, &info);
   mdb_env_stat(d->env->mdb, &st);
-  if ((rc = rg_read_begin(d->env, &txn, &e))) return rg_push_fail(L, &e);
   lua_createtable(L, 0, 8);
   lua_pushinteger(L, (lua_Integer)info.me_mapsize);
   lua_setfield(L, -2, "map_size");
@@ -572,10 +602,19 @@ static int db_stats (lua_State *L) {
   return 1;
 }
 
+/* A file system path argument: a string without NUL (the system would
+** read "dir\0x" as "dir", another directory). */
+static const char *check_path (lua_State *L, int arg) {
+  size_t n;
+  const char *path = luaL_checklstring(L, arg, &n);
+  if (strlen(path) != n) luaL_argerror(L, arg, "a path must not contain NUL");
+  return path;
+}
+
 /* db:backup(path) -> true, info */
 static int db_backup (lua_State *L) {
   rg_db *d = rg_checkdb(L, 1);
-  const char *path = luaL_checkstring(L, 2);
+  const char *path = check_path(L, 2);
   rg_err e;
   if (rg_env_backup(d->env, path, &e)) return rg_push_fail(L, &e);
   lua_pushboolean(L, 1);
@@ -679,7 +718,7 @@ static int l_open (lua_State *L) {
     "max_containers", NULL
   };
   static const char *const syncs[] = { "full", "lazy", "none", NULL };
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = check_path(L, 1);
   const char *sync;
   rg_open_opts o;
   rg_db *d;

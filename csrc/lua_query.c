@@ -190,8 +190,7 @@ static int cont_query (lua_State *L) {
   lua_settop(L, 4);
   rg_opts_check(L, 4, query_opts, "query");
   max_items = rg_opt_int(L, 4, "max_items", 0, 1, 1 << 30, "query");
-  cont = rg_opt_string(L, 4, "continuation", "query");
-  if (cont) contlen = strlen(cont);
+  cont = rg_opt_lstring(L, 4, "continuation", &contlen, "query");
   if (lua_isnil(L, 4)) lua_pushnil(L);
   else lua_getfield(L, 4, "partition_key");      /* 5 */
   return page(L, 1, 2, 3, 5, max_items, cont, contlen);
@@ -242,8 +241,7 @@ static int cont_query_rows (lua_State *L) {
   lua_settop(L, 4);
   rg_opts_check(L, 4, query_opts, "query_rows");
   max_items = rg_opt_int(L, 4, "max_items", 0, 1, 1 << 30, "query_rows");
-  cont = rg_opt_string(L, 4, "continuation", "query_rows");
-  if (cont) contlen = strlen(cont);
+  cont = rg_opt_lstring(L, 4, "continuation", &contlen, "query_rows");
   if (lua_isnil(L, 4)) lua_pushnil(L);
   else lua_getfield(L, 4, "partition_key");      /* 5 */
   n = page(L, 1, 2, 3, 5, max_items, cont, contlen);

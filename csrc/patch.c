@@ -18,6 +18,7 @@
 ** the stored item alone.  Integers stay integers under incr.
 */
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,22 @@
 static const char *const opnames[] = {
   "", "add", "set", "replace", "remove", "incr", "move"
 };
+
+/* Is a path valid modified UTF-8 (NUL as C0 80)?  A name that is not would
+** be written into the document, which no reader could then take. */
+static int path_valid (const char *p) {
+  const unsigned char *s = (const unsigned char *)p;
+  size_t n = strlen(p);
+  while (*s) {
+    int k;
+    if (*s < 0x80) { s++; n--; continue; }
+    if (s[0] == 0xC0 && s[1] == 0x80) { s += 2; n -= 2; continue; }
+    if ((k = rg_utf8_seq(s, n)) == 0) return 0;
+    s += k;
+    n -= (size_t)k;
+  }
+  return 1;
+}
 
 /* Reads the next reference token of `p` into `tok` (decoded); returns the
 ** position after it, or NULL on a bad escape. */
@@ -74,6 +91,8 @@ static int locate (cJSON *doc, const char *path, target *t, const char *opn,
   rg_buf_init(&tok);
   t->node = NULL;
   t->index = -1;
+  if (!path_valid(path))
+    return rg_fail(e, 400, "patch %s: a path is not valid UTF-8", opn);
   if (path[0] != '/')
     return rg_fail(e, 400, "patch %s: path '%s' must start with '/'", opn, path);
   for (;;) {
@@ -204,8 +223,15 @@ static int incr (target *t, const cJSON *by, const char *path, rg_err *e) {
   if (rg_num_int(t->node, &a) && rg_num_int(by, &b) &&
       !((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)))
     n = rg_num_new_int(a + b);
-  else
-    n = cJSON_CreateNumber(t->node->valuedouble + by->valuedouble);
+  else {
+    double sum = t->node->valuedouble + by->valuedouble;
+    /* JSON has no infinity: a sum past the largest double would be
+    ** stored as something else (and index what was never stored) */
+    if (!isfinite(sum))
+      return rg_fail(e, 400, "patch incr: the result at '%s' is out of the "
+                     "range of numbers", path);
+    n = cJSON_CreateNumber(sum);
+  }
   if (n == NULL) return rg_fail(e, 500, "out of memory");
   return place(t, n, 0, "incr", path, e);
 }

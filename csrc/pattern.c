@@ -493,12 +493,14 @@ static int add_value (mstate *ms, luaL_Buffer *b, const char *s,
   switch (tr) {
     case LUA_TFUNCTION: {
       int n;
+      rg_sandbox_cstack(L);          /* a replacement may gsub again */
       lua_pushvalue(L, 3);
       n = push_captures(ms, s, e);
       lua_call(L, n, 1);
       break;
     }
     case LUA_TTABLE:
+      rg_sandbox_cstack(L);          /* __index may gsub again */
       push_capture(ms, 0, s, e);
       lua_gettable(L, 3);
       break;

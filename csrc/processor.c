@@ -307,9 +307,10 @@ static int proc_new (lua_State *L) {
   pstate *p;
   if (rg_check_id(name, n, RG_MAX_NAME, "a processor name", &e))
     return luaL_error(L, "processor: %s", e.msg);
-  if (m < 1 || m > RG_MAX_INSTANCE || memchr(inst, 0, m))
+  if (m < 1 || m > RG_MAX_INSTANCE || memchr(inst, 0, m) ||
+      !rg_utf8_valid(inst, m))
     return luaL_error(L, "processor: option 'instance' must be 1 to %d bytes "
-                      "without NUL", RG_MAX_INSTANCE);
+                      "of UTF-8 without NUL", RG_MAX_INSTANCE);
   if ((mode != RG_FEED_LATEST && mode != RG_FEED_ALL) || max_items < 1 ||
       !(lease_s >= 1) || attempts < 1)
     return luaL_error(L, "processor: bad state arguments");

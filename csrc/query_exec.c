@@ -95,6 +95,9 @@ struct rg_qexec {
   const int32_t *conds;
   int nconds, use_conds;
   int fast;                          /* SELECT * streamed, nothing to test */
+  /* bounds of the page's work (0: none): documents and rows, bytes */
+  uint64_t max_rows, made;
+  size_t max_bytes, held;
   int count_only;                    /* COUNT(literal)s, nothing to test */
   /* the document and row being processed */
   rg_tape tape;
@@ -297,6 +300,29 @@ static int oom (rg_qexec *x) {
   return x->status;
 }
 
+/* Counts a document fed or a row made against the bound; 1 when the page
+** must stop (408). */
+static int meter_rows (rg_qexec *x) {
+  if (++x->made <= x->max_rows || x->max_rows == 0) return 0;
+  if (!x->status)
+    x->status = rg_fail(x->e, 408, "the query read or made more than %llu "
+                        "documents and rows", (unsigned long long)x->max_rows);
+  x->done = 1;
+  return 1;
+}
+
+/* Counts bytes of results held against the bound; 1 when the page must
+** stop (413). */
+static int meter_bytes (rg_qexec *x, size_t n) {
+  x->held += n;
+  if (x->max_bytes == 0 || x->held <= x->max_bytes) return 0;
+  if (!x->status)
+    x->status = rg_fail(x->e, 413, "the query's results are over %llu bytes",
+                        (unsigned long long)x->max_bytes);
+  x->done = 1;
+  return 1;
+}
+
 /* The order key of the current row into x->key (ord 0: no ordinal). */
 static void order_key (rg_qexec *x, const rg_qdoc *d, uint32_t ord,
                        int with_ord) {
@@ -351,6 +377,7 @@ static int project (rg_qexec *x, rg_qv *out) {
 
 static void emit (rg_qexec *x, const char *row, size_t n) {
   size_t off[2];
+  if (meter_bytes(x, n + 1)) return;
   if (x->count > 0) rg_buf_addc(&x->rows, ',');
   else rg_buf_addc(&x->rows, '[');
   off[0] = x->rows.n;
@@ -480,6 +507,7 @@ static void sort_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
   x->tmp.n = 0;
   rg_qv_print(&x->tmp, &v);
   if (x->tmp.oom) { oom(x); return; }
+  if (meter_bytes(x, x->key.n + x->tmp.n + sizeof(hentry))) return;
   if (x->bound && x->nheap == x->bound) {
     free_entry(&x->heap[0]);
     if (make_entry(&x->heap[0], &x->key, &x->tmp, NULL)) { oom(x); return; }
@@ -555,6 +583,10 @@ static void distinct_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
       return;
     }
   }
+  if (meter_bytes(x, x->key.n + x->tmp.n + canon.n + sizeof(hentry))) {
+    rg_buf_free(&canon);
+    return;
+  }
   if (x->nheap == x->capheap) {
     size_t cap = x->capheap ? x->capheap * 2 : 64;
     hentry *nh = (hentry *)realloc(x->heap, cap * sizeof(hentry));
@@ -621,6 +653,7 @@ static void agg_row (rg_qexec *x) {
 static void row (rg_qexec *x, const rg_qdoc *d) {
   uint32_t ord = ++x->ordinal;
   rg_qv v;
+  if (meter_rows(x)) return;
   if (x->resume_doc && ord <= x->rord) return;
   if (d->unordered_only) {
     rg_qeval(&x->ctx, x->q->order[0].expr, &v);
@@ -673,6 +706,15 @@ static int load (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
   return 0;
 }
 
+void rg_qexec_limits (rg_qexec *x, uint64_t max_rows, size_t max_bytes) {
+  x->max_rows = max_rows;
+  x->max_bytes = max_bytes;
+}
+
+uint64_t rg_qexec_made (const rg_qexec *x) {
+  return x->made;
+}
+
 void rg_qexec_conds (rg_qexec *x, const int32_t *conds, int n) {
   x->conds = conds;
   x->nconds = n;
@@ -688,6 +730,7 @@ int rg_qexec_doc (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
   x->e = e;
   x->doc = d;
   x->ordinal = 0;
+  if (meter_rows(x)) return x->status;
   x->resume_doc = x->resumed && x->mode == RG_QX_STREAM &&
                   d->phase == x->rphase && d->poslen == x->rpos.n &&
                   (d->poslen == 0 || memcmp(d->pos, x->rpos.p, d->poslen) == 0);

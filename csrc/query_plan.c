@@ -1260,6 +1260,7 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
                          rq->continuation ? (const uint8_t *)st.tok.p : NULL,
                          st.tok.n, e)))
     goto done;
+  rg_qexec_limits(st.x, rq->max_rows, rq->max_bytes);
   if (st.q->where >= 0) {           /* test only what the source does not
                                        guarantee */
     int32_t *conds = (int32_t *)rg_arena_alloc(&st.mem, (size_t)(P.nconj + 1) *
@@ -1302,6 +1303,7 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   r->work.partitions = st.pl.routed ? 1 : (uint64_t)c->spec->nparts;
   r->cross_partition = !st.pl.routed;
 done:
+  if (st.x) r->made = rg_qexec_made(st.x);
   qstate_free(&st);
   return rc;
 }

@@ -187,6 +187,10 @@ int rg_check_id (const char *s, size_t n, size_t max, const char *what,
 ** infinities, cycles, depth, non-string keys, mixed tables, invalid UTF-8,
 ** functions and userdata give 400).  May raise only on memory errors. */
 int  rg_json_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e);
+/* The same, refusing with 413 a tree that would take over `max` bytes (0:
+** no bound), checked while it is built. */
+int  rg_json_from_lua_max (lua_State *L, int idx, size_t max, cJSON **out,
+                           rg_err *e);
 /* Appends the compact JSON text of `v` to `b`. */
 void rg_json_print (const cJSON *v, rg_buf *b);
 /* Parses JSON text strictly into a new tree (400 on any fault). */
@@ -356,6 +360,7 @@ typedef struct rg_env {
   MDB_txn *rtxn;            /* cached read transaction (reset between calls) */
   int rtxn_live;
   rg_scope *scope;          /* the write scope running now, if any */
+  int broken;               /* a remap failed (errno): unusable until reopened */
   uint8_t secret[16];       /* keys continuation tokens to this database */
   void *scripts;            /* the procedure runner's state (script.c) */
   struct rg_env *next;
@@ -576,6 +581,11 @@ typedef struct rg_query_req {
   /* when set (procedures), a WHERE naming another logical partition than
   ** pkv fails with 400 and this message instead of returning nothing */
   const char *pk_conflict_msg;
+  /* bounds (scripts, whose budgets no hook can enforce in C): documents
+  ** read plus rows made (JOIN rows), 408 beyond; bytes of results held,
+  ** 413 beyond; 0: no bound */
+  uint64_t max_rows;
+  size_t max_bytes;
 } rg_query_req;
 
 typedef struct rg_query_res {
@@ -585,6 +595,7 @@ typedef struct rg_query_res {
   rg_work work;                /* partitions, lookups, loaded, ... */
   int cross_partition;
   rg_buf offsets;              /* size_t pairs: where each row's text is */
+  uint64_t made;               /* documents read plus rows made */
 } rg_query_res;
 
 /* Runs one page of a query in `txn` (a read transaction, or a scope's);
@@ -808,6 +819,11 @@ int  rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
 /* The conditions to test instead of the WHERE (its conjuncts that the
 ** source does not already guarantee); `conds` must outlive the pipeline. */
 void rg_qexec_conds (rg_qexec *x, const int32_t *conds, int n);
+/* Bounds the page's work: documents fed plus rows made (408 beyond), and
+** bytes of results held (413 beyond); 0: no bound.  rg_qexec_made tells
+** the work done so far. */
+void rg_qexec_limits (rg_qexec *x, uint64_t max_rows, size_t max_bytes);
+uint64_t rg_qexec_made (const rg_qexec *x);
 /* Where the previous page ended: 1 and the source position, or 0. */
 int  rg_qexec_resume (const rg_qexec *x, int *phase, const uint8_t **pos,
                       size_t *poslen, const uint8_t **okey, size_t *oklen);
@@ -1028,6 +1044,13 @@ void     rg_sandbox_charge (lua_State *S, uint64_t n);
 /* Stops the execution for good (RG_STOP_ABORT...) and raises. */
 int      rg_sandbox_stop (lua_State *S, int why);
 int      rg_sandbox_stopped (lua_State *S);
+/* Raises "C stack overflow" when the run's C stack is too deep: called
+** before a C function calls back into the script. */
+void     rg_sandbox_cstack (lua_State *S);
+/* What the armed execution has left: instructions and bytes (0: not
+** armed, no bound). */
+void     rg_sandbox_left (lua_State *S, uint64_t *instructions,
+                          size_t *bytes);
 /* Pushes a fresh environment for one execution. */
 void     rg_sandbox_env (lua_State *S);
 /* Compiles text (never bytecode) as chunk "name"; a Lua load status. */
@@ -1037,8 +1060,9 @@ int      rg_sandbox_load (lua_State *S, const char *src, size_t n,
 void     rg_sandbox_setenv (lua_State *S, int fidx);
 /* rg_json_from_lua for the sandbox, charging the conversion to the budget.
 ** Raises only when the budget runs out, with *out already set (so the
-** caller must hold it where it is freed); 413 when no stack room can be
-** made for the conversion. */
+** caller must hold it where it is freed), or when the tree would take
+** more than the memory budget has left (a memory stop, *out NULL); 413
+** when no stack room can be made for the conversion. */
 int      rg_sandbox_from_lua (lua_State *S, int idx, cJSON **out, rg_err *e);
 /* Registers the budget-aware find, match, gmatch and gsub in the table at
 ** idx (pattern.c). */
@@ -1115,7 +1139,13 @@ lua_Integer rg_opt_int (lua_State *L, int idx, const char *name,
                         lua_Integer def, lua_Integer lo, lua_Integer hi,
                         const char *what);
 const char *rg_opt_string (lua_State *L, int idx, const char *name,
-                           const char *what);
+                           const char *what);   /* raises on NUL too */
+/* A string option that is data (an etag, a filter, a trigger name, a
+** token): its length too, NUL bytes included; rg_opt_text then gives 400
+** for one holding NUL (which C strings would cut short). */
+const char *rg_opt_lstring (lua_State *L, int idx, const char *name,
+                            size_t *len, const char *what);
+int rg_opt_text (const char *s, size_t n, const char *name, rg_err *e);
 int rg_opt_bool (lua_State *L, int idx, const char *name, int def,
                  const char *what);
 /* Loads a container's spec from the catalog (404 when gone). */

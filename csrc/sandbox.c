@@ -84,6 +84,7 @@
 #define ALLOC_COST    12             /* an allocation costs 12 ... */
 #define ALLOC_SHIFT   4              /* ... plus 1/16 per byte */
 #define MIN_DEADLINE  5000           /* ms */
+#define CSTACK_MAX    (2u << 20)     /* C stack a run may use, bytes */
 #define TEMPLATE      "regolith.sandbox.template"
 #define ENV_MT        "regolith.sandbox.env"
 
@@ -102,6 +103,7 @@ struct rg_sandbox {
   int stop;                    /* RG_STOP_* once the execution must end */
   uint64_t spent, budget;      /* instructions */
   int64_t deadline;            /* ms on the coarse monotonic clock */
+  uintptr_t cbase;             /* the C stack where the run was armed */
   uint64_t seeds;              /* executions so far (reseeds math.random) */
 };
 
@@ -208,13 +210,40 @@ int rg_sandbox_stop (lua_State *L, int why) {
   return raise_stop(L, sb);
 }
 
+/*
+** Raises "C stack overflow" when the C stack has grown more than
+** CSTACK_MAX below where the run was armed.  Lua 5.4 bounds the nesting of
+** C calls itself (200), but LuaJIT does not in every path: a gsub whose
+** replacement calls gsub again ran off the end of the stack.  Called by
+** the C functions of the sandbox that call back into the script.
+*/
+void rg_sandbox_cstack (lua_State *L) {
+  rg_sandbox *sb = rg_sandbox_of(L);
+  char here;
+  uintptr_t at = (uintptr_t)&here;
+  if (!sb->armed) return;
+  if ((at < sb->cbase ? sb->cbase - at : at - sb->cbase) > CSTACK_MAX)
+    luaL_error(L, "C stack overflow");
+}
+
 int rg_sandbox_stopped (lua_State *L) {
   rg_sandbox *sb = rg_sandbox_of(L);
   return sb->stop;
 }
 
+void rg_sandbox_left (lua_State *L, uint64_t *instructions, size_t *bytes) {
+  rg_sandbox *sb = rg_sandbox_of(L);
+  *instructions = 0;
+  *bytes = 0;
+  if (!sb->armed) return;
+  *instructions = sb->spent < sb->budget ? sb->budget - sb->spent : 1;
+  *bytes = sb->used < sb->limit ? sb->limit - sb->used : 1;
+}
+
 void rg_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
+  char here;
   int64_t ms = (int64_t)(budget / 50000);
+  sb->cbase = (uintptr_t)&here;
   sb->limit = sb->used + memory < sb->used ? (size_t)-1 : sb->used + memory;
   sb->spent = 0;
   sb->budget = budget;
@@ -307,6 +336,7 @@ static int charged (lua_State *L) {
       break;
   }
   rg_sandbox_charge(L, clamp(cost) + 1);
+  rg_sandbox_cstack(L);              /* sort's comparator, __index, ... */
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
@@ -399,6 +429,7 @@ static int sb_setmetatable (lua_State *L) {
 */
 static int sb_handler (lua_State *L) {
   if (rg_sandbox_stopped(L)) return 1;      /* the message as it is */
+  rg_sandbox_cstack(L);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, 1);
@@ -407,6 +438,7 @@ static int sb_handler (lua_State *L) {
 
 static int sb_xpcall (lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
+  rg_sandbox_cstack(L);
   lua_pushvalue(L, 2);
   lua_pushcclosure(L, sb_handler, 1);
   lua_replace(L, 2);
@@ -449,10 +481,11 @@ static int sb_encode (lua_State *L) {
   return 1;
 }
 
+/* Decodes straight into the state, whose allocator counts what it takes:
+** a tree first would be host memory many times the text ("[0,0,...]"). */
 static int sb_decode (lua_State *L) {
   size_t n;
   const char *s;
-  jbox *j;
   rg_err e;
   if (lua_type(L, 1) != LUA_TSTRING) {
     rg_fail(&e, 400, "json.decode expects a string, got %s",
@@ -462,10 +495,7 @@ static int sb_decode (lua_State *L) {
   s = lua_tolstring(L, 1, &n);
   rg_sandbox_charge(L, n / 8);
   lua_settop(L, 1);
-  j = (jbox *)rg_newbox(L, sizeof(jbox), jbox_free);
-  if (rg_json_parse(s, n, &j->tree, &e)) return rg_push_fail(L, &e);
-  rg_json_push(L, j->tree);
-  rg_box_done(j);
+  if (rg_json_push_text(L, s, n, &e)) return rg_push_fail(L, &e);
   return 1;
 }
 /* }===================================================================== */
@@ -793,13 +823,21 @@ static uint64_t tree_cost (const cJSON *v) {
 }
 
 int rg_sandbox_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
+  uint64_t left;
+  size_t room;
   int rc;
   /* room for the deepest document, so that the conversion never needs to
   ** grow the stack (an allocation error there would leak its tree) */
   *out = NULL;
   if (!lua_checkstack(L, RG_MAX_DEPTH * 8 + 32))
     return rg_fail(e, 413, "out of script memory");
-  rc = rg_json_from_lua(L, idx, out, e);
+  /* the tree is memory the execution holds, outside the state: it may
+  ** take what the memory budget has left (a table shared at every level,
+  ** or one long string listed many times, is small in Lua and huge as a
+  ** tree) */
+  rg_sandbox_left(L, &left, &room);
+  rc = rg_json_from_lua_max(L, idx, room, out, e);
+  if (rc == 413) rg_sandbox_stop(L, RG_STOP_MEMORY);
   if (rc == 0) rg_sandbox_charge(L, tree_cost(*out));
   return rc;
 }

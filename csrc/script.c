@@ -442,13 +442,15 @@ static int do_read (lua_State *L) {
   rg_scope *s = x->s;
   rg_work before = s->work;
   const char *id, *inm = NULL;
-  size_t idlen;
+  size_t idlen, inmlen;
   rg_ikey k;
   MDB_val v;
   rg_err e;
   int rc;
   rg_opts_check(L, 3, allowed, "ctx:read");
-  inm = rg_opt_string(L, 3, "if_none_match", "ctx:read");
+  inm = rg_opt_lstring(L, 3, "if_none_match", &inmlen, "ctx:read");
+  if (rg_opt_text(inm, inmlen, "if_none_match", &e))
+    return rg_push_fail(L, &e);
   if (lua_type(L, 2) != LUA_TSTRING) {
     rg_fail(&e, 400, "id must be a string, not %s", luaL_typename(L, 2));
     return rg_push_fail(L, &e);
@@ -561,11 +563,15 @@ static int do_write (lua_State *L, int op) {
   const char *what = op_names[op];
   rg_wreq w;
   rg_err e;
+  size_t n1, n2;
   rg_opts_check(L, optix, allowed, what);
   memset(&w, 0, sizeof(w));
   w.op = op;
-  w.if_match = rg_opt_string(L, optix, "if_match", what);
-  w.filter = rg_opt_string(L, optix, "filter", what);
+  w.if_match = rg_opt_lstring(L, optix, "if_match", &n1, what);
+  w.filter = rg_opt_lstring(L, optix, "filter", &n2, what);
+  if (rg_opt_text(w.if_match, n1, "if_match", &e) ||
+      rg_opt_text(w.filter, n2, "filter", &e))
+    return rg_push_fail(L, &e);
   if (w.filter && op != RG_OP_PATCH)
     return luaL_error(L, "%s: unknown option 'filter'", what);
   if (op == RG_OP_DELETE || op == RG_OP_PATCH) {
@@ -608,8 +614,15 @@ static int do_upsert (lua_State *L) { return do_write(L, RG_OP_UPSERT); }
 static int do_delete (lua_State *L) { return do_write(L, RG_OP_DELETE); }
 static int do_patch (lua_State *L) { return do_write(L, RG_OP_PATCH); }
 
+/* What a query's work costs a script, in instructions: a document read or
+** a row made (a JOIN's cross product is made row by row, in C, where no
+** hook runs). */
+#define ROW_COST 32
+
 /* ctx:query(sql, params, opts) -> rows, info | nil, msg, status: always in
-** the bound logical partition. */
+** the bound logical partition.  The engine is bounded by what the script
+** has left: its rows by the instruction budget, the bytes of its results
+** by the memory budget; going past either stops the script (408, 413). */
 static int do_query (lua_State *L) {
   static const char *const allowed[] = {
     "max_items", "continuation", "partition_key", NULL
@@ -618,7 +631,9 @@ static int do_query (lua_State *L) {
   rg_scope *s = x->s;
   rg_query_req q;
   rg_err e;
-  int i;
+  uint64_t left;
+  size_t room;
+  int i, rc;
   rg_opts_check(L, 4, allowed, "ctx:query");
   memset(&q, 0, sizeof(q));
   if (lua_type(L, 2) != LUA_TSTRING) {
@@ -645,8 +660,8 @@ static int do_query (lua_State *L) {
   }
   q.max_items = (long)rg_opt_int(L, 4, "max_items", 0, 1, 1 << 30,
                                  "ctx:query");
-  q.continuation = rg_opt_string(L, 4, "continuation", "ctx:query");
-  if (q.continuation) q.contlen = strlen(q.continuation);
+  q.continuation = rg_opt_lstring(L, 4, "continuation", &q.contlen,
+                                  "ctx:query");
   if (!lua_isnoneornil(L, 4)) {      /* a partition key: must be ours */
     lua_getfield(L, 4, "partition_key");
     if (!lua_isnil(L, -1)) {
@@ -670,22 +685,31 @@ static int do_query (lua_State *L) {
   }
   q.has_pk = 1;
   for (i = 0; i < RG_MAX_PK_PATHS; i++) q.pkv[i] = x->pkv[i];
+  q.pk_conflict_msg = RG_BOUND_MSG;  /* a WHERE naming another partition */
+  rg_sandbox_left(L, &left, &room);
+  q.max_rows = left / ROW_COST + 1;
+  q.max_bytes = room;
   memset(&x->qres, 0, sizeof(x->qres));
   x->qlive = 1;
-  if (rg_query_exec(s->txn, x->c, s->now, &q, &x->qres, &e))
-    return rg_push_fail(L, &e);
+  rc = rg_query_exec(s->txn, x->c, s->now, &q, &x->qres, &e);
+  if (rc == 408 && x->qres.made > q.max_rows)
+    rg_sandbox_stop(L, RG_STOP_BUDGET);
+  if (rc == 413) rg_sandbox_stop(L, RG_STOP_MEMORY);
+  rg_sandbox_charge(L, x->qres.made * ROW_COST);
+  if (rc) return rg_push_fail(L, &e);
   s->work.read_units += x->qres.work.read_units;
   s->work.lookups += x->qres.work.lookups;
   s->work.partitions += x->qres.work.partitions;
   s->work.loaded += x->qres.work.loaded;
   s->work.loaded_bytes += x->qres.work.loaded_bytes;
-  if (rg_json_parse(x->qres.rows.p ? x->qres.rows.p : "[]",
-                    x->qres.rows.p ? x->qres.rows.n : 2, &x->tmp[2], &e)) {
+  rg_sandbox_charge(L, x->qres.rows.n / 8);
+  /* straight into the sandbox, whose allocator counts it: a tree of the
+  ** page would be host memory many times the text */
+  if (rg_json_push_text(L, x->qres.rows.p ? x->qres.rows.p : "[]",
+                        x->qres.rows.p ? x->qres.rows.n : 2, &e)) {
     rg_fail(&e, 500, "query page: %s", e.msg);
     return rg_push_fail(L, &e);
   }
-  rg_sandbox_charge(L, x->qres.rows.n / 8);
-  rg_json_push(L, x->tmp[2]);
   rg_push_info(L, &x->qres.work, 200);
   if (x->qres.continuation.n) {
     lua_pushlstring(L, x->qres.continuation.p, x->qres.continuation.n);
@@ -729,8 +753,10 @@ static int ctx_delete (lua_State *L) { return charged_op(L, do_delete); }
 static int ctx_patch (lua_State *L) { return charged_op(L, do_patch); }
 static int ctx_query (lua_State *L) { return charged_op(L, do_query); }
 
-/* A value as text, as tostring gives it. */
+/* A value as text, as tostring gives it (a __tostring may call ctx:log
+** again, each level with a buffer on the C stack). */
 static const char *text_of (lua_State *L, int idx, size_t *n) {
+  rg_sandbox_cstack(L);
 #if RG_LUAJIT
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
   lua_getglobal(L, "tostring");

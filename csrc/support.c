@@ -25,11 +25,16 @@
 */
 int rg_fail (rg_err *e, int status, const char *fmt, ...) {
   va_list ap;
+  char msg[sizeof(e->msg)];
   if (e == NULL) return status;
-  e->status = status;
+  /* formatted apart: callers wrap the message already there
+  ** (rg_fail(e, 500, "corrupt item: %s", e->msg)), and vsnprintf into the
+  ** buffer it reads from is undefined (it garbled such messages) */
   va_start(ap, fmt);
-  vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
+  e->status = status;
+  memcpy(e->msg, msg, sizeof(msg));
   return status;
 }
 

@@ -11,6 +11,8 @@
 ** continues (a container, a query's text and parameters, a feed's options),
 ** so a token altered, cut short, made for another query or container or
 ** taken from another database fails the check and is refused with 400.
+** The encoding is canonical (unpadded, the unused bits of a short last
+** group zero): the one text rg_token_make wrote is the only one accepted.
 */
 
 #include <string.h>
@@ -87,6 +89,9 @@ int rg_token_open (const rg_env *env, int kind, uint64_t ctx,
       if (d < 0) goto bad;
       v = (v << 6) | (uint32_t)d;
     }
+    /* a short last group leaves bits no byte uses: they must be zero, or
+    ** other texts than the one made would decode to the same token */
+    if ((left == 2 && (v & 0xFFFF)) || (left == 3 && (v & 0xFF))) goto bad;
     rg_buf_addc(&raw, (int)(v >> 16) & 255);
     if (left > 2) rg_buf_addc(&raw, (int)(v >> 8) & 255);
     if (left > 3) rg_buf_addc(&raw, (int)v & 255);

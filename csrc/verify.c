@@ -140,7 +140,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
   int rc;
   if (lp == NULL || mdb_cursor_open(v->txn, v->env->dbi[RG_DB_ITEMS], &cur)) {
     free(lp);
-    problem(v, "container '%s': cannot read items%s", s->name, 0);
+    problem(v, "container '%s': cannot read items", s->name, 0);
     return;
   }
   rg_put_u32(p, s->cid);
@@ -156,7 +156,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
     if (d.mv_size < RG_VHDR ||
         rg_json_parse((const char *)d.mv_data + RG_VHDR, d.mv_size - RG_VHDR,
                       &doc, NULL) != 0) {
-      problem(v, "container '%s': an item's value is not valid%s", s->name, 0);
+      problem(v, "container '%s': an item's value is not valid JSON", s->name, 0);
       continue;
     }
     expiry = (int64_t)rg_get_u64((const uint8_t *)d.mv_data);
@@ -164,7 +164,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
     jl = cJSON_GetObjectItemCaseSensitive(doc, "_lsn");
     rg_doc_pk(s, doc, pkv);
     if (!cJSON_IsString(id) || rg_ikey_partition(s, pkv, &ik, NULL) != 0) {
-      problem(v, "container '%s': an item lacks its id or partition key%s",
+      problem(v, "container '%s': an item lacks its id or partition key",
               s->name, 0);
       cJSON_Delete(doc);
       continue;

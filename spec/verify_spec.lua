@@ -47,6 +47,7 @@ describe("db:verify", function()
     { "feed", "del-last 9", "change feed" },  -- before the 8 deletes' records
     { "parts", "del-first", "statistics" },
     { "items", "del-first", "" },
+    { "items", "garble-first", "an item's value is not valid JSON\n" },
   }) do
     it(("finds a damaged %s table (%s)"):format(case[1], case[2]), function()
       damage(case[1], case[2])
@@ -56,6 +57,33 @@ describe("db:verify", function()
       assert.truthy(report:find(case[3], 1, true), report)
     end)
   end
+end)
+
+describe("a damaged item", function()
+  setup(build_poke)
+  after_each(H.cleanup)
+
+  it("is a 500 with a plain message on reads and writes, never a crash or a 400", function()
+    local db, path = H.open()
+    local c = assert(db:create_container("c", { partition_key = "/pk" }))
+    assert(c:create({ id = "a", pk = "p", n = 1 }))
+    db:close()
+    assert(os.execute(("%s '%s' items garble-first"):format(poke, path)))
+    db = assert(require("regolith").open(path))
+    c = assert(db:container("c"))
+    for _, call in ipairs({
+      function() return c:read("a", "p") end,
+      function() return c:read_many({ { "a", "p" } }) end,
+      function() return c:patch("a", "p", { { op = "set", path = "/x", value = 1 } }) end,
+      function() return c:upsert({ id = "a", pk = "p", n = 2 }) end,
+      function() return c:changes{} end,
+    }) do
+      local msg = H.fails(500, call())
+      assert.matches("^corrupt %a+: invalid JSON at byte 1", msg)
+    end
+    assert.is_nil((db:verify()))
+    db:close()
+  end)
 end)
 
 describe("db:verify with processors", function()

@@ -279,16 +279,19 @@ local function parent()
   local dir = opts.dir or (os.tmpname() .. ".crash")
   os.execute("rm -rf '" .. dir .. "'")
   local logfile = dir .. ".log"
-  os.remove(logfile)
+  assert(io.open(logfile, "w")):close()   -- a child killed before it logs
   local self = arg[0]
   local interp = arg[-1] or "lua5.4"
   math.randomseed(opts.seed)
   local seq = 0
   local t0 = os.time()
   for kill = 1, opts.kills do
-    -- run it for 20 to 250 ms, then kill it mid-flight (timeout sends
-    -- SIGKILL and waits for it)
-    local cmd = ("CRASH_SEQ=%d timeout -s KILL %.3f %s %s --child --dir '%s' "
+    -- run it for 20 to 250 ms, then kill it mid-flight.  --foreground
+    -- makes timeout wait until the child is gone: without it, timeout
+    -- kills its whole process group, itself included, and returns while a
+    -- child in the middle of a disk write (which SIGKILL cannot interrupt)
+    -- still lives, and may commit after the check has begun
+    local cmd = ("CRASH_SEQ=%d timeout --foreground -s KILL %.3f %s %s --child --dir '%s' "
       .. "--log '%s' --sync %s --seed %d > /dev/null 2>&1"):format(seq + 1000000,
       math.random(20, 250) / 1000, interp, self, dir, logfile, opts.sync,
       opts.seed + kill)

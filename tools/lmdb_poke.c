@@ -6,8 +6,12 @@
 **                                        from the end)
 **   lmdb_poke DIR TABLE dup-first        copy the first entry under a key
 **                                        one byte longer (a stray entry)
+**   lmdb_poke DIR TABLE garble-first     overwrite the first entry's value
+**                                        past its 8-byte header with bytes
+**                                        that are not JSON
 */
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +51,17 @@ int main (int argc, char **argv) {
     k2.mv_data = key;
     k2.mv_size = k.mv_size + 1;
     rc = mdb_put(txn, dbi, &k2, &v, 0);
+  }
+  else if (strcmp(argv[3], "garble-first") == 0) {
+    char *val = malloc(v.mv_size);
+    MDB_val v2;
+    if (val == NULL || v.mv_size <= 8) { free(val); rc = EINVAL; goto fail; }
+    memcpy(val, v.mv_data, 8);
+    memset(val + 8, '~', v.mv_size - 8);
+    v2.mv_data = val;
+    v2.mv_size = v.mv_size;
+    rc = mdb_cursor_put(cur, &k, &v2, MDB_CURRENT);
+    free(val);
   }
   else rc = mdb_cursor_del(cur, 0);
   if (rc) goto fail;

@@ -373,8 +373,8 @@ function M.run_all(db, opts)
     end
     return total
   end
+  if opts ~= nil then check_options(opts, RUN_OPTIONS, "run_processors") end
   if opts == nil or (opts.until_idle == nil and opts.timeout == nil) then
-    if opts ~= nil then check_options(opts, RUN_OPTIONS, "run_processors") end
     return pass()
   end
   return loop(opts, "run_processors", pass, function() return false end)
