@@ -49,11 +49,14 @@ MODULE = $(BUILD)/regolith/core.so
 DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev lua5.4
 DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system
 DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
+DEPS_FUZZ  = $(DEPS_TEST) clang libclang-rt-14-dev
 
 BUSTED = busted --lua=lua5.4
 
 .PHONY: all test demo bench check crash hammer fuzz fuzz-build valgrind install \
-        clean deps-test deps-bench
+        clean deps-test deps-bench deps-fuzz
+
+
 
 all: $(MODULE)
 
@@ -179,9 +182,13 @@ build/fuzz/%: tools/fuzz/%.c tools/fuzz/fuzz_util.h \
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined \
 	  $(filter %.c %.o,$^) -o $@ $(FUZZ_LIBS)
 
+deps-fuzz:
+	@sh tools/deps.sh $(DEPS_FUZZ)
+
 fuzz-build: $(addprefix build/fuzz/,$(FUZZ_TARGETS))
 
-fuzz: fuzz-build
+fuzz: deps-fuzz
+	$(MAKE) fuzz-build
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "== $$t ($(FUZZ_SECONDS)s)"; \
 	  mkdir -p build/fuzz/corpus/$$t; \
