@@ -56,8 +56,6 @@ BUSTED = busted --lua=lua5.4
 .PHONY: all test demo bench check crash hammer fuzz fuzz-build valgrind install \
         clean deps-test deps-bench deps-fuzz
 
-
-
 all: $(MODULE)
 
 $(BUILD)/obj/%.o: csrc/%.c csrc/regolith.h
