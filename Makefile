@@ -2,7 +2,8 @@
 #
 #   make              build the C module for Lua 5.4 (build/lua5.4/regolith/core.so)
 #   make LUA=luajit   build it for LuaJIT (build/luajit/regolith/core.so)
-#   make test         install what is missing, build, run every spec
+#   make test         install what is missing, build, run every spec (and
+#                     again under LuaJIT when it is installed)
 #   make demo         install what is missing, build, run the example
 #   make bench        benchmarks (examples/bench/)
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
@@ -48,6 +49,12 @@ DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
 
 BUSTED = busted --lua=lua5.4
 
+# LuaJIT (luajit2 and libluajit2-5.1-dev): when both are installed, make test
+# also builds build/luajit and runs every spec under LuaJIT.
+LUAJIT_INCDIR ?= /usr/include/luajit-2.1
+HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
+                 test -f $(LUAJIT_INCDIR)/lua.h && echo yes)
+
 .PHONY: all test demo bench check crash fuzz install clean deps-test deps-bench
 
 all: $(MODULE)
@@ -69,6 +76,12 @@ deps-bench:
 test: deps-test
 	$(MAKE) all
 	$(BUSTED)
+ifeq ($(HAVE_LUAJIT),yes)
+	$(MAKE) all LUA=luajit LUA_INCDIR=$(LUAJIT_INCDIR)
+	busted --lua=luajit
+else
+	@echo "LuaJIT not installed (luajit2, libluajit2-5.1-dev): specs ran under Lua 5.4 only"
+endif
 
 demo: deps-bench
 	$(MAKE) all
