@@ -7,6 +7,7 @@
 #   make demo         install what is missing, build, run the example
 #   make bench        benchmarks (examples/bench/)
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
+#   make openresty    the blog over HTTP from nginx workers, under wrk's load
 #   make crash        kill writers at random moments; nothing may be lost
 #   make install      install into LUADIR/LIBDIR (as LuaRocks passes them)
 #
@@ -55,7 +56,8 @@ LUAJIT_INCDIR ?= /usr/include/luajit-2.1
 HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
                  test -f $(LUAJIT_INCDIR)/lua.h && echo yes)
 
-.PHONY: all test demo bench check crash fuzz install clean deps-test deps-bench
+.PHONY: all test demo bench check crash fuzz install clean deps-test deps-bench \
+        openresty
 
 all: $(MODULE)
 
@@ -104,6 +106,12 @@ bench: deps-bench
 	$(RUN) examples/bench/query.lua
 	$(RUN) examples/bench/feed.lua
 	$(RUN) examples/bench/scripts.lua
+
+# regolith in nginx workers under HTTP load, with 1, 2 and 4 workers
+# (examples/openresty/load.sh; OPENRESTY_WORKERS to choose).
+OPENRESTY_WORKERS ?= 1 2 4
+openresty:
+	sh examples/openresty/load.sh $(OPENRESTY_WORKERS)
 
 # The sanitizer build: the same sources with ASan and UBSan, loaded into the
 # stock interpreter by preloading the ASan runtime.
