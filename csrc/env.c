@@ -320,6 +320,7 @@ static int protected_body (lua_State *L, tramp *t) {
 }
 
 /* Grows the map so that at least `need` bytes stay free beyond the data. */
+/* Grows the map so that at least `need` bytes stay free beyond the data. */
 static int grow_map (rg_env *env, size_t need, rg_err *e) {
   MDB_envinfo info;
   MDB_stat st;
@@ -344,42 +345,106 @@ static void set_sync (rg_env *env, int sync) {
   else if (sync == RG_SYNC_NONE) mdb_env_set_flags(env->mdb, MDB_NOSYNC, 1);
 }
 
+/*
+** Savepoints.  A call made inside a running scope that must be undoable on
+** its own (a container method called by a transactional handler, a write
+** whose trigger fails inside one) runs as a savepoint: while any savepoint
+** is open, every write first appends the key's previous value (or its
+** absence) to the scope's undo log; rolling a savepoint back replays its
+** part of the log backwards.  (LMDB's nested transactions would do the
+** same, but each allocates a dirty-page table of some megabytes, and the log
+** costs only what the savepoint actually overwrites.)
+**
+** An undo record: u8 table | u8 had-a-value | u32 key length | u32 value
+** length | key | value.
+*/
+static int undo_record (rg_scope *s, int db, const void *k, size_t kn,
+                        rg_err *e) {
+  MDB_val key, old;
+  uint8_t head[10];
+  int rc;
+  key.mv_data = (void *)k;
+  key.mv_size = kn;
+  rc = mdb_get(s->txn, s->env->dbi[db], &key, &old);
+  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "savepoint", e);
+  head[0] = (uint8_t)db;
+  head[1] = rc == 0;
+  rg_put_u32(head + 2, (uint32_t)kn);
+  rg_put_u32(head + 6, rc == 0 ? (uint32_t)old.mv_size : 0);
+  rg_buf_add(&s->undo, head, 10);
+  rg_buf_add(&s->undo, k, kn);
+  if (rc == 0) rg_buf_add(&s->undo, old.mv_data, old.mv_size);
+  if (s->undo.oom) {
+    s->failed = 500;
+    return rg_fail(e, 500, "out of memory (savepoint)");
+  }
+  return 0;
+}
+
+/* Undoes the writes logged after `mark`, newest first. */
+static int undo_to (rg_scope *s, size_t mark, rg_err *e) {
+  size_t *at = NULL, n = 0, cap = 0, i = mark;
+  int rc = 0;
+  while (i < s->undo.n) {            /* index the records, then go back */
+    const uint8_t *r = (const uint8_t *)s->undo.p + i;
+    if (n == cap) {
+      size_t *a = (size_t *)realloc(at, (cap = cap ? cap * 2 : 64) *
+                                    sizeof(size_t));
+      if (a == NULL) { free(at); s->failed = 500; return rg_fail(e, 500, "out of memory"); }
+      at = a;
+    }
+    at[n++] = i;
+    i += 10 + rg_get_u32(r + 2) + rg_get_u32(r + 6);
+  }
+  while (n-- > 0 && rc == 0) {
+    const uint8_t *r = (const uint8_t *)s->undo.p + at[n];
+    MDB_val key, val;
+    key.mv_size = rg_get_u32(r + 2);
+    key.mv_data = (void *)(r + 10);
+    val.mv_size = rg_get_u32(r + 6);
+    val.mv_data = (void *)(r + 10 + key.mv_size);
+    if (r[1]) rc = mdb_put(s->txn, s->env->dbi[r[0]], &key, &val, 0);
+    else {
+      rc = mdb_del(s->txn, s->env->dbi[r[0]], &key, NULL);
+      if (rc == MDB_NOTFOUND) rc = 0;
+    }
+  }
+  free(at);
+  s->undo.n = mark;
+  if (rc) return rg_scope_mdb(s, rc, "savepoint rollback", e);
+  return 0;
+}
+
 static int run_nested (lua_State *L, rg_env *env, int savepoint, tramp *t,
                        rg_err *e) {
-  rg_scope *s = env->scope, saved;
-  MDB_txn *child, *parent = s->txn;
-  int rc;
+  rg_scope *s = env->scope;
+  size_t mark = s->undo.n;
+  uint64_t lsn = s->lsn;
+  uint32_t ord = s->ord, purged[16];
+  int npurged = s->npurged, rc;
   if (!savepoint) {
     /* a Lua error unwinds to the outer scope's own protected call */
     return t->body(s, t->ud, e);
   }
   if (s->failed) return rg_fail(e, s->failed, "the transaction has failed");
-  if ((rc = mdb_txn_begin(env->mdb, parent, 0, &child)))
-    return rg_scope_mdb(s, rc, "savepoint", e);
-  saved = *s;
-  s->txn = child;
+  memcpy(purged, s->purged, sizeof(purged));
+  s->savepoints++;
   t->s = s;
   rc = protected_body(L, t);
-  s->txn = parent;
-  if (rc != LUA_OK) {
-    mdb_txn_abort(child);
-    saved.work = s->work;            /* the work done still counts */
-    *s = saved;
-    return lua_error(L);
-  }
-  if (t->status == 0 && !s->failed && !s->map_full) {
-    if ((rc = mdb_txn_commit(child))) return rg_scope_mdb(s, rc, "savepoint", e);
+  s->savepoints--;
+  if (rc == LUA_OK && t->status == 0 && !s->failed && !s->map_full) {
+    if (s->savepoints == 0) s->undo.n = 0;   /* nothing left to undo to */
     return 0;
   }
-  mdb_txn_abort(child);
-  {
-    int failed = s->failed, map_full = s->map_full;
-    rg_work work = s->work;
-    *s = saved;                      /* lsn, ordinals, purges as before */
-    s->work = work;
-    s->failed = failed;
-    s->map_full = map_full;
+  if (!s->map_full) {                /* (a full map reruns the whole scope) */
+    rg_err ue;
+    undo_to(s, mark, &ue);
+    s->lsn = lsn;                    /* lsn, ordinals, purges as before */
+    s->ord = ord;
+    s->npurged = npurged;
+    memcpy(s->purged, purged, sizeof(purged));
   }
+  if (rc != LUA_OK) return lua_error(L);
   return t->status ? t->status : s->failed;
 }
 
@@ -413,6 +478,7 @@ int rg_scope_run (lua_State *L, rg_env *env, int sync, int savepoint,
     t.status = 0;
     rc = protected_body(L, &t);
     env->scope = NULL;
+    rg_buf_free(&s.undo);
     if (rc != LUA_OK) {
       mdb_txn_abort(s.txn);
       return lua_error(L);
@@ -435,6 +501,89 @@ int rg_scope_run (lua_State *L, rg_env *env, int sync, int savepoint,
     return 0;
   }
   return rg_fail(e, 507, "insufficient storage: the map cannot grow enough");
+}
+
+/*
+** Writes.  Every change the core makes inside a scope goes through these,
+** so that a storage failure always marks the scope (it can then only
+** abort; MDB_MAP_FULL makes it grow the map and run again).
+*/
+int rg_put (rg_scope *s, int db, const void *k, size_t kn, const void *v,
+            size_t vn, rg_err *e) {
+  MDB_val key, val;
+  int rc;
+  if (s->savepoints && (rc = undo_record(s, db, k, kn, e))) return rc;
+  key.mv_data = (void *)k;
+  key.mv_size = kn;
+  val.mv_data = (void *)v;
+  val.mv_size = vn;
+  if ((rc = mdb_put(s->txn, s->env->dbi[db], &key, &val, 0)))
+    return rg_scope_mdb(s, rc, "write", e);
+  return 0;
+}
+
+void *rg_reserve (rg_scope *s, int db, const void *k, size_t kn, size_t vn,
+                  rg_err *e) {
+  MDB_val key, val;
+  int rc;
+  if (s->savepoints && undo_record(s, db, k, kn, e)) return NULL;
+  key.mv_data = (void *)k;
+  key.mv_size = kn;
+  val.mv_size = vn;
+  if ((rc = mdb_put(s->txn, s->env->dbi[db], &key, &val, MDB_RESERVE))) {
+    rg_scope_mdb(s, rc, "write", e);
+    return NULL;
+  }
+  return val.mv_data;
+}
+
+int rg_del (rg_scope *s, int db, const void *k, size_t kn, int *gone,
+            rg_err *e) {
+  MDB_val key;
+  int rc;
+  if (s->savepoints && (rc = undo_record(s, db, k, kn, e))) return rc;
+  key.mv_data = (void *)k;
+  key.mv_size = kn;
+  rc = mdb_del(s->txn, s->env->dbi[db], &key, NULL);
+  if (gone) *gone = rc == 0;
+  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "delete", e);
+  return 0;
+}
+
+int rg_cursor_del (rg_scope *s, int db, MDB_cursor *cur, rg_err *e) {
+  MDB_val k, v;
+  int rc;
+  if (s->savepoints) {
+    if ((rc = mdb_cursor_get(cur, &k, &v, MDB_GET_CURRENT)))
+      return rg_scope_mdb(s, rc, "delete", e);
+    if ((rc = undo_record(s, db, k.mv_data, k.mv_size, e))) return rc;
+  }
+  if ((rc = mdb_cursor_del(cur, 0))) return rg_scope_mdb(s, rc, "delete", e);
+  return 0;
+}
+
+int rg_del_prefix (rg_scope *s, int db, const void *prefix, size_t pn,
+                   uint64_t max, uint64_t *count, rg_err *e) {
+  MDB_cursor *cur;
+  MDB_val k, v;
+  int rc;
+  *count = 0;
+  if ((rc = mdb_cursor_open(s->txn, s->env->dbi[db], &cur)))
+    return rg_scope_mdb(s, rc, "delete", e);
+  while (*count < max) {
+    k.mv_data = (void *)prefix;
+    k.mv_size = pn;
+    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    if (rc || k.mv_size < pn || memcmp(k.mv_data, prefix, pn) != 0) break;
+    if ((rc = rg_cursor_del(s, db, cur, e))) {
+      mdb_cursor_close(cur);
+      return rc;
+    }
+    (*count)++;
+  }
+  mdb_cursor_close(cur);
+  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "delete", e);
+  return 0;
 }
 
 int rg_scope_mdb (rg_scope *s, int rc, const char *what, rg_err *e) {
@@ -460,12 +609,8 @@ uint64_t rg_scope_lsn (rg_scope *s, rg_err *e) {
       last = rg_get_u64((const uint8_t *)v.mv_data);
     else if (rc != MDB_NOTFOUND) { rg_scope_mdb(s, rc, "lsn", e); return 0; }
     rg_put_u64(buf, last + 1);
-    v.mv_data = buf;
-    v.mv_size = 8;
-    if ((rc = mdb_put(s->txn, s->env->dbi[RG_DB_META], &k, &v, 0)) != 0) {
-      rg_scope_mdb(s, rc, "lsn", e);
+    if (rg_put(s, RG_DB_META, RG_META_LSN, sizeof(RG_META_LSN) - 1, buf, 8, e))
       return 0;
-    }
     s->lsn = last + 1;
   }
   return s->lsn;

@@ -88,12 +88,10 @@
 int rg_feed_append (rg_scope *s, const rg_cont *c, const rg_ikey *k, int op,
                     int ttl_expired, const cJSON *doc, const rg_buf *text,
                     rg_err *e) {
-  uint8_t key[18];
-  MDB_val kv, vv;
+  uint8_t key[18], *p;
   rg_buf deleted;
   const char *json;
   size_t n;
-  int rc;
   rg_buf_init(&deleted);
   if (text == NULL) {                /* a delete: keep the last version */
     rg_json_print(doc, &deleted);
@@ -109,12 +107,9 @@ int rg_feed_append (rg_scope *s, const rg_cont *c, const rg_ikey *k, int op,
   rg_put_u16(key + 4, (uint32_t)k->range);
   rg_put_u64(key + 6, s->lsn);
   rg_put_u32(key + 14, s->ord);
-  kv.mv_data = key;
-  kv.mv_size = 18;
-  vv.mv_size = RECORD_HEAD + k->len + n;
-  rc = mdb_put(s->txn, s->env->dbi[RG_DB_FEED], &kv, &vv, MDB_RESERVE);
-  if (rc == 0) {
-    uint8_t *p = (uint8_t *)vv.mv_data;
+  p = (uint8_t *)rg_reserve(s, RG_DB_FEED, key, 18, RECORD_HEAD + k->len + n,
+                            e);
+  if (p != NULL) {
     p[0] = RECORD_FORMAT;
     p[1] = (uint8_t)(op == RG_OP_CREATE ? 1 : op == RG_OP_REPLACE ? 2 : 3);
     p[2] = (uint8_t)(ttl_expired ? 1 : 0);
@@ -124,8 +119,7 @@ int rg_feed_append (rg_scope *s, const rg_cont *c, const rg_ikey *k, int op,
     memcpy(p + RECORD_HEAD + k->len, json, n);
   }
   rg_buf_free(&deleted);
-  if (rc) return rg_scope_mdb(s, rc, "change feed", e);
-  return 0;
+  return p != NULL ? 0 : s->failed;
 }
 /* }===================================================================== */
 
@@ -607,10 +601,7 @@ int rg_feed_trim (rg_scope *s, const rg_cont *c, int force, rg_err *e) {
           break;
       }
       if (pos_cmp(h.lsn, h.sub, &floor[r]) >= 0) break;
-      if ((rc = mdb_cursor_del(h.cur, 0))) {
-        rc = rg_scope_mdb(s, rc, "change feed", e);
-        break;
-      }
+      if ((rc = rg_cursor_del(s, RG_DB_FEED, h.cur, e))) break;
       budget--;
       start = pos_after(RG_FEED_ALL, h.lsn, h.sub);
     }

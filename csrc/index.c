@@ -270,22 +270,13 @@ static int unique_apply (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
     uint8_t nk[RG_MAX_KEY], ok[RG_MAX_KEY];
     size_t nn = neu ? unique_key(spec, u, k, neu, nk) : 0;
     size_t on = old ? unique_key(spec, u, k, old, ok) : 0;
-    MDB_val key, val;
     if (on && nn == on && memcmp(ok, nk, nn) == 0) continue;
     if (on) {
-      key.mv_data = ok;
-      key.mv_size = on;
-      rc = mdb_del(s->txn, s->env->dbi[RG_DB_UNIQUE], &key, NULL);
-      if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "unique key", e);
+      if ((rc = rg_del(s, RG_DB_UNIQUE, ok, on, NULL, e))) return rc;
       s->work.terms++;
     }
     if (nn) {
-      key.mv_data = nk;
-      key.mv_size = nn;
-      val.mv_data = (void *)k->key;
-      val.mv_size = k->len;
-      if ((rc = mdb_put(s->txn, s->env->dbi[RG_DB_UNIQUE], &key, &val, 0)))
-        return rg_scope_mdb(s, rc, "unique key", e);
+      if ((rc = rg_put(s, RG_DB_UNIQUE, nk, nn, k->key, k->len, e))) return rc;
       s->work.terms++;
     }
   }
@@ -298,8 +289,6 @@ int rg_index_update (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
                      const cJSON *old, const cJSON *neu, rg_err *e) {
   keyset ko, kn;
   size_t *oo = NULL, *on = NULL, no = 0, nn = 0, i = 0, j = 0;
-  MDB_dbi dbi = s->env->dbi[RG_DB_INDEX];
-  MDB_val key, val;
   int rc = 0;
   ks_init(&ko);
   ks_init(&kn);
@@ -309,8 +298,6 @@ int rg_index_update (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
   oo = ks_sorted(&ko, &no);
   on = ks_sorted(&kn, &nn);
   if (oo == NULL || on == NULL) { rc = rg_fail(e, 500, "out of memory"); goto done; }
-  val.mv_data = (void *)k->key;
-  val.mv_size = k->len;
   /* merge the two sorted lists: delete what only the old has, put what
      only the new has */
   while (i < no || j < nn) {
@@ -325,22 +312,16 @@ int rg_index_update (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
     }
     if (c == 0) { i++; j++; continue; }
     if (c < 0) {
-      key.mv_data = ko.buf.p + ko.off[oo[i]];
-      key.mv_size = ko.len[oo[i]];
-      rc = mdb_del(s->txn, dbi, &key, NULL);
-      if (rc && rc != MDB_NOTFOUND) { rc = rg_scope_mdb(s, rc, "index", e); goto done; }
-      rc = 0;
+      rc = rg_del(s, RG_DB_INDEX, ko.buf.p + ko.off[oo[i]], ko.len[oo[i]],
+                  NULL, e);
       i++;
     }
     else {
-      key.mv_data = kn.buf.p + kn.off[on[j]];
-      key.mv_size = kn.len[on[j]];
-      if ((rc = mdb_put(s->txn, dbi, &key, &val, 0))) {
-        rc = rg_scope_mdb(s, rc, "index", e);
-        goto done;
-      }
+      rc = rg_put(s, RG_DB_INDEX, kn.buf.p + kn.off[on[j]], kn.len[on[j]],
+                  k->key, k->len, e);
       j++;
     }
+    if (rc) goto done;
     s->work.terms++;
   }
   rc = unique_apply(s, spec, k, old, neu, e);

@@ -533,39 +533,10 @@ static void skip_ws (parser *P) {
     P->p++;
 }
 
-static int hex4 (const char *p, unsigned *out) {
-  unsigned v = 0;
-  int i;
-  for (i = 0; i < 4; i++) {
-    char c = p[i];
-    v <<= 4;
-    if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-    else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-    else return 0;
-  }
-  *out = v;
-  return 1;
-}
-
 static void add_utf8 (rg_buf *b, unsigned cp, int mutf8) {
   char u[4];
-  if (cp == 0 && mutf8) { rg_buf_add(b, "\xC0\x80", 2); return; }
-  if (cp < 0x80) { rg_buf_addc(b, (int)cp); return; }
-  if (cp < 0x800) {
-    u[0] = (char)(0xC0 | (cp >> 6)); u[1] = (char)(0x80 | (cp & 0x3F));
-    rg_buf_add(b, u, 2);
-  }
-  else if (cp < 0x10000) {
-    u[0] = (char)(0xE0 | (cp >> 12)); u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    u[2] = (char)(0x80 | (cp & 0x3F));
-    rg_buf_add(b, u, 3);
-  }
-  else {
-    u[0] = (char)(0xF0 | (cp >> 18)); u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    u[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); u[3] = (char)(0x80 | (cp & 0x3F));
-    rg_buf_add(b, u, 4);
-  }
+  if (cp == 0 && mutf8) rg_buf_add(b, "\xC0\x80", 2);
+  else rg_buf_add(b, u, rg_utf8_put(u, cp));
 }
 
 /*
@@ -604,7 +575,7 @@ static int scan_string (parser *P, const char **out, size_t *len) {
       case 't': rg_buf_addc(&P->tmp, '\t'); break;
       case 'u': {
         unsigned cp, lo;
-        if (P->end - p < 6 || !hex4(p + 2, &cp)) {
+        if (P->end - p < 6 || !rg_hex4(p + 2, &cp)) {
           P->p = p; return perr(P, "bad \\u escape");
         }
         if (cp >= 0xDC00 && cp <= 0xDFFF) {
@@ -612,7 +583,7 @@ static int scan_string (parser *P, const char **out, size_t *len) {
         }
         if (cp >= 0xD800 && cp <= 0xDBFF) {     /* needs its pair */
           if (P->end - p < 12 || p[6] != '\\' || p[7] != 'u' ||
-              !hex4(p + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF) {
+              !rg_hex4(p + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF) {
             P->p = p; return perr(P, "lone high surrogate in \\u escape");
           }
           cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);

@@ -188,19 +188,6 @@ static int meta_get (MDB_txn *txn, rg_env *env, const void *k, size_t kn,
   return mdb_get(txn, env->dbi[RG_DB_META], &key, v);
 }
 
-static int meta_put (rg_scope *s, const void *k, size_t kn, const void *v,
-                     size_t vn, rg_err *e) {
-  MDB_val key, val;
-  int rc;
-  key.mv_data = (void *)k;
-  key.mv_size = kn;
-  val.mv_data = (void *)v;
-  val.mv_size = vn;
-  if ((rc = mdb_put(s->txn, s->env->dbi[RG_DB_META], &key, &val, 0)))
-    return rg_scope_mdb(s, rc, "catalog", e);
-  return 0;
-}
-
 /* Finds a container's id by name: 0, or 404. */
 static int find_cid (MDB_txn *txn, rg_env *env, const char *name, size_t n,
                      uint32_t *cid, rg_err *e) {
@@ -284,10 +271,10 @@ static int create_body (rg_scope *s, void *ud, rg_err *e) {
   else if (rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "catalog", e);
   q->cid = last + 1;
   rg_put_u32(buf, q->cid);
-  if ((rc = meta_put(s, RG_META_CID, sizeof(RG_META_CID) - 1, buf, 4, e)) ||
-      (rc = meta_put(s, key, rg_meta_key(key, RG_MK_NAME, 0, q->name,
+  if ((rc = rg_put(s, RG_DB_META, RG_META_CID, sizeof(RG_META_CID) - 1, buf, 4, e)) ||
+      (rc = rg_put(s, RG_DB_META, key, rg_meta_key(key, RG_MK_NAME, 0, q->name,
                                          q->namelen), buf, 4, e)) ||
-      (rc = meta_put(s, key, rg_meta_key(key, RG_MK_SPEC, q->cid, NULL, 0),
+      (rc = rg_put(s, RG_DB_META, key, rg_meta_key(key, RG_MK_SPEC, q->cid, NULL, 0),
                      q->spec, q->specn, e)))
     return rc;
   return 0;
@@ -410,42 +397,18 @@ typedef struct drop_req {
 static int unlist_body (rg_scope *s, void *ud, rg_err *e) {
   drop_req *q = (drop_req *)ud;
   uint8_t key[5 + RG_MAX_NAME], buf[4];
-  MDB_val k;
   int rc;
   if ((rc = find_cid(s->txn, s->env, q->name, q->namelen, &q->cid, e)))
     return rc;
-  k.mv_data = key;
-  k.mv_size = rg_meta_key(key, RG_MK_NAME, 0, q->name, q->namelen);
-  if ((rc = mdb_del(s->txn, s->env->dbi[RG_DB_META], &k, NULL)))
-    return rg_scope_mdb(s, rc, "catalog", e);
-  k.mv_size = rg_meta_key(key, RG_MK_SPEC, q->cid, NULL, 0);
-  if ((rc = mdb_del(s->txn, s->env->dbi[RG_DB_META], &k, NULL)))
-    return rg_scope_mdb(s, rc, "catalog", e);
+  if ((rc = rg_del(s, RG_DB_META, key,
+                   rg_meta_key(key, RG_MK_NAME, 0, q->name, q->namelen),
+                   NULL, e)) ||
+      (rc = rg_del(s, RG_DB_META, key,
+                   rg_meta_key(key, RG_MK_SPEC, q->cid, NULL, 0), NULL, e)))
+    return rc;
   rg_put_u32(buf, q->cid);
-  return meta_put(s, key, rg_meta_key(key, RG_MK_DROP, q->cid, NULL, 0), buf,
+  return rg_put(s, RG_DB_META, key, rg_meta_key(key, RG_MK_DROP, q->cid, NULL, 0), buf,
                   4, e);
-}
-
-/* Deletes up to `*budget` keys starting with `prefix` from one table. */
-static int drop_range (rg_scope *s, int db, const uint8_t *prefix, size_t pn,
-                       int *budget, rg_err *e) {
-  MDB_cursor *cur;
-  MDB_val k, v;
-  int rc;
-  if ((rc = mdb_cursor_open(s->txn, s->env->dbi[db], &cur)))
-    return rg_scope_mdb(s, rc, "drop", e);
-  while (*budget > 0) {
-    k.mv_data = (void *)prefix;
-    k.mv_size = pn;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    if (rc == MDB_NOTFOUND || k.mv_size < pn ||
-        memcmp(k.mv_data, prefix, pn) != 0) { rc = 0; break; }
-    if (rc || (rc = mdb_cursor_del(cur, 0))) break;
-    (*budget)--;
-  }
-  mdb_cursor_close(cur);
-  if (rc) return rg_scope_mdb(s, rc, "drop", e);
-  return 0;
 }
 
 /* Removes a chunk of a dropped container's data; q->done when all gone. */
@@ -454,22 +417,26 @@ static int drop_body (rg_scope *s, void *ud, rg_err *e) {
                               RG_MK_LEASE, RG_MK_DEAD };
   drop_req *q = (drop_req *)ud;
   uint8_t prefix[5];
-  int budget = DROP_CHUNK, db, i, rc;
+  uint64_t budget = DROP_CHUNK, n;
+  int db, i, rc;
   q->done = 0;
   rg_put_u32(prefix, q->cid);
-  for (db = RG_DB_ITEMS; db < RG_NDB; db++)
-    if ((rc = drop_range(s, db, prefix, 4, &budget, e))) return rc;
-  for (i = 0; i < (int)(sizeof(tags) / sizeof(tags[0])); i++)
-    if ((rc = drop_range(s, RG_DB_META, prefix,
-                         rg_meta_key(prefix, tags[i], q->cid, NULL, 0),
-                         &budget, e)))
+  for (db = RG_DB_ITEMS; db < RG_NDB; db++) {
+    if ((rc = rg_del_prefix(s, db, prefix, 4, budget, &n, e))) return rc;
+    budget -= n;
+  }
+  for (i = 0; i < (int)(sizeof(tags) / sizeof(tags[0])); i++) {
+    if ((rc = rg_del_prefix(s, RG_DB_META, prefix,
+                            rg_meta_key(prefix, tags[i], q->cid, NULL, 0),
+                            budget, &n, e)))
       return rc;
+    budget -= n;
+  }
   if (budget > 0) {                  /* everything is gone */
-    MDB_val k;
-    k.mv_data = prefix;
-    k.mv_size = rg_meta_key(prefix, RG_MK_DROP, q->cid, NULL, 0);
-    rc = mdb_del(s->txn, s->env->dbi[RG_DB_META], &k, NULL);
-    if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "drop", e);
+    if ((rc = rg_del(s, RG_DB_META, prefix,
+                     rg_meta_key(prefix, RG_MK_DROP, q->cid, NULL, 0), NULL,
+                     e)))
+      return rc;
     q->done = 1;
   }
   return 0;

@@ -165,8 +165,6 @@ static int lease_get (MDB_txn *txn, const pstate *p, int range, lease *l,
 static int lease_put (rg_scope *s, const pstate *p, int range, const lease *l,
                       rg_err *e) {
   uint8_t key[KEY_MAX], val[LEASE_FIXED + RG_MAX_INSTANCE];
-  MDB_val k, v;
-  int rc;
   memset(val, 0, LEASE_FIXED);
   val[0] = LEASE_FORMAT;
   val[1] = (uint8_t)l->mode;
@@ -178,13 +176,8 @@ static int lease_put (rg_scope *s, const pstate *p, int range, const lease *l,
   rg_put_u64(val + 36, l->delivered);
   val[44] = (uint8_t)l->ownerlen;
   memcpy(val + LEASE_FIXED, l->owner, l->ownerlen);
-  k.mv_data = key;
-  k.mv_size = lease_key(key, p, range);
-  v.mv_data = val;
-  v.mv_size = LEASE_FIXED + l->ownerlen;
-  if ((rc = mdb_put(s->txn, s->env->dbi[RG_DB_META], &k, &v, 0)))
-    return rg_scope_mdb(s, rc, "processor lease", e);
-  return 0;
+  return rg_put(s, RG_DB_META, key, lease_key(key, p, range), val,
+                LEASE_FIXED + l->ownerlen, e);
 }
 
 static int mine (const pstate *p, const lease *l) {
@@ -454,22 +447,14 @@ static int instances (rg_scope *s, const pstate *p, int64_t now, int *live,
     return rg_fail(e, 500, "out of memory");
   }
   for (i = 0, rc = 0; rc == 0 && i < dead.n;) {
-    k.mv_size = rg_get_u16((const uint8_t *)dead.p + i);
-    k.mv_data = dead.p + i + 2;
-    i += 2 + k.mv_size;
-    rc = mdb_del(s->txn, dbi, &k, NULL);
-    if (rc == MDB_NOTFOUND) rc = 0;
+    size_t kn = rg_get_u16((const uint8_t *)dead.p + i);
+    rc = rg_del(s, RG_DB_META, dead.p + i + 2, kn, NULL, e);
+    i += 2 + kn;
   }
   rg_buf_free(&dead);
-  if (rc) return rg_scope_mdb(s, rc, "processor instances", e);
+  if (rc) return rc;
   rg_put_u64(hb, (uint64_t)(now + p->lease_ms));
-  k.mv_data = key;
-  k.mv_size = inst_key(key, p);
-  v.mv_data = hb;
-  v.mv_size = 8;
-  if ((rc = mdb_put(s->txn, dbi, &k, &v, 0)))
-    return rg_scope_mdb(s, rc, "processor instances", e);
-  return 0;
+  return rg_put(s, RG_DB_META, key, inst_key(key, p), hb, 8, e);
 }
 
 static int maintain_body (rg_scope *s, void *ud, rg_err *e) {
@@ -537,7 +522,6 @@ static int proc_maintain (lua_State *L) {
 static int release_body (rg_scope *s, void *ud, rg_err *e) {
   pstate *p = (pstate *)ud;
   uint8_t key[KEY_MAX];
-  MDB_val k;
   lease l;
   int r, rc;
   for (r = 0; r < p->nparts; r++) {
@@ -549,11 +533,7 @@ static int release_body (rg_scope *s, void *ud, rg_err *e) {
     l.expiry = 0;
     if ((rc = lease_put(s, p, r, &l, e))) return rc;
   }
-  k.mv_data = key;
-  k.mv_size = inst_key(key, p);
-  rc = mdb_del(s->txn, s->env->dbi[RG_DB_META], &k, NULL);
-  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "processor", e);
-  return 0;
+  return rg_del(s, RG_DB_META, key, inst_key(key, p), NULL, e);
 }
 
 /* Removes every key of the processor (leases, instances, dead letters). */
@@ -561,27 +541,14 @@ static int forget_body (rg_scope *s, void *ud, rg_err *e) {
   pstate *p = (pstate *)ud;
   static const int tags[] = { RG_MK_LEASE, RG_MK_DEAD };
   uint8_t key[KEY_MAX];
-  MDB_cursor *cur;
-  MDB_val k, v;
-  int i, rc = 0, found = 0;
-  if ((rc = mdb_cursor_open(s->txn, s->env->dbi[RG_DB_META], &cur)))
-    return rg_scope_mdb(s, rc, "processor", e);
-  for (i = 0; i < 2 && rc == 0; i++) {
-    size_t plen = proc_prefix(key, tags[i], p);
-    for (;;) {
-      k.mv_data = key;
-      k.mv_size = plen;
-      rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-      if (rc || k.mv_size <= plen || memcmp(k.mv_data, key, plen) != 0) {
-        if (rc == MDB_NOTFOUND) rc = 0;
-        break;
-      }
-      if ((rc = mdb_cursor_del(cur, 0))) break;
-      found += tags[i] == RG_MK_LEASE;
-    }
+  uint64_t n, found = 0;
+  int i, rc;
+  for (i = 0; i < 2; i++) {
+    if ((rc = rg_del_prefix(s, RG_DB_META, key, proc_prefix(key, tags[i], p),
+                            UINT64_MAX, &n, e)))
+      return rc;
+    if (tags[i] == RG_MK_LEASE) found = n;
   }
-  mdb_cursor_close(cur);
-  if (rc) return rg_scope_mdb(s, rc, "processor", e);
   if (!found)
     return rg_fail(e, 404, "processor '%s' on '%s' has no state", p->name,
                    p->lc->c.spec->name);
@@ -831,13 +798,7 @@ static int dead_letter (rg_scope *s, ckq *q, const lease *l, rg_err *e) {
   mdb_cursor_close(cur);
   if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "dead letters", e);
   rg_put_u64(key + plen, seq);
-  k.mv_data = key;
-  k.mv_size = plen + 8;
-  v.mv_data = q->g->text.p;
-  v.mv_size = q->g->text.n;
-  if ((rc = mdb_put(s->txn, s->env->dbi[RG_DB_META], &k, &v, 0)))
-    return rg_scope_mdb(s, rc, "dead letters", e);
-  return 0;
+  return rg_put(s, RG_DB_META, key, plen + 8, q->g->text.p, q->g->text.n, e);
 }
 
 static int fail_body (rg_scope *s, void *ud, rg_err *e) {
@@ -1157,25 +1118,11 @@ typedef struct clearq {
 static int clear_body (rg_scope *s, void *ud, rg_err *e) {
   clearq *q = (clearq *)ud;
   uint8_t key[KEY_MAX];
-  size_t plen = proc_prefix(key, RG_MK_DEAD, q->p);
-  MDB_cursor *cur;
-  MDB_val k, v;
-  int rc;
-  q->count = 0;
-  if ((rc = mdb_cursor_open(s->txn, s->env->dbi[RG_DB_META], &cur)))
-    return rg_scope_mdb(s, rc, "dead letters", e);
-  for (;;) {
-    k.mv_data = key;
-    k.mv_size = plen;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    if (rc || k.mv_size != plen + 8 || memcmp(k.mv_data, key, plen) != 0)
-      break;
-    if ((rc = mdb_cursor_del(cur, 0))) break;
-    q->count++;
-  }
-  mdb_cursor_close(cur);
-  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "dead letters", e);
-  return 0;
+  uint64_t n;
+  int rc = rg_del_prefix(s, RG_DB_META, key, proc_prefix(key, RG_MK_DEAD, q->p),
+                         UINT64_MAX, &n, e);
+  q->count = (int)n;
+  return rc;
 }
 
 /* state:clear_dead_letters() -> count */

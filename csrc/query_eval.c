@@ -195,37 +195,6 @@ static long tp_node (tparser *P) {
   return (long)t->n++;
 }
 
-static int hexval (const char *p, unsigned *out) {
-  unsigned v = 0;
-  int i;
-  for (i = 0; i < 4; i++) {
-    char c = p[i];
-    v <<= 4;
-    if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-    else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-    else return 0;
-  }
-  *out = v;
-  return 1;
-}
-
-static size_t put_utf8 (char *w, unsigned cp) {
-  if (cp < 0x80) { w[0] = (char)cp; return 1; }
-  if (cp < 0x800) {
-    w[0] = (char)(0xC0 | (cp >> 6)); w[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    w[0] = (char)(0xE0 | (cp >> 12)); w[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    w[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  w[0] = (char)(0xF0 | (cp >> 18)); w[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-  w[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); w[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
-}
-
 /* Scans a string at P->p (the quote); its raw bytes into *s, *n. */
 static int tp_string (tparser *P, const char **s, uint32_t *n) {
   const char *p = P->p + 1, *start = p;
@@ -258,16 +227,16 @@ static int tp_string (tparser *P, const char **s, uint32_t *n) {
         case 't': *o++ = '\t'; break;
         case 'u': {
           unsigned cp, lo;
-          if (p - q < 6 || !hexval(q + 2, &cp)) return tp_fail(P, 400);
+          if (p - q < 6 || !rg_hex4(q + 2, &cp)) return tp_fail(P, 400);
           if (cp >= 0xD800 && cp <= 0xDBFF) {
             if (p - q < 12 || q[6] != '\\' || q[7] != 'u' ||
-                !hexval(q + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                !rg_hex4(q + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF)
               return tp_fail(P, 400);
             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             q += 6;
           }
           else if (cp >= 0xDC00 && cp <= 0xDFFF) return tp_fail(P, 400);
-          o += put_utf8(o, cp);
+          o += rg_utf8_put(o, cp);
           q += 4;
           break;
         }

@@ -171,37 +171,6 @@ static int is_digit (int c) {
   return c >= '0' && c <= '9';
 }
 
-static int hex4 (const char *p, unsigned *out) {
-  unsigned v = 0;
-  int i;
-  for (i = 0; i < 4; i++) {
-    char c = p[i];
-    v <<= 4;
-    if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-    else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-    else return 0;
-  }
-  *out = v;
-  return 1;
-}
-
-static size_t utf8_put (char *w, unsigned cp) {
-  if (cp < 0x80) { w[0] = (char)cp; return 1; }
-  if (cp < 0x800) {
-    w[0] = (char)(0xC0 | (cp >> 6)); w[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    w[0] = (char)(0xE0 | (cp >> 12)); w[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    w[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  w[0] = (char)(0xF0 | (cp >> 18)); w[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-  w[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); w[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
-}
-
 /* Scans a quoted string starting at P->p; its bytes go to the arena. */
 static int lex_string (pstate *P, token *t) {
   const char *s = P->src;
@@ -230,18 +199,18 @@ static int lex_string (pstate *P, token *t) {
       case 'r': *o++ = '\r'; break;
       case 't': *o++ = '\t'; break;
       case 'u':
-        if (P->n - i < 5 || !hex4(s + i + 1, &cp))
+        if (P->n - i < 5 || !rg_hex4(s + i + 1, &cp))
           return fail_at(P, i - 1, "bad \\u escape in a string");
         if (cp >= 0xDC00 && cp <= 0xDFFF)
           return fail_at(P, i - 1, "lone surrogate in a \\u escape");
         if (cp >= 0xD800 && cp <= 0xDBFF) {
           if (P->n - i < 11 || s[i + 5] != '\\' || s[i + 6] != 'u' ||
-              !hex4(s + i + 7, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+              !rg_hex4(s + i + 7, &lo) || lo < 0xDC00 || lo > 0xDFFF)
             return fail_at(P, i - 1, "lone surrogate in a \\u escape");
           cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
           i += 6;
         }
-        o += utf8_put(o, cp);
+        o += rg_utf8_put(o, cp);
         i += 4;
         break;
       default:

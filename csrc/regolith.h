@@ -143,6 +143,8 @@ uint64_t rg_hash (const void *p, size_t n);
 /* UTF-8: length of the valid sequence at s (0 if invalid); whole-string check. */
 int rg_utf8_seq (const unsigned char *s, size_t n);
 int rg_utf8_valid (const char *s, size_t n);
+size_t rg_utf8_put (char *w, unsigned cp);      /* 1..4 bytes written */
+int rg_hex4 (const char *p, unsigned *out);     /* 4 hex digits, or 0 */
 
 /* Seconds since the epoch (the clock of _ts and TTL). */
 int64_t rg_now (void);
@@ -404,6 +406,8 @@ struct rg_scope {
   int64_t now;              /* the clock of every write in the scope */
   rg_work work;
   int failed;               /* a storage error: the scope can only abort */
+  int savepoints;           /* open savepoints (env.c) */
+  rg_buf undo;              /* their undo log: what writes overwrote */
   int map_full;             /* set when LMDB ran out of map: grow, rerun */
   uint32_t purged[16];      /* containers whose expired items are gone */
   int npurged;
@@ -426,6 +430,20 @@ typedef int (*rg_body) (rg_scope *s, void *ud, rg_err *e);
 int rg_scope_run (lua_State *L, rg_env *env, int sync, int savepoint,
                   rg_body body, void *ud, rg_err *e);
 
+/* Writes in a scope (every change goes through these): put a value;
+** reserve `vn` bytes for one (NULL on failure); delete a key (absent is
+** fine; *gone, when given, says whether it was there). */
+int   rg_put (rg_scope *s, int db, const void *k, size_t kn, const void *v,
+              size_t vn, rg_err *e);
+void *rg_reserve (rg_scope *s, int db, const void *k, size_t kn, size_t vn,
+                  rg_err *e);
+int   rg_del (rg_scope *s, int db, const void *k, size_t kn, int *gone,
+              rg_err *e);
+/* Deletes the entry under a cursor of table `db`. */
+int   rg_cursor_del (rg_scope *s, int db, MDB_cursor *cur, rg_err *e);
+/* Deletes up to `max` keys starting with `prefix`; *count says how many. */
+int   rg_del_prefix (rg_scope *s, int db, const void *prefix, size_t pn,
+                     uint64_t max, uint64_t *count, rg_err *e);
 /* Marks an LMDB failure inside a scope; returns its status. */
 int rg_scope_mdb (rg_scope *s, int rc, const char *what, rg_err *e);
 /* The scope's lsn, taken on first use; 0 (and the scope failed) when the

@@ -290,7 +290,6 @@ static uint64_t get_version (MDB_txn *txn, rg_env *env, int *rc) {
 static int next_version (rg_scope *s, runtime *rt, uint64_t *out, rg_err *e) {
   struct { uint64_t n, pid, t; } seed;
   struct timespec ts;
-  MDB_val k, v;
   uint8_t buf[8];
   uint64_t cur;
   int rc;
@@ -302,13 +301,8 @@ static int next_version (rg_scope *s, runtime *rt, uint64_t *out, rg_err *e) {
   seed.t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
   *out = cur + 1 + (rg_siphash(s->env->secret, &seed, sizeof(seed)) >> 32);
   rg_put_u64(buf, *out);
-  k.mv_data = RG_META_SCRIPTS;
-  k.mv_size = sizeof(RG_META_SCRIPTS) - 1;
-  v.mv_data = buf;
-  v.mv_size = 8;
-  if ((rc = mdb_put(s->txn, s->env->dbi[RG_DB_META], &k, &v, 0)))
-    return rg_scope_mdb(s, rc, "script version", e);
-  return 0;
+  return rg_put(s, RG_DB_META, RG_META_SCRIPTS, sizeof(RG_META_SCRIPTS) - 1,
+                buf, 8, e);
 }
 
 int rg_script_put (rg_scope *s, const rg_cont *c, int tag, const char *name,
@@ -319,6 +313,7 @@ int rg_script_put (rg_scope *s, const rg_cont *c, int tag, const char *name,
   uint8_t key[5 + RG_MAX_NAME];
   size_t hdr = tag == RG_MK_TRIG ? TRIG_HDR : 8;
   uint64_t version;
+  uint8_t *rec;
   MDB_val k, v;
   int rc;
   if (rt == NULL) return rg_fail(e, 500, "out of memory");
@@ -332,16 +327,16 @@ int rg_script_put (rg_scope *s, const rg_cont *c, int tag, const char *name,
   if (mode == RG_PUT_REPLACE && rc == MDB_NOTFOUND)
     return rg_fail(e, 404, "%s '%.*s' not found", what, (int)n, name);
   if ((rc = next_version(s, rt, &version, e))) return rc;
-  v.mv_size = hdr + len;
-  if ((rc = mdb_put(s->txn, s->env->dbi[RG_DB_META], &k, &v, MDB_RESERVE)))
-    return rg_scope_mdb(s, rc, what, e);
-  rg_put_u64((uint8_t *)v.mv_data, version);
+  if ((rec = (uint8_t *)rg_reserve(s, RG_DB_META, key, k.mv_size, hdr + len,
+                                   e)) == NULL)
+    return s->failed;
+  rg_put_u64(rec, version);
   if (tag == RG_MK_TRIG) {
-    ((uint8_t *)v.mv_data)[8] = (uint8_t)trig[0];
-    ((uint8_t *)v.mv_data)[9] = (uint8_t)trig[1];
-    ((uint8_t *)v.mv_data)[10] = (uint8_t)(trig[2] != 0);
+    rec[8] = (uint8_t)trig[0];
+    rec[9] = (uint8_t)trig[1];
+    rec[10] = (uint8_t)(trig[2] != 0);
   }
-  if (len) memcpy((char *)v.mv_data + hdr, src, len);
+  if (len) memcpy(rec + hdr, src, len);
   return 0;
 }
 
@@ -351,16 +346,13 @@ int rg_script_delete (rg_scope *s, const rg_cont *c, int tag,
   runtime *rt = runtime_of(s->env);
   uint8_t key[5 + RG_MAX_NAME];
   uint64_t version;
-  MDB_val k;
-  int rc;
+  int rc, gone;
   if (rt == NULL) return rg_fail(e, 500, "out of memory");
   if ((rc = rg_cont_alive(s->txn, c, e))) return rc;
-  k.mv_data = key;
-  k.mv_size = rg_meta_key(key, tag, c->spec->cid, name, n);
-  rc = mdb_del(s->txn, s->env->dbi[RG_DB_META], &k, NULL);
-  if (rc == MDB_NOTFOUND)
-    return rg_fail(e, 404, "%s '%.*s' not found", what, (int)n, name);
-  if (rc) return rg_scope_mdb(s, rc, what, e);
+  if ((rc = rg_del(s, RG_DB_META, key,
+                   rg_meta_key(key, tag, c->spec->cid, name, n), &gone, e)))
+    return rc;
+  if (!gone) return rg_fail(e, 404, "%s '%.*s' not found", what, (int)n, name);
   return next_version(s, rt, &version, e);
 }
 

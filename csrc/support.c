@@ -240,6 +240,39 @@ int rg_utf8_seq (const unsigned char *s, size_t n) {
   return 0;
 }
 
+/* Writes the UTF-8 form of code point cp at w; returns its length. */
+size_t rg_utf8_put (char *w, unsigned cp) {
+  if (cp < 0x80) { w[0] = (char)cp; return 1; }
+  if (cp < 0x800) {
+    w[0] = (char)(0xC0 | (cp >> 6)); w[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
+  }
+  if (cp < 0x10000) {
+    w[0] = (char)(0xE0 | (cp >> 12)); w[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    w[2] = (char)(0x80 | (cp & 0x3F));
+    return 3;
+  }
+  w[0] = (char)(0xF0 | (cp >> 18)); w[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+  w[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); w[3] = (char)(0x80 | (cp & 0x3F));
+  return 4;
+}
+
+/* Reads the 4 hex digits of a \u escape; 0 if they are not. */
+int rg_hex4 (const char *p, unsigned *out) {
+  unsigned v = 0;
+  int i;
+  for (i = 0; i < 4; i++) {
+    char c = p[i];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+    else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+    else return 0;
+  }
+  *out = v;
+  return 1;
+}
+
 int rg_utf8_valid (const char *s, size_t n) {
   const unsigned char *p = (const unsigned char *)s, *end = p + n;
   while (p < end) {

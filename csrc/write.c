@@ -155,29 +155,6 @@ static int load_item (rg_scope *s, const rg_cont *c, const rg_ikey *k,
 ** Storage of one change
 ** ======================================================================
 */
-static int put (rg_scope *s, int db, const void *k, size_t kn, const void *v,
-                size_t vn, rg_err *e) {
-  MDB_val key, val;
-  int rc;
-  key.mv_data = (void *)k;
-  key.mv_size = kn;
-  val.mv_data = (void *)v;
-  val.mv_size = vn;
-  if ((rc = mdb_put(s->txn, s->env->dbi[db], &key, &val, 0)))
-    return rg_scope_mdb(s, rc, "write", e);
-  return 0;
-}
-
-static int del (rg_scope *s, int db, const void *k, size_t kn, rg_err *e) {
-  MDB_val key;
-  int rc;
-  key.mv_data = (void *)k;
-  key.mv_size = kn;
-  rc = mdb_del(s->txn, s->env->dbi[db], &key, NULL);
-  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "delete", e);
-  return 0;
-}
-
 /* Adds `dn` items and `db` bytes to a counter pair stored under a key. */
 static int bump (rg_scope *s, int dbi, const void *k, size_t kn, int64_t dn,
                  int64_t db, rg_err *e) {
@@ -195,10 +172,10 @@ static int bump (rg_scope *s, int dbi, const void *k, size_t kn, int64_t dn,
   else if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "stats", e);
   n += (uint64_t)dn;
   b += (uint64_t)db;
-  if (n == 0 && dbi == RG_DB_PARTS) return del(s, dbi, k, kn, e);
+  if (n == 0 && dbi == RG_DB_PARTS) return rg_del(s, dbi, k, kn, NULL, e);
   rg_put_u64(buf, n);
   rg_put_u64(buf + 8, b);
-  return put(s, dbi, k, kn, buf, 16, e);
+  return rg_put(s, dbi, k, kn, buf, 16, e);
 }
 
 /* Bytes now held by a logical partition. */
@@ -250,32 +227,28 @@ static int store (rg_scope *s, const rg_cont *c, const rg_ikey *k, item *old,
   int64_t dbytes;
   if (lsn == 0) return s->failed;
   if (neu) {                                    /* the item itself */
-    MDB_val key, val;
-    key.mv_data = (void *)k->key;
-    key.mv_size = k->len;
-    val.mv_size = RG_VHDR + text->n;
-    if ((rc = mdb_put(s->txn, s->env->dbi[RG_DB_ITEMS], &key, &val,
-                      MDB_RESERVE)))
-      return rg_scope_mdb(s, rc, "write", e);
-    rg_put_u64((uint8_t *)val.mv_data, (uint64_t)expiry);
-    memcpy((char *)val.mv_data + RG_VHDR, text->p, text->n);
+    uint8_t *val = (uint8_t *)rg_reserve(s, RG_DB_ITEMS, k->key, k->len,
+                                         RG_VHDR + text->n, e);
+    if (val == NULL) return s->failed;
+    rg_put_u64(val, (uint64_t)expiry);
+    memcpy(val + RG_VHDR, text->p, text->n);
   }
-  else if ((rc = del(s, RG_DB_ITEMS, k->key, k->len, e))) return rc;
+  else if ((rc = rg_del(s, RG_DB_ITEMS, k->key, k->len, NULL, e))) return rc;
   if ((rc = rg_index_update(s, spec, k, old->doc, neu, e))) return rc;
   if (old->doc && old->expiry &&                /* TTL entries */
-      (rc = del(s, RG_DB_TTL, tk, ttl_key(tk, spec->cid, old->expiry, digest),
-                e)))
+      (rc = rg_del(s, RG_DB_TTL, tk,
+                   ttl_key(tk, spec->cid, old->expiry, digest), NULL, e)))
     return rc;
   if (neu && expiry &&
-      (rc = put(s, RG_DB_TTL, tk, ttl_key(tk, spec->cid, expiry, digest),
+      (rc = rg_put(s, RG_DB_TTL, tk, ttl_key(tk, spec->cid, expiry, digest),
                 k->key, k->len, e)))
     return rc;
   if (old->doc &&                               /* latest-version entry */
-      (rc = del(s, RG_DB_LATEST, lk,
-                latest_key(lk, spec->cid, k->range, old->lsn, digest), e)))
+      (rc = rg_del(s, RG_DB_LATEST, lk,
+                latest_key(lk, spec->cid, k->range, old->lsn, digest), NULL, e)))
     return rc;
   if (neu &&
-      (rc = put(s, RG_DB_LATEST, lk,
+      (rc = rg_put(s, RG_DB_LATEST, lk,
                 latest_key(lk, spec->cid, k->range, lsn, digest),
                 k->key, k->len, e)))
     return rc;
@@ -360,7 +333,7 @@ int rg_purge_expired (rg_scope *s, const rg_cont *c, int *count, rg_err *e) {
       rg_ikey full;
       if ((rc = load_item(s, c, ik, NULL, 0, &old, e))) return rc;
       if (old.doc == NULL) {         /* an entry without its item: drop it */
-        if ((rc = del(s, RG_DB_TTL, tkeys[i], 20, e))) return rc;
+        if ((rc = rg_del(s, RG_DB_TTL, tkeys[i], 20, NULL, e))) return rc;
         continue;
       }
       /* the partition key gives the range and hash; the key is as stored */

@@ -245,6 +245,8 @@ describe("triggers", function()
       assert(c:read("good", "p"))
       assert(c:read("side-good", "p"))
       assert(c:read("after", "q"))
+      -- what was undone left no index entry, feed record or count behind
+      assert.is_true(db:verify())
     end)
   end)
 
