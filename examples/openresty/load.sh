@@ -13,7 +13,7 @@
 # HTTP error or a wrk error fails the script.
 #
 # Settings (environment): PORT (8089), DURATION (10 s), CONNECTIONS (16),
-# THREADS (2), SCALE (0.0005: 50 users), SYNC ("full").
+# THREADS (2), SCALE (0.0002: 20 users), SYNC ("full").
 set -eu
 
 cd "$(dirname "$0")/../.."
@@ -23,7 +23,7 @@ PORT=${PORT:-8089}
 DURATION=${DURATION:-10}
 CONNECTIONS=${CONNECTIONS:-16}
 THREADS=${THREADS:-2}
-SCALE=${SCALE:-0.0005}
+SCALE=${SCALE:-0.0002}
 SYNC=${SYNC:-full}
 WORKERS=${*:-1 2 4}
 URL=http://127.0.0.1:$PORT

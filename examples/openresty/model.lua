@@ -6,7 +6,8 @@ checks it.  One place to change when the model changes.
     local m = model.open(db, instance)   -- retries a lost creation race
     model.generator(scale)               -- the data set
     model.load(m, gen)                   -- C1-C4 through the model
-    model.checks(m)                      -- {{name, ok, message}, ...}
+    model.checks(m, wait)                -- {{name, ok, message}, ...};
+                                         -- wait(): the processors caught up
 ]]
 
 local mini = require "mini"
