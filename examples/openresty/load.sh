@@ -13,7 +13,8 @@
 # HTTP error or a wrk error fails the script.
 #
 # Settings (environment): PORT (8089), DURATION (10 s), CONNECTIONS (16),
-# THREADS (2), SCALE (0.0002: 20 users), SYNC ("full").
+# THREADS (2), SCALE (0.0002: 20 users), SYNC ("full"), MIX ("" for the
+# mix, "reads" for its reads alone).
 set -eu
 
 cd "$(dirname "$0")/../.."
@@ -25,6 +26,7 @@ CONNECTIONS=${CONNECTIONS:-16}
 THREADS=${THREADS:-2}
 SCALE=${SCALE:-0.0002}
 SYNC=${SYNC:-full}
+MIX=${MIX:-}
 WORKERS=${*:-1 2 4}
 URL=http://127.0.0.1:$PORT
 DB=$PREFIX/data/blog
@@ -94,7 +96,7 @@ for n in $WORKERS; do
   lua5.4 "$PREFIX/tool.lua" load "$DB" "$KEYS" "$SCALE" || fail "load"
   lua5.4 "$PREFIX/tool.lua" wait "$URL" 120 || fail "processors after the load"
   out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s \
-        -s "$PREFIX/mix.lua" "$URL" -- "$KEYS") || fail "wrk"
+        -s "$PREFIX/mix.lua" "$URL" -- "$KEYS" $MIX) || fail "wrk"
   echo "$out" | grep -v '^RESULT'
   result=$(echo "$out" | grep '^RESULT') || fail "wrk printed no result"
   errors=$(echo "$result" | sed 's/.* errors=\([0-9]*\).*/\1/')
@@ -112,6 +114,7 @@ $(printf '%-8s %s' "$n" "$line")"
 done
 
 echo
-echo "== summary ($(nproc) cores; latencies in ms; sync = $SYNC)"
+echo "== summary ($(nproc) cores; latencies in ms; sync = $SYNC;" \
+  "${MIX:-mix} of ${DURATION} s, $CONNECTIONS connections)"
 printf '%-8s %s\n' "workers" "results"
 echo "$SUMMARY" | sed '/^$/d'

@@ -1,6 +1,7 @@
 --[[
-mix: the load wrk drives (wrk -s mix.lua URL -- KEYS): a read-heavy mix of
-the blog's ten requests on the keys tool.lua wrote.
+mix: the load wrk drives (wrk -s mix.lua URL -- KEYS [reads]): a
+read-heavy mix of the blog's ten requests on the keys tool.lua wrote (with
+`reads`, its reads alone).
 
     reads  90%: Q1 user 15, Q2 post 25, Q3 user's posts 15,
                 Q4 comments 15, Q5 likes 10, Q6 feed 10
@@ -15,6 +16,7 @@ line, RESULT ..., that load.sh reads.
 local users, names, posts = {}, {}, {}
 local run = tostring(os.time())
 local seq = 0
+local REQUESTS, total         -- below; total: the sum of their shares
 
 function setup(thread)
   counter = (counter or 0) + 1
@@ -32,6 +34,12 @@ function init(args)
     end
   end
   math.randomseed(os.time() * 100 + tid)
+  -- `reads`: the reads alone, in the same proportions
+  if args[2] == "reads" then
+    for i = #REQUESTS, 7, -1 do REQUESTS[i] = nil end
+  end
+  total = 0
+  for _, r in ipairs(REQUESTS) do total = total + r[1] end
 end
 
 local function pick(list) return list[math.random(#list)] end
@@ -63,7 +71,7 @@ local function post(path, fields, method)
     "{" .. table.concat(parts, ",") .. "}")
 end
 
-local REQUESTS = {
+REQUESTS = {
   { 15, function() return wrk.format("GET", "/users/" .. pick(users)) end },
   { 25, function() return wrk.format("GET", "/posts/" .. pick(posts)) end },
   { 15, function() return wrk.format("GET", "/users/" .. pick(users) .. "/posts") end },
@@ -93,9 +101,6 @@ local REQUESTS = {
       "userId", u, "username", names[u], "creationDate", date() })
   end },
 }
-
-local total = 0
-for _, r in ipairs(REQUESTS) do total = total + r[1] end
 
 function request()
   local x = math.random(total)
