@@ -74,13 +74,16 @@ lua_Integer rg_opt_int (lua_State *L, int idx, const char *name,
                         lua_Integer def, lua_Integer lo, lua_Integer hi,
                         const char *what) {
   lua_Number d;
-  lua_Integer v;
+  lua_Integer v = 0;
   if (lua_isnoneornil(L, idx)) return def;
   lua_getfield(L, idx, name);
   if (lua_isnil(L, -1)) { lua_pop(L, 1); return def; }
   d = lua_tonumber(L, -1);
-  v = (lua_Integer)d;
-  if (lua_type(L, -1) != LUA_TNUMBER || (lua_Number)v != d || v < lo || v > hi)
+  /* the range is checked on the double before the cast: converting NaN or
+  ** a double beyond lua_Integer's range is undefined in C */
+  if (lua_type(L, -1) != LUA_TNUMBER ||
+      !(d >= (lua_Number)lo && d <= (lua_Number)hi) ||
+      (lua_Number)(v = (lua_Integer)d) != d)
     luaL_error(L, "%s: option '%s' must be an integer from %lld to %lld",
                what, name, (long long)lo, (long long)hi);
 #if !RG_LUAJIT
