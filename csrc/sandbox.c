@@ -371,11 +371,13 @@ static double explicit_range (lua_State *L, int a, int b) {
 }
 
 /* Without our allocator nothing refuses a growth: a result known to be
-** larger than the room left stops the execution before it is built. */
+** larger than the room left (after a full collection) stops the execution
+** before it is built. */
 static void need (lua_State *L, double bytes) {
   rg_sandbox *sb = rg_sandbox_of(L);
-  if (sb->sysalloc && bytes > (double)room(sb))
-    rg_sandbox_stop(L, RG_STOP_MEMORY);
+  if (!sb->sysalloc || bytes <= (double)room(sb)) return;
+  lua_gc(L, LUA_GCCOLLECT, 0);
+  if (bytes > (double)room(sb)) rg_sandbox_stop(L, RG_STOP_MEMORY);
 }
 
 static int charged (lua_State *L) {
