@@ -76,8 +76,9 @@
 ** budget); coroutines are not offered.
 **
 ** LuaJIT.  The state needs a custom allocator, which LuaJIT supports in its
-** GC64 mode (the default on x64 since 2.1-2020, so in Debian's luajit2 and
-** OpenResty's builds).  A LuaJIT built without GC64 on x64 refuses
+** GC64 mode (the default on x64 since LuaJIT 2.1 of December 2019, so in
+** Debian's luajit2 and OpenResty's builds).  A LuaJIT built without GC64
+** (LUAJIT_DISABLE_GC64, or an older one) on x64 refuses
 ** lua_newstate; the sandbox then falls back to luaL_newstate and measures
 ** memory with the collector's count instead of refusing allocations: the
 ** hook and every charge compare the count with the limit, collect fully
