@@ -9,6 +9,7 @@
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
 #   make openresty    the blog over HTTP from nginx workers, under wrk's load
 #   make crash        kill writers at random moments; nothing may be lost
+#   make valgrind     every spec under valgrind (slow)
 #   make install      install into LUADIR/LIBDIR (as LuaRocks passes them)
 #
 # Variables follow LuaRocks' names so that the rockspec can drive them.
@@ -56,8 +57,8 @@ LUAJIT_INCDIR ?= /usr/include/luajit-2.1
 HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
                  test -f $(LUAJIT_INCDIR)/lua.h && echo yes)
 
-.PHONY: all test demo bench check crash fuzz install clean deps-test deps-bench \
-        openresty
+.PHONY: all test demo bench check crash fuzz valgrind install clean deps-test \
+        deps-bench openresty
 
 all: $(MODULE)
 
@@ -123,6 +124,19 @@ check: deps-test
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  REGOLITH_CPATH='build/asan/?.so' $(BUSTED)
+
+# Every spec under valgrind's memcheck (slow: about twenty minutes); any
+# definite leak or memory error fails.  Processes the specs kill on purpose
+# leave incomplete logs, which are skipped.
+valgrind: deps-test
+	$(MAKE) all
+	rm -rf build/valgrind && mkdir -p build/valgrind
+	-valgrind --trace-children=yes --leak-check=full \
+	  --errors-for-leak-kinds=definite \
+	  --log-file=build/valgrind/%p.log $(BUSTED)
+	@bad=$$(grep -l -E "definitely lost: [1-9]|ERROR SUMMARY: [1-9]" build/valgrind/*.log); \
+	  if [ -n "$$bad" ]; then echo "valgrind found problems: $$bad"; exit 1; fi; \
+	  echo "valgrind: no leaks or memory errors in $$(ls build/valgrind | wc -l) processes"
 
 # The crash harness: SIGKILL a writer at random moments, then check that
 # nothing acknowledged was lost and nothing half-applied (tools/crash.lua).

@@ -102,18 +102,21 @@ static void put_number (rg_buf *b, const cJSON *v, int exact_terms) {
   double d = v->valuedouble;
   uint64_t bits;
   uint8_t p[11];
-  int64_t exact;
-  long double residual = 0;
+  int64_t exact, residual = 0;
   if (d == 0) d = 0;                       /* -0 is 0 */
   memcpy(&bits, &d, 8);
   if (bits >> 63) bits = ~bits;
   else bits ^= (uint64_t)1 << 63;
-  /* an integer beyond 2^53 differs from its double by at most 2^10 */
-  if (v->valuestring != NULL && rg_num_int(v, &exact))
-    residual = (long double)exact - (long double)d;
+  /* an integer beyond 2^53 differs from its double by at most 2^10; the
+     double of an int64 lies in [-2^63, 2^63], and only 2^63 itself does
+     not convert back */
+  if (exact_terms && v->valuestring != NULL && rg_num_int(v, &exact)) {
+    if (d >= 9223372036854775808.0) residual = (exact - INT64_MAX) - 1;
+    else residual = exact - (int64_t)d;
+  }
   p[0] = T_NUMBER;
   rg_put_u64(p + 1, bits);
-  rg_put_u16(p + 9, (uint32_t)((int)residual + 32768));
+  rg_put_u16(p + 9, (uint32_t)(residual + 32768));
   rg_buf_add(b, p, exact_terms ? 11 : 9);
 }
 
