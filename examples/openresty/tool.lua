@@ -57,8 +57,8 @@ local function load(path, keys, scale)
   f:close()
   local st = db:stats()
   db:close()
-  io.write(("loaded %d users, %d posts: %d items in %.1f s\n"):format(
-    gen.users, posts, st.items, now() - t0))
+  io.write(("%s: loaded %d users, %d posts: %d items in %.1f s\n"):format(
+    model.name, gen.users, posts, st.items, now() - t0))
   return stats
 end
 
