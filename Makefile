@@ -4,8 +4,9 @@
 #   make LUA=luajit   build it for LuaJIT (build/luajit/regolith/core.so)
 #   make test         install what is missing, build, run every spec (and
 #                     again under LuaJIT when it is installed)
-#   make demo         install what is missing, build, run the example
-#   make bench        benchmarks (examples/bench/)
+#   make demo         install what is missing, build, run the blog example:
+#                     the article's three models beside its table (examples/blog)
+#   make bench        benchmarks (examples/bench/), and the blog at a larger scale
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
 #   make openresty    the blog over HTTP from nginx workers, under wrk's load
 #   make crash        kill writers at random moments; nothing may be lost
@@ -86,12 +87,17 @@ else
 	@echo "LuaJIT not installed (luajit2, libluajit2-5.1-dev): specs ran under Lua 5.4 only"
 endif
 
+RUN = LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' lua5.4
+
+# The blog example (examples/blog/bench.lua): DEMO_SCALE finishes in about a
+# minute; BENCH_SCALE is ten times larger (1 is the article's full data set).
+DEMO_SCALE  ?= 0.001
+DEMO_TIME   ?= 0.5
+BENCH_SCALE ?= 0.01
+
 demo: deps-bench
 	$(MAKE) all
-	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
-	  lua5.4 examples/tour.lua
-
-RUN = LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' lua5.4
+	$(RUN) examples/blog/bench.lua --scale $(DEMO_SCALE) --time $(DEMO_TIME)
 
 build/tools/lmdb_poke: tools/lmdb_poke.c
 	@mkdir -p $(dir $@)
@@ -107,6 +113,9 @@ bench: deps-bench
 	$(RUN) examples/bench/query.lua
 	$(RUN) examples/bench/feed.lua
 	$(RUN) examples/bench/scripts.lua
+	@mkdir -p build/bench
+	$(RUN) examples/blog/bench.lua --scale $(BENCH_SCALE) \
+	  --json build/bench/blog.json
 
 # regolith in nginx workers under HTTP load, with 1, 2 and 4 workers
 # (examples/openresty/load.sh; OPENRESTY_WORKERS to choose).

@@ -451,6 +451,43 @@ describe("json bridge", function()
       nothing_written()
     end)
 
+    it("reads back objects of every size, small, at and past the members gathered before a table is made", function()
+      for _, n in ipairs({ 1, 2, 31, 32, 33, 64, 65, 1000 }) do
+        local doc = { id = "d" .. n, pk = "p", nested = {} }
+        for i = 1, n do
+          doc["k" .. i] = i
+          doc.nested["n" .. i] = { v = "x" .. i, deeper = { i, { w = i } } }
+        end
+        local d = assert(c:create(doc))
+        local r = assert(c:read("d" .. n, "p"))
+        for _, got in ipairs({ d, r }) do
+          for i = 1, n do
+            assert.are.equal(i, got["k" .. i])
+            assert.are.equal("x" .. i, got.nested["n" .. i].v)
+            assert.are.equal(i, got.nested["n" .. i].deeper[2].w)
+          end
+          local count = 0
+          for _ in pairs(got.nested) do count = count + 1 end
+          assert.are.equal(n, count)
+        end
+      end
+    end)
+
+    it("reads back strings with escapes anywhere, quotes and backslashes before the closing quote included", function()
+      local values = { 'a"', 'a\\', '"', '\\', '\\"', 'x\n"y', 'tab\t', '\0end',
+                       'caf\xc3\xa9 "quoted"', ('long '):rep(100) .. '\\' }
+      local doc = { id = "e", pk = "p", list = values }
+      for i, v in ipairs(values) do doc["k" .. v] = i end
+      assert(c:create(doc))
+      local r = assert(c:read("e", "p"))
+      for i, v in ipairs(values) do
+        assert.are.equal(v, r.list[i])
+        assert.are.equal(i, r["k" .. v])
+      end
+      local rows = assert(c:query("SELECT * FROM c WHERE c.id = 'e'"))
+      assert.are.same(values, rows[1].list)
+    end)
+
     it("refuses the same faults in replace and upsert, leaving the stored version", function()
       local created = assert(c:create({ id = "d", pk = "p", v = 1 }))
       H.fails(400, c:replace({ id = "d", pk = "p", v = 0 / 0 }))
