@@ -46,6 +46,16 @@ function H.execute(cmd)
   return ok == true or ok == 0
 end
 
+-- Runs a shell command; returns its output (stdout) and whether it exited
+-- with 0, which io.popen's close does not tell under LuaJIT.
+function H.run(cmd)
+  local p = assert(io.popen("(" .. cmd .. '); echo "exit=$?"', "r"))
+  local all = p:read("*a")
+  p:close()
+  local out, code = all:match("^(.*)exit=(%d+)\n$")
+  return out or all, code == "0"
+end
+
 -- Evaluates `source`, a chunk returning a value made of tables, strings,
 -- numbers and booleans, under Lua 5.4 itself: in this process when it is
 -- Lua 5.4, in a lua5.4 child otherwise.  For specs that hold the sandbox
