@@ -2,11 +2,13 @@
 #
 #   make              build the C module for Lua 5.4 (build/lua5.4/regolith/core.so)
 #   make LUA=luajit   build it for LuaJIT (build/luajit/regolith/core.so)
-#   make test         install what is missing, build, run every spec
+#   make test         install what is missing, build, run every spec (and
+#                     again under LuaJIT when it is installed)
 #   make demo         install what is missing, build, run the blog example:
 #                     the article's three models beside its table (examples/blog)
 #   make bench        benchmarks (examples/bench/), and the blog at a larger scale
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
+#   make openresty    the blog over HTTP from nginx workers, under wrk's load
 #   make crash        kill writers at random moments; nothing may be lost
 #   make hammer       many processes on one database, then exact counts
 #   make fuzz         libFuzzer targets, FUZZ_SECONDS each
@@ -47,14 +49,20 @@ MODULE = $(BUILD)/regolith/core.so
 
 # Debian packages: the build, the tests, the benchmarks
 DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev lua5.4
-DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system
+DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev
 DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
 DEPS_FUZZ  = $(DEPS_TEST) clang libclang-rt-14-dev
 
 BUSTED = busted --lua=lua5.4
 
+# LuaJIT (luajit2 and libluajit2-5.1-dev): when both are installed, make test
+# also builds build/luajit and runs every spec under LuaJIT.
+LUAJIT_INCDIR ?= /usr/include/luajit-2.1
+HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
+                 test -f $(LUAJIT_INCDIR)/lua.h && echo yes)
+
 .PHONY: all test demo bench check crash hammer fuzz fuzz-build valgrind install \
-        clean deps-test deps-bench deps-fuzz
+        clean deps-test deps-bench deps-fuzz openresty
 
 all: $(MODULE)
 
@@ -75,6 +83,12 @@ deps-bench:
 test: deps-test
 	$(MAKE) all
 	$(BUSTED)
+ifeq ($(HAVE_LUAJIT),yes)
+	$(MAKE) all LUA=luajit LUA_INCDIR=$(LUAJIT_INCDIR)
+	busted --lua=luajit
+else
+	@echo "LuaJIT not installed (luajit2, libluajit2-5.1-dev): specs ran under Lua 5.4 only"
+endif
 
 RUN = LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' lua5.4
 
@@ -105,6 +119,12 @@ bench: deps-bench
 	@mkdir -p build/bench
 	$(RUN) examples/blog/bench.lua --scale $(BENCH_SCALE) \
 	  --json build/bench/blog.json
+
+# regolith in nginx workers under HTTP load, with 1, 2 and 4 workers
+# (examples/openresty/load.sh; OPENRESTY_WORKERS to choose).
+OPENRESTY_WORKERS ?= 1 2 4
+openresty:
+	sh examples/openresty/load.sh $(OPENRESTY_WORKERS)
 
 # The sanitizer build: the same sources with ASan and UBSan, loaded into the
 # stock interpreter by preloading the ASan runtime.

@@ -80,7 +80,7 @@ lua_Integer rg_opt_int (lua_State *L, int idx, const char *name,
                         lua_Integer def, lua_Integer lo, lua_Integer hi,
                         const char *what) {
   lua_Number d;
-  lua_Integer v;
+  lua_Integer v = 0;
   if (lua_isnoneornil(L, idx)) return def;
   lua_getfield(L, idx, name);
   if (lua_isnil(L, -1)) { lua_pop(L, 1); return def; }

@@ -14,7 +14,8 @@
 **   feed.c       the change feed: records, reads, positions, retention
 **   processor.c  processors' leases, checkpoints, dead letters
 **   script.c     the procedure runner: procedures and triggers
-**   sandbox.c    the Lua state scripts run in, its limits (pattern.c)
+**   sandbox.c    the Lua state scripts run in, its limits (pattern.c,
+**                and utf8lib.c for LuaJIT, which has no utf8 library)
 **   lua_db.c     the Lua binding of a database handle (and luaopen)
 **   lua_container.c  the Lua binding of a container handle (item API)
 **   lua_script.c the Lua binding of procedures and triggers
@@ -1023,7 +1024,7 @@ void rg_script_open (lua_State *L);
 
 /*
 ** {=====================================================================
-** sandbox.c, pattern.c: the Lua state scripts run in
+** sandbox.c, pattern.c, utf8lib.c: the Lua state scripts run in
 ** ======================================================================
 */
 typedef struct rg_sandbox rg_sandbox;
@@ -1067,6 +1068,9 @@ int      rg_sandbox_from_lua (lua_State *S, int idx, cJSON **out, rg_err *e);
 /* Registers the budget-aware find, match, gmatch and gsub in the table at
 ** idx (pattern.c). */
 void     rg_pattern_open (lua_State *S, int idx);
+/* Pushes a table holding Lua 5.4's utf8 library, for hosts without one
+** (utf8lib.c). */
+void     rg_utf8lib_open (lua_State *S);
 /* }===================================================================== */
 
 

@@ -37,7 +37,14 @@
 **     while armed, refuses to grow beyond the level at arming plus the
 **     budget.  Lua answers a refusal with an emergency collection and one
 **     more try; a second refusal without a successful growth in between
-**     means the memory is really held, and the execution stops (413);
+**     means the memory is really held, and the execution stops (413).
+**     LuaJIT has no emergency collection (a refusal raises "not enough
+**     memory" at once, and garbage the incremental collector has not
+**     reached yet would count as held), so under LuaJIT the allocator lets
+**     a growth overdraw the limit by up to the budget and makes the hook
+**     run before the next instruction: the hook collects fully and stops
+**     the execution if the state still holds more than the limit; a growth
+**     beyond the overdraft stops it at once;
 **   - instructions: a count hook adds HOOK_PERIOD to the work spent every
 **     HOOK_PERIOD VM instructions.  Work done in C, where no hook runs, is
 **     charged explicitly: every allocation costs 12 instructions and every
@@ -67,6 +74,24 @@
 ** to-be-closed variables run with hooks on and are stopped like any code.
 ** Deep recursion ends with Lua's own "stack overflow" (or the memory
 ** budget); coroutines are not offered.
+**
+** LuaJIT.  The state needs a custom allocator, which LuaJIT supports in its
+** GC64 mode (the default on x64 since LuaJIT 2.1 of December 2019, so in
+** Debian's luajit2 and OpenResty's builds).  A LuaJIT built without GC64
+** (LUAJIT_DISABLE_GC64, or an older one) on x64 refuses
+** lua_newstate; the sandbox then falls back to luaL_newstate and measures
+** memory with the collector's count instead of refusing allocations: the
+** hook and every charge compare the count with the limit, collect fully
+** when it is over, and stop the execution if it still is, so an execution
+** can overshoot by what one instruction or one C call allocates (the
+** charged string.rep refuses a result larger than the room left).  The
+** JIT compiler is off in the sandbox, since count hooks run only in the
+** interpreter.  The libraries offer the same names as under Lua 5.4: the
+** 5.1 leftovers LuaJIT keeps (table.getn, math.pow...) are removed, and
+** rawlen and a utf8 library (utf8lib.c) are added.  What cannot be made
+** the same is the number type: LuaJIT's numbers are doubles (integers are
+** exact to 2^53, there is no math.type) and its parser knows no 5.4
+** syntax (`//`, the bitwise operators, <close>).
 */
 
 #include <math.h>
@@ -98,8 +123,11 @@ struct rg_sandbox {
   lua_State *S;
   size_t used;                 /* bytes the state holds */
   size_t limit;                /* while armed: the most it may hold */
+  size_t hard;                 /* LuaJIT: the limit plus the overdraft */
   int armed;
   int refused;                 /* a growth was refused, not yet retried */
+  int collect;                 /* LuaJIT: over the limit, the hook collects */
+  int sysalloc;                /* LuaJIT without GC64: LuaJIT's allocator */
   int stop;                    /* RG_STOP_* once the execution must end */
   uint64_t spent, budget;      /* instructions */
   int64_t deadline;            /* ms on the coarse monotonic clock */
@@ -132,6 +160,15 @@ static void stop (rg_sandbox *sb, int why) {
   lua_sethook(sb->S, hook, LUA_MASKCOUNT, 1);
 }
 
+#if RG_LUAJIT
+/* Over the limit: the hook collects before the next instruction. */
+static void over (rg_sandbox *sb) {
+  if (sb->collect || sb->stop != RG_STOP_NONE) return;
+  sb->collect = 1;
+  lua_sethook(sb->S, hook, LUA_MASKCOUNT, 1);
+}
+#endif
+
 static void *sb_alloc (void *ud, void *p, size_t osize, size_t nsize) {
   rg_sandbox *sb = (rg_sandbox *)ud;
   void *np;
@@ -142,13 +179,21 @@ static void *sb_alloc (void *ud, void *p, size_t osize, size_t nsize) {
     return NULL;
   }
   if (nsize > osize && sb->armed) {
-    size_t grow = nsize - osize;
-    if (sb->stop == RG_STOP_MEMORY || sb->used + grow > sb->limit ||
-        sb->used + grow < sb->used) {
+    size_t grow = nsize - osize, want = sb->used + grow;
+    int wrap = want < sb->used;
+#if RG_LUAJIT
+    if (sb->stop == RG_STOP_MEMORY || wrap || want > sb->hard) {
+      stop(sb, RG_STOP_MEMORY);
+      return NULL;
+    }
+    if (want > sb->limit) over(sb);
+#else
+    if (sb->stop == RG_STOP_MEMORY || wrap || want > sb->limit) {
       if (sb->refused) stop(sb, RG_STOP_MEMORY);
       sb->refused = 1;
       return NULL;
     }
+#endif
     sb->spent += ALLOC_COST + (grow >> ALLOC_SHIFT);
     if (sb->spent >= sb->budget) stop(sb, RG_STOP_BUDGET);
   }
@@ -162,10 +207,25 @@ static void *sb_alloc (void *ud, void *p, size_t osize, size_t nsize) {
   return np;
 }
 
+/* The key under which a state made by luaL_newstate finds its sandbox. */
+static const char sysalloc_key = 'S';
+
 rg_sandbox *rg_sandbox_of (lua_State *L) {
   void *ud = NULL;
-  lua_getallocf(L, &ud);
-  return (rg_sandbox *)ud;
+  rg_sandbox *sb;
+  if (lua_getallocf(L, &ud) == sb_alloc) return (rg_sandbox *)ud;
+  lua_pushlightuserdata(L, (void *)&sysalloc_key);
+  lua_rawget(L, LUA_REGISTRYINDEX);
+  sb = (rg_sandbox *)lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return sb;
+}
+
+/* The bytes the state holds. */
+static size_t held (rg_sandbox *sb) {
+  if (!sb->sysalloc) return sb->used;
+  return (size_t)lua_gc(sb->S, LUA_GCCOUNT, 0) * 1024 +
+         (size_t)lua_gc(sb->S, LUA_GCCOUNTB, 0);
 }
 
 static const char *stop_message (int why) {
@@ -181,14 +241,35 @@ static int raise_stop (lua_State *L, rg_sandbox *sb) {
   return lua_error(L);
 }
 
+/*
+** Under LuaJIT (see over), and on every check with LuaJIT's own allocator:
+** when the state holds more than the limit, a full collection decides
+** whether it really does.  Runs in the hook, or in a charge, where the
+** state is between operations.
+*/
+static void check_memory (lua_State *L, rg_sandbox *sb) {
+#if RG_LUAJIT
+  if (sb->sysalloc && held(sb) > sb->limit) sb->collect = 1;
+  if (!sb->collect || sb->stop != RG_STOP_NONE) return;
+  sb->collect = 0;
+  lua_gc(L, LUA_GCCOLLECT, 0);
+  if (held(sb) > sb->limit) stop(sb, RG_STOP_MEMORY);
+  else lua_sethook(sb->S, hook, LUA_MASKCOUNT, HOOK_PERIOD);
+#else
+  (void)L; (void)sb;
+#endif
+}
+
 static void hook (lua_State *L, lua_Debug *ar) {
   rg_sandbox *sb = rg_sandbox_of(L);
   (void)ar;
   if (!sb->armed) return;
-  if (sb->stop == RG_STOP_NONE) {
+  if (sb->collect) check_memory(L, sb);    /* an overdraft: not a period */
+  else if (sb->stop == RG_STOP_NONE) {
     sb->spent += HOOK_PERIOD;
     if (sb->spent >= sb->budget || now_ms() > sb->deadline)
       stop(sb, RG_STOP_BUDGET);
+    else if (sb->sysalloc) check_memory(L, sb);
   }
   if (sb->stop != RG_STOP_NONE) raise_stop(L, sb);
 }
@@ -200,8 +281,16 @@ void rg_sandbox_charge (lua_State *L, uint64_t n) {
     sb->spent += n;
     if (sb->spent >= sb->budget || sb->spent < n || now_ms() > sb->deadline)
       stop(sb, RG_STOP_BUDGET);
+    else if (sb->sysalloc) check_memory(L, sb);
   }
   if (sb->stop != RG_STOP_NONE) raise_stop(L, sb);
+}
+
+/* The room an execution has left before its memory limit. */
+static size_t room (rg_sandbox *sb) {
+  size_t h = held(sb);
+  if (!sb->armed) return (size_t)-1;
+  return h < sb->limit ? sb->limit - h : 0;
 }
 
 int rg_sandbox_stop (lua_State *L, int why) {
@@ -233,22 +322,30 @@ int rg_sandbox_stopped (lua_State *L) {
 
 void rg_sandbox_left (lua_State *L, uint64_t *instructions, size_t *bytes) {
   rg_sandbox *sb = rg_sandbox_of(L);
+  size_t r;
   *instructions = 0;
   *bytes = 0;
   if (!sb->armed) return;
   *instructions = sb->spent < sb->budget ? sb->budget - sb->spent : 1;
-  *bytes = sb->used < sb->limit ? sb->limit - sb->used : 1;
+  r = room(sb);
+  *bytes = r ? r : 1;
+}
+
+static size_t add_sat (size_t a, size_t b) {
+  return a + b < a ? (size_t)-1 : a + b;
 }
 
 void rg_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
   char here;
   int64_t ms = (int64_t)(budget / 50000);
   sb->cbase = (uintptr_t)&here;
-  sb->limit = sb->used + memory < sb->used ? (size_t)-1 : sb->used + memory;
+  sb->limit = add_sat(held(sb), memory);
+  sb->hard = add_sat(sb->limit, memory);
   sb->spent = 0;
   sb->budget = budget;
   sb->stop = RG_STOP_NONE;
   sb->refused = 0;
+  sb->collect = 0;
   sb->deadline = now_ms() + (ms < MIN_DEADLINE ? MIN_DEADLINE : ms);
   sb->armed = 1;
   lua_sethook(sb->S, hook, LUA_MASKCOUNT, HOOK_PERIOD);
@@ -259,6 +356,7 @@ int rg_sandbox_disarm (rg_sandbox *sb) {
   sb->armed = 0;
   sb->stop = RG_STOP_NONE;
   sb->refused = 0;
+  sb->collect = 0;
   lua_sethook(sb->S, NULL, 0, 0);
   return why;
 }
@@ -304,6 +402,16 @@ static double explicit_range (lua_State *L, int a, int b) {
   return j >= i ? (double)j - (double)i + 1 : 0;
 }
 
+/* Without our allocator nothing refuses a growth: a result known to be
+** larger than the room left (after a full collection) stops the execution
+** before it is built. */
+static void need (lua_State *L, double bytes) {
+  rg_sandbox *sb = rg_sandbox_of(L);
+  if (!sb->sysalloc || bytes <= (double)room(sb)) return;
+  lua_gc(L, LUA_GCCOLLECT, 0);
+  if (bytes > (double)room(sb)) rg_sandbox_stop(L, RG_STOP_MEMORY);
+}
+
 static int charged (lua_State *L) {
   int kind = (int)lua_tointeger(L, lua_upvalueindex(2));
   double cost = 0;
@@ -311,7 +419,10 @@ static int charged (lua_State *L) {
     case W_REP: {
       double n = (double)luaL_checkinteger(L, 2);
       size_t l = strlen_at(L, 1), lsep = strlen_at(L, 3);
-      if (n > 0) cost = n / 8 + n * ((double)l + (double)lsep) / 16;
+      if (n > 0) {
+        cost = n / 8 + n * ((double)l + (double)lsep) / 16;
+        need(L, n * ((double)l + (double)lsep));
+      }
       break;
     }
     case W_LEN1: cost = (double)strlen_at(L, 1) / 16; break;
@@ -396,6 +507,17 @@ static int t_remove (lua_State *L) {
   }
   lua_pushnil(L);
   lua_seti(L, 1, pos);
+  return 1;
+}
+#endif
+
+#if RG_LUAJIT
+/* rawlen, which LuaJIT offers only in its 5.2 compatibility mode. */
+static int sb_rawlen (lua_State *L) {
+  int t = lua_type(L, 1);
+  luaL_argcheck(L, t == LUA_TTABLE || t == LUA_TSTRING, 1,
+                "table or string expected");
+  lua_pushinteger(L, (lua_Integer)lua_objlen(L, 1));
   return 1;
 }
 #endif
@@ -565,6 +687,20 @@ static int setup (lua_State *L) {
     "rawequal", "rawlen", NULL
   };
   static const char *const no_string[] = { "dump", NULL };
+#if RG_LUAJIT
+  /* LuaJIT's 5.1 leftovers, absent from Lua 5.4: a script that used them
+  ** would run in some processes and not in others */
+  static const char *const no_table[] = {
+    "foreach", "foreachi", "getn", "maxn", "setn", NULL
+  };
+  static const char *const no_math[] = {
+    "atan2", "cosh", "frexp", "ldexp", "log10", "mod", "pow", "sinh", "tanh",
+    NULL
+  };
+#else
+  static const char *const no_table[] = { NULL };
+  static const char *const no_math[] = { NULL };
+#endif
   static const char *const os_keep[] = { "time", "clock", "date", NULL };
   const char *const *b;
   int g, t;
@@ -588,6 +724,10 @@ static int setup (lua_State *L) {
     lua_getfield(L, g, *b);
     lua_setfield(L, t, *b);
   }
+#if RG_LUAJIT
+  lua_pushcfunction(L, sb_rawlen);
+  lua_setfield(L, t, "rawlen");
+#endif
   lua_getfield(L, g, "tonumber");
   lua_pushinteger(L, W_LEN1);
   lua_pushcclosure(L, charged, 2);
@@ -603,7 +743,7 @@ static int setup (lua_State *L) {
   wrap(L, "rep", W_REP);
   lua_setfield(L, t, "string");
 
-  copy_lib(L, g, "table", NULL, NULL);
+  copy_lib(L, g, "table", NULL, no_table);
 #if RG_LUAJIT
   lua_getfield(L, g, "unpack");
   lua_setfield(L, -2, "unpack");
@@ -621,15 +761,17 @@ static int setup (lua_State *L) {
   wrap(L, "sort", W_SORT);
   lua_setfield(L, t, "table");
 
-  copy_lib(L, g, "math", NULL, NULL);
+  copy_lib(L, g, "math", NULL, no_math);
   lua_setfield(L, t, "math");
-#if !RG_LUAJIT
+#if RG_LUAJIT
+  rg_utf8lib_open(L);
+#else
   copy_lib(L, g, "utf8", NULL, NULL);
+#endif
   wrap(L, "len", W_LEN1);
   wrap(L, "codepoint", W_LEN1);
   wrap(L, "offset", W_LEN1);
   lua_setfield(L, t, "utf8");
-#endif
   copy_lib(L, g, "os", os_keep, NULL);
   lua_setfield(L, t, "os");
 
@@ -666,11 +808,36 @@ static int setup (lua_State *L) {
   return 0;
 }
 
+#if RG_LUAJIT
+/*
+** LuaJIT without GC64 on x64 has no lua_newstate (it prints a line saying
+** so and returns NULL): found out once per process, then the sandbox uses
+** luaL_newstate and finds itself through the registry.
+*/
+static int no_newstate = 0;
+
+static lua_State *new_state (rg_sandbox *sb) {
+  lua_State *S = NULL;
+  if (!no_newstate && (S = lua_newstate(sb_alloc, sb)) != NULL) return S;
+  no_newstate = 1;
+  if ((S = luaL_newstate()) == NULL) return NULL;
+  sb->sysalloc = 1;
+  lua_pushlightuserdata(S, (void *)&sysalloc_key);
+  lua_pushlightuserdata(S, sb);
+  lua_rawset(S, LUA_REGISTRYINDEX);
+  return S;
+}
+#else
+static lua_State *new_state (rg_sandbox *sb) {
+  return lua_newstate(sb_alloc, sb);
+}
+#endif
+
 rg_sandbox *rg_sandbox_new (void) {
   rg_sandbox *sb = (rg_sandbox *)calloc(1, sizeof(rg_sandbox));
   if (sb == NULL) return NULL;
   sb->budget = (uint64_t)-1;
-  sb->S = lua_newstate(sb_alloc, sb);
+  sb->S = new_state(sb);
   if (sb->S == NULL) { free(sb); return NULL; }
 #if RG_LUAJIT
   luaJIT_setmode(sb->S, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);  /* hooks */
@@ -797,6 +964,13 @@ int rg_sandbox_load (lua_State *L, const char *src, size_t n,
   chunk[0] = '=';
   memcpy(chunk + 1, name, namelen);
   chunk[namelen + 1] = '\0';
+  /* both Lua's and LuaJIT's bytecode begin with ESC: one message for both
+  ** (LuaJIT's own is "attempt to load chunk with wrong mode") */
+  if (n > 0 && src[0] == '\033') {
+    lua_pushliteral(L, "attempt to load a binary chunk: a source is Lua "
+                    "text");
+    return LUA_ERRSYNTAX;
+  }
   return luaL_loadbufferx(L, src, n, chunk, "t");
 }
 

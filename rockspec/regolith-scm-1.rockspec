@@ -27,6 +27,7 @@ build = {
   type = "builtin",
   modules = {
     regolith = "lua/regolith/init.lua",
+    ["regolith.processor"] = "lua/regolith/processor.lua",
     ["regolith.core"] = {
       sources = {
         "csrc/charge.c",
@@ -52,6 +53,7 @@ build = {
         "csrc/script.c",
         "csrc/support.c",
         "csrc/token.c",
+        "csrc/utf8lib.c",
         "csrc/verify.c",
         "csrc/write.c",
       },

@@ -238,9 +238,7 @@ describe("blog example", function()
     local cmd = H.lua_cmd("examples/blog/bench.lua") ..
       (" --scale %g --seed %d --time 0.01 --json %s%s 2>&1"):format(SCALE,
         SEED, json_path, has_sqlite and "" or " --no-sqlite")
-    local p = assert(io.popen(cmd, "r"))
-    local out = p:read("*a")
-    local ok = p:close()
+    local out, ok = H.run(cmd)
     local f = io.open(json_path, "r")
     local text = f and f:read("*a")
     if f then f:close() end

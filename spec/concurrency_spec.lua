@@ -24,14 +24,17 @@ end
 -- Starts a child running `source`; returns a handle to wait on.
 local function spawn(source)
   local file = H.script(source)
-  return assert(io.popen(H.lua_cmd(file) .. " 2>&1", "r"))
+  -- the exit status comes last in the output: io.popen's close does not
+  -- give it under LuaJIT
+  return assert(io.popen("(" .. H.lua_cmd(file) .. ') 2>&1; echo "exit=$?"', "r"))
 end
 
 -- Waits for a child; asserts it ended well and returns its output.
 local function wait(p)
-  local out = p:read("a")
-  local ok, how, code = p:close()
-  assert(ok, ("child failed (%s %s): %s"):format(tostring(how), tostring(code), out))
+  local all = p:read("*a")
+  p:close()
+  local out, code = all:match("^(.*)exit=(%d+)\n$")
+  assert(code == "0", ("child failed (exit %s): %s"):format(tostring(code), out or all))
   return out
 end
 

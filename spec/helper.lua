@@ -3,6 +3,86 @@ local regolith = require "regolith"
 
 local H = {}
 
+-- The host the specs run on.  The suite runs under Lua 5.4 and under
+-- LuaJIT (`busted --lua=luajit`); what only Lua 5.4 has (64-bit integers
+-- and math.type, utf8, the 5.4 syntax, __len honoured by the table
+-- library) is checked only there, each such spec saying why.
+H.lua54 = _VERSION == "Lua 5.4"
+H.luajit = jit ~= nil
+
+-- Whether a number is an integer as the host tells them: math.type under
+-- Lua 5.4; under LuaJIT, whose numbers are all doubles, an integral value
+-- (and not -0, which the JSON bridge never gives back).
+function H.integer(v)
+  if math.type then return math.type(v) == "integer" end
+  return type(v) == "number" and v == math.floor(v) and
+    (v ~= 0 or 1 / v > 0)
+end
+
+-- utf8.char, also on hosts without utf8 (surrogates included, as 5.4).
+function H.utf8_char(...)
+  if utf8 then return utf8.char(...) end
+  local out = {}
+  for i, cp in ipairs({ ... }) do
+    if cp < 0x80 then out[i] = string.char(cp)
+    elseif cp < 0x800 then
+      out[i] = string.char(0xC0 + math.floor(cp / 0x40), 0x80 + cp % 0x40)
+    elseif cp < 0x10000 then
+      out[i] = string.char(0xE0 + math.floor(cp / 0x1000),
+        0x80 + math.floor(cp / 0x40) % 0x40, 0x80 + cp % 0x40)
+    else
+      out[i] = string.char(0xF0 + math.floor(cp / 0x40000),
+        0x80 + math.floor(cp / 0x1000) % 0x40,
+        0x80 + math.floor(cp / 0x40) % 0x40, 0x80 + cp % 0x40)
+    end
+  end
+  return table.concat(out)
+end
+
+-- Runs a shell command; true when it exits with 0 (os.execute answers
+-- true under Lua 5.4 and 0 under LuaJIT).
+function H.execute(cmd)
+  local ok = os.execute(cmd)
+  return ok == true or ok == 0
+end
+
+-- Runs a shell command; returns its output (stdout) and whether it exited
+-- with 0, which io.popen's close does not tell under LuaJIT.
+function H.run(cmd)
+  local p = assert(io.popen("(" .. cmd .. '); echo "exit=$?"', "r"))
+  local all = p:read("*a")
+  p:close()
+  local out, code = all:match("^(.*)exit=(%d+)\n$")
+  return out or all, code == "0"
+end
+
+-- Evaluates `source`, a chunk returning a value made of tables, strings,
+-- numbers and booleans, under Lua 5.4 itself: in this process when it is
+-- Lua 5.4, in a lua5.4 child otherwise.  For specs that hold the sandbox
+-- (which follows Lua 5.4 on every host) to Lua 5.4's own behaviour.
+function H.lua54_eval(source)
+  if H.lua54 then return assert(load(source))() end
+  local dump = [[
+    local function dump(v)
+      local t = type(v)
+      if t == "string" then return string.format("%q", v) end
+      if t == "number" then
+        if math.type(v) == "integer" then return string.format("%d", v) end
+        return string.format("%.17g", v)
+      end
+      if t ~= "table" then return tostring(v) end
+      local out = {}
+      for k, x in pairs(v) do out[#out + 1] = "[" .. dump(k) .. "]=" .. dump(x) end
+      return "{" .. table.concat(out, ",") .. "}"
+    end
+    io.write("return ", dump((function() ]] .. source .. [[ end)()))]]
+  local file = H.script(dump)
+  local p = assert(io.popen("lua5.4 " .. file, "r"))
+  local out = p:read("*a")
+  p:close()
+  return assert(loadstring(out))()
+end
+
 local dirs = {}
 
 -- A new empty directory path under /tmp (not created: open creates it).

@@ -201,9 +201,9 @@ describe("items", function()
       local a3 = assert(c:patch("a", "p", { { op = "incr", path = "/v", value = 1 } }))
       local after = os.time()
       for _, d in ipairs({ a, b, a2, a3 }) do
-        assert.are.equal("integer", math.type(d._ts))
+        assert.is_true(H.integer(d._ts))
         assert.is_true(d._ts >= before and d._ts <= after)
-        assert.are.equal("integer", math.type(d._lsn))
+        assert.is_true(H.integer(d._lsn))
       end
       assert.is_true(a._lsn < b._lsn)
       assert.is_true(b._lsn < a2._lsn)
@@ -352,6 +352,7 @@ describe("items", function()
     end)
 
     it("keeps integer partition key values beyond 2^53 apart", function()
+      if not H.lua54 then pending("Lua 5.4 only: LuaJIT's numbers are doubles, exact to 2^53") end
       local a, b = 1234567890123456789, 1234567890123456788
       assert(c:create({ id = "x", pk = a, who = "a" }))
       local doc, msg = c:create({ id = "x", pk = b, who = "b" })

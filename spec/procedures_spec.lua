@@ -104,7 +104,7 @@ describe("procedures", function()
         assert(posts:replace_procedure("v", "return function() return 2 end"))
         db:close()
       ]]):format(path))
-      assert.is_true(os.execute(H.lua_cmd(child)))
+      assert.is_true(H.execute(H.lua_cmd(child)))
       assert.are.equal(2, (posts:execute("v", "p")))
     end)
 

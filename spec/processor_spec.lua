@@ -455,4 +455,32 @@ describe("processors", function()
     p:run_once()
     assert.is_true(charge > 0)
   end)
+
+  it("runs transactional handlers with Lua's own coroutines, which OpenResty "
+    .. "keeps as coroutine._create, _resume and _status", function()
+    -- OpenResty's coroutine.resume yields the caller to nginx first, which
+    -- cannot cross the C call a transactional handler runs in: stand-ins
+    -- that fail the same way, while the module is loaded and while it runs
+    local co, loaded = coroutine, package.loaded["regolith.processor"]
+    local own = { create = co.create, resume = co.resume, status = co.status }
+    local function refuse() error("attempt to yield across C-call boundary") end
+    co._create, co._resume, co._status = own.create, own.resume, own.status
+    co.create, co.resume, co.status = refuse, refuse, refuse
+    package.loaded["regolith.processor"] = nil
+    local ok, err = pcall(function()
+      local fresh = require "regolith.processor"
+      local seen = 0
+      local p = assert(fresh.open(db, { name = "ngx", source = "src",
+        handler = function(changes) seen = seen + #changes end }))
+      for i = 1, 3 do assert(src:create({ id = "i" .. i, pk = "p" })) end
+      assert.are.equal(3, p:run_once())
+      assert.are.equal(3, seen)
+      assert.are.equal(0, (p:lag()))
+      p:close()
+    end)
+    co.create, co.resume, co.status = own.create, own.resume, own.status
+    co._create, co._resume, co._status = nil, nil, nil
+    package.loaded["regolith.processor"] = loaded
+    assert(ok, err)
+  end)
 end)

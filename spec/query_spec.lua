@@ -61,7 +61,7 @@ describe("queries", function()
     it("returns bare values with SELECT VALUE", function()
       local rows = q("SELECT VALUE c.n FROM c ORDER BY c.n")
       assert.are.same({ 1, 2, 3 }, rows)
-      assert.is_true(math.type(rows[1]) == "integer")
+      assert.is_true(H.integer(rows[1]))
     end)
 
     it("names projected properties by their last name, by AS, or $1, $2", function()

@@ -358,20 +358,31 @@ describe("sandbox escapes", function()
                  tostring((pcall(tonumber, "z", 37))), tostring(tonumber("  10  ")),
                  tostring(-0.0), tostring(math.mininteger),
                  tostring(tonumber("1" .. ("0"):rep(400))) }]]))
-      assert.are.same({ tostring(math.maxinteger), "inf", "nil", "35", "false", "10",
-                        "-0.0", tostring(math.mininteger), "inf" }, r)
+      -- the host's own tostring gives what the script's must (LuaJIT has
+      -- doubles only, no math.mininteger, reads "nan" and writes -0.0 as "-0")
+      assert.are.same({ tostring(tonumber("0x7fffffffffffffff")), "inf",
+                        tostring(tonumber("nan")), "35",
+                        "false", "10", tostring(-0.0), tostring(math.mininteger),
+                        "inf" }, r)
       -- and a value JSON cannot carry is refused on the way out
       stopped({ 400 }, "return { tonumber('1e99999') }")
       stopped({ 408, 413 }, [[
         local s = ("9"):rep(2^20)
         for i = 1, 100 do tonumber(s) end]])
-      stopped({ 408, 413 }, [[
-        local s = ("1"):rep(2^20)
-        for i = 1, 100 do local x = s + 1 end]])
+      if H.lua54 then
+        -- LuaJIT coerces strings in arithmetic inside its VM, where no
+        -- wrapper can charge the work (the time backstop bounds it there)
+        stopped({ 408, 413 }, [[
+          local s = ("1"):rep(2^20)
+          for i = 1, 100 do local x = s + 1 end]])
+      end
       usable()
     end)
 
     it("answers hostile string.pack, utf8 and math arguments with values or 400", function()
+      if not H.lua54 then
+        pending("string.pack and integer division are Lua 5.4 (the scripts of a LuaJIT host have neither)")
+      end
       local r = assert(run([[
         local out = {}
         local cases = {
@@ -398,11 +409,16 @@ describe("sandbox escapes", function()
 
   describe("reaching the host or another execution", function()
     it("hides the metatables of the environment, strings, markers and ctx", function()
-      assert.are.same({ false, false, false, false, false }, (run([[
-        return { getmetatable(_ENV), getmetatable(""), getmetatable(ctx),
+      assert.are.same({ false, false, false, false }, (run([[
+        return { getmetatable(""), getmetatable(ctx),
                  getmetatable(regolith.array()), getmetatable(regolith.object()) }]])))
-      for _, body in ipairs({ "setmetatable(_ENV, nil)", "setmetatable(ctx, nil)",
-                              "setmetatable(regolith.array(), nil)", "rawset(getmetatable(''), 'x', 1)" }) do
+      local bodies = { "setmetatable(ctx, nil)", "setmetatable(regolith.array(), nil)",
+                       "rawset(getmetatable(''), 'x', 1)" }
+      if H.lua54 then                 -- a LuaJIT script has no _ENV to name
+        assert.are.equal(false, (run("return getmetatable(_ENV)")))
+        bodies[#bodies + 1] = "setmetatable(_ENV, nil)"
+      end
+      for _, body in ipairs(bodies) do
         stopped({ 400 }, body)
       end
       usable()
@@ -416,7 +432,7 @@ describe("sandbox escapes", function()
         rawset(regolith.json, "encode", function() return "pwned" end)
         table.concat = nil
         os.time = function() return 0 end
-        _ENV.leaked = true
+        leaked = true
         return true]]))
       local r = assert(run([[
         return { ("x"):upper(), string.upper("y"), type(string.nope), regolith.json.encode(regolith.array()),

@@ -4,7 +4,7 @@ local H = require "helper"
 -- the sanitizer runtime that make check preloads).
 local poke = "build/tools/lmdb_poke"
 local function build_poke()
-  assert(os.execute("env -u LD_PRELOAD make -s " .. poke))
+  assert(H.execute("env -u LD_PRELOAD make -s " .. poke))
 end
 
 describe("db:verify", function()
@@ -30,7 +30,7 @@ describe("db:verify", function()
 
   local function damage(table_name, how)
     db:close()
-    assert(os.execute(("%s '%s' %s %s"):format(poke, path, table_name, how)))
+    assert(H.execute(("%s '%s' %s %s"):format(poke, path, table_name, how)))
     db = assert(require("regolith").open(path))
   end
 

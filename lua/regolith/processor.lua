@@ -74,14 +74,23 @@ local function message_of(err)
   return tostring(err)
 end
 
+-- Lua's own coroutine functions.  OpenResty replaces coroutine.* in
+-- request and timer contexts with versions that work through nginx (its
+-- resume first yields the caller to nginx), which cannot run inside the C
+-- call a transactional handler runs in; it keeps Lua's own as
+-- coroutine._create, _resume and _status.
+local co_create = coroutine._create or coroutine.create
+local co_resume = coroutine._resume or coroutine.resume
+local co_status = coroutine._status or coroutine.status
+
 -- Calls a transactional handler: it runs inside the write transaction, so
 -- it must not yield; a coroutine tells a yield apart from a return.
 local function runner_of(handler)
   return function(changes, info)
-    local co = coroutine.create(handler)
-    local ok, err = coroutine.resume(co, changes, info)
+    local co = co_create(handler)
+    local ok, err = co_resume(co, changes, info)
     if not ok then return false, err end
-    if coroutine.status(co) ~= "dead" then
+    if co_status(co) ~= "dead" then
       return false, "a transactional processor's handler cannot yield (it " ..
         "runs inside the write transaction that moves the checkpoint); " ..
         "use transactional = false for a handler that yields"

@@ -1,0 +1,212 @@
+--[[
+app: the blog's ten requests as a JSON HTTP API, run by nginx workers
+(conf/nginx.conf; docs/openresty.md).
+
+    PUT  /users/{id}            C1  {"username": ...}           -> the user
+    GET  /users/{id}            Q1                              -> the user
+    POST /posts                 C2  {id, userId, username, title, content,
+                                     creationDate}              -> the post
+    GET  /posts/{id}            Q2                              -> the post
+    GET  /users/{id}/posts      Q3  the user's posts, short form
+    POST /posts/{id}/comments   C3  {id, userId, username, content,
+                                     creationDate}   -> the comment count
+    GET  /posts/{id}/comments   Q4
+    POST /posts/{id}/likes      C4  {id, userId, username, creationDate}
+                                                     -> the like count
+    GET  /posts/{id}/likes      Q5
+    GET  /feed                  Q6  the 100 newest posts, short form
+    GET  /admin/processors      the processors' lag and dead letters
+
+A success answers 200 (201 for a POST) with the result as JSON and its
+request charge in the X-Request-Charge header.  A failure, `nil, message,
+status` from the model, answers that status with {"error": message,
+"status": status}; a body that is not a JSON object is 400, an unknown
+path 404, a known path with another method 405, a Lua error 500.
+
+Worker lifecycle.  Each worker opens the database in init_worker (never in
+init_by_lua: an LMDB environment must not cross a fork), so the workers
+are separate processes on one database, each with its own environment.
+Each worker's processors are pumped by an ngx.timer.every; their leases
+spread the feed ranges over the workers (each worker is an instance of its
+own, named after its pid), so every range is worked on by one worker at a
+time and a worker that dies leaves its ranges to the others when its
+leases expire.  exit_worker closes the database, which gives the leases
+back at once (a reload or a stop hands them to the workers that remain).
+]]
+
+local regolith = require "regolith"
+local model_of = require "model"
+
+local json = regolith.json
+
+local M = {}
+
+local PUMP_EVERY = 0.05        -- seconds between two timer ticks
+local PUMP_SLICE = 0.05        -- at most this long pumping in one tick
+
+local db, model                -- this worker's
+local busy = false             -- a tick is pumping (ticks do not overlap)
+
+-- {=====================================================================
+-- Worker lifecycle
+-- ======================================================================
+
+-- The processors of this worker are an instance of their own.
+local function instance_name()
+  return ("nginx-%d"):format(ngx.worker.pid())
+end
+
+-- One timer tick: passes of every processor of this worker, while they
+-- find work and for at most PUMP_SLICE seconds, letting requests in
+-- between two passes.  A transactional handler runs inside a write
+-- transaction and cannot yield; that is why the handlers stay short and
+-- the tick yields only between passes.
+local function pump(premature)
+  if premature or busy or not db then return end
+  busy = true
+  local start = ngx.now()
+  while true do
+    local ok, n, msg, status = pcall(db.run_processors, db)
+    if not ok then
+      ngx.log(ngx.ERR, "processors: ", n)
+      break
+    end
+    if n == nil then
+      ngx.log(ngx.ERR, "processors: ", msg, " (", status, ")")
+      break
+    end
+    if n == 0 then break end
+    ngx.update_time()
+    if ngx.now() - start >= PUMP_SLICE then break end
+    ngx.sleep(0.001)          -- lets requests in (Debian's nginx lacks the
+                              -- patch that makes ngx.sleep(0) cheap)
+  end
+  busy = false
+end
+
+function M.init_worker()
+  local path = os.getenv("REGOLITH_DB") or (ngx.config.prefix() .. "data/blog")
+  local err, status
+  db, err, status = regolith.open(path, { sync = os.getenv("REGOLITH_SYNC") })
+  if not db then
+    ngx.log(ngx.ERR, "cannot open ", path, ": ", err, " (", status, ")")
+    return
+  end
+  local ok, m = pcall(model_of.open, db, instance_name())
+  if not ok then
+    ngx.log(ngx.ERR, "cannot open the model on ", path, ": ", m)
+    db:close()
+    db = nil
+    return
+  end
+  model = m
+  local timer_ok, terr = ngx.timer.every(PUMP_EVERY, pump)
+  if not timer_ok then ngx.log(ngx.ERR, "cannot start the pump: ", terr) end
+end
+
+function M.exit_worker()
+  if db then db:close() end
+  db, model = nil, nil
+end
+-- }=====================================================================
+
+
+-- {=====================================================================
+-- Requests
+-- ======================================================================
+
+-- The JSON object of the request's body, or nil, message, 400.
+local function body_object()
+  ngx.req.read_body()
+  local text = ngx.req.get_body_data()
+  if not text then return nil, "the request needs a JSON body", 400 end
+  local v, msg, status = json.decode(text)
+  if v == nil then return nil, msg, status end
+  if type(v) ~= "table" or v[1] ~= nil then
+    return nil, "the body must be a JSON object", 400
+  end
+  return v
+end
+
+-- A handler taking the body, with `field` of it set from the path.
+local function with_body(method, field)
+  return function(id)
+    local body, msg, status = body_object()
+    if not body then return nil, msg, status end
+    if field then body[field] = id end
+    return model[method](model, body)
+  end
+end
+
+local function by_id(method)
+  return function(id) return model[method](model, id) end
+end
+
+local function processors()
+  return { lag = model:lag(), dead_letters = model:dead_letters() }, 0
+end
+
+-- Routes: a path pattern, then the handler of each method.
+local ROUTES = {
+  { "^/users/([^/]+)$", GET = by_id("get_user"),
+    PUT = with_body("create_user", "id") },
+  { "^/users/([^/]+)/posts$", GET = by_id("list_user_posts") },
+  { "^/posts$", POST = with_body("create_post") },
+  { "^/feed$", GET = function() return model:list_recent_posts() end },
+  { "^/posts/([^/]+)$", GET = by_id("get_post") },
+  { "^/posts/([^/]+)/comments$", GET = by_id("list_comments"),
+    POST = with_body("create_comment", "postId") },
+  { "^/posts/([^/]+)/likes$", GET = by_id("list_likes"),
+    POST = with_body("like_post", "postId") },
+  { "^/admin/processors$", GET = processors },
+}
+
+local function send(status, body, charge)
+  ngx.status = status
+  ngx.header["Content-Type"] = "application/json"
+  if charge then
+    ngx.header["X-Request-Charge"] = ("%.2f"):format(charge)
+  end
+  ngx.print(body)
+end
+
+local function fail(status, msg)
+  send(status, json.encode({ error = msg, status = status }))
+end
+
+-- Runs the handler; maps its `nil, message, status` to that status.
+local function answer(handler, method, id)
+  local result, charge, status = handler(id)
+  if result == nil then
+    if type(status) ~= "number" then status = 500 end
+    return fail(status, tostring(charge))
+  end
+  local text, msg = json.encode(result)
+  if text == nil then return fail(500, msg) end
+  send(method == "POST" and 201 or 200, text, charge)
+end
+
+function M.handle()
+  if not model then
+    return fail(503, "the database is not open in this worker (see the " ..
+      "error log)")
+  end
+  local uri, method = ngx.var.uri, ngx.req.get_method()
+  for _, route in ipairs(ROUTES) do
+    local id = uri:match(route[1])
+    if id then
+      local handler = route[method]
+      if not handler then return fail(405, method .. " is not allowed here") end
+      local ok, err = xpcall(answer, debug.traceback, handler, method, id)
+      if not ok then
+        ngx.log(ngx.ERR, err)
+        return fail(500, "internal error (see the error log)")
+      end
+      return
+    end
+  end
+  return fail(404, "no such resource: " .. uri)
+end
+-- }=====================================================================
+
+return M

@@ -1,0 +1,120 @@
+#!/bin/sh
+# regolith in nginx under load (make openresty; docs/openresty.md).
+#
+#   examples/openresty/load.sh [WORKERS...]      (default: 1 2 4)
+#
+# For each number of workers: starts nginx on 127.0.0.1 with this
+# directory as its prefix and a fresh database, loads a small data set
+# through the model from another process while the workers' processors
+# run, drives the read-heavy mix (mix.lua) with wrk for DURATION seconds,
+# waits for the processors, checks the database (db:verify(), the model's
+# checks, HTTP answers against the model's own), stops nginx by its pid,
+# and prints requests/second and latency percentiles.  A failed check, an
+# HTTP error or a wrk error fails the script.
+#
+# Settings (environment): PORT (8089), DURATION (10 s), CONNECTIONS (16),
+# THREADS (2), SCALE (0.0002: 20 users), SYNC ("full"), MIX ("" for the
+# mix, "reads" for its reads alone).
+set -eu
+
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+PREFIX=$ROOT/examples/openresty
+PORT=${PORT:-8089}
+DURATION=${DURATION:-10}
+CONNECTIONS=${CONNECTIONS:-16}
+THREADS=${THREADS:-2}
+SCALE=${SCALE:-0.0002}
+SYNC=${SYNC:-full}
+MIX=${MIX:-}
+WORKERS=${*:-1 2 4}
+URL=http://127.0.0.1:$PORT
+DB=$PREFIX/data/blog
+KEYS=$PREFIX/data/keys
+PIDFILE=$PREFIX/logs/nginx.pid
+
+# What it needs, installed when missing: the build for Lua 5.4 (the loader
+# and the checks) and for LuaJIT (the workers), nginx with the Lua module
+# and lua-resty-core, wrk and curl.
+sh tools/deps.sh gcc make liblua5.4-dev liblmdb-dev libcjson-dev lua5.4 \
+  lua-system libluajit2-5.1-dev nginx libnginx-mod-http-lua lua-resty-core \
+  wrk curl
+make -s all
+make -s all LUA=luajit
+
+export LUA_PATH="$PREFIX/?.lua;$ROOT/examples/?.lua;$ROOT/lua/?.lua;$ROOT/lua/?/init.lua;;"
+export LUA_CPATH="$ROOT/build/lua5.4/?.so;;"
+export REGOLITH_DB=$DB REGOLITH_SYNC=$SYNC
+
+# As root, nginx would run its workers as nobody, who could not write the
+# database the loader creates: keep them as the invoking user.
+GLOBAL=""
+if [ "$(id -u)" = 0 ]; then GLOBAL="user $(id -un) $(id -gn);"; fi
+
+stop_nginx() {
+  [ -f "$PIDFILE" ] || return 0
+  pid=$(cat "$PIDFILE")
+  kill -QUIT "$pid" 2>/dev/null || return 0
+  i=0
+  while kill -0 "$pid" 2>/dev/null; do
+    i=$((i + 1))
+    if [ $i -gt 100 ]; then kill -TERM "$pid" 2>/dev/null || true; fi
+    sleep 0.1
+  done
+}
+
+fail() {
+  echo "FAILED: $*" >&2
+  echo "--- last lines of $PREFIX/logs/error.log:" >&2
+  tail -n 20 "$PREFIX/logs/error.log" >&2 2>/dev/null || true
+  stop_nginx
+  exit 1
+}
+
+trap stop_nginx EXIT
+stop_nginx
+
+SUMMARY=""
+for n in $WORKERS; do
+  echo "== $n worker(s), $CONNECTIONS connections, ${DURATION} s"
+  rm -rf "$PREFIX/data" "$PREFIX/logs" "$PREFIX/tmp"
+  mkdir -p "$PREFIX/data" "$PREFIX/logs" "$PREFIX/tmp"
+  sed -e "s/^worker_processes .*/worker_processes $n;/" \
+      -e "s/listen 127\.0\.0\.1:[0-9]*;/listen 127.0.0.1:$PORT;/" \
+      "$PREFIX/conf/nginx.conf" > "$PREFIX/conf/run.conf"
+  if [ -n "$GLOBAL" ]; then
+    nginx -p "$PREFIX/" -c conf/run.conf -e logs/error.log -g "$GLOBAL"
+  else
+    nginx -p "$PREFIX/" -c conf/run.conf -e logs/error.log
+  fi || fail "nginx did not start"
+  i=0
+  until curl -s -o /dev/null "$URL/admin/processors"; do
+    i=$((i + 1))
+    [ $i -lt 100 ] || fail "nginx does not answer on $URL"
+    sleep 0.1
+  done
+  lua5.4 "$PREFIX/tool.lua" load "$DB" "$KEYS" "$SCALE" || fail "load"
+  lua5.4 "$PREFIX/tool.lua" wait "$URL" 120 || fail "processors after the load"
+  out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s \
+        -s "$PREFIX/mix.lua" "$URL" -- "$KEYS" $MIX) || fail "wrk"
+  echo "$out" | grep -v '^RESULT'
+  result=$(echo "$out" | grep '^RESULT') || fail "wrk printed no result"
+  errors=$(echo "$result" | sed 's/.* errors=\([0-9]*\).*/\1/')
+  [ "$errors" = 0 ] || fail "$errors HTTP or socket errors: $result"
+  lua5.4 "$PREFIX/tool.lua" wait "$URL" 120 || fail "processors after the run"
+  echo "checks:"
+  lua5.4 "$PREFIX/tool.lua" check "$DB" "$URL" "$KEYS" || fail "checks"
+  if grep -q '\[error\]\|\[alert\]\|\[crit\]\|\[emerg\]' "$PREFIX/logs/error.log"; then
+    fail "errors in the error log"
+  fi
+  stop_nginx
+  line=$(echo "$result" | sed 's/^RESULT //')
+  SUMMARY="$SUMMARY
+$(printf '%-8s %s' "$n" "$line")"
+done
+
+echo
+echo "== summary ($(nproc) cores; latencies in ms; sync = $SYNC;" \
+  "${MIX:-mix} of ${DURATION} s, $CONNECTIONS connections)"
+printf '%-8s %s\n' "workers" "results"
+echo "$SUMMARY" | sed '/^$/d'
