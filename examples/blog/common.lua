@@ -16,6 +16,13 @@ local M = {}
 M.PARTITIONS = 8
 M.SHORT = 100
 
+-- A call's result and its charge, or its failure as it came:
+-- `return charged(c:read(id, pk))`.
+function M.charged(result, info, status)
+  if result == nil then return nil, info, status end
+  return result, info.charge
+end
+
 -- The container `name` of db, created with `spec` when missing.
 function M.container(db, name, spec)
   local c = db:container(name)

@@ -28,6 +28,7 @@ posts instead of sorting them all.
 ]]
 
 local common = require "blog.common"
+local charged = common.charged
 
 local M = { name = "V1" }
 M.__index = M
@@ -70,17 +71,13 @@ local LIKES = "SELECT * FROM p WHERE p.postId = @postId AND p.type = 'like'"
 
 -- [C1] Create or edit a user.
 function M:create_user(u)
-  local doc, info, status = self.users:upsert({ id = u.id,
-    username = u.username })
-  if not doc then return nil, info, status end
-  return doc, info.charge
+  return charged(self.users:upsert({ id = u.id,
+    username = u.username }))
 end
 
 -- [Q1] Retrieve a user.
 function M:get_user(id)
-  local doc, info, status = self.users:read(id, id)
-  if not doc then return nil, info, status end
-  return doc, info.charge
+  return charged(self.users:read(id, id))
 end
 
 local function post_item(p)
@@ -101,9 +98,7 @@ end
 
 -- [C2] Create a post.
 function M:create_post(p)
-  local doc, info, status = self.posts:create(post_item(p))
-  if not doc then return nil, info, status end
-  return doc, info.charge
+  return charged(self.posts:create(post_item(p)))
 end
 
 -- The username of user id (nil if the user is gone) and its charge.
@@ -155,9 +150,7 @@ end
 
 -- [C3] Create a comment.
 function M:create_comment(c)
-  local doc, info, status = self.posts:create(comment_item(c))
-  if not doc then return nil, info, status end
-  return doc, info.charge
+  return charged(self.posts:create(comment_item(c)))
 end
 
 -- The items of one post found by `sql`, each with its author's username.
@@ -180,9 +173,7 @@ end
 
 -- [C4] Like a post.
 function M:like_post(l)
-  local doc, info, status = self.posts:create(like_item(l))
-  if not doc then return nil, info, status end
-  return doc, info.charge
+  return charged(self.posts:create(like_item(l)))
 end
 
 -- [Q5] List a post's likes, each with its author's username.

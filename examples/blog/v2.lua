@@ -30,6 +30,7 @@ Q3 and Q6 still fan out over every physical partition of `posts`.
 ]]
 
 local common = require "blog.common"
+local charged = common.charged
 local scripts = require "blog.scripts"
 local v1 = require "blog.v1"
 
@@ -159,22 +160,16 @@ end
 
 -- [C2] Create a post (no comment, no like yet).
 function M:create_post(p)
-  local doc, info, status = self.posts:create(M.post_item(p))
-  if not doc then return nil, info, status end
-  return doc, info.charge
+  return charged(self.posts:create(M.post_item(p)))
 end
 
 -- [Q2] Retrieve a post: one point read.
 function M:get_post(postId)
-  local post, info, status = self.posts:read(postId, postId)
-  if not post then return nil, info, status end
-  return post, info.charge
+  return charged(self.posts:read(postId, postId))
 end
 
 local function query(c, sql, params)
-  local rows, info, status = c:query(sql, params)
-  if not rows then return nil, info, status end
-  return rows, info.charge
+  return charged(c:query(sql, params))
 end
 
 -- [Q3] List a user's posts in short form: one query, still a fan-out.
@@ -185,10 +180,8 @@ end
 -- [C3] Create a comment: the createComment procedure in the post's
 -- partition.  Returns the post's new comment count.
 function M:create_comment(c)
-  local n, info, status = self.posts:execute("createComment", c.postId,
-    c.postId, comment_item(c))
-  if not n then return nil, info, status end
-  return n, info.charge
+  return charged(self.posts:execute("createComment", c.postId,
+    c.postId, comment_item(c)))
 end
 
 -- [Q4] List a post's comments: one query in the post's partition.
@@ -198,10 +191,8 @@ end
 
 -- [C4] Like a post: the createLike procedure.
 function M:like_post(l)
-  local n, info, status = self.posts:execute("createLike", l.postId,
-    l.postId, like_item(l))
-  if not n then return nil, info, status end
-  return n, info.charge
+  return charged(self.posts:execute("createLike", l.postId,
+    l.postId, like_item(l)))
 end
 
 -- [Q5] List a post's likes: one query in the post's partition.

@@ -23,6 +23,7 @@ into `feed`.  Usernames and counts reach `posts` as in V2.
 ]]
 
 local common = require "blog.common"
+local charged = common.charged
 local scripts = require "blog.scripts"
 local v2 = require "blog.v2"
 
@@ -92,23 +93,17 @@ end
 
 -- [C1] Create or edit a user.
 function M:create_user(u)
-  local doc, info, status = self.users:upsert({ id = u.id, type = "user",
-    userId = u.id, username = u.username })
-  if not doc then return nil, info, status end
-  return doc, info.charge
+  return charged(self.users:upsert({ id = u.id, type = "user",
+    userId = u.id, username = u.username }))
 end
 
 -- [Q1] Retrieve a user: a point read (the partition key is the id too).
 function M:get_user(id)
-  local doc, info, status = self.users:read(id, id)
-  if not doc then return nil, info, status end
-  return doc, info.charge
+  return charged(self.users:read(id, id))
 end
 
 local function query(c, sql, params)
-  local rows, info, status = c:query(sql, params)
-  if not rows then return nil, info, status end
-  return rows, info.charge
+  return charged(c:query(sql, params))
 end
 
 -- [Q3] List a user's posts in short form: one query in the user's
