@@ -1,6 +1,6 @@
 -- Patch (SPEC 2.4): the six operations with Cosmos semantics, JSON-Pointer
 -- paths, the limits and failures, and nothing written when a patch fails.
--- (Patch filters need the query engine and are specified with it.)
+-- (Patch filters, being queries, are specified in query_spec.lua.)
 local regolith = require "regolith"
 local H = require "helper"
 

@@ -3,9 +3,6 @@ local H = require "helper"
 
 local BOUND = "scripts cannot reference partition keys other than the one " ..
   "for which the request was submitted"
-local NO_ENGINE = "queries need the query engine, which is not part of " ..
-  "this build yet"
-
 -- The article's createComment (V2), in Lua.
 local CREATE_COMMENT = [[
 return function(ctx, postId, comment)
@@ -17,19 +14,6 @@ return function(ctx, postId, comment)
   assert(ctx:create(comment))
   return post.commentCount
 end]]
-
--- Marks the calling test pending when this build has no query engine (the
--- probe runs a query inside a procedure, the way the tests would).
-local function need_queries(c)
-  assert(c:create_procedure("__probe", [[
-    return function(ctx)
-      local rows, msg = ctx:query("SELECT VALUE 1 FROM c")
-      return msg or "ok"
-    end]]))
-  local msg = assert(c:execute("__probe", "p"))
-  assert(c:delete_procedure("__probe"))
-  if msg == NO_ENGINE then pending("needs the query engine: " .. msg) end
-end
 
 describe("procedures", function()
   local db, path, posts
@@ -355,8 +339,7 @@ describe("procedures", function()
       assert.is_true(posts:read("y", "p").stamped)
     end)
 
-    it("runs its queries in its own partition (needs the query engine)", function()
-      need_queries(posts)
+    it("runs its queries in its own partition", function()
       assert(posts:create({ id = "a", postId = "p", n = 1 }))
       assert(posts:create({ id = "b", postId = "q", n = 2 }))
       assert(posts:create_procedure("q", [[

@@ -1,9 +1,6 @@
 local regolith = require "regolith"
 local H = require "helper"
 
-local NO_ENGINE = "queries need the query engine, which is not part of " ..
-  "this build yet"
-
 -- The article's truncateFeed post-trigger, in Lua: keeps the newest
 -- `maxDocs` items of the (single-partition) feed.  A query in a
 -- post-trigger already counts the item just written.
@@ -25,18 +22,6 @@ return function(ctx)
   doc.stamped = ctx.operation
   ctx:set_body(doc)
 end]]
-
--- Marks the calling test pending when this build has no query engine.
-local function need_queries(c)
-  assert(c:create_procedure("__probe", [[
-    return function(ctx)
-      local rows, msg = ctx:query("SELECT VALUE 1 FROM c")
-      return msg or "ok"
-    end]]))
-  local msg = assert(c:execute("__probe", "p"))
-  assert(c:delete_procedure("__probe"))
-  if msg == NO_ENGINE then pending("needs the query engine: " .. msg) end
-end
 
 describe("triggers", function()
   local db, path, c
@@ -199,8 +184,7 @@ describe("triggers", function()
       H.fails(404, c:read("a", "p"))
     end)
 
-    it("keep the newest N items: the article's truncateFeed (needs the query engine)", function()
-      need_queries(c)
+    it("keep the newest N items: the article's truncateFeed", function()
       local feed = assert(db:create_container("feed", { partition_key = "/type" }))
       assert(feed:create_trigger("truncateFeed", { type = "post", source = truncate_feed(5) }))
       for i = 1, 12 do
@@ -215,7 +199,6 @@ describe("triggers", function()
 
   describe("inside an outer transaction", function()
     it("undo only their own write when they fail (a transactional processor's handler)", function()
-      if not db.processor then pending("needs processors (the change feed area)") end
       local src = assert(db:create_container("src", { partition_key = "/pk" }))
       assert(c:create_trigger("boom", { type = "post", source = [[
         return function(ctx)
