@@ -468,38 +468,6 @@ static void print_number (rg_buf *b, const cJSON *v) {
   else print_double(b, v->valuedouble);
 }
 
-static void print_string (rg_buf *b, const char *s) {
-  static const char hex[] = "0123456789abcdef";
-  const unsigned char *p = (const unsigned char *)s, *run = p;
-  rg_buf_addc(b, '"');
-  for (; *p; p++) {
-    unsigned c = *p;
-    const char *esc = NULL;
-    char u[7];
-    if (c >= 0x20 && c != '"' && c != '\\' && c != 0xC0) continue;
-    if (c == 0xC0 && p[1] != 0x80) continue;
-    rg_buf_add(b, run, (size_t)(p - run));
-    switch (c) {
-      case '"': esc = "\\\""; break;
-      case '\\': esc = "\\\\"; break;
-      case '\b': esc = "\\b"; break;
-      case '\f': esc = "\\f"; break;
-      case '\n': esc = "\\n"; break;
-      case '\r': esc = "\\r"; break;
-      case '\t': esc = "\\t"; break;
-      case 0xC0: esc = "\\u0000"; p++; break;    /* MUTF-8 NUL */
-      default:
-        u[0] = '\\'; u[1] = 'u'; u[2] = '0'; u[3] = '0';
-        u[4] = hex[c >> 4]; u[5] = hex[c & 15]; u[6] = '\0';
-        esc = u;
-    }
-    rg_buf_adds(b, esc);
-    run = p + 1;
-  }
-  rg_buf_add(b, run, (size_t)(p - run));
-  rg_buf_addc(b, '"');
-}
-
 void rg_json_print (const cJSON *v, rg_buf *b) {
   const cJSON *c;
   switch (v->type & 0xFF) {
@@ -507,7 +475,9 @@ void rg_json_print (const cJSON *v, rg_buf *b) {
     case cJSON_False: rg_buf_add(b, "false", 5); break;
     case cJSON_True: rg_buf_add(b, "true", 4); break;
     case cJSON_Number: print_number(b, v); break;
-    case cJSON_String: print_string(b, v->valuestring); break;
+    case cJSON_String:
+      rg_json_quote(b, v->valuestring, strlen(v->valuestring));
+      break;
     case cJSON_Raw: rg_buf_adds(b, v->valuestring); break;
     case cJSON_Array:
       rg_buf_addc(b, '[');
@@ -520,7 +490,8 @@ void rg_json_print (const cJSON *v, rg_buf *b) {
     case cJSON_Object:
       rg_buf_addc(b, '{');
       for (c = v->child; c != NULL; c = c->next) {
-        print_string(b, c->string ? c->string : "");
+        if (c->string == NULL) rg_buf_add(b, "\"\"", 2);
+        else rg_json_quote(b, c->string, strlen(c->string));
         rg_buf_addc(b, ':');
         rg_json_print(c, b);
         if (c->next) rg_buf_addc(b, ',');
@@ -602,38 +573,14 @@ static int scan_string (parser *P, const char **out, size_t *len) {
     if (!escaped) { P->tmp->n = 0; P->tmp->oom = 0; escaped = 1; }
     rg_buf_add(P->tmp, run, (size_t)(p - run));
     if (p + 1 >= P->end) { P->p = p; return perr(P, "unterminated string"); }
-    switch (p[1]) {
-      case '"': rg_buf_addc(P->tmp, '"'); break;
-      case '\\': rg_buf_addc(P->tmp, '\\'); break;
-      case '/': rg_buf_addc(P->tmp, '/'); break;
-      case 'b': rg_buf_addc(P->tmp, '\b'); break;
-      case 'f': rg_buf_addc(P->tmp, '\f'); break;
-      case 'n': rg_buf_addc(P->tmp, '\n'); break;
-      case 'r': rg_buf_addc(P->tmp, '\r'); break;
-      case 't': rg_buf_addc(P->tmp, '\t'); break;
-      case 'u': {
-        unsigned cp, lo;
-        if (P->end - p < 6 || !rg_hex4(p + 2, &cp)) {
-          P->p = p; return perr(P, "bad \\u escape");
-        }
-        if (cp >= 0xDC00 && cp <= 0xDFFF) {
-          P->p = p; return perr(P, "lone low surrogate in \\u escape");
-        }
-        if (cp >= 0xD800 && cp <= 0xDBFF) {     /* needs its pair */
-          if (P->end - p < 12 || p[6] != '\\' || p[7] != 'u' ||
-              !rg_hex4(p + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF) {
-            P->p = p; return perr(P, "lone high surrogate in \\u escape");
-          }
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          p += 6;
-        }
-        add_utf8(P->tmp, cp, P->L == NULL);
-        p += 4;
-        break;
-      }
-      default: P->p = p; return perr(P, "bad escape in string");
+    {
+      unsigned cp;
+      const char *why;
+      size_t k = rg_unescape(p, P->end, &cp, &why);
+      if (k == 0) { P->p = p; return perr(P, why); }
+      add_utf8(P->tmp, cp, P->L == NULL);
+      p += k;
     }
-    p += 2;
     run = p;
   }
   if (escaped) {

@@ -216,33 +216,14 @@ static int tp_string (tparser *P, const char **s, uint32_t *n) {
     if (w == NULL) return tp_fail(P, 500);
     while (q < p) {
       if (*q != '\\') { *o++ = *q++; continue; }
-      switch (q[1]) {
-        case '"': *o++ = '"'; break;
-        case '\\': *o++ = '\\'; break;
-        case '/': *o++ = '/'; break;
-        case 'b': *o++ = '\b'; break;
-        case 'f': *o++ = '\f'; break;
-        case 'n': *o++ = '\n'; break;
-        case 'r': *o++ = '\r'; break;
-        case 't': *o++ = '\t'; break;
-        case 'u': {
-          unsigned cp, lo;
-          if (p - q < 6 || !rg_hex4(q + 2, &cp)) return tp_fail(P, 400);
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (p - q < 12 || q[6] != '\\' || q[7] != 'u' ||
-                !rg_hex4(q + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-              return tp_fail(P, 400);
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            q += 6;
-          }
-          else if (cp >= 0xDC00 && cp <= 0xDFFF) return tp_fail(P, 400);
-          o += rg_utf8_put(o, cp);
-          q += 4;
-          break;
-        }
-        default: return tp_fail(P, 400);
+      {
+        unsigned cp;
+        const char *why;
+        size_t k = rg_unescape(q, p, &cp, &why);
+        if (k == 0) return tp_fail(P, 400);
+        o += rg_utf8_put(o, cp);
+        q += k;
       }
-      q += 2;
     }
     *s = w;
     *n = (uint32_t)(o - w);
@@ -517,36 +498,6 @@ static int is_scalar (int t) {
 ** Printing, terms, canonical forms
 ** ======================================================================
 */
-static void print_str (rg_buf *b, const char *s, size_t n) {
-  static const char hex[] = "0123456789abcdef";
-  size_t i, run = 0;
-  rg_buf_addc(b, '"');
-  for (i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    const char *esc;
-    char u[7];
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    rg_buf_add(b, s + run, i - run);
-    switch (c) {
-      case '"': esc = "\\\""; break;
-      case '\\': esc = "\\\\"; break;
-      case '\b': esc = "\\b"; break;
-      case '\f': esc = "\\f"; break;
-      case '\n': esc = "\\n"; break;
-      case '\r': esc = "\\r"; break;
-      case '\t': esc = "\\t"; break;
-      default:
-        u[0] = '\\'; u[1] = 'u'; u[2] = '0'; u[3] = '0';
-        u[4] = hex[c >> 4]; u[5] = hex[c & 15]; u[6] = '\0';
-        esc = u;
-    }
-    rg_buf_adds(b, esc);
-    run = i + 1;
-  }
-  rg_buf_add(b, s + run, n - run);
-  rg_buf_addc(b, '"');
-}
-
 static void print_node (rg_buf *b, const rg_qnode *nd) {
   const rg_qnode *c;
   uint32_t i;
@@ -556,13 +507,13 @@ static void print_node (rg_buf *b, const rg_qnode *nd) {
     case RG_QV_FALSE: rg_buf_add(b, "false", 5); break;
     case RG_QV_TRUE: rg_buf_add(b, "true", 4); break;
     case RG_QV_NUM: print_num(b, nd->d); break;
-    case RG_QV_STR: print_str(b, nd->s, nd->n); break;
+    case RG_QV_STR: rg_json_quote(b, nd->s, nd->n); break;
     case RG_QV_ARR: case RG_QV_OBJ:
       rg_buf_addc(b, nd->t == RG_QV_ARR ? '[' : '{');
       for (i = 0, c = nd + 1; i < nd->n; i++, c += c->size) {
         if (i) rg_buf_addc(b, ',');
         if (nd->t == RG_QV_OBJ) {
-          print_str(b, c->key, c->klen);
+          rg_json_quote(b, c->key, c->klen);
           rg_buf_addc(b, ':');
         }
         print_node(b, c);
@@ -580,7 +531,7 @@ void rg_qv_print (rg_buf *b, const rg_qv *v) {
     case RG_QV_FALSE: rg_buf_add(b, "false", 5); break;
     case RG_QV_TRUE: rg_buf_add(b, "true", 4); break;
     case RG_QV_NUM: print_num(b, v->d); break;
-    case RG_QV_STR: print_str(b, v->s, v->n); break;
+    case RG_QV_STR: rg_json_quote(b, v->s, v->n); break;
     default: rg_buf_add(b, "null", 4);
   }
 }

@@ -175,48 +175,26 @@ static int is_digit (int c) {
 static int lex_string (pstate *P, token *t) {
   const char *s = P->src;
   char q = s[P->p], *w, *o;
-  size_t i = P->p + 1, start = i;
+  size_t i = P->p + 1, start = i, end;
   while (i < P->n && s[i] != q) {
     if (s[i] == '\\') i++;
     i++;
   }
   if (i >= P->n) return fail_at(P, P->p, "unterminated string");
+  end = i;
   if ((w = (char *)rg_arena_alloc(&P->q->mem, i - start + 1)) == NULL)
     return oom(P);
   o = w;
-  for (i = start; s[i] != q; i++) {
-    unsigned cp, lo;
+  for (i = start; i < end; i++) {
+    unsigned cp;
+    const char *why;
+    size_t k;
     if (s[i] != '\\') { *o++ = s[i]; continue; }
-    i++;
-    switch (s[i]) {
-      case '\'': *o++ = '\''; break;
-      case '"': *o++ = '"'; break;
-      case '\\': *o++ = '\\'; break;
-      case '/': *o++ = '/'; break;
-      case 'b': *o++ = '\b'; break;
-      case 'f': *o++ = '\f'; break;
-      case 'n': *o++ = '\n'; break;
-      case 'r': *o++ = '\r'; break;
-      case 't': *o++ = '\t'; break;
-      case 'u':
-        if (P->n - i < 5 || !rg_hex4(s + i + 1, &cp))
-          return fail_at(P, i - 1, "bad \\u escape in a string");
-        if (cp >= 0xDC00 && cp <= 0xDFFF)
-          return fail_at(P, i - 1, "lone surrogate in a \\u escape");
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-          if (P->n - i < 11 || s[i + 5] != '\\' || s[i + 6] != 'u' ||
-              !rg_hex4(s + i + 7, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-            return fail_at(P, i - 1, "lone surrogate in a \\u escape");
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          i += 6;
-        }
-        o += rg_utf8_put(o, cp);
-        i += 4;
-        break;
-      default:
-        return fail_at(P, i - 1, "unknown escape '\\%c' in a string",
-                       s[i] >= 0x20 && s[i] < 0x7F ? s[i] : '?');
-    }
+    if (s[i + 1] == '\'') { *o++ = '\''; i++; continue; }
+    if ((k = rg_unescape(s + i, s + end, &cp, &why)) == 0)
+      return fail_at(P, i, "%s in a string", why);
+    o += rg_utf8_put(o, cp);
+    i += k - 1;
   }
   t->k = TK_STR;
   t->s = w;

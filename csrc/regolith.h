@@ -126,6 +126,8 @@ void rg_buf_add (rg_buf *b, const void *p, size_t n);
 void rg_buf_addc (rg_buf *b, int c);
 void rg_buf_adds (rg_buf *b, const char *s);
 void rg_buf_addf (rg_buf *b, const char *fmt, ...);
+/* Appends s (n bytes of UTF-8, or of MUTF-8: C0 80 is NUL) as a JSON string. */
+void rg_json_quote (rg_buf *b, const char *s, size_t n);
 
 /* Big-endian fixed-width integers, the byte order of every key. */
 void     rg_put_u16 (uint8_t *p, uint32_t v);
@@ -144,7 +146,10 @@ uint64_t rg_hash (const void *p, size_t n);
 int rg_utf8_seq (const unsigned char *s, size_t n);
 int rg_utf8_valid (const char *s, size_t n);
 size_t rg_utf8_put (char *w, unsigned cp);      /* 1..4 bytes written */
-int rg_hex4 (const char *p, unsigned *out);     /* 4 hex digits, or 0 */
+/* The JSON escape at p (p[0] is the backslash, end the end of the text):
+** its code point in *cp and its length (2, 6 or 12), or 0 and *why. */
+size_t rg_unescape (const char *p, const char *end, unsigned *cp,
+                    const char **why);
 
 /* Seconds since the epoch (the clock of _ts and TTL). */
 int64_t rg_now (void);

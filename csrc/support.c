@@ -262,8 +262,7 @@ size_t rg_utf8_put (char *w, unsigned cp) {
   return 4;
 }
 
-/* Reads the 4 hex digits of a \u escape; 0 if they are not. */
-int rg_hex4 (const char *p, unsigned *out) {
+static int hex4 (const char *p, unsigned *out) {
   unsigned v = 0;
   int i;
   for (i = 0; i < 4; i++) {
@@ -276,6 +275,72 @@ int rg_hex4 (const char *p, unsigned *out) {
   }
   *out = v;
   return 1;
+}
+
+/*
+** The escapes of JSON strings, shared by the JSON bridge, the query
+** engine's reader of stored documents and the SQL lexer (whose strings
+** take the same escapes, and \' besides, which it handles itself).
+*/
+size_t rg_unescape (const char *p, const char *end, unsigned *cp,
+                    const char **why) {
+  unsigned lo;
+  *why = "unknown escape";
+  if (end - p < 2) return 0;
+  switch (p[1]) {
+    case '"': *cp = '"'; return 2;
+    case '\\': *cp = '\\'; return 2;
+    case '/': *cp = '/'; return 2;
+    case 'b': *cp = '\b'; return 2;
+    case 'f': *cp = '\f'; return 2;
+    case 'n': *cp = '\n'; return 2;
+    case 'r': *cp = '\r'; return 2;
+    case 't': *cp = '\t'; return 2;
+    case 'u': break;
+    default: return 0;
+  }
+  *why = "bad \\u escape";
+  if (end - p < 6 || !hex4(p + 2, cp)) return 0;
+  *why = "lone surrogate in a \\u escape";
+  if (*cp >= 0xDC00 && *cp <= 0xDFFF) return 0;
+  if (*cp < 0xD800 || *cp > 0xDBFF) return 6;
+  if (end - p < 12 || p[6] != '\\' || p[7] != 'u' || !hex4(p + 8, &lo) ||
+      lo < 0xDC00 || lo > 0xDFFF)
+    return 0;
+  *cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+  return 12;
+}
+
+void rg_json_quote (rg_buf *b, const char *s, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *p = (const unsigned char *)s, *end = p + n, *run = p;
+  rg_buf_addc(b, '"');
+  for (; p < end; p++) {
+    unsigned c = *p;
+    const char *esc;
+    char u[7];
+    if (c >= 0x20 && c != '"' && c != '\\' && c != 0xC0) continue;
+    if (c == 0xC0 && (p + 1 == end || p[1] != 0x80)) continue;
+    rg_buf_add(b, run, (size_t)(p - run));
+    switch (c) {
+      case '"': esc = "\\\""; break;
+      case '\\': esc = "\\\\"; break;
+      case '\b': esc = "\\b"; break;
+      case '\f': esc = "\\f"; break;
+      case '\n': esc = "\\n"; break;
+      case '\r': esc = "\\r"; break;
+      case '\t': esc = "\\t"; break;
+      case 0xC0: esc = "\\u0000"; p++; break;    /* MUTF-8 NUL */
+      default:
+        u[0] = '\\'; u[1] = 'u'; u[2] = '0'; u[3] = '0';
+        u[4] = hex[c >> 4]; u[5] = hex[c & 15]; u[6] = '\0';
+        esc = u;
+    }
+    rg_buf_adds(b, esc);
+    run = p + 1;
+  }
+  rg_buf_add(b, run, (size_t)(p - run));
+  rg_buf_addc(b, '"');
 }
 
 int rg_utf8_valid (const char *s, size_t n) {
