@@ -4,6 +4,13 @@ through the Lua API, with sync "none" and "full", beside the rawest
 baseline (examples/bench/raw_lmdb.c: mdb_get/mdb_put plus cJSON
 parse/print of the same bytes), and point reads of a small item.
 
+Beside them, what a Lua user would otherwise write: SQLite through
+lua-sql-sqlite3, one table (pk, id, doc) keyed by (pk, id), the document
+as JSON text turned to and from Lua tables by the same JSON bridge, in WAL
+mode with synchronous OFF (for "none") or FULL (for "full").  SQLite keeps
+no index on the document's properties and no change feed: it does less
+work per write than regolith, which indexes every property.
+
 Run from the repository root (make bench does):
   LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
     lua5.4 examples/bench/items.lua [--raw build/bench/raw_lmdb] [--n 20000]
@@ -108,6 +115,9 @@ local function bench_sync(sync, n)
   r.patch = timed(n, function(i)
     assert(c:patch("item-" .. i, "p" .. (i % 1000), ops))
   end)
+  local narrow = assert(db:create_container("narrow", { partition_key = "/pk",
+    indexing = { excluded = { "/*" }, included = { "/type/?" } } }))
+  r.create_narrow = timed(n, function(i) assert(narrow:create(doc1k(i))) end)
   local s = assert(db:create_container("small", { partition_key = "/pk" }))
   for i = 1, n do assert(s:create(small(i))) end
   r.read_small = timed(n, function()
@@ -120,6 +130,62 @@ local function bench_sync(sync, n)
   r.small_bytes = #regolith.json.encode(sstored)
   r.raw = run_raw(sync, n, regolith.json.encode(stored))
   db:close()
+  return r
+end
+
+-- The same operations on SQLite (see the top of the file).
+local function bench_sqlite(sync, n)
+  local luasql = require "luasql.sqlite3"
+  local env = luasql.sqlite3()
+  local path = tmpdir() .. ".sqlite"
+  local con = assert(env:connect(path))
+  local encode, decode = regolith.json.encode, regolith.json.decode
+  local function q(s) return "'" .. s:gsub("'", "''") .. "'" end
+  local function one(sql)
+    local cur = assert(con:execute(sql))
+    local row = cur:fetch()
+    cur:close()
+    return row
+  end
+  one("PRAGMA journal_mode = WAL")
+  assert(con:execute("PRAGMA synchronous = " .. (sync == "full" and "FULL" or "OFF")))
+  assert(con:execute("CREATE TABLE items (pk TEXT, id TEXT, doc TEXT, " ..
+                     "PRIMARY KEY (pk, id)) WITHOUT ROWID"))
+  local function put(verb, d)
+    assert(con:execute(("%s INTO items VALUES (%s, %s, %s)")
+      :format(verb, q(d.pk), q(d.id), q(encode(d)))) == 1)
+  end
+  local function get(id, pk)
+    return assert(decode(assert(one(("SELECT doc FROM items WHERE pk = %s AND id = %s")
+      :format(q(pk), q(id))))))
+  end
+  local r = {}
+  r.create = timed(n, function(i) put("INSERT", doc1k(i)) end)
+  math.randomseed(42)
+  r.read = timed(n, function()
+    local i = math.random(n)
+    get("item-" .. i, "p" .. (i % 1000))
+  end)
+  r.upsert = timed(n, function(i)
+    local d = doc1k(i)
+    d.views = d.views + 1
+    put("INSERT OR REPLACE", d)
+  end)
+  r.patch = timed(n, function(i)              -- read, change, write: atomic
+    assert(con:execute("BEGIN IMMEDIATE"))
+    local d = get("item-" .. i, "p" .. (i % 1000))
+    d.views = d.views + 1
+    put("INSERT OR REPLACE", d)
+    assert(con:execute("COMMIT"))
+  end)
+  for i = 1, n do put("INSERT", small(i)) end
+  r.read_small = timed(n, function()
+    local i = math.random(n)
+    get("s" .. i, "p" .. (i % 1000))
+  end)
+  con:close()
+  env:close()
+  os.remove(path); os.remove(path .. "-wal"); os.remove(path .. "-shm")
   return r
 end
 
@@ -136,22 +202,31 @@ end
 print(("regolith item benchmarks on %s"):format(machine()))
 print(("medians of batches of %d operations, microseconds per operation"):format(BATCH))
 print()
-print(("%-22s %-6s %12s %12s %8s"):format("operation", "sync", "regolith", "raw", "ratio"))
+print(("%-22s %-6s %10s %8s %7s %8s %7s"):format("operation", "sync",
+  "regolith", "raw", "ratio", "SQLite", "ratio"))
+local function cell(ours, theirs)
+  if not theirs then return "-", "-" end
+  return ("%.2f"):format(theirs), ("%.2f"):format(ours / theirs)
+end
 for _, sync in ipairs({ "none", "full" }) do
   local n = sync == "full" and math.min(args.n, 2000) or args.n
   local r = bench_sync(sync, n)
+  r.sqlite = bench_sqlite(sync, n)
   results[sync] = r
+  local sq = r.sqlite
   local rows = {
-    { "create 1 KB", r.create, r.raw.write_us },
-    { "upsert 1 KB", r.upsert, r.raw.write_us },
-    { "patch 1 KB", r.patch, r.raw.write_us },
-    { "point read 1 KB", r.read, r.raw.read_us },
-    { ("point read %d B"):format(r.small_bytes), r.read_small, nil },
+    { "create 1 KB", r.create, r.raw.write_us, sq.create },
+    { "create, 1 index path", r.create_narrow, r.raw.write_us, sq.create },
+    { "upsert 1 KB", r.upsert, r.raw.write_us, sq.upsert },
+    { "patch 1 KB", r.patch, r.raw.write_us, sq.patch },
+    { "point read 1 KB", r.read, r.raw.read_us, sq.read },
+    { ("point read %d B"):format(r.small_bytes), r.read_small, nil, sq.read_small },
   }
   for _, row in ipairs(rows) do
-    print(("%-22s %-6s %12.2f %12s %8s"):format(row[1], sync, row[2],
-      row[3] and ("%.2f"):format(row[3]) or "-",
-      row[3] and ("%.2f"):format(row[2] / row[3]) or "-"))
+    local raw, rawr = cell(row[2], row[3])
+    local sql, sqlr = cell(row[2], row[4])
+    print(("%-22s %-6s %10.2f %8s %7s %8s %7s"):format(row[1], sync, row[2],
+      raw, rawr, sql, sqlr))
   end
 end
 print()
