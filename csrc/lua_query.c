@@ -35,6 +35,21 @@ static void qcall_clear (void *p) {
   rg_query_res_free(&q->res);
 }
 
+/* The info of a query page, here and in a script's ctx:query: charge,
+** status, partitions contacted, items loaded, index lookups, whether it
+** fanned out. */
+void rg_push_query_info (lua_State *L, const rg_work *w, int cross) {
+  rg_push_info(L, w, 200);
+  lua_pushinteger(L, (lua_Integer)w->partitions);
+  lua_setfield(L, -2, "partitions");
+  lua_pushinteger(L, (lua_Integer)w->loaded);
+  lua_setfield(L, -2, "loaded");
+  lua_pushinteger(L, (lua_Integer)w->lookups);
+  lua_setfield(L, -2, "index_lookups");
+  lua_pushboolean(L, cross);
+  lua_setfield(L, -2, "cross_partition");
+}
+
 /* params: nil or a table {name = value} (a leading '@' is allowed). */
 static int params_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
   cJSON *c, *d;
@@ -158,15 +173,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
     }
     lua_rawseti(L, -2, (int)i + 1);
   }
-  rg_push_info(L, &q->res.work, 200);
-  lua_pushinteger(L, (lua_Integer)q->res.work.partitions);
-  lua_setfield(L, -2, "partitions");
-  lua_pushinteger(L, (lua_Integer)q->res.work.loaded);
-  lua_setfield(L, -2, "loaded");
-  lua_pushinteger(L, (lua_Integer)q->res.work.lookups);
-  lua_setfield(L, -2, "index_lookups");
-  lua_pushboolean(L, q->res.cross_partition);
-  lua_setfield(L, -2, "cross_partition");
+  rg_push_query_info(L, &q->res.work, q->res.cross_partition);
   lua_pushinteger(L, (lua_Integer)q->res.count);
   lua_setfield(L, -2, "count");
   if (q->res.continuation.n) {

@@ -846,6 +846,8 @@ void rg_qexec_free (rg_qexec *x);
 
 /* Registers c:query and c:query_rows (lua_query.c). */
 void rg_query_open (lua_State *L);
+/* Pushes the info table of a query page (charge, status and the work). */
+void rg_push_query_info (lua_State *L, const rg_work *w, int cross);
 /* }===================================================================== */
 
 

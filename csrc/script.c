@@ -710,19 +710,11 @@ static int do_query (lua_State *L) {
     rg_fail(&e, 500, "query page: %s", e.msg);
     return rg_push_fail(L, &e);
   }
-  rg_push_info(L, &x->qres.work, 200);
+  rg_push_query_info(L, &x->qres.work, x->qres.cross_partition);
   if (x->qres.continuation.n) {
     lua_pushlstring(L, x->qres.continuation.p, x->qres.continuation.n);
     lua_setfield(L, -2, "continuation");
   }
-  lua_pushinteger(L, (lua_Integer)x->qres.work.partitions);
-  lua_setfield(L, -2, "partitions");
-  lua_pushinteger(L, (lua_Integer)x->qres.work.loaded);
-  lua_setfield(L, -2, "loaded");
-  lua_pushinteger(L, (lua_Integer)x->qres.work.lookups);
-  lua_setfield(L, -2, "index_lookups");
-  lua_pushboolean(L, x->qres.cross_partition);
-  lua_setfield(L, -2, "cross_partition");
   return 2;
 }
 
