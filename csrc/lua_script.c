@@ -94,31 +94,41 @@ static int store (lua_State *L, rg_lcont *lc, put_req *q, int srcix) {
   return 2;
 }
 
-static int proc_put (lua_State *L, int mode, int del) {
+/* A request about the script (RG_MK_PROC or RG_MK_TRIG) named by
+** argument 2 of c:..._procedure/_trigger; *bad when the name is not one. */
+static rg_lcont *script_req (lua_State *L, put_req *q, int tag, int mode,
+                             int del, rg_err *e, int *bad) {
   rg_lcont *lc = rg_checkcont(L, 1);
+  memset(q, 0, sizeof(*q));
+  q->c = &lc->c;
+  q->tag = tag;
+  q->mode = mode;
+  q->del = del;
+  q->name = name_arg(L, 2, &q->n, tag == RG_MK_PROC ? "a procedure name"
+                                                    : "a trigger name", e, bad);
+  return lc;
+}
+
+/* Stores (source in argument 3) or deletes a script. */
+static int script_put (lua_State *L, int tag, int mode, int del) {
   put_req q;
   rg_err e;
   int bad;
-  memset(&q, 0, sizeof(q));
-  q.c = &lc->c;
-  q.tag = RG_MK_PROC;
-  q.mode = mode;
-  q.del = del;
-  q.name = name_arg(L, 2, &q.n, "a procedure name", &e, &bad);
+  rg_lcont *lc = script_req(L, &q, tag, mode, del, &e, &bad);
   if (bad || readonly(L, lc, &e)) return rg_push_fail(L, &e);
   return store(L, lc, &q, 3);
 }
 
 static int cont_create_procedure (lua_State *L) {
-  return proc_put(L, RG_PUT_CREATE, 0);
+  return script_put(L, RG_MK_PROC, RG_PUT_CREATE, 0);
 }
 
 static int cont_replace_procedure (lua_State *L) {
-  return proc_put(L, RG_PUT_REPLACE, 0);
+  return script_put(L, RG_MK_PROC, RG_PUT_REPLACE, 0);
 }
 
 static int cont_delete_procedure (lua_State *L) {
-  return proc_put(L, 0, 1);
+  return script_put(L, RG_MK_PROC, 0, 1);
 }
 
 /* Picks `value` among `names` (0-based index); raises when it is not one. */
@@ -140,16 +150,11 @@ static int trig_put (lua_State *L, int mode) {
                                      NULL };
   const char *what = mode == RG_PUT_CREATE ? "create_trigger"
                                            : "replace_trigger";
-  rg_lcont *lc = rg_checkcont(L, 1);
   const char *type, *op;
   put_req q;
   rg_err e;
   int bad;
-  memset(&q, 0, sizeof(q));
-  q.c = &lc->c;
-  q.tag = RG_MK_TRIG;
-  q.mode = mode;
-  q.name = name_arg(L, 2, &q.n, "a trigger name", &e, &bad);
+  rg_lcont *lc = script_req(L, &q, RG_MK_TRIG, mode, 0, &e, &bad);
   luaL_checktype(L, 3, LUA_TTABLE);
   lua_settop(L, 3);
   rg_opts_check(L, 3, allowed, what);
@@ -176,17 +181,7 @@ static int cont_replace_trigger (lua_State *L) {
 }
 
 static int cont_delete_trigger (lua_State *L) {
-  rg_lcont *lc = rg_checkcont(L, 1);
-  put_req q;
-  rg_err e;
-  int bad;
-  memset(&q, 0, sizeof(q));
-  q.c = &lc->c;
-  q.tag = RG_MK_TRIG;
-  q.del = 1;
-  q.name = name_arg(L, 2, &q.n, "a trigger name", &e, &bad);
-  if (bad || readonly(L, lc, &e)) return rg_push_fail(L, &e);
-  return store(L, lc, &q, 3);
+  return script_put(L, RG_MK_TRIG, 0, 1);
 }
 
 static int names (lua_State *L, int tag) {
