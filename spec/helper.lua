@@ -140,4 +140,18 @@ function H.fails(status, ok, msg, st, ...)
   return msg, ...
 end
 
+
+-- A function that stores `body` as the body of a new procedure of
+-- container `c` (`function(ctx, ...) body end`) and runs it in partition
+-- "p": what the sandbox specs try, one snippet at a time.
+function H.snippets(c)
+  local n = 0
+  return function(body, ...)
+    n = n + 1
+    local name = "s" .. n
+    assert(c:create_procedure(name, "return function(ctx, ...) " .. body .. " end"))
+    return c:execute(name, "p", ...)
+  end
+end
+
 return H

@@ -6,24 +6,16 @@ local BUDGET = 5000000
 local MEMORY = 8 * 2^20
 
 describe("the script sandbox", function()
-  local db, path, c
+  local db, path, c, run
   before_each(function()
     db, path = H.open({ script_budget = BUDGET, script_memory = MEMORY })
     c = assert(db:create_container("things", { partition_key = "/pk" }))
+    run = H.snippets(c)      -- run(body, ...): body as a procedure, in "p"
   end)
   after_each(function()
     db:close()
     H.cleanup()
   end)
-
-  -- Stores `body` as the function of a procedure and runs it in "p".
-  local n = 0
-  local function run(body, ...)
-    n = n + 1
-    local name = "s" .. n
-    assert(c:create_procedure(name, "return function(ctx, ...) " .. body .. " end"))
-    return c:execute(name, "p", ...)
-  end
 
   -- The database still works: a procedure runs and a write commits.
   local function usable()
