@@ -39,13 +39,20 @@ LUADIR  ?= $(PREFIX)/share/lua/5.4
 LIBDIR  ?= $(PREFIX)/lib/lua/5.4
 
 WARN     = -std=c99 -Wall -Wextra -Wno-unused-parameter
-ALL_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -fPIC -I$(LUA_INCDIR) \
-             -I$(LMDB_INCDIR) -I$(CJSON_INCDIR)
+ALL_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden \
+             -MMD -MP -Icsrc -I$(LUA_INCDIR) -I$(LMDB_INCDIR) -I$(CJSON_INCDIR)
 LIBS     = -L$(LMDB_LIBDIR) -L$(CJSON_LIBDIR) -llmdb -lcjson
 
-SRC = $(notdir $(wildcard csrc/*.c))
-OBJ = $(addprefix $(BUILD)/obj/,$(SRC:.c=.o))
+# The C core, one folder per layer (csrc/README.md): base, sql and store
+# never include a Lua header; luax, script and host are the Lua side.
+LAYERS = base sql store luax script host
+SRC = $(foreach l,$(LAYERS),$(wildcard csrc/$(l)/*.c))
+OBJ = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(SRC))
 MODULE = $(BUILD)/regolith/core.so
+# The lower layers as static archives, linked without Lua by the plain C
+# tests (tests/c) and the fuzzers.
+ARCHIVES = $(BUILD)/lib/libstore.a $(BUILD)/lib/libsql.a \
+           $(BUILD)/lib/libbase.a
 
 # Debian packages: the build, the tests, the benchmarks
 DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev lua5.4
@@ -64,15 +71,27 @@ HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
 .PHONY: all test demo bench check crash hammer fuzz fuzz-build valgrind install \
         clean deps-test deps-bench deps-fuzz openresty
 
+.SECONDEXPANSION:
+
 all: $(MODULE)
 
-$(BUILD)/obj/%.o: csrc/%.c csrc/regolith.h
+$(BUILD)/obj/%.o: csrc/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+-include $(OBJ:.o=.d)
 
 $(MODULE): $(OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIBFLAG) -o $@ $(OBJ) $(LIBS)
+
+# The objects of layer $(2) under the object folder $(1).
+layer_objs = $(patsubst csrc/%.c,$(1)/%.o,$(wildcard csrc/$(2)/*.c))
+
+$(BUILD)/lib/lib%.a: $$(call layer_objs,$(BUILD)/obj,$$*)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	$(AR) rcs $@ $^
 
 deps-test:
 	@sh tools/deps.sh $(DEPS_TEST)
@@ -167,11 +186,11 @@ hammer: all
 	  --readers 2 --processors 2
 
 # libFuzzer targets (tools/fuzz/<target>.c): each is built with clang, with
-# ASan and UBSan, against the core files it names in FUZZ_SRC_<target> (the
-# core objects are compiled once, instrumented, under build/fuzz/obj), then
-# run for FUZZ_SECONDS on a scratch corpus seeded from
-# tools/fuzz/corpus/<target>/ (and <target>.dict if present).  A crash
-# stops the run and leaves its input in build/fuzz/crash-*.
+# ASan and UBSan, against the layer archives it names in FUZZ_LIBS_<target>
+# (instrumented archives of base, sql, store and luax under build/fuzz/lib;
+# only luax needs the Lua library), then run for FUZZ_SECONDS on a scratch
+# corpus seeded from tools/fuzz/corpus/<target>/ (and <target>.dict if
+# present).  A crash stops the run and leaves its input in build/fuzz/crash-*.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
 FUZZ_MAXLEN  ?= 4096
@@ -181,24 +200,27 @@ FUZZ_FLAGS    = -g -O1 -std=c99 -D_GNU_SOURCE -fno-sanitize-recover=all \
                 -I$(LMDB_INCDIR) -I$(CJSON_INCDIR)
 FUZZ_TARGETS  = $(basename $(notdir $(wildcard tools/fuzz/*.c)))
 
-FUZZ_SRC_query_fuzz = support query_parse query_eval query_exec
-FUZZ_SRC_json_fuzz  = support json
-FUZZ_SRC_patch_fuzz = support json patch
-# feed.c's token decoder brings the rest of the core with it
-FUZZ_SRC_token_fuzz = $(basename $(SRC))
-FUZZ_LIBS = $(LIBS) $(FUZZ_LUALIB) -lm
+FUZZ_LIBS_query_fuzz = sql base
+FUZZ_LIBS_json_fuzz  = luax store sql base
+FUZZ_LIBS_patch_fuzz = base
+FUZZ_LIBS_token_fuzz = store sql base
 
-build/fuzz/obj/%.o: csrc/%.c csrc/regolith.h
+build/fuzz/obj/%.o: csrc/%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined \
 	  -c $< -o $@
 
-.PRECIOUS: build/fuzz/obj/%.o
-.SECONDEXPANSION:
+build/fuzz/lib/lib%.a: $$(call layer_objs,build/fuzz/obj,$$*)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+.PRECIOUS: build/fuzz/obj/%.o build/fuzz/lib/lib%.a
 build/fuzz/%: tools/fuzz/%.c tools/fuzz/fuzz_util.h \
-              $$(addprefix build/fuzz/obj/,$$(addsuffix .o,$$(FUZZ_SRC_$$*)))
-	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined \
-	  $(filter %.c %.o,$^) -o $@ $(FUZZ_LIBS)
+              $$(foreach l,$$(FUZZ_LIBS_$$*),build/fuzz/lib/lib$$(l).a)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined $< \
+	  $(foreach l,$(FUZZ_LIBS_$*),build/fuzz/lib/lib$(l).a) -o $@ \
+	  $(LIBS) $(if $(filter luax,$(FUZZ_LIBS_$*)),$(FUZZ_LUALIB)) -lm
 
 deps-fuzz:
 	@sh tools/deps.sh $(DEPS_FUZZ)

@@ -5,12 +5,14 @@ describe("the rockspec", function()
     local spec = f:read("*a")
     f:close()
     local listed = {}
-    for name in spec:gmatch('"csrc/([%w_]+%.c)"') do listed[name] = true end
-    local p = assert(io.popen("ls csrc"))
-    local missing = {}
+    for name in spec:gmatch('"(csrc/[%w_]+/[%w_]+%.c)"') do listed[name] = true end
+    local p = assert(io.popen("ls csrc/*/*.c"))
+    local missing, n = {}, 0
     for name in p:lines() do
-      if name:match("%.c$") and not listed[name] then missing[#missing + 1] = name end
+      n = n + 1
+      if not listed[name] then missing[#missing + 1] = name end
     end
+    assert.is_true(n > 20)
     p:close()
     assert.are.same({}, missing)
   end)

@@ -2,15 +2,65 @@
 regolith: an embedded document database for Lua.
 
 This module is the public face of the C core (regolith.core): it re-exports
-the core's functions and adds what is clearer written in Lua.
+the core's functions, and assembles here, in one place, the methods written
+in Lua: db:processor and db:run_processors (regolith.processor, the loop of
+the change-feed processors), closing a database's processors with it, and
+c:query_rows (paging over c:query).
 ]]
 
 local core = require "regolith.core"
-require "regolith.processor"   -- db:processor, db:run_processors
+local processor = require "regolith.processor"
 
 local M = {}
-for k, v in pairs(core) do M[k] = v end
+for k, v in pairs(core) do
+  if k:sub(1, 1) ~= "_" then M[k] = v end
+end
 
 M._VERSION = "regolith 0.1"
+
+local methods = core._methods
+
+-- The database handle: processors, and closing them with the handle.
+local db_methods, db_meta = methods.db_methods, methods.db
+if not db_methods.processor then        -- once, whoever requires us first
+  local close, on_close = db_methods.close, db_meta.__close
+  db_methods.processor = processor.open
+  db_methods.run_processors = processor.run_all
+  db_methods.close = function(db, ...)
+    processor.close_all(db)
+    return close(db, ...)
+  end
+  if on_close then
+    db_meta.__close = function(db, ...)
+      processor.close_all(db)
+      return on_close(db, ...)
+    end
+  end
+end
+
+-- c:query_rows(sql, params, opts) -> an iterator over every row of every
+-- page | nil, message, status.  The first page runs now, so that bad SQL
+-- gives nil, message, status; a later page's failure raises.
+function methods.container_methods.query_rows(c, sql, params, opts)
+  local rows, info, status = c:query(sql, params, opts)
+  if not rows then return nil, info, status end
+  local i, continuation, page_opts = 0, info.continuation, nil
+  return function()
+    while true do
+      i = i + 1
+      local row = rows[i]
+      if row ~= nil then return row end
+      if continuation == nil then return nil end
+      if page_opts == nil then
+        page_opts = {}
+        for k, v in pairs(opts or {}) do page_opts[k] = v end
+      end
+      page_opts.continuation = continuation
+      rows, info = c:query(sql, params, page_opts)
+      if not rows then error("query_rows: " .. tostring(info), 2) end
+      i, continuation = 0, info.continuation
+    end
+  end
+end
 
 return M

@@ -7,9 +7,11 @@ regolith.processor: the change-feed processors (the dispatcher).
     db:run_processors{until_idle, timeout}
 
 This module is the loop; the C core (regolith.core._processor, see
-csrc/processor.c) reads the feed, keeps the leases and checkpoints in the
-database, and runs a transactional batch (the lease, the batch, the handler
-and the new checkpoint in one write transaction).
+csrc/host/processor.c and csrc/store/procs.c) reads the feed, keeps the
+leases and checkpoints in the database, and runs a transactional batch (the
+lease, the batch, the handler and the new checkpoint in one write
+transaction).  lua/regolith/init.lua makes M.open and M.run_all the
+methods db:processor and db:run_processors.
 
 A pass (run_once) renews the leases when a third of lease_seconds has gone
 by (taking free or expired ranges up to this instance's share, giving back
@@ -127,8 +129,7 @@ function M.open(db, opts)
   if type(source) == "string" then
     container, msg, status = db:container(source)
     if not container then return nil, msg, status end
-  elseif type(source) == "userdata" and tostring(source):find(
-      "^regolith%.container") then
+  elseif core.is_container(source) then
     container = source
   else
     error("processor: option 'source' must be a container name", 2)
@@ -398,26 +399,6 @@ function M.close_all(db)
     if p then p:close() end
   end
   opened[db] = nil
-end
-
--- Adds db:processor and db:run_processors, and makes closing a database
--- close its processors first.
-local methods, meta = C.db_methods, C.db_meta
-if not methods.processor then
-  local close = methods.close
-  methods.processor = M.open
-  methods.run_processors = M.run_all
-  methods.close = function(db, ...)
-    M.close_all(db)
-    return close(db, ...)
-  end
-  if meta.__close then
-    local on_close = meta.__close
-    meta.__close = function(db, ...)
-      M.close_all(db)
-      return on_close(db, ...)
-    end
-  end
 end
 
 M.Processor = Processor

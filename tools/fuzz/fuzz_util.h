@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "regolith.h"
+#include "base/json.h"
 
 #define FZ_CHECK(cond, what) \
   do { if (!(cond)) { fprintf(stderr, "check failed: %s (%s:%d)\n", what, \

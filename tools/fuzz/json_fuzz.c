@@ -1,5 +1,6 @@
 /*
-** json_fuzz.c: a libFuzzer target for the JSON bridge (json.c).
+** json_fuzz.c: a libFuzzer target for the JSON bridge (base/json.c and
+** luax/luajson.c).
 **
 ** The input is any bytes, taken as JSON text.  The bridge has one parser
 ** with two builders (a cJSON tree, or Lua values pushed straight onto a
@@ -8,31 +9,22 @@
 **   - the tree parser and the Lua parser accept exactly the same texts,
 **     with the same status (400), and a refused text leaves no tree;
 **   - an accepted text prints as valid JSON (checked by a validator written
-**     apart from json.c), which parses back to the same tree and prints the
+**     apart from base/json.c), which parses back to the same tree and prints the
 **     same text again (print . parse is stable);
 **   - the Lua value of the text, converted back to a tree, is the tree the
 **     tree parser made (members compared as sets: Lua tables keep no order,
 **     and the last of duplicate names wins), and so is the Lua value pushed
-**     from the tree (rg_json_push) and from the printed text read as stored
-**     text (rg_json_push_stored, which trusts its UTF-8).
+**     from the tree (rgl_json_push) and from the printed text read as stored
+**     text (rgl_json_push_stored, which trusts its UTF-8).
 **
-** It links json.c and support.c with the Lua library (no LMDB environment):
+** It links the base and luax archives with the Lua library (no LMDB):
 **   make fuzz FUZZ_SECONDS=60
 */
 
 #include "fuzz_util.h"
 
+#include "luax/luajson.h"
 #include "lualib.h"
-
-/* json.c's Lua face (json.encode) reports failures through lua_db.c's
-** rg_push_fail, which this target never calls: a stand-in keeps the link
-** to json.c and support.c. */
-int rg_push_fail (lua_State *L, const rg_err *e) {
-  lua_pushnil(L);
-  lua_pushstring(L, e->msg);
-  lua_pushinteger(L, e->status);
-  return 3;
-}
 
 static lua_State *L;
 
@@ -40,7 +32,7 @@ static void setup (void) {
   L = luaL_newstate();
   FZ_CHECK(L != NULL, "no Lua state");
   lua_newtable(L);
-  rg_json_open(L);                   /* the marker metatables */
+  rgl_json_open(L);                   /* the marker metatables */
   lua_pop(L, 1);
 }
 
@@ -49,8 +41,8 @@ static void check_lua_value (const cJSON *ref, const char *what) {
   cJSON *t = NULL;
   rg_err e;
   int top = lua_gettop(L);
-  FZ_CHECK(rg_json_from_lua(L, -1, &t, &e) == 0, what);
-  FZ_CHECK(lua_gettop(L) == top, "rg_json_from_lua moved the stack");
+  FZ_CHECK(rgl_json_from_lua(L, -1, &t, &e) == 0, what);
+  FZ_CHECK(lua_gettop(L) == top, "rgl_json_from_lua moved the stack");
   FZ_CHECK(fz_tree_same(ref, t), what);
   cJSON_Delete(t);
   lua_pop(L, 1);
@@ -66,7 +58,7 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
   top = lua_gettop(L);
 
   rc1 = rg_json_parse(s, size, &tree, &e1);
-  rc2 = rg_json_push_text(L, s, size, &e2);
+  rc2 = rgl_json_push_text(L, s, size, &e2);
   FZ_CHECK(rc1 == 0 || rc1 == 400, "parse status");
   FZ_CHECK(rc1 == rc2, "the tree and Lua parsers disagree on a text");
   if (rc1) {
@@ -83,12 +75,12 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
 
   check_lua_value(tree, "Lua value of the text differs from its tree");
 
-  rg_json_push(L, tree);
+  rgl_json_push(L, tree);
   check_lua_value(tree, "Lua value of the tree differs from the tree");
 
   rg_buf_init(&text);
   fz_print_checked(tree, &text);
-  FZ_CHECK(rg_json_push_stored(L, text.p, text.n, &e2) == 0,
+  FZ_CHECK(rgl_json_push_stored(L, text.p, text.n, &e2) == 0,
            "printed text refused as stored text");
   check_lua_value(tree, "Lua value of the stored text differs");
   rg_buf_free(&text);

@@ -14,7 +14,7 @@
 ** raw bytes (NUL as C0 80, as the binding makes it): the binding passes
 ** Lua strings on without checking their UTF-8, so the engine must.
 **
-** The contract (patch.c, write.c): rg_patch_apply changes the tree it is
+** The contract (base/patch.c, store/write.c): rg_patch_apply changes the tree it is
 ** given, in place; the write path hands it a copy, so that a failure
 ** part-way leaves the stored item alone.  The target therefore patches a
 ** copy and checks that
@@ -29,18 +29,13 @@
 **     the same tree; and after a success it nests at most 128 levels;
 **   - applying the same ops to another copy gives the same result.
 **
-** It links patch.c, json.c and support.c with the Lua library:
+** It links the base archive alone (no Lua, no LMDB):
 **   make fuzz FUZZ_SECONDS=60
 */
 
 #include "fuzz_util.h"
 
-int rg_push_fail (lua_State *L, const rg_err *e) {   /* see json_fuzz.c */
-  lua_pushnil(L);
-  lua_pushstring(L, e->msg);
-  lua_pushinteger(L, e->status);
-  return 3;
-}
+#include "base/patch.h"
 
 static const char default_doc[] =
   "{\"id\":\"a\",\"pk\":\"p\",\"n\":1,\"f\":2.5,\"s\":\"x\",\"z\":null,"

@@ -4,13 +4,13 @@
 ** The input is query text, optionally preceded by one line of JSON that
 ** binds its parameters.  It is parsed as a query and as a patch filter;
 ** a query that parses and binds runs over a small set of documents held in
-** memory (the pipeline of query_exec.c, with a source that behaves like
+** memory (the pipeline of sql/exec.c, with a source that behaves like
 ** the storage scans: positions, phases, resuming), once unpaged and then
 ** page by page with pages of 1 and 3 rows, resuming from each page's token
 ** payload.  The pages joined must equal the unpaged result, byte for byte,
 ** or the target aborts.
 **
-** It links only the engine and support.c (no Lua, no LMDB environment):
+** It links the sql and base archives (no Lua, no LMDB):
 **   make fuzz FUZZ_SECONDS=60
 */
 
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "regolith.h"
+#include "sql/sql.h"
 
 static const char *const docs[] = {
   "{\"id\":\"a\",\"pk\":\"p1\",\"n\":1,\"s\":\"Hello\",\"b\":true,\"z\":null,"

@@ -1,7 +1,7 @@
 /*
-** token_fuzz.c: a libFuzzer target for continuation tokens (token.c) and
-** what decodes their payloads (feed.c's feed positions, query_exec.c's
-** query resume state).
+** token_fuzz.c: a libFuzzer target for continuation tokens (base/token.c)
+** and what decodes their payloads (store/feed.c's feed positions,
+** sql/exec.c's query resume state).
 **
 ** A token is base64url(version | kind | payload | mac), the mac keyed with
 ** the database's secret over the kind, a context and the payload.  The
@@ -28,13 +28,17 @@
 ** does; the target checks that its own tokens equal rg_feed_token's, so a
 ** change there shows up as a failure here rather than as blind fuzzing.
 **
-** It links the whole core (feed.c brings the rest), with the Lua library:
+** It links the store, sql and base archives (no Lua):
 **   make fuzz FUZZ_SECONDS=60
 */
 
 #include "fuzz_util.h"
 
-static rg_env env;
+#include "base/token.h"
+#include "sql/sql.h"
+#include "store/feed.h"
+
+static uint8_t secret[16];
 static rg_cspec spec;
 
 static const char *const queries[] = {
@@ -69,13 +73,13 @@ static void setup (void) {
   rg_fpos pos[3] = { { 1, 2 }, { 300, 0 }, { UINT64_MAX, 77 } };
   rg_buf a, b;
   int i;
-  for (i = 0; i < 16; i++) env.secret[i] = (uint8_t)(i * 37 + 11);
+  for (i = 0; i < 16; i++) secret[i] = (uint8_t)(i * 37 + 11);
   spec.cid = 42;
   spec.nparts = 3;
   /* the context computed here is feed.c's */
   rg_buf_init(&a);
   rg_buf_init(&b);
-  rg_feed_token(&env, &spec, RG_FEED_ALL, 0, (const uint8_t *)"lp", 2, 3,
+  rg_feed_token(secret, &spec, RG_FEED_ALL, 0, (const uint8_t *)"lp", 2, 3,
                 pos, &a);
   {
     uint8_t pl[64];
@@ -93,7 +97,7 @@ static void setup (void) {
         pl[n++] = (uint8_t)v[k];
       }
     }
-    rg_token_make(&env, RG_TOKEN_FEED,
+    rg_token_make(secret, RG_TOKEN_FEED,
                   feed_ctx(RG_FEED_ALL, 0, (const uint8_t *)"lp", 2), pl, n,
                   &b);
   }
@@ -110,12 +114,12 @@ static void arbitrary (const char *s, size_t n) {
   rg_err e;
   int k;
   rg_buf_init(&pl);
-  FZ_CHECK(rg_token_open(&env, RG_TOKEN_QUERY, 7, s, n, &pl, &e) == 400,
+  FZ_CHECK(rg_token_open(secret, RG_TOKEN_QUERY, 7, s, n, &pl, &e) == 400,
            "arbitrary text accepted as a query token");
-  FZ_CHECK(rg_token_open(&env, RG_TOKEN_FEED, 7, s, n, &pl, &e) == 400,
+  FZ_CHECK(rg_token_open(secret, RG_TOKEN_FEED, 7, s, n, &pl, &e) == 400,
            "arbitrary text accepted as a feed token");
   for (k = 0; k < 4; k++)
-    FZ_CHECK(rg_feed_untoken(&env, &spec, 1 + (k & 1), k, NULL, 0, 1 + k, s,
+    FZ_CHECK(rg_feed_untoken(secret, &spec, 1 + (k & 1), k, NULL, 0, 1 + k, s,
                              n, pos, &e) == 400,
              "arbitrary text accepted as a feed continuation");
   rg_buf_free(&pl);
@@ -136,10 +140,10 @@ static void altered (const uint8_t *d, size_t n) {
   rg_buf_init(&tok);
   rg_buf_init(&alt);
   rg_buf_init(&pl);
-  rg_token_make(&env, kind, ctx, d + 5, n - 5, &tok);
+  rg_token_make(secret, kind, ctx, d + 5, n - 5, &tok);
   FZ_CHECK(!tok.oom, "out of memory");
   /* the token made opens, with its payload */
-  FZ_CHECK(rg_token_open(&env, kind, ctx, tok.p, tok.n, &pl, &e) == 0,
+  FZ_CHECK(rg_token_open(secret, kind, ctx, tok.p, tok.n, &pl, &e) == 0,
            "a token made is refused");
   FZ_CHECK(pl.n == n - 5 && (pl.n == 0 || memcmp(pl.p, d + 5, pl.n) == 0),
            "a token made opens to another payload");
@@ -165,7 +169,7 @@ static void altered (const uint8_t *d, size_t n) {
       break;
     default: actx = ctx ^ ((uint64_t)1 << (d[4] % 64)); break;
   }
-  rc = rg_token_open(&env, akind, actx, alt.p, alt.n, &pl, &e);
+  rc = rg_token_open(secret, akind, actx, alt.p, alt.n, &pl, &e);
   FZ_CHECK(rc == 0 || rc == 400, "token status");
   if (rc == 0) {
     FZ_CHECK(akind == kind && actx == ctx,
@@ -190,21 +194,21 @@ static void feed_payload (const uint8_t *d, size_t n) {
   npos = 1 + (d[1] & 7);
   rg_buf_init(&tok);
   rg_buf_init(&tok2);
-  rg_token_make(&env, RG_TOKEN_FEED, feed_ctx(mode, range, NULL, 0), d + 2,
+  rg_token_make(secret, RG_TOKEN_FEED, feed_ctx(mode, range, NULL, 0), d + 2,
                 n - 2, &tok);
-  rc = rg_feed_untoken(&env, &spec, mode, range, NULL, 0, npos, tok.p, tok.n,
+  rc = rg_feed_untoken(secret, &spec, mode, range, NULL, 0, npos, tok.p, tok.n,
                        pos, &e);
   FZ_CHECK(rc == 0 || rc == 400, "feed token status");
   if (rc == 0) {
-    rg_feed_token(&env, &spec, mode, range, NULL, 0, npos, pos, &tok2);
-    FZ_CHECK(rg_feed_untoken(&env, &spec, mode, range, NULL, 0, npos, tok2.p,
+    rg_feed_token(secret, &spec, mode, range, NULL, 0, npos, pos, &tok2);
+    FZ_CHECK(rg_feed_untoken(secret, &spec, mode, range, NULL, 0, npos, tok2.p,
                              tok2.n, again, &e) == 0,
              "a feed token made from decoded positions is refused");
     for (i = 0; i < npos; i++)
       FZ_CHECK(again[i].lsn == pos[i].lsn && again[i].sub == pos[i].sub,
                "feed positions do not survive a token");
     /* the same payload is no token for another read */
-    FZ_CHECK(rg_feed_untoken(&env, &spec, mode, range + 1, NULL, 0, npos,
+    FZ_CHECK(rg_feed_untoken(secret, &spec, mode, range + 1, NULL, 0, npos,
                              tok.p, tok.n, again, &e) == 400,
              "a feed token was accepted for another range");
   }

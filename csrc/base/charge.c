@@ -1,0 +1,69 @@
+/*
+** charge.c: the request-charge cost model.
+**
+** A charge is computed from the work counters of a scope or a read
+** (rg_work, charge.h) by one function, so the same operation on the same
+** data always costs the same, whatever the machine or its load.  The
+** constants are chosen so that the anchors of the model hold: a point read
+** of an item of 1 KB or less costs 1 RU, a write of a small item about 5-6
+** RU, growing with its size and with the index terms it writes.
+**
+**   point reads   1 RU per KB read, at least 1 RU per read
+**   writes        5 RU per item written or deleted
+**                 + 1 RU per KB of the item beyond its first
+**                 + 0.2 RU per index or unique-key entry put or deleted
+**   queries       2.5 RU per physical partition contacted
+**                 + 0.5 RU per index lookup (one seek of an index range)
+**                 + 0.1 RU per item loaded, + 0.1 RU per KB loaded
+**                 A routed query contacts 1 partition, a fan-out all P of
+**                 the container (even when one pass over a global index
+**                 does the work); an equality or range on an indexed path
+**                 is one lookup (IN: one per value); every item read counts
+**                 as loaded, whether or not it passes the filter, so an
+**                 index that narrows the candidates, or a TOP that stops
+**                 the reading early, lowers the charge.
+**   scripts       1 RU per procedure or trigger run, plus what it does
+**   change feed   a read (c:changes, or a processor's batch: the handler's
+**                 info.charge) costs 0.5 RU per feed range it reads (one
+**                 seek, counted as an index lookup), 0.1 RU per feed entry
+**                 it goes through (counted as loaded; entries a partition
+**                 filter skips and expired items count too), and 0.1 RU
+**                 per KB of the changes it returns.  Leases, checkpoints
+**                 and retention trimming are bookkeeping, not charged; a
+**                 handler's writes are charged as the writes they are.
+**
+** The total is rounded to hundredths.
+*/
+
+#include <math.h>
+
+#include "base/charge.h"
+
+double rg_charge (const rg_work *w) {
+  double ru =
+    1.0 * (double)w->read_units +
+    5.0 * (double)w->written + 1.0 * (double)w->write_extra_kb +
+    0.2 * (double)w->terms +
+    2.5 * (double)w->partitions + 0.5 * (double)w->lookups +
+    0.1 * (double)w->loaded + 0.1 * ((double)w->loaded_bytes / 1024.0) +
+    1.0 * (double)w->scripts;
+  return floor(ru * 100.0 + 0.5) / 100.0;
+}
+
+void rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before) {
+  out->read_units = after->read_units - before->read_units;
+  out->written = after->written - before->written;
+  out->write_bytes = after->write_bytes - before->write_bytes;
+  out->write_extra_kb = after->write_extra_kb - before->write_extra_kb;
+  out->terms = after->terms - before->terms;
+  out->lookups = after->lookups - before->lookups;
+  out->partitions = after->partitions - before->partitions;
+  out->loaded = after->loaded - before->loaded;
+  out->loaded_bytes = after->loaded_bytes - before->loaded_bytes;
+  out->scripts = after->scripts - before->scripts;
+}
+
+/* The read units of one item of `bytes` bytes. */
+uint64_t rg_read_units (size_t bytes) {
+  return bytes <= 1024 ? 1 : (uint64_t)((bytes + 1023) / 1024);
+}

@@ -1,0 +1,27 @@
+/*
+** limits.h: the limits of regolith, in one place.
+**
+** Every bound a user can meet (and the error it gives) is named here, so
+** that the code, the specs and docs/api.md ("Limits") agree.  Nothing here
+** depends on any library.
+*/
+
+#ifndef rg_limits_h
+#define rg_limits_h
+
+#define RG_MAX_DEPTH       128            /* JSON nesting: 400 */
+#define RG_MAX_ITEM        (2u << 20)     /* stored item text, bytes: 413 */
+#define RG_MAX_ID          1023           /* id bytes: 400 */
+#define RG_MAX_NAME        255            /* container/procedure/trigger names */
+#define RG_MAX_PATCH_OPS   10
+#define RG_MAX_BATCH_OPS   100
+#define RG_MAX_PK_PATHS    3
+#define RG_MAX_PARTITIONS  256
+#define RG_MAX_PATH_SEGS   16             /* segments in a declared path */
+#define RG_MAX_KEY         511            /* LMDB's compiled-in key limit */
+#define RG_MAX_SQL         (512u << 10)
+#define RG_MAX_TTL         2147483647     /* seconds (about 68 years) */
+#define RG_MAX_INSTANCE    200            /* bytes of a processor instance name */
+#define RG_DEFAULT_PARTITION_BYTES (20ull << 30)
+
+#endif

@@ -1,0 +1,32 @@
+/*
+** patch.h: the patch engine, partial updates of a cJSON document.
+**
+** Paths are JSON pointers with Cosmos DB's patch semantics (patch.c says
+** each operation's rule).  Invariants: operations apply in order, each
+** seeing the ones before; a fault gives 400 with a message naming the op,
+** and the caller works on a copy, so a failure part-way leaves nothing
+** behind; integers stay integers under incr.
+*/
+
+#ifndef rg_patch_h
+#define rg_patch_h
+
+#include <cjson/cJSON.h>
+
+#include "base/support.h"
+
+enum { RG_PATCH_ADD = 1, RG_PATCH_SET, RG_PATCH_REPLACE, RG_PATCH_REMOVE,
+       RG_PATCH_INCR, RG_PATCH_MOVE };
+
+typedef struct rg_patch_op {
+  int op;
+  const char *path;          /* JSON pointer, MUTF-8 */
+  const char *from;          /* move */
+  const cJSON *value;        /* add/set/replace/incr: borrowed */
+} rg_patch_op;
+
+/* Applies the ops in order to `doc` (modified in place); 400 with a
+** message naming the op on any fault. */
+int rg_patch_apply (cJSON *doc, const rg_patch_op *ops, int n, rg_err *e);
+
+#endif

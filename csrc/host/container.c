@@ -1,0 +1,840 @@
+/*
+** container.c: the Lua binding of a container handle, the item API.
+**
+**   c:create(doc, opts)   c:read(id, pk, opts)   c:replace(doc, opts)
+**   c:upsert(doc, opts)   c:delete(id, pk, opts)  c:patch(id, pk, ops, opts)
+**   c:read_many(list)     c:batch(pk, ops)       c:name()   c:spec()
+**
+** Reads run in the environment's cached read transaction and push the
+** stored JSON straight onto the Lua stack.  Writes run their body in a
+** scope (env.c): the document is converted from Lua inside the body, so a
+** body that must run again (the map grew) starts from the Lua value.  C
+** memory a write holds lives in a box (a userdata whose __gc frees it), so
+** that a Lua error, however unlikely, can never leak it.
+*/
+
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "host/binding.h"
+#include "luax/luajson.h"
+#include "store/catalog.h"
+#include "store/write.h"
+
+
+/*
+** {=====================================================================
+** The handle
+** ======================================================================
+*/
+static rg_lcont *tocont (lua_State *L, int idx) {
+  return (rg_lcont *)luaL_checkudata(L, idx, RG_CONT_MT);
+}
+
+rg_lcont *rgl_checkcont (lua_State *L, int idx) {
+  rg_lcont *lc = tocont(L, idx);
+  if (lc->c.spec == NULL || lc->db->env == NULL)
+    luaL_error(L, "attempt to use a closed container");
+  return lc;
+}
+
+void rgl_push_container (lua_State *L, int dbidx, rg_cspec *spec) {
+  rg_db *d = (rg_db *)lua_touserdata(L, dbidx);
+  rg_lcont *lc;
+  dbidx = dbidx < 0 ? lua_gettop(L) + dbidx + 1 : dbidx;
+  lc = (rg_lcont *)rg_newuserdata(L, sizeof(rg_lcont));
+  lc->db = d;
+  lc->c.env = d->env;
+  lc->c.spec = spec;
+  luaL_getmetatable(L, RG_CONT_MT);
+  lua_setmetatable(L, -2);
+  lua_createtable(L, 1, 0);          /* the uservalue keeps the db alive */
+  lua_pushvalue(L, dbidx);
+  lua_rawseti(L, -2, 1);
+  rg_setuservalue(L, -2);
+}
+
+static int cont_gc (lua_State *L) {
+  rg_lcont *lc = tocont(L, 1);
+  rg_cspec_free(lc->c.spec);
+  lc->c.spec = NULL;
+  return 0;
+}
+
+static int cont_tostring (lua_State *L) {
+  rg_lcont *lc = tocont(L, 1);
+  if (lc->c.spec == NULL || lc->db->env == NULL)
+    lua_pushliteral(L, "regolith.container (closed)");
+  else lua_pushfstring(L, "regolith.container (%s)", lc->c.spec->name);
+  return 1;
+}
+
+static int cont_name (lua_State *L) {
+  rg_lcont *lc = rgl_checkcont(L, 1);
+  lua_pushstring(L, lc->c.spec->name);
+  return 1;
+}
+
+static int cont_spec (lua_State *L) {
+  rg_lcont *lc = rgl_checkcont(L, 1);
+  rg_err e;
+  if (rgl_json_push_stored(L, lc->c.spec->json, strlen(lc->c.spec->json), &e))
+    return rgl_push_fail(L, &e);
+  return 1;
+}
+
+static rg_db *writable (lua_State *L, rg_lcont *lc, rg_err *e) {
+  (void)L;
+  if (lc->db->readonly) {
+    rg_fail(e, 403, "the database is open read-only");
+    return NULL;
+  }
+  return lc->db;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Ids and partition keys from Lua
+** ======================================================================
+*/
+/* A scalar partition-key value as a cJSON node living on the C stack.
+** Strings holding NUL need a MUTF-8 copy, made in a Lua buffer so that an
+** error cannot leak it, and left on top of the stack while it is used. */
+static int pk_node (lua_State *L, int idx, cJSON *n, rg_err *e) {
+  memset(n, 0, sizeof(*n));
+  switch (lua_type(L, idx)) {
+    case LUA_TSTRING: {
+      size_t len;
+      const char *s = lua_tolstring(L, idx, &len);
+      if (!rg_utf8_valid(s, len))
+        return rg_fail(e, 400, "a partition key value is not valid UTF-8");
+      n->type = cJSON_String;
+      if (memchr(s, '\0', len) == NULL) n->valuestring = (char *)s;
+      else {
+        luaL_Buffer B;
+        size_t i;
+        luaL_buffinit(L, &B);
+        for (i = 0; i < len; i++) {
+          if (s[i] == '\0') luaL_addlstring(&B, "\xC0\x80", 2);
+          else luaL_addchar(&B, s[i]);
+        }
+        luaL_pushresult(&B);
+        n->valuestring = (char *)lua_tostring(L, -1);
+      }
+      return 0;
+    }
+    case LUA_TNUMBER: {
+      lua_Number d = lua_tonumber(L, idx);
+      if (d != d || d == HUGE_VAL || d == -HUGE_VAL)
+        return rg_fail(e, 400, "a partition key value must be finite");
+      n->type = cJSON_Number;
+      n->valuedouble = d;
+#if !RG_LUAJIT
+      if (lua_isinteger(L, idx)) {    /* beyond 2^53: keep the exact text */
+        lua_Integer i = lua_tointeger(L, idx);
+        if (i > ((lua_Integer)1 << 53) || i < -((lua_Integer)1 << 53)) {
+          lua_pushfstring(L, "%I", (LUAI_UACINT)i);
+          n->valuestring = (char *)lua_tostring(L, -1);
+        }
+      }
+#endif
+      return 0;
+    }
+    case LUA_TBOOLEAN:
+      n->type = lua_toboolean(L, idx) ? cJSON_True : cJSON_False;
+      return 0;
+    default:
+      if (rgl_json_isnull(L, idx)) { n->type = cJSON_NULL; return 0; }
+      return rg_fail(e, 400, "a partition key value must be a string, number, "
+                     "boolean or regolith.null, not %s",
+                     luaL_typename(L, idx));
+  }
+}
+
+/* The partition key argument at idx: a value, or for hierarchical keys an
+** array of one value per level.  Fills nodes/pkv. */
+static int pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
+                        cJSON nodes[RG_MAX_PK_PATHS],
+                        const cJSON *pkv[RG_MAX_PK_PATHS], rg_err *e) {
+  int i, rc;
+  idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
+  for (i = 0; i < RG_MAX_PK_PATHS; i++) pkv[i] = NULL;
+  if (spec->npk == 1) {
+    if (lua_isnoneornil(L, idx))
+      return rg_fail(e, 400, "the partition key value is missing");
+    if ((rc = pk_node(L, idx, &nodes[0], e))) return rc;
+    pkv[0] = &nodes[0];
+    return 0;
+  }
+  if (lua_type(L, idx) != LUA_TTABLE || (int)rg_rawlen(L, idx) != spec->npk)
+    return rg_fail(e, 400, "the partition key is hierarchical: give an array "
+                   "of %d values (every level is required)", spec->npk);
+  luaL_checkstack(L, spec->npk + 2, NULL);
+  for (i = 0; i < spec->npk; i++) {
+    lua_rawgeti(L, idx, i + 1);      /* left on the stack while in use */
+    if ((rc = pk_node(L, lua_gettop(L), &nodes[i], e))) return rc;
+    pkv[i] = &nodes[i];
+  }
+  return 0;
+}
+
+/* An item's key from (id, pk) arguments. */
+static int key_from_args (lua_State *L, const rg_cspec *spec, int idix,
+                          int pkix, rg_ikey *k, const char **id, size_t *idlen,
+                          rg_err *e) {
+  cJSON nodes[RG_MAX_PK_PATHS];
+  const cJSON *pkv[RG_MAX_PK_PATHS];
+  int rc;
+  if (lua_type(L, idix) != LUA_TSTRING)
+    return rg_fail(e, 400, "id must be a string, not %s", luaL_typename(L, idix));
+  *id = lua_tolstring(L, idix, idlen);
+  if ((rc = rg_check_id(*id, *idlen, RG_MAX_ID, "id", e))) return rc;
+  if ((rc = pk_from_lua(L, pkix, spec, nodes, pkv, e))) return rc;
+  if ((rc = rg_ikey_partition(spec, pkv, k, e))) return rc;
+  rg_ikey_id(k, *id, *idlen);
+  return 0;
+}
+
+/* For keys holding digests: is the pushed document really (id, pk)? */
+static int check_identity (lua_State *L, const rg_cspec *spec, const char *id,
+                           size_t idlen, const rg_ikey *k) {
+  const char *sid;
+  size_t n;
+  int ok;
+  lua_getfield(L, -1, "id");
+  sid = lua_tolstring(L, -1, &n);
+  ok = sid && n == idlen && memcmp(sid, id, n) == 0;
+  lua_pop(L, 1);
+  (void)spec; (void)k;
+  return ok;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Reads
+** ======================================================================
+*/
+/* c:read(id, pk, opts) -> doc, info | nil, msg, 404 | nil, msg, 304 */
+static int cont_read (lua_State *L) {
+  static const char *const allowed[] = { "if_none_match", NULL };
+  rg_lcont *lc = rgl_checkcont(L, 1);
+  rg_env *env = lc->c.env;
+  const char *inm = NULL, *id;
+  size_t idlen, size = 0;
+  rg_ikey k;
+  rg_err e;
+  rg_work w;
+  MDB_txn *txn;
+  MDB_val v;
+  int rc;
+  if (!lua_isnoneornil(L, 4)) {
+    size_t n;
+    rgl_opts_check(L, 4, allowed, "read");
+    inm = rgl_opt_lstring(L, 4, "if_none_match", &n, "read");
+    if (rg_opt_text(inm, n, "if_none_match", &e)) return rgl_push_fail(L, &e);
+  }
+  if ((rc = key_from_args(L, lc->c.spec, 2, 3, &k, &id, &idlen, &e)))
+    return rgl_push_fail(L, &e);
+  if ((rc = rg_read_begin(env, &txn, &e))) return rgl_push_fail(L, &e);
+  if ((rc = rg_cont_alive(txn, &lc->c, &e)) == 0 &&
+      (rc = rg_item_get(txn, env, &k, rg_now(), &v, &e)) == 0) {
+    size = v.mv_size;
+    if ((rc = rgl_json_push_stored(L, (const char *)v.mv_data, v.mv_size, &e)))
+      rc = rg_fail(&e, 500, "corrupt item: %s", e.msg);
+  }
+  rg_read_end(env);
+  if (rc) return rgl_push_fail(L, &e);
+  if (k.lossy && !check_identity(L, lc->c.spec, id, idlen, &k)) {
+    rg_fail(&e, 404, "item not found");
+    return rgl_push_fail(L, &e);
+  }
+  if (inm) {
+    int same;
+    lua_getfield(L, -1, "_etag");
+    same = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), inm) == 0;
+    lua_pop(L, 1);
+    if (same) {
+      rg_fail(&e, 304, "not modified");
+      return rgl_push_fail(L, &e);
+    }
+  }
+  memset(&w, 0, sizeof(w));
+  w.read_units = rg_read_units(size);
+  rgl_push_info(L, &w, 200);
+  return 2;
+}
+
+/* c:read_many({{id, pk}, ...}) -> docs, info (missing items left out) */
+static int cont_read_many (lua_State *L) {
+  rg_lcont *lc = rgl_checkcont(L, 1);
+  rg_env *env = lc->c.env;
+  rg_err e;
+  rg_work w;
+  MDB_txn *txn;
+  int n, i, rc, out = 0;
+  int64_t now = rg_now();
+  if (lua_type(L, 2) != LUA_TTABLE) {
+    rg_fail(&e, 400, "read_many takes a list of {id, partition key} pairs");
+    return rgl_push_fail(L, &e);
+  }
+  n = (int)rg_rawlen(L, 2);
+  memset(&w, 0, sizeof(w));
+  lua_settop(L, 2);
+  lua_createtable(L, n, 0);          /* 3: the results */
+  if ((rc = rg_read_begin(env, &txn, &e))) return rgl_push_fail(L, &e);
+  rc = rg_cont_alive(txn, &lc->c, &e);
+  for (i = 1; rc == 0 && i <= n; i++) {
+    rg_ikey k;
+    const char *id;
+    size_t idlen;
+    MDB_val v;
+    int top = lua_gettop(L);
+    lua_rawgeti(L, 2, i);            /* top+1: the pair */
+    if (lua_type(L, top + 1) != LUA_TTABLE) {
+      rc = rg_fail(&e, 400, "read_many: entry %d is not an {id, pk} pair", i);
+      break;
+    }
+    lua_rawgeti(L, top + 1, 1);      /* top+2: id */
+    lua_rawgeti(L, top + 1, 2);      /* top+3: pk */
+    if ((rc = key_from_args(L, lc->c.spec, top + 2, top + 3, &k, &id, &idlen,
+                            &e))) {
+      char msg[sizeof(e.msg)];
+      memcpy(msg, e.msg, sizeof(msg));
+      rg_fail(&e, rc, "read_many: entry %d: %s", i, msg);
+      break;
+    }
+    rc = rg_item_get(txn, env, &k, now, &v, &e);
+    if (rc == 404) {
+      w.read_units++;
+      rc = 0;
+    }
+    else if (rc == 0) {
+      w.read_units += rg_read_units(v.mv_size);
+      if ((rc = rgl_json_push_stored(L, (const char *)v.mv_data, v.mv_size,
+                                    &e))) {
+        rc = rg_fail(&e, 500, "corrupt item: %s", e.msg);
+        break;
+      }
+      if (!k.lossy || check_identity(L, lc->c.spec, id, idlen, &k))
+        lua_rawseti(L, 3, ++out);
+    }
+    lua_settop(L, top);
+  }
+  rg_read_end(env);
+  if (rc) return rgl_push_fail(L, &e);
+  lua_settop(L, 3);
+  rgl_push_info(L, &w, 200);
+  return 2;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Single writes
+** ======================================================================
+*/
+typedef struct wcall {
+  lua_State *L;
+  const rg_cont *c;
+  int op;
+  int docix;                   /* create/replace/upsert: the document */
+  int idix, pkix;              /* delete/patch */
+  int opsix;                   /* patch: the op list */
+  const char *if_match, *filter, *pre, *post;
+  cJSON *doc;                  /* converted in the body */
+  rg_patch_op *ops;
+  cJSON **values;
+  int nops;
+  rg_wres r;
+  rg_work work;
+} wcall;
+
+static void wcall_clear (void *p) {
+  wcall *q = (wcall *)p;
+  int i;
+  cJSON_Delete(q->doc);
+  q->doc = NULL;
+  for (i = 0; i < q->nops; i++) {
+    cJSON_Delete(q->values[i]);
+    cJSON_free((void *)q->ops[i].path);
+    cJSON_free((void *)q->ops[i].from);
+  }
+  free(q->ops);
+  free(q->values);
+  q->ops = NULL;
+  q->values = NULL;
+  q->nops = 0;
+  rg_wres_free(&q->r);
+}
+
+/* Is the key at idx (a string, or not) one of `fields`?  Compared with its
+** length: "op\0x" is no "op". */
+static int known_field (lua_State *L, int idx, const char *const *fields) {
+  size_t n;
+  const char *k;
+  if (lua_type(L, idx) != LUA_TSTRING) return 0;
+  k = lua_tolstring(L, idx, &n);
+  for (; *fields; fields++)
+    if (strlen(*fields) == n && memcmp(*fields, k, n) == 0) return 1;
+  return 0;
+}
+
+static char *mutf8_of (lua_State *L, int idx) {
+  size_t n;
+  const char *s = lua_tolstring(L, idx, &n);
+  cJSON *tmp = rg_str_new(s, n);
+  char *out;
+  if (tmp == NULL) return NULL;
+  out = tmp->valuestring;
+  tmp->valuestring = NULL;
+  cJSON_Delete(tmp);
+  return out;
+}
+
+/* Converts a patch op list (at idx) into q->ops; 400 for bad entries. */
+static int patch_ops (lua_State *L, int idx, wcall *q, rg_err *e) {
+  static const char *const names[] = {
+    "add", "set", "replace", "remove", "incr", "move", NULL
+  };
+  int n, i, rc;
+  if (lua_type(L, idx) != LUA_TTABLE)
+    return rg_fail(e, 400, "patch operations must be a list of tables");
+  n = (int)rg_rawlen(L, idx);
+  if (n < 1) return rg_fail(e, 400, "a patch needs at least one operation");
+  if (n > RG_MAX_PATCH_OPS)
+    return rg_fail(e, 400, "a patch takes at most %d operations, not %d",
+                   RG_MAX_PATCH_OPS, n);
+  q->ops = (rg_patch_op *)calloc((size_t)n, sizeof(rg_patch_op));
+  q->values = (cJSON **)calloc((size_t)n, sizeof(cJSON *));
+  if (q->ops == NULL || q->values == NULL) return rg_fail(e, 500, "out of memory");
+  for (i = 0; i < n; i++) {
+    rg_patch_op *op = &q->ops[i];
+    int t = lua_gettop(L), k;
+    const char *name;
+    q->nops = i + 1;
+    lua_rawgeti(L, idx, i + 1);
+    if (lua_type(L, t + 1) != LUA_TTABLE) {
+      lua_settop(L, t);
+      return rg_fail(e, 400, "patch operation %d is not a table", i + 1);
+    }
+    lua_pushnil(L);
+    while (lua_next(L, t + 1) != 0) {
+      static const char *const fields[] = { "op", "path", "value", "from",
+                                            NULL };
+      const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
+      lua_pop(L, 1);
+      if (!known_field(L, -1, fields)) {
+        lua_settop(L, t);
+        return rg_fail(e, 400, "patch operation %d: unknown field '%s'", i + 1,
+                       key);
+      }
+    }
+    lua_getfield(L, t + 1, "op");
+    name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    for (k = 0; names[k]; k++) if (strcmp(names[k], name) == 0) break;
+    if (names[k] == NULL) {
+      lua_settop(L, t);
+      return rg_fail(e, 400, "patch operation %d: op must be add, set, "
+                     "replace, remove, incr or move", i + 1);
+    }
+    op->op = k + 1;
+    lua_getfield(L, t + 1, "path");
+    if (lua_type(L, -1) != LUA_TSTRING) {
+      lua_settop(L, t);
+      return rg_fail(e, 400, "patch operation %d: path must be a string", i + 1);
+    }
+    if ((op->path = mutf8_of(L, -1)) == NULL) {
+      lua_settop(L, t);
+      return rg_fail(e, 500, "out of memory");
+    }
+    lua_getfield(L, t + 1, "from");
+    if (op->op == RG_PATCH_MOVE) {
+      if (lua_type(L, -1) != LUA_TSTRING) {
+        lua_settop(L, t);
+        return rg_fail(e, 400, "patch operation %d: move needs a 'from' path",
+                       i + 1);
+      }
+      if ((op->from = mutf8_of(L, -1)) == NULL) {
+        lua_settop(L, t);
+        return rg_fail(e, 500, "out of memory");
+      }
+    }
+    lua_getfield(L, t + 1, "value");
+    if (op->op != RG_PATCH_REMOVE && op->op != RG_PATCH_MOVE) {
+      if (lua_isnil(L, -1)) {
+        lua_settop(L, t);
+        return rg_fail(e, 400, "patch operation %d: %s needs a value", i + 1,
+                       names[k]);
+      }
+      if ((rc = rgl_json_from_lua(L, -1, &q->values[i], e))) {
+        char msg[sizeof(e->msg)];
+        memcpy(msg, e->msg, sizeof(msg));
+        lua_settop(L, t);
+        return rg_fail(e, rc, "patch operation %d: %s", i + 1, msg);
+      }
+      op->value = q->values[i];
+    }
+    lua_settop(L, t);
+  }
+  return 0;
+}
+
+static int write_body (rg_scope *s, void *ud, rg_err *e) {
+  wcall *q = (wcall *)ud;
+  lua_State *L = q->L;
+  rg_wreq w;
+  rg_work before = s->work;
+  cJSON nodes[RG_MAX_PK_PATHS];
+  int rc;
+  wcall_clear(q);                    /* a rerun starts afresh */
+  memset(&w, 0, sizeof(w));
+  w.op = q->op;
+  w.if_match = q->if_match;
+  w.filter = q->filter;
+  w.pre_trigger = q->pre;
+  w.post_trigger = q->post;
+  if (q->docix) {
+    if (lua_type(L, q->docix) != LUA_TTABLE)
+      return rg_fail(e, 400, "a document must be a table, not %s",
+                     luaL_typename(L, q->docix));
+    if ((rc = rgl_json_from_lua(L, q->docix, &q->doc, e))) return rc;
+    w.doc = q->doc;
+  }
+  else {
+    if (lua_type(L, q->idix) != LUA_TSTRING)
+      return rg_fail(e, 400, "id must be a string, not %s",
+                     luaL_typename(L, q->idix));
+    w.id = lua_tolstring(L, q->idix, &w.idlen);
+    if ((rc = pk_from_lua(L, q->pkix, q->c->spec, nodes, w.pkv, e))) return rc;
+    if (q->opsix) {
+      if ((rc = patch_ops(L, q->opsix, q, e))) return rc;
+      w.ops = q->ops;
+      w.nops = q->nops;
+    }
+  }
+  rc = rg_write(s, q->c, &w, &q->r, e);
+  rg_work_diff(&q->work, &s->work, &before);
+  return rc;
+}
+
+static int write_call (lua_State *L, int op) {
+  static const char *const allowed[] = {
+    "if_match", "pre_trigger", "post_trigger", "filter", NULL
+  };
+  static const char *const names[] = {
+    "", "create", "replace", "upsert", "delete", "patch"
+  };
+  rg_lcont *lc = rgl_checkcont(L, 1);
+  int optix = op == RG_OP_PATCH ? 5 : op == RG_OP_DELETE ? 4 : 3;
+  const char *what = names[op];
+  wcall *q;
+  rg_db *d;
+  rg_err e;
+  int rc;
+  lua_settop(L, optix);
+  rgl_opts_check(L, optix, allowed, what);
+  if (op != RG_OP_PATCH && !lua_isnil(L, optix)) {
+    lua_getfield(L, optix, "filter");
+    if (!lua_isnil(L, -1))
+      return luaL_error(L, "%s: unknown option 'filter'", what);
+    lua_pop(L, 1);
+  }
+  if ((d = writable(L, lc, &e)) == NULL) return rgl_push_fail(L, &e);
+  q = (wcall *)rgl_newbox(L, sizeof(wcall), wcall_clear);
+  q->L = L;
+  q->c = &lc->c;
+  q->op = op;
+  if (op == RG_OP_DELETE || op == RG_OP_PATCH) {
+    q->idix = 2;
+    q->pkix = 3;
+    q->opsix = op == RG_OP_PATCH ? 4 : 0;
+  }
+  else q->docix = 2;
+  {                                  /* data: NUL is 400, not a cut */
+    size_t n1, n2, n3, n4;
+    q->if_match = rgl_opt_lstring(L, optix, "if_match", &n1, what);
+    q->filter = rgl_opt_lstring(L, optix, "filter", &n2, what);
+    q->pre = rgl_opt_lstring(L, optix, "pre_trigger", &n3, what);
+    q->post = rgl_opt_lstring(L, optix, "post_trigger", &n4, what);
+    if (rg_opt_text(q->if_match, n1, "if_match", &e) ||
+        rg_opt_text(q->filter, n2, "filter", &e) ||
+        rg_opt_text(q->pre, n3, "pre_trigger", &e) ||
+        rg_opt_text(q->post, n4, "post_trigger", &e)) {
+      rgl_box_done(q);
+      return rgl_push_fail(L, &e);
+    }
+  }
+  rc = rgl_scope_run(L, lc->c.env, d->sync, 1, write_body, q, &e);
+  if (rc) {
+    rgl_box_done(q);
+    return rgl_push_fail(L, &e);
+  }
+  if (op == RG_OP_DELETE && q->r.doc == NULL) lua_pushboolean(L, 1);
+  else if (q->r.doc) rgl_json_push(L, q->r.doc);
+  else lua_pushboolean(L, 1);
+  rgl_push_info(L, &q->work, q->r.status);
+  if (q->r.etag[0]) {
+    lua_pushstring(L, q->r.etag);
+    lua_setfield(L, -2, "etag");
+  }
+  rgl_box_done(q);
+  return 2;
+}
+
+static int cont_create (lua_State *L) { return write_call(L, RG_OP_CREATE); }
+static int cont_replace (lua_State *L) { return write_call(L, RG_OP_REPLACE); }
+static int cont_upsert (lua_State *L) { return write_call(L, RG_OP_UPSERT); }
+static int cont_delete (lua_State *L) { return write_call(L, RG_OP_DELETE); }
+static int cont_patch (lua_State *L) { return write_call(L, RG_OP_PATCH); }
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Transactional batch
+** ======================================================================
+*/
+typedef struct bres {
+  int status;
+  cJSON *doc;
+} bres;
+
+typedef struct bcall {
+  lua_State *L;
+  const rg_cont *c;
+  int pkix, opsix, n;
+  bres *res;
+  int failed;                  /* 1-based index of the failing op */
+  wcall w;                     /* the op in progress */
+  rg_work work;
+} bcall;
+
+static void bcall_clear (void *p) {
+  bcall *q = (bcall *)p;
+  int i;
+  for (i = 0; q->res && i < q->n; i++) cJSON_Delete(q->res[i].doc);
+  free(q->res);
+  q->res = NULL;
+  wcall_clear(&q->w);
+}
+
+static int batch_op (rg_scope *s, bcall *q, int i, int t, const rg_ikey *lp,
+                     rg_err *e) {
+  static const char *const names[] = {
+    "create", "replace", "upsert", "delete", "patch", "read", NULL
+  };
+  static const char *const fields[] = {
+    "op", "doc", "id", "ops", "if_match", "filter", NULL
+  };
+  lua_State *L = q->L;
+  const char *name;
+  int k, rc, op;
+  if (lua_type(L, t) != LUA_TTABLE)
+    return rg_fail(e, 400, "batch operation is not a table");
+  lua_pushnil(L);
+  while (lua_next(L, t) != 0) {
+    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
+    lua_pop(L, 1);
+    if (!known_field(L, -1, fields)) {
+      lua_pop(L, 1);
+      return rg_fail(e, 400, "unknown field '%s'", key);
+    }
+  }
+  lua_getfield(L, t, "op");          /* t+1 */
+  name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+  for (k = 0; names[k]; k++) if (strcmp(names[k], name) == 0) break;
+  if (names[k] == NULL)
+    return rg_fail(e, 400, "op must be create, upsert, replace, read, delete "
+                   "or patch");
+  op = k + 1;
+  lua_getfield(L, t, "doc");         /* t+2 */
+  lua_getfield(L, t, "id");          /* t+3 */
+  lua_getfield(L, t, "ops");         /* t+4 */
+  lua_getfield(L, t, "if_match");    /* t+5 */
+  lua_getfield(L, t, "filter");      /* t+6 */
+  if ((!lua_isnil(L, t + 5) && lua_type(L, t + 5) != LUA_TSTRING) ||
+      (!lua_isnil(L, t + 6) && lua_type(L, t + 6) != LUA_TSTRING))
+    return rg_fail(e, 400, "if_match and filter must be strings");
+  {
+    size_t n1, n2;
+    const char *s1 = lua_tolstring(L, t + 5, &n1);
+    const char *s2 = lua_tolstring(L, t + 6, &n2);
+    if (rg_opt_text(s1, n1, "if_match", e) ||
+        rg_opt_text(s2, n2, "filter", e))
+      return 400;
+  }
+  if (op == RG_OP_READ) {
+    MDB_val v;
+    size_t idlen;
+    const char *id;
+    rg_ikey k2 = *lp;
+    if (lua_type(L, t + 3) != LUA_TSTRING)
+      return rg_fail(e, 400, "read needs an id");
+    id = lua_tolstring(L, t + 3, &idlen);
+    if ((rc = rg_check_id(id, idlen, RG_MAX_ID, "id", e))) return rc;
+    k2.len = k2.lplen;
+    rg_ikey_id(&k2, id, idlen);
+    rc = rg_item_get(s->txn, s->env, &k2, s->now, &v, e);
+    if (rc) { if (rc == 404) s->work.read_units++; return rc; }
+    s->work.read_units += rg_read_units(v.mv_size);
+    if ((rc = rg_json_parse((const char *)v.mv_data, v.mv_size,
+                            &q->res[i].doc, e)))
+      return rg_fail(e, 500, "corrupt item: %s", e->msg);
+    q->res[i].status = 200;
+    return 0;
+  }
+  wcall_clear(&q->w);
+  memset(&q->w, 0, sizeof(q->w));
+  q->w.L = L;
+  q->w.c = q->c;
+  q->w.op = op;
+  q->w.if_match = lua_tostring(L, t + 5);
+  q->w.filter = lua_tostring(L, t + 6);
+  if (op == RG_OP_DELETE || op == RG_OP_PATCH) {
+    if (lua_type(L, t + 3) != LUA_TSTRING)
+      return rg_fail(e, 400, "%s needs an id", names[k]);
+    q->w.idix = t + 3;
+    q->w.pkix = q->pkix;
+    q->w.opsix = op == RG_OP_PATCH ? t + 4 : 0;
+  }
+  else q->w.docix = t + 2;
+  rc = write_body(s, &q->w, e);
+  q->res[i].status = q->w.r.status;
+  q->res[i].doc = q->w.r.doc;
+  q->w.r.doc = NULL;
+  return rc;
+}
+
+static int batch_body (rg_scope *s, void *ud, rg_err *e) {
+  bcall *q = (bcall *)ud;
+  lua_State *L = q->L;
+  cJSON nodes[RG_MAX_PK_PATHS];
+  const cJSON *pkv[RG_MAX_PK_PATHS];
+  rg_binding saved = s->bound;
+  rg_work before = s->work;
+  rg_ikey lp;
+  int i, rc = 0;
+  bcall_clear(q);
+  q->failed = 0;
+  if ((q->res = (bres *)calloc((size_t)q->n, sizeof(bres))) == NULL)
+    return rg_fail(e, 500, "out of memory");
+  if ((rc = pk_from_lua(L, q->pkix, q->c->spec, nodes, pkv, e)) ||
+      (rc = rg_ikey_partition(q->c->spec, pkv, &lp, e)))
+    return rc;
+  s->bound.spec = q->c->spec;
+  s->bound.lp = lp.key;
+  s->bound.lplen = lp.lplen;
+  s->bound.msg = "the operation's partition key differs from the batch's";
+  for (i = 0; i < q->n; i++) {
+    int t = lua_gettop(L);
+    lua_rawgeti(L, q->opsix, i + 1);
+    rc = batch_op(s, q, i, t + 1, &lp, e);
+    lua_settop(L, t);
+    if (rc) {
+      char msg[sizeof(e->msg)];
+      memcpy(msg, e->msg, sizeof(msg));
+      rg_fail(e, rc, "batch operation %d failed: %s", i + 1, msg);
+      q->failed = i + 1;
+      break;
+    }
+  }
+  s->bound = saved;
+  rg_work_diff(&q->work, &s->work, &before);
+  return rc;
+}
+
+/* c:batch(pk, ops) -> results, info | nil, msg, status, results */
+static int cont_batch (lua_State *L) {
+  rg_lcont *lc = rgl_checkcont(L, 1);
+  bcall *q;
+  rg_db *d;
+  rg_err e;
+  int rc, i;
+  lua_settop(L, 3);
+  if ((d = writable(L, lc, &e)) == NULL) return rgl_push_fail(L, &e);
+  if (lua_type(L, 3) != LUA_TTABLE) {
+    rg_fail(&e, 400, "a batch takes a list of operations");
+    return rgl_push_fail(L, &e);
+  }
+  q = (bcall *)rgl_newbox(L, sizeof(bcall), bcall_clear);
+  q->L = L;
+  q->c = &lc->c;
+  q->pkix = 2;
+  q->opsix = 3;
+  q->n = (int)rg_rawlen(L, 3);
+  if (q->n == 0) {
+    rg_fail(&e, 400, "a batch needs at least one operation");
+    return rgl_push_fail(L, &e);
+  }
+  if (q->n > RG_MAX_BATCH_OPS) {
+    rg_fail(&e, 400, "a batch takes at most %d operations, not %d",
+            RG_MAX_BATCH_OPS, q->n);
+    return rgl_push_fail(L, &e);
+  }
+  rc = rgl_scope_run(L, lc->c.env, d->sync, 1, batch_body, q, &e);
+  lua_createtable(L, q->n, 0);
+  for (i = 0; i < q->n; i++) {
+    lua_createtable(L, 0, 2);
+    if (rc) {
+      lua_pushinteger(L, i + 1 == q->failed ? rc : 424);
+      lua_setfield(L, -2, "status");
+    }
+    else {
+      lua_pushinteger(L, q->res[i].status);
+      lua_setfield(L, -2, "status");
+      if (q->res[i].doc) {
+        rgl_json_push(L, q->res[i].doc);
+        lua_setfield(L, -2, "doc");
+      }
+    }
+    lua_rawseti(L, -2, i + 1);
+  }
+  rgl_box_done(q);
+  if (rc) {
+    int results = lua_gettop(L);
+    lua_pushnil(L);
+    lua_pushstring(L, e.msg);
+    lua_pushinteger(L, rc);
+    lua_pushvalue(L, results);
+    return 4;
+  }
+  rgl_push_info(L, &q->work, 200);
+  return 2;
+}
+/* }===================================================================== */
+
+
+void rgl_container_open (lua_State *L) {
+  static const luaL_Reg methods[] = {
+    {"name", cont_name},
+    {"spec", cont_spec},
+    {"create", cont_create},
+    {"read", cont_read},
+    {"replace", cont_replace},
+    {"upsert", cont_upsert},
+    {"delete", cont_delete},
+    {"patch", cont_patch},
+    {"read_many", cont_read_many},
+    {"batch", cont_batch},
+    {NULL, NULL}
+  };
+  static const luaL_Reg meta[] = {
+    {"__gc", cont_gc},
+    {"__tostring", cont_tostring},
+    {NULL, NULL}
+  };
+  luaL_newmetatable(L, RG_CONT_MT);
+  luaL_setfuncs(L, meta, 0);
+  lua_newtable(L);
+  luaL_setfuncs(L, methods, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+}

@@ -1,0 +1,403 @@
+/*
+** db.c: the Lua binding of a database handle: regolith.open and the db
+** methods.
+**
+** A handle ("regolith.db" userdata) follows liolib's pattern: it is created
+** closed (env NULL) before the environment is opened, so that a failure or
+** an error never leaves a half-made handle with a resource; close is
+** idempotent and shared by __gc and __close; every method but close and
+** __tostring refuses a closed handle.  Container handles keep their
+** database handle alive through their uservalue, and refuse to work once
+** it is closed.
+**
+** Conventions (docs/api.md): misuse (wrong argument types, unknown
+** options, option values of the wrong type or range) raises a Lua error;
+** expected failures return nil, message, status; success returns a result
+** and an info table with `charge` and `status`.
+*/
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "host/binding.h"
+#include "luax/luajson.h"
+#include "script/script.h"
+#include "store/catalog.h"
+#include "store/verify.h"
+
+
+/*
+** {=====================================================================
+** The handle
+** ======================================================================
+*/
+static rg_db *todb (lua_State *L, int idx) {
+  return (rg_db *)luaL_checkudata(L, idx, RG_DB_MT);
+}
+
+rg_db *rgl_checkdb (lua_State *L, int idx) {
+  rg_db *d = todb(L, idx);
+  if (d->env == NULL) luaL_error(L, "attempt to use a closed database");
+  return d;
+}
+
+static int db_close (lua_State *L) {
+  rg_db *d = todb(L, 1);
+  if (d->env != NULL) {
+    if (rg_env_scope(d->env) != NULL && rg_env_refs(d->env) == 1)
+      return luaL_error(L, "cannot close the database inside its own "
+                        "transaction");
+    rg_env_release(d->env);
+    d->env = NULL;
+  }
+  return 0;
+}
+
+static int db_gc (lua_State *L) {
+  rg_db *d = todb(L, 1);
+  if (d->env != NULL && rg_env_scope(d->env) == NULL) {
+    rg_env_release(d->env);
+    d->env = NULL;
+  }
+  return 0;
+}
+
+static int db_tostring (lua_State *L) {
+  rg_db *d = todb(L, 1);
+  if (d->env == NULL) lua_pushliteral(L, "regolith.db (closed)");
+  else lua_pushfstring(L, "regolith.db (%s)", rg_env_path(d->env));
+  return 1;
+}
+
+/* A name argument: a string (else misuse); the id rules give 400. */
+static const char *check_name (lua_State *L, int idx, size_t *n,
+                               const char *what, rg_err *e, int *bad) {
+  const char *s;
+  if (lua_type(L, idx) != LUA_TSTRING)
+    luaL_error(L, "bad argument #%d: %s must be a string", idx - 1, what);
+  s = lua_tolstring(L, idx, n);
+  *bad = rg_check_id(s, *n, RG_MAX_NAME, what, e);
+  return s;
+}
+
+static int readonly_fail (lua_State *L) {
+  rg_err e;
+  rg_fail(&e, 403, "the database is open read-only");
+  return rgl_push_fail(L, &e);
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Containers
+** ======================================================================
+*/
+/* db:create_container(name, opts) -> container, info */
+static int db_create_container (lua_State *L) {
+  static const char *const allowed[] = {
+    "partition_key", "physical_partitions", "indexing", "unique_keys",
+    "default_ttl", "max_partition_bytes", "change_feed", NULL
+  };
+  rg_db *d = rgl_checkdb(L, 1);
+  const char *name;
+  size_t namelen;
+  rg_err e;
+  cJSON *j = NULL, *nm;
+  rg_cspec *spec = NULL;
+  rg_buf *text;
+  int bad, rc;
+  name = check_name(L, 2, &namelen, "a container name", &e, &bad);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  rgl_opts_check(L, 3, allowed, "create_container");
+  if (bad) return rgl_push_fail(L, &e);
+  if (rgl_json_from_lua(L, 3, &j, &e))
+    return luaL_error(L, "create_container: %s", e.msg);
+  nm = rg_str_new(name, namelen);
+  if (nm == NULL) { cJSON_Delete(j); return luaL_error(L, "out of memory"); }
+  cJSON_AddItemToObject(j, "name", nm);
+  rc = rg_cspec_build(j, 0, &spec, &e);
+  if (rc) {
+    cJSON_Delete(j);
+    return luaL_error(L, "create_container: %s", e.msg);
+  }
+  rg_cspec_free(spec);
+  spec = NULL;
+  text = rgl_newbuf(L);
+  rg_json_print(j, text);
+  cJSON_Delete(j);
+  if (text->oom) return luaL_error(L, "out of memory");
+  if (d->readonly) return readonly_fail(L);
+  rc = rg_catalog_create(d->env, d->sync, name, namelen, text->p, text->n,
+                         d->max_containers, &spec, &e);
+  rgl_box_done(text);
+  if (rc) return rgl_push_fail(L, &e);
+  rgl_push_container(L, 1, spec);
+  rgl_push_info(L, NULL, 201);
+  return 2;
+}
+
+/* db:container(name) -> container | nil, msg, 404 */
+static int db_container (lua_State *L) {
+  rg_db *d = rgl_checkdb(L, 1);
+  rg_cspec *spec = NULL;
+  rg_err e;
+  size_t n;
+  int bad;
+  const char *name = check_name(L, 2, &n, "a container name", &e, &bad);
+  if (bad) return rgl_push_fail(L, &e);
+  if (rg_catalog_find(d->env, name, n, &spec, &e)) return rgl_push_fail(L, &e);
+  rgl_push_container(L, 1, spec);
+  return 1;
+}
+
+/* The containers with their counters, held in a box while they are pushed. */
+typedef struct lbox {
+  rg_buf names;
+  rg_cstat *stats;
+  int n;
+  uint64_t lsn;
+} lbox;
+
+static void lbox_free (void *x) {
+  lbox *g = (lbox *)x;
+  rg_buf_free(&g->names);
+  free(g->stats);
+  g->stats = NULL;
+}
+
+static lbox *list_containers (lua_State *L, rg_db *d, rg_err *e) {
+  lbox *g = (lbox *)rgl_newbox(L, sizeof(lbox), lbox_free);
+  rg_buf_init(&g->names);
+  if (rg_catalog_list(d->env, &g->names, &g->stats, &g->n, &g->lsn, e))
+    return NULL;
+  return g;
+}
+
+/* db:containers() -> {name, ...} (sorted by name) */
+static int db_containers (lua_State *L) {
+  rg_db *d = rgl_checkdb(L, 1);
+  rg_err e;
+  lbox *g = list_containers(L, d, &e);
+  int i;
+  if (g == NULL) return rgl_push_fail(L, &e);
+  lua_createtable(L, g->n, 0);
+  for (i = 0; i < g->n; i++) {
+    lua_pushlstring(L, g->stats[i].name, g->stats[i].namelen);
+    lua_rawseti(L, -2, i + 1);
+  }
+  rgl_box_done(g);
+  return 1;
+}
+
+/* db:delete_container(name) -> true, info */
+static int db_delete_container (lua_State *L) {
+  rg_db *d = rgl_checkdb(L, 1);
+  const char *name;
+  size_t n;
+  rg_err e;
+  int bad;
+  name = check_name(L, 2, &n, "a container name", &e, &bad);
+  if (bad) return rgl_push_fail(L, &e);
+  if (rg_env_scope(d->env) != NULL)
+    return luaL_error(L, "delete_container cannot run inside a transaction");
+  if (d->readonly) return readonly_fail(L);
+  if (rg_catalog_drop(d->env, d->sync, name, n, &e))
+    return rgl_push_fail(L, &e);
+  lua_pushboolean(L, 1);
+  rgl_push_info(L, NULL, 204);
+  return 2;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Statistics, backup, verify, TTL purge
+** ======================================================================
+*/
+/* db:stats() -> {map_size, used_bytes, page_size, readers, lsn, items,
+**               bytes, containers = {name = {items, bytes}}} */
+static int db_stats (lua_State *L) {
+  rg_db *d = rgl_checkdb(L, 1);
+  uint64_t items = 0, bytes = 0;
+  rg_env_info info;
+  rg_err e;
+  lbox *g;
+  int i;
+  /* after the listing's read: it adopts a map another process grew, and
+  ** refuses an environment without one */
+  if ((g = list_containers(L, d, &e)) == NULL) return rgl_push_fail(L, &e);
+  rg_env_info_get(d->env, &info);
+  lua_createtable(L, 0, 8);
+  lua_pushinteger(L, (lua_Integer)info.map_size);
+  lua_setfield(L, -2, "map_size");
+  lua_pushinteger(L, (lua_Integer)info.used_bytes);
+  lua_setfield(L, -2, "used_bytes");
+  lua_pushinteger(L, (lua_Integer)info.page_size);
+  lua_setfield(L, -2, "page_size");
+  lua_pushinteger(L, (lua_Integer)info.readers);
+  lua_setfield(L, -2, "readers");
+  lua_pushinteger(L, (lua_Integer)g->lsn);
+  lua_setfield(L, -2, "lsn");
+  lua_createtable(L, 0, g->n);
+  for (i = 0; i < g->n; i++) {
+    lua_pushlstring(L, g->stats[i].name, g->stats[i].namelen);
+    lua_createtable(L, 0, 2);
+    lua_pushinteger(L, (lua_Integer)g->stats[i].items);
+    lua_setfield(L, -2, "items");
+    lua_pushinteger(L, (lua_Integer)g->stats[i].bytes);
+    lua_setfield(L, -2, "bytes");
+    lua_rawset(L, -3);
+    items += g->stats[i].items;
+    bytes += g->stats[i].bytes;
+  }
+  lua_setfield(L, -2, "containers");
+  lua_pushinteger(L, (lua_Integer)items);
+  lua_setfield(L, -2, "items");
+  lua_pushinteger(L, (lua_Integer)bytes);
+  lua_setfield(L, -2, "bytes");
+  rgl_box_done(g);
+  return 1;
+}
+
+/* A file system path argument: a string without NUL (the system would
+** read "dir\0x" as "dir", another directory). */
+static const char *check_path (lua_State *L, int arg) {
+  size_t n;
+  const char *path = luaL_checklstring(L, arg, &n);
+  if (strlen(path) != n) luaL_argerror(L, arg, "a path must not contain NUL");
+  return path;
+}
+
+/* db:backup(path) -> true, info */
+static int db_backup (lua_State *L) {
+  rg_db *d = rgl_checkdb(L, 1);
+  const char *path = check_path(L, 2);
+  rg_err e;
+  if (rg_env_backup(d->env, path, &e)) return rgl_push_fail(L, &e);
+  lua_pushboolean(L, 1);
+  rgl_push_info(L, NULL, 200);
+  return 2;
+}
+
+/* db:verify() -> true | nil, report */
+static int db_verify (lua_State *L) {
+  rg_db *d = rgl_checkdb(L, 1);
+  rg_buf *report = rgl_newbuf(L);
+  if (rg_verify(d->env, report) == 0) {
+    rgl_box_done(report);
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  lua_pushnil(L);
+  lua_pushlstring(L, report->p ? report->p : "", report->n);
+  rgl_box_done(report);
+  return 2;
+}
+
+/* db:purge_expired() -> count, info */
+static int db_purge_expired (lua_State *L) {
+  rg_db *d = rgl_checkdb(L, 1);
+  rg_work work;
+  rg_err e;
+  int count;
+  if (d->readonly) return readonly_fail(L);
+  if (rg_catalog_purge(d->env, d->sync, &count, &e))
+    return rgl_push_fail(L, &e);
+  memset(&work, 0, sizeof(work));
+  lua_pushinteger(L, count);
+  rgl_push_info(L, &work, 200);
+  return 2;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Opening
+** ======================================================================
+*/
+/* regolith.open(path, opts) -> db | nil, msg, status */
+static int l_open (lua_State *L) {
+  static const char *const allowed[] = {
+    "sync", "map_size", "readonly", "script_budget", "script_memory",
+    "max_containers", NULL
+  };
+  static const char *const syncs[] = { "full", "lazy", "none", NULL };
+  const char *path = check_path(L, 1);
+  const char *sync;
+  rg_open_opts o;
+  rg_db *d;
+  rg_err e;
+  int i;
+  rgl_opts_check(L, 2, allowed, "open");
+  memset(&o, 0, sizeof(o));
+  o.sync = RG_SYNC_FULL;
+  sync = rgl_opt_string(L, 2, "sync", "open");
+  if (sync) {
+    for (i = 0; syncs[i]; i++) if (strcmp(sync, syncs[i]) == 0) break;
+    if (syncs[i] == NULL)
+      return luaL_error(L, "open: option 'sync' must be \"full\", \"lazy\" "
+                        "or \"none\"");
+    o.sync = i;
+  }
+  o.map_size = (size_t)rgl_opt_int(L, 2, "map_size", 0, 1 << 16,
+                                   (lua_Integer)1 << 50, "open");
+  o.readonly = rgl_opt_bool(L, 2, "readonly", 0, "open");
+  d = (rg_db *)rg_newuserdata(L, sizeof(rg_db));
+  memset(d, 0, sizeof(*d));               /* closed until opened */
+  luaL_getmetatable(L, RG_DB_MT);
+  lua_setmetatable(L, -2);
+  d->sync = o.sync;
+  d->readonly = o.readonly;
+  d->script_budget = rgl_opt_int(L, 2, "script_budget", 0, 1,
+                                 (lua_Integer)1 << 50, "open");
+  d->script_memory = rgl_opt_int(L, 2, "script_memory", 0, 1 << 16,
+                                 (lua_Integer)1 << 40, "open");
+  d->max_containers = (int)rgl_opt_int(L, 2, "max_containers", 0, 1, 1 << 20,
+                                       "open");
+  if (rg_env_open(path, &o, &d->env, &e)) return rgl_push_fail(L, &e);
+  if (rg_script_limits(d->env, (uint64_t)d->script_budget,
+                       (uint64_t)d->script_memory, &e)) {
+    rg_env_release(d->env);
+    d->env = NULL;
+    return rgl_push_fail(L, &e);
+  }
+  if (!o.readonly && rg_catalog_resume_drops(d->env, d->sync, &e))
+    return rgl_push_fail(L, &e);
+  return 1;
+}
+
+void rgl_db_open (lua_State *L) {
+  static const luaL_Reg db_methods[] = {
+    {"close", db_close},
+    {"create_container", db_create_container},
+    {"container", db_container},
+    {"containers", db_containers},
+    {"delete_container", db_delete_container},
+    {"stats", db_stats},
+    {"backup", db_backup},
+    {"purge_expired", db_purge_expired},
+    {"verify", db_verify},
+    {NULL, NULL}
+  };
+  static const luaL_Reg db_meta[] = {
+    {"__gc", db_gc},
+#if LUA_VERSION_NUM >= 504
+    {"__close", db_gc},
+#endif
+    {"__tostring", db_tostring},
+    {NULL, NULL}
+  };
+  luaL_newmetatable(L, RG_DB_MT);
+  luaL_setfuncs(L, db_meta, 0);
+  lua_newtable(L);
+  luaL_setfuncs(L, db_methods, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_open);
+  lua_setfield(L, -2, "open");
+}
+/* }===================================================================== */

@@ -1,0 +1,291 @@
+/*
+** feed.c: the Lua binding of the change feed: c:changes, c:feed_ranges,
+** and changes as Lua values (for handlers too).
+**
+** A change in latest mode is the document; in all_versions mode it is
+** {current = doc | previous = doc, metadata = {operation, lsn, ts, id,
+** partition_key, ttl_expired}} (docs/feed.md).  Options are checked whole
+** (an unknown key raises); a token from another read is 400.
+*/
+
+#include <math.h>
+#include <string.h>
+
+#include "host/binding.h"
+#include "luax/luajson.h"
+#include "store/catalog.h"
+#include "store/feed.h"
+
+#define PAGE_DEFAULT  100
+#define PAGE_MAX      100000
+
+
+/*
+** {=====================================================================
+** Changes as Lua values
+** ======================================================================
+*/
+static const char *const op_names[] = {
+  "", "create", "replace", "", "delete"
+};
+
+/* Pushes a field name of a declared path (MUTF-8) as raw bytes. */
+static void push_segment (lua_State *L, const char *seg) {
+  if (strstr(seg, "\xC0\x80") == NULL) lua_pushstring(L, seg);
+  else {
+    luaL_Buffer B;
+    luaL_buffinit(L, &B);
+    for (; *seg; seg++) {
+      if ((uint8_t)seg[0] == 0xC0 && (uint8_t)seg[1] == 0x80) {
+        luaL_addchar(&B, '\0');
+        seg++;
+      }
+      else luaL_addchar(&B, *seg);
+    }
+    luaL_pushresult(&B);
+  }
+}
+
+/* Pushes the value at a declared path of the document at `doc` (or nil). */
+static void push_path (lua_State *L, int doc, const rg_path *p) {
+  int i;
+  lua_pushvalue(L, doc);
+  for (i = 0; i < p->n; i++) {
+    if (lua_type(L, -1) != LUA_TTABLE) {
+      lua_pop(L, 1);
+      lua_pushnil(L);
+      return;
+    }
+    push_segment(L, p->seg[i]);
+    lua_rawget(L, -2);
+    lua_remove(L, -2);
+  }
+}
+
+/* Pushes the partition key of a document as `read` takes it. */
+static void push_pk (lua_State *L, const rg_cspec *spec, int doc) {
+  int i;
+  if (spec->npk == 1) { push_path(L, doc, &spec->pk[0]); return; }
+  lua_createtable(L, spec->npk, 0);
+  for (i = 0; i < spec->npk; i++) {
+    push_path(L, doc, &spec->pk[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+int rgl_batch_push (lua_State *L, const rg_cspec *spec, int mode,
+                   const rg_batch *b, rg_err *e) {
+  size_t i;
+  int arr, rc;
+  luaL_checkstack(L, 8, NULL);
+  lua_createtable(L, b->n > 0x7FFFFFF ? 0x7FFFFFF : (int)b->n, 0);
+  arr = lua_gettop(L);
+  for (i = 0; i < b->n; i++) {
+    const rg_change *ch = &b->v[i];
+    const char *json = b->text.p + ch->off;
+    if (mode == RG_FEED_LATEST) {
+      if ((rc = rgl_json_push_stored(L, json, ch->len, e))) goto fail;
+      lua_rawseti(L, arr, (int)i + 1);
+      continue;
+    }
+    lua_createtable(L, 0, 2);                      /* arr+1: the change */
+    if ((rc = rgl_json_push_stored(L, json, ch->len, e))) goto fail;
+    lua_createtable(L, 0, 6);                      /* arr+3: metadata */
+    lua_pushstring(L, op_names[ch->op == RG_OP_CREATE ? 1 :
+                               ch->op == RG_OP_REPLACE ? 2 : 4]);
+    lua_setfield(L, -2, "operation");
+    lua_pushinteger(L, (lua_Integer)ch->lsn);
+    lua_setfield(L, -2, "lsn");
+    lua_pushinteger(L, (lua_Integer)ch->ts);
+    lua_setfield(L, -2, "ts");
+    lua_getfield(L, arr + 2, "id");
+    lua_setfield(L, -2, "id");
+    push_pk(L, spec, arr + 2);
+    lua_setfield(L, -2, "partition_key");
+    lua_pushboolean(L, ch->ttl_expired);
+    lua_setfield(L, -2, "ttl_expired");
+    lua_setfield(L, arr + 1, "metadata");
+    lua_setfield(L, arr + 1, ch->op == RG_OP_DELETE ? "previous" : "current");
+    lua_rawseti(L, arr, (int)i + 1);
+  }
+  return 0;
+fail:
+  lua_settop(L, arr - 1);
+  return rg_fail(e, 500, "corrupt change: %s", e->msg);
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** c:changes, c:feed_ranges
+** ======================================================================
+*/
+int rgl_feed_opt_mode (lua_State *L, int idx, const char *what) {
+  const char *m = rgl_opt_string(L, idx, "mode", what);
+  if (m == NULL || strcmp(m, "latest") == 0) return RG_FEED_LATEST;
+  if (strcmp(m, "all_versions") == 0) return RG_FEED_ALL;
+  luaL_error(L, "%s: option 'mode' must be \"latest\" or \"all_versions\"",
+             what);
+  return 0;
+}
+
+void rgl_feed_opt_start (lua_State *L, int idx, int *kind, double *t,
+                        const char *what) {
+  *kind = RG_START_BEGINNING;
+  *t = 0;
+  if (lua_isnoneornil(L, idx)) return;
+  lua_getfield(L, idx, "start");
+  if (lua_type(L, -1) == LUA_TNUMBER) {
+    *t = lua_tonumber(L, -1);
+    if (*t != *t || *t == HUGE_VAL || *t == -HUGE_VAL)
+      luaL_error(L, "%s: option 'start' must be a finite number of seconds",
+                 what);
+    *kind = RG_START_TIME;
+  }
+  else if (lua_type(L, -1) == LUA_TSTRING &&
+           strcmp(lua_tostring(L, -1), "now") == 0)
+    *kind = RG_START_NOW;
+  else if (!lua_isnil(L, -1) && !(lua_type(L, -1) == LUA_TSTRING &&
+                                  strcmp(lua_tostring(L, -1),
+                                         "beginning") == 0))
+    luaL_error(L, "%s: option 'start' must be \"beginning\", \"now\" or a "
+               "time in seconds since the epoch", what);
+  lua_pop(L, 1);
+}
+
+/* The logical partition of a partition-key value (a value, or an array of
+** one value per level) at idx: 0 or 400. */
+static int pk_prefix (lua_State *L, int idx, const rg_cspec *spec,
+                      rg_ikey *k, rg_err *e) {
+  const cJSON *pkv[RG_MAX_PK_PATHS] = { NULL, NULL, NULL };
+  cJSON *v = NULL, *c;
+  int rc, i = 0;
+  if ((rc = rgl_json_from_lua(L, idx, &v, e))) return rc;
+  if (spec->npk == 1) pkv[0] = v;
+  else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == spec->npk)
+    for (c = v->child; c; c = c->next) pkv[i++] = c;
+  else {
+    cJSON_Delete(v);
+    return rg_fail(e, 400, "the partition key is hierarchical: give an array "
+                   "of %d values (every level is required)", spec->npk);
+  }
+  rc = rg_ikey_partition(spec, pkv, k, e);
+  cJSON_Delete(v);
+  return rc;
+}
+
+typedef struct page {
+  rg_batch b;
+  rg_buf tok;
+} page;
+
+static void page_free (void *p) {
+  page *g = (page *)p;
+  rg_batch_free(&g->b);
+  rg_buf_free(&g->tok);
+}
+
+/* c:changes(opts) -> changes, info (info.continuation always) */
+static int cont_changes (lua_State *L) {
+  static const char *const allowed[] = {
+    "start", "continuation", "mode", "max_items", "partition_key",
+    "feed_range", NULL
+  };
+  rg_lcont *lc = rgl_checkcont(L, 1);
+  const rg_cspec *spec = lc->c.spec;
+  rg_env *env = lc->c.env;
+  rg_fpos pos[RG_MAX_PARTITIONS];
+  rg_feedq q;
+  rg_ikey pk;
+  rg_err e;
+  MDB_txn *txn;
+  page *g;
+  const char *tok;
+  const uint8_t *lp = NULL;
+  size_t lplen = 0, toklen;
+  int mode, range, kind, i, rc;
+  long max;
+  double t;
+  lua_settop(L, 2);
+  rgl_opts_check(L, 2, allowed, "changes");
+  mode = rgl_feed_opt_mode(L, 2, "changes");
+  max = (long)rgl_opt_int(L, 2, "max_items", PAGE_DEFAULT, 1, PAGE_MAX,
+                         "changes");
+  range = (int)rgl_opt_int(L, 2, "feed_range", 0, 1, spec->nparts, "changes");
+  rgl_feed_opt_start(L, 2, &kind, &t, "changes");
+  tok = rgl_opt_lstring(L, 2, "continuation", &toklen, "changes");
+  memset(&q, 0, sizeof(q));
+  q.first = 0;
+  q.n = spec->nparts;
+  if (range) { q.first = range - 1; q.n = 1; }
+  if (!lua_isnil(L, 2)) {
+    lua_getfield(L, 2, "partition_key");           /* 3 */
+    if (!lua_isnil(L, 3)) {
+      if (range)
+        return luaL_error(L, "changes: give partition_key or feed_range, "
+                          "not both");
+      if (pk_prefix(L, 3, spec, &pk, &e)) return rgl_push_fail(L, &e);
+      lp = pk.key;
+      lplen = pk.lplen;
+      q.first = pk.range;
+      q.n = 1;
+    }
+  }
+  g = (page *)rgl_newbox(L, sizeof(page), page_free);
+  rg_batch_init(&g->b);
+  rg_buf_init(&g->tok);
+  if (tok && rg_feed_untoken(rg_env_secret(env), spec, mode, range, lp,
+                             lplen, q.n, tok, toklen, pos, &e))
+    return rgl_push_fail(L, &e);
+  q.c = &lc->c;
+  q.mode = mode;
+  q.pos = pos;
+  q.lp = lp;
+  q.lplen = lplen;
+  q.max = (size_t)max;
+  q.now = rg_now();
+  if ((rc = rg_read_begin(env, &txn, &e))) return rgl_push_fail(L, &e);
+  rc = rg_cont_alive(txn, &lc->c, &e);
+  for (i = 0; rc == 0 && !tok && i < q.n; i++)
+    rc = rg_feed_start(txn, &lc->c, mode, q.first + i, kind, t, &pos[i], &e);
+  if (rc == 0) rc = rg_feed_read(txn, &q, &g->b, &e);
+  rg_read_end(env);
+  if (rc) return rgl_push_fail(L, &e);
+  rg_feed_token(rg_env_secret(env), spec, mode, range, lp, lplen, q.n, pos,
+                &g->tok);
+  if (g->tok.oom) {
+    rg_fail(&e, 500, "out of memory");
+    return rgl_push_fail(L, &e);
+  }
+  if (rgl_batch_push(L, spec, mode, &g->b, &e)) return rgl_push_fail(L, &e);
+  rgl_push_info(L, &g->b.work, 200);
+  lua_pushlstring(L, g->tok.p, g->tok.n);
+  lua_setfield(L, -2, "continuation");
+  lua_pushinteger(L, (lua_Integer)g->b.n);
+  lua_setfield(L, -2, "count");
+  rgl_box_done(g);
+  return 2;
+}
+
+/* c:feed_ranges() -> {1, ..., P} */
+static int cont_feed_ranges (lua_State *L) {
+  rg_lcont *lc = rgl_checkcont(L, 1);
+  int i;
+  lua_createtable(L, lc->c.spec->nparts, 0);
+  for (i = 1; i <= lc->c.spec->nparts; i++) {
+    lua_pushinteger(L, i);
+    lua_rawseti(L, -2, i);
+  }
+  return 1;
+}
+
+void rgl_feed_open (lua_State *L) {
+  static const luaL_Reg methods[] = {
+    {"changes", cont_changes},
+    {"feed_ranges", cont_feed_ranges},
+    {NULL, NULL}
+  };
+  rgl_add_methods(L, RG_CONT_MT, methods);
+}
+/* }===================================================================== */

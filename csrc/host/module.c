@@ -1,0 +1,54 @@
+/*
+** module.c: luaopen_regolith_core, the one symbol the module exports.
+**
+** The module table gets open, null, array, object, json, is_container,
+** the processors' core (_processor), and _methods: the method tables of
+** the handle types, where lua/regolith/init.lua adds, in one place, the
+** methods written in Lua (db:processor, db:run_processors, c:query_rows).
+** Each file of host/ registers its handle type or its methods.
+*/
+
+#include "host/binding.h"
+#include "luax/luajson.h"
+
+#if defined(__GNUC__)
+#define RG_EXPORT __attribute__((visibility("default")))
+#else
+#define RG_EXPORT
+#endif
+
+RG_EXPORT int luaopen_regolith_core (lua_State *L);
+
+/* is_container(v) -> is v a container handle (open or closed)? */
+static int l_is_container (lua_State *L) {
+  lua_pushboolean(L, luaL_testudata(L, 1, RG_CONT_MT) != NULL);
+  return 1;
+}
+
+/* Sets t[name] to the metatable `mt` and t[name .. "_methods"] to its
+** __index, in the table on top of the stack. */
+static void expose (lua_State *L, const char *mt, const char *name,
+                    const char *methods) {
+  luaL_getmetatable(L, mt);
+  lua_getfield(L, -1, "__index");
+  lua_setfield(L, -3, methods);
+  lua_setfield(L, -2, name);
+}
+
+int luaopen_regolith_core (lua_State *L) {
+  lua_newtable(L);
+  rgl_db_open(L);
+  rgl_container_open(L);
+  rgl_scripts_open(L);
+  rgl_query_open(L);
+  rgl_feed_open(L);
+  rgl_processor_open(L);
+  rgl_json_open(L);
+  lua_pushcfunction(L, l_is_container);
+  lua_setfield(L, -2, "is_container");
+  lua_newtable(L);
+  expose(L, RG_DB_MT, "db", "db_methods");
+  expose(L, RG_CONT_MT, "container", "container_methods");
+  lua_setfield(L, -2, "_methods");
+  return 1;
+}

@@ -1,0 +1,201 @@
+/*
+** query.c: the Lua binding of queries.
+**
+**   c:query(sql, params, opts)       -> rows, info | nil, message, status
+**
+** (c:query_rows, the iterator over every page, is Lua: regolith/init.lua.)
+** opts: partition_key (a value, or an array of one value per level),
+** max_items (page size), continuation (a token from info.continuation).
+** An unknown option or a wrong-typed one raises; the SQL text, the params
+** table and the token are data, so what is wrong with them is 400.
+**
+** The Lua values (parameters, partition key) are converted to C before
+** the read transaction begins; the query runs in C with no Lua call
+** (rg_query_exec holds no Lua state), the transaction ends, and only then
+** are the rows pushed, from the page's JSON text.  The C result lives in a
+** box until it has been pushed, so that a memory error while pushing
+** cannot leak it.
+*/
+
+#include <string.h>
+
+#include "host/binding.h"
+#include "luax/luajson.h"
+#include "store/plan.h"
+
+typedef struct qcall {
+  cJSON *params, *pk;
+  rg_query_res res;
+} qcall;
+
+static void qcall_clear (void *p) {
+  qcall *q = (qcall *)p;
+  cJSON_Delete(q->params);
+  cJSON_Delete(q->pk);
+  q->params = q->pk = NULL;
+  rg_query_res_free(&q->res);
+}
+
+/* The info of a query page, here and in a script's ctx:query: charge,
+** status, partitions contacted, items loaded, index lookups, whether it
+** fanned out. */
+/* params: nil or a table {name = value} (a leading '@' is allowed). */
+static int params_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
+  cJSON *c, *d;
+  int rc;
+  *out = NULL;
+  if (lua_isnoneornil(L, idx)) return 0;
+  if (lua_type(L, idx) != LUA_TTABLE)
+    return rg_fail(e, 400, "params must be a table of {name = value}, not %s",
+                   luaL_typename(L, idx));
+  if ((rc = rgl_json_from_lua(L, idx, out, e))) {
+    char msg[sizeof(e->msg)];
+    memcpy(msg, e->msg, sizeof(msg));
+    return rg_fail(e, rc, "params: %s", msg);
+  }
+  if (!cJSON_IsObject(*out))
+    return rg_fail(e, 400, "params must be a table of {name = value}, not "
+                   "an array");
+  for (c = (*out)->child; c; c = c->next) {
+    if (c->string[0] == '@')
+      memmove(c->string, c->string + 1, strlen(c->string));
+    for (d = (*out)->child; d != c; d = d->next)
+      if (strcmp(d->string, c->string) == 0)
+        return rg_fail(e, 400, "params: @%s is given twice", c->string);
+  }
+  return 0;
+}
+
+static int scalar (const cJSON *v) {
+  return cJSON_IsString(v) || cJSON_IsNumber(v) || cJSON_IsBool(v) ||
+         cJSON_IsNull(v);
+}
+
+/* opts.partition_key (on the stack at idx) into the request. */
+static int pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
+                        qcall *q, rg_query_req *rq, rg_err *e) {
+  int rc, i;
+  cJSON *c;
+  if (lua_isnil(L, idx)) return 0;
+  if ((rc = rgl_json_from_lua(L, idx, &q->pk, e))) {
+    char msg[sizeof(e->msg)];
+    memcpy(msg, e->msg, sizeof(msg));
+    return rg_fail(e, rc, "partition_key: %s", msg);
+  }
+  if (spec->npk == 1) {
+    if (!scalar(q->pk))
+      return rg_fail(e, 400, "a partition key value must be a string, "
+                     "number, boolean or regolith.null");
+    rq->pkv[0] = q->pk;
+  }
+  else {
+    if (!cJSON_IsArray(q->pk) || cJSON_GetArraySize(q->pk) != spec->npk)
+      return rg_fail(e, 400, "the partition key is hierarchical: give an "
+                     "array of %d values (every level is required)",
+                     spec->npk);
+    for (i = 0, c = q->pk->child; c; c = c->next, i++) {
+      if (!scalar(c))
+        return rg_fail(e, 400, "a partition key value must be a string, "
+                       "number, boolean or regolith.null");
+      rq->pkv[i] = c;
+    }
+  }
+  rq->has_pk = 1;
+  return 0;
+}
+
+/*
+** Runs one page.  The stack holds the container at cix, the SQL at sqlix,
+** the params at pix and the partition key value at pkix (nil when none).
+** Pushes rows, info (returns 2) or nil, message, status (returns 3).
+*/
+static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
+                 lua_Integer max_items, const char *cont, size_t contlen) {
+  rg_lcont *lc = rgl_checkcont(L, cix);
+  rg_query_req rq;
+  qcall *q;
+  rg_err e;
+  MDB_txn *txn;
+  size_t i, *off;
+  int rc, top;
+  memset(&rq, 0, sizeof(rq));
+  if (lua_type(L, sqlix) != LUA_TSTRING) {
+    rg_fail(&e, 400, "the query must be a string, not %s",
+            luaL_typename(L, sqlix));
+    return rgl_push_fail(L, &e);
+  }
+  rq.sql = lua_tolstring(L, sqlix, &rq.sqllen);
+  rq.max_items = (long)max_items;
+  rq.continuation = cont;
+  rq.contlen = contlen;
+  q = (qcall *)rgl_newbox(L, sizeof(qcall), qcall_clear);
+  top = lua_gettop(L);
+  if ((rc = params_from_lua(L, pix, &q->params, &e)) ||
+      (rc = pk_from_lua(L, pkix, lc->c.spec, q, &rq, &e))) {
+    rgl_box_done(q);
+    return rgl_push_fail(L, &e);
+  }
+  rq.params = q->params;
+  if ((rc = rg_read_begin(lc->c.env, &txn, &e)) == 0) {
+    rc = rg_query_exec(txn, &lc->c, rg_now(), &rq, &q->res, &e);
+    rg_read_end(lc->c.env);
+  }
+  if (rc) {
+    rgl_box_done(q);
+    return rgl_push_fail(L, &e);
+  }
+  lua_settop(L, top);
+  lua_createtable(L, (int)q->res.count, 0);
+  if (q->res.count == 0) {           /* an empty list stays an array */
+    luaL_getmetatable(L, "regolith.array");
+    lua_setmetatable(L, -2);
+  }
+  off = (size_t *)q->res.offsets.p;
+  for (i = 0; i < q->res.count; i++) {
+    if (rgl_json_push_stored(L, q->res.rows.p + off[2 * i], off[2 * i + 1],
+                            &e)) {
+      char msg[sizeof(e.msg)];
+      memcpy(msg, e.msg, sizeof(msg));
+      rgl_box_done(q);
+      rg_fail(&e, 400, "a result cannot be returned: %s", msg);
+      return rgl_push_fail(L, &e);
+    }
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  rgl_push_query_info(L, &q->res.work, q->res.cross_partition);
+  lua_pushinteger(L, (lua_Integer)q->res.count);
+  lua_setfield(L, -2, "count");
+  if (q->res.continuation.n) {
+    lua_pushlstring(L, q->res.continuation.p, q->res.continuation.n);
+    lua_setfield(L, -2, "continuation");
+  }
+  rgl_box_done(q);
+  return 2;
+}
+
+static const char *const query_opts[] = {
+  "partition_key", "max_items", "continuation", NULL
+};
+
+/* c:query(sql, params, opts) */
+static int cont_query (lua_State *L) {
+  lua_Integer max_items;
+  const char *cont;
+  size_t contlen = 0;
+  rgl_checkcont(L, 1);
+  lua_settop(L, 4);
+  rgl_opts_check(L, 4, query_opts, "query");
+  max_items = rgl_opt_int(L, 4, "max_items", 0, 1, 1 << 30, "query");
+  cont = rgl_opt_lstring(L, 4, "continuation", &contlen, "query");
+  if (lua_isnil(L, 4)) lua_pushnil(L);
+  else lua_getfield(L, 4, "partition_key");      /* 5 */
+  return page(L, 1, 2, 3, 5, max_items, cont, contlen);
+}
+
+void rgl_query_open (lua_State *L) {
+  static const luaL_Reg methods[] = {
+    {"query", cont_query},
+    {NULL, NULL}
+  };
+  rgl_add_methods(L, RG_CONT_MT, methods);
+}

@@ -1,0 +1,69 @@
+/*
+** sandbox.h: the Lua state scripts run in, and its limits.  Private to
+** script/.
+**
+** One sandbox per environment (runner.c): a Lua state of its own (not the
+** host's), whose globals a script never sees; each execution gets a fresh
+** environment table holding only what docs/scripts.md lists.  An armed
+** execution is counted: VM instructions by a hook, work done in C (pattern
+** matching, JSON conversions) by explicit charges, memory by the state's
+** allocator; running out stops the execution for good (a stop cannot be
+** caught by pcall).  pattern.c and utf8lib.c supply the budget-aware
+** string patterns and, for LuaJIT, Lua 5.4's utf8 library.
+*/
+
+#ifndef rg_sandbox_h
+#define rg_sandbox_h
+
+#include <cjson/cJSON.h>
+
+#include "luax/compat.h"
+
+#include "base/support.h"
+
+typedef struct rg_sandbox rg_sandbox;
+
+enum { RG_STOP_NONE, RG_STOP_BUDGET, RG_STOP_MEMORY, RG_STOP_ABORT };
+
+rg_sandbox *rgl_sandbox_new (void);                 /* NULL: out of memory */
+void        rgl_sandbox_free (rg_sandbox *sb);
+lua_State  *rgl_sandbox_state (rg_sandbox *sb);
+rg_sandbox *rgl_sandbox_of (lua_State *S);
+/* Starts an execution's accounting: at most `budget` instructions and
+** `memory` bytes more than the state holds now. */
+void     rgl_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory);
+/* Ends it; returns why it was stopped (RG_STOP_*), RG_STOP_NONE if not. */
+int      rgl_sandbox_disarm (rg_sandbox *sb);
+/* Charges work done in C; raises once the budget is spent. */
+void     rgl_sandbox_charge (lua_State *S, uint64_t n);
+/* Stops the execution for good (RG_STOP_ABORT...) and raises. */
+int      rgl_sandbox_stop (lua_State *S, int why);
+int      rgl_sandbox_stopped (lua_State *S);
+/* Raises "C stack overflow" when the run's C stack is too deep: called
+** before a C function calls back into the script. */
+void     rgl_sandbox_cstack (lua_State *S);
+/* What the armed execution has left: instructions and bytes (0: not
+** armed, no bound). */
+void     rgl_sandbox_left (lua_State *S, uint64_t *instructions,
+                          size_t *bytes);
+/* Pushes a fresh environment for one execution. */
+void     rgl_sandbox_env (lua_State *S);
+/* Compiles text (never bytecode) as chunk "name"; a Lua load status. */
+int      rgl_sandbox_load (lua_State *S, const char *src, size_t n,
+                          const char *name, size_t namelen);
+/* Pops an environment and makes it the globals of the chunk at fidx. */
+void     rgl_sandbox_setenv (lua_State *S, int fidx);
+/* rgl_json_from_lua for the sandbox, charging the conversion to the budget.
+** Raises only when the budget runs out, with *out already set (so the
+** caller must hold it where it is freed), or when the tree would take
+** more than the memory budget has left (a memory stop, *out NULL); 413
+** when no stack room can be made for the conversion. */
+int      rgl_sandbox_from_lua (lua_State *S, int idx, cJSON **out, rg_err *e);
+/* Registers the budget-aware find, match, gmatch and gsub in the table at
+** idx (pattern.c). */
+void     rgl_pattern_open (lua_State *S, int idx);
+/* Pushes a table holding Lua 5.4's utf8 library, for hosts without one
+** (utf8lib.c). */
+void     rgl_utf8lib_open (lua_State *S);
+
+#endif

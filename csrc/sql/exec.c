@@ -1,0 +1,909 @@
+/*
+** exec.c: the row pipeline of the query engine.
+**
+** A source (store/plan.c's scans and index lookups) feeds documents one
+** at a time; this file turns them into one page of results.  It knows
+** nothing of storage: it sees JSON text, a (hash, digest) pair that names
+** the item, and an opaque position of the source, so that it can be run on
+** documents held in memory (the fuzz target does).
+**
+** Per document: the text is parsed into a tape, the JOINs are expanded
+** into rows (the cross product of the joined arrays, in array order; a row
+** is numbered by its ordinal within the document), each row's WHERE is
+** evaluated, and a row that passes goes to one of four modes:
+**
+**   STREAM    rows come in the final order (no ORDER BY, or the source
+**             reads an index in ORDER BY order): OFFSET skips, TOP/LIMIT
+**             and the page size stop the source early;
+**   SORT      ORDER BY not served by the source: every row gets an order
+**             key and the smallest ones are kept in a bounded heap;
+**   AGG       aggregates: accumulators, one result row at the end;
+**   DISTINCT  every distinct projected value is kept (hash set), ordered
+**             by ORDER BY or else by its canonical form.
+**
+** Order keys.  A row's order key is the concatenation of the terms of its
+** ORDER BY values (rg_qv_term: undefined, arrays and objects lowest, then
+** null, false, true, numbers, strings; DESC keys complemented), then the
+** item's partition hash and digest and the row's ordinal (complemented
+** when ties run descending), so memcmp on keys is a total order.
+**
+** Resuming (the continuation token's payload; the token itself is made
+** and checked by store/plan.c):
+**
+**   u8 format (1) | u8 mode | u64 results returned so far | u64 OFFSET
+**   rows consumed so far | u8 source phase | u32 ordinal | u16 n | n bytes
+**   of source position | u16 m | m bytes of order key
+**
+** STREAM resumes at the source position of the last row consumed (the
+** source seeks there; rows of that document up to the ordinal are
+** skipped).  SORT resumes after the last order key: the source is read
+** again and only greater keys are kept.  DISTINCT counts: the distinct
+** values are computed again and those already returned are skipped.  AGG
+** never needs a token: its one row fits any page.
+*/
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sql/sql_int.h"
+
+#define PAYLOAD_FORMAT 1
+
+typedef struct hentry {              /* a kept row: key and text */
+  char *key;
+  size_t klen;
+  char *row;
+  size_t rlen;
+  char *canon;                       /* DISTINCT: the canonical value */
+  size_t clen;
+  uint64_t hash;                     /* DISTINCT: hash of canon */
+} hentry;
+
+typedef struct agg {                 /* one aggregate's accumulator */
+  int fn;
+  int32_t arg;
+  uint64_t count;
+  double sum;
+  int bad;                           /* a value of the wrong type was seen */
+  int has;
+  rg_qv best;                        /* MIN/MAX */
+  rg_buf str;                        /* its bytes when a string */
+} agg;
+
+struct rg_qexec {
+  const rg_query *q;
+  int mode, tie_desc;
+  long page;                         /* rows in this page; 0: all */
+  int64_t offset, limit;             /* limit -1: none */
+  /* where the previous page ended */
+  int resumed, rphase;
+  uint32_t rord;
+  rg_buf rpos, rokey;
+  uint64_t emitted, skipped;
+  /* this page */
+  rg_buf rows, offs;
+  size_t count;
+  int done, more;
+  int have_last, lphase;
+  uint32_t lord;
+  rg_buf lpos, lokey;
+  const char *ltext;                 /* STREAM: the last row's document, */
+  size_t llen;                       /* its order key made when needed */
+  uint64_t lhash, ldigest;
+  int lpending;
+  /* the conditions to evaluate (default: the WHERE) */
+  const int32_t *conds;
+  int nconds, use_conds;
+  int fast;                          /* SELECT * streamed, nothing to test */
+  /* bounds of the page's work (0: none): documents and rows, bytes */
+  uint64_t max_rows, made;
+  size_t max_bytes, held;
+  int count_only;                    /* COUNT(literal)s, nothing to test */
+  /* the document and row being processed */
+  rg_tape tape;
+  rg_arena docmem, scratch;
+  rg_qctx ctx;
+  const rg_qdoc *doc;
+  int resume_doc;
+  uint32_t ordinal;
+  rg_buf tmp, key;
+  int status;
+  rg_err *e;
+  /* SORT: a max-heap of at most cap entries (cap 0: unbounded) */
+  hentry *heap;
+  size_t nheap, capheap, bound;
+  /* DISTINCT: an open-addressing set of nset entries in `heap` */
+  size_t *slots, nslots;
+  /* AGG */
+  agg *aggs;
+};
+
+
+/*
+** {=====================================================================
+** Setting up
+** ======================================================================
+*/
+/* TOP, OFFSET, LIMIT: a non-negative integer, from a literal or a
+** parameter. */
+static int count_of (const rg_query *q, const rg_qv *params, int32_t i,
+                     const char *what, int64_t *out, rg_err *e) {
+  const rg_qexpr *ex = &q->ex[i];
+  const rg_qv *v = ex->k == RG_QE_PARAM ? &params[ex->slot] : &ex->v;
+  if (v->t != RG_QV_NUM || v->d < 0 || v->d > 9007199254740992.0 ||
+      (double)(int64_t)v->d != v->d) {
+    int line, col;
+    rg_query_where(q->sql, ex->pos, &line, &col);
+    return rg_fail(e, 400, "%s (at %d:%d) must be a non-negative integer",
+                   what, line, col);
+  }
+  *out = (int64_t)v->d;
+  return 0;
+}
+
+/* Aggregates that are all COUNT of a defined literal count documents. */
+static int counts_only (const rg_qexec *x) {
+  int i;
+  if (x->mode != RG_QX_AGG || x->q->njoin) return 0;
+  for (i = 0; i < x->q->naggs; i++) {
+    const rg_qexpr *a = &x->q->ex[x->aggs[i].arg];
+    if (x->aggs[i].fn != RG_QF_COUNT || a->k != RG_QE_LIT ||
+        a->v.t == RG_QV_UNDEF)
+      return 0;
+  }
+  return 1;
+}
+
+static int bad_token (rg_err *e) {
+  return rg_fail(e, 400, "invalid continuation token (altered, truncated, "
+                 "or made for another query or database)");
+}
+
+static int read_payload (rg_qexec *x, const uint8_t *p, size_t n,
+                         rg_err *e) {
+  size_t poslen, oklen;
+  if (n < 1 + 1 + 8 + 8 + 1 + 4 + 2 || p[0] != PAYLOAD_FORMAT ||
+      p[1] != x->mode)
+    return bad_token(e);
+  x->emitted = rg_get_u64(p + 2);
+  x->skipped = rg_get_u64(p + 10);
+  x->rphase = p[18];
+  x->rord = rg_get_u32(p + 19);
+  poslen = rg_get_u16(p + 23);
+  if (n < 25 + poslen + 2) return bad_token(e);
+  rg_buf_add(&x->rpos, p + 25, poslen);
+  oklen = rg_get_u16(p + 25 + poslen);
+  if (n != 27 + poslen + oklen) return bad_token(e);
+  rg_buf_add(&x->rokey, p + 27 + poslen, oklen);
+  if (x->rpos.oom || x->rokey.oom) return rg_fail(e, 500, "out of memory");
+  x->resumed = 1;
+  return 0;
+}
+
+int rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
+                  int mode, int tie_desc, long page, const uint8_t *resume,
+                  size_t rlen, rg_err *e) {
+  rg_qexec *x;
+  int rc, i;
+  *out = NULL;
+  if ((x = (rg_qexec *)calloc(1, sizeof(rg_qexec))) == NULL)
+    return rg_fail(e, 500, "out of memory");
+  x->q = q;
+  x->mode = mode;
+  x->tie_desc = tie_desc;
+  x->page = page;
+  x->limit = -1;
+  rg_buf_init(&x->rpos);
+  rg_buf_init(&x->rokey);
+  rg_buf_init(&x->rows);
+  rg_buf_init(&x->offs);
+  rg_buf_init(&x->lpos);
+  rg_buf_init(&x->lokey);
+  rg_buf_init(&x->tmp);
+  rg_buf_init(&x->key);
+  rg_arena_init(&x->docmem);
+  rg_arena_init(&x->scratch);
+  x->ctx.q = q;
+  x->ctx.params = params;
+  x->ctx.scratch = &x->scratch;
+  *out = x;
+  if (q->top >= 0 && (rc = count_of(q, params, q->top, "TOP", &x->limit, e)))
+    return rc;
+  if (q->offset >= 0) {
+    int64_t lim;
+    if ((rc = count_of(q, params, q->offset, "OFFSET", &x->offset, e)) ||
+        (rc = count_of(q, params, q->limit, "LIMIT", &lim, e)))
+      return rc;
+    if (x->limit < 0 || lim < x->limit) x->limit = lim;
+  }
+  if (resume && (rc = read_payload(x, resume, rlen, e))) return rc;
+  if (mode == RG_QX_AGG) {
+    x->aggs = (agg *)calloc((size_t)q->naggs + 1, sizeof(agg));
+    if (x->aggs == NULL) return rg_fail(e, 500, "out of memory");
+    for (i = 0; i < q->nex; i++) {
+      const rg_qexpr *ex = &q->ex[i];
+      if (ex->k == RG_QE_CALL && RG_QF_ISAGG(ex->op) && ex->slot >= 0) {
+        x->aggs[ex->slot].fn = ex->op;
+        x->aggs[ex->slot].arg = q->list[ex->list];
+        rg_buf_init(&x->aggs[ex->slot].str);
+      }
+    }
+  }
+  if (mode == RG_QX_SORT) {          /* how many rows the heap must keep */
+    uint64_t off = x->offset > (int64_t)x->skipped
+                   ? (uint64_t)x->offset - x->skipped : 0;
+    uint64_t want = x->page > 0 ? (uint64_t)x->page : 0;
+    if (x->limit >= 0) {
+      uint64_t left = (uint64_t)x->limit > x->emitted
+                      ? (uint64_t)x->limit - x->emitted : 0;
+      if (want == 0 || left < want) want = left;
+      if (left == 0) x->done = 1;
+    }
+    x->bound = want ? off + want + 1 : 0;
+  }
+  if (x->limit >= 0 && x->emitted >= (uint64_t)x->limit) x->done = 1;
+  x->fast = mode == RG_QX_STREAM && q->star && q->njoin == 0 && q->where < 0;
+  x->count_only = q->where < 0 && counts_only(x);
+  return 0;
+}
+
+int rg_qexec_resume (const rg_qexec *x, int *phase, const uint8_t **pos,
+                     size_t *poslen, const uint8_t **okey, size_t *oklen) {
+  if (!x->resumed || x->mode != RG_QX_STREAM) return 0;   /* re-read all */
+  *phase = x->rphase;
+  *pos = (const uint8_t *)x->rpos.p;
+  *poslen = x->rpos.n;
+  *okey = (const uint8_t *)x->rokey.p;
+  *oklen = x->rokey.n;
+  return 1;
+}
+
+static void free_entry (hentry *h) {
+  free(h->key);
+  h->key = NULL;
+}
+
+void rg_qexec_free (rg_qexec *x) {
+  size_t i;
+  if (x == NULL) return;
+  for (i = 0; i < x->nheap; i++) free_entry(&x->heap[i]);
+  free(x->heap);
+  free(x->slots);
+  if (x->aggs) {
+    for (i = 0; i < (size_t)x->q->naggs; i++) rg_buf_free(&x->aggs[i].str);
+    free(x->aggs);
+  }
+  rg_buf_free(&x->rpos);
+  rg_buf_free(&x->rokey);
+  rg_buf_free(&x->rows);
+  rg_buf_free(&x->offs);
+  rg_buf_free(&x->lpos);
+  rg_buf_free(&x->lokey);
+  rg_buf_free(&x->tmp);
+  rg_buf_free(&x->key);
+  rg_tape_free(&x->tape);
+  rg_arena_free(&x->docmem);
+  rg_arena_free(&x->scratch);
+  free(x);
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Rows
+** ======================================================================
+*/
+static int oom (rg_qexec *x) {
+  if (!x->status) x->status = rg_fail(x->e, 500, "out of memory");
+  x->done = 1;
+  return x->status;
+}
+
+/* Counts a document fed or a row made against the bound; 1 when the page
+** must stop (408). */
+static int meter_rows (rg_qexec *x) {
+  if (++x->made <= x->max_rows || x->max_rows == 0) return 0;
+  if (!x->status)
+    x->status = rg_fail(x->e, 408, "the query read or made more than %llu "
+                        "documents and rows", (unsigned long long)x->max_rows);
+  x->done = 1;
+  return 1;
+}
+
+/* Counts bytes of results held against the bound; 1 when the page must
+** stop (413). */
+static int meter_bytes (rg_qexec *x, size_t n) {
+  x->held += n;
+  if (x->max_bytes == 0 || x->held <= x->max_bytes) return 0;
+  if (!x->status)
+    x->status = rg_fail(x->e, 413, "the query's results are over %llu bytes",
+                        (unsigned long long)x->max_bytes);
+  x->done = 1;
+  return 1;
+}
+
+/* The order key of the current row into x->key (ord 0: no ordinal). */
+static void order_key (rg_qexec *x, const rg_qdoc *d, uint32_t ord,
+                       int with_ord) {
+  const rg_query *q = x->q;
+  uint8_t tail[20];
+  size_t i, start;
+  int k;
+  x->key.n = 0;
+  for (k = 0; k < q->norder; k++) {
+    rg_qv v;
+    rg_qeval(&x->ctx, q->order[k].expr, &v);
+    rg_qv_term(&x->key, &v, q->order[k].desc, 0);
+  }
+  rg_put_u64(tail, d->hash);
+  rg_put_u64(tail + 8, d->digest);
+  rg_put_u32(tail + 16, ord);
+  start = x->key.n;
+  rg_buf_add(&x->key, tail, with_ord ? 20 : 16);
+  if (x->tie_desc && !x->key.oom)
+    for (i = start; i < x->key.n; i++)
+      x->key.p[i] = (char)~(unsigned char)x->key.p[i];
+}
+
+/* The row's result value; 0 when there is none (VALUE undefined). */
+static int project (rg_qexec *x, rg_qv *out) {
+  const rg_query *q = x->q;
+  if (q->star) { *out = x->ctx.bind[0]; return 1; }
+  if (q->value) {
+    rg_qeval(&x->ctx, q->sel[0].expr, out);
+    return out->t != RG_QV_UNDEF;
+  }
+  {
+    rg_qv *items = (rg_qv *)rg_arena_alloc(&x->scratch,
+                                           (size_t)q->nsel * sizeof(rg_qv));
+    const char **names = (const char **)rg_arena_alloc(&x->scratch,
+                                          (size_t)q->nsel * sizeof(char *));
+    uint32_t *nlens = (uint32_t *)rg_arena_alloc(&x->scratch,
+                                         (size_t)q->nsel * sizeof(uint32_t));
+    int i, n = 0;
+    if (items == NULL || names == NULL || nlens == NULL) return 0;
+    for (i = 0; i < q->nsel; i++) {
+      rg_qeval(&x->ctx, q->sel[i].expr, &items[n]);
+      if (items[n].t == RG_QV_UNDEF) continue;
+      names[n] = q->sel[i].name;
+      nlens[n] = q->sel[i].nlen;
+      n++;
+    }
+    rg_qv_build(&x->scratch, 1, items, names, nlens, n, out);
+    return 1;
+  }
+}
+
+static void emit (rg_qexec *x, const char *row, size_t n) {
+  size_t off[2];
+  if (meter_bytes(x, n + 1)) return;
+  if (x->count > 0) rg_buf_addc(&x->rows, ',');
+  else rg_buf_addc(&x->rows, '[');
+  off[0] = x->rows.n;
+  off[1] = n;
+  rg_buf_add(&x->rows, row, n);
+  rg_buf_add(&x->offs, off, sizeof(off));
+  x->count++;
+}
+
+/* Records the last row consumed: its source position, and its order key
+** (given, or for STREAM made from the document when a token needs it; the
+** document's text stays valid until the page is finished). */
+static void set_last (rg_qexec *x, const rg_qdoc *d, uint32_t ord,
+                      const rg_buf *okey) {
+  x->have_last = 1;
+  x->lphase = d ? d->phase : 0;
+  x->lord = ord;
+  x->lpos.n = 0;
+  if (d) rg_buf_add(&x->lpos, d->pos, d->poslen);
+  x->lokey.n = 0;
+  if (okey) rg_buf_add(&x->lokey, okey->p, okey->n);
+  x->lpending = okey == NULL && d != NULL && x->q->norder > 0;
+  if (x->lpending) {
+    x->ltext = d->text;
+    x->llen = d->len;
+    x->lhash = d->hash;
+    x->ldigest = d->digest;
+  }
+}
+
+static int within_limit (rg_qexec *x) {
+  return x->limit < 0 || x->emitted + x->count < (uint64_t)x->limit;
+}
+
+/* A row in STREAM mode; `raw` is the document's text for SELECT * rows
+** that needed no evaluation (the fast path). */
+static void stream_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord,
+                        int raw) {
+  rg_qv v;
+  if (x->limit >= 0 && x->emitted + x->count >= (uint64_t)x->limit) {
+    x->done = 1;
+    return;
+  }
+  if (!raw && !project(x, &v)) return;
+  if (x->skipped < (uint64_t)x->offset) {
+    x->skipped++;
+    set_last(x, d, ord, NULL);
+    return;
+  }
+  if (x->page > 0 && x->count >= (size_t)x->page) {
+    x->more = 1;
+    x->done = 1;
+    return;
+  }
+  if (raw) emit(x, d->text, d->len);
+  else {
+    x->tmp.n = 0;
+    rg_qv_print(&x->tmp, &v);
+    emit(x, x->tmp.p, x->tmp.n);
+  }
+  set_last(x, d, ord, NULL);
+  if (!within_limit(x)) x->done = 1;   /* TOP reached: read no further */
+}
+
+static int key_cmp (const hentry *a, const hentry *b) {
+  int c = memcmp(a->key, b->key, a->klen < b->klen ? a->klen : b->klen);
+  if (c) return c;
+  return a->klen < b->klen ? -1 : a->klen > b->klen;
+}
+
+/* Makes an entry holding copies of key, row and canon. */
+static int make_entry (hentry *h, const rg_buf *key, const rg_buf *row,
+                       const rg_buf *canon) {
+  size_t cl = canon ? canon->n : 0;
+  char *m = (char *)malloc(key->n + row->n + cl + 1);
+  if (m == NULL) return -1;
+  memcpy(m, key->p, key->n);
+  memcpy(m + key->n, row->p, row->n);
+  if (cl) memcpy(m + key->n + row->n, canon->p, cl);
+  h->key = m;
+  h->klen = key->n;
+  h->row = m + key->n;
+  h->rlen = row->n;
+  h->canon = m + key->n + row->n;
+  h->clen = cl;
+  return 0;
+}
+
+static void sift_down (hentry *h, size_t n, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, big = i;
+    hentry t;
+    if (l < n && key_cmp(&h[l], &h[big]) > 0) big = l;
+    if (r < n && key_cmp(&h[r], &h[big]) > 0) big = r;
+    if (big == i) return;
+    t = h[i]; h[i] = h[big]; h[big] = t;
+    i = big;
+  }
+}
+
+static void sift_up (hentry *h, size_t i) {
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    hentry t;
+    if (key_cmp(&h[i], &h[p]) <= 0) return;
+    t = h[i]; h[i] = h[p]; h[p] = t;
+    i = p;
+  }
+}
+
+static void sort_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
+  rg_qv v;
+  hentry probe;
+  order_key(x, d, ord, 1);
+  if (x->key.oom) { oom(x); return; }
+  if (x->resumed) {
+    size_t n = x->key.n < x->rokey.n ? x->key.n : x->rokey.n;
+    int c = memcmp(x->key.p, x->rokey.p, n);
+    if (c < 0 || (c == 0 && x->key.n <= x->rokey.n)) return;
+  }
+  probe.key = x->key.p;
+  probe.klen = x->key.n;
+  if (x->bound && x->nheap == x->bound &&
+      key_cmp(&probe, &x->heap[0]) >= 0)
+    return;                          /* not among the smallest */
+  if (!project(x, &v)) return;
+  x->tmp.n = 0;
+  rg_qv_print(&x->tmp, &v);
+  if (x->tmp.oom) { oom(x); return; }
+  if (meter_bytes(x, x->key.n + x->tmp.n + sizeof(hentry))) return;
+  if (x->bound && x->nheap == x->bound) {
+    free_entry(&x->heap[0]);
+    if (make_entry(&x->heap[0], &x->key, &x->tmp, NULL)) { oom(x); return; }
+    sift_down(x->heap, x->nheap, 0);
+    return;
+  }
+  if (x->nheap == x->capheap) {
+    size_t cap = x->capheap ? x->capheap * 2 : 64;
+    hentry *nh = (hentry *)realloc(x->heap, cap * sizeof(hentry));
+    if (nh == NULL) { oom(x); return; }
+    x->heap = nh;
+    x->capheap = cap;
+  }
+  if (make_entry(&x->heap[x->nheap], &x->key, &x->tmp, NULL)) {
+    oom(x);
+    return;
+  }
+  x->nheap++;
+  if (x->bound) sift_up(x->heap, x->nheap - 1);
+}
+
+static uint64_t canon_hash (const rg_buf *b) {
+  return rg_hash(b->p ? b->p : "", b->n);
+}
+
+static int grow_set (rg_qexec *x) {
+  size_t n = x->nslots ? x->nslots * 2 : 64, i;
+  size_t *s = (size_t *)malloc(n * sizeof(size_t));
+  if (s == NULL) return -1;
+  for (i = 0; i < n; i++) s[i] = (size_t)-1;
+  for (i = 0; i < x->nheap; i++) {
+    size_t j = (size_t)(x->heap[i].hash & (n - 1));
+    while (s[j] != (size_t)-1) j = (j + 1) & (n - 1);
+    s[j] = i;
+  }
+  free(x->slots);
+  x->slots = s;
+  x->nslots = n;
+  return 0;
+}
+
+static void distinct_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
+  rg_qv v;
+  rg_buf canon;
+  uint64_t h;
+  size_t j;
+  if (!project(x, &v)) return;
+  rg_buf_init(&canon);
+  rg_qv_canon(&canon, &v);
+  x->tmp.n = 0;
+  rg_qv_print(&x->tmp, &v);
+  if (x->q->norder) order_key(x, d, ord, 1);
+  else { x->key.n = 0; rg_buf_add(&x->key, canon.p ? canon.p : "", canon.n); }
+  if (canon.oom || x->tmp.oom || x->key.oom) goto nomem;
+  h = canon_hash(&canon);
+  if ((x->nheap + 1) * 2 > x->nslots && grow_set(x)) goto nomem;
+  for (j = (size_t)(h & (x->nslots - 1)); x->slots[j] != (size_t)-1;
+       j = (j + 1) & (x->nslots - 1)) {
+    hentry *o = &x->heap[x->slots[j]];
+    if (o->hash == h && o->clen == canon.n &&
+        memcmp(o->canon, canon.p, canon.n) == 0) {
+      hentry probe;
+      probe.key = x->key.p;
+      probe.klen = x->key.n;
+      if (x->q->norder && key_cmp(&probe, o) < 0) {   /* an earlier row */
+        hentry n;
+        if (make_entry(&n, &x->key, &x->tmp, &canon)) goto nomem;
+        n.hash = h;
+        free_entry(o);
+        *o = n;
+      }
+      rg_buf_free(&canon);
+      return;
+    }
+  }
+  if (meter_bytes(x, x->key.n + x->tmp.n + canon.n + sizeof(hentry))) {
+    rg_buf_free(&canon);
+    return;
+  }
+  if (x->nheap == x->capheap) {
+    size_t cap = x->capheap ? x->capheap * 2 : 64;
+    hentry *nh = (hentry *)realloc(x->heap, cap * sizeof(hentry));
+    if (nh == NULL) goto nomem;
+    x->heap = nh;
+    x->capheap = cap;
+  }
+  if (make_entry(&x->heap[x->nheap], &x->key, &x->tmp, &canon)) goto nomem;
+  x->heap[x->nheap].hash = h;
+  x->slots[j] = x->nheap++;
+  rg_buf_free(&canon);
+  return;
+nomem:
+  rg_buf_free(&canon);
+  oom(x);
+}
+
+/* MIN/MAX order over scalars: null < false < true < numbers < strings. */
+static int any_cmp (const rg_qv *a, const rg_qv *b) {
+  int ra = a->t, rb = b->t;
+  if (ra != rb && !(ra >= RG_QV_FALSE && ra <= RG_QV_TRUE &&
+                    rb >= RG_QV_FALSE && rb <= RG_QV_TRUE))
+    return ra < rb ? -1 : 1;
+  if (a->t == RG_QV_NUM) return a->d < b->d ? -1 : a->d > b->d;
+  if (a->t == RG_QV_STR) {
+    int c = memcmp(a->s, b->s, a->n < b->n ? a->n : b->n);
+    if (c) return c < 0 ? -1 : 1;
+    return a->n < b->n ? -1 : a->n > b->n;
+  }
+  return (a->t > b->t) - (a->t < b->t);
+}
+
+static void agg_row (rg_qexec *x) {
+  int i;
+  for (i = 0; i < x->q->naggs; i++) {
+    agg *g = &x->aggs[i];
+    rg_qv v;
+    rg_qeval(&x->ctx, g->arg, &v);
+    if (v.t == RG_QV_UNDEF) continue;
+    switch (g->fn) {
+      case RG_QF_COUNT: g->count++; break;
+      case RG_QF_SUM: case RG_QF_AVG:
+        if (v.t != RG_QV_NUM) g->bad = 1;
+        else { g->sum += v.d; g->count++; }
+        break;
+      default:                       /* MIN, MAX */
+        if (v.t == RG_QV_ARR || v.t == RG_QV_OBJ) { g->bad = 1; break; }
+        if (!g->has || (g->fn == RG_QF_MIN ? any_cmp(&v, &g->best) < 0
+                                           : any_cmp(&v, &g->best) > 0)) {
+          g->has = 1;
+          g->best = v;
+          g->best.node = NULL;
+          if (v.t == RG_QV_STR) {
+            g->str.n = 0;
+            rg_buf_add(&g->str, v.s, v.n);
+            if (g->str.oom) { oom(x); return; }
+            g->best.s = g->str.p ? g->str.p : "";
+          }
+        }
+    }
+  }
+}
+
+static void row (rg_qexec *x, const rg_qdoc *d) {
+  uint32_t ord = ++x->ordinal;
+  rg_qv v;
+  if (meter_rows(x)) return;
+  if (x->resume_doc && ord <= x->rord) return;
+  if (d->unordered_only) {
+    rg_qeval(&x->ctx, x->q->order[0].expr, &v);
+    if (v.t >= RG_QV_NULL && v.t <= RG_QV_STR) return;
+  }
+  if (x->use_conds) {
+    int i;
+    for (i = 0; i < x->nconds; i++) {
+      rg_qeval(&x->ctx, x->conds[i], &v);
+      if (v.t != RG_QV_TRUE) return;
+    }
+  }
+  else if (x->q->where >= 0) {
+    rg_qeval(&x->ctx, x->q->where, &v);
+    if (v.t != RG_QV_TRUE) return;
+  }
+  switch (x->mode) {
+    case RG_QX_STREAM: stream_row(x, d, ord, 0); break;
+    case RG_QX_SORT: sort_row(x, d, ord); break;
+    case RG_QX_AGG: agg_row(x); break;
+    default: distinct_row(x, d, ord); break;
+  }
+  if (x->scratch.oom) oom(x);
+}
+
+/* The rows of the current document: the cross product of the joins. */
+static void expand (rg_qexec *x, const rg_qdoc *d, int j) {
+  rg_qv src;
+  const rg_qnode *c;
+  uint32_t i;
+  if (j == x->q->njoin) { row(x, d); return; }
+  rg_qeval(&x->ctx, x->q->join[j].src, &src);
+  if (src.t != RG_QV_ARR) return;
+  for (i = 0, c = src.node + 1; i < src.node->n && !x->done;
+       i++, c += c->size) {
+    rg_qv_of_node(&x->ctx.bind[j + 1], c);
+    expand(x, d, j + 1);
+  }
+}
+
+static int load (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
+  int rc;
+  rg_arena_reset(&x->docmem);
+  rg_arena_reset(&x->scratch);
+  if ((rc = rg_tape_parse(&x->tape, &x->docmem, d->text, d->len)))
+    return rg_fail(e, 500, rc == 500 ? "out of memory"
+                   : "corrupt item: its stored text is not JSON");
+  memset(x->ctx.bind, 0, sizeof(x->ctx.bind));
+  rg_qv_of_node(&x->ctx.bind[0], &x->tape.node[0]);
+  return 0;
+}
+
+void rg_qexec_limits (rg_qexec *x, uint64_t max_rows, size_t max_bytes) {
+  x->max_rows = max_rows;
+  x->max_bytes = max_bytes;
+}
+
+uint64_t rg_qexec_made (const rg_qexec *x) {
+  return x->made;
+}
+
+void rg_qexec_conds (rg_qexec *x, const int32_t *conds, int n) {
+  x->conds = conds;
+  x->nconds = n;
+  x->use_conds = 1;
+  x->fast = x->mode == RG_QX_STREAM && x->q->star && x->q->njoin == 0 &&
+            n == 0;
+  x->count_only = n == 0 && counts_only(x);
+}
+
+int rg_qexec_doc (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
+  int rc;
+  if (x->done) return x->status ? x->status : 1;
+  x->e = e;
+  x->doc = d;
+  x->ordinal = 0;
+  if (meter_rows(x)) return x->status;
+  x->resume_doc = x->resumed && x->mode == RG_QX_STREAM &&
+                  d->phase == x->rphase && d->poslen == x->rpos.n &&
+                  (d->poslen == 0 || memcmp(d->pos, x->rpos.p, d->poslen) == 0);
+  if (x->count_only && !d->unordered_only) {   /* one row to count */
+    int i;
+    for (i = 0; i < x->q->naggs; i++) x->aggs[i].count++;
+    return 0;
+  }
+  if (x->fast && !d->unordered_only) {   /* the item is the row, as stored */
+    x->ordinal = 1;
+    if (!(x->resume_doc && x->rord >= 1)) stream_row(x, d, 1, 1);
+    return x->status ? x->status : x->done;
+  }
+  if ((rc = load(x, d, e))) return rc;
+  expand(x, d, 0);
+  if (x->status) return x->status;
+  return x->done;
+}
+
+int rg_qexec_okey (rg_qexec *x, const rg_qdoc *d, rg_buf *out, rg_err *e) {
+  int rc;
+  if ((rc = load(x, d, e))) return rc;
+  order_key(x, d, 0, 0);
+  out->n = 0;
+  rg_buf_add(out, x->key.p, x->key.n);
+  if (out->oom || x->key.oom || x->scratch.oom)
+    return rg_fail(e, 500, "out of memory");
+  return 0;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Ending the page
+** ======================================================================
+*/
+static int cmp_entries (const void *a, const void *b) {
+  return key_cmp((const hentry *)a, (const hentry *)b);
+}
+
+static void payload (rg_qexec *x, rg_buf *out) {
+  uint8_t head[25], n2[2];
+  head[0] = PAYLOAD_FORMAT;
+  head[1] = (uint8_t)x->mode;
+  rg_put_u64(head + 2, x->emitted + x->count);
+  rg_put_u64(head + 10, x->skipped);
+  head[18] = (uint8_t)x->lphase;
+  rg_put_u32(head + 19, x->lord);
+  rg_put_u16(head + 23, (uint32_t)x->lpos.n);
+  rg_buf_add(out, head, 25);
+  rg_buf_add(out, x->lpos.p, x->lpos.n);
+  rg_put_u16(n2, (uint32_t)x->lokey.n);
+  rg_buf_add(out, n2, 2);
+  rg_buf_add(out, x->lokey.p, x->lokey.n);
+}
+
+static int page_room (rg_qexec *x) {
+  return (x->page == 0 || x->count < (size_t)x->page) && within_limit(x);
+}
+
+static void finish_sort (rg_qexec *x) {
+  size_t i = 0;
+  if (x->nheap > 1) qsort(x->heap, x->nheap, sizeof(hentry), cmp_entries);
+  while (i < x->nheap && x->skipped < (uint64_t)x->offset) {
+    rg_buf kb;
+    x->skipped++;
+    kb.p = x->heap[i].key;
+    kb.n = x->heap[i].klen;
+    set_last(x, NULL, 0, &kb);
+    i++;
+  }
+  while (i < x->nheap && page_room(x)) {
+    rg_buf kb;
+    emit(x, x->heap[i].row, x->heap[i].rlen);
+    kb.p = x->heap[i].key;
+    kb.n = x->heap[i].klen;
+    set_last(x, NULL, 0, &kb);
+    i++;
+  }
+  x->more = i < x->nheap && within_limit(x);
+}
+
+static void finish_distinct (rg_qexec *x) {
+  size_t i = 0;
+  uint64_t skip = (uint64_t)x->offset + x->emitted;
+  if (x->nheap > 1) qsort(x->heap, x->nheap, sizeof(hentry), cmp_entries);
+  i = skip < x->nheap ? (size_t)skip : x->nheap;
+  while (i < x->nheap && page_room(x)) {
+    emit(x, x->heap[i].row, x->heap[i].rlen);
+    i++;
+  }
+  x->more = i < x->nheap && within_limit(x);
+  x->have_last = 1;
+}
+
+static void finish_agg (rg_qexec *x) {
+  rg_qv *res, v;
+  int i;
+  res = (rg_qv *)rg_arena_alloc(&x->scratch,
+                                ((size_t)x->q->naggs + 1) * sizeof(rg_qv));
+  if (res == NULL) { oom(x); return; }
+  for (i = 0; i < x->q->naggs; i++) {
+    agg *g = &x->aggs[i];
+    memset(&res[i], 0, sizeof(rg_qv));
+    switch (g->fn) {
+      case RG_QF_COUNT:
+        res[i].t = RG_QV_NUM;
+        res[i].d = (double)g->count;
+        break;
+      case RG_QF_SUM:
+        if (!g->bad) { res[i].t = RG_QV_NUM; res[i].d = g->sum; }
+        break;
+      case RG_QF_AVG:
+        if (!g->bad && g->count) {
+          res[i].t = RG_QV_NUM;
+          res[i].d = g->sum / (double)g->count;
+        }
+        break;
+      default:
+        if (!g->bad && g->has) res[i] = g->best;
+    }
+  }
+  memset(x->ctx.bind, 0, sizeof(x->ctx.bind));
+  x->ctx.aggs = res;
+  if (x->offset == 0 && x->limit != 0 && project(x, &v)) {
+    x->tmp.n = 0;
+    rg_qv_print(&x->tmp, &v);
+    emit(x, x->tmp.p, x->tmp.n);
+  }
+  x->ctx.aggs = NULL;
+  x->more = 0;
+}
+
+int rg_qexec_finish (rg_qexec *x, rg_buf *rows, rg_buf *offsets,
+                     size_t *count, rg_buf *tok, rg_err *e) {
+  if (x->status) return x->status;
+  switch (x->mode) {
+    case RG_QX_SORT: finish_sort(x); break;
+    case RG_QX_DISTINCT: finish_distinct(x); break;
+    case RG_QX_AGG: finish_agg(x); break;
+    default: break;
+  }
+  if (x->status) return x->status;
+  if (x->count == 0) rg_buf_addc(&x->rows, '[');
+  rg_buf_addc(&x->rows, ']');
+  if (x->rows.oom || x->offs.oom || x->lpos.oom || x->lokey.oom)
+    return rg_fail(e, 500, "out of memory");
+  rg_buf_free(rows);
+  *rows = x->rows;
+  rg_buf_init(&x->rows);
+  rg_buf_free(offsets);
+  *offsets = x->offs;
+  rg_buf_init(&x->offs);
+  *count = x->count;
+  tok->n = 0;
+  if (x->more && x->have_last) {
+    if (x->lpending) {               /* the last row's order key, now */
+      rg_qdoc d;
+      int rc;
+      memset(&d, 0, sizeof(d));
+      d.text = x->ltext;
+      d.len = x->llen;
+      d.hash = x->lhash;
+      d.digest = x->ldigest;
+      if ((rc = load(x, &d, e))) return rc;
+      order_key(x, &d, x->lord, 1);
+      x->lokey.n = 0;
+      rg_buf_add(&x->lokey, x->key.p, x->key.n);
+    }
+    payload(x, tok);
+    if (tok->oom) return rg_fail(e, 500, "out of memory");
+  }
+  return 0;
+}
+/* }===================================================================== */

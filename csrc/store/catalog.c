@@ -1,0 +1,433 @@
+/*
+** catalog.c: the containers of a database.
+**
+** In the meta table (layout.c):
+**   'n' name  -> u32 cid          the names
+**   'c' cid   -> spec JSON text   the specs
+**   'k' cid   -> u64 items, u64 bytes
+**   'x' cid   -> u32 cid          a deletion not yet finished
+**   "\1cid"   -> u32 the last id handed out (ids are never reused)
+**
+** Deleting a container takes it out of the catalog in one transaction
+** (name and spec go, a drop marker comes), then removes its data a chunk
+** of DROP_CHUNK keys per transaction, so that no transaction grows with
+** the container; the marker goes with the last chunk.  An open finds the
+** markers a crash left and finishes their work.
+*/
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "store/catalog.h"
+#include "store/env_int.h"
+#include "store/write.h"
+
+#define DROP_CHUNK 20000
+#define MAX_PURGE  1024          /* containers one purge looks at */
+
+
+/*
+** {=====================================================================
+** Specs
+** ======================================================================
+*/
+static int meta_get (MDB_txn *txn, rg_env *env, const void *k, size_t kn,
+                     MDB_val *v) {
+  MDB_val key;
+  key.mv_data = (void *)k;
+  key.mv_size = kn;
+  return mdb_get(txn, env->dbi[RG_DB_META], &key, v);
+}
+
+/* Finds a container's id by name: 0, or 404. */
+static int find_cid (MDB_txn *txn, rg_env *env, const char *name, size_t n,
+                     uint32_t *cid, rg_err *e) {
+  uint8_t key[5 + RG_MAX_NAME];
+  MDB_val v;
+  int rc = meta_get(txn, env, key, rg_meta_key(key, RG_MK_NAME, 0, name, n),
+                    &v);
+  if (rc == MDB_NOTFOUND)
+    return rg_fail(e, 404, "container '%s' not found", name);
+  if (rc) return rg_fail_mdb(e, rc, "catalog");
+  if (v.mv_size != 4) return rg_fail(e, 500, "corrupt catalog entry");
+  *cid = rg_get_u32((const uint8_t *)v.mv_data);
+  return 0;
+}
+
+int rg_load_spec (MDB_txn *txn, rg_env *env, uint32_t cid, rg_cspec **out,
+                  rg_err *e) {
+  uint8_t key[8];
+  MDB_val v;
+  cJSON *j = NULL;
+  int rc = meta_get(txn, env, key, rg_meta_key(key, RG_MK_SPEC, cid, NULL, 0),
+                    &v);
+  if (rc == MDB_NOTFOUND) return rg_fail(e, 404, "container not found");
+  if (rc) return rg_fail_mdb(e, rc, "catalog");
+  if ((rc = rg_json_parse((const char *)v.mv_data, v.mv_size, &j, e)))
+    return rg_fail(e, 500, "corrupt container spec: %s", e->msg);
+  rc = rg_cspec_build(j, cid, out, e);
+  cJSON_Delete(j);
+  if (rc) return rg_fail(e, 500, "corrupt container spec: %s", e->msg);
+  return 0;
+}
+
+int rg_cont_alive (MDB_txn *txn, const rg_cont *c, rg_err *e) {
+  uint8_t mk[8];
+  MDB_val k, v;
+  int rc;
+  k.mv_data = mk;
+  k.mv_size = rg_meta_key(mk, RG_MK_SPEC, c->spec->cid, NULL, 0);
+  rc = mdb_get(txn, c->env->dbi[RG_DB_META], &k, &v);
+  if (rc == MDB_NOTFOUND)
+    return rg_fail(e, 404, "container '%s' has been deleted", c->spec->name);
+  if (rc) return rg_fail_mdb(e, rc, "catalog");
+  return 0;
+}
+
+/* Loads a spec by id in a read transaction of its own. */
+static int load_spec (rg_env *env, uint32_t cid, rg_cspec **out, rg_err *e) {
+  MDB_txn *txn;
+  int rc;
+  if ((rc = rg_read_begin(env, &txn, e))) return rc;
+  rc = rg_load_spec(txn, env, cid, out, e);
+  rg_read_end(env);
+  return rc;
+}
+
+int rg_catalog_find (rg_env *env, const char *name, size_t n, rg_cspec **out,
+                     rg_err *e) {
+  MDB_txn *txn;
+  uint32_t cid;
+  int rc;
+  if ((rc = rg_read_begin(env, &txn, e))) return rc;
+  rc = find_cid(txn, env, name, n, &cid, e);
+  if (rc == 0) rc = rg_load_spec(txn, env, cid, out, e);
+  rg_read_end(env);
+  return rc;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Creating
+** ======================================================================
+*/
+typedef struct create_req {
+  const char *name;
+  size_t namelen;
+  const char *spec;            /* JSON text */
+  size_t specn;
+  int max;
+  uint32_t cid;
+} create_req;
+
+static int count_containers (MDB_txn *txn, rg_env *env, int *n) {
+  MDB_cursor *cur;
+  MDB_val k, v;
+  uint8_t from[5];
+  int rc;
+  *n = 0;
+  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur))) return rc;
+  k.mv_data = from;
+  k.mv_size = rg_meta_key(from, RG_MK_NAME, 0, NULL, 0);
+  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+  while (rc == 0 && k.mv_size >= 5 && memcmp(k.mv_data, from, 5) == 0) {
+    (*n)++;
+    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+  }
+  mdb_cursor_close(cur);
+  return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static int create_body (rg_scope *s, void *ud, rg_err *e) {
+  create_req *q = (create_req *)ud;
+  uint8_t key[5 + RG_MAX_NAME], buf[4];
+  MDB_val v;
+  uint32_t last = 0;
+  int rc = meta_get(s->txn, s->env, key,
+                    rg_meta_key(key, RG_MK_NAME, 0, q->name, q->namelen), &v);
+  if (rc == 0)
+    return rg_fail(e, 409, "container '%s' already exists", q->name);
+  if (rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "catalog", e);
+  if (q->max > 0) {
+    int n;
+    if ((rc = count_containers(s->txn, s->env, &n)))
+      return rg_scope_mdb(s, rc, "catalog", e);
+    if (n >= q->max)
+      return rg_fail(e, 403, "the database already holds its maximum of %d "
+                     "containers", q->max);
+  }
+  rc = meta_get(s->txn, s->env, RG_META_CID, sizeof(RG_META_CID) - 1, &v);
+  if (rc == 0 && v.mv_size == 4) last = rg_get_u32((const uint8_t *)v.mv_data);
+  else if (rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "catalog", e);
+  q->cid = last + 1;
+  rg_put_u32(buf, q->cid);
+  if ((rc = rg_put(s, RG_DB_META, RG_META_CID, sizeof(RG_META_CID) - 1, buf,
+                   4, e)) ||
+      (rc = rg_put(s, RG_DB_META, key, rg_meta_key(key, RG_MK_NAME, 0, q->name,
+                                                   q->namelen), buf, 4, e)) ||
+      (rc = rg_put(s, RG_DB_META, key,
+                   rg_meta_key(key, RG_MK_SPEC, q->cid, NULL, 0), q->spec,
+                   q->specn, e)))
+    return rc;
+  return 0;
+}
+
+int rg_catalog_create (rg_env *env, int sync, const char *name, size_t n,
+                       const char *spec, size_t specn, int max,
+                       rg_cspec **out, rg_err *e) {
+  create_req q;
+  int rc;
+  if (env->readonly) return rg_fail(e, 403, "the database is open read-only");
+  q.name = name;
+  q.namelen = n;
+  q.spec = spec;
+  q.specn = specn;
+  q.max = max;
+  q.cid = 0;
+  if ((rc = rg_scope_run(env, NULL, NULL, sync, 1, create_body, &q, e)))
+    return rc;
+  return load_spec(env, q.cid, out, e);
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Deleting
+** ======================================================================
+*/
+typedef struct drop_req {
+  const char *name;
+  size_t namelen;
+  uint32_t cid;
+  int done;
+} drop_req;
+
+/* Takes a container out of the catalog and marks its data for removal. */
+static int unlist_body (rg_scope *s, void *ud, rg_err *e) {
+  drop_req *q = (drop_req *)ud;
+  uint8_t key[5 + RG_MAX_NAME], buf[4];
+  int rc;
+  if ((rc = find_cid(s->txn, s->env, q->name, q->namelen, &q->cid, e)))
+    return rc;
+  if ((rc = rg_del(s, RG_DB_META, key,
+                   rg_meta_key(key, RG_MK_NAME, 0, q->name, q->namelen),
+                   NULL, e)) ||
+      (rc = rg_del(s, RG_DB_META, key,
+                   rg_meta_key(key, RG_MK_SPEC, q->cid, NULL, 0), NULL, e)))
+    return rc;
+  rg_put_u32(buf, q->cid);
+  return rg_put(s, RG_DB_META, key,
+                rg_meta_key(key, RG_MK_DROP, q->cid, NULL, 0), buf, 4, e);
+}
+
+/* Removes a chunk of a dropped container's data; q->done when all gone. */
+static int drop_body (rg_scope *s, void *ud, rg_err *e) {
+  static const int tags[] = { RG_MK_STATS, RG_MK_PROC, RG_MK_TRIG,
+                              RG_MK_LEASE, RG_MK_DEAD };
+  drop_req *q = (drop_req *)ud;
+  uint8_t prefix[5];
+  uint64_t budget = DROP_CHUNK, n;
+  int db, i, rc;
+  q->done = 0;
+  rg_put_u32(prefix, q->cid);
+  for (db = RG_DB_ITEMS; db < RG_NDB; db++) {
+    if ((rc = rg_del_prefix(s, db, prefix, 4, budget, &n, e))) return rc;
+    budget -= n;
+  }
+  for (i = 0; i < (int)(sizeof(tags) / sizeof(tags[0])); i++) {
+    if ((rc = rg_del_prefix(s, RG_DB_META, prefix,
+                            rg_meta_key(prefix, tags[i], q->cid, NULL, 0),
+                            budget, &n, e)))
+      return rc;
+    budget -= n;
+  }
+  if (budget > 0) {                  /* everything is gone */
+    if ((rc = rg_del(s, RG_DB_META, prefix,
+                     rg_meta_key(prefix, RG_MK_DROP, q->cid, NULL, 0), NULL,
+                     e)))
+      return rc;
+    q->done = 1;
+  }
+  return 0;
+}
+
+static int drop_data (rg_env *env, int sync, drop_req *q, rg_err *e) {
+  int rc;
+  do {
+    if ((rc = rg_scope_run(env, NULL, NULL, sync, 0, drop_body, q, e)))
+      return rc;
+  } while (!q->done);
+  return 0;
+}
+
+int rg_catalog_resume_drops (rg_env *env, int sync, rg_err *e) {
+  for (;;) {
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    uint8_t from[1] = { RG_MK_DROP };
+    drop_req q;
+    int rc, found = 0;
+    if ((rc = rg_read_begin(env, &txn, e))) return rc;
+    if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur)) == 0) {
+      k.mv_data = from;
+      k.mv_size = 1;
+      rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+      if (rc == 0 && k.mv_size == 5 && ((uint8_t *)k.mv_data)[0] == RG_MK_DROP) {
+        q.cid = rg_get_u32((const uint8_t *)k.mv_data + 1);
+        found = 1;
+      }
+      mdb_cursor_close(cur);
+    }
+    rg_read_end(env);
+    if (!found) return 0;
+    if ((rc = drop_data(env, sync, &q, e))) return rc;
+  }
+}
+
+int rg_catalog_drop (rg_env *env, int sync, const char *name, size_t n,
+                     rg_err *e) {
+  drop_req q;
+  int rc;
+  if (env->readonly) return rg_fail(e, 403, "the database is open read-only");
+  q.name = name;
+  q.namelen = n;
+  if ((rc = rg_scope_run(env, NULL, NULL, sync, 0, unlist_body, &q, e)))
+    return rc;
+  return drop_data(env, sync, &q, e);
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Listing, with counters
+** ======================================================================
+*/
+int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
+                     uint64_t *lsn, rg_err *e) {
+  MDB_txn *txn;
+  MDB_cursor *cur;
+  MDB_val k, v;
+  uint8_t from[5];
+  rg_buf recs;                       /* u64 offset, u64 len, items, bytes */
+  int rc, i;
+  *stats = NULL;
+  *n = 0;
+  *lsn = 0;
+  rg_buf_init(&recs);
+  if ((rc = rg_read_begin(env, &txn, e))) return rc;
+  if (meta_get(txn, env, RG_META_LSN, sizeof(RG_META_LSN) - 1, &v) == 0 &&
+      v.mv_size == 8)
+    *lsn = rg_get_u64((const uint8_t *)v.mv_data);
+  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur)) == 0) {
+    k.mv_data = from;
+    k.mv_size = rg_meta_key(from, RG_MK_NAME, 0, NULL, 0);
+    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    while (rc == 0 && k.mv_size > 5 && memcmp(k.mv_data, from, 5) == 0) {
+      uint8_t sk[8], rec[32];
+      MDB_val sv;
+      uint64_t items = 0, bytes = 0;
+      if (v.mv_size == 4 &&
+          meta_get(txn, env, sk, rg_meta_key(sk, RG_MK_STATS,
+                   rg_get_u32((const uint8_t *)v.mv_data), NULL, 0), &sv) == 0
+          && sv.mv_size == 16) {
+        items = rg_get_u64((const uint8_t *)sv.mv_data);
+        bytes = rg_get_u64((const uint8_t *)sv.mv_data + 8);
+      }
+      rg_put_u64(rec, out->n);
+      rg_put_u64(rec + 8, k.mv_size - 5);
+      rg_put_u64(rec + 16, items);
+      rg_put_u64(rec + 24, bytes);
+      rg_buf_add(&recs, rec, 32);
+      rg_buf_add(out, (const char *)k.mv_data + 5, k.mv_size - 5);
+      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    mdb_cursor_close(cur);
+  }
+  rg_read_end(env);
+  if (rc && rc != MDB_NOTFOUND) {
+    rg_buf_free(&recs);
+    return rg_fail_mdb(e, rc, "catalog");
+  }
+  if (recs.oom || out->oom ||
+      (recs.n && (*stats = (rg_cstat *)malloc(recs.n / 32 *
+                                              sizeof(rg_cstat))) == NULL)) {
+    rg_buf_free(&recs);
+    return rg_fail(e, 500, "out of memory");
+  }
+  *n = (int)(recs.n / 32);
+  for (i = 0; i < *n; i++) {        /* the buffer no longer moves */
+    const uint8_t *r = (const uint8_t *)recs.p + 32 * (size_t)i;
+    (*stats)[i].name = out->p + rg_get_u64(r);
+    (*stats)[i].namelen = (size_t)rg_get_u64(r + 8);
+    (*stats)[i].items = rg_get_u64(r + 16);
+    (*stats)[i].bytes = rg_get_u64(r + 24);
+  }
+  rg_buf_free(&recs);
+  return 0;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** The TTL purge of every container
+** ======================================================================
+*/
+typedef struct purge_req {
+  rg_cont c;
+  int count;
+} purge_req;
+
+static int purge_body (rg_scope *s, void *ud, rg_err *e) {
+  purge_req *q = (purge_req *)ud;
+  int rc;
+  q->count = 0;
+  if ((rc = rg_cont_alive(s->txn, &q->c, e))) return rc == 404 ? 0 : rc;
+  return rg_purge_expired(s, &q->c, &q->count, e);
+}
+
+int rg_catalog_purge (rg_env *env, int sync, int *count, rg_err *e) {
+  uint32_t cids[MAX_PURGE];
+  int n = 0, i, rc;
+  *count = 0;
+  if (env->readonly) return rg_fail(e, 403, "the database is open read-only");
+  {                                  /* every container's id */
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    uint8_t from[1] = { RG_MK_SPEC };
+    if ((rc = rg_read_begin(env, &txn, e))) return rc;
+    if (mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur) == 0) {
+      k.mv_data = from;
+      k.mv_size = 1;
+      rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+      while (rc == 0 && n < MAX_PURGE && k.mv_size == 5 &&
+             ((uint8_t *)k.mv_data)[0] == RG_MK_SPEC) {
+        cids[n++] = rg_get_u32((const uint8_t *)k.mv_data + 1);
+        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+      }
+      mdb_cursor_close(cur);
+    }
+    rg_read_end(env);
+  }
+  for (i = 0; i < n; i++) {
+    purge_req q;
+    q.c.env = env;
+    rc = load_spec(env, cids[i], &q.c.spec, e);
+    if (rc == 404) continue;
+    if (rc) return rc;
+    if (!q.c.spec->ttl_on) { rg_cspec_free(q.c.spec); continue; }
+    rc = rg_scope_run(env, NULL, NULL, sync, 0, purge_body, &q, e);
+    rg_cspec_free(q.c.spec);
+    if (rc) return rc;
+    *count += q.count;
+  }
+  return 0;
+}
+/* }===================================================================== */

@@ -1,0 +1,393 @@
+/*
+** container.c: container specs and the indexing policy.
+**
+** A container's spec is what create_container was given, validated and
+** normalized, stored as JSON text under meta 'c' cid (layout.c) and parsed
+** into an rg_cspec by every process that opens the container.  A spec never
+** changes after creation, so a parsed spec can be cached for the life of a
+** handle; a container deleted and created again gets a new cid, and the
+** write path checks the cid is still in the catalog.
+**
+** The stored form:
+**   { "name": "posts", "partition_key": ["/postId"],
+**     "physical_partitions": 8,
+**     "indexing": { "automatic": true, "included": ["/\*"],
+**                   "excluded": ["/content/?"],
+**                   "composite": [[{"path": "/a", "order": "ascending"}]] },
+**     "unique_keys": [["/username"]],
+**     "default_ttl": null | -1 | seconds,
+**     "max_partition_bytes": 21474836480,
+**     "change_feed": { "retention": null | seconds } }
+**
+** The indexing policy decides, for the normalized path of every scalar in a
+** document (array positions written "[]"), whether it is indexed: among the
+** included and excluded patterns that match, the most specific wins (more
+** segments first, then "?" over "*"), and an exclusion wins a tie.  With
+** `automatic = false` nothing is indexed.  "/_etag/?" is always excluded.
+*/
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "store/container.h"
+
+
+/*
+** {=====================================================================
+** Validation helpers
+** ======================================================================
+*/
+/* Refuses keys of the object `o` outside `allowed`. */
+static int only_keys (const cJSON *o, const char *const *allowed,
+                      const char *where, rg_err *e) {
+  const cJSON *c;
+  for (c = o->child; c != NULL; c = c->next) {
+    const char *const *a;
+    for (a = allowed; *a; a++)
+      if (strcmp(*a, c->string) == 0) break;
+    if (*a == NULL)
+      return rg_fail(e, 400, "unknown option '%s' in %s", c->string, where);
+  }
+  return 0;
+}
+
+static int get_int (const cJSON *v, const char *name, int64_t lo, int64_t hi,
+                    int64_t *out, rg_err *e) {
+  if (!cJSON_IsNumber(v) || !rg_num_int(v, out) || *out < lo || *out > hi)
+    return rg_fail(e, 400, "option '%s' must be an integer from %lld to %lld",
+                   name, (long long)lo, (long long)hi);
+  return 0;
+}
+
+/* The write path sets these, so a key built on them would move. */
+static int system_path (const rg_path *p) {
+  return p->n >= 1 && (strcmp(p->seg[0], "_etag") == 0 ||
+                       strcmp(p->seg[0], "_ts") == 0 ||
+                       strcmp(p->seg[0], "_lsn") == 0);
+}
+
+static int one_path (rg_path *out, const char *text, const char *name,
+                     rg_err *e) {
+  int rc = rg_path_parse(out, text, 0, e);
+  if (rc) return rc;
+  if (system_path(out)) {
+    rg_path_free(out);
+    return rg_fail(e, 400, "option '%s': '%s' is a system property, set by "
+                   "every write", name, text);
+  }
+  return 0;
+}
+
+/* Parses a list of plain paths (pk, unique keys). */
+static int get_paths (const cJSON *v, const char *name, rg_path *out,
+                      int max, int *n, rg_err *e) {
+  const cJSON *c;
+  int rc;
+  *n = 0;
+  if (cJSON_IsString(v)) {
+    if ((rc = one_path(&out[0], v->valuestring, name, e)) != 0) return rc;
+    *n = 1;
+    return 0;
+  }
+  if (!cJSON_IsArray(v) || v->child == NULL)
+    return rg_fail(e, 400, "option '%s' must be a path or a list of paths",
+                   name);
+  for (c = v->child; c != NULL; c = c->next) {
+    if (*n == max)
+      return rg_fail(e, 400, "option '%s' takes at most %d paths", name, max);
+    if (!cJSON_IsString(c))
+      return rg_fail(e, 400, "option '%s' must list paths (strings)", name);
+    if ((rc = one_path(&out[*n], c->valuestring, name, e)) != 0) return rc;
+    (*n)++;
+  }
+  return 0;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Indexing policy
+** ======================================================================
+*/
+static int add_pattern (rg_cspec *s, const char *text, int include,
+                        rg_err *e) {
+  rg_pattern *p = &s->pat[s->npat];
+  int rc, i;
+  const char *last;
+  if ((rc = rg_path_parse(&p->path, text, 1, e)) != 0) return rc;
+  last = p->path.seg[p->path.n - 1];
+  if (strcmp(last, "?") == 0) p->kind = RG_PAT_SCALAR;
+  else if (strcmp(last, "*") == 0) p->kind = RG_PAT_ALL;
+  else {
+    rg_path_free(&p->path);
+    return rg_fail(e, 400, "index path '%s' must end with '/?' or '/*'", text);
+  }
+  p->path.n--;
+  for (i = 0; i < p->path.n; i++)
+    if (strcmp(p->path.seg[i], "?") == 0 || strcmp(p->path.seg[i], "*") == 0) {
+      rg_path_free(&p->path);
+      return rg_fail(e, 400, "index path '%s': '?' and '*' may only end it",
+                     text);
+    }
+  p->include = include;
+  s->npat++;
+  return 0;
+}
+
+static int pattern_matches (const rg_pattern *p, const char *const *seg,
+                            int n) {
+  int i;
+  if (p->kind == RG_PAT_SCALAR ? n != p->path.n : n < p->path.n) return 0;
+  for (i = 0; i < p->path.n; i++)
+    if (strcmp(p->path.seg[i], seg[i]) != 0) return 0;
+  return 1;
+}
+
+int rg_cspec_indexed (const rg_cspec *s, const char *const *seg, int n) {
+  int i, best = -1, best_rank = -1;
+  if (!s->automatic) return 0;
+  for (i = 0; i < s->npat; i++) {
+    const rg_pattern *p = &s->pat[i];
+    int rank;
+    if (!pattern_matches(p, seg, n)) continue;
+    rank = p->path.n * 4 + (p->kind == RG_PAT_SCALAR ? 2 : 0) +
+           (p->include ? 0 : 1);
+    if (rank > best_rank) { best_rank = rank; best = i; }
+  }
+  return best >= 0 && s->pat[best].include;
+}
+
+static int build_indexing (rg_cspec *s, const cJSON *ix, rg_err *e) {
+  static const char *const keys[] = { "automatic", "included", "excluded",
+                                       "composite", NULL };
+  const cJSON *inc = NULL, *exc = NULL, *comp = NULL, *c;
+  int npat = 2, rc;
+  s->automatic = 1;
+  if (ix != NULL && !cJSON_IsNull(ix)) {
+    const cJSON *a;
+    if (!cJSON_IsObject(ix))
+      return rg_fail(e, 400, "option 'indexing' must be a table");
+    if ((rc = only_keys(ix, keys, "indexing", e)) != 0) return rc;
+    a = cJSON_GetObjectItemCaseSensitive(ix, "automatic");
+    if (a != NULL) {
+      if (!cJSON_IsBool(a))
+        return rg_fail(e, 400, "option 'indexing.automatic' must be a boolean");
+      s->automatic = cJSON_IsTrue(a);
+    }
+    inc = cJSON_GetObjectItemCaseSensitive(ix, "included");
+    exc = cJSON_GetObjectItemCaseSensitive(ix, "excluded");
+    comp = cJSON_GetObjectItemCaseSensitive(ix, "composite");
+  }
+  if ((inc && !cJSON_IsArray(inc)) || (exc && !cJSON_IsArray(exc)))
+    return rg_fail(e, 400, "options 'indexing.included' and "
+                   "'indexing.excluded' must be lists of paths");
+  npat += cJSON_GetArraySize(inc) + cJSON_GetArraySize(exc);
+  s->pat = (rg_pattern *)calloc((size_t)npat, sizeof(rg_pattern));
+  if (s->pat == NULL) return rg_fail(e, 500, "out of memory");
+  if (inc == NULL || inc->child == NULL) {
+    if ((rc = add_pattern(s, "/*", 1, e)) != 0) return rc;
+  }
+  for (c = inc ? inc->child : NULL; c; c = c->next) {
+    if (!cJSON_IsString(c))
+      return rg_fail(e, 400, "option 'indexing.included' must list paths");
+    if ((rc = add_pattern(s, c->valuestring, 1, e)) != 0) return rc;
+  }
+  for (c = exc ? exc->child : NULL; c; c = c->next) {
+    if (!cJSON_IsString(c))
+      return rg_fail(e, 400, "option 'indexing.excluded' must list paths");
+    if ((rc = add_pattern(s, c->valuestring, 0, e)) != 0) return rc;
+  }
+  if ((rc = add_pattern(s, "/_etag/?", 0, e)) != 0) return rc;
+  if (comp == NULL || cJSON_IsNull(comp)) return 0;
+  if (!cJSON_IsArray(comp))
+    return rg_fail(e, 400, "option 'indexing.composite' must be a list");
+  s->comp = (rg_composite *)calloc((size_t)cJSON_GetArraySize(comp) + 1,
+                                   sizeof(rg_composite));
+  if (s->comp == NULL) return rg_fail(e, 500, "out of memory");
+  for (c = comp->child; c; c = c->next) {
+    static const char *const ckeys[] = { "path", "order", NULL };
+    rg_composite *ci = &s->comp[s->ncomp++];
+    const cJSON *m;
+    rg_buf idtext;
+    if (!cJSON_IsArray(c) || cJSON_GetArraySize(c) < 2 ||
+        cJSON_GetArraySize(c) > 8)
+      return rg_fail(e, 400, "a composite index lists 2 to 8 paths");
+    rg_buf_init(&idtext);
+    rg_buf_adds(&idtext, "composite");
+    for (m = c->child; m; m = m->next) {
+      const cJSON *path = cJSON_GetObjectItemCaseSensitive(m, "path");
+      const cJSON *order = cJSON_GetObjectItemCaseSensitive(m, "order");
+      if (!cJSON_IsObject(m) || !cJSON_IsString(path)) {
+        rg_buf_free(&idtext);
+        return rg_fail(e, 400, "a composite index entry is "
+                       "{path = \"/a\", order = \"ascending\"|\"descending\"}");
+      }
+      if ((rc = only_keys(m, ckeys, "a composite index entry", e)) != 0 ||
+          (rc = rg_path_parse(&ci->path[ci->n], path->valuestring, 0, e)) != 0) {
+        rg_buf_free(&idtext);
+        return rc;
+      }
+      if (order != NULL && !(cJSON_IsString(order) &&
+          (strcmp(order->valuestring, "ascending") == 0 ||
+           strcmp(order->valuestring, "descending") == 0))) {
+        rg_path_free(&ci->path[ci->n]);
+        rg_buf_free(&idtext);
+        return rg_fail(e, 400, "a composite index order is \"ascending\" or "
+                       "\"descending\"");
+      }
+      ci->desc[ci->n] = order != NULL &&
+                        strcmp(order->valuestring, "descending") == 0;
+      rg_buf_addf(&idtext, "|%s|%d", path->valuestring, ci->desc[ci->n]);
+      ci->n++;
+    }
+    if (idtext.oom) return rg_fail(e, 500, "out of memory");
+    ci->id = rg_hash(idtext.p, idtext.n);
+    rg_buf_free(&idtext);
+  }
+  return 0;
+}
+/* }===================================================================== */
+
+
+void rg_cspec_free (rg_cspec *s) {
+  int i, j;
+  if (s == NULL) return;
+  free(s->name);
+  for (i = 0; i < s->npk; i++) rg_path_free(&s->pk[i]);
+  for (i = 0; i < s->npat; i++) rg_path_free(&s->pat[i].path);
+  free(s->pat);
+  for (i = 0; i < s->ncomp; i++)
+    for (j = 0; j < s->comp[i].n; j++) rg_path_free(&s->comp[i].path[j]);
+  free(s->comp);
+  for (i = 0; i < s->nuniq; i++)
+    for (j = 0; j < s->uniq[i].n; j++) rg_path_free(&s->uniq[i].path[j]);
+  free(s->uniq);
+  free(s->json);
+  free(s);
+}
+
+int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
+  static const char *const keys[] = {
+    "name", "partition_key", "physical_partitions", "indexing",
+    "unique_keys", "default_ttl", "max_partition_bytes", "change_feed", NULL
+  };
+  rg_cspec *s;
+  const cJSON *v;
+  int64_t n;
+  int rc;
+  rg_buf text;
+  *out = NULL;
+  if (!cJSON_IsObject(j)) return rg_fail(e, 400, "a container spec is a table");
+  if ((rc = only_keys(j, keys, "the container options", e)) != 0) return rc;
+  s = (rg_cspec *)calloc(1, sizeof(rg_cspec));
+  if (s == NULL) return rg_fail(e, 500, "out of memory");
+  s->cid = cid;
+  v = cJSON_GetObjectItemCaseSensitive(j, "name");
+  if (!cJSON_IsString(v)) { rc = rg_fail(e, 400, "a container has a name"); goto fail; }
+  if ((s->name = strdup(v->valuestring)) == NULL) goto oom;
+
+  v = cJSON_GetObjectItemCaseSensitive(j, "partition_key");
+  if (v == NULL) { rc = rg_fail(e, 400, "option 'partition_key' is required"); goto fail; }
+  if ((rc = get_paths(v, "partition_key", s->pk, RG_MAX_PK_PATHS, &s->npk, e)))
+    goto fail;
+
+  s->nparts = 1;
+  v = cJSON_GetObjectItemCaseSensitive(j, "physical_partitions");
+  if (v != NULL) {
+    if ((rc = get_int(v, "physical_partitions", 1, RG_MAX_PARTITIONS, &n, e)))
+      goto fail;
+    s->nparts = (int)n;
+  }
+
+  if ((rc = build_indexing(s, cJSON_GetObjectItemCaseSensitive(j, "indexing"),
+                           e)))
+    goto fail;
+
+  v = cJSON_GetObjectItemCaseSensitive(j, "unique_keys");
+  if (v != NULL && !cJSON_IsNull(v)) {
+    const cJSON *u;
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > 16) {
+      rc = rg_fail(e, 400, "option 'unique_keys' is a list of at most 16 "
+                   "lists of paths");
+      goto fail;
+    }
+    s->uniq = (rg_uniq *)calloc((size_t)cJSON_GetArraySize(v) + 1,
+                                sizeof(rg_uniq));
+    if (s->uniq == NULL) goto oom;
+    for (u = v->child; u; u = u->next) {
+      rg_uniq *q = &s->uniq[s->nuniq++];
+      if (!cJSON_IsArray(u)) {
+        rc = rg_fail(e, 400, "option 'unique_keys' is a list of lists of paths");
+        goto fail;
+      }
+      if ((rc = get_paths(u, "unique_keys", q->path, 8, &q->n, e))) goto fail;
+    }
+  }
+
+  s->default_ttl = -1;
+  v = cJSON_GetObjectItemCaseSensitive(j, "default_ttl");
+  if (v != NULL && !cJSON_IsNull(v)) {
+    if (!cJSON_IsNumber(v) || !rg_num_int(v, &n) || n == 0 || n < -1 ||
+        n > RG_MAX_TTL) {
+      rc = rg_fail(e, 400, "option 'default_ttl' is -1 or a whole number of "
+                   "seconds from 1 to %d", RG_MAX_TTL);
+      goto fail;
+    }
+    s->ttl_on = 1;
+    s->default_ttl = n;
+  }
+
+  s->max_partition_bytes = RG_DEFAULT_PARTITION_BYTES;
+  v = cJSON_GetObjectItemCaseSensitive(j, "max_partition_bytes");
+  if (v != NULL) {
+    if ((rc = get_int(v, "max_partition_bytes", 1, INT64_MAX, &n, e)))
+      goto fail;
+    s->max_partition_bytes = (uint64_t)n;
+  }
+
+  s->retention = -1;
+  v = cJSON_GetObjectItemCaseSensitive(j, "change_feed");
+  if (v != NULL && !cJSON_IsNull(v)) {
+    static const char *const fkeys[] = { "retention", NULL };
+    const cJSON *r;
+    if (!cJSON_IsObject(v)) {
+      rc = rg_fail(e, 400, "option 'change_feed' must be a table");
+      goto fail;
+    }
+    if ((rc = only_keys(v, fkeys, "change_feed", e))) goto fail;
+    r = cJSON_GetObjectItemCaseSensitive(v, "retention");
+    if (r != NULL && !cJSON_IsNull(r)) {
+      if ((rc = get_int(r, "change_feed.retention", 1, INT64_MAX, &n, e)))
+        goto fail;
+      s->retention = n;
+    }
+  }
+
+  rg_buf_init(&text);
+  rg_json_print(j, &text);
+  if (text.oom) goto oom;
+  s->json = text.p;
+  *out = s;
+  return 0;
+oom:
+  rc = rg_fail(e, 500, "out of memory");
+fail:
+  rg_cspec_free(s);
+  return rc;
+}
+
+
+/*
+** {=====================================================================
+** Documents
+** ======================================================================
+*/
+void rg_doc_pk (const rg_cspec *c, const cJSON *doc,
+                const cJSON *pkv[RG_MAX_PK_PATHS]) {
+  int i;
+  for (i = 0; i < RG_MAX_PK_PATHS; i++)
+    pkv[i] = i < c->npk ? rg_path_get(doc, &c->pk[i]) : NULL;
+}
+/* }===================================================================== */

@@ -1,0 +1,80 @@
+/*
+** container.h: container specs, the indexing policy, and containers as the
+** store's functions take them.
+**
+** A spec is built from its JSON form (the options of create_container, or
+** the stored form) and validated whole: 400 for anything invalid.  Built
+** specs are immutable; a container handle holds one until it closes.
+*/
+
+#ifndef rg_container_h
+#define rg_container_h
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "base/support.h"
+
+struct rg_env;
+
+enum { RG_PAT_SCALAR = 1, RG_PAT_ALL = 2 };   /* "/a/?" and "/a/\*" */
+
+typedef struct rg_pattern {
+  rg_path path;      /* segments without the final ? or * */
+  int kind;
+  int include;
+} rg_pattern;
+
+typedef struct rg_composite {
+  int n;
+  rg_path path[8];
+  int desc[8];
+  uint64_t id;       /* hash naming the index in index keys */
+} rg_composite;
+
+typedef struct rg_uniq {
+  int n;
+  rg_path path[8];
+} rg_uniq;
+
+/* A container's parsed, validated spec.  Immutable once built. */
+typedef struct rg_cspec rg_cspec;
+struct rg_cspec {
+  char *name;
+  uint32_t cid;
+  int npk;
+  rg_path pk[RG_MAX_PK_PATHS];
+  int nparts;                       /* physical partitions (hash ranges) */
+  int automatic;
+  int npat;
+  rg_pattern *pat;                  /* included and excluded patterns */
+  int ncomp;
+  rg_composite *comp;
+  int nuniq;
+  rg_uniq *uniq;
+  int ttl_on;                       /* default_ttl given */
+  int64_t default_ttl;              /* -1: items expire only by their own */
+  uint64_t max_partition_bytes;
+  int64_t retention;                /* all_versions retention; -1 forever */
+  char *json;                       /* the stored form (JSON text) */
+};
+
+/* Builds a spec from its JSON form (a stored spec, or one made from the
+** options of create_container); 400 for what is invalid. */
+int  rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e);
+void rg_cspec_free (rg_cspec *s);
+/* Does the indexing policy index a scalar at this (normalized) path? */
+int  rg_cspec_indexed (const rg_cspec *s, const char *const *seg, int n);
+
+/* A container as the write path, queries and the feed see it. */
+typedef struct rg_cont {
+  struct rg_env *env;
+  rg_cspec *spec;
+} rg_cont;
+
+/* Partition-key values of a document (NULL entries are undefined). */
+void rg_doc_pk (const rg_cspec *c, const cJSON *doc,
+                const cJSON *pkv[RG_MAX_PK_PATHS]);
+
+#endif

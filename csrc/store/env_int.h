@@ -1,0 +1,30 @@
+/*
+** env_int.h: the environment as the store's files see it.  Nothing above
+** store/ includes this header: upper layers use env.h's functions.
+*/
+
+#ifndef rg_env_int_h
+#define rg_env_int_h
+
+#include "store/env.h"
+#include "store/layout.h"
+
+struct rg_env {
+  MDB_env *mdb;
+  MDB_dbi dbi[RG_NDB];
+  char *path;
+  unsigned long dev, ino;
+  int refs;
+  int readonly;
+  size_t map_size;
+  MDB_txn *rtxn;            /* cached read transaction (reset between calls) */
+  int rtxn_live;
+  rg_scope *scope;          /* the write scope running now, if any */
+  int broken;               /* a remap failed (errno): unusable until reopened */
+  uint8_t secret[16];       /* keys continuation tokens to this database */
+  const struct rg_hooks *hooks;    /* upward calls (hooks.h), or NULL */
+  void *hook_state;
+  struct rg_env *next;
+};
+
+#endif

@@ -1,0 +1,392 @@
+/*
+** index.c: index and unique-key maintenance.
+**
+** The terms of a document.  Walking a document, every scalar has a
+** normalized path: its object keys, with every array position written "[]"
+** (so /tags/[] holds each element of tags).  When the container's indexing
+** policy indexes that path (container.c), the scalar yields one index entry
+** (layout.c):
+**
+**     cid u32 | path-id u64 | term | lp-hash u64 | item-digest u64  -> item key
+**
+** where path-id is the hash of the normalized path ("/tags/[]", with ~0 and
+** ~1 escapes inside keys).  Each composite index yields one entry when every
+** one of its paths holds a scalar, with the terms concatenated (descending
+** ones complemented) under the composite's id.
+**
+** An update is a difference: the entries the old version needed that the
+** new one does not are deleted, the missing ones put, and the unchanged
+** ones (most, in a typical replace or patch) are left alone.  Every entry
+** put or deleted counts as a term in the work of the scope (charge.c).
+**
+** Unique keys are per logical partition:
+**
+**     lp | u8 unique-key number | 128-bit digest of the values  -> item key
+**
+** An undefined value counts as null.  The checks run before anything is
+** written (rg_unique_check), so a violation (409) leaves nothing behind.
+*/
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "store/container.h"
+#include "store/env_int.h"
+#include "store/index.h"
+
+/* A set of keys, built in one buffer. */
+typedef struct keyset {
+  rg_buf buf;
+  size_t *off, *len;
+  size_t n, cap;
+  int oom;
+  const char *base;              /* buf.p, for the sort comparator */
+} keyset;
+
+static void ks_init (keyset *ks) {
+  memset(ks, 0, sizeof(*ks));
+  rg_buf_init(&ks->buf);
+}
+
+static void ks_free (keyset *ks) {
+  rg_buf_free(&ks->buf);
+  free(ks->off);
+  free(ks->len);
+}
+
+/* Closes the key that started at `start` in ks->buf. */
+static void ks_end (keyset *ks, size_t start) {
+  if (ks->buf.oom) { ks->oom = 1; return; }
+  if (ks->n == ks->cap) {
+    size_t cap = ks->cap ? ks->cap * 2 : 32;
+    size_t *o = (size_t *)realloc(ks->off, cap * sizeof(size_t));
+    size_t *l;
+    if (o == NULL) { ks->oom = 1; return; }
+    ks->off = o;
+    l = (size_t *)realloc(ks->len, cap * sizeof(size_t));
+    if (l == NULL) { ks->oom = 1; return; }
+    ks->len = l;
+    ks->cap = cap;
+  }
+  ks->off[ks->n] = start;
+  ks->len[ks->n] = ks->buf.n - start;
+  ks->n++;
+}
+
+static const keyset *sort_ks;
+
+static int cmp_entry (const void *a, const void *b) {
+  size_t i = *(const size_t *)a, j = *(const size_t *)b;
+  size_t li = sort_ks->len[i], lj = sort_ks->len[j];
+  int c = memcmp(sort_ks->base + sort_ks->off[i], sort_ks->base + sort_ks->off[j],
+                 li < lj ? li : lj);
+  if (c) return c;
+  return li < lj ? -1 : li > lj;
+}
+
+/* Returns the sorted order of the keys, without duplicates. */
+static size_t *ks_sorted (keyset *ks, size_t *n) {
+  size_t *ord = (size_t *)malloc((ks->n + 1) * sizeof(size_t)), i, w = 0;
+  if (ord == NULL) return NULL;
+  for (i = 0; i < ks->n; i++) ord[i] = i;
+  ks->base = ks->buf.p;
+  sort_ks = ks;
+  qsort(ord, ks->n, sizeof(size_t), cmp_entry);
+  for (i = 0; i < ks->n; i++)
+    if (w == 0 || cmp_entry(&ord[w - 1], &ord[i]) != 0) ord[w++] = ord[i];
+  *n = w;
+  return ord;
+}
+
+
+/*
+** {=====================================================================
+** Terms of a document
+** ======================================================================
+*/
+uint64_t rg_index_path_id (const char *const *seg, int n) {
+  rg_buf b;
+  uint64_t h;
+  int i;
+  rg_buf_init(&b);
+  for (i = 0; i < n; i++) {
+    const char *s;
+    rg_buf_addc(&b, '/');
+    for (s = seg[i]; *s; s++) {
+      if (*s == '~') rg_buf_add(&b, "~0", 2);
+      else if (*s == '/') rg_buf_add(&b, "~1", 2);
+      else rg_buf_addc(&b, *s);
+    }
+  }
+  h = rg_hash(b.p ? b.p : "", b.n);
+  rg_buf_free(&b);
+  return h;
+}
+
+void rg_index_prefix (rg_buf *b, uint32_t cid, uint64_t path_id) {
+  uint8_t p[12];
+  rg_put_u32(p, cid);
+  rg_put_u64(p + 4, path_id);
+  rg_buf_add(b, p, 12);
+}
+
+typedef struct walker {
+  const rg_cspec *spec;
+  const rg_ikey *k;
+  uint8_t tail[16];              /* lp-hash | item-digest */
+  const char *seg[RG_MAX_DEPTH + 2];
+  keyset *ks;
+} walker;
+
+static void walk (walker *w, const cJSON *v, int depth) {
+  const cJSON *c;
+  if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
+    int arr = cJSON_IsArray(v);
+    if (depth > RG_MAX_DEPTH) return;
+    for (c = v->child; c; c = c->next) {
+      w->seg[depth] = arr ? "[]" : c->string;
+      walk(w, c, depth + 1);
+    }
+    return;
+  }
+  if (rg_cspec_indexed(w->spec, w->seg, depth)) {
+    size_t start = w->ks->buf.n;
+    rg_index_prefix(&w->ks->buf, w->spec->cid,
+                    rg_index_path_id(w->seg, depth));
+    rg_term(&w->ks->buf, v, 0);
+    rg_buf_add(&w->ks->buf, w->tail, 16);
+    ks_end(w->ks, start);
+  }
+}
+
+static void composite_terms (walker *w, const cJSON *doc) {
+  int i, j;
+  for (i = 0; i < w->spec->ncomp; i++) {
+    const rg_composite *ci = &w->spec->comp[i];
+    size_t start = w->ks->buf.n, limit = 360 / (size_t)ci->n;
+    const cJSON *vals[8];
+    for (j = 0; j < ci->n; j++) {
+      vals[j] = rg_path_get(doc, &ci->path[j]);
+      if (vals[j] == NULL || cJSON_IsObject(vals[j]) || cJSON_IsArray(vals[j]))
+        break;
+    }
+    if (j < ci->n) continue;         /* not every path holds a scalar */
+    rg_index_prefix(&w->ks->buf, w->spec->cid, ci->id);
+    for (j = 0; j < ci->n; j++)
+      rg_term_cut(&w->ks->buf, vals[j], ci->desc[j], limit);
+    rg_buf_add(&w->ks->buf, w->tail, 16);
+    ks_end(w->ks, start);
+  }
+}
+
+static void doc_terms (const rg_cspec *spec, const rg_ikey *k,
+                       const cJSON *doc, keyset *ks) {
+  walker w;
+  w.spec = spec;
+  w.k = k;
+  w.ks = ks;
+  rg_put_u64(w.tail, k->hash);
+  rg_put_u64(w.tail + 8, rg_ikey_digest(k->key, k->len));
+  if (!spec->automatic) return;
+  walk(&w, doc, 0);
+  composite_terms(&w, doc);
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Unique keys
+** ======================================================================
+*/
+/* The unique-table key of unique key `u` for `doc`, into out (len). */
+static size_t unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
+                          const cJSON *doc, uint8_t *out) {
+  static const uint8_t k2[16] = { 'r','e','g','o','l','i','t','h',
+                                  'u','n','i','q','u','e','v','1' };
+  const rg_uniq *q = &spec->uniq[u];
+  rg_buf b;
+  int i;
+  rg_buf_init(&b);
+  for (i = 0; i < q->n; i++) {
+    const cJSON *v = rg_path_get(doc, &q->path[i]);
+    if (v == NULL || cJSON_IsNull(v)) rg_buf_addc(&b, 0x05);
+    else if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
+      rg_buf_addc(&b, 0x0A);
+      rg_json_print(v, &b);
+      rg_buf_addc(&b, 0);
+    }
+    else rg_term_exact(&b, v);
+  }
+  memcpy(out, k->key, k->lplen);
+  out[k->lplen] = (uint8_t)u;
+  rg_put_u64(out + k->lplen + 1, rg_hash(b.p ? b.p : "", b.n));
+  rg_put_u64(out + k->lplen + 9, rg_siphash(k2, b.p ? b.p : "", b.n));
+  rg_buf_free(&b);
+  return k->lplen + 17;
+}
+
+int rg_unique_check (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
+                     const cJSON *old, const cJSON *neu, rg_err *e) {
+  int u, rc;
+  if (neu == NULL) return 0;
+  for (u = 0; u < spec->nuniq; u++) {
+    uint8_t nk[RG_MAX_KEY], ok[RG_MAX_KEY];
+    size_t nn = unique_key(spec, u, k, neu, nk);
+    MDB_val key, val;
+    if (old && unique_key(spec, u, k, old, ok) == nn && memcmp(ok, nk, nn) == 0)
+      continue;                      /* unchanged: still ours */
+    key.mv_data = nk;
+    key.mv_size = nn;
+    rc = mdb_get(s->txn, s->env->dbi[RG_DB_UNIQUE], &key, &val);
+    if (rc == MDB_NOTFOUND) continue;
+    if (rc) return rg_scope_mdb(s, rc, "unique key", e);
+    if (val.mv_size == k->len && memcmp(val.mv_data, k->key, k->len) == 0)
+      continue;
+    {
+      rg_buf p;
+      int i;
+      rg_buf_init(&p);
+      for (i = 0; i < spec->uniq[u].n; i++) {
+        int j;
+        if (i) rg_buf_adds(&p, ", ");
+        for (j = 0; j < spec->uniq[u].path[i].n; j++) {
+          rg_buf_addc(&p, '/');
+          rg_buf_adds(&p, spec->uniq[u].path[i].seg[j]);
+        }
+      }
+      rc = rg_fail(e, 409, "unique key violation: another item in this "
+                   "logical partition has the same value at %s",
+                   p.p ? p.p : "");
+      rg_buf_free(&p);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+static int unique_apply (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
+                         const cJSON *old, const cJSON *neu, rg_err *e) {
+  int u, rc;
+  for (u = 0; u < spec->nuniq; u++) {
+    uint8_t nk[RG_MAX_KEY], ok[RG_MAX_KEY];
+    size_t nn = neu ? unique_key(spec, u, k, neu, nk) : 0;
+    size_t on = old ? unique_key(spec, u, k, old, ok) : 0;
+    if (on && nn == on && memcmp(ok, nk, nn) == 0) continue;
+    if (on) {
+      if ((rc = rg_del(s, RG_DB_UNIQUE, ok, on, NULL, e))) return rc;
+      s->work.terms++;
+    }
+    if (nn) {
+      if ((rc = rg_put(s, RG_DB_UNIQUE, nk, nn, k->key, k->len, e))) return rc;
+      s->work.terms++;
+    }
+  }
+  return 0;
+}
+/* }===================================================================== */
+
+
+int rg_index_update (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
+                     const cJSON *old, const cJSON *neu, rg_err *e) {
+  keyset ko, kn;
+  size_t *oo = NULL, *on = NULL, no = 0, nn = 0, i = 0, j = 0;
+  int rc = 0;
+  ks_init(&ko);
+  ks_init(&kn);
+  if (old) doc_terms(spec, k, old, &ko);
+  if (neu) doc_terms(spec, k, neu, &kn);
+  if (ko.oom || kn.oom) { rc = rg_fail(e, 500, "out of memory"); goto done; }
+  oo = ks_sorted(&ko, &no);
+  on = ks_sorted(&kn, &nn);
+  if (oo == NULL || on == NULL) { rc = rg_fail(e, 500, "out of memory"); goto done; }
+  /* merge the two sorted lists: delete what only the old has, put what
+     only the new has */
+  while (i < no || j < nn) {
+    int c;
+    if (i == no) c = 1;
+    else if (j == nn) c = -1;
+    else {
+      size_t li = ko.len[oo[i]], lj = kn.len[on[j]];
+      c = memcmp(ko.buf.p + ko.off[oo[i]], kn.buf.p + kn.off[on[j]],
+                 li < lj ? li : lj);
+      if (c == 0) c = li < lj ? -1 : li > lj;
+    }
+    if (c == 0) { i++; j++; continue; }
+    if (c < 0) {
+      rc = rg_del(s, RG_DB_INDEX, ko.buf.p + ko.off[oo[i]], ko.len[oo[i]],
+                  NULL, e);
+      i++;
+    }
+    else {
+      rc = rg_put(s, RG_DB_INDEX, kn.buf.p + kn.off[on[j]], kn.len[on[j]],
+                  k->key, k->len, e);
+      j++;
+    }
+    if (rc) goto done;
+    s->work.terms++;
+  }
+  rc = unique_apply(s, spec, k, old, neu, e);
+done:
+  free(oo);
+  free(on);
+  ks_free(&ko);
+  ks_free(&kn);
+  return rc;
+}
+
+
+/*
+** {=====================================================================
+** Verification (db:verify)
+** ======================================================================
+*/
+/* Checks that every index and unique entry `doc` needs exists and names
+** this item; adds how many there are to *nindex and *nunique.  Problems
+** are appended to `report`; returns how many were found. */
+int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
+                     const rg_ikey *k, const cJSON *doc, uint64_t *nindex,
+                     uint64_t *nunique, rg_buf *report) {
+  keyset ks;
+  size_t *ord, n = 0, i;
+  int bad = 0, u;
+  ks_init(&ks);
+  doc_terms(spec, k, doc, &ks);
+  ord = ks.oom ? NULL : ks_sorted(&ks, &n);
+  if (ord == NULL) {
+    ks_free(&ks);
+    rg_buf_adds(report, "out of memory while verifying\n");
+    return 1;
+  }
+  for (i = 0; i < n; i++) {
+    MDB_val key, val;
+    key.mv_data = ks.buf.p + ks.off[ord[i]];
+    key.mv_size = ks.len[ord[i]];
+    if (mdb_get(txn, env->dbi[RG_DB_INDEX], &key, &val) != 0 ||
+        val.mv_size != k->len || memcmp(val.mv_data, k->key, k->len) != 0) {
+      bad++;
+      rg_buf_addf(report, "container %u: an index entry of item %.*s is "
+                  "missing\n", spec->cid, (int)(k->len - k->lplen),
+                  (const char *)k->key + k->lplen);
+    }
+  }
+  *nindex += n;
+  for (u = 0; u < spec->nuniq; u++) {
+    uint8_t uk[RG_MAX_KEY];
+    MDB_val key, val;
+    key.mv_data = uk;
+    key.mv_size = unique_key(spec, u, k, doc, uk);
+    if (mdb_get(txn, env->dbi[RG_DB_UNIQUE], &key, &val) != 0 ||
+        val.mv_size != k->len || memcmp(val.mv_data, k->key, k->len) != 0) {
+      bad++;
+      rg_buf_addf(report, "container %u: unique key %d of an item does not "
+                  "name it\n", spec->cid, u + 1);
+    }
+  }
+  *nunique += (uint64_t)spec->nuniq;
+  free(ord);
+  ks_free(&ks);
+  return bad;
+}
+/* }===================================================================== */

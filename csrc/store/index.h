@@ -1,0 +1,36 @@
+/*
+** index.h: index and unique-key maintenance.
+**
+** For every scalar the indexing policy covers, an item has one entry in
+** the index table (under its path's id and the value's term); for every
+** unique key of its container, one entry in the unique table.  Invariant:
+** the entries of an item are exactly those its stored version needs; they
+** change in the same scope as the item (rg_index_update), and a unique
+** violation gives 409 before anything is written.
+*/
+
+#ifndef rg_index_h
+#define rg_index_h
+
+#include "store/env.h"
+#include "store/layout.h"
+
+/* Brings the index and unique-key entries of one item from what `old`
+** needed to what `new` needs (either may be NULL).  Unique violations
+** give 409 before anything is written. */
+int rg_index_update (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
+                     const cJSON *old, const cJSON *neu, rg_err *e);
+/* Checks the unique keys `new` would take (409), writing nothing. */
+int rg_unique_check (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
+                     const cJSON *old, const cJSON *neu, rg_err *e);
+/* db:verify: checks the index and unique entries an item needs (see
+** verify.c); returns the number of problems appended to `report`. */
+int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
+                     const rg_ikey *k, const cJSON *doc, uint64_t *nindex,
+                     uint64_t *nunique, rg_buf *report);
+/* The id of a normalized path (segments, array positions "[]") in index
+** keys, and the key prefix of that path's entries: cid | path-id. */
+uint64_t rg_index_path_id (const char *const *seg, int n);
+void rg_index_prefix (rg_buf *b, uint32_t cid, uint64_t path_id);
+
+#endif

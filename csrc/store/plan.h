@@ -1,0 +1,57 @@
+/*
+** plan.h: queries over the store: routing, the planner's index choice,
+** the scans and index lookups that feed the SQL row pipeline, and paging.
+**
+** plan.c writes the rules down.  Invariants: the planner's choice depends
+** only on the query, its parameters and the container's spec, so that a
+** continuation token resumes the same plan; every document a source feeds
+** is checked against the whole WHERE, so an index changes the work (and
+** the charge), never the result; expired items are invisible.
+*/
+
+#ifndef rg_plan_h
+#define rg_plan_h
+
+#include <cjson/cJSON.h>
+
+#include "base/charge.h"
+#include "store/container.h"
+#include "store/env.h"
+
+typedef struct rg_query_req {
+  const char *sql;
+  size_t sqllen;
+  const cJSON *params;         /* object {name = value} (no '@'), or NULL */
+  int has_pk;                  /* route to this logical partition: */
+  const cJSON *pkv[RG_MAX_PK_PATHS];
+  long max_items;              /* page size; 0: every result in one page */
+  const char *continuation;    /* NULL: from the start */
+  size_t contlen;
+  /* when set (procedures), a WHERE naming another logical partition than
+  ** pkv fails with 400 and this message instead of returning nothing */
+  const char *pk_conflict_msg;
+  /* bounds (scripts, whose budgets no hook can enforce in C): documents
+  ** read plus rows made (JOIN rows), 408 beyond; bytes of results held,
+  ** 413 beyond; 0: no bound */
+  uint64_t max_rows;
+  size_t max_bytes;
+} rg_query_req;
+
+typedef struct rg_query_res {
+  rg_buf rows;                 /* the page: JSON text of an array */
+  size_t count;                /* results in the page */
+  rg_buf continuation;         /* empty when no results remain */
+  rg_work work;                /* partitions, lookups, loaded, ... */
+  int cross_partition;
+  rg_buf offsets;              /* size_t pairs: where each row's text is */
+  uint64_t made;               /* documents read plus rows made */
+} rg_query_res;
+
+/* Runs one page of a query in `txn` (a read transaction, or a scope's);
+** expired items are invisible as of `now`.  400 for bad SQL (the message
+** names the position and what was expected), bad parameters or tokens. */
+int  rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
+                    const rg_query_req *q, rg_query_res *r, rg_err *e);
+void rg_query_res_free (rg_query_res *r);
+
+#endif

@@ -1,0 +1,354 @@
+/*
+** verify.c: db:verify(), every invariant the storage keeps, checked.
+**
+** In one read transaction (a consistent snapshot), for every container in
+** the catalog:
+**   - its spec parses;
+**   - every item's key is the key its own id and partition key give, its
+**     JSON parses, and its _lsn is at most the database's last lsn;
+**   - every index and unique entry the item needs exists and names it, and
+**     the tables hold no others (the counts match);
+**   - its TTL entry exists exactly when its header has an expiry;
+**   - its latest-version entry sits under its _lsn, and the change feed
+**     holds the record of that write;
+**   - the statistics of each logical partition and of the container match
+**     the items;
+**   - every processor lease decodes and points inside the feed;
+** and every item, index, feed or latest entry belongs to a container in
+** the catalog (or to one whose deletion is under way).
+** Returns true, or nil and a report naming each problem (at most
+** MAX_PROBLEMS are listed, then a count).
+*/
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "store/catalog.h"
+#include "store/env_int.h"
+#include "store/feed.h"
+#include "store/index.h"
+#include "store/lease.h"
+#include "store/verify.h"
+
+#define MAX_PROBLEMS 50
+
+typedef struct verifier {
+  MDB_txn *txn;
+  rg_env *env;
+  uint64_t last_lsn;
+  rg_buf report;
+  int problems;
+} verifier;
+
+static void problem (verifier *v, const char *fmt, const char *a,
+                     unsigned long b) {
+  v->problems++;
+  if (v->problems <= MAX_PROBLEMS) {
+    rg_buf_addf(&v->report, fmt, a, b);
+    rg_buf_addc(&v->report, '\n');
+  }
+}
+
+/* Entries of table `db` whose key starts with the 4-byte cid. */
+static uint64_t count_prefix (verifier *v, int db, uint32_t cid) {
+  MDB_cursor *cur;
+  MDB_val k, d;
+  uint8_t p[4];
+  uint64_t n = 0;
+  int rc;
+  if (mdb_cursor_open(v->txn, v->env->dbi[db], &cur)) return 0;
+  rg_put_u32(p, cid);
+  k.mv_data = p;
+  k.mv_size = 4;
+  rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
+  while (rc == 0 && k.mv_size >= 4 && memcmp(k.mv_data, p, 4) == 0) {
+    n++;
+    rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT);
+  }
+  mdb_cursor_close(cur);
+  return n;
+}
+
+static int exists (verifier *v, int db, const void *key, size_t n,
+                   MDB_val *out) {
+  MDB_val k, d;
+  k.mv_data = (void *)key;
+  k.mv_size = n;
+  if (mdb_get(v->txn, v->env->dbi[db], &k, &d) != 0) return 0;
+  if (out) *out = d;
+  return 1;
+}
+
+/* Is there a feed record of this item's write at (range, lsn)? */
+static int feed_has (verifier *v, const rg_cspec *s, const rg_ikey *k,
+                     uint64_t lsn, const char *id) {
+  MDB_cursor *cur;
+  MDB_val key, d;
+  uint8_t p[14];
+  int rc, found = 0;
+  if (mdb_cursor_open(v->txn, v->env->dbi[RG_DB_FEED], &cur)) return 0;
+  rg_put_u32(p, s->cid);
+  rg_put_u16(p + 4, (uint32_t)k->range);
+  rg_put_u64(p + 6, lsn);
+  key.mv_data = p;
+  key.mv_size = 14;
+  rc = mdb_cursor_get(cur, &key, &d, MDB_SET_RANGE);
+  while (!found && rc == 0 && key.mv_size == 18 &&
+         memcmp(key.mv_data, p, 14) == 0) {
+    rg_record r;
+    if (rg_feed_record(&d, &r) == 0) {
+      if (r.key != NULL)             /* the record names its item */
+        found = r.klen == k->len && memcmp(r.key, k->key, k->len) == 0;
+      else {                         /* an old record: read its document */
+        cJSON *doc = NULL;
+        if (rg_json_parse(r.json, r.n, &doc, NULL) == 0) {
+          const cJSON *rid = cJSON_GetObjectItemCaseSensitive(doc, "id");
+          const cJSON *pkv[RG_MAX_PK_PATHS];
+          rg_ikey k2;
+          rg_doc_pk(s, doc, pkv);
+          found = cJSON_IsString(rid) && strcmp(rid->valuestring, id) == 0 &&
+                  rg_ikey_partition(s, pkv, &k2, NULL) == 0 &&
+                  k2.lplen == k->lplen && memcmp(k2.key, k->key, k->lplen) == 0;
+          cJSON_Delete(doc);
+        }
+      }
+    }
+    rc = mdb_cursor_get(cur, &key, &d, MDB_NEXT);
+  }
+  mdb_cursor_close(cur);
+  return found;
+}
+
+typedef struct lpstat {
+  uint8_t lp[RG_MAX_KEY];
+  size_t len;
+  uint64_t items, bytes;
+} lpstat;
+
+static void check_lp (verifier *v, const rg_cspec *s, const lpstat *lp) {
+  MDB_val d;
+  if (lp->len == 0) return;
+  if (!exists(v, RG_DB_PARTS, lp->lp, lp->len, &d) || d.mv_size != 16 ||
+      rg_get_u64((const uint8_t *)d.mv_data) != lp->items ||
+      rg_get_u64((const uint8_t *)d.mv_data + 8) != lp->bytes)
+    problem(v, "container '%s': the statistics of a logical partition "
+            "(%lu items) do not match its items", s->name,
+            (unsigned long)lp->items);
+}
+
+static void verify_container (verifier *v, const rg_cspec *s) {
+  MDB_cursor *cur;
+  MDB_val k, d;
+  uint8_t p[4];
+  uint64_t items = 0, bytes = 0, nindex = 0, nunique = 0, nttl = 0, nlp = 0;
+  lpstat *lp = (lpstat *)calloc(1, sizeof(lpstat));
+  int rc;
+  if (lp == NULL || mdb_cursor_open(v->txn, v->env->dbi[RG_DB_ITEMS], &cur)) {
+    free(lp);
+    problem(v, "container '%s': cannot read items", s->name, 0);
+    return;
+  }
+  rg_put_u32(p, s->cid);
+  k.mv_data = p;
+  k.mv_size = 4;
+  rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
+  for (; rc == 0 && k.mv_size >= 4 && memcmp(k.mv_data, p, 4) == 0;
+       rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+    cJSON *doc = NULL;
+    const cJSON *id, *jl, *pkv[RG_MAX_PK_PATHS];
+    rg_ikey ik;
+    int64_t expiry, lsn = 0;
+    if (d.mv_size < RG_VHDR ||
+        rg_json_parse((const char *)d.mv_data + RG_VHDR, d.mv_size - RG_VHDR,
+                      &doc, NULL) != 0) {
+      problem(v, "container '%s': an item's value is not valid JSON", s->name, 0);
+      continue;
+    }
+    expiry = (int64_t)rg_get_u64((const uint8_t *)d.mv_data);
+    id = cJSON_GetObjectItemCaseSensitive(doc, "id");
+    jl = cJSON_GetObjectItemCaseSensitive(doc, "_lsn");
+    rg_doc_pk(s, doc, pkv);
+    if (!cJSON_IsString(id) || rg_ikey_partition(s, pkv, &ik, NULL) != 0) {
+      problem(v, "container '%s': an item lacks its id or partition key",
+              s->name, 0);
+      cJSON_Delete(doc);
+      continue;
+    }
+    {
+      rg_buf raw;
+      rg_buf_init(&raw);
+      rg_str_bytes(id, &raw);
+      rg_ikey_id(&ik, raw.p ? raw.p : "", raw.n);
+      rg_buf_free(&raw);
+    }
+    if (ik.len != k.mv_size || memcmp(ik.key, k.mv_data, ik.len) != 0)
+      problem(v, "item '%s' is stored under a key its id and partition key "
+              "do not give (container %lu)", id->valuestring,
+              (unsigned long)s->cid);
+    if (!jl || !cJSON_IsNumber(jl) || !rg_num_int(jl, &lsn) || lsn < 1 ||
+        (uint64_t)lsn > v->last_lsn)
+      problem(v, "item '%s' has an _lsn outside the feed (container %lu)",
+              id->valuestring, (unsigned long)s->cid);
+    v->problems += rg_index_verify(v->txn, v->env, s, &ik, doc, &nindex,
+                                   &nunique, &v->report);
+    if (expiry) {
+      uint8_t tk[20];
+      rg_put_u32(tk, s->cid);
+      rg_put_u64(tk + 4, (uint64_t)expiry);
+      rg_put_u64(tk + 12, rg_ikey_digest(ik.key, ik.len));
+      nttl++;
+      if (!exists(v, RG_DB_TTL, tk, 20, NULL))
+        problem(v, "item '%s' expires but has no TTL entry (container %lu)",
+                id->valuestring, (unsigned long)s->cid);
+    }
+    {
+      uint8_t lk[22];
+      MDB_val lv;
+      rg_put_u32(lk, s->cid);
+      rg_put_u16(lk + 4, (uint32_t)ik.range);
+      rg_put_u64(lk + 6, (uint64_t)lsn);
+      rg_put_u64(lk + 14, rg_ikey_digest(ik.key, ik.len));
+      if (!exists(v, RG_DB_LATEST, lk, 22, &lv) || lv.mv_size != ik.len ||
+          memcmp(lv.mv_data, ik.key, ik.len) != 0)
+        problem(v, "item '%s' has no latest-version entry at its _lsn "
+                "(container %lu)", id->valuestring, (unsigned long)s->cid);
+    }
+    if (s->retention < 0 && !feed_has(v, s, &ik, (uint64_t)lsn, id->valuestring))
+      problem(v, "item '%s': the change feed lacks the record of its last "
+              "write (container %lu)", id->valuestring, (unsigned long)s->cid);
+    if (lp->len != ik.lplen || memcmp(lp->lp, ik.key, ik.lplen) != 0) {
+      check_lp(v, s, lp);
+      nlp++;
+      memcpy(lp->lp, ik.key, ik.lplen);
+      lp->len = ik.lplen;
+      lp->items = lp->bytes = 0;
+    }
+    lp->items++;
+    lp->bytes += d.mv_size - RG_VHDR;
+    items++;
+    bytes += d.mv_size - RG_VHDR;
+    cJSON_Delete(doc);
+  }
+  mdb_cursor_close(cur);
+  check_lp(v, s, lp);
+  free(lp);
+  if (count_prefix(v, RG_DB_PARTS, s->cid) != nlp)
+    problem(v, "container '%s': statistics are kept for %lu logical "
+            "partitions that hold no item", s->name,
+            (unsigned long)(count_prefix(v, RG_DB_PARTS, s->cid) - nlp));
+  if (count_prefix(v, RG_DB_UNIQUE, s->cid) != nunique)
+    problem(v, "container '%s': the unique-key table holds entries no item "
+            "needs (%lu expected)", s->name, (unsigned long)nunique);
+  if (count_prefix(v, RG_DB_INDEX, s->cid) != nindex)
+    problem(v, "container '%s': the index holds entries no item needs (%lu "
+            "expected)", s->name, (unsigned long)nindex);
+  if (count_prefix(v, RG_DB_TTL, s->cid) != nttl)
+    problem(v, "container '%s': the TTL table holds %lu entries no item "
+            "needs", s->name,
+            (unsigned long)(count_prefix(v, RG_DB_TTL, s->cid) - nttl));
+  if (count_prefix(v, RG_DB_LATEST, s->cid) != items)
+    problem(v, "container '%s': the latest-version table does not hold one "
+            "entry per item (%lu items)", s->name, (unsigned long)items);
+  {
+    uint8_t sk[8];
+    MDB_val sv;
+    uint64_t n = 0, b = 0;
+    if (exists(v, RG_DB_META, sk, rg_meta_key(sk, RG_MK_STATS, s->cid, NULL, 0),
+               &sv) && sv.mv_size == 16) {
+      n = rg_get_u64((const uint8_t *)sv.mv_data);
+      b = rg_get_u64((const uint8_t *)sv.mv_data + 8);
+    }
+    if (n != items || b != bytes)
+      problem(v, "container '%s': its statistics say %lu items, not as "
+              "stored", s->name, (unsigned long)n);
+  }
+}
+
+/* Each table's entries must belong to a known container. */
+static void verify_owners (verifier *v, const uint32_t *cids, int n) {
+  static const int tables[] = { RG_DB_ITEMS, RG_DB_INDEX, RG_DB_TTL,
+                                RG_DB_FEED, RG_DB_LATEST, RG_DB_PARTS,
+                                RG_DB_UNIQUE };
+  size_t t;
+  for (t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+    MDB_cursor *cur;
+    MDB_val k, d;
+    int rc;
+    if (mdb_cursor_open(v->txn, v->env->dbi[tables[t]], &cur)) continue;
+    rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST);
+    while (rc == 0) {
+      uint32_t cid = k.mv_size >= 4 ? rg_get_u32((const uint8_t *)k.mv_data) : 0;
+      uint8_t next[4], dk[5];
+      int i, known = 0;
+      for (i = 0; i < n; i++) if (cids[i] == cid) known = 1;
+      if (!known && !exists(v, RG_DB_META, dk,
+                            rg_meta_key(dk, RG_MK_DROP, cid, NULL, 0), NULL))
+        problem(v, "table entries belong to container id %s%lu, which is "
+                "not in the catalog", "", (unsigned long)cid);
+      if (cid == UINT32_MAX) break;
+      rg_put_u32(next, cid + 1);     /* skip to the next container */
+      k.mv_data = next;
+      k.mv_size = 4;
+      rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
+    }
+    mdb_cursor_close(cur);
+  }
+}
+
+int rg_verify (rg_env *env, rg_buf *report) {
+  verifier v;
+  MDB_cursor *cur;
+  MDB_val k, d;
+  uint8_t from[1] = { RG_MK_SPEC };
+  uint32_t *cids = NULL;
+  int n = 0, cap = 0, rc, i;
+  rg_err e;
+  memset(&v, 0, sizeof(v));
+  v.env = env;
+  rg_buf_init(&v.report);
+  if ((rc = rg_read_begin(env, &v.txn, &e))) {
+    rg_buf_adds(report, e.msg);
+    return 1;
+  }
+  k.mv_data = RG_META_LSN;
+  k.mv_size = sizeof(RG_META_LSN) - 1;
+  if (mdb_get(v.txn, env->dbi[RG_DB_META], &k, &d) == 0 && d.mv_size == 8)
+    v.last_lsn = rg_get_u64((const uint8_t *)d.mv_data);
+  if (mdb_cursor_open(v.txn, env->dbi[RG_DB_META], &cur) == 0) {
+    k.mv_data = from;
+    k.mv_size = 1;
+    rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
+    while (rc == 0 && k.mv_size == 5 && ((uint8_t *)k.mv_data)[0] == RG_MK_SPEC) {
+      if (n == cap) {
+        uint32_t *c = (uint32_t *)realloc(cids, (size_t)(cap = cap ? cap * 2 : 16)
+                                          * sizeof(uint32_t));
+        if (c == NULL) break;
+        cids = c;
+      }
+      cids[n++] = rg_get_u32((const uint8_t *)k.mv_data + 1);
+      rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT);
+    }
+    mdb_cursor_close(cur);
+  }
+  for (i = 0; i < n; i++) {
+    rg_cspec *s = NULL;
+    if (rg_load_spec(v.txn, env, cids[i], &s, &e) != 0) {
+      problem(&v, "container id %s%lu: its spec does not parse", "",
+              (unsigned long)cids[i]);
+      continue;
+    }
+    verify_container(&v, s);
+    v.problems += rg_lease_verify(v.txn, env, s, v.last_lsn, &v.report);
+    rg_cspec_free(s);
+  }
+  verify_owners(&v, cids, n);
+  rg_read_end(env);
+  free(cids);
+  if (v.problems > MAX_PROBLEMS)
+    rg_buf_addf(&v.report, "... and %d more problems\n",
+                v.problems - MAX_PROBLEMS);
+  rg_buf_add(report, v.report.p ? v.report.p : "", v.report.n);
+  rg_buf_free(&v.report);
+  return v.problems;
+}

@@ -1,0 +1,57 @@
+/*
+** write.h: the one write path, and reading items by key.
+**
+** Every mutation, whether it comes from a container method, a patch, a
+** batch, a procedure's ctx, a trigger, a processor's handler or a TTL
+** purge, goes through rg_write, which validates, runs the pre-triggers
+** (hooks.h), writes the item, maintains indexes and unique keys, appends
+** to the change feed, runs the post-triggers and counts the work.  So no
+** feature can forget the feed or an index.
+**
+** Invariants: every check comes before the first write, so a failing
+** operation leaves the scope as it was (a trigger's failure is rolled back
+** by the savepoint its caller runs it in); system properties (_etag, _ts,
+** _lsn) are set here and nowhere else.
+*/
+
+#ifndef rg_write_h
+#define rg_write_h
+
+#include <cjson/cJSON.h>
+
+#include "base/patch.h"
+#include "store/container.h"
+#include "store/env.h"
+#include "store/layout.h"
+
+typedef struct rg_wreq {
+  int op;
+  const cJSON *doc;          /* create/replace/upsert: borrowed */
+  const char *id;            /* delete/patch */
+  size_t idlen;
+  const cJSON *pkv[RG_MAX_PK_PATHS];   /* delete/patch: borrowed */
+  const rg_patch_op *ops;    /* patch */
+  int nops;
+  const char *filter;        /* patch: a condition in the query dialect */
+  const char *if_match;
+  const char *pre_trigger, *post_trigger;
+  int ttl_expired;           /* a TTL purge (internal) */
+} rg_wreq;
+
+typedef struct rg_wres {
+  int status;                /* 200, 201, 204 */
+  cJSON *doc;                /* what the caller receives (owned) */
+  char etag[40];
+} rg_wres;
+
+int  rg_write (rg_scope *s, const rg_cont *c, const rg_wreq *w, rg_wres *r,
+               rg_err *e);
+void rg_wres_free (rg_wres *r);
+/* Removes every expired item of the container (once per scope). */
+int  rg_purge_expired (rg_scope *s, const rg_cont *c, int *count, rg_err *e);
+/* Reads an item by key in `txn`: 0 and the value (header stripped,
+** valid until the transaction changes), or 404 (absent or expired). */
+int  rg_item_get (MDB_txn *txn, rg_env *env, const rg_ikey *k, int64_t now,
+                  MDB_val *json, rg_err *e);
+
+#endif
