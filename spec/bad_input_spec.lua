@@ -1,10 +1,11 @@
--- Bad input through the Lua API (SPEC 2.1): misuse (a wrong argument type,
--- anything wrong in an options table) raises; data (documents, ids,
--- partition keys, SQL, parameters, tokens, op lists, script sources and
--- arguments) gets nil, message, status.  Every refusal leaves the database
--- as it was: the same items, scripts, feed and statistics, and verify()
--- passes.  json_spec, limits_spec, patch_spec and batch_spec hold the
--- foundation's cases; these are the rest.
+-- Bad input through the Lua API (docs/api.md, Conventions;
+-- docs/guarantees.md, Bad input): misuse (a wrong argument type, anything
+-- wrong in an options table) raises; data (documents, ids, partition keys,
+-- SQL, parameters, tokens, op lists, script sources and arguments) gets
+-- nil, message, status.  Every refusal leaves the database as it was: the
+-- same items, scripts, feed and statistics, and verify() passes.
+-- json_spec, limits_spec, patch_spec and batch_spec hold the foundation's
+-- cases; these are the rest.
 local regolith = require "regolith"
 local H = require "helper"
 

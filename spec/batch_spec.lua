@@ -1,5 +1,5 @@
--- Transactional batch (SPEC 2.4): every op kind, statuses as the single
--- calls give them, all or nothing with 424 for the siblings, limits.
+-- Transactional batch (docs/api.md, Items): every op kind, statuses as the
+-- single calls give them, all or nothing with 424 for the siblings, limits.
 local regolith = require "regolith"
 local H = require "helper"
 

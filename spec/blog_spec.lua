@@ -1,8 +1,8 @@
--- The blog example (SPEC 8, examples/blog): the article's three models at a
--- tiny scale, loaded through their own commands, with the checks the
--- benchmark runs.  Loading is the slow part, so each model is loaded once;
--- the tests that change data (renames, new comments) leave the data sets
--- equal to one another, as the checks require.
+-- The blog example (docs/tutorial-blog.md, examples/blog): the article's
+-- three models at a tiny scale, loaded through their own commands, with the
+-- checks the benchmark runs.  Loading is the slow part, so each model is
+-- loaded once; the tests that change data (renames, new comments) leave the
+-- data sets equal to one another, as the checks require.
 package.path = "examples/?.lua;" .. package.path
 
 local H = require "helper"

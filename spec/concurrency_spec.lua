@@ -1,7 +1,8 @@
--- Several processes on one database (SPEC 2.2, 7): writes from two
--- processes at once are serialised and all kept, readers see the other
--- process's commits, a small map grows under two writers, and a process
--- killed while writing leaves every acknowledged write and no partial batch.
+-- Several processes on one database (docs/api.md, Database;
+-- docs/guarantees.md, Several processes): writes from two processes at once
+-- are serialised and all kept, readers see the other process's commits, a
+-- small map grows under two writers, and a process killed while writing
+-- leaves every acknowledged write and no partial batch.
 local regolith = require "regolith"
 local H = require "helper"
 

@@ -1,5 +1,5 @@
--- Containers (SPEC 2.1 management calls, 2.3): create, find, list,
--- delete, names, options and hierarchical partition keys.
+-- Containers (docs/api.md, Containers): create, find, list, delete, names,
+-- options and hierarchical partition keys.
 local regolith = require "regolith"
 local H = require "helper"
 

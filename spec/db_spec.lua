@@ -1,5 +1,5 @@
--- The database handle (SPEC 2.2): open, options, close, sharing a path,
--- read-only opens, stats, backup and automatic map growth.
+-- The database handle (docs/api.md, Database): open, options, close,
+-- sharing a path, read-only opens, stats, backup and automatic map growth.
 local regolith = require "regolith"
 local H = require "helper"
 

@@ -1,8 +1,9 @@
--- A full disk and a map that cannot grow (SPEC 2.2, 7): writes fail with
--- 507 "insufficient storage", nothing is corrupted, every acknowledged write
--- stays, and writes work again once there is room.  The disk is a small
--- tmpfs mounted here (root only: skipped, saying so, when mounting is not
--- possible); the address space is limited with ulimit -v in a child.
+-- A full disk and a map that cannot grow (docs/guarantees.md, A full disk,
+-- and a map that cannot grow): writes fail with 507 "insufficient storage",
+-- nothing is corrupted, every acknowledged write stays, and writes work
+-- again once there is room.  The disk is a small tmpfs mounted here (root
+-- only: skipped, saying so, when mounting is not possible); the address
+-- space is limited with ulimit -v in a child.
 local regolith = require "regolith"
 local H = require "helper"
 

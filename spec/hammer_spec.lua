@@ -1,7 +1,8 @@
--- Several processes hammering one database for a bounded time (SPEC 2.2,
--- 5.2, 7): writers of every kind, readers, and one processor running in
--- two processes with leases; then verify() and exact counts.  The work and
--- the checks are tools/hammer.lua's (which runs longer by hand); here with
+-- Several processes hammering one database for a bounded time
+-- (docs/guarantees.md, Several processes; docs/feed.md, Processors):
+-- writers of every kind, readers, and one processor running in two
+-- processes with leases; then verify() and exact counts.  The work and the
+-- checks are tools/hammer.lua's (which runs longer by hand); here with
 -- small numbers.
 local H = require "helper"
 

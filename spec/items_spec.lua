@@ -1,5 +1,6 @@
--- Items (SPEC 2.4, 6): create, read, replace, upsert, delete, read_many;
--- statuses, etags, system properties, ids, partition keys and charges.
+-- Items (docs/api.md, Items; docs/charges.md): create, read, replace,
+-- upsert, delete, read_many; statuses, etags, system properties, ids,
+-- partition keys and charges.
 local regolith = require "regolith"
 local H = require "helper"
 

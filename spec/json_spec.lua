@@ -1,5 +1,6 @@
--- The JSON bridge (SPEC 2.1): Lua values to JSON and back, through
--- regolith.json.encode/decode and through documents stored and read.
+-- The JSON bridge (docs/api.md, JSON values): Lua values to JSON and back,
+-- through regolith.json.encode/decode and through documents stored and
+-- read.
 local regolith = require "regolith"
 local H = require "helper"
 

@@ -1,4 +1,4 @@
--- Limits (SPEC 2.4, 7): items of 2 MiB (413), logical partition size
+-- Limits (docs/api.md, Items): items of 2 MiB (413), logical partition size
 -- max_partition_bytes (403), nesting deeper than 128 (400); nothing is
 -- written when a limit is hit.  The id, patch and batch limits are in
 -- items_spec, patch_spec and batch_spec.

@@ -1,6 +1,7 @@
--- Patch (SPEC 2.4): the six operations with Cosmos semantics, JSON-Pointer
--- paths, the limits and failures, and nothing written when a patch fails.
--- (Patch filters, being queries, are specified in query_spec.lua.)
+-- Patch (docs/api.md, Items): the six operations with Cosmos semantics,
+-- JSON-Pointer paths, the limits and failures, and nothing written when a
+-- patch fails.  (Patch filters, being queries, are specified in
+-- query_spec.lua.)
 local regolith = require "regolith"
 local H = require "helper"
 

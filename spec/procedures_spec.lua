@@ -27,7 +27,7 @@ describe("procedures", function()
   end)
 
   describe("management", function()
-    it("creates, lists, replaces and deletes procedures with the statuses of SPEC 2.1", function()
+    it("creates, lists, replaces and deletes procedures with the statuses of docs/scripts.md, Procedures", function()
       local ok, info = posts:create_procedure("b", "return function() return 1 end")
       assert.is_true(ok)
       assert.are.equal(201, info.status)

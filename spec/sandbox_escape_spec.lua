@@ -1,6 +1,7 @@
--- Attempts to escape the script sandbox (SPEC 4.4), beyond the cases of
--- sandbox_spec.lua: every attempt must be stopped with a status, write
--- nothing, and leave the database and the next execution as they were.
+-- Attempts to escape the script sandbox (docs/scripts.md, The sandbox),
+-- beyond the cases of sandbox_spec.lua: every attempt must be stopped with
+-- a status, write nothing, and leave the database and the next execution as
+-- they were.
 local regolith = require "regolith"
 local H = require "helper"
 

@@ -25,7 +25,7 @@ describe("the script sandbox", function()
   end
 
   describe("globals", function()
-    it("offers only what SPEC 4.4 lists", function()
+    it("offers only what docs/scripts.md, The sandbox, lists", function()
       local listed = { "assert", "error", "getmetatable", "ipairs", "math",
         "next", "os", "pairs", "pcall", "rawequal", "rawget", "rawlen",
         "rawset", "regolith", "select", "setmetatable", "string", "table",

@@ -1,6 +1,6 @@
--- Time to live (SPEC 2.3, 2.4): default_ttl off, -1 or seconds; the item
--- field ttl; expired items invisible at once, purged by the next write on
--- their container or by db:purge_expired().  Expiry is by whole seconds,
+-- Time to live (docs/api.md, Items): default_ttl off, -1 or seconds; the
+-- item field ttl; expired items invisible at once, purged by the next write
+-- on their container or by db:purge_expired().  Expiry is by whole seconds,
 -- so the specs that wait sleep a little over two seconds, and few do.
 local regolith = require "regolith"
 local H = require "helper"

@@ -1,5 +1,5 @@
--- Unique keys (SPEC 2.3): unique per logical partition, 409 on violation
--- with nothing written, freed by delete and by replace.
+-- Unique keys (docs/api.md, Containers): unique per logical partition, 409
+-- on violation with nothing written, freed by delete and by replace.
 local regolith = require "regolith"
 local H = require "helper"
 
