@@ -34,9 +34,16 @@ LUA_INCDIR ?= /usr/include/lua5.4
 BUILD      ?= build/lua5.4
 endif
 
+# Where `make install` puts the Lua files and the module: LuaJIT reads the
+# 5.1 paths.
+ifeq ($(LUA),luajit)
+LUAVER  ?= 5.1
+else
+LUAVER  ?= 5.4
+endif
 PREFIX  ?= /usr/local
-LUADIR  ?= $(PREFIX)/share/lua/5.4
-LIBDIR  ?= $(PREFIX)/lib/lua/5.4
+LUADIR  ?= $(PREFIX)/share/lua/$(LUAVER)
+LIBDIR  ?= $(PREFIX)/lib/lua/$(LUAVER)
 
 WARN     = -std=c99 -Wall -Wextra -Wno-unused-parameter
 ALL_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden \
@@ -59,6 +66,7 @@ DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev lua5.4
 DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev
 DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
 DEPS_FUZZ  = $(DEPS_TEST) clang libclang-rt-14-dev
+DEPS_VALGRIND = $(DEPS_TEST) valgrind
 
 BUSTED = busted --lua=lua5.4
 
@@ -68,8 +76,9 @@ LUAJIT_INCDIR ?= /usr/include/luajit-2.1
 HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
                  test -f $(LUAJIT_INCDIR)/lua.h && echo yes)
 
-.PHONY: all test demo bench check crash hammer fuzz fuzz-build valgrind install \
-        clean deps-test deps-bench deps-fuzz openresty
+.PHONY: all test test-luajit ctest layers tour demo bench check crash hammer \
+        fuzz fuzz-build valgrind install clean deps-test deps-bench deps-fuzz \
+        openresty
 
 .SECONDEXPANSION:
 
@@ -100,14 +109,54 @@ deps-bench:
 	@sh tools/deps.sh $(DEPS_BENCH)
 
 test: deps-test
-	$(MAKE) all
+	$(MAKE) all ctest
 	$(BUSTED)
+	$(MAKE) test-luajit
+
+# A make of its own, so that LuaJIT is looked for after deps-test ran.
+test-luajit:
 ifeq ($(HAVE_LUAJIT),yes)
 	$(MAKE) all LUA=luajit LUA_INCDIR=$(LUAJIT_INCDIR)
 	busted --lua=luajit
 else
 	@echo "LuaJIT not installed (luajit2, libluajit2-5.1-dev): specs ran under Lua 5.4 only"
 endif
+
+# The plain C tests (tests/c): the lower layers' archives, linked with no
+# Lua (base_test: not even LMDB).
+CTESTS = $(BUILD)/tests/base_test $(BUILD)/tests/store_test
+TEST_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -Icsrc -I$(LMDB_INCDIR) \
+              -I$(CJSON_INCDIR)
+
+$(BUILD)/tests/base_test: tests/c/base_test.c $(BUILD)/lib/libsql.a \
+                          $(BUILD)/lib/libbase.a
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $^ -L$(CJSON_LIBDIR) -lcjson -lm
+
+$(BUILD)/tests/store_test: tests/c/store_test.c $(ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $^ $(LIBS) -lm
+
+ctest: $(CTESTS)
+	@for t in $(CTESTS); do $$t || exit 1; done
+
+# The layering of the C core (csrc/README.md): includes point down only,
+# only store/ calls LMDB, and the lower layers link without Lua: every
+# object of base and sql with cJSON alone, and of the store with LMDB too.
+layers: $(ARCHIVES)
+	@mkdir -p build
+	sh tools/layers.sh csrc
+	$(CC) -shared -o $(BUILD)/lib/check_sql.so -Wl,--whole-archive \
+	  $(BUILD)/lib/libsql.a $(BUILD)/lib/libbase.a -Wl,--no-whole-archive \
+	  -Wl,--no-undefined -L$(CJSON_LIBDIR) -lcjson -lm
+	$(CC) -shared -o $(BUILD)/lib/check_store.so -Wl,--whole-archive \
+	  $(ARCHIVES) -Wl,--no-whole-archive -Wl,--no-undefined $(LIBS) -lm
+	$(MAKE) ctest
+	@echo "layers: base, sql and store link without Lua; the module exports:"
+	@$(MAKE) -s all && nm -D --defined-only $(MODULE) | awk '$$2 == "T" {print "  " $$3}'
+
+tour: all
+	$(RUN) examples/tour.lua
 
 RUN = LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' lua5.4
 
@@ -159,12 +208,14 @@ check: deps-test
 # Every spec under valgrind's memcheck (slow: about twenty minutes); any
 # definite leak or memory error fails.  Processes the specs kill on purpose
 # leave incomplete logs, which are skipped.
-valgrind: deps-test
+valgrind:
+	@sh tools/deps.sh $(DEPS_VALGRIND)
 	$(MAKE) all
 	rm -rf build/valgrind && mkdir -p build/valgrind
 	-valgrind --trace-children=yes --leak-check=full \
 	  --errors-for-leak-kinds=definite \
 	  --log-file=build/valgrind/%p.log $(BUSTED)
+	@ls build/valgrind/*.log >/dev/null 2>&1 || { echo "valgrind wrote no logs"; exit 1; }
 	@bad=$$(grep -l -E "definitely lost: [1-9]|ERROR SUMMARY: [1-9]" build/valgrind/*.log); \
 	  if [ -n "$$bad" ]; then echo "valgrind found problems: $$bad"; exit 1; fi; \
 	  echo "valgrind: no leaks or memory errors in $$(ls build/valgrind | wc -l) processes"

@@ -56,6 +56,7 @@ build = {
         "csrc/store/write.c",
         "csrc/luax/luajson.c",
         "csrc/luax/luax.c",
+        "csrc/luax/scope.c",
         "csrc/script/pattern.c",
         "csrc/script/runner.c",
         "csrc/script/sandbox.c",

@@ -4,10 +4,10 @@
 ** A sandbox is a lua_State of its own (lua_newstate), never the host's:
 ** scripts cannot reach the host's globals, registry, string metatable or
 ** loaded modules, because nothing of the host exists in it.  Values cross
-** between the two states only as JSON (json.c's bridge), never as Lua
-** values.  script.c keeps one sandbox per database environment.
+** between the two states only as JSON (luax/luajson.c's bridge), never as
+** Lua values.  runner.c keeps one sandbox per database environment.
 **
-** What a script sees (SPEC 4.4) is an environment table made afresh for
+** What a script sees (docs/scripts.md, The sandbox) is an environment table made afresh for
 ** every execution, filled on first use from a template kept in the
 ** sandbox's registry (a protected __index copies a global the first time
 ** the execution names it, so an execution pays only for what it uses): the
@@ -55,7 +55,7 @@
 **     functions whose time is not bounded by what they allocate
 **     (string.rep of an empty string, table.move, table.concat, table.sort,
 **     utf8.len, tonumber, ...) are wrapped to charge their work before
-**     they do it; converting a value to JSON costs 32 a value (script.c
+**     they do it; converting a value to JSON costs 32 a value (runner.c
 **     charges ctx's storage operations by their request charge).
 **     Spending the budget stops the execution (408).  As a backstop for
 **     single instructions that do work in proportion to their operands

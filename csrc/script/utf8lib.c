@@ -1,7 +1,7 @@
 /*
 ** utf8lib.c: the utf8 library of Lua 5.4, for sandboxes on LuaJIT.
 **
-** SPEC 4.4 gives scripts the utf8 library.  Lua 5.4 has one; LuaJIT has
+** Scripts get the utf8 library (docs/scripts.md, The sandbox).  Lua 5.4 has one; LuaJIT has
 ** none, and a procedure stored by one process may run in any other (an
 ** nginx worker on LuaJIT, a script on Lua 5.4), so the sandbox on LuaJIT
 ** gets this one, which follows Lua 5.4's manual:

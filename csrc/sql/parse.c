@@ -1,7 +1,7 @@
 /*
 ** parse.c: the lexer and parser of the query dialect.
 **
-** The dialect is the Cosmos DB NoSQL subset of SPEC section 3:
+** The dialect is the Cosmos DB NoSQL subset of docs/query.md:
 **
 **   query    := SELECT [DISTINCT] [TOP n] select FROM from {JOIN join}
 **               [WHERE expr] [ORDER BY key {, key}] [OFFSET n LIMIT m]

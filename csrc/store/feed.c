@@ -57,7 +57,7 @@
 **
 ** Retention.  With change_feed.retention set, a feed record goes once it
 ** is older than that many seconds and every all_versions processor on the
-** container (its lease records, processor.c) has checkpointed past it.
+** container (its lease records, lease.c) has checkpointed past it.
 ** Trimming happens inside write transactions: every write transaction on
 ** the container checks (at most once a second per container and process,
 ** and removing at most TRIM_MAX records a time), and so does every

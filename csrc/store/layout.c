@@ -1,6 +1,8 @@
 /*
 ** layout.c: the storage layout.  Every key format of the database is
-** written down here, once, and built by the functions of this file.
+** written down here, once.  This file builds item keys, partition
+** prefixes, terms and meta keys; the other keys are built by the file that
+** owns their table (named below), from these pieces.
 **
 ** A database is one LMDB environment (a directory holding data.mdb and
 ** lock.mdb) with these named tables.  All integers in keys are big-endian,
@@ -13,22 +15,22 @@
 **                                        tokens to this database
 **              "\1lsn"                -> u64 last change-feed sequence number
 **              "\1cid"                -> u32 last container id handed out
-**              "\1scripts"            -> u64 version of the scripts (script.c)
+**              "\1scripts"            -> u64 version of the scripts (scripts.c)
 **              'n' name               -> u32 cid (container names)
 **              'c' cid                -> the container's spec, JSON text
 **              'k' cid                -> u64 items, u64 bytes (container stats)
 **              's' cid name           -> stored procedure (u64 version, source)
 **              't' cid name           -> trigger (u64 version, type, operation,
-**                                        automatic, source; script.c)
-**              'l' cid name 0 u16:range -> processor lease (processor.c)
+**                                        automatic, source; scripts.c)
+**              'l' cid name 0 u16:range -> processor lease (lease.c)
 **              'l' cid name 0 FFFF inst -> live processor instance
 **              'd' cid name 0 u64:seq -> processor dead letter
 **   items    lp id                    -> u64 expiry (0: never) + JSON text
-**   index    cid u64:path term hash u64:digest      -> item key
-**   unique   lp u8:unique-key# u128:values-digest   -> item key
-**   ttl      cid u64:expiry u64:digest              -> item key
+**   index    cid u64:path term hash u64:digest      -> item key (index.c)
+**   unique   lp u8:unique-key# u128:values-digest   -> item key (index.c)
+**   ttl      cid u64:expiry u64:digest              -> item key (write.c)
 **   feed     cid u16:range u64:lsn u32:ordinal      -> change record (feed.c)
-**   latest   cid u16:range u64:lsn u64:digest       -> item key
+**   latest   cid u16:range u64:lsn u64:digest       -> item key (write.c)
 **   parts    lp                                     -> u64 items, u64 bytes
 **
 ** Logical and physical partitions.  A partition key value (one value per

@@ -1,5 +1,5 @@
 /*
-** query_plan.c: routing, index choice and the storage sources of queries.
+** plan.c: routing, index choice and the storage sources of queries.
 **
 ** Routing.  A query stays in one logical partition when opts.partition_key
 ** names it, or when its WHERE holds, as top-level conjuncts, an equality

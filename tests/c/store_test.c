@@ -1,0 +1,394 @@
+/*
+** store_test.c: the storage engine in plain C, with no Lua state.
+**
+** It links the lower layers' archives (store, sql, base) with LMDB and
+** cJSON only, so it also proves that they need nothing from Lua.  Each
+** test opens a fresh database in a temporary directory and uses the
+** store's public headers the way the Lua binding does: containers through
+** the catalog, writes through rg_write in scopes, reads through read
+** transactions, queries through rg_query_exec, the change feed, processors'
+** leases and db:verify.
+**
+** Run by `make test` (and `make layers`): build/<lua>/tests/store_test.
+*/
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/json.h"
+#include "base/patch.h"
+#include "sql/sql.h"
+#include "store/catalog.h"
+#include "store/feed.h"
+#include "store/plan.h"
+#include "store/procs.h"
+#include "store/verify.h"
+#include "store/write.h"
+
+static int failures = 0, checks = 0;
+
+#define CHECK(cond) \
+  do { checks++; if (!(cond)) { failures++; \
+    fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+  } } while (0)
+
+/* The status a call returned, shown with its message when unexpected. */
+#define STATUS(call, want) \
+  do { int rc_ = (call); checks++; if (rc_ != (want)) { failures++; \
+    fprintf(stderr, "%s:%d: %s gave %d (%s), expected %d\n", __FILE__, \
+            __LINE__, #call, rc_, e.msg, want); } } while (0)
+
+static char dir[64];
+static rg_env *env;
+static rg_err e;
+
+static void open_db (size_t map_size) {
+  rg_open_opts o;
+  memset(&o, 0, sizeof(o));
+  o.sync = RG_SYNC_NONE;
+  o.map_size = map_size;
+  strcpy(dir, "/tmp/rg_store_test_XXXXXX");
+  if (mkdtemp(dir) == NULL) { perror("mkdtemp"); exit(2); }
+  STATUS(rg_env_open(dir, &o, &env, &e), 0);
+}
+
+static void close_db (void) {
+  char cmd[128];
+  rg_env_release(env);
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* A container from its spec's JSON text. */
+static rg_cont make_container (const char *name, const char *spec_json) {
+  rg_cont c;
+  rg_cspec *spec = NULL;
+  cJSON *j = NULL;
+  rg_buf text;
+  c.env = env;
+  c.spec = NULL;
+  STATUS(rg_json_parse(spec_json, strlen(spec_json), &j, &e), 0);
+  cJSON_AddItemToObject(j, "name", rg_str_new(name, strlen(name)));
+  STATUS(rg_cspec_build(j, 0, &spec, &e), 0);
+  rg_cspec_free(spec);
+  rg_buf_init(&text);
+  rg_json_print(j, &text);
+  cJSON_Delete(j);
+  STATUS(rg_catalog_create(env, RG_SYNC_NONE, name, strlen(name), text.p,
+                           text.n, 0, &c.spec, &e), 0);
+  rg_buf_free(&text);
+  return c;
+}
+
+/* One write in a scope of its own. */
+typedef struct wq {
+  const rg_cont *c;
+  rg_wreq w;
+  rg_wres r;
+} wq;
+
+static int write_body (rg_scope *s, void *ud, rg_err *err) {
+  wq *q = (wq *)ud;
+  rg_wres_free(&q->r);
+  memset(&q->r, 0, sizeof(q->r));
+  return rg_write(s, q->c, &q->w, &q->r, err);
+}
+
+static int write_json (const rg_cont *c, int op, const char *json,
+                       rg_wres *out) {
+  wq q;
+  cJSON *doc = NULL;
+  int rc;
+  memset(&q, 0, sizeof(q));
+  if ((rc = rg_json_parse(json, strlen(json), &doc, &e))) return rc;
+  q.c = c;
+  q.w.op = op;
+  q.w.doc = doc;
+  rc = rg_scope_run(env, NULL, NULL, RG_SYNC_NONE, 0, write_body, &q, &e);
+  cJSON_Delete(doc);
+  if (out) *out = q.r;
+  else rg_wres_free(&q.r);
+  return rc;
+}
+
+/* Reads (id, string pk) into `out` (JSON text); 0 or 404. */
+static int read_item (const rg_cont *c, const char *id, const char *pk,
+                      rg_buf *out) {
+  const cJSON *pkv[RG_MAX_PK_PATHS] = { NULL, NULL, NULL };
+  cJSON *pkn = cJSON_CreateString(pk);
+  MDB_txn *txn;
+  MDB_val v;
+  rg_ikey k;
+  int rc;
+  pkv[0] = pkn;
+  rc = rg_ikey_partition(c->spec, pkv, &k, &e);
+  cJSON_Delete(pkn);
+  if (rc) return rc;
+  rg_ikey_id(&k, id, strlen(id));
+  if ((rc = rg_read_begin(env, &txn, &e))) return rc;
+  rc = rg_item_get(txn, env, &k, rg_now(), &v, &e);
+  if (rc == 0) {
+    out->n = 0;
+    rg_buf_add(out, v.mv_data, v.mv_size);
+  }
+  rg_read_end(env);
+  return rc;
+}
+
+/* Runs a query (one page of at most `max` rows; 0: all) into `rows`. */
+static int query (const rg_cont *c, const char *sql, size_t *count,
+                  rg_work *work, rg_buf *rows) {
+  rg_query_req q;
+  rg_query_res r;
+  MDB_txn *txn;
+  int rc;
+  memset(&q, 0, sizeof(q));
+  memset(&r, 0, sizeof(r));
+  q.sql = sql;
+  q.sqllen = strlen(sql);
+  if ((rc = rg_read_begin(env, &txn, &e))) return rc;
+  rc = rg_query_exec(txn, c, rg_now(), &q, &r, &e);
+  rg_read_end(env);
+  if (rc == 0) {
+    *count = r.count;
+    if (work) *work = r.work;
+    if (rows) { rows->n = 0; rg_buf_add(rows, r.rows.p, r.rows.n); }
+  }
+  rg_query_res_free(&r);
+  return rc;
+}
+
+static void test_items (void) {
+  rg_cont c;
+  rg_buf b;
+  rg_wres r;
+  size_t n;
+  rg_work w;
+  open_db(0);
+  rg_buf_init(&b);
+  c = make_container("posts", "{\"partition_key\":\"/pk\","
+                     "\"physical_partitions\":4,"
+                     "\"unique_keys\":[[\"/slug\"]]}");
+  STATUS(write_json(&c, RG_OP_CREATE, "{\"id\":\"a\",\"pk\":\"p1\","
+                    "\"slug\":\"x\",\"n\":1}", &r), 0);
+  CHECK(r.status == 201);
+  CHECK(r.etag[0] == '"');
+  rg_wres_free(&r);
+  STATUS(write_json(&c, RG_OP_CREATE, "{\"id\":\"a\",\"pk\":\"p1\"}", NULL),
+         409);
+  STATUS(write_json(&c, RG_OP_CREATE, "{\"id\":\"b\",\"pk\":\"p1\","
+                    "\"slug\":\"x\"}", NULL), 409);     /* unique key */
+  STATUS(write_json(&c, RG_OP_CREATE, "{\"id\":\"b\",\"pk\":\"p2\","
+                    "\"slug\":\"x\",\"n\":2}", NULL), 0);
+  STATUS(write_json(&c, RG_OP_CREATE, "{\"pk\":\"p2\"}", NULL), 400);
+  STATUS(read_item(&c, "a", "p1", &b), 0);
+  CHECK(b.n > 0 && strstr(b.p, "\"_lsn\":1") != NULL);
+  STATUS(read_item(&c, "b", "p1", &b), 404);
+  STATUS(write_json(&c, RG_OP_UPSERT, "{\"id\":\"a\",\"pk\":\"p1\","
+                    "\"slug\":\"y\",\"n\":3}", &r), 0);
+  CHECK(r.status == 200);
+  rg_wres_free(&r);
+  STATUS(query(&c, "SELECT VALUE c.n FROM c WHERE c.n > 1 ORDER BY c.n",
+               &n, &w, &b), 0);
+  CHECK(n == 2);
+  CHECK(b.n == 5 && memcmp(b.p, "[2,3]", 5) == 0);
+  CHECK(w.partitions == 4);
+  STATUS(query(&c, "SELECT * FROM c WHERE c.pk = 'p1'", &n, &w, NULL), 0);
+  CHECK(n == 1 && w.partitions == 1);
+  STATUS(query(&c, "SELECT * FROM", &n, NULL, NULL), 400);
+  /* a write naming a trigger: no script runtime is attached */
+  {
+    wq q;
+    cJSON *doc = cJSON_Parse("{\"id\":\"t\",\"pk\":\"p1\"}");
+    memset(&q, 0, sizeof(q));
+    q.c = &c;
+    q.w.op = RG_OP_CREATE;
+    q.w.doc = doc;
+    q.w.pre_trigger = "audit";
+    STATUS(rg_scope_run(env, NULL, NULL, RG_SYNC_NONE, 0, write_body, &q, &e),
+           400);
+    rg_wres_free(&q.r);
+    cJSON_Delete(doc);
+    STATUS(read_item(&c, "t", "p1", &b), 404);  /* nothing half-written */
+  }
+  {
+    rg_buf report;
+    rg_buf_init(&report);
+    CHECK(rg_verify(env, &report) == 0);
+    if (report.n) fprintf(stderr, "%.*s", (int)report.n, report.p);
+    rg_buf_free(&report);
+  }
+  rg_cspec_free(c.spec);
+  rg_buf_free(&b);
+  close_db();
+}
+
+/* A patch applied through the write path, with a failing filter. */
+static void test_patch (void) {
+  rg_cont c;
+  rg_buf b;
+  wq q;
+  rg_patch_op ops[1];
+  cJSON *one = cJSON_CreateNumber(1), *pk = cJSON_CreateString("p");
+  open_db(0);
+  rg_buf_init(&b);
+  c = make_container("c", "{\"partition_key\":\"/pk\"}");
+  STATUS(write_json(&c, RG_OP_CREATE, "{\"id\":\"a\",\"pk\":\"p\",\"n\":1}",
+                    NULL), 0);
+  memset(&q, 0, sizeof(q));
+  ops[0].op = RG_PATCH_INCR;
+  ops[0].path = "/n";
+  ops[0].from = NULL;
+  ops[0].value = one;
+  q.c = &c;
+  q.w.op = RG_OP_PATCH;
+  q.w.id = "a";
+  q.w.idlen = 1;
+  q.w.pkv[0] = pk;
+  q.w.ops = ops;
+  q.w.nops = 1;
+  STATUS(rg_scope_run(env, NULL, NULL, RG_SYNC_NONE, 0, write_body, &q, &e), 0);
+  q.w.filter = "FROM c WHERE c.n = 1";
+  STATUS(rg_scope_run(env, NULL, NULL, RG_SYNC_NONE, 0, write_body, &q, &e),
+         412);
+  rg_wres_free(&q.r);
+  STATUS(read_item(&c, "a", "p", &b), 0);
+  CHECK(strstr(b.p, "\"n\":2") != NULL);
+  cJSON_Delete(one);
+  cJSON_Delete(pk);
+  rg_cspec_free(c.spec);
+  rg_buf_free(&b);
+  close_db();
+}
+
+/* The change feed: every write, in order; a token continues a read. */
+static void test_feed (void) {
+  rg_cont c;
+  rg_fpos pos[1];
+  rg_batch b;
+  rg_feedq f;
+  rg_buf tok;
+  MDB_txn *txn;
+  char doc[64];
+  int i;
+  open_db(0);
+  c = make_container("c", "{\"partition_key\":\"/pk\"}");
+  for (i = 0; i < 10; i++) {
+    snprintf(doc, sizeof(doc), "{\"id\":\"%d\",\"pk\":\"p\"}", i);
+    STATUS(write_json(&c, RG_OP_CREATE, doc, NULL), 0);
+  }
+  STATUS(write_json(&c, RG_OP_UPSERT, "{\"id\":\"3\",\"pk\":\"p\",\"x\":1}",
+                    NULL), 0);
+  rg_batch_init(&b);
+  rg_buf_init(&tok);
+  memset(&f, 0, sizeof(f));
+  f.c = &c;
+  f.mode = RG_FEED_ALL;
+  f.first = 0;
+  f.n = 1;
+  f.pos = pos;
+  f.max = 4;
+  f.now = rg_now();
+  STATUS(rg_read_begin(env, &txn, &e), 0);
+  STATUS(rg_feed_start(txn, &c, RG_FEED_ALL, 0, RG_START_BEGINNING, 0, &pos[0],
+                       &e), 0);
+  STATUS(rg_feed_read(txn, &f, &b, &e), 0);
+  rg_read_end(env);
+  CHECK(b.n == 4 && b.v[0].lsn == 1 && b.v[3].lsn == 4);
+  rg_feed_token(rg_env_secret(env), c.spec, RG_FEED_ALL, 0, NULL, 0, 1, pos,
+                &tok);
+  STATUS(rg_feed_untoken(rg_env_secret(env), c.spec, RG_FEED_ALL, 0, NULL, 0,
+                         1, tok.p, tok.n, pos, &e), 0);
+  STATUS(rg_feed_untoken(rg_env_secret(env), c.spec, RG_FEED_LATEST, 0, NULL,
+                         0, 1, tok.p, tok.n, pos, &e), 400);
+  rg_batch_clear(&b);
+  f.max = 100;
+  STATUS(rg_read_begin(env, &txn, &e), 0);
+  STATUS(rg_feed_read(txn, &f, &b, &e), 0);
+  rg_read_end(env);
+  CHECK(b.n == 7 && b.v[6].op == RG_OP_REPLACE && b.v[6].lsn == 11);
+  rg_batch_free(&b);
+  rg_buf_free(&tok);
+  rg_cspec_free(c.spec);
+  close_db();
+}
+
+/* A processor's leases, a batch and its checkpoint, without Lua. */
+static void test_processor (void) {
+  rg_cont c;
+  rg_proc p;
+  rg_batch b;
+  uint32_t attempt;
+  int lost;
+  uint64_t waiting;
+  open_db(0);
+  c = make_container("c", "{\"partition_key\":\"/pk\"}");
+  STATUS(write_json(&c, RG_OP_CREATE, "{\"id\":\"1\",\"pk\":\"p\"}", NULL), 0);
+  memset(&p, 0, sizeof(p));
+  p.id.c = &c;
+  p.id.name = "copier";
+  p.id.namelen = 6;
+  p.id.inst = "i1";
+  p.id.instlen = 2;
+  p.mode = RG_FEED_LATEST;
+  p.nparts = 1;
+  p.max_attempts = 3;
+  p.max_items = 10;
+  p.lease_ms = 60000;
+  p.sync = RG_SYNC_NONE;
+  STATUS(rg_proc_init(&p, RG_START_BEGINNING, 0, &e), 0);
+  STATUS(rg_proc_maintain(&p, &e), 0);
+  CHECK(p.nowned == 1);
+  rg_batch_init(&b);
+  STATUS(rg_proc_read(&p, 0, &b, &attempt, &e), 0);
+  CHECK(b.n == 1 && attempt == 1);
+  STATUS(rg_proc_commit(&p, 0, &lost, &e), 0);
+  CHECK(!lost);
+  STATUS(rg_proc_waiting(&p, 0, &waiting, &e), 0);
+  CHECK(waiting == 0);
+  STATUS(rg_proc_release(&p, &e), 0);
+  STATUS(rg_proc_forget(&p, &e), 0);
+  STATUS(rg_proc_forget(&p, &e), 404);
+  rg_batch_free(&b);
+  rg_cspec_free(c.spec);
+  close_db();
+}
+
+/* A map too small for the data grows as writes need it. */
+static void test_growth (void) {
+  rg_cont c;
+  char doc[2200];
+  size_t n;
+  int i;
+  open_db(1 << 16);
+  c = make_container("c", "{\"partition_key\":\"/pk\"}");
+  memset(doc, 0, sizeof(doc));
+  for (i = 0; i < 400; i++) {
+    int k = snprintf(doc, sizeof(doc), "{\"id\":\"%d\",\"pk\":\"p%d\",\"s\":\"",
+                     i, i % 7);
+    memset(doc + k, 'x', 2000);
+    strcpy(doc + k + 2000, "\"}");
+    STATUS(write_json(&c, RG_OP_CREATE, doc, NULL), 0);
+  }
+  STATUS(query(&c, "SELECT VALUE COUNT(1) FROM c", &n, NULL, NULL), 0);
+  CHECK(n == 1);
+  {
+    rg_env_info info;
+    rg_env_info_get(env, &info);
+    CHECK(info.map_size > (1 << 16));
+  }
+  rg_cspec_free(c.spec);
+  close_db();
+}
+
+int main (void) {
+  test_items();
+  test_patch();
+  test_feed();
+  test_processor();
+  test_growth();
+  printf("store_test: %d checks, %d failed\n", checks, failures);
+  return failures ? 1 : 0;
+}
