@@ -346,7 +346,7 @@ function H.feed(self, req, name)
   local pk = json_arg(a.pk, "pk")
   if pk ~= nil then opts.partition_key = field({ pk = pk }, "pk", "pk") end
   local changes, info = ok(c:changes(opts))
-  return 200, { changes = changes, info = info }
+  return 200, { changes = regolith.array(changes), info = info }
 end
 
 local function view_of(self, req, name, pname)
@@ -389,7 +389,7 @@ function H.processor(self, req, name, pname, action)
     return done(200, total)
   end
   local st = ok(view:status())
-  st.dead = ok(view:dead_letters())
+  st.dead = regolith.array(ok(view:dead_letters()))
   return done(200, st)
 end
 -- }=====================================================================

@@ -59,6 +59,9 @@ function M.handle()
     return send(400, { error = "too many query arguments", status = 400 })
   end
   local headers = ngx.req.get_headers(50)
+  -- nginx itself would answer 412 to a request with If-Match whose answer
+  -- has no ETag: the API checks it against the item's _etag instead
+  ngx.req.clear_header("If-Match")
   local h = {}
   for k, v in pairs(headers) do
     h[k:lower()] = type(v) == "table" and v[1] or v
