@@ -14,6 +14,10 @@
 #   make fuzz         libFuzzer targets, FUZZ_SECONDS each
 #   make valgrind     every spec under valgrind (slow)
 #   make install      install into LUADIR/LIBDIR (as LuaRocks passes them)
+#   make explorer     what `regolith explore` needs: nginx, the LuaJIT build,
+#                     the page with its libraries (build/explorer)
+#   make explorer-test  the Data Explorer in headless Chromium (screenshots
+#                     in build/explorer-test)
 #
 # Variables follow LuaRocks' names so that the rockspec can drive them.
 
@@ -49,7 +53,8 @@ MODULE = $(BUILD)/regolith/core.so
 
 # Debian packages: the build, the tests, the benchmarks
 DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev lua5.4
-DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev
+DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev \
+             lua-argparse lua-readline
 DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
 DEPS_FUZZ  = $(DEPS_TEST) clang libclang-rt-14-dev
 
@@ -62,7 +67,7 @@ HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
                  test -f $(LUAJIT_INCDIR)/lua.h && echo yes)
 
 .PHONY: all test demo bench check crash hammer fuzz fuzz-build valgrind install \
-        clean deps-test deps-bench deps-fuzz openresty
+        clean deps-test deps-bench deps-fuzz openresty explorer explorer-test
 
 all: $(MODULE)
 
@@ -215,6 +220,50 @@ fuzz: deps-fuzz
 	    -artifact_prefix=build/fuzz/ -print_final_stats=1 $$dict \
 	    build/fuzz/corpus/$$t tools/fuzz/corpus/$$t || exit 1; \
 	done
+
+# The Data Explorer (regolith explore; docs/explorer.md): nginx with the Lua
+# module, regolith built for LuaJIT, and the page in build/explorer with the
+# libraries it uses, installed by npm from explorer/package-lock.json (in
+# build/npm: `npm ci` works offline from npm's cache) and copied with their
+# licenses, so that the page needs nothing from the internet.
+DEPS_EXPLORER = $(DEPS_TEST) nginx libnginx-mod-http-lua lua-resty-core
+EXPLORER_PAGE = explorer/index.html explorer/app.js explorer/style.css
+CODEMIRROR    = build/npm/node_modules/codemirror
+NPM_CI        = npm ci --prefer-offline --no-audit --no-fund
+
+explorer:
+	@sh tools/deps.sh $(DEPS_EXPLORER)
+	$(MAKE) all
+	$(MAKE) all LUA=luajit LUA_INCDIR=$(LUAJIT_INCDIR)
+	$(MAKE) build/explorer/index.html
+
+build/npm/package-lock.json: explorer/package.json explorer/package-lock.json
+	@command -v npm >/dev/null || { echo "the explorer's page needs npm (Node.js)" >&2; exit 1; }
+	@mkdir -p build/npm
+	cp explorer/package.json explorer/package-lock.json build/npm/
+	cd build/npm && $(NPM_CI)
+
+build/explorer/index.html: $(EXPLORER_PAGE) build/npm/package-lock.json
+	rm -rf build/explorer
+	mkdir -p build/explorer/vendor/codemirror
+	cp $(EXPLORER_PAGE) build/explorer/
+	cp $(CODEMIRROR)/lib/codemirror.js $(CODEMIRROR)/lib/codemirror.css \
+	  $(CODEMIRROR)/addon/edit/matchbrackets.js $(CODEMIRROR)/mode/sql/sql.js \
+	  $(CODEMIRROR)/mode/javascript/javascript.js $(CODEMIRROR)/mode/lua/lua.js \
+	  build/explorer/vendor/codemirror/
+	cp $(CODEMIRROR)/LICENSE build/explorer/vendor/codemirror/LICENSE
+	echo "codemirror $$(node -p 'require("./$(CODEMIRROR)/package.json").version') (MIT): vendor/codemirror/LICENSE" \
+	  > build/explorer/vendor/VERSIONS
+
+# The page in a real browser: Debian's Chromium driven by playwright-core
+# (explorer/browser_test.js) against the blog's data set.
+DEPS_BROWSER = chromium
+explorer-test: explorer
+	@sh tools/deps.sh $(DEPS_BROWSER)
+	rm -rf build/explorer-test && mkdir -p build/explorer-test
+	$(RUN) tools/blog_db.lua build/explorer-test/blog 0.0001
+	NODE_PATH=build/npm/node_modules node explorer/browser_test.js \
+	  build/explorer-test/blog build/explorer-test
 
 install: all
 	mkdir -p $(DESTDIR)$(LUADIR)/regolith $(DESTDIR)$(LIBDIR)/regolith
