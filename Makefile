@@ -41,6 +41,7 @@ endif
 PREFIX  ?= /usr/local
 LUADIR  ?= $(PREFIX)/share/lua/5.4
 LIBDIR  ?= $(PREFIX)/lib/lua/5.4
+BINDIR  ?= $(PREFIX)/bin
 
 WARN     = -std=c99 -Wall -Wextra -Wno-unused-parameter
 ALL_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -fPIC -I$(LUA_INCDIR) \
@@ -67,7 +68,8 @@ HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
                  test -f $(LUAJIT_INCDIR)/lua.h && echo yes)
 
 .PHONY: all test demo bench check crash hammer fuzz fuzz-build valgrind install \
-        clean deps-test deps-bench deps-fuzz openresty explorer explorer-test
+        clean deps-test deps-bench deps-fuzz openresty explorer explorer-test \
+        install-explorer
 
 all: $(MODULE)
 
@@ -269,6 +271,19 @@ install: all
 	mkdir -p $(DESTDIR)$(LUADIR)/regolith $(DESTDIR)$(LIBDIR)/regolith
 	cp lua/regolith/*.lua $(DESTDIR)$(LUADIR)/regolith/
 	cp $(MODULE) $(DESTDIR)$(LIBDIR)/regolith/core.so
+	mkdir -p $(DESTDIR)$(LUADIR)/regolith/cli $(DESTDIR)$(LUADIR)/regolith/explorer \
+	  $(DESTDIR)$(BINDIR)
+	cp lua/regolith/cli/*.lua $(DESTDIR)$(LUADIR)/regolith/cli/
+	cp lua/regolith/explorer/*.lua $(DESTDIR)$(LUADIR)/regolith/explorer/
+	cp bin/regolith $(DESTDIR)$(BINDIR)/regolith
+
+# What `regolith explore` needs beside an installed regolith: the LuaJIT
+# build where LuaJIT looks (lib/lua/5.1) and the page (share/regolith).
+install-explorer: explorer install
+	mkdir -p $(DESTDIR)$(PREFIX)/lib/lua/5.1/regolith $(DESTDIR)$(PREFIX)/share/regolith
+	cp build/luajit/regolith/core.so $(DESTDIR)$(PREFIX)/lib/lua/5.1/regolith/core.so
+	rm -rf $(DESTDIR)$(PREFIX)/share/regolith/explorer
+	cp -r build/explorer $(DESTDIR)$(PREFIX)/share/regolith/explorer
 
 clean:
 	rm -rf build
