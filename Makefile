@@ -107,7 +107,9 @@ BENCH_SCALE ?= 0.01
 
 demo: deps-bench
 	$(MAKE) all
-	$(RUN) examples/blog/bench.lua --scale $(DEMO_SCALE) --time $(DEMO_TIME)
+	@mkdir -p build/demo
+	$(RUN) examples/blog/bench.lua --scale $(DEMO_SCALE) --time $(DEMO_TIME) \
+	  --svg build/demo/blog.svg
 
 build/tools/lmdb_poke: tools/lmdb_poke.c
 	@mkdir -p $(dir $@)
