@@ -311,10 +311,16 @@ function Processor:status()
   return { name = self.name, instance = self.instance, ranges = ranges }
 end
 
--- p:dead_letters() -> {{range, changes, error, attempts, ts}, ...}
+-- p:dead_letters() -> {{seq, range, changes, error, attempts, ts}, ...}
 function Processor:dead_letters()
   self:_check()
   return self.state:dead_letters()
+end
+
+-- p:drop_dead_letter(seq) -> true | nil, msg, 404
+function Processor:drop_dead_letter(seq)
+  self:_check()
+  return self.state:drop_dead_letter(seq)
 end
 
 -- p:clear_dead_letters() -> number removed
@@ -376,17 +382,25 @@ View.__index = View
 -- regolith.processor.inspect(db, source, name, mode) -> view | nil, msg,
 -- status: a processor's state as stored (leases, checkpoints, lag, dead
 -- letters), without running it: no lease is taken and no instance
--- counted.  `mode` ("latest" or "all_versions") is found out when nil:
--- the lease records keep it, and opening them in the other mode is
--- refused (409), which tells it.  404 when no processor of that name has
--- state on the container.
+-- counted.  `mode` ("latest" or "all_versions") is the one its state was
+-- created in when nil (c:processors() tells it).  404 when no processor of
+-- that name has state on the container.
 function M.inspect(db, source, name, mode)
   local container, msg, status = db:container(source)
   if not container then return nil, msg, status end
-  local function state_of(m)
-    return C.new(container, name, C.instance_id(), MODES[m], 100, 60, 1)
+  if mode == nil then               -- the mode its state was created in
+    local list
+    list, msg, status = container:processors()
+    if not list then return nil, msg, status end
+    for _, p in ipairs(list) do
+      if p.name == name then mode = p.mode end
+    end
+    if mode == nil then
+      return nil, ("no processor '%s' on '%s'"):format(name, source), 404
+    end
   end
-  local state = state_of(mode or "latest")
+  local state = C.new(container, name, C.instance_id(), MODES[mode], 100, 60,
+    1)
   local ranges
   ranges, msg, status = state:ranges()
   if not ranges then
@@ -395,17 +409,6 @@ function M.inspect(db, source, name, mode)
       msg = ("no processor '%s' on '%s'"):format(name, source)
     end
     return nil, msg, status
-  end
-  if mode == nil then
-    -- every lease exists (ranges() read them all), so init writes nothing:
-    -- it only compares the stored mode with this one
-    local ok, _, st = state:init({})
-    mode = "latest"
-    if not ok and st == 409 then
-      state:close()
-      mode = "all_versions"
-      state = state_of(mode)
-    end
   end
   return setmetatable({ db = db, container = container, name = name,
     mode = mode, state = state }, View)
@@ -430,6 +433,8 @@ end
 function View:dead_letters() return self.state:dead_letters() end
 
 function View:clear_dead_letters() return self.state:clear_dead_letters() end
+
+function View:drop_dead_letter(seq) return self.state:drop_dead_letter(seq) end
 
 -- view:redrive(letter) -> {written, skipped, charge} | nil, msg, status:
 -- writes the items of a dead letter again, unchanged (a replace with

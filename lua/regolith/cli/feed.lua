@@ -90,41 +90,52 @@ local function show_status(st)
   end
 end
 
-local function letter_summary(i, d)
+local function letter_summary(d)
   return ("dead letter %d: range %d, %d change(s), %d attempt(s), at %s: %s")
-    :format(i, d.range, #d.changes, d.attempts,
+    :format(d.seq, d.range, #d.changes, d.attempts,
       os.date("!%Y-%m-%dT%H:%M:%SZ", d.ts), d.error)
+end
+
+-- The dead letters named by an option's value: a sequence number or all.
+local function letters(view, value, option)
+  local dead = check(view:dead_letters())
+  if value == "all" then return dead end
+  local seq = tonumber(value)
+  if not seq or seq ~= math.floor(seq) then
+    common.usage("%s takes a dead letter's sequence number or all", option)
+  end
+  for _, d in ipairs(dead) do
+    if d.seq == seq then return { d } end
+  end
+  fail(EXIT.failed, "no dead letter %d (status 404)", seq)
 end
 
 function M.processors(args)
   local db = common.open(args.dir)
-  common.container(db, args.container)
+  local c = common.container(db, args.container)
+  if args.name == nil then          -- the container's processors
+    for _, p in ipairs(check(c:processors())) do
+      if args.json then common.write_json(p)
+      else print(("%s (%s)"):format(p.name, p.mode)) end
+    end
+    return
+  end
   local view = check(processor.inspect(db, args.container, args.name,
     args.mode))
   if args.redrive then
-    local dead = check(view:dead_letters())
-    local which = {}
-    if args.redrive == "all" then
-      for i = 1, #dead do which[#which + 1] = i end
-    else
-      local i = tonumber(args.redrive)
-      if not i or i ~= math.floor(i) then
-        common.usage("--redrive takes a dead letter's number or all")
-      end
-      if i < 1 or i > #dead then
-        fail(EXIT.failed, "no dead letter %d (there are %d) (status 404)", i,
-          #dead)
-      end
-      which[1] = i
-    end
-    for _, i in ipairs(which) do
-      local r = check(view:redrive(dead[i]))
-      note("dead letter %d: %d item(s) written again, %d skipped, %s RU", i,
-        r.written, r.skipped, common.num(r.charge))
+    for _, d in ipairs(letters(view, args.redrive, "--redrive")) do
+      local r = check(view:redrive(d))
+      check(view:drop_dead_letter(d.seq))
+      note("dead letter %d: %d item(s) written again, %d skipped, %s RU; " ..
+        "removed", d.seq, r.written, r.skipped, common.num(r.charge))
     end
   end
   if args.drop then
-    local n = check(view:clear_dead_letters())
+    local n = 0
+    for _, d in ipairs(letters(view, args.drop, "--drop")) do
+      check(view:drop_dead_letter(d.seq))
+      n = n + 1
+    end
     note("dropped %d dead letter(s)", n)
   end
   if args.dead_letters then
@@ -133,8 +144,8 @@ function M.processors(args)
     common.write_json(check(view:status()))
   elseif not (args.redrive or args.drop) then
     show_status(check(view:status()))
-    for i, d in ipairs(check(view:dead_letters())) do
-      print(letter_summary(i, d))
+    for _, d in ipairs(check(view:dead_letters())) do
+      print(letter_summary(d))
     end
   end
   view:close()

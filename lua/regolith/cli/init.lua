@@ -150,14 +150,17 @@ local function build()
   c = p:command("processors", "A processor's leases, owners, lag, " ..
     "failures and dead letters; re-drive or drop dead letters.")
   add_container(c)
-  c:argument("name", "The processor's name.")
+  c:argument("name", "The processor's name (none: list the container's " ..
+    "processors).")
+    :args("?")
   c:option("--mode", "The processor's mode (found out when not given).")
     :choices({ "latest", "all_versions" })
   c:flag("--json", "Print the status as one JSON line.")
   c:flag("--dead-letters", "Print the dead letters as JSON lines.")
-  c:option("--redrive", "Write the items of dead letter N (or all) " ..
-    "again, unchanged, so that they come through the feed again.")
-  c:flag("--drop", "Remove every dead letter of the processor.")
+  c:option("--redrive", "Write the items of dead letter SEQ (or all) " ..
+    "again, unchanged, so that they come through the feed again; the " ..
+    "letter is then removed.")
+  c:option("--drop", "Remove dead letter SEQ (or all).")
 
   -- procedures and triggers -----------------------------------------------
   for _, kind in ipairs({ "procedures", "triggers" }) do

@@ -10,15 +10,9 @@ local fail, check, note = common.fail, common.check, common.note
 
 local M = {}
 
--- The source of a stored procedure or trigger, through c:procedure(name)
--- or c:trigger(name) when the core has them.
+-- The source of a stored procedure or trigger (c:procedure, c:trigger).
 local function show(c, kind, name)
   local getter = kind == "procedures" and c.procedure or c.trigger
-  if not getter then
-    fail(EXIT.failed, "this regolith cannot read a stored %s back (its " ..
-      "core has no c:%s(name))", kind == "procedures" and "procedure" or
-      "trigger", kind == "procedures" and "procedure" or "trigger")
-  end
   local def, info = check(getter(c, name))
   if type(def) == "table" then
     io.stdout:write(("-- type %s, operation %s%s\n"):format(def.type,

@@ -291,12 +291,7 @@ function H.script(self, req, name, kind, sname)
   local c = container(self, name)
   local one = KINDS[kind]
   if req.method == "GET" then
-    local get = c[one]
-    if not get then
-      bad(404, "this regolith cannot read a stored %s back (its core has " ..
-        "no c:%s(name))", one, one)
-    end
-    local def, info = ok(get(c, sname))
+    local def, info = ok(c[one](c, sname))
     return 200, { name = sname, definition = def, info = info_of(info) }
   elseif req.method == "PUT" then
     writable(self)
