@@ -43,8 +43,10 @@ describe("bad input", function()
 
   before_each(function()
     db, path = H.open()
-    c = assert(db:create_container("c", { partition_key = "/pk" }))
-    h = assert(db:create_container("h", { partition_key = { "/a", "/b" } }))
+    c = assert(db:create_container("c", { partition_key = "/pk",
+      change_feed = { all_versions = true } }))
+    h = assert(db:create_container("h", { partition_key = { "/a", "/b" },
+      change_feed = { all_versions = true } }))
     assert(c:create({ id = "a", pk = "p", n = 1, tags = { "x" } }))
     assert(c:create({ id = "b", pk = "p", n = 2 }))
     assert(c:create({ id = "z", pk = "q\0nul", n = 3 }))

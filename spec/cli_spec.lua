@@ -54,7 +54,8 @@ end
 local function sample()
   local db, path = H.open()
   local c = assert(db:create_container("posts",
-    { partition_key = "/postId", physical_partitions = 4 }))
+    { partition_key = "/postId", physical_partitions = 4,
+      change_feed = { all_versions = true } }))
   for i = 1, 6 do
     assert(c:create({ id = "i" .. i, postId = "p" .. (i % 2), n = i,
                       title = "post " .. i }))

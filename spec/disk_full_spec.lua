@@ -104,7 +104,8 @@ describe("a full disk", function()
     if skip then pending(skip) return end
     local dir = assert(mount("4m"))
     local db = assert(regolith.open(dir .. "/db", { map_size = 2^20 }))
-    local c = assert(db:create_container("c", { partition_key = "/pk" }))
+    local c = assert(db:create_container("c", { partition_key = "/pk",
+      change_feed = { all_versions = true } }))
     assert(c:create_procedure("put", [[
       return function(ctx, doc) assert(ctx:upsert(doc)) return true end]]))
     local written = fill(c, 200000)

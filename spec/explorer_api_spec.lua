@@ -13,7 +13,7 @@ describe("the explorer's API", function()
   before_each(function()
     db = H.open()
     c = assert(db:create_container("posts", { partition_key = "/postId",
-      physical_partitions = 2 }))
+      physical_partitions = 2, change_feed = { all_versions = true } }))
     for i = 1, 5 do assert(c:create({ id = "i" .. i, postId = "p" .. (i % 2), n = i })) end
     api = API.new(db, { hosts = { ["127.0.0.1:8078"] = true } })
   end)
@@ -36,7 +36,8 @@ describe("the explorer's API", function()
     local status, list = req("GET", "/api/containers")
     assert.equal(200, status)
     assert.same({ { name = "posts", items = 5, bytes = list[1].bytes,
-      spec = { name = "posts", partition_key = "/postId", physical_partitions = 2 } } }, list)
+      spec = { name = "posts", partition_key = "/postId", physical_partitions = 2,
+               change_feed = { all_versions = true } } } }, list)
     local _, one = req("GET", "/api/containers/posts")
     assert.same({ 1, 2 }, one.feed_ranges)
     assert.same({}, one.procedures)

@@ -32,7 +32,8 @@ describe("change feed", function()
   before_each(function()
     db = H.open()
     c = assert(db:create_container("posts", {
-      partition_key = "/pk", physical_partitions = 4 }))
+      partition_key = "/pk", physical_partitions = 4,
+      change_feed = { all_versions = true } }))
   end)
   after_each(function()
     db:close()
@@ -227,7 +228,8 @@ describe("change feed", function()
   it("shows TTL expiry as a delete and hides expired items at once",
     function()
       local t = assert(db:create_container("sessions", {
-        partition_key = "/pk", default_ttl = -1 }))
+        partition_key = "/pk", default_ttl = -1,
+        change_feed = { all_versions = true } }))
       assert(t:create({ id = "short", pk = "x", ttl = 1 }))
       assert(t:create({ id = "long", pk = "x" }))
       sleep(2)
@@ -258,7 +260,8 @@ describe("change feed", function()
     assert.are.equal(5, #only)
     for _, d in ipairs(only) do assert.are.equal("p1", d.pk) end
     local h = assert(db:create_container("h", {
-      partition_key = { "/t", "/u" }, physical_partitions = 3 }))
+      partition_key = { "/t", "/u" }, physical_partitions = 3,
+      change_feed = { all_versions = true } }))
     for i = 1, 12 do
       assert(h:create({ id = "i" .. i, t = "t" .. (i % 2), u = i % 3 }))
     end

@@ -8,8 +8,10 @@ describe("processors", function()
   before_each(function()
     db = H.open()
     src = assert(db:create_container("src", {
-      partition_key = "/pk", physical_partitions = 4 }))
-    dst = assert(db:create_container("dst", { partition_key = "/pk" }))
+      partition_key = "/pk", physical_partitions = 4,
+      change_feed = { all_versions = true } }))
+    dst = assert(db:create_container("dst", { partition_key = "/pk",
+      change_feed = { all_versions = true } }))
   end)
   after_each(function()
     db:close()

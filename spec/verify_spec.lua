@@ -14,7 +14,7 @@ describe("db:verify", function()
     db, path = H.open()
     c = assert(db:create_container("v", {
       partition_key = "/pk", physical_partitions = 3, default_ttl = -1,
-      unique_keys = { { "/u" } },
+      unique_keys = { { "/u" } }, change_feed = { all_versions = true },
       indexing = { composite = { { { path = "/a" }, { path = "/b", order = "descending" } } } },
     }))
     for i = 1, 120 do
@@ -48,6 +48,8 @@ describe("db:verify", function()
     { "parts", "del-first", "statistics" },
     { "items", "del-first", "" },
     { "items", "garble-first", "an item's value is not valid JSON\n" },
+    { "refs", "del-first", "reference does not lead back" },
+    { "refs", "dup-first", "refs table" },
   }) do
     it(("finds a damaged %s table (%s)"):format(case[1], case[2]), function()
       damage(case[1], case[2])

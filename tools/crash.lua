@@ -79,7 +79,7 @@ local function spec(db)
   if c then return c, db:container("copy") end
   c = assert(db:create_container("crash", {
     partition_key = "/pk", physical_partitions = 4,
-    unique_keys = { { "/u" } },
+    unique_keys = { { "/u" } }, change_feed = { all_versions = true },
   }))
   assert(c:create_procedure("pair", PAIR))
   assert(c:create_trigger("shadow", { type = "post", operation = "all",

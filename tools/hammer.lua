@@ -207,7 +207,7 @@ os.remove(dir)
 os.execute("rm -rf '" .. dir .. "'")
 local db = assert(regolith.open(dir))
 local src = assert(db:create_container("src", { partition_key = "/pk",
-  physical_partitions = 4 }))
+  physical_partitions = 4, change_feed = { all_versions = true } }))
 local copy = assert(db:create_container("copy", { partition_key = "/pk" }))
 local tally = assert(db:create_container("tally", { partition_key = "/pk" }))
 for k = 1, PARTS do

@@ -7,8 +7,9 @@
 **   lmdb_poke DIR TABLE dup-first        copy the first entry under a key
 **                                        one byte longer (a stray entry)
 **   lmdb_poke DIR TABLE garble-first     overwrite the first entry's value
-**                                        past its 8-byte header with bytes
-**                                        that are not JSON
+**                                        past its item header (5 bytes, or
+**                                        13 with an expiry) with bytes that
+**                                        are not JSON
 */
 
 #include <errno.h>
@@ -54,10 +55,11 @@ int main (int argc, char **argv) {
   }
   else if (strcmp(argv[3], "garble-first") == 0) {
     char *val = malloc(v.mv_size);
+    size_t head = v.mv_size && (((const unsigned char *)v.mv_data)[0] & 1) ? 13 : 5;
     MDB_val v2;
-    if (val == NULL || v.mv_size <= 8) { free(val); rc = EINVAL; goto fail; }
-    memcpy(val, v.mv_data, 8);
-    memset(val + 8, '~', v.mv_size - 8);
+    if (val == NULL || v.mv_size <= head) { free(val); rc = EINVAL; goto fail; }
+    memcpy(val, v.mv_data, head);
+    memset(val + head, '~', v.mv_size - head);
     v2.mv_data = val;
     v2.mv_size = v.mv_size;
     rc = mdb_cursor_put(cur, &k, &v2, MDB_CURRENT);

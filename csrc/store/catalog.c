@@ -21,6 +21,7 @@
 #include "base/json.h"
 #include "store/catalog.h"
 #include "store/env_int.h"
+#include "store/index.h"
 #include "store/write.h"
 
 #define DROP_CHUNK 20000
@@ -224,6 +225,37 @@ static int unlist_body (rg_scope *s, void *ud, rg_err *e) {
                 rg_meta_key(key, RG_MK_DROP, q->cid, NULL, 0), buf, 4, e);
 }
 
+/* Removes up to `max` items of a dropped container, each with its refs
+** entry (which only the item's header names). */
+static int drop_items (rg_scope *s, uint32_t cid, uint64_t max,
+                       uint64_t *count, rg_err *e) {
+  MDB_cursor *cur;
+  MDB_val k, v;
+  uint8_t p[4];
+  int rc;
+  *count = 0;
+  if ((rc = mdb_cursor_open(s->txn, s->env->dbi[RG_DB_ITEMS], &cur)))
+    return rg_scope_mdb(s, rc, "delete", e);
+  rg_put_u32(p, cid);
+  while (*count < max) {
+    rg_ihdr h;
+    k.mv_data = p;
+    k.mv_size = 4;
+    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    if (rc || k.mv_size < 4 || memcmp(k.mv_data, p, 4) != 0) break;
+    if (rg_ihdr_get(v.mv_data, v.mv_size, &h, NULL, NULL) == 0) {
+      uint8_t b[4];
+      rg_put_u32(b, h.seq);
+      if ((rc = rg_del(s, RG_DB_REFS, b, 4, NULL, e))) break;
+    }
+    if ((rc = rg_cursor_del(s, RG_DB_ITEMS, cur, e))) break;
+    *count += 2;
+  }
+  mdb_cursor_close(cur);
+  if (rc && rc != MDB_NOTFOUND) return s->failed ? rc : rg_scope_mdb(s, rc, "delete", e);
+  return 0;
+}
+
 /* Removes a chunk of a dropped container's data; q->done when all gone. */
 static int drop_body (rg_scope *s, void *ud, rg_err *e) {
   static const int tags[] = { RG_MK_STATS, RG_MK_PROC, RG_MK_TRIG,
@@ -234,7 +266,12 @@ static int drop_body (rg_scope *s, void *ud, rg_err *e) {
   int db, i, rc;
   q->done = 0;
   rg_put_u32(prefix, q->cid);
+  if ((rc = drop_items(s, q->cid, budget, &n, e))) return rc;
+  budget -= n < budget ? n : budget;
+  if (budget && (rc = rg_index_drop(s, q->cid, budget, &n, e))) return rc;
+  budget -= n < budget ? n : budget;
   for (db = RG_DB_ITEMS; db < RG_NDB; db++) {
+    if (db == RG_DB_INDEX || db == RG_DB_REFS) continue;   /* done above */
     if ((rc = rg_del_prefix(s, db, prefix, 4, budget, &n, e))) return rc;
     budget -= n;
   }

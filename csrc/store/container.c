@@ -17,13 +17,21 @@
 **     "unique_keys": [["/username"]],
 **     "default_ttl": null | -1 | seconds,
 **     "max_partition_bytes": 21474836480,
-**     "change_feed": { "retention": null | seconds } }
+**     "change_feed": { "all_versions": false | true,
+**                      "retention": null | seconds } }
+**
+** The all-versions feed (every create, replace, delete and expiry, with
+** the version it made or removed) is kept only when change_feed asks for
+** it: all_versions = true, or a retention (which bounds it).  The latest
+** version feed is always there.
 **
 ** The indexing policy decides, for the normalized path of every scalar in a
 ** document (array positions written "[]"), whether it is indexed: among the
 ** included and excluded patterns that match, the most specific wins (more
 ** segments first, then "?" over "*"), and an exclusion wins a tie.  With
-** `automatic = false` nothing is indexed.  "/_etag/?" is always excluded.
+** `automatic = false` nothing is indexed.  "/_etag/?" is always excluded,
+** and "/_lsn/?" unless an included pattern names it ("/_ts/?" is indexed
+** as any path is).
 */
 
 #include <stdlib.h>
@@ -163,7 +171,7 @@ static int build_indexing (rg_cspec *s, const cJSON *ix, rg_err *e) {
   static const char *const keys[] = { "automatic", "included", "excluded",
                                        "composite", NULL };
   const cJSON *inc = NULL, *exc = NULL, *comp = NULL, *c;
-  int npat = 2, rc;
+  int npat = 3, rc, i, lsn_asked = 0;
   s->automatic = 1;
   if (ix != NULL && !cJSON_IsNull(ix)) {
     const cJSON *a;
@@ -199,7 +207,12 @@ static int build_indexing (rg_cspec *s, const cJSON *ix, rg_err *e) {
       return rg_fail(e, 400, "option 'indexing.excluded' must list paths");
     if ((rc = add_pattern(s, c->valuestring, 0, e)) != 0) return rc;
   }
+  for (i = 0; i < s->npat; i++)       /* _lsn is indexed only if named */
+    if (s->pat[i].include && s->pat[i].path.n == 1 &&
+        strcmp(s->pat[i].path.seg[0], "_lsn") == 0)
+      lsn_asked = 1;
   if ((rc = add_pattern(s, "/_etag/?", 0, e)) != 0) return rc;
+  if (!lsn_asked && (rc = add_pattern(s, "/_lsn/?", 0, e)) != 0) return rc;
   if (comp == NULL || cJSON_IsNull(comp)) return 0;
   if (!cJSON_IsArray(comp))
     return rg_fail(e, 400, "option 'indexing.composite' must be a list");
@@ -242,9 +255,9 @@ static int build_indexing (rg_cspec *s, const cJSON *ix, rg_err *e) {
       rg_buf_addf(&idtext, "|%s|%d", path->valuestring, ci->desc[ci->n]);
       ci->n++;
     }
+    rg_buf_addc(&idtext, 0);
     if (idtext.oom) return rg_fail(e, 500, "out of memory");
-    ci->id = rg_hash(idtext.p, idtext.n);
-    rg_buf_free(&idtext);
+    ci->name = idtext.p;             /* the buffer is the name */
   }
   return 0;
 }
@@ -259,7 +272,10 @@ void rg_cspec_free (rg_cspec *s) {
   for (i = 0; i < s->npat; i++) rg_path_free(&s->pat[i].path);
   free(s->pat);
   for (i = 0; i < s->ncomp; i++)
+  {
     for (j = 0; j < s->comp[i].n; j++) rg_path_free(&s->comp[i].path[j]);
+    free(s->comp[i].name);
+  }
   free(s->comp);
   for (i = 0; i < s->nuniq; i++)
     for (j = 0; j < s->uniq[i].n; j++) rg_path_free(&s->uniq[i].path[j]);
@@ -350,18 +366,33 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
   s->retention = -1;
   v = cJSON_GetObjectItemCaseSensitive(j, "change_feed");
   if (v != NULL && !cJSON_IsNull(v)) {
-    static const char *const fkeys[] = { "retention", NULL };
-    const cJSON *r;
+    static const char *const fkeys[] = { "all_versions", "retention", NULL };
+    const cJSON *r, *av;
     if (!cJSON_IsObject(v)) {
       rc = rg_fail(e, 400, "option 'change_feed' must be a table");
       goto fail;
     }
     if ((rc = only_keys(v, fkeys, "change_feed", e))) goto fail;
+    av = cJSON_GetObjectItemCaseSensitive(v, "all_versions");
+    if (av != NULL && !cJSON_IsNull(av)) {
+      if (!cJSON_IsBool(av)) {
+        rc = rg_fail(e, 400, "option 'change_feed.all_versions' must be a "
+                     "boolean");
+        goto fail;
+      }
+      s->all_versions = cJSON_IsTrue(av);
+    }
     r = cJSON_GetObjectItemCaseSensitive(v, "retention");
     if (r != NULL && !cJSON_IsNull(r)) {
       if ((rc = get_int(r, "change_feed.retention", 1, INT64_MAX, &n, e)))
         goto fail;
+      if (av != NULL && cJSON_IsFalse(av)) {
+        rc = rg_fail(e, 400, "option 'change_feed.retention' bounds the "
+                     "all-versions feed: it needs all_versions");
+        goto fail;
+      }
       s->retention = n;
+      s->all_versions = 1;           /* a retention keeps the history */
     }
   }
 

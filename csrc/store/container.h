@@ -30,7 +30,7 @@ typedef struct rg_composite {
   int n;
   rg_path path[8];
   int desc[8];
-  uint64_t id;       /* hash naming the index in index keys */
+  char *name;        /* its text in the path dictionary (index.c) */
 } rg_composite;
 
 typedef struct rg_uniq {
@@ -56,6 +56,7 @@ struct rg_cspec {
   int ttl_on;                       /* default_ttl given */
   int64_t default_ttl;              /* -1: items expire only by their own */
   uint64_t max_partition_bytes;
+  int all_versions;                 /* the all-versions feed is kept */
   int64_t retention;                /* all_versions retention; -1 forever */
   char *json;                       /* the stored form (JSON text) */
 };

@@ -73,8 +73,14 @@
 #define FULL_ROOM     (1u << 20)     /* less free than this: the disk is full */
 
 static const char *const dbnames[RG_NDB] = {
-  "meta", "items", "index", "unique", "ttl", "feed", "latest", "parts"
+  "meta", "items", "index", "unique", "ttl", "feed", "latest", "parts", "refs"
 };
+
+/* Tables holding sorted duplicates (one key, many fixed-size values). */
+static unsigned db_flags (int db) {
+  return db == RG_DB_INDEX || db == RG_DB_LATEST ? MDB_DUPSORT | MDB_DUPFIXED
+                                                 : 0;
+}
 
 static rg_env *envs = NULL;      /* the environments open in this process */
 
@@ -178,7 +184,9 @@ static int commit_fail (const rg_env *env, int rc, rg_err *e) {
 ** waits for a writer; a new one (or one missing its tables) is set up in a
 ** write transaction, which creates the tables, the version and the secret
 ** (several processes may race to do it: the first wins, the others find
-** everything there).
+** everything there).  The version is read before any other table is
+** opened: a format 1 database has tables this format opens with other
+** flags, and gets the error that names the upgrade.
 */
 static int init_tables (rg_env *env, int create, rg_err *e) {
   MDB_txn *txn;
@@ -186,8 +194,40 @@ static int init_tables (rg_env *env, int create, rg_err *e) {
   int rc, i;
   if ((rc = txn_begin(env, create ? 0 : MDB_RDONLY, &txn, e)) != 0)
     return rc;
+  rc = mdb_dbi_open(txn, dbnames[RG_DB_META], create ? MDB_CREATE : 0,
+                    &env->dbi[RG_DB_META]);
+  if (rc == MDB_NOTFOUND) {
+    mdb_txn_abort(txn);
+    if (!create && !env->readonly) return init_tables(env, 1, e);
+    return rg_fail(e, 404, "not a regolith database (table 'meta' missing)");
+  }
+  if (rc) goto fail;
+  k.mv_data = RG_META_VERSION;
+  k.mv_size = sizeof(RG_META_VERSION) - 1;
+  rc = mdb_get(txn, env->dbi[RG_DB_META], &k, &v);
+  if (rc == 0 && (v.mv_size != 4 || rg_get_u32((const uint8_t *)v.mv_data) !=
+                  RG_FORMAT_VERSION)) {
+    unsigned ver = v.mv_size == 4 ? rg_get_u32((const uint8_t *)v.mv_data) : 0;
+    mdb_txn_abort(txn);
+    if (ver == 1)
+      return rg_fail(e, 426, "'%s' is a database of format 1; this build "
+                     "reads format %d: upgrade it first with "
+                     "regolith.upgrade(path) or `regolith upgrade DIR` "
+                     "(docs/api.md, \"Storage format\")", env->path,
+                     RG_FORMAT_VERSION);
+    return rg_fail(e, 500, "database format version %u is not supported "
+                   "(this build reads version %d)", ver, RG_FORMAT_VERSION);
+  }
+  if (rc && rc != MDB_NOTFOUND) goto fail;
+  if (rc == MDB_NOTFOUND && !create) {
+    mdb_txn_abort(txn);
+    if (!env->readonly) return init_tables(env, 1, e);
+    return rg_fail(e, 404, "not a regolith database (no format version)");
+  }
   for (i = 0; i < RG_NDB; i++) {
-    rc = mdb_dbi_open(txn, dbnames[i], create ? MDB_CREATE : 0, &env->dbi[i]);
+    if (i == RG_DB_META) continue;
+    rc = mdb_dbi_open(txn, dbnames[i], db_flags(i) | (create ? MDB_CREATE : 0),
+                      &env->dbi[i]);
     if (rc == MDB_NOTFOUND) {
       mdb_txn_abort(txn);
       if (!create && !env->readonly) return init_tables(env, 1, e);
@@ -199,11 +239,7 @@ static int init_tables (rg_env *env, int create, rg_err *e) {
   k.mv_data = RG_META_VERSION;
   k.mv_size = sizeof(RG_META_VERSION) - 1;
   rc = mdb_get(txn, env->dbi[RG_DB_META], &k, &v);
-  if (rc == MDB_NOTFOUND && !create && !env->readonly) {
-    mdb_txn_abort(txn);
-    return init_tables(env, 1, e);
-  }
-  if (rc == MDB_NOTFOUND && create) {
+  if (rc == MDB_NOTFOUND) {
     uint8_t ver[4], secret[16];
     rg_put_u32(ver, RG_FORMAT_VERSION);
     v.mv_data = ver;
@@ -219,19 +255,7 @@ static int init_tables (rg_env *env, int create, rg_err *e) {
     v.mv_size = 16;
     if ((rc = mdb_put(txn, env->dbi[RG_DB_META], &k, &v, 0))) goto fail;
   }
-  else if (rc == MDB_NOTFOUND) {
-    mdb_txn_abort(txn);
-    return rg_fail(e, 404, "not a regolith database (no format version)");
-  }
   else if (rc) goto fail;
-  else if (v.mv_size != 4 || rg_get_u32((const uint8_t *)v.mv_data) !=
-           RG_FORMAT_VERSION) {
-    mdb_txn_abort(txn);
-    return rg_fail(e, 500, "database format version %u is not supported "
-                   "(this build reads version %d)",
-                   v.mv_size == 4 ? rg_get_u32((const uint8_t *)v.mv_data) : 0,
-                   RG_FORMAT_VERSION);
-  }
   k.mv_data = RG_META_SECRET;
   k.mv_size = sizeof(RG_META_SECRET) - 1;
   rc = mdb_get(txn, env->dbi[RG_DB_META], &k, &v);
@@ -346,6 +370,7 @@ void rg_env_release (rg_env *env) {
     if (*p == env) { *p = env->next; break; }
   if (env->hooks && env->hooks->release) env->hooks->release(env->hook_state);
   if (env->rtxn) mdb_txn_abort(env->rtxn);
+  rg_pcache_free(env->pcache);
   mdb_env_close(env->mdb);
   free(env->path);
   free(env);
@@ -493,30 +518,42 @@ static void set_sync (rg_env *env, int sync) {
 ** same, but each allocates a dirty-page table of some megabytes, and the log
 ** costs only what the savepoint actually overwrites.)
 **
-** An undo record: u8 table | u8 had-a-value | u32 key length | u32 value
-** length | key | value.
+** An undo record: u8 table | u8 kind | u32 key length | u32 value
+** length | key | value, where kind is UNDO_ABSENT (the key had no value:
+** delete it), UNDO_VALUE (put the value back), and for the tables of
+** sorted duplicates UNDO_DUP_ADDED (delete that duplicate) or
+** UNDO_DUP_GONE (put it back).
 */
-static int undo_record (rg_scope *s, int db, const void *k, size_t kn,
-                        rg_err *e) {
-  MDB_val key, old;
+enum { UNDO_ABSENT, UNDO_VALUE, UNDO_DUP_ADDED, UNDO_DUP_GONE };
+
+static int undo_add (rg_scope *s, int db, int kind, const void *k, size_t kn,
+                     const void *v, size_t vn, rg_err *e) {
   uint8_t head[10];
-  int rc;
-  key.mv_data = (void *)k;
-  key.mv_size = kn;
-  rc = mdb_get(s->txn, s->env->dbi[db], &key, &old);
-  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "savepoint", e);
   head[0] = (uint8_t)db;
-  head[1] = rc == 0;
+  head[1] = (uint8_t)kind;
   rg_put_u32(head + 2, (uint32_t)kn);
-  rg_put_u32(head + 6, rc == 0 ? (uint32_t)old.mv_size : 0);
+  rg_put_u32(head + 6, (uint32_t)vn);
   rg_buf_add(&s->undo, head, 10);
   rg_buf_add(&s->undo, k, kn);
-  if (rc == 0) rg_buf_add(&s->undo, old.mv_data, old.mv_size);
+  if (vn) rg_buf_add(&s->undo, v, vn);
   if (s->undo.oom) {
     s->failed = 500;
     return rg_fail(e, 500, "out of memory (savepoint)");
   }
   return 0;
+}
+
+static int undo_record (rg_scope *s, int db, const void *k, size_t kn,
+                        rg_err *e) {
+  MDB_val key, old;
+  int rc;
+  key.mv_data = (void *)k;
+  key.mv_size = kn;
+  rc = mdb_get(s->txn, s->env->dbi[db], &key, &old);
+  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "savepoint", e);
+  if (rc == 0) return undo_add(s, db, UNDO_VALUE, k, kn, old.mv_data,
+                               old.mv_size, e);
+  return undo_add(s, db, UNDO_ABSENT, k, kn, NULL, 0, e);
 }
 
 /* Undoes the writes logged after `mark`, newest first. */
@@ -536,15 +573,20 @@ static int undo_to (rg_scope *s, size_t mark, rg_err *e) {
   }
   while (n-- > 0 && rc == 0) {
     const uint8_t *r = (const uint8_t *)s->undo.p + at[n];
+    MDB_dbi dbi = s->env->dbi[r[0]];
     MDB_val key, val;
     key.mv_size = rg_get_u32(r + 2);
     key.mv_data = (void *)(r + 10);
     val.mv_size = rg_get_u32(r + 6);
     val.mv_data = (void *)(r + 10 + key.mv_size);
-    if (r[1]) rc = mdb_put(s->txn, s->env->dbi[r[0]], &key, &val, 0);
-    else {
-      rc = mdb_del(s->txn, s->env->dbi[r[0]], &key, NULL);
-      if (rc == MDB_NOTFOUND) rc = 0;
+    switch (r[1]) {
+      case UNDO_VALUE: case UNDO_DUP_GONE:
+        rc = mdb_put(s->txn, dbi, &key, &val, 0);
+        break;
+      case UNDO_ABSENT: case UNDO_DUP_ADDED:
+        rc = mdb_del(s->txn, dbi, &key, r[1] == UNDO_ABSENT ? NULL : &val);
+        if (rc == MDB_NOTFOUND) rc = 0;
+        break;
     }
   }
   free(at);
@@ -558,7 +600,8 @@ static int run_nested (rg_protect protect, void *host, rg_env *env,
   rg_scope *s = env->scope;
   size_t mark = s->undo.n;
   uint64_t lsn = s->lsn;
-  uint32_t ord = s->ord, purged[16];
+  uint32_t ord = s->ord, seq = s->seq, purged[16];
+  int seq_loaded = s->seq_loaded;
   int npurged = s->npurged, rc;
   if (!savepoint) {
     /* what the body raises unwinds to the outer scope's protected call */
@@ -579,6 +622,8 @@ static int run_nested (rg_protect protect, void *host, rg_env *env,
     undo_to(s, mark, &ue);
     s->lsn = lsn;                    /* lsn, ordinals, purges as before */
     s->ord = ord;
+    s->seq = seq;
+    s->seq_loaded = seq_loaded;
     s->npurged = npurged;
     memcpy(s->purged, purged, sizeof(purged));
   }
@@ -647,17 +692,67 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
 ** so that a storage failure always marks the scope (it can then only
 ** abort; MDB_MAP_FULL makes it grow the map and run again).
 */
-int rg_put (rg_scope *s, int db, const void *k, size_t kn, const void *v,
-            size_t vn, rg_err *e) {
+/* Key and value as LMDB takes them. */
+static void kv (MDB_val *key, MDB_val *val, const void *k, size_t kn,
+                const void *v, size_t vn) {
+  key->mv_data = (void *)k;
+  key->mv_size = kn;
+  val->mv_data = (void *)v;
+  val->mv_size = vn;
+}
+
+/* mdb_put, then again without the `retry` flags when they made it give
+** MDB_KEYEXIST (MDB_APPEND, MDB_APPENDDUP: the key was not past the end). */
+static int put_retry (rg_scope *s, int db, const void *k, size_t kn,
+                      const void *v, size_t vn, unsigned flags,
+                      unsigned retry) {
   MDB_val key, val;
   int rc;
+  kv(&key, &val, k, kn, v, vn);
+  rc = mdb_put(s->txn, s->env->dbi[db], &key, &val, flags);
+  if (rc == MDB_KEYEXIST && (flags & retry)) {
+    kv(&key, &val, k, kn, v, vn);
+    rc = mdb_put(s->txn, s->env->dbi[db], &key, &val, flags & ~retry);
+  }
+  return rc;
+}
+
+int rg_put (rg_scope *s, int db, const void *k, size_t kn, const void *v,
+            size_t vn, rg_err *e) {
+  return rg_put_flags(s, db, k, kn, v, vn, 0, e);
+}
+
+int rg_put_flags (rg_scope *s, int db, const void *k, size_t kn,
+                  const void *v, size_t vn, unsigned flags, rg_err *e) {
+  int rc;
   if (s->savepoints && (rc = undo_record(s, db, k, kn, e))) return rc;
-  key.mv_data = (void *)k;
-  key.mv_size = kn;
-  val.mv_data = (void *)v;
-  val.mv_size = vn;
-  if ((rc = mdb_put(s->txn, s->env->dbi[db], &key, &val, 0)))
-    return rg_scope_mdb(s, rc, "write", e);
+  rc = put_retry(s, db, k, kn, v, vn, flags, MDB_APPEND);
+  if (rc == MDB_KEYEXIST) return RG_EXISTS;
+  if (rc) return rg_scope_mdb(s, rc, "write", e);
+  return 0;
+}
+
+int rg_dput (rg_scope *s, int db, const void *k, size_t kn, const void *v,
+             size_t vn, int append, rg_err *e) {
+  int rc = put_retry(s, db, k, kn, v, vn,
+                     MDB_NODUPDATA | (append ? MDB_APPENDDUP : 0),
+                     MDB_APPENDDUP);
+  if (rc == MDB_KEYEXIST) return 0;      /* there already */
+  if (rc) return rg_scope_mdb(s, rc, "write", e);
+  if (s->savepoints) return undo_add(s, db, UNDO_DUP_ADDED, k, kn, v, vn, e);
+  return 0;
+}
+
+int rg_ddel (rg_scope *s, int db, const void *k, size_t kn, const void *v,
+             size_t vn, int *gone, rg_err *e) {
+  MDB_val key, val;
+  int rc;
+  kv(&key, &val, k, kn, v, vn);
+  rc = mdb_del(s->txn, s->env->dbi[db], &key, &val);
+  if (gone) *gone = rc == 0;
+  if (rc == MDB_NOTFOUND) return 0;
+  if (rc) return rg_scope_mdb(s, rc, "delete", e);
+  if (s->savepoints) return undo_add(s, db, UNDO_DUP_GONE, k, kn, v, vn, e);
   return 0;
 }
 
@@ -695,7 +790,10 @@ int rg_cursor_del (rg_scope *s, int db, MDB_cursor *cur, rg_err *e) {
   if (s->savepoints) {
     if ((rc = mdb_cursor_get(cur, &k, &v, MDB_GET_CURRENT)))
       return rg_scope_mdb(s, rc, "delete", e);
-    if ((rc = undo_record(s, db, k.mv_data, k.mv_size, e))) return rc;
+    rc = db_flags(db) ? undo_add(s, db, UNDO_DUP_GONE, k.mv_data, k.mv_size,
+                                 v.mv_data, v.mv_size, e)
+                      : undo_record(s, db, k.mv_data, k.mv_size, e);
+    if (rc) return rc;
   }
   if ((rc = mdb_cursor_del(cur, 0))) return rg_scope_mdb(s, rc, "delete", e);
   return 0;
@@ -733,6 +831,26 @@ int rg_scope_mdb (rg_scope *s, int rc, const char *what, rg_err *e) {
   }
   s->failed = rg_fail_mdb(e, rc, what);
   return s->failed;
+}
+
+uint32_t rg_scope_seq (rg_scope *s, rg_err *e) {
+  uint8_t buf[4];
+  if (!s->seq_loaded) {
+    MDB_val k, v;
+    int rc;
+    k.mv_data = RG_META_SEQ;
+    k.mv_size = sizeof(RG_META_SEQ) - 1;
+    rc = mdb_get(s->txn, s->env->dbi[RG_DB_META], &k, &v);
+    if (rc == 0 && v.mv_size == 4) s->seq = rg_get_u32((const uint8_t *)v.mv_data);
+    else if (rc != MDB_NOTFOUND) { rg_scope_mdb(s, rc, "seq", e); return 0; }
+    else s->seq = 0;
+    s->seq_loaded = 1;
+  }
+  if (++s->seq == 0) s->seq = 1;     /* wrapped: 0 names no item */
+  rg_put_u32(buf, s->seq);
+  if (rg_put(s, RG_DB_META, RG_META_SEQ, sizeof(RG_META_SEQ) - 1, buf, 4, e))
+    return 0;
+  return s->seq;
 }
 
 uint64_t rg_scope_lsn (rg_scope *s, rg_err *e) {

@@ -94,6 +94,9 @@ struct rg_scope {
   /* the store's own */
   uint64_t lsn;             /* 0 until the first write takes one */
   uint32_t ord;             /* next ordinal of a change within the lsn */
+  uint32_t seq;             /* the last item seq handed out (seq_loaded) */
+  int seq_loaded;
+  uint32_t pathid_base;     /* path ids above this were made in the scope */
   int failed;               /* a storage error: the scope can only abort */
   int savepoints;           /* open savepoints */
   rg_buf undo;              /* their undo log: what writes overwrote */
@@ -126,6 +129,18 @@ void *rg_reserve (rg_scope *s, int db, const void *k, size_t kn, size_t vn,
                   rg_err *e);
 int   rg_del (rg_scope *s, int db, const void *k, size_t kn, int *gone,
               rg_err *e);
+/* A put with LMDB flags (MDB_APPEND: tried at the end first; with
+** MDB_NOOVERWRITE, RG_EXISTS when the key is there). */
+#define RG_EXISTS (-2)
+int   rg_put_flags (rg_scope *s, int db, const void *k, size_t kn,
+                    const void *v, size_t vn, unsigned flags, rg_err *e);
+/* Tables of sorted duplicates (index, latest): add one duplicate (there
+** already is fine; `append`: it is likely past the key's last one), or
+** remove one (absent is fine).  rg_del would remove them all. */
+int   rg_dput (rg_scope *s, int db, const void *k, size_t kn, const void *v,
+               size_t vn, int append, rg_err *e);
+int   rg_ddel (rg_scope *s, int db, const void *k, size_t kn, const void *v,
+               size_t vn, int *gone, rg_err *e);
 /* Deletes the entry under a cursor of table `db`. */
 int   rg_cursor_del (rg_scope *s, int db, MDB_cursor *cur, rg_err *e);
 /* Deletes up to `max` keys starting with `prefix`; *count says how many. */
@@ -133,6 +148,9 @@ int   rg_del_prefix (rg_scope *s, int db, const void *prefix, size_t pn,
                      uint64_t max, uint64_t *count, rg_err *e);
 /* Marks an LMDB failure inside a scope; returns its status. */
 int rg_scope_mdb (rg_scope *s, int rc, const char *what, rg_err *e);
+/* A new item seq (never 0), from the database's counter; 0 (and the
+** scope failed) when the counter could not be written. */
+uint32_t rg_scope_seq (rg_scope *s, rg_err *e);
 /* The scope's lsn, taken on first use; 0 (and the scope failed) when the
 ** counter could not be written. */
 uint64_t rg_scope_lsn (rg_scope *s, rg_err *e);

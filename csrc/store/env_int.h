@@ -23,8 +23,12 @@ struct rg_env {
   int broken;               /* a remap failed (errno): unusable until reopened */
   uint8_t secret[16];       /* keys continuation tokens to this database */
   const struct rg_hooks *hooks;    /* upward calls (hooks.h), or NULL */
+  struct rg_pcache *pcache;        /* path ids known to be given (index.c) */
   void *hook_state;
   struct rg_env *next;
 };
+
+/* Frees the path-id cache of an environment (index.c). */
+void rg_pcache_free (struct rg_pcache *pc);
 
 #endif

@@ -75,6 +75,7 @@
 #include "store/catalog.h"
 #include "store/env_int.h"
 #include "store/feed.h"
+#include "store/index.h"
 #include "store/procs.h"
 
 #define RECORD_FORMAT 2
@@ -188,23 +189,22 @@ static rg_fpos pos_after (int mode, uint64_t lsn, uint64_t sub) {
   return p;
 }
 
-static size_t entry_size (int mode) { return mode == RG_FEED_ALL ? 18 : 22; }
-
-/* The key of a position in a range of the feed or the latest table. */
-static size_t pos_key (uint8_t *out, int mode, uint32_t cid, int range,
-                       rg_fpos p) {
+/* The key of a position in a range of the feed table. */
+static size_t pos_key (uint8_t *out, uint32_t cid, int range, rg_fpos p) {
   rg_put_u32(out, cid);
   rg_put_u16(out + 4, (uint32_t)range);
-  if (mode == RG_FEED_ALL) {
-    if (p.sub > 0xFFFFFFFFu) { p.lsn++; p.sub = 0; }
-    rg_put_u64(out + 6, p.lsn);
-    rg_put_u32(out + 14, (uint32_t)p.sub);
-  }
-  else {
-    rg_put_u64(out + 6, p.lsn);
-    rg_put_u64(out + 14, p.sub);
-  }
-  return entry_size(mode);
+  if (p.sub > 0xFFFFFFFFu) { p.lsn++; p.sub = 0; }
+  rg_put_u64(out + 6, p.lsn);
+  rg_put_u32(out + 14, (uint32_t)p.sub);
+  return 18;
+}
+
+int rg_feed_mode_ok (const rg_cspec *spec, int mode, rg_err *e) {
+  if (mode == RG_FEED_ALL && !spec->all_versions)
+    return rg_fail(e, 400, "container '%s' keeps no all-versions history: "
+                   "create it with change_feed = {all_versions = true} to "
+                   "read all_versions", spec->name);
+  return 0;
 }
 
 static MDB_dbi feed_dbi (const rg_env *env, int mode) {
@@ -219,7 +219,9 @@ typedef struct head {
   MDB_val k, v;
 } head;
 
-/* Settles a head after a cursor move that returned rc. */
+/* Settles a head after a cursor move that returned rc.  In the feed
+** table an entry is a key (cid, range, lsn, ordinal); in the latest table
+** a duplicate (lsn, reference) of the key (cid, range). */
 static int head_check (head *h, int rc, int mode, uint32_t cid, int range,
                        const rg_fpos *until) {
   const uint8_t *k;
@@ -227,11 +229,18 @@ static int head_check (head *h, int rc, int mode, uint32_t cid, int range,
   if (rc == MDB_NOTFOUND) return 0;
   if (rc) return rc;
   k = (const uint8_t *)h->k.mv_data;
-  if (h->k.mv_size != entry_size(mode) || rg_get_u32(k) != cid ||
-      (int)rg_get_u16(k + 4) != range)
+  if (h->k.mv_size != (mode == RG_FEED_ALL ? 18 : 6) ||
+      rg_get_u32(k) != cid || (int)rg_get_u16(k + 4) != range)
     return 0;
-  h->lsn = rg_get_u64(k + 6);
-  h->sub = mode == RG_FEED_ALL ? rg_get_u32(k + 14) : rg_get_u64(k + 14);
+  if (mode == RG_FEED_ALL) {
+    h->lsn = rg_get_u64(k + 6);
+    h->sub = rg_get_u32(k + 14);
+  }
+  else {
+    if (h->v.mv_size != RG_LATEST_DUP) return MDB_CORRUPTED;
+    h->lsn = rg_get_u64((const uint8_t *)h->v.mv_data);
+    h->sub = rg_get_u64((const uint8_t *)h->v.mv_data + 8);
+  }
   if (until && pos_cmp(h->lsn, h->sub, until) >= 0) return 0;
   h->live = 1;
   return 0;
@@ -239,11 +248,38 @@ static int head_check (head *h, int rc, int mode, uint32_t cid, int range,
 
 static int head_seek (head *h, int mode, uint32_t cid, int range, rg_fpos p,
                       const rg_fpos *until) {
-  uint8_t key[22];
+  uint8_t key[18], dup[RG_LATEST_DUP];
+  int rc;
   h->k.mv_data = key;
-  h->k.mv_size = pos_key(key, mode, cid, range, p);
-  return head_check(h, mdb_cursor_get(h->cur, &h->k, &h->v, MDB_SET_RANGE),
+  if (mode == RG_FEED_ALL) {
+    h->k.mv_size = pos_key(key, cid, range, p);
+    rc = mdb_cursor_get(h->cur, &h->k, &h->v, MDB_SET_RANGE);
+  }
+  else {
+    h->k.mv_size = rg_latest_entry(key, dup, cid, range, p.lsn, p.sub);
+    h->v.mv_data = dup;
+    h->v.mv_size = RG_LATEST_DUP;
+    rc = mdb_cursor_get(h->cur, &h->k, &h->v, MDB_GET_BOTH_RANGE);
+  }
+  return head_check(h, rc, mode, cid, range, until);
+}
+
+/* Moves a head to the next entry of its range. */
+static int head_next (head *h, int mode, uint32_t cid, int range,
+                      const rg_fpos *until) {
+  return head_check(h, mdb_cursor_get(h->cur, &h->k, &h->v,
+                                      mode == RG_FEED_ALL ? MDB_NEXT
+                                                          : MDB_NEXT_DUP),
                     mode, cid, range, until);
+}
+
+/* The item key and value of a latest-version entry (MDB_NOTFOUND when the
+** reference is gone). */
+static int latest_item (MDB_txn *txn, const rg_env *env, const head *h,
+                        MDB_val *ikey, MDB_val *val) {
+  int rc = rg_ref_item(txn, (rg_env *)env, rg_ref_seq(h->sub), ikey);
+  if (rc) return rc;
+  return mdb_get(txn, env->dbi[RG_DB_ITEMS], ikey, val);
 }
 /* }===================================================================== */
 
@@ -311,29 +347,31 @@ static int take (MDB_txn *txn, const rg_feedq *q, rg_batch *b, head *h,
   }
   else {
     MDB_val key, v;
-    int64_t expiry;
-    int rc;
-    if (q->lp && (h->v.mv_size < q->lplen ||
-                  memcmp(h->v.mv_data, q->lp, q->lplen) != 0))
-      return 0;
-    key = h->v;
-    rc = mdb_get(txn, q->c->env->dbi[RG_DB_ITEMS], &key, &v);
+    rg_ihdr ih;
+    const char *text;
+    size_t n;
+    int rc = latest_item(txn, q->c->env, h, &key, &v);
     if (rc == MDB_NOTFOUND) return 0;
     if (rc) return rg_fail_mdb(e, rc, "change feed");
-    if (v.mv_size < RG_VHDR) return rg_fail(e, 500, "corrupt item record");
-    expiry = (int64_t)rg_get_u64((const uint8_t *)v.mv_data);
-    if (expiry != 0 && expiry <= q->now) return 0;     /* invisible */
+    if (q->lp && (key.mv_size < q->lplen ||
+                  memcmp(key.mv_data, q->lp, q->lplen) != 0))
+      return 0;
+    if (rg_ihdr_get(v.mv_data, v.mv_size, &ih, &text, &n))
+      return rg_fail(e, 500, "corrupt item record");
+    if (ih.expiry != 0 && ih.expiry <= q->now) return 0;     /* invisible */
     ch.op = RG_OP_REPLACE;
-    batch_add(b, &ch, (const char *)v.mv_data + RG_VHDR, v.mv_size - RG_VHDR);
-    b->work.loaded_bytes += v.mv_size - RG_VHDR;
+    batch_add(b, &ch, text, n);
+    b->work.loaded_bytes += n;
   }
   return 0;
 }
 
 int rg_feed_read (MDB_txn *txn, rg_feedq *q, rg_batch *b, rg_err *e) {
   uint32_t cid = q->c->spec->cid;
-  head one, *h = q->n == 1 ? &one : (head *)calloc((size_t)q->n, sizeof(head));
+  head one, *h;
   int i, rc = 0, opened = 0;
+  if ((rc = rg_feed_mode_ok(q->c->spec, q->mode, e))) return rc;
+  h = q->n == 1 ? &one : (head *)calloc((size_t)q->n, sizeof(head));
   if (h == NULL) return rg_fail(e, 500, "out of memory");
   memset(&one, 0, sizeof(one));
   for (i = 0; i < q->n && rc == 0; i++) {
@@ -356,8 +394,7 @@ int rg_feed_read (MDB_txn *txn, rg_feedq *q, rg_batch *b, rg_err *e) {
     q->pos[best] = pos_after(q->mode, x->lsn, x->sub);
     b->work.loaded++;
     if ((rc = take(txn, q, b, x, q->first + best, e))) break;
-    rc = head_check(x, mdb_cursor_get(x->cur, &x->k, &x->v, MDB_NEXT),
-                    q->mode, cid, q->first + best, q->until);
+    rc = head_next(x, q->mode, cid, q->first + best, q->until);
     if (rc) rc = rg_fail_mdb(e, rc, "change feed");
   }
   for (i = 0; i < opened; i++) mdb_cursor_close(h[i].cur);
@@ -373,14 +410,14 @@ int rg_feed_count (MDB_txn *txn, const rg_cont *c, int mode, int range,
   head h;
   int rc;
   *count = 0;
+  if ((rc = rg_feed_mode_ok(c->spec, mode, e))) return rc;
   memset(&h, 0, sizeof(h));
   if ((rc = mdb_cursor_open(txn, feed_dbi(c->env, mode), &h.cur)))
     return rg_fail_mdb(e, rc, "change feed");
   rc = head_seek(&h, mode, c->spec->cid, range, *pos, NULL);
   while (rc == 0 && h.live && *count < limit) {
     (*count)++;
-    rc = head_check(&h, mdb_cursor_get(h.cur, &h.k, &h.v, MDB_NEXT), mode,
-                    c->spec->cid, range, NULL);
+    rc = head_next(&h, mode, c->spec->cid, range, NULL);
   }
   mdb_cursor_close(h.cur);
   if (rc) return rg_fail_mdb(e, rc, "change feed");
@@ -418,10 +455,14 @@ static int64_t head_ts (MDB_txn *txn, const rg_env *env, int mode,
     return rg_feed_record(&h->v, &r) ? 0 : r.ts;
   }
   else {
-    MDB_val key = h->v, v;
-    if (mdb_get(txn, env->dbi[RG_DB_ITEMS], &key, &v) || v.mv_size < RG_VHDR)
+    MDB_val key, v;
+    rg_ihdr ih;
+    const char *text;
+    size_t n;
+    if (latest_item(txn, env, h, &key, &v) ||
+        rg_ihdr_get(v.mv_data, v.mv_size, &ih, &text, &n))
       return 0;
-    return text_ts((const char *)v.mv_data + RG_VHDR, v.mv_size - RG_VHDR);
+    return text_ts(text, n);
   }
 }
 
@@ -446,6 +487,7 @@ int rg_feed_start (MDB_txn *txn, const rg_cont *c, int mode, int range,
   head h;
   int rc = 0;
   pos->lsn = pos->sub = 0;
+  if ((rc = rg_feed_mode_ok(c->spec, mode, e))) return rc;
   if (kind == RG_START_BEGINNING) return 0;
   hi = last_lsn(txn, c->env) + 1;
   if (kind == RG_START_NOW) { pos->lsn = hi; return 0; }

@@ -1,18 +1,28 @@
 /*
-** index.c: index and unique-key maintenance.
+** index.c: index and unique-key maintenance, and the path dictionary.
 **
 ** The terms of a document.  Walking a document, every scalar has a
 ** normalized path: its object keys, with every array position written "[]"
 ** (so /tags/[] holds each element of tags).  When the container's indexing
 ** policy indexes that path (container.c), the scalar yields one index entry
-** (layout.c):
+** (layout.c), in a table of sorted duplicates:
 **
-**     cid u32 | path-id u64 | term | lp-hash u64 | item-digest u64  -> item key
+**     path-id | term  ->  reference (u32 hash32 | u32 seq), one per item
 **
-** where path-id is the hash of the normalized path ("/tags/[]", with ~0 and
-** ~1 escapes inside keys).  Each composite index yields one entry when every
-** one of its paths holds a scalar, with the terms concatenated (descending
-** ones complemented) under the composite's id.
+** A path id is a short number (1 to 5 bytes, layout.c) given to each
+** (container, path) pair the first time a write indexes a scalar there; the
+** dictionary in meta maps the path's text ("/tags/[]", with ~0 and ~1
+** escapes inside keys) to it:
+**
+**     meta 'p' cid text -> path id bytes
+**
+** (texts too long for a key keep 490 bytes and an 8-byte digest), and
+** "\1pathid" holds the last id given.  A composite index is one "path"
+** whose text names its columns ("composite|/a|0|/b|1"); its entry's term
+** is the columns' terms concatenated (descending ones complemented), when
+** every one of its paths holds a scalar.  Ids are never reused (a dropped
+** container's go with its data), so each process keeps the ids it has
+** seen committed in a cache.
 **
 ** An update is a difference: the entries the old version needed that the
 ** new one does not are deleted, the missing ones put, and the unchanged
@@ -27,6 +37,7 @@
 ** written (rg_unique_check), so a violation (409) leaves nothing behind.
 */
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +45,9 @@
 #include "store/container.h"
 #include "store/env_int.h"
 #include "store/index.h"
+
+#define PCACHE_MAX   65536        /* cached path ids per environment */
+#define PTEXT_INLINE 490          /* longer texts: cut, then a digest */
 
 /* A set of keys, built in one buffer. */
 typedef struct keyset {
@@ -102,45 +116,302 @@ static size_t *ks_sorted (keyset *ks, size_t *n) {
 
 /*
 ** {=====================================================================
+** The path dictionary
+** ======================================================================
+*/
+typedef struct pslot {
+  char *text;                    /* NULL: free */
+  size_t n;
+  uint64_t h;
+  uint32_t cid;
+  uint8_t len;
+  uint8_t id[RG_PATHID_MAX];
+} pslot;
+
+struct rg_pcache {
+  pslot *v;
+  size_t cap, used;
+};
+
+void rg_pcache_free (struct rg_pcache *pc) {
+  size_t i;
+  if (pc == NULL) return;
+  for (i = 0; i < pc->cap; i++) free(pc->v[i].text);
+  free(pc->v);
+  free(pc);
+}
+
+static uint64_t ptext_hash (uint32_t cid, const char *text, size_t n) {
+  return rg_hash(text, n) ^ ((uint64_t)cid * 0x9E3779B97F4A7C15ull);
+}
+
+static pslot *pc_find (struct rg_pcache *pc, uint32_t cid, const char *text,
+                       size_t n, uint64_t h) {
+  size_t i;
+  if (pc == NULL || pc->cap == 0) return NULL;
+  for (i = (size_t)h & (pc->cap - 1); pc->v[i].text;
+       i = (i + 1) & (pc->cap - 1))
+    if (pc->v[i].h == h && pc->v[i].cid == cid && pc->v[i].n == n &&
+        memcmp(pc->v[i].text, text, n) == 0)
+      return &pc->v[i];
+  return NULL;
+}
+
+/* Remembers a committed path id (memory permitting: the cache is only a
+** cache, and starts over when full). */
+static void pc_add (rg_env *env, uint32_t cid, const char *text, size_t n,
+                    uint64_t h, const uint8_t *id, size_t len) {
+  struct rg_pcache *pc = env->pcache;
+  size_t i;
+  if (pc == NULL) {
+    if ((pc = (struct rg_pcache *)calloc(1, sizeof(*pc))) == NULL) return;
+    env->pcache = pc;
+  }
+  if (pc->used >= PCACHE_MAX) {
+    for (i = 0; i < pc->cap; i++) { free(pc->v[i].text); pc->v[i].text = NULL; }
+    pc->used = 0;
+  }
+  if (2 * (pc->used + 1) > pc->cap) {          /* grow, rehash */
+    size_t cap = pc->cap ? pc->cap * 2 : 256, j;
+    pslot *v = (pslot *)calloc(cap, sizeof(pslot));
+    if (v == NULL) return;
+    for (j = 0; j < pc->cap; j++) {
+      if (pc->v[j].text == NULL) continue;
+      for (i = (size_t)pc->v[j].h & (cap - 1); v[i].text; i = (i + 1) & (cap - 1)) ;
+      v[i] = pc->v[j];
+    }
+    free(pc->v);
+    pc->v = v;
+    pc->cap = cap;
+  }
+  for (i = (size_t)h & (pc->cap - 1); pc->v[i].text; i = (i + 1) & (pc->cap - 1)) ;
+  if ((pc->v[i].text = (char *)malloc(n + 1)) == NULL) return;
+  memcpy(pc->v[i].text, text, n);
+  pc->v[i].text[n] = 0;
+  pc->v[i].n = n;
+  pc->v[i].h = h;
+  pc->v[i].cid = cid;
+  pc->v[i].len = (uint8_t)len;
+  memcpy(pc->v[i].id, id, len);
+  pc->used++;
+}
+
+/* The dictionary key of a path text. */
+static size_t dict_key (uint8_t *out, uint32_t cid, const char *text,
+                        size_t n) {
+  size_t k = rg_meta_key(out, RG_MK_PATH, cid, NULL, 0);
+  if (n <= PTEXT_INLINE + 9) {
+    memcpy(out + k, text, n);
+    return k + n;
+  }
+  memcpy(out + k, text, PTEXT_INLINE);
+  out[k + PTEXT_INLINE] = 0xFF;
+  rg_put_u64(out + k + PTEXT_INLINE + 1, rg_hash(text, n));
+  return k + PTEXT_INLINE + 9;
+}
+
+void rg_index_path_text (rg_buf *b, const char *const *seg, int n) {
+  int i;
+  for (i = 0; i < n; i++) {
+    const char *s;
+    rg_buf_addc(b, '/');
+    for (s = seg[i]; *s; s++) {
+      if (*s == '~') rg_buf_add(b, "~0", 2);
+      else if (*s == '/') rg_buf_add(b, "~1", 2);
+      else rg_buf_addc(b, *s);
+    }
+  }
+}
+
+int rg_pathid_find (MDB_txn *txn, rg_env *env, uint32_t cid,
+                    const char *text, size_t n, uint8_t *out, size_t *len,
+                    rg_err *e) {
+  uint64_t h = ptext_hash(cid, text, n);
+  pslot *ps = pc_find(env->pcache, cid, text, n, h);
+  uint8_t key[RG_MAX_KEY];
+  MDB_val k, v;
+  uint32_t id;
+  int rc;
+  if (ps) {
+    memcpy(out, ps->id, ps->len);
+    *len = ps->len;
+    return 0;
+  }
+  k.mv_data = key;
+  k.mv_size = dict_key(key, cid, text, n);
+  rc = mdb_get(txn, env->dbi[RG_DB_META], &k, &v);
+  if (rc == MDB_NOTFOUND) return 404;
+  if (rc) return rg_fail_mdb(e, rc, "path dictionary");
+  if (v.mv_size > RG_PATHID_MAX ||
+      rg_pathid_get((const uint8_t *)v.mv_data, v.mv_size, &id) != v.mv_size)
+    return rg_fail(e, 500, "corrupt path dictionary entry");
+  memcpy(out, v.mv_data, v.mv_size);
+  *len = v.mv_size;
+  /* cache what is committed: not what the running scope gave */
+  if (env->scope == NULL || env->scope->pathid_base == 0 ||
+      id < env->scope->pathid_base)
+    pc_add(env, cid, text, n, h, out, *len);
+  return 0;
+}
+
+/* The path id of a text, given now when it has none. */
+static int pathid_make (rg_scope *s, uint32_t cid, const char *text,
+                        size_t n, uint8_t *out, size_t *len, rg_err *e) {
+  uint8_t key[RG_MAX_KEY], buf[4];
+  MDB_val k, v;
+  uint32_t last = 0;
+  int rc = rg_pathid_find(s->txn, s->env, cid, text, n, out, len, e);
+  if (rc != 404) return rc;
+  k.mv_data = RG_META_PATHID;
+  k.mv_size = sizeof(RG_META_PATHID) - 1;
+  rc = mdb_get(s->txn, s->env->dbi[RG_DB_META], &k, &v);
+  if (rc == 0 && v.mv_size == 4) last = rg_get_u32((const uint8_t *)v.mv_data);
+  else if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "path id", e);
+  if (last == UINT32_MAX)
+    return rg_fail(e, 507, "insufficient storage: no path id is left");
+  if (s->pathid_base == 0) s->pathid_base = last + 1;
+  rg_put_u32(buf, last + 1);
+  *len = rg_pathid_put(out, last + 1);
+  if ((rc = rg_put(s, RG_DB_META, RG_META_PATHID, sizeof(RG_META_PATHID) - 1,
+                   buf, 4, e)) ||
+      (rc = rg_put(s, RG_DB_META, key, dict_key(key, cid, text, n), out, *len,
+                   e)))
+    return rc;
+  return 0;
+}
+
+int rg_index_path_ids (MDB_txn *txn, rg_env *env, uint32_t cid,
+                       uint32_t **ids, size_t *n) {
+  MDB_cursor *cur;
+  MDB_val k, v;
+  uint8_t p[5];
+  size_t cap = 0;
+  int rc;
+  *ids = NULL;
+  *n = 0;
+  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur))) return rc;
+  k.mv_data = p;
+  k.mv_size = rg_meta_key(p, RG_MK_PATH, cid, NULL, 0);
+  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+  while (rc == 0 && k.mv_size >= 5 && memcmp(k.mv_data, p, 5) == 0) {
+    uint32_t id;
+    if (v.mv_size <= RG_PATHID_MAX &&
+        rg_pathid_get((const uint8_t *)v.mv_data, v.mv_size, &id) ==
+        v.mv_size) {
+      if (*n == cap) {
+        uint32_t *a = (uint32_t *)realloc(*ids, (cap = cap ? 2 * cap : 32) *
+                                          sizeof(uint32_t));
+        if (a == NULL) { rc = ENOMEM; break; }
+        *ids = a;
+      }
+      (*ids)[(*n)++] = id;
+    }
+    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+  }
+  mdb_cursor_close(cur);
+  return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int rg_index_count (MDB_txn *txn, rg_env *env, uint32_t cid, uint64_t *n) {
+  MDB_cursor *cur;
+  uint32_t *ids;
+  size_t nid, i;
+  int rc;
+  *n = 0;
+  if ((rc = rg_index_path_ids(txn, env, cid, &ids, &nid))) return rc;
+  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_INDEX], &cur))) {
+    free(ids);
+    return rc;
+  }
+  for (i = 0; i < nid && rc == 0; i++) {
+    uint8_t p[RG_PATHID_MAX];
+    size_t pn = rg_pathid_put(p, ids[i]);
+    MDB_val k, v;
+    k.mv_data = p;
+    k.mv_size = pn;
+    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    while (rc == 0 && k.mv_size >= pn && memcmp(k.mv_data, p, pn) == 0) {
+      size_t dups;
+      if ((rc = mdb_cursor_count(cur, &dups))) break;
+      *n += dups;
+      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_NODUP);
+    }
+    if (rc == MDB_NOTFOUND) rc = 0;
+  }
+  mdb_cursor_close(cur);
+  free(ids);
+  return rc;
+}
+
+int rg_index_drop (rg_scope *s, uint32_t cid, uint64_t max, uint64_t *count,
+                   rg_err *e) {
+  uint32_t *ids;
+  size_t nid, i;
+  uint8_t pk[5];
+  uint64_t n;
+  int rc;
+  *count = 0;
+  if ((rc = rg_index_path_ids(s->txn, s->env, cid, &ids, &nid)))
+    return rg_scope_mdb(s, rc, "path dictionary", e);
+  for (i = 0; i < nid && *count < max; i++) {
+    uint8_t p[RG_PATHID_MAX];
+    size_t pn = rg_pathid_put(p, ids[i]);
+    if ((rc = rg_del_prefix(s, RG_DB_INDEX, p, pn, max - *count, &n, e))) {
+      free(ids);
+      return rc;
+    }
+    *count += n;
+  }
+  free(ids);
+  if (*count >= max) return 0;
+  /* every entry is gone: now the dictionary */
+  rc = rg_del_prefix(s, RG_DB_META, pk, rg_meta_key(pk, RG_MK_PATH, cid, NULL, 0),
+                     max - *count, &n, e);
+  *count += n;
+  return rc;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
 ** Terms of a document
 ** ======================================================================
 */
-uint64_t rg_index_path_id (const char *const *seg, int n) {
-  rg_buf b;
-  uint64_t h;
-  int i;
-  rg_buf_init(&b);
-  for (i = 0; i < n; i++) {
-    const char *s;
-    rg_buf_addc(&b, '/');
-    for (s = seg[i]; *s; s++) {
-      if (*s == '~') rg_buf_add(&b, "~0", 2);
-      else if (*s == '/') rg_buf_add(&b, "~1", 2);
-      else rg_buf_addc(&b, *s);
-    }
-  }
-  h = rg_hash(b.p ? b.p : "", b.n);
-  rg_buf_free(&b);
-  return h;
-}
-
-void rg_index_prefix (rg_buf *b, uint32_t cid, uint64_t path_id) {
-  uint8_t p[12];
-  rg_put_u32(p, cid);
-  rg_put_u64(p + 4, path_id);
-  rg_buf_add(b, p, 12);
-}
-
 typedef struct walker {
+  MDB_txn *txn;
+  rg_env *env;
+  rg_scope *s;                   /* set: give missing path ids */
   const rg_cspec *spec;
-  const rg_ikey *k;
-  uint8_t tail[16];              /* lp-hash | item-digest */
   const char *seg[RG_MAX_DEPTH + 2];
+  rg_buf text;                   /* a path's dictionary text */
   keyset *ks;
+  size_t unknown;                /* paths without an id (find mode) */
+  int status;
+  rg_err *e;
 } walker;
+
+/* Starts an entry key for the path text in w->text: 1 when it has an id
+** (the key is started in w->ks->buf), 0 when it has none (find mode) or on
+** failure (w->status). */
+static int start_key (walker *w) {
+  uint8_t id[RG_PATHID_MAX];
+  size_t len;
+  int rc;
+  if (w->text.oom) { w->status = rg_fail(w->e, 500, "out of memory"); return 0; }
+  rc = w->s ? pathid_make(w->s, w->spec->cid, w->text.p, w->text.n, id, &len,
+                          w->e)
+            : rg_pathid_find(w->txn, w->env, w->spec->cid, w->text.p,
+                             w->text.n, id, &len, w->e);
+  if (rc == 404 && w->s == NULL) { w->unknown++; return 0; }
+  if (rc) { w->status = rc; return 0; }
+  rg_buf_add(&w->ks->buf, id, len);
+  return 1;
+}
 
 static void walk (walker *w, const cJSON *v, int depth) {
   const cJSON *c;
+  if (w->status) return;
   if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
     int arr = cJSON_IsArray(v);
     if (depth > RG_MAX_DEPTH) return;
@@ -152,17 +423,17 @@ static void walk (walker *w, const cJSON *v, int depth) {
   }
   if (rg_cspec_indexed(w->spec, w->seg, depth)) {
     size_t start = w->ks->buf.n;
-    rg_index_prefix(&w->ks->buf, w->spec->cid,
-                    rg_index_path_id(w->seg, depth));
+    w->text.n = 0;
+    rg_index_path_text(&w->text, w->seg, depth);
+    if (!start_key(w)) return;
     rg_term(&w->ks->buf, v, 0);
-    rg_buf_add(&w->ks->buf, w->tail, 16);
     ks_end(w->ks, start);
   }
 }
 
 static void composite_terms (walker *w, const cJSON *doc) {
   int i, j;
-  for (i = 0; i < w->spec->ncomp; i++) {
+  for (i = 0; i < w->spec->ncomp && !w->status; i++) {
     const rg_composite *ci = &w->spec->comp[i];
     size_t start = w->ks->buf.n, limit = 360 / (size_t)ci->n;
     const cJSON *vals[8];
@@ -172,25 +443,61 @@ static void composite_terms (walker *w, const cJSON *doc) {
         break;
     }
     if (j < ci->n) continue;         /* not every path holds a scalar */
-    rg_index_prefix(&w->ks->buf, w->spec->cid, ci->id);
+    w->text.n = 0;
+    rg_buf_adds(&w->text, ci->name);
+    if (!start_key(w)) continue;
     for (j = 0; j < ci->n; j++)
       rg_term_cut(&w->ks->buf, vals[j], ci->desc[j], limit);
-    rg_buf_add(&w->ks->buf, w->tail, 16);
     ks_end(w->ks, start);
   }
 }
 
-static void doc_terms (const rg_cspec *spec, const rg_ikey *k,
-                       const cJSON *doc, keyset *ks) {
+/* The entry keys `doc` needs, into ks: 0 or a status. */
+static int doc_terms (MDB_txn *txn, rg_env *env, rg_scope *s,
+                      const rg_cspec *spec, const cJSON *doc, keyset *ks,
+                      size_t *unknown, rg_err *e) {
   walker w;
+  if (!spec->automatic) return 0;
+  w.unknown = 0;
+  w.txn = txn;
+  w.env = env;
+  w.s = s;
   w.spec = spec;
-  w.k = k;
   w.ks = ks;
-  rg_put_u64(w.tail, k->hash);
-  rg_put_u64(w.tail + 8, rg_ikey_digest(k->key, k->len));
-  if (!spec->automatic) return;
+  w.status = 0;
+  w.e = e;
+  rg_buf_init(&w.text);
   walk(&w, doc, 0);
   composite_terms(&w, doc);
+  rg_buf_free(&w.text);
+  if (unknown) *unknown = w.unknown;
+  if (w.status == 0 && ks->oom) w.status = rg_fail(e, 500, "out of memory");
+  return w.status;
+}
+
+int rg_index_keys (MDB_txn *txn, rg_env *env, rg_scope *s,
+                   const rg_cspec *spec, const cJSON *doc, rg_buf *keys,
+                   size_t *count, rg_err *e) {
+  keyset ks;
+  size_t *ord, n, i;
+  int rc;
+  ks_init(&ks);
+  *count = 0;
+  if ((rc = doc_terms(txn, env, s, spec, doc, &ks, NULL, e))) { ks_free(&ks); return rc; }
+  if ((ord = ks_sorted(&ks, &n)) == NULL) {
+    ks_free(&ks);
+    return rg_fail(e, 500, "out of memory");
+  }
+  for (i = 0; i < n; i++) {
+    uint8_t l[2];
+    rg_put_u16(l, (uint32_t)ks.len[ord[i]]);
+    rg_buf_add(keys, l, 2);
+    rg_buf_add(keys, ks.buf.p + ks.off[ord[i]], ks.len[ord[i]]);
+  }
+  *count = n;
+  free(ord);
+  ks_free(&ks);
+  return keys->oom ? rg_fail(e, 500, "out of memory") : 0;
 }
 /* }===================================================================== */
 
@@ -201,7 +508,7 @@ static void doc_terms (const rg_cspec *spec, const rg_ikey *k,
 ** ======================================================================
 */
 /* The unique-table key of unique key `u` for `doc`, into out (len). */
-static size_t unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
+size_t rg_unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
                           const cJSON *doc, uint8_t *out) {
   static const uint8_t k2[16] = { 'r','e','g','o','l','i','t','h',
                                   'u','n','i','q','u','e','v','1' };
@@ -233,9 +540,9 @@ int rg_unique_check (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
   if (neu == NULL) return 0;
   for (u = 0; u < spec->nuniq; u++) {
     uint8_t nk[RG_MAX_KEY], ok[RG_MAX_KEY];
-    size_t nn = unique_key(spec, u, k, neu, nk);
+    size_t nn = rg_unique_key(spec, u, k, neu, nk);
     MDB_val key, val;
-    if (old && unique_key(spec, u, k, old, ok) == nn && memcmp(ok, nk, nn) == 0)
+    if (old && rg_unique_key(spec, u, k, old, ok) == nn && memcmp(ok, nk, nn) == 0)
       continue;                      /* unchanged: still ours */
     key.mv_data = nk;
     key.mv_size = nn;
@@ -271,8 +578,8 @@ static int unique_apply (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
   int u, rc;
   for (u = 0; u < spec->nuniq; u++) {
     uint8_t nk[RG_MAX_KEY], ok[RG_MAX_KEY];
-    size_t nn = neu ? unique_key(spec, u, k, neu, nk) : 0;
-    size_t on = old ? unique_key(spec, u, k, old, ok) : 0;
+    size_t nn = neu ? rg_unique_key(spec, u, k, neu, nk) : 0;
+    size_t on = old ? rg_unique_key(spec, u, k, old, ok) : 0;
     if (on && nn == on && memcmp(ok, nk, nn) == 0) continue;
     if (on) {
       if ((rc = rg_del(s, RG_DB_UNIQUE, ok, on, NULL, e))) return rc;
@@ -289,15 +596,19 @@ static int unique_apply (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
 
 
 int rg_index_update (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
-                     const cJSON *old, const cJSON *neu, rg_err *e) {
+                     uint32_t seq, const cJSON *old, const cJSON *neu,
+                     rg_err *e) {
   keyset ko, kn;
   size_t *oo = NULL, *on = NULL, no = 0, nn = 0, i = 0, j = 0;
+  uint8_t ref[RG_REF_SIZE];
   int rc = 0;
   ks_init(&ko);
   ks_init(&kn);
-  if (old) doc_terms(spec, k, old, &ko);
-  if (neu) doc_terms(spec, k, neu, &kn);
-  if (ko.oom || kn.oom) { rc = rg_fail(e, 500, "out of memory"); goto done; }
+  rg_put_u64(ref, rg_ref_make(k->hash, seq));
+  if (old && (rc = doc_terms(s->txn, s->env, NULL, spec, old, &ko, NULL, e)))
+    goto done;
+  if (neu && (rc = doc_terms(s->txn, s->env, s, spec, neu, &kn, NULL, e)))
+    goto done;
   oo = ks_sorted(&ko, &no);
   on = ks_sorted(&kn, &nn);
   if (oo == NULL || on == NULL) { rc = rg_fail(e, 500, "out of memory"); goto done; }
@@ -315,13 +626,13 @@ int rg_index_update (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
     }
     if (c == 0) { i++; j++; continue; }
     if (c < 0) {
-      rc = rg_del(s, RG_DB_INDEX, ko.buf.p + ko.off[oo[i]], ko.len[oo[i]],
-                  NULL, e);
+      rc = rg_ddel(s, RG_DB_INDEX, ko.buf.p + ko.off[oo[i]], ko.len[oo[i]],
+                   ref, RG_REF_SIZE, NULL, e);
       i++;
     }
     else {
-      rc = rg_put(s, RG_DB_INDEX, kn.buf.p + kn.off[on[j]], kn.len[on[j]],
-                  k->key, k->len, e);
+      rc = rg_dput(s, RG_DB_INDEX, kn.buf.p + kn.off[on[j]], kn.len[on[j]],
+                   ref, RG_REF_SIZE, 0, e);
       j++;
     }
     if (rc) goto done;
@@ -346,37 +657,48 @@ done:
 ** this item; adds how many there are to *nindex and *nunique.  Problems
 ** are appended to `report`; returns how many were found. */
 int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
-                     const rg_ikey *k, const cJSON *doc, uint64_t *nindex,
-                     uint64_t *nunique, rg_buf *report) {
+                     const rg_ikey *k, uint32_t seq, const cJSON *doc,
+                     uint64_t *nindex, uint64_t *nunique, rg_buf *report) {
   keyset ks;
-  size_t *ord, n = 0, i;
+  size_t *ord = NULL, n = 0, i, missing, unknown = 0;
+  uint8_t ref[RG_REF_SIZE];
+  MDB_cursor *cur = NULL;
   int bad = 0, u;
+  rg_err e;
   ks_init(&ks);
-  doc_terms(spec, k, doc, &ks);
-  ord = ks.oom ? NULL : ks_sorted(&ks, &n);
-  if (ord == NULL) {
+  rg_put_u64(ref, rg_ref_make(k->hash, seq));
+  if (doc_terms(txn, env, NULL, spec, doc, &ks, &unknown, &e) ||
+      (ord = ks_sorted(&ks, &n)) == NULL ||
+      mdb_cursor_open(txn, env->dbi[RG_DB_INDEX], &cur)) {
+    free(ord);
     ks_free(&ks);
     rg_buf_adds(report, "out of memory while verifying\n");
     return 1;
   }
+  /* a path without an id: its entry cannot be there */
+  missing = unknown;
   for (i = 0; i < n; i++) {
     MDB_val key, val;
     key.mv_data = ks.buf.p + ks.off[ord[i]];
     key.mv_size = ks.len[ord[i]];
-    if (mdb_get(txn, env->dbi[RG_DB_INDEX], &key, &val) != 0 ||
-        val.mv_size != k->len || memcmp(val.mv_data, k->key, k->len) != 0) {
-      bad++;
-      rg_buf_addf(report, "container %u: an index entry of item %.*s is "
-                  "missing\n", spec->cid, (int)(k->len - k->lplen),
-                  (const char *)k->key + k->lplen);
-    }
+    val.mv_data = ref;
+    val.mv_size = RG_REF_SIZE;
+    if (mdb_cursor_get(cur, &key, &val, MDB_GET_BOTH) != 0) missing++;
   }
-  *nindex += n;
+  if (missing) {
+    bad++;
+    rg_buf_addf(report, "container %u: %lu index entr%s of item %.*s %s "
+                "missing\n", spec->cid, (unsigned long)missing,
+                missing == 1 ? "y" : "ies", (int)(k->len - k->lplen),
+                (const char *)k->key + k->lplen, missing == 1 ? "is" : "are");
+  }
+  *nindex += n + unknown;
+  mdb_cursor_close(cur);
   for (u = 0; u < spec->nuniq; u++) {
     uint8_t uk[RG_MAX_KEY];
     MDB_val key, val;
     key.mv_data = uk;
-    key.mv_size = unique_key(spec, u, k, doc, uk);
+    key.mv_size = rg_unique_key(spec, u, k, doc, uk);
     if (mdb_get(txn, env->dbi[RG_DB_UNIQUE], &key, &val) != 0 ||
         val.mv_size != k->len || memcmp(val.mv_data, k->key, k->len) != 0) {
       bad++;
@@ -388,5 +710,111 @@ int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
   free(ord);
   ks_free(&ks);
   return bad;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** The index as one sequence of flat entries (the planner's view)
+** ======================================================================
+*/
+int rg_ixcur_open (rg_ixcur *c, MDB_txn *txn, rg_env *env) {
+  int rc;
+  c->txn = txn;
+  c->env = env;
+  c->cur = c->refs = NULL;
+  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_INDEX], &c->cur))) return rc;
+  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_REFS], &c->refs))) {
+    mdb_cursor_close(c->cur);
+    c->cur = NULL;
+  }
+  return rc;
+}
+
+void rg_ixcur_close (rg_ixcur *c) {
+  if (c->cur) mdb_cursor_close(c->cur);
+  if (c->refs) mdb_cursor_close(c->refs);
+  c->cur = c->refs = NULL;
+}
+
+/* The entry under the cursor, flat, into *k. */
+static int flat (rg_ixcur *c, const MDB_val *key, const MDB_val *dup,
+                 MDB_val *k) {
+  if (key->mv_size > RG_MAX_KEY || dup->mv_size != RG_REF_SIZE)
+    return MDB_CORRUPTED;
+  memcpy(c->buf, key->mv_data, key->mv_size);
+  memcpy(c->buf + key->mv_size, dup->mv_data, RG_REF_SIZE);
+  k->mv_data = c->buf;
+  k->mv_size = key->mv_size + RG_REF_SIZE;
+  return 0;
+}
+
+/* Positions on the first entry >= the flat bytes `want`: the first key
+** >= them, unless a key is a proper prefix of them (they end within its
+** references), and then the first of its references >= the rest. */
+static int seek (rg_ixcur *c, const MDB_val *want, MDB_val *key,
+                 MDB_val *dup) {
+  MDB_val k = *want, d, k0, d0;
+  int rc = mdb_cursor_get(c->cur, &k, &d, MDB_SET_RANGE), rc0;
+  if (rc && rc != MDB_NOTFOUND) return rc;
+  rc0 = mdb_cursor_get(c->cur, &k0, &d0, rc == 0 ? MDB_PREV_NODUP : MDB_LAST);
+  if (rc0 == 0 && k0.mv_size < want->mv_size &&
+      want->mv_size - k0.mv_size <= RG_REF_SIZE &&
+      memcmp(k0.mv_data, want->mv_data, k0.mv_size) == 0) {
+    uint8_t part[RG_REF_SIZE];
+    memset(part, 0, RG_REF_SIZE);
+    memcpy(part, (const uint8_t *)want->mv_data + k0.mv_size,
+           want->mv_size - k0.mv_size);
+    d0.mv_data = part;
+    d0.mv_size = RG_REF_SIZE;
+    rc0 = mdb_cursor_get(c->cur, &k0, &d0, MDB_GET_BOTH_RANGE);
+    if (rc0 == 0) {
+      *key = k0;
+      *dup = d0;
+      return 0;
+    }
+    if (rc0 != MDB_NOTFOUND) return rc0;
+    rc0 = mdb_cursor_get(c->cur, &k0, &d0, MDB_SET_KEY);
+    if (rc0) return rc0;
+  }
+  else if (rc0 && rc0 != MDB_NOTFOUND) return rc0;
+  if (rc == MDB_NOTFOUND) return MDB_NOTFOUND;
+  /* back to the first key >= want, at its first reference */
+  if (rc0 == 0) rc = mdb_cursor_get(c->cur, key, dup, MDB_NEXT_NODUP);
+  else rc = mdb_cursor_get(c->cur, key, dup, MDB_FIRST);
+  return rc;
+}
+
+int rg_ixcur_get (rg_ixcur *c, MDB_val *k, int op) {
+  MDB_val key, dup;
+  int rc;
+  switch (op) {
+    case RG_IX_SEEK: rc = seek(c, k, &key, &dup); break;
+    case RG_IX_NEXT: rc = mdb_cursor_get(c->cur, &key, &dup, MDB_NEXT); break;
+    case RG_IX_PREV: rc = mdb_cursor_get(c->cur, &key, &dup, MDB_PREV); break;
+    default: rc = mdb_cursor_get(c->cur, &key, &dup, MDB_LAST); break;
+  }
+  if (rc) return rc;
+  return flat(c, &key, &dup, k);
+}
+
+int rg_ixcur_item (rg_ixcur *c, const MDB_val *entry, MDB_val *ikey) {
+  MDB_val k;
+  uint8_t seq[4];
+  if (entry->mv_size < RG_REF_SIZE) return MDB_NOTFOUND;
+  memcpy(seq, (const uint8_t *)entry->mv_data + entry->mv_size - 4, 4);
+  k.mv_data = seq;
+  k.mv_size = 4;
+  return mdb_cursor_get(c->refs, &k, ikey, MDB_SET);
+}
+
+int rg_ref_item (MDB_txn *txn, rg_env *env, uint32_t seq, MDB_val *ikey) {
+  MDB_val k;
+  uint8_t b[4];
+  rg_put_u32(b, seq);
+  k.mv_data = b;
+  k.mv_size = 4;
+  return mdb_get(txn, env->dbi[RG_DB_REFS], &k, ikey);
 }
 /* }===================================================================== */

@@ -1,12 +1,15 @@
 /*
-** index.h: index and unique-key maintenance.
+** index.h: index and unique-key maintenance, the path dictionary, and the
+** index cursor the planner reads through.
 **
 ** For every scalar the indexing policy covers, an item has one entry in
-** the index table (under its path's id and the value's term); for every
-** unique key of its container, one entry in the unique table.  Invariant:
-** the entries of an item are exactly those its stored version needs; they
-** change in the same scope as the item (rg_index_update), and a unique
-** violation gives 409 before anything is written.
+** the index table (under its path's id and the value's term, holding the
+** item's reference); for every unique key of its container, one entry in
+** the unique table.  Invariant: the entries of an item are exactly those
+** its stored version needs; they change in the same scope as the item
+** (rg_index_update), and a unique violation gives 409 before anything is
+** written.  A path id, once given, never changes (so processes may cache
+** it); ids are given in write scopes only.
 */
 
 #ifndef rg_index_h
@@ -15,22 +18,76 @@
 #include "store/env.h"
 #include "store/layout.h"
 
-/* Brings the index and unique-key entries of one item from what `old`
-** needed to what `new` needs (either may be NULL).  Unique violations
-** give 409 before anything is written. */
+/* Brings the index and unique-key entries of one item (its seq `seq`)
+** from what `old` needed to what `new` needs (either may be NULL). */
 int rg_index_update (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
-                     const cJSON *old, const cJSON *neu, rg_err *e);
+                     uint32_t seq, const cJSON *old, const cJSON *neu,
+                     rg_err *e);
 /* Checks the unique keys `new` would take (409), writing nothing. */
 int rg_unique_check (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
                      const cJSON *old, const cJSON *neu, rg_err *e);
+/* The unique-table key of unique key `u` for `doc` (RG_MAX_KEY bytes). */
+size_t rg_unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
+                      const cJSON *doc, uint8_t *out);
+
+/* The index keys (without the reference) a document needs, appended to
+** `keys` as u16 length | key.  With `s` set, missing path ids are given
+** (a write); without, paths that have none are left out.  0 or a status. */
+int rg_index_keys (MDB_txn *txn, rg_env *env, rg_scope *s,
+                   const rg_cspec *spec, const cJSON *doc, rg_buf *keys,
+                   size_t *count, rg_err *e);
+
 /* db:verify: checks the index and unique entries an item needs (see
 ** verify.c); returns the number of problems appended to `report`. */
 int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
-                     const rg_ikey *k, const cJSON *doc, uint64_t *nindex,
-                     uint64_t *nunique, rg_buf *report);
-/* The id of a normalized path (segments, array positions "[]") in index
-** keys, and the key prefix of that path's entries: cid | path-id. */
-uint64_t rg_index_path_id (const char *const *seg, int n);
-void rg_index_prefix (rg_buf *b, uint32_t cid, uint64_t path_id);
+                     const rg_ikey *k, uint32_t seq, const cJSON *doc,
+                     uint64_t *nindex, uint64_t *nunique, rg_buf *report);
+/* Counts the index entries of a container (every path id it has). */
+int rg_index_count (MDB_txn *txn, rg_env *env, uint32_t cid, uint64_t *n);
+/* The path ids given to container `cid`: *ids (malloc'd), *n of them. */
+int rg_index_path_ids (MDB_txn *txn, rg_env *env, uint32_t cid,
+                       uint32_t **ids, size_t *n);
+/* Removes up to `max` of a dropped container's index entries and path
+** ids; *count says how many went. */
+int rg_index_drop (rg_scope *s, uint32_t cid, uint64_t max, uint64_t *count,
+                   rg_err *e);
+
+/* The dictionary text of a normalized path (segments, array positions
+** "[]"), and of a composite index ("composite|/a|0|/b|1"). */
+void rg_index_path_text (rg_buf *b, const char *const *seg, int n);
+/* The path id of a dictionary text in container `cid`, as key bytes
+** (RG_PATHID_MAX): 0, 404 when the path has none (nothing was ever
+** indexed under it), or a status. */
+int rg_pathid_find (MDB_txn *txn, rg_env *env, uint32_t cid,
+                    const char *text, size_t n, uint8_t *out, size_t *len,
+                    rg_err *e);
+
+/*
+** The index as the planner reads it.  Each entry is presented as one
+** flat key, `key | reference` (the reference is the last RG_REF_SIZE
+** bytes), in the table's order: keys are prefix-free within a path id, so
+** this order is the bytes' order.  A seek takes any bytes (a path id, a
+** term, a term and part of a reference, a whole entry).  The item key of
+** the entry under the cursor is resolved through the refs table.
+*/
+enum { RG_IX_SEEK = 1,       /* the first entry >= the key */
+       RG_IX_NEXT, RG_IX_PREV,
+       RG_IX_LAST };         /* the very last entry of the index */
+typedef struct rg_ixcur {
+  MDB_txn *txn;
+  rg_env *env;
+  MDB_cursor *cur, *refs;
+  uint8_t buf[RG_MAX_KEY + RG_REF_SIZE];
+} rg_ixcur;
+int  rg_ixcur_open (rg_ixcur *c, MDB_txn *txn, rg_env *env);
+void rg_ixcur_close (rg_ixcur *c);
+/* Moves (RG_IX_*; SEEK from the bytes in *k) and gives the entry in *k
+** (valid until the next move): 0, MDB_NOTFOUND, or an LMDB code. */
+int  rg_ixcur_get (rg_ixcur *c, MDB_val *k, int op);
+/* The item key of the entry last given (*ikey, valid in the
+** transaction): 0, MDB_NOTFOUND (a dangling reference), or a code. */
+int  rg_ixcur_item (rg_ixcur *c, const MDB_val *entry, MDB_val *ikey);
+/* The item key of a reference's seq, through the refs table. */
+int  rg_ref_item (MDB_txn *txn, rg_env *env, uint32_t seq, MDB_val *ikey);
 
 #endif

@@ -265,3 +265,88 @@ size_t rg_meta_key (uint8_t *out, int tag, uint32_t cid, const char *name,
   if (n) memcpy(out + 5, name, n);
   return 5 + n;
 }
+
+
+/*
+** {=====================================================================
+** Item headers, references and path ids
+** ======================================================================
+*/
+size_t rg_ihdr_put (uint8_t *out, uint32_t seq, int64_t expiry) {
+  out[0] = expiry ? RG_IH_EXPIRY : 0;
+  rg_put_u32(out + 1, seq);
+  if (!expiry) return 5;
+  rg_put_u64(out + 5, (uint64_t)expiry);
+  return 13;
+}
+
+int rg_ihdr_get (const void *v, size_t n, rg_ihdr *h, const char **json,
+                 size_t *jn) {
+  const uint8_t *p = (const uint8_t *)v;
+  size_t hl;
+  if (n < 5 || (p[0] & ~RG_IH_EXPIRY) != 0) return -1;
+  hl = (p[0] & RG_IH_EXPIRY) ? 13 : 5;
+  if (n < hl) return -1;
+  h->seq = rg_get_u32(p + 1);
+  h->expiry = hl == 13 ? (int64_t)rg_get_u64(p + 5) : 0;
+  if (json) *json = (const char *)p + hl;
+  if (jn) *jn = n - hl;
+  return 0;
+}
+
+uint64_t rg_ref_make (uint64_t hash, uint32_t seq) {
+  return (hash & 0xFFFFFFFF00000000ull) | seq;
+}
+
+size_t rg_pathid_put (uint8_t *out, uint32_t id) {
+  uint32_t v;
+  if (id < 0xC0) { out[0] = (uint8_t)id; return 1; }
+  v = id - 0xC0;
+  if (v < (1u << 13)) {
+    out[0] = (uint8_t)(0xC0 | (v >> 8));
+    out[1] = (uint8_t)v;
+    return 2;
+  }
+  v -= 1u << 13;
+  if (v < (1u << 20)) {
+    out[0] = (uint8_t)(0xE0 | (v >> 16));
+    out[1] = (uint8_t)(v >> 8);
+    out[2] = (uint8_t)v;
+    return 3;
+  }
+  out[0] = 0xF0;
+  rg_put_u32(out + 1, id);
+  return 5;
+}
+
+size_t rg_pathid_get (const uint8_t *p, size_t n, uint32_t *id) {
+  if (n < 1) return 0;
+  if (p[0] < 0xC0) { *id = p[0]; return 1; }
+  if (p[0] < 0xE0) {
+    if (n < 2) return 0;
+    *id = 0xC0 + (((uint32_t)(p[0] & 0x1F) << 8) | p[1]);
+    return 2;
+  }
+  if (p[0] < 0xF0) {
+    if (n < 3) return 0;
+    *id = 0xC0 + (1u << 13) + (((uint32_t)(p[0] & 0x0F) << 16) |
+                               ((uint32_t)p[1] << 8) | p[2]);
+    return 3;
+  }
+  if (p[0] != 0xF0 || n < 5) return 0;
+  *id = rg_get_u32(p + 1);
+  return 5;
+}
+/* }===================================================================== */
+
+/* A latest-version entry: key cid | u16 range, duplicate lsn | reference. */
+size_t rg_latest_entry (uint8_t *key, uint8_t *dup, uint32_t cid, int range,
+                        uint64_t lsn, uint64_t ref) {
+  rg_put_u32(key, cid);
+  rg_put_u16(key + 4, (uint32_t)range);
+  if (dup) {
+    rg_put_u64(dup, lsn);
+    rg_put_u64(dup + 8, ref);
+  }
+  return 6;
+}

@@ -20,9 +20,11 @@
 #include "store/container.h"
 
 enum { RG_DB_META, RG_DB_ITEMS, RG_DB_INDEX, RG_DB_UNIQUE, RG_DB_TTL,
-       RG_DB_FEED, RG_DB_LATEST, RG_DB_PARTS, RG_NDB };
+       RG_DB_FEED, RG_DB_LATEST, RG_DB_PARTS, RG_DB_REFS, RG_NDB };
 
-#define RG_FORMAT_VERSION 1
+/* The format this build writes and reads (format 1 databases are read
+** only by the upgrade, upgrade.c). */
+#define RG_FORMAT_VERSION 2
 
 /* Where an item lives: its key in the items table and the logical
 ** partition prefix of that key. */
@@ -65,16 +67,54 @@ int  rg_term_bounded (rg_buf *b, const cJSON *v);   /* 1 when cut */
 #define RG_META_LSN     "\x01lsn"
 #define RG_META_CID     "\x01cid"
 #define RG_META_SCRIPTS "\x01scripts"          /* u64: the scripts' version */
+#define RG_META_SEQ     "\x01seq"              /* u32: the last item seq */
+#define RG_META_PATHID  "\x01pathid"           /* u32: the last path id */
 enum { RG_MK_NAME = 'n', RG_MK_SPEC = 'c', RG_MK_STATS = 'k',
        RG_MK_PROC = 's', RG_MK_TRIG = 't', RG_MK_LEASE = 'l',
-       RG_MK_DEAD = 'd', RG_MK_DROP = 'x' };
+       RG_MK_DEAD = 'd', RG_MK_DROP = 'x', RG_MK_PATH = 'p' };
 /* Builds a meta key: tag, container id, then `n` bytes of name. */
 size_t rg_meta_key (uint8_t *out, int tag, uint32_t cid, const char *name,
                     size_t n);
 
-/* The stored item value: an 8-byte header (expiry seconds, 0: never)
-** followed by the JSON text. */
-#define RG_VHDR 8
+/*
+** The stored item value: a header, then the JSON text.  The header is
+** u8 flags | u32 seq | u64 expiry (seconds) when flags & RG_IH_EXPIRY.
+** `seq` names the item in the refs table, index entries and the latest
+** table (its reference, below) for as long as it lives.
+*/
+#define RG_IH_EXPIRY 1
+#define RG_IHDR_MAX  13
+typedef struct rg_ihdr {
+  uint32_t seq;
+  int64_t expiry;            /* 0: never */
+} rg_ihdr;
+/* Writes a header into out (RG_IHDR_MAX bytes); returns its length. */
+size_t rg_ihdr_put (uint8_t *out, uint32_t seq, int64_t expiry);
+/* Splits a stored item value: 0, or -1 when it is corrupt. */
+int    rg_ihdr_get (const void *v, size_t n, rg_ihdr *h, const char **json,
+                    size_t *jn);
+
+/*
+** An item's reference: the top 32 bits of its partition hash, then its
+** seq (u64 hash32 << 32 | seq, stored big-endian in 8 bytes).  Index
+** entries and latest-version entries hold it; the refs table maps the seq
+** back to the item key.  Sorting references sorts by physical partition.
+*/
+#define RG_REF_SIZE 8
+uint64_t rg_ref_make (uint64_t hash, uint32_t seq);
+#define rg_ref_seq(r) ((uint32_t)((r) & 0xFFFFFFFFu))
+
+/* A latest-version entry (write.c, feed.c): its key (6 bytes, returned)
+** and duplicate (16 bytes, when dup is given). */
+#define RG_LATEST_DUP 16
+size_t rg_latest_entry (uint8_t *key, uint8_t *dup, uint32_t cid, int range,
+                        uint64_t lsn, uint64_t ref);
+
+/* Path ids (index.c): a prefix-free encoding of 1 to 5 bytes. */
+#define RG_PATHID_MAX 5
+size_t rg_pathid_put (uint8_t *out, uint32_t id);
+/* Length of the path id at p (n bytes), 0 when malformed; *id its value. */
+size_t rg_pathid_get (const uint8_t *p, size_t n, uint32_t *id);
 
 /* Operations, as calls name them and change records store them. */
 enum { RG_OP_CREATE = 1, RG_OP_REPLACE, RG_OP_UPSERT, RG_OP_DELETE,

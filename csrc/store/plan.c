@@ -13,9 +13,10 @@
 ** as contacting all P partitions, and the merge of their results is the
 ** order of that pass.
 **
-** Indexes (index.c) hold, for every indexed scalar, an entry
+** Indexes (index.c) hold, for every indexed scalar, an entry, which the
+** index cursor (rg_ixcur) presents as one flat key
 **
-**     cid | path-id | term | pk-hash u64 | item-digest u64  ->  item key
+**     path-id | term | reference (u32 hash32 | u32 seq)
 **
 ** A conjunct of the WHERE on an indexed path against constants becomes a
 ** seek: `p = v` (and ARRAY_CONTAINS(p, v) on p's elements, and `p IN
@@ -86,7 +87,12 @@ typedef struct plan {
   rg_ikey lp;
   int src;
   int mode, tie_desc;
-  uint8_t prefix[12];               /* cid | path-id (or composite id) */
+  uint32_t cid;
+  rg_buf ptext;                     /* the path's (composite's) dictionary
+                                       text; its id, resolved when run: */
+  uint8_t prefix[RG_PATHID_MAX];
+  size_t plen;
+  int absent;                       /* no id: nothing indexed there */
   /* SRC_TERMS: exact terms, sorted, each `tlen` bytes at `toff` */
   rg_buf terms;
   size_t *toff, *tlen, nterms;
@@ -354,13 +360,11 @@ static int term_cut (const rg_buf *t) {
          (uint8_t)t->p[t->n - 1] == 2;
 }
 
-static void set_prefix (plan *pl, uint32_t cid, uint64_t id) {
-  rg_put_u32(pl->prefix, cid);
-  rg_put_u64(pl->prefix + 4, id);
-}
-
-static uint64_t path_id (const qpath *p) {
-  return rg_index_path_id(p->seg, p->n);
+/* The index the plan reads: a path's, or a composite's (`name`). */
+static void set_prefix (plan *pl, const qpath *p, const char *name) {
+  pl->ptext.n = 0;
+  if (p) rg_index_path_text(&pl->ptext, p->seg, p->n);
+  else rg_buf_adds(&pl->ptext, name);
 }
 
 /* The source guarantees sarg s exactly: its conjuncts need no test. */
@@ -433,7 +437,7 @@ static int plan_terms (planner *P, plan *pl, const sarg *s, rg_err *e) {
     w++;
   }
   pl->nterms = w;
-  set_prefix(pl, P->spec->cid, path_id(&s->path));
+  set_prefix(pl, &s->path, NULL);
   pl->src = SRC_TERMS;
   {                                  /* exact terms on a one-value path */
     int exact = !s->path.arr;
@@ -448,7 +452,7 @@ static int plan_terms (planner *P, plan *pl, const sarg *s, rg_err *e) {
 
 /* A range over one type of terms (RANGE and PREFIX sargs). */
 static int plan_range (planner *P, plan *pl, const sarg *s, rg_err *e) {
-  set_prefix(pl, P->spec->cid, path_id(&s->path));
+  set_prefix(pl, &s->path, NULL);
   pl->src = SRC_RANGE;
   pl->ncols = 1;
   if (s->kind == SA_PREFIX) {
@@ -593,7 +597,7 @@ static int plan_composite (planner *P, plan *pl, int routed, rg_err *e) {
       if (!proves_scalar(P, &p)) ok = 0;
     }
     if (!ok) continue;
-    set_prefix(pl, P->spec->cid, ci->id);
+    set_prefix(pl, NULL, ci->name);
     for (i = 0; i < s; i++) {
       size_t before = pl->tpre.n;
       rg_buf one;
@@ -638,7 +642,7 @@ static int plan_order (planner *P, plan *pl, rg_err *e) {
     if ((rc = plan_range(P, pl, on, e))) return -1;
   }
   else {
-    set_prefix(pl, P->spec->cid, path_id(&p));
+    set_prefix(pl, &p, NULL);
     pl->src = SRC_RANGE;
     pl->ncols = 1;
     if (!proves_scalar(P, &p)) pl->uphase = q->order[0].desc ? 2 : 1;
@@ -762,14 +766,48 @@ static int mdb_fail (source *S, int rc) {
   return rg_fail_mdb(S->e, rc, "query");
 }
 
+/* What names a document for ties: its reference (hash32, seq), the order
+** of an index's entries within one term, so that reading an index in
+** ORDER BY order and sorting give ties the same order. */
+static void doc_names (rg_qdoc *d, const uint8_t *ikey, uint32_t seq) {
+  d->hash = rg_get_u64(ikey + 4) & 0xFFFFFFFF00000000ull;
+  d->digest = seq;
+}
+
+/* Moves the index cursor and resolves the item key of the entry into *v
+** (empty when its reference is dangling, which feed() skips). */
+static int ix_get (rg_ixcur *c, MDB_val *k, MDB_val *v, int op) {
+  int rc = rg_ixcur_get(c, k, op);
+  if (rc) return rc;
+  rc = rg_ixcur_item(c, k, v);
+  if (rc == MDB_NOTFOUND) { v->mv_size = 0; v->mv_data = (void *)""; rc = 0; }
+  return rc;
+}
+
+/* ix_get's seek_back: the last entry <= key (inclusive) or < key. */
+static int ix_seek_back (rg_ixcur *c, const uint8_t *key, size_t n,
+                         int inclusive, MDB_val *k, MDB_val *v) {
+  int rc;
+  k->mv_data = (void *)key;
+  k->mv_size = n;
+  rc = ix_get(c, k, v, RG_IX_SEEK);
+  if (rc == 0) {
+    if (inclusive && k->mv_size == n && memcmp(k->mv_data, key, n) == 0)
+      return 0;
+    return ix_get(c, k, v, RG_IX_PREV);
+  }
+  if (rc != MDB_NOTFOUND) return rc;
+  return ix_get(c, k, v, RG_IX_LAST);
+}
+
 /* Feeds the item at `ikey` (value `val`, or read when NULL).  Returns the
 ** pipeline's answer: 0 more, 1 stop, or a status. */
 static int feed (source *S, const uint8_t *ikey, size_t iklen, MDB_val *val,
                  const uint8_t *pos, size_t poslen, int phase, int uo,
-                 int count, const uint8_t *digest) {
+                 int count) {
   MDB_val v;
   rg_qdoc d;
-  int64_t expiry;
+  rg_ihdr h;
   int rc;
   if (iklen < 12) return 0;
   if (S->pl->routed && (iklen < S->pl->lp.lplen ||
@@ -788,13 +826,10 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, MDB_val *val,
     S->w->loaded++;
     S->w->loaded_bytes += val->mv_size;
   }
-  if (val->mv_size < RG_VHDR) return rg_fail(S->e, 500, "corrupt item record");
-  expiry = (int64_t)rg_get_u64((const uint8_t *)val->mv_data);
-  if (expiry != 0 && expiry <= S->now) return 0;   /* expired: invisible */
-  d.text = (const char *)val->mv_data + RG_VHDR;
-  d.len = val->mv_size - RG_VHDR;
-  d.hash = rg_get_u64(ikey + 4);
-  d.digest = digest ? rg_get_u64(digest) : rg_ikey_digest(ikey, iklen);
+  if (rg_ihdr_get(val->mv_data, val->mv_size, &h, &d.text, &d.len))
+    return rg_fail(S->e, 500, "corrupt item record");
+  if (h.expiry != 0 && h.expiry <= S->now) return 0;   /* expired: invisible */
+  doc_names(&d, ikey, h.seq);
   d.pos = pos;
   d.poslen = poslen;
   d.phase = phase;
@@ -855,7 +890,7 @@ static int scan_items (source *S, const uint8_t *prefix, size_t plen,
   }
   while (rc == 0 && starts(&k, prefix, plen)) {
     r = feed(S, (const uint8_t *)k.mv_data, k.mv_size, &v,
-             (const uint8_t *)k.mv_data, k.mv_size, phase, uo, 1, NULL);
+             (const uint8_t *)k.mv_data, k.mv_size, phase, uo, 1);
     if (r) break;
     rc = mdb_cursor_get(cur, &k, &v, back ? MDB_PREV : MDB_NEXT);
   }
@@ -868,19 +903,25 @@ static int scan_items (source *S, const uint8_t *prefix, size_t plen,
 /* One seek per term (and per partition hash when routed). */
 static int src_terms (source *S) {
   const plan *pl = S->pl;
-  MDB_cursor *cur;
+  rg_ixcur cur;
   size_t i;
   int rc = 0, r = 0;
-  if ((rc = mdb_cursor_open(S->txn, S->env->dbi[RG_DB_INDEX], &cur)))
-    return mdb_fail(S, rc);
+  if (pl->absent) {                  /* each seek finds nothing */
+    S->w->lookups += pl->nterms - (S->resumed ? (size_t)S->rphase : 0);
+    return 0;
+  }
+  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return mdb_fail(S, rc);
   for (i = S->resumed ? (size_t)S->rphase : 0; i < pl->nterms && !r; i++) {
     uint8_t key[RG_MAX_KEY + 16];
-    size_t n = 12 + pl->tlen[i];
+    size_t n = pl->plen + pl->tlen[i];
     MDB_val k, v;
-    if (n + 8 > sizeof(key)) continue;
-    memcpy(key, pl->prefix, 12);
-    memcpy(key + 12, pl->terms.p + pl->toff[i], pl->tlen[i]);
-    if (pl->routed) { rg_put_u64(key + n, pl->lp.hash); n += 8; }
+    if (n + 4 > sizeof(key)) continue;
+    memcpy(key, pl->prefix, pl->plen);
+    memcpy(key + pl->plen, pl->terms.p + pl->toff[i], pl->tlen[i]);
+    if (pl->routed) {                /* the partition's hash32 */
+      rg_put_u32(key + n, (uint32_t)(pl->lp.hash >> 32));
+      n += 4;
+    }
     S->w->lookups++;
     if (S->resumed && (size_t)S->rphase == i) {
       k.mv_data = (void *)S->rpos;
@@ -890,18 +931,17 @@ static int src_terms (source *S) {
       k.mv_data = key;
       k.mv_size = n;
     }
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    rc = ix_get(&cur, &k, &v, RG_IX_SEEK);
     while (rc == 0 && starts(&k, key, n) &&
-           k.mv_size == 12 + pl->tlen[i] + 16) {
+           k.mv_size == pl->plen + pl->tlen[i] + RG_REF_SIZE) {
       r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL,
-               (const uint8_t *)k.mv_data, k.mv_size, (int)i, 0, 1,
-               (const uint8_t *)k.mv_data + k.mv_size - 8);
+               (const uint8_t *)k.mv_data, k.mv_size, (int)i, 0, 1);
       if (r) break;
-      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+      rc = ix_get(&cur, &k, &v, RG_IX_NEXT);
     }
     if (rc && rc != MDB_NOTFOUND) { r = mdb_fail(S, rc); break; }
   }
-  mdb_cursor_close(cur);
+  rg_ixcur_close(&cur);
   return r;
 }
 
@@ -932,12 +972,13 @@ static size_t term_len (const uint8_t *p, size_t n, int desc, int *cut) {
 ** entry key: after the first cut term among the ORDER BY columns (0 when
 ** there is none). */
 static size_t group_len (const plan *pl, const uint8_t *key, size_t n) {
-  size_t off = 12;
+  size_t off = pl->plen;
   int col;
-  if (!pl->ordered || n < 12 + 16) return 0;
+  if (!pl->ordered || n < pl->plen + RG_REF_SIZE) return 0;
   for (col = 0; col < pl->ncols; col++) {
     int cut;
-    size_t len = term_len(key + off, n - 16 - off, pl->coldesc[col], &cut);
+    size_t len = term_len(key + off, n - RG_REF_SIZE - off, pl->coldesc[col],
+                          &cut);
     if (len == 0) return 0;
     off += len;
     if (cut && col >= pl->gcol0 && col < pl->gcol0 + pl->gcols) return off;
@@ -959,7 +1000,7 @@ static int gitem_cmp (const void *a, const void *b) {
 
 /* Loads, sorts on full values and feeds a run of entries sharing the
 ** first `g` bytes; the cursor is left on the first entry after the run. */
-static int feed_group (source *S, MDB_cursor *cur, MDB_val *k, MDB_val *v,
+static int feed_group (source *S, rg_ixcur *cur, MDB_val *k, MDB_val *v,
                        size_t g, int *rcp, int phase) {
   const plan *pl = S->pl;
   gitem *items = NULL;
@@ -971,6 +1012,7 @@ static int feed_group (source *S, MDB_cursor *cur, MDB_val *k, MDB_val *v,
     gitem *it;
     MDB_val iv, ik;
     rg_qdoc d;
+    rg_ihdr ih;
     if (n == cap) {
       gitem *ni;
       cap = cap ? cap * 2 : 16;
@@ -985,16 +1027,13 @@ static int feed_group (source *S, MDB_cursor *cur, MDB_val *k, MDB_val *v,
     ik = *v;
     if (!(pl->routed && (ik.mv_size < pl->lp.lplen ||
                          memcmp(ik.mv_data, pl->lp.key, pl->lp.lplen) != 0)) &&
+        ik.mv_size >= 12 &&
         (rc = mdb_get(S->txn, S->env->dbi[RG_DB_ITEMS], &ik, &iv)) == 0 &&
-        iv.mv_size >= RG_VHDR) {
-      int64_t expiry = (int64_t)rg_get_u64((const uint8_t *)iv.mv_data);
+        rg_ihdr_get(iv.mv_data, iv.mv_size, &ih, &d.text, &d.len) == 0) {
       S->w->loaded++;
       S->w->loaded_bytes += iv.mv_size;
-      if (expiry == 0 || expiry > S->now) {
-        d.text = (const char *)iv.mv_data + RG_VHDR;
-        d.len = iv.mv_size - RG_VHDR;
-        d.hash = rg_get_u64((const uint8_t *)ik.mv_data + 4);
-        d.digest = rg_get_u64((const uint8_t *)k->mv_data + k->mv_size - 8);
+      if (ih.expiry == 0 || ih.expiry > S->now) {
+        doc_names(&d, (const uint8_t *)ik.mv_data, ih.seq);
         d.pos = NULL;
         d.poslen = 0;
         d.phase = phase;
@@ -1017,7 +1056,7 @@ static int feed_group (source *S, MDB_cursor *cur, MDB_val *k, MDB_val *v,
       }
     }
     else if (rc && rc != MDB_NOTFOUND) { r = mdb_fail(S, rc); goto done; }
-    *rcp = mdb_cursor_get(cur, k, v, pl->desc ? MDB_PREV : MDB_NEXT);
+    *rcp = ix_get(cur, k, v, pl->desc ? RG_IX_PREV : RG_IX_NEXT);
   }
   if (n > 1) qsort(items, n, sizeof(gitem), gitem_cmp);
   for (i = 0; i < n && !r; i++) {
@@ -1027,8 +1066,7 @@ static int feed_group (source *S, MDB_cursor *cur, MDB_val *k, MDB_val *v,
       int c = memcmp(it->okey, S->rokey, m);
       if (c < 0 || (c == 0 && it->oklen > S->roklen)) continue;
     }
-    r = feed(S, it->ikey, it->iklen, NULL, it->ekey, it->eklen, phase, 0, 0,
-             it->ekey + it->eklen - 8);
+    r = feed(S, it->ikey, it->iklen, NULL, it->ekey, it->eklen, phase, 0, 0);
   }
 done:
   for (i = 0; i < n; i++) free(items[i].okey);
@@ -1038,8 +1076,8 @@ done:
 
 /* Is the term part of entry key k beyond the range's far end? */
 static int past_end (const plan *pl, const MDB_val *k) {
-  const uint8_t *t = (const uint8_t *)k->mv_data + 12;
-  size_t tn = k->mv_size - 12 - 16;
+  const uint8_t *t = (const uint8_t *)k->mv_data + pl->plen;
+  size_t tn = k->mv_size - pl->plen - RG_REF_SIZE;
   const rg_buf *b = pl->desc ? &pl->lo : &pl->hi;
   int has = pl->desc ? pl->has_lo : pl->has_hi;
   int ex = pl->desc ? pl->lo_ex : pl->hi_ex;
@@ -1055,86 +1093,90 @@ static int past_end (const plan *pl, const MDB_val *k) {
 static int at_excluded_start (const plan *pl, const MDB_val *k) {
   const rg_buf *b = pl->desc ? &pl->hi : &pl->lo;
   int ex = pl->desc ? pl->hi_ex : pl->lo_ex;
-  return ex && k->mv_size - 28 == b->n &&
-         memcmp((const uint8_t *)k->mv_data + 12, b->p, b->n) == 0;
+  return ex && k->mv_size - pl->plen - RG_REF_SIZE == b->n &&
+         memcmp((const uint8_t *)k->mv_data + pl->plen, b->p, b->n) == 0;
 }
 
 static int src_range (source *S, int phase) {
   const plan *pl = S->pl;
-  MDB_cursor *cur;
+  rg_ixcur cur;
   MDB_val k, v;
   uint8_t pre[RG_MAX_KEY + 1], key[RG_MAX_KEY + 32];
-  size_t pn = 12 + pl->tpre.n, n;
+  size_t pn = pl->plen + pl->tpre.n, n;
   int rc, r = 0;
   int resume = S->resumed && S->rphase == phase && S->rposlen >= pn;
   if (pn > RG_MAX_KEY) return 0;
-  memcpy(pre, pl->prefix, 12);
-  if (pl->tpre.n) memcpy(pre + 12, pl->tpre.p, pl->tpre.n);
-  if ((rc = mdb_cursor_open(S->txn, S->env->dbi[RG_DB_INDEX], &cur)))
-    return mdb_fail(S, rc);
+  if (pl->absent) { S->w->lookups++; return 0; }
+  memcpy(pre, pl->prefix, pl->plen);
+  if (pl->tpre.n) memcpy(pre + pl->plen, pl->tpre.p, pl->tpre.n);
+  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return mdb_fail(S, rc);
   S->w->lookups++;
   if (resume) {
     size_t g = group_len(pl, S->rpos, S->rposlen);
     if (g && !pl->desc) {            /* back to the start of the run */
       k.mv_data = (void *)S->rpos;
       k.mv_size = g;
-      rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+      rc = ix_get(&cur, &k, &v, RG_IX_SEEK);
     }
     else if (g) {
       size_t bn = after_prefix(S->rpos, g, key);
-      rc = bn ? seek_back(cur, key, bn, 0, &k, &v)
-              : mdb_cursor_get(cur, &k, &v, MDB_LAST);
+      rc = bn ? ix_seek_back(&cur, key, bn, 0, &k, &v)
+              : ix_get(&cur, &k, &v, RG_IX_LAST);
     }
     else if (!pl->desc) {
       k.mv_data = (void *)S->rpos;
       k.mv_size = S->rposlen;
-      rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+      rc = ix_get(&cur, &k, &v, RG_IX_SEEK);
     }
-    else rc = seek_back(cur, S->rpos, S->rposlen, 1, &k, &v);
+    else rc = ix_seek_back(&cur, S->rpos, S->rposlen, 1, &k, &v);
   }
   else if (!pl->desc) {
     const rg_buf *lo = pl->has_lo ? &pl->lo : &pl->tpre;
-    memcpy(key, pl->prefix, 12);
-    if (lo->n) memcpy(key + 12, lo->p, lo->n);
+    memcpy(key, pl->prefix, pl->plen);
+    if (lo->n) memcpy(key + pl->plen, lo->p, lo->n);
     k.mv_data = key;
-    k.mv_size = 12 + lo->n;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    k.mv_size = pl->plen + lo->n;
+    rc = ix_get(&cur, &k, &v, RG_IX_SEEK);
   }
   else {
-    memcpy(key, pl->prefix, 12);
+    memcpy(key, pl->prefix, pl->plen);
     if (pl->has_hi) {                /* after every entry of the term */
-      memcpy(key + 12, pl->hi.p, pl->hi.n);
-      n = 12 + pl->hi.n;
-      if (!pl->hi_ex) { memset(key + n, 0xFF, 17); n += 17; }
-      rc = seek_back(cur, key, n, 0, &k, &v);
+      memcpy(key + pl->plen, pl->hi.p, pl->hi.n);
+      n = pl->plen + pl->hi.n;
+      if (!pl->hi_ex) {
+        memset(key + n, 0xFF, RG_REF_SIZE + 1);
+        n += RG_REF_SIZE + 1;
+      }
+      rc = ix_seek_back(&cur, key, n, 0, &k, &v);
     }
     else {
       n = after_prefix(pre, pn, key);
-      rc = n ? seek_back(cur, key, n, 0, &k, &v)
-             : mdb_cursor_get(cur, &k, &v, MDB_LAST);
+      rc = n ? ix_seek_back(&cur, key, n, 0, &k, &v)
+             : ix_get(&cur, &k, &v, RG_IX_LAST);
     }
   }
-  while (rc == 0 && starts(&k, pre, pn) && k.mv_size >= 12 + 16 + 1) {
+  while (rc == 0 && starts(&k, pre, pn) &&
+         k.mv_size >= pl->plen + RG_REF_SIZE + 1) {
     size_t g;
     if (past_end(pl, &k)) break;
     if (at_excluded_start(pl, &k) ||
-        (pl->routed && rg_get_u64((const uint8_t *)k.mv_data + k.mv_size - 16)
-                       != pl->lp.hash)) {
-      rc = mdb_cursor_get(cur, &k, &v, pl->desc ? MDB_PREV : MDB_NEXT);
+        (pl->routed &&
+         rg_get_u32((const uint8_t *)k.mv_data + k.mv_size - RG_REF_SIZE)
+         != (uint32_t)(pl->lp.hash >> 32))) {
+      rc = ix_get(&cur, &k, &v, pl->desc ? RG_IX_PREV : RG_IX_NEXT);
       continue;
     }
     if ((g = group_len(pl, (const uint8_t *)k.mv_data, k.mv_size)) != 0) {
-      r = feed_group(S, cur, &k, &v, g, &rc, phase);
+      r = feed_group(S, &cur, &k, &v, g, &rc, phase);
       if (r) break;
       continue;
     }
     r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL,
-             (const uint8_t *)k.mv_data, k.mv_size, phase, 0, 1,
-             (const uint8_t *)k.mv_data + k.mv_size - 8);
+             (const uint8_t *)k.mv_data, k.mv_size, phase, 0, 1);
     if (r) break;
-    rc = mdb_cursor_get(cur, &k, &v, pl->desc ? MDB_PREV : MDB_NEXT);
+    rc = ix_get(&cur, &k, &v, pl->desc ? RG_IX_PREV : RG_IX_NEXT);
   }
-  mdb_cursor_close(cur);
+  rg_ixcur_close(&cur);
   if (r) return r;
   if (rc && rc != MDB_NOTFOUND) return mdb_fail(S, rc);
   return 0;
@@ -1144,7 +1186,7 @@ static int run (source *S) {
   const plan *pl = S->pl;
   uint8_t cid[4];
   int r = 0;
-  memcpy(cid, pl->prefix, 4);
+  rg_put_u32(cid, pl->cid);
   switch (pl->src) {
     case SRC_SCAN:
       if (pl->routed) return scan_items(S, pl->lp.key, pl->lp.lplen, 0, 0, 0);
@@ -1187,6 +1229,7 @@ static void qstate_free (qstate *st) {
   rg_buf_free(&st->ptext);
   rg_buf_free(&st->tok);
   rg_buf_free(&st->pl.terms);
+  rg_buf_free(&st->pl.ptext);
   rg_buf_free(&st->pl.tpre);
   rg_buf_free(&st->pl.lo);
   rg_buf_free(&st->pl.hi);
@@ -1228,6 +1271,7 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   rg_buf_init(&st.ptext);
   rg_buf_init(&st.tok);
   rg_buf_init(&st.pl.terms);
+  rg_buf_init(&st.pl.ptext);
   rg_buf_init(&st.pl.tpre);
   rg_buf_init(&st.pl.lo);
   rg_buf_init(&st.pl.hi);
@@ -1253,8 +1297,16 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   P.spec = c->spec;
   P.params = params;
   P.mem = &st.mem;
-  set_prefix(&st.pl, c->spec->cid, 0);
+  st.pl.cid = c->spec->cid;
   if ((rc = make_plan(&P, rq, &st.pl, e))) goto done;
+  if (st.pl.src != SRC_SCAN) {      /* the index's path id */
+    if (st.pl.ptext.oom) { rc = rg_fail(e, 500, "out of memory"); goto done; }
+    rc = rg_pathid_find(txn, c->env, c->spec->cid, st.pl.ptext.p,
+                        st.pl.ptext.n, st.pl.prefix, &st.pl.plen, e);
+    if (rc == 404) st.pl.absent = 1;
+    else if (rc) goto done;
+    rc = 0;
+  }
   ctx = token_context(c, rq, &st);
   if (rq->continuation) {
     if ((rc = rg_token_open(c->env->secret, RG_TOKEN_QUERY, ctx,

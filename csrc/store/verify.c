@@ -6,16 +6,20 @@
 **   - its spec parses;
 **   - every item's key is the key its own id and partition key give, its
 **     JSON parses, and its _lsn is at most the database's last lsn;
+**   - its reference's seq maps back to its key in the refs table;
 **   - every index and unique entry the item needs exists and names it, and
-**     the tables hold no others (the counts match);
+**     the tables hold no others (the counts match; every path id in index
+**     keys is in the container's dictionary);
 **   - its TTL entry exists exactly when its header has an expiry;
-**   - its latest-version entry sits under its _lsn, and the change feed
-**     holds the record of that write;
+**   - its latest-version entry sits under its _lsn, and, in a container
+**     that keeps the all-versions feed, the feed holds the record of that
+**     write (one that does not keep it has no records);
 **   - the statistics of each logical partition and of the container match
 **     the items;
 **   - every processor lease decodes and points inside the feed;
-** and every item, index, feed or latest entry belongs to a container in
-** the catalog (or to one whose deletion is under way).
+** and every item, index, feed, latest or refs entry belongs to a container
+** in the catalog (or to one whose deletion is under way), every refs entry
+** names an item that names it back, and no path id was given twice.
 ** Returns true, or nil and a report naming each problem (at most
 ** MAX_PROBLEMS are listed, then a count).
 */
@@ -39,6 +43,9 @@ typedef struct verifier {
   uint64_t last_lsn;
   rg_buf report;
   int problems;
+  uint32_t *rcid;              /* refs per container: cids and counts */
+  uint64_t *rcount;
+  size_t nr;
 } verifier;
 
 static void problem (verifier *v, const char *fmt, const char *a,
@@ -50,8 +57,9 @@ static void problem (verifier *v, const char *fmt, const char *a,
   }
 }
 
-/* Entries of table `db` whose key starts with the 4-byte cid. */
-static uint64_t count_prefix (verifier *v, int db, uint32_t cid) {
+/* Entries of table `db` whose key starts with the 4-byte cid (with `dups`,
+** the duplicates of each key). */
+static uint64_t count_entries (verifier *v, int db, uint32_t cid, int dups) {
   MDB_cursor *cur;
   MDB_val k, d;
   uint8_t p[4];
@@ -63,11 +71,70 @@ static uint64_t count_prefix (verifier *v, int db, uint32_t cid) {
   k.mv_size = 4;
   rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
   while (rc == 0 && k.mv_size >= 4 && memcmp(k.mv_data, p, 4) == 0) {
-    n++;
-    rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT);
+    size_t more = 1;
+    if (dups && mdb_cursor_count(cur, &more)) more = 0;
+    n += more;
+    rc = mdb_cursor_get(cur, &k, &d, dups ? MDB_NEXT_NODUP : MDB_NEXT);
   }
   mdb_cursor_close(cur);
   return n;
+}
+
+static int exists (verifier *v, int db, const void *key, size_t n,
+                   MDB_val *out);
+
+static uint64_t count_prefix (verifier *v, int db, uint32_t cid) {
+  return count_entries(v, db, cid, 0);
+}
+
+static uint64_t refs_of (verifier *v, uint32_t cid) {
+  size_t i;
+  for (i = 0; i < v->nr; i++) if (v->rcid[i] == cid) return v->rcount[i];
+  return 0;
+}
+
+/* One pass over the refs table: every entry names an item whose header
+** names it back; the entries are counted per container. */
+static void verify_refs (verifier *v) {
+  MDB_cursor *cur;
+  MDB_val k, d;
+  size_t cap = 0, i;
+  int rc;
+  if (mdb_cursor_open(v->txn, v->env->dbi[RG_DB_REFS], &cur)) return;
+  rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST);
+  for (; rc == 0; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+    MDB_val iv;
+    rg_ihdr ih;
+    uint32_t cid;
+    if (k.mv_size != 4 || d.mv_size < 12) {
+      problem(v, "the refs table holds a malformed entry%s", "", 0);
+      continue;
+    }
+    cid = rg_get_u32((const uint8_t *)d.mv_data);
+    if (!exists(v, RG_DB_ITEMS, d.mv_data, d.mv_size, &iv) ||
+        rg_ihdr_get(iv.mv_data, iv.mv_size, &ih, NULL, NULL) ||
+        ih.seq != rg_get_u32((const uint8_t *)k.mv_data))
+      problem(v, "the refs table names an item that does not name it back "
+              "(seq %s%lu)", "", (unsigned long)rg_get_u32(
+                (const uint8_t *)k.mv_data));
+    for (i = 0; i < v->nr && v->rcid[i] != cid; i++) ;
+    if (i == v->nr) {
+      if (v->nr == cap) {
+        uint32_t *a;
+        uint64_t *b;
+        cap = cap ? 2 * cap : 16;
+        if ((a = (uint32_t *)realloc(v->rcid, cap * sizeof(uint32_t))))
+          v->rcid = a;
+        if ((b = (uint64_t *)realloc(v->rcount, cap * sizeof(uint64_t))))
+          v->rcount = b;
+        if (a == NULL || b == NULL) break;
+      }
+      v->rcid[v->nr] = cid;
+      v->rcount[v->nr++] = 0;
+    }
+    v->rcount[i]++;
+  }
+  mdb_cursor_close(cur);
 }
 
 static int exists (verifier *v, int db, const void *key, size_t n,
@@ -158,14 +225,16 @@ static void verify_container (verifier *v, const rg_cspec *s) {
     cJSON *doc = NULL;
     const cJSON *id, *jl, *pkv[RG_MAX_PK_PATHS];
     rg_ikey ik;
+    rg_ihdr ih;
+    const char *text;
+    size_t tn;
     int64_t expiry, lsn = 0;
-    if (d.mv_size < RG_VHDR ||
-        rg_json_parse((const char *)d.mv_data + RG_VHDR, d.mv_size - RG_VHDR,
-                      &doc, NULL) != 0) {
+    if (rg_ihdr_get(d.mv_data, d.mv_size, &ih, &text, &tn) ||
+        rg_json_parse(text, tn, &doc, NULL) != 0) {
       problem(v, "container '%s': an item's value is not valid JSON", s->name, 0);
       continue;
     }
-    expiry = (int64_t)rg_get_u64((const uint8_t *)d.mv_data);
+    expiry = ih.expiry;
     id = cJSON_GetObjectItemCaseSensitive(doc, "id");
     jl = cJSON_GetObjectItemCaseSensitive(doc, "_lsn");
     rg_doc_pk(s, doc, pkv);
@@ -190,8 +259,16 @@ static void verify_container (verifier *v, const rg_cspec *s) {
         (uint64_t)lsn > v->last_lsn)
       problem(v, "item '%s' has an _lsn outside the feed (container %lu)",
               id->valuestring, (unsigned long)s->cid);
-    v->problems += rg_index_verify(v->txn, v->env, s, &ik, doc, &nindex,
-                                   &nunique, &v->report);
+    {
+      MDB_val rk;
+      if (rg_ref_item(v->txn, v->env, ih.seq, &rk) != 0 ||
+          rk.mv_size != k.mv_size || memcmp(rk.mv_data, k.mv_data, k.mv_size))
+        problem(v, "item '%s': its reference does not lead back to it in "
+                "the refs table (container %lu)", id->valuestring,
+                (unsigned long)s->cid);
+    }
+    v->problems += rg_index_verify(v->txn, v->env, s, &ik, ih.seq, doc,
+                                   &nindex, &nunique, &v->report);
     if (expiry) {
       uint8_t tk[20];
       rg_put_u32(tk, s->cid);
@@ -203,18 +280,25 @@ static void verify_container (verifier *v, const rg_cspec *s) {
                 id->valuestring, (unsigned long)s->cid);
     }
     {
-      uint8_t lk[22];
-      MDB_val lv;
-      rg_put_u32(lk, s->cid);
-      rg_put_u16(lk + 4, (uint32_t)ik.range);
-      rg_put_u64(lk + 6, (uint64_t)lsn);
-      rg_put_u64(lk + 14, rg_ikey_digest(ik.key, ik.len));
-      if (!exists(v, RG_DB_LATEST, lk, 22, &lv) || lv.mv_size != ik.len ||
-          memcmp(lv.mv_data, ik.key, ik.len) != 0)
+      uint8_t lk[8], ld[RG_LATEST_DUP];
+      MDB_val key, dup;
+      MDB_cursor *lc;
+      int found = 0;
+      key.mv_data = lk;
+      key.mv_size = rg_latest_entry(lk, ld, s->cid, ik.range, (uint64_t)lsn,
+                                    rg_ref_make(ik.hash, ih.seq));
+      dup.mv_data = ld;
+      dup.mv_size = RG_LATEST_DUP;
+      if (mdb_cursor_open(v->txn, v->env->dbi[RG_DB_LATEST], &lc) == 0) {
+        found = mdb_cursor_get(lc, &key, &dup, MDB_GET_BOTH) == 0;
+        mdb_cursor_close(lc);
+      }
+      if (!found)
         problem(v, "item '%s' has no latest-version entry at its _lsn "
                 "(container %lu)", id->valuestring, (unsigned long)s->cid);
     }
-    if (s->retention < 0 && !feed_has(v, s, &ik, (uint64_t)lsn, id->valuestring))
+    if (s->all_versions && s->retention < 0 &&
+        !feed_has(v, s, &ik, (uint64_t)lsn, id->valuestring))
       problem(v, "item '%s': the change feed lacks the record of its last "
               "write (container %lu)", id->valuestring, (unsigned long)s->cid);
     if (lp->len != ik.lplen || memcmp(lp->lp, ik.key, ik.lplen) != 0) {
@@ -225,9 +309,9 @@ static void verify_container (verifier *v, const rg_cspec *s) {
       lp->items = lp->bytes = 0;
     }
     lp->items++;
-    lp->bytes += d.mv_size - RG_VHDR;
+    lp->bytes += tn;
     items++;
-    bytes += d.mv_size - RG_VHDR;
+    bytes += tn;
     cJSON_Delete(doc);
   }
   mdb_cursor_close(cur);
@@ -240,14 +324,24 @@ static void verify_container (verifier *v, const rg_cspec *s) {
   if (count_prefix(v, RG_DB_UNIQUE, s->cid) != nunique)
     problem(v, "container '%s': the unique-key table holds entries no item "
             "needs (%lu expected)", s->name, (unsigned long)nunique);
-  if (count_prefix(v, RG_DB_INDEX, s->cid) != nindex)
-    problem(v, "container '%s': the index holds entries no item needs (%lu "
-            "expected)", s->name, (unsigned long)nindex);
+  {
+    uint64_t have = 0;
+    if (rg_index_count(v->txn, v->env, s->cid, &have) == 0 && have != nindex)
+      problem(v, "container '%s': the index holds entries no item needs (%lu "
+              "expected)", s->name, (unsigned long)nindex);
+  }
+  if (!s->all_versions && count_prefix(v, RG_DB_FEED, s->cid) != 0)
+    problem(v, "container '%s' keeps no all-versions feed, but the feed "
+            "table holds %lu records of it", s->name,
+            (unsigned long)count_prefix(v, RG_DB_FEED, s->cid));
+  if (refs_of(v, s->cid) != items)
+    problem(v, "container '%s': the refs table does not hold one entry per "
+            "item (%lu items)", s->name, (unsigned long)items);
   if (count_prefix(v, RG_DB_TTL, s->cid) != nttl)
     problem(v, "container '%s': the TTL table holds %lu entries no item "
             "needs", s->name,
             (unsigned long)(count_prefix(v, RG_DB_TTL, s->cid) - nttl));
-  if (count_prefix(v, RG_DB_LATEST, s->cid) != items)
+  if (count_entries(v, RG_DB_LATEST, s->cid, 1) != items)
     problem(v, "container '%s': the latest-version table does not hold one "
             "entry per item (%lu items)", s->name, (unsigned long)items);
   {
@@ -266,11 +360,92 @@ static void verify_container (verifier *v, const rg_cspec *s) {
 }
 
 /* Each table's entries must belong to a known container. */
+static int known_cid (verifier *v, const uint32_t *cids, int n,
+                      uint32_t cid) {
+  uint8_t dk[5];
+  int i;
+  for (i = 0; i < n; i++) if (cids[i] == cid) return 1;
+  return exists(v, RG_DB_META, dk, rg_meta_key(dk, RG_MK_DROP, cid, NULL, 0),
+                NULL);
+}
+
+static int cmp_u32 (const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The path dictionary: ids given once, to known containers; every index
+** key under one of them. */
+static void verify_paths (verifier *v, const uint32_t *cids, int n) {
+  MDB_cursor *cur;
+  MDB_val k, d;
+  uint8_t from[1] = { RG_MK_PATH };
+  uint32_t *ids = NULL, last = 0, id;
+  size_t nid = 0, cap = 0, i;
+  int rc;
+  if (exists(v, RG_DB_META, RG_META_PATHID, sizeof(RG_META_PATHID) - 1, &d) &&
+      d.mv_size == 4)
+    last = rg_get_u32((const uint8_t *)d.mv_data);
+  if (mdb_cursor_open(v->txn, v->env->dbi[RG_DB_META], &cur)) return;
+  k.mv_data = from;
+  k.mv_size = 1;
+  rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
+  for (; rc == 0 && k.mv_size > 5 && ((uint8_t *)k.mv_data)[0] == RG_MK_PATH;
+       rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+    uint32_t cid = rg_get_u32((const uint8_t *)k.mv_data + 1);
+    if (d.mv_size > RG_PATHID_MAX ||
+        rg_pathid_get((const uint8_t *)d.mv_data, d.mv_size, &id) !=
+        d.mv_size || id == 0 || id > last) {
+      problem(v, "the path dictionary holds a malformed id%s", "", 0);
+      continue;
+    }
+    if (!known_cid(v, cids, n, cid))
+      problem(v, "the path dictionary holds paths of container id %s%lu, "
+              "which is not in the catalog", "", (unsigned long)cid);
+    if (nid == cap) {
+      uint32_t *a = (uint32_t *)realloc(ids, (cap = cap ? 2 * cap : 64) *
+                                        sizeof(uint32_t));
+      if (a == NULL) break;
+      ids = a;
+    }
+    ids[nid++] = id;
+  }
+  mdb_cursor_close(cur);
+  if (nid > 1) qsort(ids, nid, sizeof(uint32_t), cmp_u32);
+  for (i = 1; i < nid; i++)
+    if (ids[i] == ids[i - 1])
+      problem(v, "the path dictionary gives path id %s%lu twice", "",
+              (unsigned long)ids[i]);
+  if (mdb_cursor_open(v->txn, v->env->dbi[RG_DB_INDEX], &cur) == 0) {
+    rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST);
+    while (rc == 0) {
+      uint8_t next[RG_PATHID_MAX];
+      if (rg_pathid_get((const uint8_t *)k.mv_data, k.mv_size, &id) == 0) {
+        problem(v, "the index holds a key without a path id%s", "", 0);
+        break;
+      }
+      if (!bsearch(&id, ids, nid, sizeof(uint32_t), cmp_u32))
+        problem(v, "the index holds entries under path id %s%lu, which the "
+                "dictionary does not give", "", (unsigned long)id);
+      if (id == UINT32_MAX) break;
+      k.mv_data = next;              /* skip to the next path id */
+      k.mv_size = rg_pathid_put(next, id + 1);
+      rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
+    }
+    mdb_cursor_close(cur);
+  }
+  free(ids);
+}
+
 static void verify_owners (verifier *v, const uint32_t *cids, int n) {
-  static const int tables[] = { RG_DB_ITEMS, RG_DB_INDEX, RG_DB_TTL,
-                                RG_DB_FEED, RG_DB_LATEST, RG_DB_PARTS,
-                                RG_DB_UNIQUE };
+  static const int tables[] = { RG_DB_ITEMS, RG_DB_TTL, RG_DB_FEED,
+                                RG_DB_LATEST, RG_DB_PARTS, RG_DB_UNIQUE };
   size_t t;
+  for (t = 0; t < v->nr; t++)
+    if (!known_cid(v, cids, n, v->rcid[t]))
+      problem(v, "the refs table names items of container id %s%lu, which "
+              "is not in the catalog", "", (unsigned long)v->rcid[t]);
+  verify_paths(v, cids, n);
   for (t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
     MDB_cursor *cur;
     MDB_val k, d;
@@ -279,11 +454,8 @@ static void verify_owners (verifier *v, const uint32_t *cids, int n) {
     rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST);
     while (rc == 0) {
       uint32_t cid = k.mv_size >= 4 ? rg_get_u32((const uint8_t *)k.mv_data) : 0;
-      uint8_t next[4], dk[5];
-      int i, known = 0;
-      for (i = 0; i < n; i++) if (cids[i] == cid) known = 1;
-      if (!known && !exists(v, RG_DB_META, dk,
-                            rg_meta_key(dk, RG_MK_DROP, cid, NULL, 0), NULL))
+      uint8_t next[4];
+      if (!known_cid(v, cids, n, cid))
         problem(v, "table entries belong to container id %s%lu, which is "
                 "not in the catalog", "", (unsigned long)cid);
       if (cid == UINT32_MAX) break;
@@ -331,6 +503,7 @@ int rg_verify (rg_env *env, rg_buf *report) {
     }
     mdb_cursor_close(cur);
   }
+  verify_refs(&v);
   for (i = 0; i < n; i++) {
     rg_cspec *s = NULL;
     if (rg_load_spec(v.txn, env, cids[i], &s, &e) != 0) {
@@ -345,6 +518,8 @@ int rg_verify (rg_env *env, rg_buf *report) {
   verify_owners(&v, cids, n);
   rg_read_end(env);
   free(cids);
+  free(v.rcid);
+  free(v.rcount);
   if (v.problems > MAX_PROBLEMS)
     rg_buf_addf(&v.report, "... and %d more problems\n",
                 v.problems - MAX_PROBLEMS);

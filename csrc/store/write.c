@@ -48,6 +48,7 @@ typedef struct item {
   cJSON *doc;              /* parsed; NULL when absent */
   size_t size;             /* bytes of JSON */
   int64_t expiry;          /* 0: never */
+  uint32_t seq;            /* its reference's seq */
   uint64_t lsn;
 } item;
 
@@ -70,18 +71,20 @@ void rg_wres_free (rg_wres *r) {
 int rg_item_get (MDB_txn *txn, rg_env *env, const rg_ikey *k, int64_t now,
                  MDB_val *json, rg_err *e) {
   MDB_val key, v;
-  int64_t expiry;
+  rg_ihdr h;
+  const char *text;
+  size_t n;
   int rc;
   key.mv_data = (void *)k->key;
   key.mv_size = k->len;
   rc = mdb_get(txn, env->dbi[RG_DB_ITEMS], &key, &v);
   if (rc == MDB_NOTFOUND) return rg_fail(e, 404, "item not found");
   if (rc) return rg_fail_mdb(e, rc, "read");
-  if (v.mv_size < RG_VHDR) return rg_fail(e, 500, "corrupt item record");
-  expiry = (int64_t)rg_get_u64((const uint8_t *)v.mv_data);
-  if (expiry != 0 && expiry <= now) return rg_fail(e, 404, "item not found");
-  json->mv_data = (char *)v.mv_data + RG_VHDR;
-  json->mv_size = v.mv_size - RG_VHDR;
+  if (rg_ihdr_get(v.mv_data, v.mv_size, &h, &text, &n))
+    return rg_fail(e, 500, "corrupt item record");
+  if (h.expiry != 0 && h.expiry <= now) return rg_fail(e, 404, "item not found");
+  json->mv_data = (void *)text;
+  json->mv_size = n;
   return 0;
 }
 
@@ -109,6 +112,8 @@ static int same_identity (const rg_cspec *c, const cJSON *doc,
 static int load_item (rg_scope *s, const rg_cont *c, const rg_ikey *k,
                       const char *id, size_t idlen, item *it, rg_err *e) {
   MDB_val key, v;
+  rg_ihdr h;
+  const char *text;
   int rc;
   memset(it, 0, sizeof(*it));
   key.mv_data = (void *)k->key;
@@ -116,11 +121,11 @@ static int load_item (rg_scope *s, const rg_cont *c, const rg_ikey *k,
   rc = mdb_get(s->txn, s->env->dbi[RG_DB_ITEMS], &key, &v);
   if (rc == MDB_NOTFOUND) return 0;
   if (rc) return rg_scope_mdb(s, rc, "read", e);
-  if (v.mv_size < RG_VHDR) return rg_fail(e, 500, "corrupt item record");
-  it->expiry = (int64_t)rg_get_u64((const uint8_t *)v.mv_data);
-  it->size = v.mv_size - RG_VHDR;
-  if ((rc = rg_json_parse((const char *)v.mv_data + RG_VHDR, it->size,
-                          &it->doc, e)))
+  if (rg_ihdr_get(v.mv_data, v.mv_size, &h, &text, &it->size))
+    return rg_fail(e, 500, "corrupt item record");
+  it->expiry = h.expiry;
+  it->seq = h.seq;
+  if ((rc = rg_json_parse(text, it->size, &it->doc, e)))
     return rg_fail(e, 500, "corrupt item: %s", e->msg);
   {
     const cJSON *l = cJSON_GetObjectItemCaseSensitive(it->doc, "_lsn");
@@ -190,13 +195,20 @@ static size_t ttl_key (uint8_t *out, uint32_t cid, int64_t expiry,
   return 20;
 }
 
-static size_t latest_key (uint8_t *out, uint32_t cid, int range, uint64_t lsn,
-                          uint64_t digest) {
-  rg_put_u32(out, cid);
-  rg_put_u16(out + 4, (uint32_t)range);
-  rg_put_u64(out + 6, lsn);
-  rg_put_u64(out + 14, digest);
-  return 22;
+/* A new item's seq, with its refs entry (seqs wrap after 2^32 creates:
+** one still in use is skipped). */
+static int new_seq (rg_scope *s, const rg_ikey *k, uint32_t *seq,
+                    rg_err *e) {
+  int rc, tries;
+  for (tries = 0; tries < 1000; tries++) {
+    uint8_t b[4];
+    if ((*seq = rg_scope_seq(s, e)) == 0) return s->failed;
+    rg_put_u32(b, *seq);
+    rc = rg_put_flags(s, RG_DB_REFS, b, 4, k->key, k->len,
+                      MDB_APPEND | MDB_NOOVERWRITE, e);
+    if (rc != RG_EXISTS) return rc;
+  }
+  return rg_fail(e, 507, "insufficient storage: no item seq is free");
 }
 
 /*
@@ -210,19 +222,28 @@ static int store (rg_scope *s, const rg_cont *c, const rg_ikey *k, item *old,
   const rg_cspec *spec = c->spec;
   uint64_t digest = rg_ikey_digest(k->key, k->len);
   uint64_t lsn = rg_scope_lsn(s, e);
-  uint8_t tk[24], lk[24], ck[8];
+  uint8_t tk[24], lk[8], ld[16], ck[8];
+  uint32_t seq = old->seq;
   int rc;
   int64_t dbytes;
   if (lsn == 0) return s->failed;
+  if (old->doc == NULL && (rc = new_seq(s, k, &seq, e))) return rc;
   if (neu) {                                    /* the item itself */
-    uint8_t *val = (uint8_t *)rg_reserve(s, RG_DB_ITEMS, k->key, k->len,
-                                         RG_VHDR + text->n, e);
+    uint8_t hdr[RG_IHDR_MAX], *val;
+    size_t hn = rg_ihdr_put(hdr, seq, expiry);
+    val = (uint8_t *)rg_reserve(s, RG_DB_ITEMS, k->key, k->len, hn + text->n, e);
     if (val == NULL) return s->failed;
-    rg_put_u64(val, (uint64_t)expiry);
-    memcpy(val + RG_VHDR, text->p, text->n);
+    memcpy(val, hdr, hn);
+    memcpy(val + hn, text->p, text->n);
   }
-  else if ((rc = rg_del(s, RG_DB_ITEMS, k->key, k->len, NULL, e))) return rc;
-  if ((rc = rg_index_update(s, spec, k, old->doc, neu, e))) return rc;
+  else {
+    uint8_t b[4];
+    rg_put_u32(b, seq);
+    if ((rc = rg_del(s, RG_DB_ITEMS, k->key, k->len, NULL, e)) ||
+        (rc = rg_del(s, RG_DB_REFS, b, 4, NULL, e)))
+      return rc;
+  }
+  if ((rc = rg_index_update(s, spec, k, seq, old->doc, neu, e))) return rc;
   if (old->doc && old->expiry &&                /* TTL entries */
       (rc = rg_del(s, RG_DB_TTL, tk,
                    ttl_key(tk, spec->cid, old->expiry, digest), NULL, e)))
@@ -231,16 +252,18 @@ static int store (rg_scope *s, const rg_cont *c, const rg_ikey *k, item *old,
       (rc = rg_put(s, RG_DB_TTL, tk, ttl_key(tk, spec->cid, expiry, digest),
                 k->key, k->len, e)))
     return rc;
-  if (old->doc &&                               /* latest-version entry */
-      (rc = rg_del(s, RG_DB_LATEST, lk,
-                latest_key(lk, spec->cid, k->range, old->lsn, digest), NULL, e)))
-    return rc;
-  if (neu &&
-      (rc = rg_put(s, RG_DB_LATEST, lk,
-                latest_key(lk, spec->cid, k->range, lsn, digest),
-                k->key, k->len, e)))
-    return rc;
-  if ((rc = rg_feed_append(s, c, k, op, ttl_expired,
+  if (old->doc) {                               /* latest-version entry */
+    size_t kn = rg_latest_entry(lk, ld, spec->cid, k->range, old->lsn,
+                                rg_ref_make(k->hash, seq));
+    if ((rc = rg_ddel(s, RG_DB_LATEST, lk, kn, ld, 16, NULL, e))) return rc;
+  }
+  if (neu) {
+    size_t kn = rg_latest_entry(lk, ld, spec->cid, k->range, lsn,
+                                rg_ref_make(k->hash, seq));
+    if ((rc = rg_dput(s, RG_DB_LATEST, lk, kn, ld, 16, 1, e))) return rc;
+  }
+  if (spec->all_versions &&
+      (rc = rg_feed_append(s, c, k, op, ttl_expired,
                            neu ? neu : old->doc, neu ? text : NULL, e)))
     return rc;
   dbytes = (int64_t)(neu ? text->n : 0) - (int64_t)(old->doc ? old->size : 0);

@@ -274,7 +274,8 @@ static void test_feed (void) {
   char doc[64];
   int i;
   open_db(0);
-  c = make_container("c", "{\"partition_key\":\"/pk\"}");
+  c = make_container("c", "{\"partition_key\":\"/pk\","
+                     "\"change_feed\":{\"all_versions\":true}}");
   for (i = 0; i < 10; i++) {
     snprintf(doc, sizeof(doc), "{\"id\":\"%d\",\"pk\":\"p\"}", i);
     STATUS(write_json(&c, RG_OP_CREATE, doc, NULL), 0);
