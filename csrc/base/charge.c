@@ -50,6 +50,19 @@ double rg_charge (const rg_work *w) {
   return floor(ru * 100.0 + 0.5) / 100.0;
 }
 
+void rg_work_add (rg_work *out, const rg_work *w) {
+  out->read_units += w->read_units;
+  out->written += w->written;
+  out->write_bytes += w->write_bytes;
+  out->write_extra_kb += w->write_extra_kb;
+  out->terms += w->terms;
+  out->lookups += w->lookups;
+  out->partitions += w->partitions;
+  out->loaded += w->loaded;
+  out->loaded_bytes += w->loaded_bytes;
+  out->scripts += w->scripts;
+}
+
 void rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before) {
   out->read_units = after->read_units - before->read_units;
   out->written = after->written - before->written;

@@ -31,6 +31,8 @@ typedef struct rg_work {
 double   rg_charge (const rg_work *w);
 /* The read units of one item of `bytes` bytes (at least 1). */
 uint64_t rg_read_units (size_t bytes);
+/* out += w, counter by counter. */
+void     rg_work_add (rg_work *out, const rg_work *w);
 /* out = after - before, counter by counter. */
 void     rg_work_diff (rg_work *out, const rg_work *after,
                        const rg_work *before);

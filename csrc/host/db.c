@@ -217,15 +217,24 @@ static int db_delete_container (lua_State *L) {
 ** Statistics, backup, verify, TTL purge
 ** ======================================================================
 */
-/* db:stats() -> {map_size, used_bytes, page_size, readers, lsn, items,
-**               bytes, containers = {name = {items, bytes}}} */
+/* db:stats(opts) -> {map_size, used_bytes, page_size, readers, lsn, items,
+**               bytes, containers = {name = {items, bytes}}}; with
+**               opts.tables, also tables = {name = {entries, bytes}} and
+**               free_bytes (a walk over the whole index: not for hot paths) */
 static int db_stats (lua_State *L) {
+  static const char *const allowed[] = { "tables", NULL };
   rg_db *d = rgl_checkdb(L, 1);
   uint64_t items = 0, bytes = 0;
   rg_env_info info;
   rg_err e;
   lbox *g;
-  int i;
+  int i, tables = 0;
+  if (!lua_isnoneornil(L, 2)) {
+    rgl_opts_check(L, 2, allowed, "stats");
+    lua_getfield(L, 2, "tables");
+    tables = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
   /* after the listing's read: it adopts a map another process grew, and
   ** refuses an environment without one */
   if ((g = list_containers(L, d, &e)) == NULL) return rgl_push_fail(L, &e);
@@ -259,6 +268,23 @@ static int db_stats (lua_State *L) {
   lua_pushinteger(L, (lua_Integer)bytes);
   lua_setfield(L, -2, "bytes");
   rgl_box_done(g);
+  if (tables) {
+    rg_table_stat ts[RG_NDB];
+    uint64_t free_bytes;
+    if (rg_env_tables(d->env, ts, &free_bytes, &e)) return rgl_push_fail(L, &e);
+    lua_createtable(L, 0, RG_NDB);
+    for (i = 0; i < RG_NDB; i++) {
+      lua_createtable(L, 0, 2);
+      lua_pushinteger(L, (lua_Integer)ts[i].entries);
+      lua_setfield(L, -2, "entries");
+      lua_pushinteger(L, (lua_Integer)ts[i].bytes);
+      lua_setfield(L, -2, "bytes");
+      lua_setfield(L, -2, rg_env_table_name(i));
+    }
+    lua_setfield(L, -2, "tables");
+    lua_pushinteger(L, (lua_Integer)free_bytes);
+    lua_setfield(L, -2, "free_bytes");
+  }
   return 1;
 }
 

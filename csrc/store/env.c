@@ -400,6 +400,72 @@ void rg_env_info_get (rg_env *env, rg_env_info *out) {
   out->page_size = st.ms_psize;
   out->readers = info.me_numreaders;
 }
+
+const char *rg_env_table_name (int db) { return dbnames[db]; }
+
+/*
+** The pages of each table.  LMDB counts a table's own tree; the nested
+** trees holding a key's duplicates once they outgrow the key's page are
+** counted here: each MDB_NEXT_MULTIPLE step over a DUPFIXED key reads one
+** leaf page of its nested tree (one step over a small set kept inside the
+** node reads none), and a nested tree of L > 1 leaves has about
+** L / 150 branch pages above them (fanout of a small fixed key).  The
+** free pages are those the free list holds.
+*/
+static uint64_t nested_pages (MDB_cursor *cur, size_t dupsize) {
+  MDB_val k, d;
+  uint64_t pages = 0;
+  int rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST);
+  for (; rc == 0; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT_NODUP)) {
+    size_t count = 0;
+    uint64_t leaves = 0, seen = 0;
+    if (mdb_cursor_count(cur, &count) || count * dupsize < 1024) continue;
+    rc = mdb_cursor_get(cur, &k, &d, MDB_GET_MULTIPLE);
+    while (rc == 0) {
+      leaves++;
+      seen += d.mv_size / dupsize;
+      rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT_MULTIPLE);
+    }
+    if (leaves > 1 || count * dupsize > 2000)
+      pages += leaves + (leaves > 1 ? (leaves + 149) / 150 : 0);
+    (void)seen;
+  }
+  return pages;
+}
+
+int rg_env_tables (rg_env *env, rg_table_stat out[], uint64_t *free_bytes,
+                   rg_err *e) {
+  MDB_txn *txn;
+  MDB_cursor *cur;
+  MDB_stat st;
+  MDB_val k, d;
+  int i, rc;
+  uint64_t psize;
+  *free_bytes = 0;
+  if ((rc = rg_read_begin(env, &txn, e))) return rc;
+  mdb_env_stat(env->mdb, &st);
+  psize = st.ms_psize;
+  for (i = 0; i < RG_NDB && rc == 0; i++) {
+    if ((rc = mdb_stat(txn, env->dbi[i], &st))) break;
+    out[i].entries = st.ms_entries;
+    out[i].bytes = psize * (st.ms_branch_pages + st.ms_leaf_pages +
+                            st.ms_overflow_pages);
+    if (db_flags(i) && (rc = mdb_cursor_open(txn, env->dbi[i], &cur)) == 0) {
+      out[i].bytes += psize * nested_pages(cur, i == RG_DB_LATEST ?
+                                           RG_LATEST_DUP : RG_REF_SIZE);
+      mdb_cursor_close(cur);
+    }
+  }
+  if (rc == 0 && (rc = mdb_cursor_open(txn, 0, &cur)) == 0) {   /* free list */
+    int r = mdb_cursor_get(cur, &k, &d, MDB_FIRST);
+    for (; r == 0; r = mdb_cursor_get(cur, &k, &d, MDB_NEXT))
+      if (d.mv_size >= sizeof(size_t))
+        *free_bytes += psize * (uint64_t)*(const size_t *)d.mv_data;
+    mdb_cursor_close(cur);
+  }
+  rg_read_end(env);
+  return rc ? rg_fail_mdb(e, rc, "table statistics") : 0;
+}
 /* }===================================================================== */
 
 

@@ -168,4 +168,14 @@ typedef struct rg_env_info {
 } rg_env_info;
 void rg_env_info_get (rg_env *env, rg_env_info *out);
 
+/* What each table holds: its entries and the bytes of its pages, and the
+** free pages (a walk over every table of sorted duplicates, whose nested
+** trees LMDB's own statistics leave out).  Names: rg_env_table_name. */
+typedef struct rg_table_stat {
+  uint64_t entries, bytes;
+} rg_table_stat;
+int rg_env_tables (rg_env *env, rg_table_stat out[], uint64_t *free_bytes,
+                   rg_err *e);
+const char *rg_env_table_name (int db);
+
 #endif

@@ -5,8 +5,12 @@
 ** own transaction, so the feed can never disagree with the items.  Two
 ** tables hold it (layout.c):
 **
+**   latest   cid u32 | range u16  ->  duplicates lsn u64 | seq u32
 **   feed     cid u32 | range u16 | lsn u64 | ordinal u32  ->  change record
-**   latest   cid u32 | range u16 | lsn u64 | digest u64   ->  item key
+**
+** The latest table is always kept; the feed table (the all-versions feed)
+** only for containers whose spec asks for it (container.c): a read or a
+** processor in all_versions mode on another container gets 400.
 **
 ** Sequence numbers.  A write transaction takes one lsn (the counter
 ** "\1lsn" in meta, incremented when the transaction first writes); LMDB
@@ -32,14 +36,15 @@
 ** table is the all-versions feed: creates, replaces, deletes and expiries.
 **
 ** The latest table is the latest-version feed: write.c keeps exactly one
-** entry per live item, under the lsn of the item's last write (the entry
-** under the old lsn is deleted when the item is written again), so that
-** reading it from some lsn on yields each item changed since then once,
-** at its latest version.  Deleted items have no entry; expired items keep
+** entry per live item, a duplicate (lsn of the item's last write, its seq)
+** of its range's key (the entry under the old lsn is deleted when the item
+** is written again), so that reading it from some lsn on yields each item
+** changed since then once, at its latest version.  The seq leads to the
+** item through the refs table.  Deleted items have no entry; expired items keep
 ** theirs until the purge, and reads skip them.
 **
 ** Positions.  A place in a feed range is the key to read next, (lsn, sub):
-** sub is the ordinal in the feed table, the item digest in the latest
+** sub is the ordinal in the feed table, the item's seq in the latest
 ** table.  A read moves each range's position past the entries it
 ** consumed, whether they were delivered or filtered out.  A read over
 ** several ranges merges them by (lsn, sub), so a page is in commit order
@@ -111,19 +116,26 @@ int rg_feed_append (rg_scope *s, const rg_cont *c, const rg_ikey *k, int op,
   rg_put_u16(key + 4, (uint32_t)k->range);
   rg_put_u64(key + 6, s->lsn);
   rg_put_u32(key + 14, s->ord);
-  p = (uint8_t *)rg_reserve(s, RG_DB_FEED, key, 18, RECORD_HEAD + k->len + n,
-                            e);
-  if (p != NULL) {
-    p[0] = RECORD_FORMAT;
-    p[1] = (uint8_t)(op == RG_OP_CREATE ? 1 : op == RG_OP_REPLACE ? 2 : 3);
-    p[2] = (uint8_t)(ttl_expired ? 1 : 0);
-    rg_put_u64(p + 3, (uint64_t)s->now);
-    rg_put_u16(p + 11, (uint32_t)k->len);
-    memcpy(p + RECORD_HEAD, k->key, k->len);
-    memcpy(p + RECORD_HEAD + k->len, json, n);
-  }
+  p = (uint8_t *)rg_reserve(s, RG_DB_FEED, key, 18,
+                            rg_feed_record_size(k, n), e);
+  if (p != NULL) rg_feed_record_put(p, op, ttl_expired, s->now, k, json, n);
   rg_buf_free(&deleted);
   return p != NULL ? 0 : s->failed;
+}
+
+size_t rg_feed_record_size (const rg_ikey *k, size_t n) {
+  return RECORD_HEAD + k->len + n;
+}
+
+void rg_feed_record_put (uint8_t *p, int op, int ttl_expired, int64_t ts,
+                         const rg_ikey *k, const char *json, size_t n) {
+  p[0] = RECORD_FORMAT;
+  p[1] = (uint8_t)(op == RG_OP_CREATE ? 1 : op == RG_OP_REPLACE ? 2 : 3);
+  p[2] = (uint8_t)(ttl_expired ? 1 : 0);
+  rg_put_u64(p + 3, (uint64_t)ts);
+  rg_put_u16(p + 11, (uint32_t)k->len);
+  memcpy(p + RECORD_HEAD, k->key, k->len);
+  memcpy(p + RECORD_HEAD + k->len, json, n);
 }
 /* }===================================================================== */
 
@@ -183,7 +195,8 @@ static int pos_cmp (uint64_t lsn, uint64_t sub, const rg_fpos *p) {
 /* The position just after the entry (lsn, sub). */
 static rg_fpos pos_after (int mode, uint64_t lsn, uint64_t sub) {
   rg_fpos p;
-  uint64_t top = mode == RG_FEED_ALL ? 0xFFFFFFFFu : UINT64_MAX;
+  uint64_t top = 0xFFFFFFFFu;        /* an ordinal, or a seq */
+  (void)mode;
   if (sub >= top) { p.lsn = lsn + 1; p.sub = 0; }
   else { p.lsn = lsn; p.sub = sub + 1; }
   return p;
@@ -239,7 +252,7 @@ static int head_check (head *h, int rc, int mode, uint32_t cid, int range,
   else {
     if (h->v.mv_size != RG_LATEST_DUP) return MDB_CORRUPTED;
     h->lsn = rg_get_u64((const uint8_t *)h->v.mv_data);
-    h->sub = rg_get_u64((const uint8_t *)h->v.mv_data + 8);
+    h->sub = rg_get_u32((const uint8_t *)h->v.mv_data + 8);
   }
   if (until && pos_cmp(h->lsn, h->sub, until) >= 0) return 0;
   h->live = 1;
@@ -256,7 +269,9 @@ static int head_seek (head *h, int mode, uint32_t cid, int range, rg_fpos p,
     rc = mdb_cursor_get(h->cur, &h->k, &h->v, MDB_SET_RANGE);
   }
   else {
-    h->k.mv_size = rg_latest_entry(key, dup, cid, range, p.lsn, p.sub);
+    if (p.sub > 0xFFFFFFFFu) { p.lsn++; p.sub = 0; }
+    h->k.mv_size = rg_latest_entry(key, dup, cid, range, p.lsn,
+                                   (uint32_t)p.sub);
     h->v.mv_data = dup;
     h->v.mv_size = RG_LATEST_DUP;
     rc = mdb_cursor_get(h->cur, &h->k, &h->v, MDB_GET_BOTH_RANGE);
@@ -277,7 +292,7 @@ static int head_next (head *h, int mode, uint32_t cid, int range,
 ** reference is gone). */
 static int latest_item (MDB_txn *txn, const rg_env *env, const head *h,
                         MDB_val *ikey, MDB_val *val) {
-  int rc = rg_ref_item(txn, (rg_env *)env, rg_ref_seq(h->sub), ikey);
+  int rc = rg_ref_item(txn, (rg_env *)env, (uint32_t)h->sub, ikey);
   if (rc) return rc;
   return mdb_get(txn, env->dbi[RG_DB_ITEMS], ikey, val);
 }

@@ -59,6 +59,10 @@ int rg_feed_mode_ok (const rg_cspec *spec, int mode, rg_err *e);
 int rg_feed_append (rg_scope *s, const rg_cont *c, const rg_ikey *k, int op,
                     int ttl_expired, const cJSON *doc, const rg_buf *text,
                     rg_err *e);
+/* A change record's size, and the record written at p (bulk loads). */
+size_t rg_feed_record_size (const rg_ikey *k, size_t n);
+void   rg_feed_record_put (uint8_t *p, int op, int ttl_expired, int64_t ts,
+                           const rg_ikey *k, const char *json, size_t n);
 /* A stored change record, split; the pointers point into the value. */
 typedef struct rg_record {
   int op;                    /* RG_OP_CREATE, RG_OP_REPLACE, RG_OP_DELETE */

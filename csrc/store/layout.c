@@ -339,14 +339,16 @@ size_t rg_pathid_get (const uint8_t *p, size_t n, uint32_t *id) {
 }
 /* }===================================================================== */
 
-/* A latest-version entry: key cid | u16 range, duplicate lsn | reference. */
+/* A latest-version entry: key cid | u16 range, duplicate lsn | seq.  The
+** seqs of one transaction's writes grow as they are given, so that the
+** duplicates of a load come in order (appended). */
 size_t rg_latest_entry (uint8_t *key, uint8_t *dup, uint32_t cid, int range,
-                        uint64_t lsn, uint64_t ref) {
+                        uint64_t lsn, uint32_t seq) {
   rg_put_u32(key, cid);
   rg_put_u16(key + 4, (uint32_t)range);
   if (dup) {
     rg_put_u64(dup, lsn);
-    rg_put_u64(dup + 8, ref);
+    rg_put_u32(dup + 8, seq);
   }
   return 6;
 }

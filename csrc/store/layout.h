@@ -105,10 +105,10 @@ uint64_t rg_ref_make (uint64_t hash, uint32_t seq);
 #define rg_ref_seq(r) ((uint32_t)((r) & 0xFFFFFFFFu))
 
 /* A latest-version entry (write.c, feed.c): its key (6 bytes, returned)
-** and duplicate (16 bytes, when dup is given). */
-#define RG_LATEST_DUP 16
+** and duplicate (12 bytes, when dup is given). */
+#define RG_LATEST_DUP 12
 size_t rg_latest_entry (uint8_t *key, uint8_t *dup, uint32_t cid, int range,
-                        uint64_t lsn, uint64_t ref);
+                        uint64_t lsn, uint32_t seq);
 
 /* Path ids (index.c): a prefix-free encoding of 1 to 5 bytes. */
 #define RG_PATHID_MAX 5

@@ -286,7 +286,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
       int found = 0;
       key.mv_data = lk;
       key.mv_size = rg_latest_entry(lk, ld, s->cid, ik.range, (uint64_t)lsn,
-                                    rg_ref_make(ik.hash, ih.seq));
+                                    ih.seq);
       dup.mv_data = ld;
       dup.mv_size = RG_LATEST_DUP;
       if (mdb_cursor_open(v->txn, v->env->dbi[RG_DB_LATEST], &lc) == 0) {

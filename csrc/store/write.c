@@ -253,14 +253,14 @@ static int store (rg_scope *s, const rg_cont *c, const rg_ikey *k, item *old,
                 k->key, k->len, e)))
     return rc;
   if (old->doc) {                               /* latest-version entry */
-    size_t kn = rg_latest_entry(lk, ld, spec->cid, k->range, old->lsn,
-                                rg_ref_make(k->hash, seq));
-    if ((rc = rg_ddel(s, RG_DB_LATEST, lk, kn, ld, 16, NULL, e))) return rc;
+    size_t kn = rg_latest_entry(lk, ld, spec->cid, k->range, old->lsn, seq);
+    if ((rc = rg_ddel(s, RG_DB_LATEST, lk, kn, ld, RG_LATEST_DUP, NULL, e)))
+      return rc;
   }
   if (neu) {
-    size_t kn = rg_latest_entry(lk, ld, spec->cid, k->range, lsn,
-                                rg_ref_make(k->hash, seq));
-    if ((rc = rg_dput(s, RG_DB_LATEST, lk, kn, ld, 16, 1, e))) return rc;
+    size_t kn = rg_latest_entry(lk, ld, spec->cid, k->range, lsn, seq);
+    if ((rc = rg_dput(s, RG_DB_LATEST, lk, kn, ld, RG_LATEST_DUP, 1, e)))
+      return rc;
   }
   if (spec->all_versions &&
       (rc = rg_feed_append(s, c, k, op, ttl_expired,
@@ -387,6 +387,7 @@ static int prepare (rg_scope *s, const rg_cont *c, rg_err *e) {
 static int trigger_pre (rg_scope *s, const rg_cont *c, const rg_wreq *w,
                         int op, const rg_ikey *k, cJSON **doc, rg_err *e) {
   const rg_hooks *h = s->env->hooks;
+  if (w->no_triggers) return 0;
   if (h == NULL || h->trigger_pre == NULL) {
     if (w->pre_trigger || w->post_trigger)
       return rg_fail(e, 400, "this database has no script runtime attached: "
@@ -400,7 +401,7 @@ static int trigger_post (rg_scope *s, const rg_cont *c, const rg_wreq *w,
                          int op, const rg_ikey *k, const cJSON *stored,
                          rg_wres *r, rg_err *e) {
   const rg_hooks *h = s->env->hooks;
-  if (h == NULL || h->trigger_post == NULL) return 0;
+  if (w->no_triggers || h == NULL || h->trigger_post == NULL) return 0;
   return h->trigger_post(s->env->hook_state, s, c, w, op, k, stored, r, e);
 }
 /* }===================================================================== */
@@ -592,6 +593,525 @@ int rg_write (rg_scope *s, const rg_cont *c, const rg_wreq *w, rg_wres *r,
   cJSON_Delete(neu);
   item_free(&old);
   if (rc) rg_wres_free(r);
+  return rc;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Bulk load
+** ======================================================================
+**
+** A batch is written in two passes.  The first checks each document as a
+** create would and, when it passes, makes every entry it needs (its item,
+** refs, index, latest-version, TTL, unique and change-feed entries) into
+** lists, one per table; the second sorts each list and writes it in key
+** order, with a cursor that appends past the table's last key (an empty
+** container's first batch is written as fully packed pages).  Seqs are
+** given in order, so refs and latest-version entries always append.  The
+** statistics are bumped once per logical partition and once per batch.
+** Items that exist (upsert) and keys given twice in a batch go through
+** the ordinary write path afterwards, in the same scope.
+*/
+typedef struct bent {             /* a table entry, its bytes in the pool */
+  uint64_t pre;                   /* the key's first 8 bytes, big-endian */
+  size_t k, v;
+  uint32_t kn, vn;
+} bent;
+
+typedef struct blist {
+  bent *v;
+  size_t n, cap;
+} blist;
+
+typedef struct bslot {            /* a map of byte strings of the pool */
+  uint64_t h;
+  size_t off;                     /* 0: free (the pool starts with a byte) */
+  uint32_t len;
+  int64_t a, b, c;
+} bslot;
+
+typedef struct bmap {
+  bslot *v;
+  size_t cap, n;
+} bmap;
+
+struct rg_bulk {
+  rg_scope *s;
+  const rg_cont *c;
+  int mode;
+  rg_buf pool;
+  blist t[RG_NDB];
+  bmap keys, uniq, parts;
+  size_t *later, nlater, cap;     /* through the write path afterwards */
+  rg_buf text, ikeys;
+  int oom;
+};
+typedef struct rg_bulk bulk;
+
+static size_t pool_add (bulk *b, const void *p, size_t n) {
+  size_t off = b->pool.n;
+  rg_buf_add(&b->pool, p, n);
+  if (b->pool.oom) b->oom = 1;
+  return off;
+}
+
+static void list_add (bulk *b, int db, size_t k, size_t kn, size_t v,
+                      size_t vn) {
+  blist *l = &b->t[db];
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 256;
+    bent *a = (bent *)realloc(l->v, cap * sizeof(bent));
+    if (a == NULL) { b->oom = 1; return; }
+    l->v = a;
+    l->cap = cap;
+  }
+  {
+    const uint8_t *p = (const uint8_t *)b->pool.p + k;
+    uint64_t pre = 0;
+    size_t i;
+    for (i = 0; i < 8; i++) pre = (pre << 8) | (i < kn ? p[i] : 0);
+    l->v[l->n].pre = pre;
+  }
+  l->v[l->n].k = k;
+  l->v[l->n].kn = (uint32_t)kn;
+  l->v[l->n].v = v;
+  l->v[l->n].vn = (uint32_t)vn;
+  l->n++;
+}
+
+/* An entry whose key and value are copied into the pool. */
+static void entry_add (bulk *b, int db, const void *k, size_t kn,
+                       const void *v, size_t vn) {
+  size_t ko = pool_add(b, k, kn), vo = pool_add(b, v, vn);
+  list_add(b, db, ko, kn, vo, vn);
+}
+
+/* Finds (or with `add`, adds) a byte string in a map; NULL when absent. */
+static bslot *map_get (bulk *b, bmap *m, const void *p, size_t n, int add) {
+  uint64_t h = rg_hash(p, n);
+  size_t i;
+  if (m->cap) {
+    for (i = (size_t)h & (m->cap - 1); m->v[i].off;
+         i = (i + 1) & (m->cap - 1))
+      if (m->v[i].h == h && m->v[i].len == n &&
+          memcmp(b->pool.p + m->v[i].off, p, n) == 0)
+        return &m->v[i];
+  }
+  if (!add) return NULL;
+  if (2 * (m->n + 1) > m->cap) {
+    size_t cap = m->cap ? 2 * m->cap : 1024, j;
+    bslot *v = (bslot *)calloc(cap, sizeof(bslot));
+    if (v == NULL) { b->oom = 1; return NULL; }
+    for (j = 0; j < m->cap; j++) {
+      if (!m->v[j].off) continue;
+      for (i = (size_t)m->v[j].h & (cap - 1); v[i].off; i = (i + 1) & (cap - 1)) ;
+      v[i] = m->v[j];
+    }
+    free(m->v);
+    m->v = v;
+    m->cap = cap;
+  }
+  for (i = (size_t)h & (m->cap - 1); m->v[i].off; i = (i + 1) & (m->cap - 1)) ;
+  memset(&m->v[i], 0, sizeof(bslot));
+  m->v[i].h = h;
+  m->v[i].len = (uint32_t)n;
+  m->v[i].off = pool_add(b, p, n);
+  if (b->oom) { m->v[i].off = 0; return NULL; }
+  m->n++;
+  return &m->v[i];
+}
+
+rg_bulk *rg_bulk_new (void) {
+  bulk *b = (bulk *)calloc(1, sizeof(bulk));
+  if (b == NULL) return NULL;
+  rg_buf_init(&b->pool);
+  rg_buf_init(&b->text);
+  rg_buf_init(&b->ikeys);
+  return b;
+}
+
+void rg_bulk_free (rg_bulk *b) {
+  int i;
+  if (b == NULL) return;
+  rg_buf_free(&b->pool);
+  rg_buf_free(&b->text);
+  rg_buf_free(&b->ikeys);
+  for (i = 0; i < RG_NDB; i++) free(b->t[i].v);
+  free(b->keys.v);
+  free(b->uniq.v);
+  free(b->parts.v);
+  free(b->later);
+  free(b);
+}
+
+/* Empties the lists and maps for a batch, keeping their memory. */
+static void bulk_reset (bulk *b) {
+  int i;
+  b->pool.n = 0;
+  b->pool.oom = 0;
+  rg_buf_addc(&b->pool, 0);          /* offset 0 names nothing */
+  for (i = 0; i < RG_NDB; i++) b->t[i].n = 0;
+  if (b->keys.cap) memset(b->keys.v, 0, b->keys.cap * sizeof(bslot));
+  if (b->uniq.cap) memset(b->uniq.v, 0, b->uniq.cap * sizeof(bslot));
+  if (b->parts.cap) memset(b->parts.v, 0, b->parts.cap * sizeof(bslot));
+  b->keys.n = b->uniq.n = b->parts.n = 0;
+  b->nlater = 0;
+  b->oom = 0;
+}
+
+void rg_bulk_clear (rg_bulk_item *items, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    free(items[i].msg);
+    items[i].msg = NULL;
+    items[i].status = 0;
+  }
+}
+
+static int item_fails (rg_bulk_item *it, const rg_err *ie) {
+  it->status = ie->status;
+  it->msg = strdup(ie->msg);
+  return 0;
+}
+
+/* The next seq, past any still in use (seqs wrap after 2^32 creates). */
+static int bulk_seq (bulk *b, uint32_t *seq, rg_err *e) {
+  rg_scope *s = b->s;
+  for (;;) {
+    MDB_val k, v;
+    uint8_t kb[4];
+    int rc;
+    if (!s->seq_loaded && rg_scope_seq(s, e) == 0) return s->failed;
+    if (++s->seq == 0) s->seq = 1;
+    *seq = s->seq;
+    rg_put_u32(kb, *seq);
+    k.mv_data = kb;
+    k.mv_size = 4;
+    rc = mdb_get(s->txn, s->env->dbi[RG_DB_REFS], &k, &v);
+    if (rc == MDB_NOTFOUND) return 0;
+    if (rc) return rg_scope_mdb(s, rc, "seq", e);
+  }
+}
+
+/* First pass over one document: 0 when it is accepted (its entries are
+** listed) or refused (item->status); a status fails the batch. */
+static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
+                     rg_buf *keys, rg_err *e) {
+  rg_scope *s = b->s;
+  const rg_cont *c = b->c;
+  const rg_cspec *spec = c->spec;
+  rg_wreq w;
+  rg_ikey k;
+  rg_err ie;
+  const char *id;
+  size_t idlen, nkeys, off, hn;
+  uint64_t lsn = s->lsn;
+  int64_t expiry = 0;
+  uint32_t seq = 0;
+  uint8_t hdr[RG_IHDR_MAX], buf[RG_MAX_KEY + 32];
+  bslot *ps;
+  MDB_val kv, vv;
+  int rc, u;
+  memset(&w, 0, sizeof(w));
+  w.op = RG_OP_CREATE;
+  w.doc = it->doc;
+  if (it->doc == NULL) return 0;     /* refused before the batch */
+  if ((rc = resolve(s, c, &w, &k, &id, &idlen, &ie)))
+    return item_fails(it, &ie);
+  kv.mv_data = k.key;                /* exists, or given twice */
+  kv.mv_size = k.len;
+  rc = mdb_get(s->txn, s->env->dbi[RG_DB_ITEMS], &kv, &vv);
+  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "read", e);
+  if (rc == 0 || map_get(b, &b->keys, k.key, k.len, 0)) {
+    if (b->mode == RG_BULK_UPSERT) {
+      b->later[b->nlater++] = i;
+      return 0;
+    }
+    rg_fail(&ie, 409, "conflict: an item with id '%s' already exists in this "
+            "partition", id);
+    return item_fails(it, &ie);
+  }
+  if (b->mode == RG_BULK_RESTORE) {  /* the document's own system properties */
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(it->doc, "_lsn");
+    int64_t v = 0;
+    if (!cJSON_IsNumber(l) || !rg_num_int(l, &v) || v < 1) {
+      rg_fail(&ie, 400, "a restored item needs its _lsn");
+      return item_fails(it, &ie);
+    }
+    lsn = (uint64_t)v;
+  }
+  else {
+    char etag[40];
+    etag_of(etag, lsn, s->ord);
+    if ((rc = set_system(it->doc, etag, s->now, lsn, e))) return rc;
+  }
+  if ((rc = item_expiry(spec, it->doc, s->now, &expiry, &ie)))
+    return item_fails(it, &ie);
+  text->n = 0;
+  rg_json_print(it->doc, text);
+  if (text->oom) return rg_fail(e, 500, "out of memory");
+  if (text->n > RG_MAX_ITEM) {
+    rg_fail(&ie, 413, "the item is %lu bytes; the limit is %u",
+            (unsigned long)text->n, RG_MAX_ITEM);
+    return item_fails(it, &ie);
+  }
+  if ((ps = map_get(b, &b->parts, k.key, k.lplen, 1)) == NULL)
+    return rg_fail(e, 500, "out of memory");
+  if (ps->a == 0 && ps->b == 0) {    /* first seen: what it holds already */
+    uint64_t pb;
+    if ((rc = partition_bytes(s, &k, &pb, e))) return rc;
+    ps->c = (int64_t)pb;
+  }
+  if ((uint64_t)(ps->c + ps->b) + text->n > spec->max_partition_bytes) {
+    rg_fail(&ie, 403, "the logical partition is full (%llu bytes; the limit "
+            "is %llu)", (unsigned long long)(ps->c + ps->b),
+            (unsigned long long)spec->max_partition_bytes);
+    return item_fails(it, &ie);
+  }
+  if ((rc = rg_unique_check(s, spec, &k, NULL, it->doc, &ie))) {
+    if (s->failed) return rc;
+    return item_fails(it, &ie);
+  }
+  for (u = 0; u < spec->nuniq; u++) {
+    size_t un = rg_unique_key(spec, u, &k, it->doc, buf);
+    if (map_get(b, &b->uniq, buf, un, 0)) {
+      rg_fail(&ie, 409, "unique key violation: another item in this logical "
+              "partition has the same value");
+      return item_fails(it, &ie);
+    }
+  }
+  /* accepted: from here on, what fails fails the batch */
+  keys->n = 0;
+  if ((rc = rg_index_keys(s->txn, s->env, s, spec, it->doc, keys, &nkeys, e)))
+    return rc;
+  if ((rc = bulk_seq(b, &seq, e))) return rc;
+  if (map_get(b, &b->keys, k.key, k.len, 1) == NULL) return rg_fail(e, 500, "out of memory");
+  ps->a++;
+  ps->b += (int64_t)text->n;
+  hn = rg_ihdr_put(hdr, seq, expiry);
+  off = pool_add(b, k.key, k.len);                   /* the item */
+  {
+    size_t v = pool_add(b, hdr, hn);
+    pool_add(b, text->p, text->n);
+    list_add(b, RG_DB_ITEMS, off, k.len, v, hn + text->n);
+  }
+  {
+    uint8_t sb[4];
+    rg_put_u32(sb, seq);
+    list_add(b, RG_DB_REFS, pool_add(b, sb, 4), 4, off, k.len);
+  }
+  {                                                   /* index entries */
+    uint8_t ref[RG_REF_SIZE];
+    size_t at = 0, ro;
+    rg_put_u64(ref, rg_ref_make(k.hash, seq));
+    ro = pool_add(b, ref, RG_REF_SIZE);
+    while (at < keys->n) {
+      size_t kn = rg_get_u16((const uint8_t *)keys->p + at);
+      list_add(b, RG_DB_INDEX, pool_add(b, keys->p + at + 2, kn), kn, ro,
+               RG_REF_SIZE);
+      at += 2 + kn;
+    }
+    s->work.terms += nkeys;
+  }
+  {                                                   /* latest version */
+    uint8_t lk[8], ld[RG_LATEST_DUP];
+    size_t kn = rg_latest_entry(lk, ld, spec->cid, k.range, lsn, seq);
+    entry_add(b, RG_DB_LATEST, lk, kn, ld, RG_LATEST_DUP);
+  }
+  if (expiry) {
+    uint8_t tk[24];
+    size_t tn = ttl_key(tk, spec->cid, expiry, rg_ikey_digest(k.key, k.len));
+    list_add(b, RG_DB_TTL, pool_add(b, tk, tn), tn, off, k.len);
+  }
+  for (u = 0; u < spec->nuniq; u++) {
+    size_t un = rg_unique_key(spec, u, &k, it->doc, buf);
+    if (map_get(b, &b->uniq, buf, un, 1) == NULL) return rg_fail(e, 500, "out of memory");
+    list_add(b, RG_DB_UNIQUE, pool_add(b, buf, un), un, off, k.len);
+    s->work.terms++;
+  }
+  if (spec->all_versions && b->mode != RG_BULK_RESTORE) {
+    uint8_t fk[18];
+    size_t rn = rg_feed_record_size(&k, text->n), ro;
+    rg_put_u32(fk, spec->cid);
+    rg_put_u16(fk + 4, (uint32_t)k.range);
+    rg_put_u64(fk + 6, lsn);
+    rg_put_u32(fk + 14, s->ord);
+    ro = b->pool.n;
+    if (rg_buf_reserve(&b->pool, rn)) return rg_fail(e, 500, "out of memory");
+    rg_feed_record_put((uint8_t *)b->pool.p + ro, RG_OP_CREATE, 0, s->now, &k,
+                       text->p, text->n);
+    b->pool.n += rn;
+    list_add(b, RG_DB_FEED, pool_add(b, fk, 18), 18, ro, rn);
+  }
+  it->status = 201;
+  s->ord++;
+  s->work.written++;
+  s->work.write_bytes += text->n;
+  if (text->n > 1024) s->work.write_extra_kb += (text->n - 1) / 1024;
+  return b->oom ? rg_fail(e, 500, "out of memory") : 0;
+}
+
+static const char *sort_base;
+
+static int bent_cmp (const void *x, const void *y) {
+  const bent *a = (const bent *)x, *b = (const bent *)y;
+  int c;
+  if (a->pre != b->pre) return a->pre < b->pre ? -1 : 1;
+  if (a->kn > 8 && b->kn > 8) {
+    c = memcmp(sort_base + a->k + 8, sort_base + b->k + 8,
+               (a->kn < b->kn ? a->kn : b->kn) - 8);
+    if (c) return c;
+  }
+  if (a->kn != b->kn) return a->kn < b->kn ? -1 : 1;
+  c = memcmp(sort_base + a->v, sort_base + b->v, a->vn < b->vn ? a->vn : b->vn);
+  if (c) return c;
+  return a->vn < b->vn ? -1 : a->vn > b->vn;
+}
+
+static int cmp_val (const MDB_val *a, const void *p, size_t n) {
+  int c = memcmp(a->mv_data, p, a->mv_size < n ? a->mv_size : n);
+  if (c) return c;
+  return a->mv_size < n ? -1 : a->mv_size > n;
+}
+
+/* Second pass: one table's entries, sorted, appended past its last key. */
+static int bulk_apply (bulk *b, int db, rg_err *e) {
+  rg_scope *s = b->s;
+  blist *l = &b->t[db];
+  int dup = db == RG_DB_INDEX || db == RG_DB_LATEST;
+  MDB_cursor *cur;
+  MDB_val lk, lv;
+  size_t i;
+  int rc, appending = 0, have_last, group = 0;
+  if (l->n == 0) return 0;
+  sort_base = b->pool.p;
+  qsort(l->v, l->n, sizeof(bent), bent_cmp);
+  if (s->savepoints) {               /* undoable, one by one */
+    for (i = 0; i < l->n; i++) {
+      const bent *x = &l->v[i];
+      rc = dup ? rg_dput(s, db, b->pool.p + x->k, x->kn, b->pool.p + x->v,
+                         x->vn, 0, e)
+               : rg_put(s, db, b->pool.p + x->k, x->kn, b->pool.p + x->v,
+                        x->vn, e);
+      if (rc) return rc;
+    }
+    return 0;
+  }
+  if ((rc = mdb_cursor_open(s->txn, s->env->dbi[db], &cur)))
+    return rg_scope_mdb(s, rc, "write", e);
+  rc = mdb_cursor_get(cur, &lk, &lv, MDB_LAST);
+  have_last = rc == 0;
+  if (rc && rc != MDB_NOTFOUND) { mdb_cursor_close(cur); return rg_scope_mdb(s, rc, "write", e); }
+  for (i = 0; i < l->n; i++) {
+    const bent *x = &l->v[i];
+    MDB_val k, v;
+    unsigned flags = dup ? MDB_NODUPDATA : 0;
+    int first = !(i > 0 && l->v[i - 1].kn == x->kn &&
+                  memcmp(b->pool.p + l->v[i - 1].k, b->pool.p + x->k,
+                         x->kn) == 0);
+    k.mv_data = b->pool.p + x->k;
+    k.mv_size = x->kn;
+    v.mv_data = b->pool.p + x->v;
+    v.mv_size = x->vn;
+    if (!appending) {
+      int c = have_last ? cmp_val(&lk, k.mv_data, k.mv_size) : -1;
+      if (c < 0) appending = 1;       /* past the last key: all that follow */
+    }
+    if (appending) flags |= dup && !first ? MDB_APPENDDUP : MDB_APPEND;
+    else if (dup && first && db == RG_DB_LATEST) {   /* past its last dup? */
+      MDB_val fk = k, fv;
+      group = 0;
+      rc = mdb_cursor_get(cur, &fk, &fv, MDB_SET_KEY);
+      if (rc == 0) rc = mdb_cursor_get(cur, &fk, &fv, MDB_LAST_DUP);
+      if (rc == 0) group = cmp_val(&fv, v.mv_data, v.mv_size) < 0;
+      else if (rc == MDB_NOTFOUND) group = 2;   /* a new key */
+      else break;
+      if (group == 1) flags |= MDB_APPENDDUP;
+    }
+    else if (dup && group) flags |= MDB_APPENDDUP;
+    rc = mdb_cursor_put(cur, &k, &v, flags);
+    if (rc == MDB_KEYEXIST && dup) rc = 0;   /* there already */
+    if (rc) break;
+  }
+  if (rc) {
+    mdb_cursor_close(cur);
+    return rg_scope_mdb(s, rc, "write", e);
+  }
+  mdb_cursor_close(cur);
+  return 0;
+}
+
+int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
+                   rg_bulk_item *items, size_t n, int mode, size_t *written,
+                   rg_err *e) {
+  static const int order[] = { RG_DB_ITEMS, RG_DB_REFS, RG_DB_INDEX,
+                               RG_DB_LATEST, RG_DB_TTL, RG_DB_UNIQUE,
+                               RG_DB_FEED };
+  size_t i;
+  uint64_t added = 0, bytes = 0;
+  int rc = 0;
+  *written = 0;
+  bulk_reset(b);
+  b->s = s;
+  b->c = c;
+  b->mode = mode;
+  for (i = 0; i < n; i++) {          /* a rerun starts afresh */
+    if (items[i].status > 0 && items[i].status < 300) items[i].status = 0;
+  }
+  if (s->failed) return rg_fail(e, s->failed, "the transaction has failed");
+  rc = mode == RG_BULK_RESTORE ? rg_cont_alive(s->txn, c, e) : prepare(s, c, e);
+  if (rc) return rc;
+  if (mode != RG_BULK_RESTORE && rg_scope_lsn(s, e) == 0) return s->failed;
+  if (b->cap < n) {
+    size_t *a = (size_t *)realloc(b->later, n * sizeof(size_t));
+    if (a == NULL) return rg_fail(e, 500, "out of memory");
+    b->later = a;
+    b->cap = n;
+  }
+  for (i = 0; i < n && rc == 0; i++)
+    if (items[i].status == 0)
+      rc = bulk_one(b, i, &items[i], &b->text, &b->ikeys, e);
+  if (rc == 0 && b->oom) rc = rg_fail(e, 500, "out of memory");
+  for (i = 0; rc == 0 && i < sizeof(order) / sizeof(order[0]); i++)
+    rc = bulk_apply(b, order[i], e);
+  for (i = 0; rc == 0 && i < b->parts.cap; i++) {    /* statistics */
+    bslot *ps = &b->parts.v[i];
+    if (!ps->off || ps->a == 0) continue;
+    rc = bump(s, RG_DB_PARTS, b->pool.p + ps->off, ps->len, ps->a, ps->b, e);
+    added += (uint64_t)ps->a;
+    bytes += (uint64_t)ps->b;
+  }
+  if (rc == 0 && added) {
+    uint8_t ck[8];
+    rc = bump(s, RG_DB_META, ck, rg_meta_key(ck, RG_MK_STATS, c->spec->cid,
+                                             NULL, 0),
+              (int64_t)added, (int64_t)bytes, e);
+  }
+  if (rc == 0 && s->seq_loaded) {   /* the seqs given */
+    uint8_t sb[4];
+    rg_put_u32(sb, s->seq);
+    rc = rg_put(s, RG_DB_META, RG_META_SEQ, sizeof(RG_META_SEQ) - 1, sb, 4, e);
+  }
+  *written = added;
+  for (i = 0; rc == 0 && i < b->nlater; i++) {   /* upserts of existing items */
+    rg_bulk_item *it = &items[b->later[i]];
+    rg_wreq w;
+    rg_wres r;
+    rg_err ie;
+    memset(&w, 0, sizeof(w));
+    w.op = RG_OP_UPSERT;
+    w.doc = it->doc;
+    w.no_triggers = 1;
+    if (rg_write(s, c, &w, &r, &ie) == 0) {
+      it->status = r.status;
+      (*written)++;
+      rg_wres_free(&r);
+    }
+    else if (s->failed) rc = rg_fail(e, ie.status, "%s", ie.msg);
+    else item_fails(it, &ie);
+  }
   return rc;
 }
 /* }===================================================================== */

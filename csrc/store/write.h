@@ -36,6 +36,7 @@ typedef struct rg_wreq {
   const char *if_match;
   const char *pre_trigger, *post_trigger;
   int ttl_expired;           /* a TTL purge (internal) */
+  int no_triggers;           /* a bulk load: not even automatic triggers */
 } rg_wreq;
 
 typedef struct rg_wres {
@@ -49,6 +50,32 @@ int  rg_write (rg_scope *s, const rg_cont *c, const rg_wreq *w, rg_wres *r,
 void rg_wres_free (rg_wres *r);
 /* Removes every expired item of the container (once per scope). */
 int  rg_purge_expired (rg_scope *s, const rg_cont *c, int *count, rg_err *e);
+/*
+** Bulk load: up to a batch of new documents written in the scope at once,
+** with everything an ordinary create writes (index and unique entries,
+** TTL, latest-version and all-versions entries, statistics) but no
+** trigger.  Each document is checked first as a create is (400, 403, 409,
+** 413); one that fails gets its status and message and leaves nothing
+** behind, the others are written.  RG_BULK_UPSERT replaces the documents
+** whose item exists (as upsert does, without triggers); RG_BULK_RESTORE
+** (the upgrade) keeps the documents' own _etag, _ts and _lsn.  A storage
+** failure fails the scope (the whole batch).  *written counts the items
+** written.
+*/
+enum { RG_BULK_CREATE, RG_BULK_UPSERT, RG_BULK_RESTORE };
+typedef struct rg_bulk_item {
+  cJSON *doc;                /* the caller's; its system properties are set */
+  int status;                /* 201 (200 replaced), or the failure's status */
+  char *msg;                 /* the failure's message (malloc'd), or NULL */
+} rg_bulk_item;
+typedef struct rg_bulk rg_bulk;   /* the memory a load reuses, batch after batch */
+rg_bulk *rg_bulk_new (void);
+void rg_bulk_free (rg_bulk *b);
+int  rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
+                    rg_bulk_item *items, size_t n, int mode, size_t *written,
+                    rg_err *e);
+void rg_bulk_clear (rg_bulk_item *items, size_t n);
+
 /* Reads an item by key in `txn`: 0 and the value (header stripped,
 ** valid until the transaction changes), or 404 (absent or expired). */
 int  rg_item_get (MDB_txn *txn, rg_env *env, const rg_ikey *k, int64_t now,

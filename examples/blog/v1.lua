@@ -191,6 +191,21 @@ function M:list_recent_posts()
   return rows, charge
 end
 
+-- The initial data set, as bulk load takes it (blog.load): the users, and
+-- every post followed by its comments and likes, as C1-C4 store them.
+function M:bulk_sources(gen)
+  local load = require "blog.load"
+  return {
+    { container = self.users, docs = load.users(gen, function(u)
+        return { id = u.id, username = u.username } end) },
+    { container = self.posts, docs = load.posts(gen, function(g, kind, i)
+        if kind == "post" then return post_item(g.post) end
+        if kind == "comment" then return comment_item(g.comments[i]) end
+        return like_item(g.likes[i])
+      end) },
+  }
+end
+
 -- Loads a post with its comments and likes: C2, C3 and C4, grouped into
 -- transactional batches of up to 100 creates in the post's partition
 -- (nothing in V1 ties them together, so batching changes no semantics).

@@ -205,6 +205,28 @@ function M:list_recent_posts()
   return query(self.posts, NEWEST)
 end
 
+-- The initial data set, as bulk load takes it (blog.load): what C1-C4
+-- store, with the counts createComment and createLike would have made and
+-- the usernames the application gives.
+function M:bulk_sources(gen)
+  local load = require "blog.load"
+  local make_user = self.user_doc or function(u)
+    return { id = u.id, username = u.username }
+  end
+  return {
+    { container = self.users, docs = load.users(gen, make_user) },
+    { container = self.posts, docs = load.posts(gen, function(g, kind, i)
+        if kind == "post" then
+          local doc = M.post_item(g.post)
+          doc.commentCount, doc.likeCount = #g.comments, #g.likes
+          return doc
+        end
+        if kind == "comment" then return comment_item(g.comments[i]) end
+        return like_item(g.likes[i])
+      end) },
+  }
+end
+
 -- Loads a post with its comments and likes: C2, then C3 and C4 with each
 -- procedure given all the post's comments (likes) at once, which it
 -- counts and creates in one atomic step.  Returns the items written and

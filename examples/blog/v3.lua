@@ -91,10 +91,14 @@ function M.open(db)
   return self
 end
 
+-- A user as V3 stores it (in its own partition of users).
+function M.user_doc(u)
+  return { id = u.id, type = "user", userId = u.id, username = u.username }
+end
+
 -- [C1] Create or edit a user.
 function M:create_user(u)
-  return charged(self.users:upsert({ id = u.id, type = "user",
-    userId = u.id, username = u.username }))
+  return charged(self.users:upsert(M.user_doc(u)))
 end
 
 -- [Q1] Retrieve a user: a point read (the partition key is the id too).
