@@ -24,6 +24,7 @@
 #include "luax/luajson.h"
 #include "script/script.h"
 #include "store/catalog.h"
+#include "store/upgrade.h"
 #include "store/verify.h"
 
 
@@ -308,6 +309,20 @@ static int db_backup (lua_State *L) {
   return 2;
 }
 
+/* db:compact(path) -> true, info (info.bytes: the copy's size) */
+static int db_compact (lua_State *L) {
+  rg_db *d = rgl_checkdb(L, 1);
+  const char *path = check_path(L, 2);
+  uint64_t bytes;
+  rg_err e;
+  if (rg_env_compact(d->env, path, &bytes, &e)) return rgl_push_fail(L, &e);
+  lua_pushboolean(L, 1);
+  rgl_push_info(L, NULL, 200);
+  lua_pushinteger(L, (lua_Integer)bytes);
+  lua_setfield(L, -2, "bytes");
+  return 2;
+}
+
 /* db:verify() -> true | nil, report */
 static int db_verify (lua_State *L) {
   rg_db *d = rgl_checkdb(L, 1);
@@ -396,6 +411,52 @@ static int l_open (lua_State *L) {
   return 1;
 }
 
+/* regolith.upgrade(path, opts) -> true, info | nil, msg, status.
+** opts.history "keep" (the default) or "drop"; opts.keep_old (default
+** true: the old data file stays as data.mdb.format1).  info = {from, to,
+** upgraded, containers, items, feed_records, old_bytes, new_bytes,
+** old_file}. */
+static int l_upgrade (lua_State *L) {
+  static const char *const allowed[] = { "history", "keep_old", NULL };
+  const char *path = check_path(L, 1);
+  const char *history;
+  rg_upgrade_opts o;
+  rg_upgrade_info info;
+  rg_err e;
+  lua_settop(L, 2);
+  rgl_opts_check(L, 2, allowed, "upgrade");
+  history = rgl_opt_string(L, 2, "history", "upgrade");
+  if (history && strcmp(history, "keep") != 0 && strcmp(history, "drop") != 0)
+    return luaL_error(L, "upgrade: history must be \"keep\" or \"drop\"");
+  memset(&o, 0, sizeof(o));
+  o.drop_history = history && strcmp(history, "drop") == 0;
+  o.remove_old = !rgl_opt_bool(L, 2, "keep_old", 1, "upgrade");
+  if (rg_upgrade(path, &o, &info, &e)) return rgl_push_fail(L, &e);
+  lua_pushboolean(L, 1);
+  rgl_push_info(L, NULL, 200);
+  lua_pushinteger(L, info.from);
+  lua_setfield(L, -2, "from");
+  lua_pushinteger(L, info.to);
+  lua_setfield(L, -2, "to");
+  lua_pushboolean(L, info.from != info.to);
+  lua_setfield(L, -2, "upgraded");
+  lua_pushinteger(L, (lua_Integer)info.containers);
+  lua_setfield(L, -2, "containers");
+  lua_pushinteger(L, (lua_Integer)info.items);
+  lua_setfield(L, -2, "items");
+  lua_pushinteger(L, (lua_Integer)info.feed_records);
+  lua_setfield(L, -2, "feed_records");
+  lua_pushinteger(L, (lua_Integer)info.old_bytes);
+  lua_setfield(L, -2, "old_bytes");
+  lua_pushinteger(L, (lua_Integer)info.new_bytes);
+  lua_setfield(L, -2, "new_bytes");
+  if (info.kept_old) {
+    lua_pushfstring(L, "%s/data.mdb.format1", path);
+    lua_setfield(L, -2, "old_file");
+  }
+  return 2;
+}
+
 void rgl_db_open (lua_State *L) {
   static const luaL_Reg db_methods[] = {
     {"close", db_close},
@@ -405,6 +466,7 @@ void rgl_db_open (lua_State *L) {
     {"delete_container", db_delete_container},
     {"stats", db_stats},
     {"backup", db_backup},
+    {"compact", db_compact},
     {"purge_expired", db_purge_expired},
     {"verify", db_verify},
     {NULL, NULL}
@@ -425,5 +487,7 @@ void rgl_db_open (lua_State *L) {
   lua_pop(L, 1);
   lua_pushcfunction(L, l_open);
   lua_setfield(L, -2, "open");
+  lua_pushcfunction(L, l_upgrade);
+  lua_setfield(L, -2, "upgrade");
 }
 /* }===================================================================== */

@@ -65,6 +65,7 @@
 
 #include "store/env_int.h"
 #include "store/hooks.h"
+#include "store/upgrade.h"
 
 #define DEFAULT_MAP   (64u << 20)
 #define MAP_QUANTUM   (1u << 20)
@@ -319,6 +320,10 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
     return rg_fail(e, 404, "cannot open '%s': %s", path, strerror(errno));
   if (!S_ISDIR(st.st_mode))
     return rg_fail(e, 400, "'%s' is not a directory", path);
+  if (rg_upgrade_interrupted(path))
+    return rg_fail(e, 409, "the upgrade of '%s' was interrupted: run "
+                   "regolith.upgrade(path) or `regolith upgrade DIR` again to "
+                   "finish it", path);
   for (env = envs; env; env = env->next)
     if (env->dev == (unsigned long)st.st_dev &&
         env->ino == (unsigned long)st.st_ino) {
@@ -957,3 +962,133 @@ int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
   }
   return 0;
 }
+
+
+/*
+** {=====================================================================
+** Compaction: a repacked copy
+** ======================================================================
+**
+** rg_env_backup copies the pages in use; rg_env_compact rewrites every
+** table of one read snapshot into a new environment in key order,
+** appending, so that every page is full (LMDB's pages split in the middle
+** and stay 50-70 % full when keys come in any other order).  The copy is
+** made in "<dest>/.compact" and renamed to "<dest>/data.mdb" only once it
+** is complete and flushed, so a crash never leaves a part of a copy that
+** could be taken for a database.
+*/
+#define COMPACT_CHUNK 100000     /* entries per transaction of the copy */
+
+static int compact_table (MDB_txn *src, MDB_env *dst, MDB_dbi sdbi,
+                          const char *name, unsigned flags,
+                          uint64_t *entries) {
+  MDB_cursor *sc = NULL, *dc = NULL;
+  MDB_txn *dtxn = NULL;
+  MDB_dbi ddbi;
+  MDB_val k, v, pk;
+  uint8_t prev[RG_MAX_KEY];
+  uint64_t n = 0;
+  int rc, first = 1;
+  if ((rc = mdb_cursor_open(src, sdbi, &sc))) return rc;
+  if ((rc = mdb_txn_begin(dst, NULL, 0, &dtxn)) ||
+      (rc = mdb_dbi_open(dtxn, name, flags | MDB_CREATE, &ddbi)) ||
+      (rc = mdb_cursor_open(dtxn, ddbi, &dc)))
+    goto done;
+  pk.mv_data = prev;
+  pk.mv_size = 0;
+  rc = mdb_cursor_get(sc, &k, &v, MDB_FIRST);
+  for (; rc == 0; rc = mdb_cursor_get(sc, &k, &v, MDB_NEXT)) {
+    int same = !first && (flags & MDB_DUPSORT) && k.mv_size == pk.mv_size &&
+               memcmp(k.mv_data, prev, k.mv_size) == 0;
+    if ((rc = mdb_cursor_put(dc, &k, &v, same ? MDB_APPENDDUP : MDB_APPEND)))
+      goto done;
+    if (k.mv_size <= sizeof(prev)) {
+      memcpy(prev, k.mv_data, k.mv_size);
+      pk.mv_size = k.mv_size;
+    }
+    first = 0;
+    if (++n % COMPACT_CHUNK == 0) {  /* bound the dirty pages */
+      mdb_cursor_close(dc);
+      dc = NULL;
+      if ((rc = mdb_txn_commit(dtxn))) { dtxn = NULL; goto done; }
+      dtxn = NULL;
+      if ((rc = mdb_txn_begin(dst, NULL, 0, &dtxn)) ||
+          (rc = mdb_cursor_open(dtxn, ddbi, &dc)))
+        goto done;
+    }
+  }
+  if (rc == MDB_NOTFOUND) rc = 0;
+done:
+  if (dc) mdb_cursor_close(dc);
+  if (rc == 0 && dtxn) { rc = mdb_txn_commit(dtxn); dtxn = NULL; }
+  if (dtxn) mdb_txn_abort(dtxn);
+  mdb_cursor_close(sc);
+  *entries += n;
+  return rc;
+}
+
+int rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,
+                    rg_err *e) {
+  char tmp[4096], data[4096], from[4096];
+  struct stat st;
+  MDB_env *dst = NULL;
+  MDB_txn *src = NULL;
+  MDB_envinfo info;
+  MDB_stat ms;
+  uint64_t entries = 0;
+  int rc, i;
+  *bytes = 0;
+  if (env->broken) return broken_fail(env, e);
+  if (mkdir(path, 0755) != 0 && errno != EEXIST)
+    return rg_fail(e, 500, "cannot create '%s': %s", path, strerror(errno));
+  snprintf(data, sizeof(data), "%s/data.mdb", path);
+  if (stat(data, &st) == 0)
+    return rg_fail(e, 409, "'%s' already holds a database", path);
+  snprintf(tmp, sizeof(tmp), "%s/.compact", path);
+  snprintf(from, sizeof(from), "%s/.compact/data.mdb", path);
+  unlink(from);                      /* what an interrupted copy left */
+  snprintf(data, sizeof(data), "%s/.compact/lock.mdb", path);
+  unlink(data);
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+    return rg_fail(e, 500, "cannot create '%s': %s", tmp, strerror(errno));
+  mdb_env_info(env->mdb, &info);
+  mdb_env_stat(env->mdb, &ms);
+  if ((rc = mdb_env_create(&dst))) goto fail;
+  mdb_env_set_maxdbs(dst, RG_NDB + 4);
+  /* the copy is no larger than the pages in use */
+  mdb_env_set_mapsize(dst, (info.me_last_pgno + 64) * (size_t)ms.ms_psize +
+                           (64u << 20));
+  if ((rc = mdb_env_open(dst, tmp, MDB_NOSYNC, 0644))) goto fail;
+  if ((rc = mdb_txn_begin(env->mdb, NULL, MDB_RDONLY, &src))) goto fail;
+  for (i = 0; i < RG_NDB && rc == 0; i++)
+    rc = compact_table(src, dst, env->dbi[i], dbnames[i], db_flags(i),
+                       &entries);
+  mdb_txn_abort(src);
+  src = NULL;
+  if (rc) goto fail;
+  if ((rc = mdb_env_sync(dst, 1))) goto fail;
+  mdb_env_info(dst, &info);
+  *bytes = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
+  mdb_env_close(dst);
+  dst = NULL;
+  snprintf(data, sizeof(data), "%s/data.mdb", path);
+  if (rename(from, data) != 0) {
+    rc = errno;
+    unlink(from);
+    return rg_fail(e, 500, "cannot move the copy into '%s': %s", path,
+                   strerror(rc));
+  }
+  snprintf(data, sizeof(data), "%s/.compact/lock.mdb", path);
+  unlink(data);
+  rmdir(tmp);
+  return 0;
+fail:
+  if (src) mdb_txn_abort(src);
+  if (dst) mdb_env_close(dst);
+  unlink(from);
+  snprintf(data, sizeof(data), "%s/.compact/lock.mdb", path);
+  unlink(data);
+  rmdir(tmp);
+  return rg_fail_mdb(e, rc, "compact");
+}
+/* }===================================================================== */

@@ -162,6 +162,12 @@ int rg_fail_mdb (rg_err *e, int rc, const char *what);
 ** a database already). */
 int rg_env_backup (rg_env *env, const char *path, rg_err *e);
 
+/* A repacked copy into a new directory (409 if it holds a database
+** already): every table rewritten in key order into full pages; *bytes is
+** the copy's size. */
+int rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,
+                    rg_err *e);
+
 /* Sizes of the environment: map, bytes used, page size, reader slots. */
 typedef struct rg_env_info {
   uint64_t map_size, used_bytes, page_size, readers;

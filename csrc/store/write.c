@@ -847,7 +847,8 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
     etag_of(etag, lsn, s->ord);
     if ((rc = set_system(it->doc, etag, s->now, lsn, e))) return rc;
   }
-  if ((rc = item_expiry(spec, it->doc, s->now, &expiry, &ie)))
+  if (b->mode == RG_BULK_RESTORE) expiry = it->expiry;
+  else if ((rc = item_expiry(spec, it->doc, s->now, &expiry, &ie)))
     return item_fails(it, &ie);
   text->n = 0;
   rg_json_print(it->doc, text);

@@ -65,6 +65,7 @@ int  rg_purge_expired (rg_scope *s, const rg_cont *c, int *count, rg_err *e);
 enum { RG_BULK_CREATE, RG_BULK_UPSERT, RG_BULK_RESTORE };
 typedef struct rg_bulk_item {
   cJSON *doc;                /* the caller's; its system properties are set */
+  int64_t expiry;            /* RG_BULK_RESTORE: the item's expiry (0: never) */
   int status;                /* 201 (200 replaced), or the failure's status */
   char *msg;                 /* the failure's message (malloc'd), or NULL */
 } rg_bulk_item;

@@ -208,6 +208,33 @@ function M.backup(args)
   note("backed up %s into %s", args.dir, args.dest)
   common.note_info(info)
 end
+
+function M.compact(args)
+  local db = common.open(args.dir, { readonly = true })
+  local _, info = check(db:compact(args.dest))
+  note("compacted %s into %s (%s bytes)", args.dir, args.dest,
+    common.num(info.bytes))
+end
+
+function M.upgrade(args)
+  local ok, info, status = regolith.upgrade(args.dir, {
+    history = args.drop_history and "drop" or "keep",
+    keep_old = not args.remove_old })
+  if not ok then
+    if status == 404 then common.fail(EXIT.no_database, "%s", info) end
+    check(ok, info, status)
+  end
+  if not info.upgraded then
+    note("%s is of storage format %d already: nothing to do", args.dir,
+      info.to)
+    return
+  end
+  note("upgraded %s from format %d to %d: %d containers, %d items, %d " ..
+    "change-feed records; %s bytes (was %s)%s", args.dir, info.from, info.to,
+    info.containers, info.items, info.feed_records, common.num(info.new_bytes),
+    common.num(info.old_bytes), info.old_file and
+    ("; the old data file is kept as " .. info.old_file) or "")
+end
 -- }=====================================================================
 
 return M

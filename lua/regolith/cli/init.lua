@@ -217,6 +217,19 @@ local function build()
   add_dir(c)
   c:argument("dest", "The new directory for the copy.")
 
+  c = p:command("compact", "A repacked copy of the database (every page " ..
+    "full), taken while it is in use.")
+  add_dir(c)
+  c:argument("dest", "The new directory for the copy.")
+
+  c = p:command("upgrade", "Upgrade a database of an older storage format " ..
+    "to this one (no process may have it open).")
+  add_dir(c)
+  c:flag("--drop-history", "Leave the all-versions change feed behind " ..
+    "(containers then keep none).")
+  c:flag("--remove-old", "Delete the old data file (data.mdb.format1) " ..
+    "once the new one is in place.")
+
   c = p:command("shell", "An interactive SQL prompt with history: rows " ..
     "and charges (.help inside).")
   add_dir(c)
@@ -240,7 +253,8 @@ local HANDLERS = {
   containers = "data", ["create-container"] = "data",
   ["delete-container"] = "data", get = "data", put = "data",
   delete = "data", query = "data", stats = "data", verify = "data",
-  backup = "data", import = "transfer", export = "transfer",
+  backup = "data", compact = "data", upgrade = "data",
+  import = "transfer", export = "transfer",
   feed = "feed", processors = "feed", procedures = "scripts",
   triggers = "scripts", shell = "shell", explore = "explore",
 }
