@@ -354,6 +354,41 @@ describe("database", function()
       db:close()
     end)
 
+    it("compacts: a copy with every page full, the same items, a smaller file", function()
+      local db, path = H.open()
+      local c = assert(db:create_container("c", { partition_key = "/pk",
+        indexing = { composite = { { { path = "/a" }, { path = "/n", order = "descending" } } } } }))
+      for i = 1, 3000 do
+        assert(c:upsert({ id = "i" .. (i % 2000), pk = "p" .. (i % 37), n = i, a = i % 7,
+          s = ("x"):rep(i % 300) }))
+      end
+      for i = 1, 500 do assert(c:delete("i" .. i, "p" .. (i % 37))) end
+      local before = db:stats({ tables = true })
+      local dest = H.tmpdir()
+      local ok, info = db:compact(dest)
+      assert.is_true(ok)
+      assert.is_number(info.bytes)
+      assert.is_true(info.bytes < before.used_bytes)
+      local copy = assert(regolith.open(dest))
+      assert.is_true(copy:verify())
+      local cc = assert(copy:container("c"))
+      local q = "SELECT c.id, c.n FROM c WHERE c.a = 3 ORDER BY c.n DESC"
+      assert.are.same(assert(c:query(q)), assert(cc:query(q)))
+      local after = copy:stats({ tables = true })
+      assert.are.equal(before.items, after.items)
+      for name, t in pairs(before.tables) do
+        assert.are.equal(t.entries, after.tables[name].entries, name)
+        assert.is_true(after.tables[name].bytes <= t.bytes, name)
+      end
+      assert.is_true(after.tables.items.bytes < before.tables.items.bytes)
+      assert(cc:create({ id = "new", pk = "p" }))         -- a database of its own
+      assert.is_true(copy:verify())
+      copy:close()
+      H.fails(409, db:compact(dest))
+      H.fails(409, db:compact(path))
+      db:close()
+    end)
+
     it("refuses a directory that already holds a database with 409", function()
       local db = H.open()
       local other, opath = H.open()

@@ -346,6 +346,28 @@ describe("change feed", function()
     H.fails(404, c:changes())
   end)
 
+  it("keeps the all-versions history only where the container asks for it", function()
+    local plain = assert(db:create_container("plain", { partition_key = "/pk" }))
+    assert(plain:create({ id = "a", pk = "x" }))
+    assert(plain:replace({ id = "a", pk = "x", n = 1 }))
+    assert.are.equal(1, #read_all(plain))                 -- latest mode: always
+    local msg = H.fails(400, plain:changes{ mode = "all_versions" })
+    assert.matches("all_versions = true", msg, 1, true)
+    H.fails(400, db:processor{ name = "h", source = "plain", mode = "all_versions",
+      handler = function() end })
+    -- a retention keeps the history it bounds; all_versions = false with one is refused
+    local kept = assert(db:create_container("kept2", { partition_key = "/pk",
+      change_feed = { retention = 3600 } }))
+    assert.is_true(kept:spec().change_feed.retention == 3600)
+    assert(kept:create({ id = "a", pk = "x" }))
+    assert.are.equal(1, #read_all(kept, { mode = "all_versions" }))
+    assert.has_error(function() db:create_container("bad", { partition_key = "/pk",
+      change_feed = { all_versions = false, retention = 10 } }) end)
+    assert.has_error(function() db:create_container("bad", { partition_key = "/pk",
+      change_feed = { all_versions = "yes" } }) end)
+    assert.is_true(db:verify())
+  end)
+
   it("trims all_versions entries past retention once processors passed them",
     function()
       local r = assert(db:create_container("kept", {

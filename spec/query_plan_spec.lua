@@ -129,6 +129,34 @@ describe("query planning", function()
       assert.are.equal(0, info.index_lookups)
     end)
 
+    it("indexes _ts but not _lsn, unless an included pattern names _lsn", function()
+      local lsn = assert(c:read("i017", "p5"))._lsn
+      local rows, info = assert(c:query("SELECT * FROM c WHERE c._lsn = @l", { l = lsn }))
+      assert.are.equal(1, #rows)
+      assert.are.equal(0, info.index_lookups)
+      assert.are.equal(120, info.loaded)
+      local ts = rows[1]._ts
+      rows, info = assert(c:query("SELECT VALUE COUNT(1) FROM c WHERE c._ts = @t", { t = ts }))
+      assert.are.equal(1, info.index_lookups)
+      local named = assert(db:create_container("named", { partition_key = "/pk",
+        indexing = { included = { "/*", "/_lsn/?" } } }))
+      local d = assert(named:create({ id = "a", pk = "x" }))
+      assert(named:create({ id = "b", pk = "x" }))
+      rows, info = assert(named:query("SELECT * FROM c WHERE c._lsn = @l", { l = d._lsn }))
+      assert.are.equal(1, #rows)
+      assert.are.equal(1, info.index_lookups)
+      assert.are.equal(1, info.loaded)
+    end)
+
+    it("finds nothing, by the index, on a path no item ever held", function()
+      local rows, info = assert(c:query("SELECT * FROM c WHERE c.nowhere = 1"))
+      assert.are.same({}, rows)
+      assert.are.equal(1, info.index_lookups)
+      assert.are.equal(0, info.loaded)
+      rows = assert(c:query("SELECT VALUE c.id FROM c WHERE c.nowhere > 1 ORDER BY c.nowhere"))
+      assert.are.same({}, rows)
+    end)
+
     it("loads every item when indexing is off", function()
       local off = assert(db:create_container("off", { partition_key = "/pk",
         indexing = { automatic = false } }))

@@ -10,12 +10,16 @@
 **                                        past its item header (5 bytes, or
 **                                        13 with an expiry) with bytes that
 **                                        are not JSON
+**   lmdb_poke DIR TABLE hold SECONDS     hold a read transaction open (a
+**                                        reader slot) for SECONDS, saying
+**                                        "ready" on stdout once it does
 */
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lmdb.h>
 
@@ -32,8 +36,18 @@ int main (int argc, char **argv) {
   }
   if ((rc = mdb_env_create(&env)) || (rc = mdb_env_set_maxdbs(env, 16)) ||
       (rc = mdb_env_set_mapsize(env, (size_t)1 << 30)) ||
-      (rc = mdb_env_open(env, argv[1], MDB_NOTLS, 0644)) ||
-      (rc = mdb_txn_begin(env, NULL, 0, &txn)) ||
+      (rc = mdb_env_open(env, argv[1], MDB_NOTLS, 0644)))
+    goto fail;
+  if (strcmp(argv[3], "hold") == 0) {
+    if ((rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn))) goto fail;
+    printf("ready\n");
+    fflush(stdout);
+    sleep(argc == 5 ? (unsigned)atoi(argv[4]) : 1);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return 0;
+  }
+  if ((rc = mdb_txn_begin(env, NULL, 0, &txn)) ||
       (rc = mdb_dbi_open(txn, argv[2], 0, &dbi)) ||
       (rc = mdb_cursor_open(txn, dbi, &cur)))
     goto fail;

@@ -946,16 +946,24 @@ uint64_t rg_scope_lsn (rg_scope *s, rg_err *e) {
 /* }===================================================================== */
 
 
-int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
+/* A copy's destination: a directory (made when missing) holding no
+** database; data gets "<path>/data.mdb". */
+static int copy_dest (rg_env *env, const char *path, char *data, size_t n,
+                      rg_err *e) {
   struct stat st;
-  char data[4096];
-  int rc;
   if (env->broken) return broken_fail(env, e);
   if (mkdir(path, 0755) != 0 && errno != EEXIST)
     return rg_fail(e, 500, "cannot create '%s': %s", path, strerror(errno));
-  snprintf(data, sizeof(data), "%s/data.mdb", path);
+  snprintf(data, n, "%s/data.mdb", path);
   if (stat(data, &st) == 0)
     return rg_fail(e, 409, "'%s' already holds a database", path);
+  return 0;
+}
+
+int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
+  char data[4096];
+  int rc;
+  if ((rc = copy_dest(env, path, data, sizeof(data), e))) return rc;
   if ((rc = mdb_env_copy2(env->mdb, path, MDB_CP_COMPACT))) {
     unlink(data);                    /* a part of a copy is no backup */
     return rg_fail_mdb(e, rc, "backup");
@@ -1030,7 +1038,6 @@ done:
 int rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,
                     rg_err *e) {
   char tmp[4096], data[4096], from[4096];
-  struct stat st;
   MDB_env *dst = NULL;
   MDB_txn *src = NULL;
   MDB_envinfo info;
@@ -1038,12 +1045,7 @@ int rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,
   uint64_t entries = 0;
   int rc, i;
   *bytes = 0;
-  if (env->broken) return broken_fail(env, e);
-  if (mkdir(path, 0755) != 0 && errno != EEXIST)
-    return rg_fail(e, 500, "cannot create '%s': %s", path, strerror(errno));
-  snprintf(data, sizeof(data), "%s/data.mdb", path);
-  if (stat(data, &st) == 0)
-    return rg_fail(e, 409, "'%s' already holds a database", path);
+  if ((rc = copy_dest(env, path, data, sizeof(data), e))) return rc;
   snprintf(tmp, sizeof(tmp), "%s/.compact", path);
   snprintf(from, sizeof(from), "%s/.compact/data.mdb", path);
   unlink(from);                      /* what an interrupted copy left */

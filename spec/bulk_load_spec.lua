@@ -1,0 +1,193 @@
+-- c:bulk_load: documents written in batches as creates would write them,
+-- errors per document, no trigger run, the feed and the processors see
+-- every item (docs/api.md, "Bulk load").
+local regolith = require "regolith"
+local H = require "helper"
+
+local function sorted(rows)
+  table.sort(rows, function(a, b) return a.id < b.id end)
+  return rows
+end
+
+local SPEC = {
+  partition_key = "/pk", physical_partitions = 4, default_ttl = -1,
+  unique_keys = { { "/u" } }, change_feed = { all_versions = true },
+  indexing = { excluded = { "/secret/?" },
+               composite = { { { path = "/g" }, { path = "/n", order = "descending" } } } },
+}
+
+local function doc(i)
+  return { id = "i" .. i, pk = "p" .. (i % 9), u = "u" .. i, g = i % 4,
+           n = (i * 37) % 101, tags = { "all", "t" .. (i % 3) },
+           nested = { a = { b = i } }, secret = i,
+           ttl = i % 50 == 0 and 100000 or nil }
+end
+
+describe("bulk load", function()
+  local db, c
+  before_each(function()
+    db = H.open()
+    c = assert(db:create_container("c", SPEC))
+  end)
+  after_each(function()
+    db:close()
+    H.cleanup()
+  end)
+
+  it("writes what creates write: items, indexes, unique keys, TTL, the feed, statistics", function()
+    local docs = {}
+    for i = 1, 1200 do docs[i] = doc(i) end
+    local res, info = assert(c:bulk_load(docs, { batch = 250 }))
+    assert.are.equal(1200, res.written)
+    assert.are.equal(0, res.failed)
+    assert.are.same({}, res.errors)
+    assert.is_true(info.charge > 0)
+    assert.is_true(db:verify())
+    -- the same container written by creates holds the same documents
+    local ref = assert(db:create_container("ref", SPEC))
+    for i = 1, 1200 do assert(ref:create(doc(i))) end
+    local strip = function(rows)
+      for _, r in ipairs(rows) do r._etag, r._ts, r._lsn = nil, nil, nil end
+      return sorted(rows)
+    end
+    assert.are.same(strip(assert(ref:query("SELECT * FROM c"))),
+                    strip(assert(c:query("SELECT * FROM c"))))
+    for _, sql in ipairs({
+      "SELECT VALUE c.id FROM c WHERE c.g = 2 ORDER BY c.n DESC",
+      "SELECT VALUE c.id FROM c WHERE ARRAY_CONTAINS(c.tags, 't1')",
+      "SELECT VALUE c.id FROM c WHERE c.nested.a.b > 1100",
+      "SELECT VALUE COUNT(1) FROM c WHERE c.u = 'u77'",
+    }) do
+      local a, ai = assert(ref:query(sql))
+      local b, bi = assert(c:query(sql))
+      if not sql:find("ORDER BY") then table.sort(a) table.sort(b) end
+      assert.are.same(a, b, sql)
+      assert.are.equal(ai.index_lookups, bi.index_lookups, sql)
+    end
+    -- unique keys hold against what was loaded
+    H.fails(409, c:create({ id = "new", pk = "p5", u = "u5" }))
+    assert(c:create({ id = "new", pk = "p5", u = "u4" }))   -- another partition's
+    -- statistics, the latest and all-versions feeds
+    assert.are.equal(1201, db:stats().containers.c.items)
+    assert.are.equal(1201, #assert(c:changes{ max_items = 5000 }))
+    local all = assert(c:changes{ mode = "all_versions", max_items = 5000 })
+    assert.are.equal(1201, #all)
+    assert.are.equal("create", all[1].metadata.operation)
+    -- system properties: one lsn per batch, an etag per item
+    local a, b = assert(c:read("i1", "p1")), assert(c:read("i2", "p2"))
+    assert.are.equal(a._lsn, b._lsn)
+    assert.are_not.equal(a._etag, b._etag)
+    assert.are_not.equal(a._lsn, assert(c:read("i300", "p3"))._lsn)
+  end)
+
+  it("refuses documents one by one, with their index, status and message, and writes the rest", function()
+    local res = assert(c:bulk_load({
+      doc(1),                                   -- 1 fine
+      "not a table",                            -- 2 400
+      { pk = "p" },                             -- 3 no id: 400
+      { id = "x/y", pk = "p" },                 -- 4 bad id: 400
+      { id = "a" },                             -- 5 no partition key: 400
+      doc(1),                                   -- 6 the same item again: 409
+      { id = "other", pk = "p1", u = "u1" },    -- 7 unique key taken in the batch: 409
+      { id = "big", pk = "p", s = ("x"):rep(3 * 2^20) },   -- 8 too large: 413
+      { id = "t", pk = "p", ttl = "soon" },     -- 9 bad ttl: 400
+      doc(2),                                   -- 10 fine
+    }, { batch = 4 }))
+    assert.are.equal(2, res.written)
+    assert.are.equal(8, res.failed)
+    local got = {}
+    for _, e in ipairs(res.errors) do
+      got[#got + 1] = { e.index, e.status }
+      assert.is_string(e.message)
+      assert.is_true(#e.message > 0)
+    end
+    assert.are.same({ { 2, 400 }, { 3, 400 }, { 4, 400 }, { 5, 400 }, { 6, 409 },
+                      { 7, 409 }, { 8, 413 }, { 9, 400 } }, got)
+    assert.matches("already exists", res.errors[5].message)
+    -- an item that exists is a 409 of its own in a later load
+    res = assert(c:bulk_load({ doc(2), doc(3) }))
+    assert.are.equal(1, res.written)
+    assert.are.same({ { index = 1, status = 409,
+      message = "conflict: an item with id 'i2' already exists in this partition" } },
+      res.errors)
+    assert.are.equal(3, db:stats().containers.c.items)
+    assert.is_true(db:verify())
+  end)
+
+  it("replaces existing items in upsert mode", function()
+    assert(c:bulk_load({ doc(1), doc(2) }))
+    local d1 = doc(1)
+    d1.n = 999
+    local res = assert(c:bulk_load({ d1, doc(3), doc(3) }, { mode = "upsert" }))
+    assert.are.equal(3, res.written)
+    assert.are.equal(0, res.failed)
+    assert.are.equal(999, assert(c:read("i1", "p1")).n)
+    assert.are.equal(3, db:stats().containers.c.items)
+    assert.is_true(db:verify())
+  end)
+
+  it("takes an iterator, reports progress after each batch, and runs no trigger", function()
+    assert(c:create_trigger("mark", { type = "pre", operation = "all", automatic = true,
+      source = [[return function(ctx) local d = ctx:body(); d.marked = true; ctx:set_body(d) end]] }))
+    local i, calls = 0, {}
+    local res = assert(c:bulk_load(function()
+      i = i + 1
+      if i <= 25 then return doc(i) end
+    end, { batch = 10, progress = function(done, written, failed)
+      calls[#calls + 1] = { done, written, failed }
+    end }))
+    assert.are.equal(25, res.written)
+    assert.are.same({ { 10, 10, 0 }, { 20, 20, 0 }, { 25, 25, 0 } }, calls)
+    assert.is_nil(assert(c:read("i1", "p1")).marked)     -- no trigger ran
+    assert.is_true(assert(c:create(doc(26))).marked)   -- a create runs it
+  end)
+
+  it("feeds processors every bulk-loaded item", function()
+    local dst = assert(db:create_container("dst", { partition_key = "/pk" }))
+    local p = assert(db:processor{ name = "copy", source = "c", handler = function(changes)
+      for _, d in ipairs(changes) do assert(dst:upsert({ id = d.id, pk = d.pk })) end
+    end })
+    local docs = {}
+    for i = 1, 300 do docs[i] = doc(i) end
+    assert(c:bulk_load(docs, { batch = 100 }))
+    p:run({ until_idle = true })
+    assert.are.equal(300, db:stats().containers.dst.items)
+    p:close()
+    assert.is_true(db:verify())
+  end)
+
+  it("joins a running transaction as a savepoint, all or nothing", function()
+    local dst = assert(db:create_container("dst", { partition_key = "/pk",
+      change_feed = { all_versions = true } }))
+    local p = assert(db:processor{ name = "tx", source = "c", handler = function(changes)
+      local docs = {}
+      for i, d in ipairs(changes) do docs[i] = { id = d.id, pk = d.pk } end
+      local res = assert(dst:bulk_load(docs))
+      assert(res.failed == 0)
+    end })
+    assert(c:bulk_load({ doc(1), doc(2), doc(3) }))
+    p:run({ until_idle = true })
+    p:close()
+    assert.are.equal(3, db:stats().containers.dst.items)
+    assert.is_true(db:verify())
+  end)
+
+  it("raises on misuse", function()
+    assert.has_error(function() c:bulk_load("docs") end)
+    assert.has_error(function() c:bulk_load({}, { batch = 0 }) end)
+    assert.has_error(function() c:bulk_load({}, { mode = "replace" }) end)
+    assert.has_error(function() c:bulk_load({}, { nope = 1 }) end)
+    local res = assert(c:bulk_load({}))
+    assert.are.equal(0, res.written)
+  end)
+
+  it("is refused by a database open read-only", function()
+    local path = H.tmpdir()
+    local w = assert(regolith.open(path))
+    assert(w:create_container("c", { partition_key = "/pk" }))
+    w:close()
+    local ro = assert(regolith.open(path, { readonly = true }))
+    H.fails(403, ro:container("c"):bulk_load({ { id = "a", pk = "p" } }))
+    ro:close()
+  end)
+end)
