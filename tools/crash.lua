@@ -11,8 +11,15 @@ document carrying the sequence number of the operation that wrote it. It logs
 each call's intent before making it and its outcome after (to a side log,
 line by line, which a SIGKILL does not lose).
 
+It also bulk-loads new documents into a second container ("bulk"), in
+several batches per call, logging each batch the load reports done.
+
 After each kill the parent opens the database and checks:
-  - db:verify() passes (indexes, unique keys, feed, statistics);
+  - db:verify() passes (indexes, unique keys, feed, statistics, the refs
+    table: no half item, no dangling index entry);
+  - every bulk load holds whole batches only: the first k batches of its
+    documents, with k at least the batches it logged as done and at most
+    one more (the one in flight), or all of them once acknowledged;
   - replaying the acknowledged calls of the log gives exactly the stored
     state: every key holds the sequence number of the last acknowledged write
     on it, or is gone after an acknowledged delete; only the one call in
@@ -74,6 +81,12 @@ end
 -- The container, its procedure and trigger, and the copy the processor
 -- keeps: "crash" mirrored into "copy", with a count of the changes applied
 -- per id (exactly once each, or the count drifts from the feed).
+local function bulk_container(db)
+  return db:container("bulk") or assert(db:create_container("bulk", {
+    partition_key = "/pk", physical_partitions = 3, unique_keys = { { "/u" } },
+    change_feed = { all_versions = true } }))
+end
+
 local function spec(db)
   local c = db:container("crash")
   if c then return c, db:container("copy") end
@@ -114,6 +127,7 @@ acknowledged change and the one call that was in flight at the kill. ]]
 local function child()
   local db = assert(regolith.open(opts.dir, { sync = opts.sync }))
   local c, copy = spec(db)
+  local bulk = bulk_container(db)
   local p = processor(db, copy)
   local log = assert(io.open(opts.log, "a"))
   log:setvbuf("line")
@@ -127,7 +141,24 @@ local function child()
     local n = math.random(KEYS)
     local id, pk = key_of(n)
     if seq % 10 == 0 then p:run_once() end
-    if r <= 10 then
+    if seq % 17 == 0 then
+      -- a bulk load of new documents, in batches: "L seq n batch" first,
+      -- "P seq done" after each batch, "A seq" at the end
+      local n, batch = math.random(50, 400), math.random(10, 120)
+      log:write(("L %d %d %d\n"):format(seq, n, batch))
+      local j = 0
+      local res = assert(bulk:bulk_load(function()
+        j = j + 1
+        if j <= n then
+          return { id = ("b%d-%d"):format(seq, j), pk = "q" .. (j % 5),
+                   u = ("u%d-%d"):format(seq, j), n = j, tags = { j % 3, "t" } }
+        end
+      end, { batch = batch, progress = function(done)
+        log:write(("P %d %d\n"):format(seq, done))
+      end }))
+      assert(res.failed == 0)
+      outcome(seq, true)
+    elseif r <= 10 then
       -- the procedure: n and the next key of the same partition
       local id2 = key_of(n + PARTS > KEYS and n + PARTS - KEYS or n + PARTS)
       log:write(("I %d W %s %s %s %s\n"):format(seq, id, pk, id2, pk))
@@ -171,17 +202,24 @@ end
 -- Replays the log: the state every acknowledged change leads to, and the
 -- keys the call in flight at the kill may or may not have changed.
 local function replay(logfile)
-  local state, intents, open = {}, {}, nil
+  local state, intents, open, loads = {}, {}, nil, {}
   for line in io.lines(logfile) do
     local kind, seq, rest = line:match("^(%a) (%d+)%s*(.*)$")
     seq = tonumber(seq)
-    if kind == "I" then
+    if kind == "L" then                 -- a bulk load
+      local n, batch = rest:match("^(%d+) (%d+)$")
+      loads[seq] = { n = tonumber(n), batch = tonumber(batch), done = 0 }
+    elseif kind == "P" then
+      loads[seq].done = tonumber(rest)
+    elseif (kind == "A" or kind == "F") and loads[seq] then
+      loads[seq].acked = kind == "A"
+    elseif kind == "I" then
       local op, keys = rest:match("^(%a) (.*)$")
       local list = {}
       for id, pk in keys:gmatch("(%S+) (%S+)") do list[#list + 1] = { id, pk } end
       intents[seq] = { op = op, keys = list }
       open = seq
-    elseif kind == "A" then
+    elseif kind == "A" and intents[seq] then
       local it = intents[seq]
       for _, k in ipairs(it.keys) do
         state[k[1] .. " " .. k[2]] = it.op == "D" and "gone" or seq
@@ -191,7 +229,33 @@ local function replay(logfile)
       intents[seq], open = nil, nil
     end
   end
-  return state, open and intents[open], open
+  return state, open and intents[open], open, loads
+end
+
+-- Each bulk load holds whole batches: the first k of its documents, k a
+-- multiple of its batch size (or all of them), at least what it logged as
+-- done and at most one batch more; all once acknowledged.
+local function check_loads(db, loads)
+  local bulk = bulk_container(db)
+  for seq, l in pairs(loads) do
+    local ids = assert(bulk:query(
+      "SELECT VALUE c.n FROM c WHERE STARTSWITH(c.id, @p)", { p = ("b%d-"):format(seq) }))
+    local k = #ids
+    table.sort(ids)
+    for i = 1, k do
+      if ids[i] ~= i then
+        return false, ("bulk load %d holds document %d but not %d"):format(seq, ids[i], i)
+      end
+    end
+    local whole = k % l.batch == 0 or k == l.n
+    local lo, hi = l.done, math.min(l.n, l.done + l.batch)
+    if l.acked then lo, hi = l.n, l.n end
+    if not whole or k < lo or k > hi then
+      return false, ("bulk load %d (%d documents, batches of %d, %d logged done%s) " ..
+        "holds %d"):format(seq, l.n, l.batch, l.done, l.acked and ", acknowledged" or "", k)
+    end
+  end
+  return true
 end
 
 local function check(dir, logfile)
@@ -199,7 +263,9 @@ local function check(dir, logfile)
   local ok, report = db:verify()
   if not ok then return false, "verify failed:\n" .. report end
   local c, copy = spec(db)
-  local state, inflight, inseq = replay(logfile)
+  local state, inflight, inseq, loads = replay(logfile)
+  local lok, lwhy = check_loads(db, loads)
+  if not lok then return false, lwhy end
   local maybe = {}
   if inflight then
     for _, k in ipairs(inflight.keys) do maybe[k[1] .. " " .. k[2]] = true end
@@ -308,8 +374,15 @@ local function parent()
   for line in io.lines(logfile) do
     if line:sub(1, 1) == "A" then acked = acked + 1 end
   end
-  print(("crash harness: %d kills with sync=%s, %d acknowledged calls replayed, "
-    .. "nothing lost or half-applied (%ds)"):format(opts.kills, opts.sync, acked,
+  local _, _, _, loads = replay(logfile)
+  local nl, cut = 0, 0
+  for _, l in pairs(loads) do
+    nl = nl + 1
+    if not l.acked then cut = cut + 1 end
+  end
+  print(("crash harness: %d kills with sync=%s, %d acknowledged calls replayed "
+    .. "(%d bulk loads, %d of them killed part way), nothing lost or "
+    .. "half-applied (%ds)"):format(opts.kills, opts.sync, acked, nl, cut,
     os.time() - t0))
   os.execute("rm -rf '" .. dir .. "' '" .. logfile .. "'")
 end

@@ -11,11 +11,12 @@ whole, and split into its elements by a scanner that knows strings and
 nesting (not a parser: each element is then decoded by the codec), so
 that each element keeps the line it starts on.
 
-Writing goes through one function, write_run: runs of consecutive items
-with the same partition key, up to 100, are written as one c:batch (one
-transaction); when a batch fails, its items are written one at a time so
-that each rejected item gets its own error and the others are kept.
-Bulk load (c:bulk_load, when the core has it) belongs in write_run.
+Writing goes through one function, write_run: runs of up to RUN items are
+written by c:bulk_load (a transaction per run; docs/api.md, "Bulk load"),
+which refuses items one by one and keeps the others, so each rejected item
+gets its own error.  Bulk load runs no trigger (an import never named
+any).  With --stop-on-error the import stops after the run that holds the
+first rejected item: the items of that run after it are written.
 
 export pages through `SELECT * FROM c` (a streaming query: each page
 continues where the last ended, so memory stays constant) and writes every
@@ -28,7 +29,6 @@ bytes.
 local regolith = require "regolith"
 local common = require "regolith.cli.common"
 local data = require "regolith.cli.data"
-local keys = require "regolith.keys"
 
 local EXIT = common.EXIT
 local fail, check, note = common.fail, common.check, common.note
@@ -36,7 +36,7 @@ local decode = regolith.json.decode
 
 local M = {}
 
-local BATCH_MAX = 100           -- the core's limit on a batch's operations
+local RUN = 5000                -- items per bulk-load transaction
 
 -- {=====================================================================
 -- Reading: JSON lines, or a JSON array split into its elements
@@ -131,31 +131,23 @@ end
 -- {=====================================================================
 -- Writing
 -- ======================================================================
--- Writes a run of items that share one partition key (`pk`, nil when
--- unknown: each item is then written alone, to get its own error).
--- Calls rejected(item, message, status) for each item not written;
--- returns the items written and the charge.
-local function write_run(c, pk, run, mode, rejected)
-  if pk ~= nil and #run > 1 then
-    local ops = {}
-    for i, item in ipairs(run) do ops[i] = { op = mode, doc = item.doc } end
-    local ok, results, info = pcall(c.batch, c, pk, ops)
-    if ok and results then return #run, info.charge end
-  end
-  local written, charge = 0, 0
-  local write = mode == "create" and c.create or c.upsert
-  for _, item in ipairs(run) do
-    local ok, doc, info, status = pcall(write, c, item.doc)
-    if not ok then
-      doc, info, status = nil, tostring(doc):gsub("^[^:]*:%d+: ", ""), 400
+-- Writes a run of items in one bulk load.  Calls rejected(item, message,
+-- status) for each item not written; returns the items written and the
+-- charge.
+local function write_run(c, run, mode, rejected)
+  local docs = {}
+  for i, item in ipairs(run) do docs[i] = item.doc end
+  local res, info, status = c:bulk_load(docs, { mode = mode, batch = #run })
+  if not res then              -- the transaction itself failed: none written
+    for _, item in ipairs(run) do
+      if rejected(item, info, status) then break end
     end
-    if doc then
-      written, charge = written + 1, charge + info.charge
-    elseif rejected(item, info, status) then
-      break
-    end
+    return 0, 0
   end
-  return written, charge
+  for _, err in ipairs(res.errors) do
+    if rejected(run[err.index], err.message, err.status) then break end
+  end
+  return res.written, info.charge
 end
 -- }=====================================================================
 
@@ -208,7 +200,6 @@ function M.import(args)
     end
     c = data.create_container_from(db, args.container, spec)
   end
-  local paths = keys.paths(c:spec())
   local mode = args.create and "create" or "upsert"
   local bar = progress_bar(total)
   local t0 = common.now()
@@ -224,12 +215,12 @@ function M.import(args)
     return stop
   end
 
-  local run, run_key, run_pk = {}, nil, nil
+  local run = {}
   local function flush()
     if #run == 0 then return end
-    local n, ch = write_run(c, run_pk, run, mode, rejected)
+    local n, ch = write_run(c, run, mode, rejected)
     written, charge = written + n, charge + ch
-    run, run_key, run_pk = {}, nil, nil
+    run = {}
     bar.update(bytes, written, bad)
   end
 
@@ -249,12 +240,8 @@ function M.import(args)
       return
     end
     item.id = doc.id
-    local pk = keys.of(doc, paths)
-    local key = pk ~= nil and common.encode(pk) or nil
-    if key == nil or key ~= run_key or #run >= BATCH_MAX then flush() end
     run[#run + 1] = item
-    run_key, run_pk = key, pk
-    if key == nil then flush() end
+    if #run >= RUN then flush() end
   end
 
   local err, line = read_input(f, emit, function(b) bytes = b end)
