@@ -68,7 +68,9 @@ live_pid () {
   [ -f "$pidf" ] || return 1
   pid=$(cat "$pidf")
   [ -n "$pid" ] && alive "$pid" || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "redis-server.*:$2" ||
+  # before redis-server sets its title, its command line still names the port
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null |
+    grep -q -E "redis-server.*(:$2|--port $2 )" ||
     return 1
   echo "$pid"
 }

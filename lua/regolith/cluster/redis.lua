@@ -39,7 +39,8 @@ once; TRYAGAIN and CLUSTERDOWN back off (bounded, exponential with jitter)
 and retry; a connection that fails is dropped, the map refreshed from
 another node, and the command retried.  Commands that only read are retried
 after a broken connection too; writes are not (kind "in_doubt").
-`c.stats` counts moved, ask, tryagain, clusterdown, reconnects, refreshes.
+`c.stats` counts moved, ask, tryagain, clusterdown, reconnects, refreshes,
+library_loads and round_trips (one per node per pipeline pass).
 ]]
 
 local M = {}
@@ -381,6 +382,7 @@ function Client:exchange(addr, cmds)
   local out = {}
   for i = 1, #cmds do encode(out, cmds[i]) end
   local ok, serr = sock:send(concat(out))
+  self.stats.round_trips = self.stats.round_trips + 1
   if not ok then
     self:drop(addr)
     return nil, addr .. ": " .. tostring(serr), false
@@ -510,6 +512,7 @@ function Client:run(cmds, at)
         local out = {}
         for j = 1, #g.cmds do encode(out, g.cmds[j]) end
         local ok, serr = sock:send(concat(out))
+        self.stats.round_trips = self.stats.round_trips + 1
         if ok then socks[addr], sent_ok[addr] = sock, true
         else self:drop(addr); g.err = addr .. ": " .. tostring(serr) end
       else
@@ -734,7 +737,7 @@ function M.connect(seeds, opts)
     backoff_base = opts.backoff_base or 0.005, backoff_max = opts.backoff_max or 0.2,
     protocol = opts.protocol or 2, password = opts.password, user = opts.user,
     stats = { moved = 0, ask = 0, tryagain = 0, clusterdown = 0, reconnects = 0,
-      refreshes = 0, library_loads = 0 },
+      refreshes = 0, library_loads = 0, round_trips = 0 },
   }, Client)
   if opts.sleep then c.t.sleep = opts.sleep end
   local ok, err = c:refresh()
