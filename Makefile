@@ -3,7 +3,10 @@
 #   make              build the C module for Lua 5.4 (build/lua5.4/regolith/core.so)
 #   make LUA=luajit   build it for LuaJIT (build/luajit/regolith/core.so)
 #   make test         install what is missing, build, run every spec (and
-#                     again under LuaJIT when it is installed)
+#                     again under LuaJIT when it is installed), then the
+#                     cluster specs when Redis can be installed
+#   make cluster-test the cluster specs (spec/cluster/) on a local Redis
+#                     Cluster started for the run and stopped after it
 #   make demo         install what is missing, build, run the blog example:
 #                     the article's three models beside its table (examples/blog)
 #   make bench        benchmarks (examples/bench/), and the blog at a larger scale
@@ -52,6 +55,7 @@ DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev lua5.4
 DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev
 DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
 DEPS_FUZZ  = $(DEPS_TEST) clang libclang-rt-14-dev
+DEPS_CLUSTER = redis-server redis-tools lua-socket
 
 BUSTED = busted --lua=lua5.4
 
@@ -62,7 +66,7 @@ HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
                  test -f $(LUAJIT_INCDIR)/lua.h && echo yes)
 
 .PHONY: all test demo bench check crash hammer fuzz fuzz-build valgrind install \
-        clean deps-test deps-bench deps-fuzz openresty
+        clean deps-test deps-bench deps-fuzz openresty cluster-test
 
 all: $(MODULE)
 
@@ -89,6 +93,34 @@ ifeq ($(HAVE_LUAJIT),yes)
 else
 	@echo "LuaJIT not installed (luajit2, libluajit2-5.1-dev): specs ran under Lua 5.4 only"
 endif
+	@if sh tools/deps.sh $(DEPS_CLUSTER); then $(MAKE) cluster-test; \
+	  else echo "Redis cannot be installed here: the cluster specs did not run"; fi
+
+# The cluster specs against a local Redis Cluster (3 primaries, 3 replicas,
+# 127.0.0.1, a random base port; tools/redis-cluster.sh) started for this
+# run and stopped by pid whatever happens (a failing spec, an interrupt);
+# under Lua 5.4, and under LuaJIT too when it is installed.  Prints how
+# long the start, the specs and the stop took.
+cluster-test: deps-test
+	@sh tools/deps.sh $(DEPS_CLUSTER)
+	$(MAKE) all
+ifeq ($(HAVE_LUAJIT),yes)
+	$(MAKE) all LUA=luajit LUA_INCDIR=$(LUAJIT_INCDIR)
+endif
+	@dir=$$(mktemp -d); \
+	trap 'tools/redis-cluster.sh stop '$$dir' >/dev/null 2>&1; rm -rf '$$dir EXIT INT TERM; \
+	t0=$$(date +%s.%N); \
+	base=$$(RG_CLUSTER_OWNER=$$$$ tools/redis-cluster.sh start $$dir) || exit 1; \
+	t1=$$(date +%s.%N); \
+	export REGOLITH_URL=redis://127.0.0.1:$$base/ci RG_CLUSTER_DIR=$$dir; \
+	$(BUSTED) --helper=spec/cluster/helper.lua spec/cluster; rc=$$?; \
+	if [ "$(HAVE_LUAJIT)" = yes ]; then \
+	  busted --lua=luajit --helper=spec/cluster/helper.lua spec/cluster || rc=1; fi; \
+	t2=$$(date +%s.%N); \
+	tools/redis-cluster.sh stop $$dir; \
+	t3=$$(date +%s.%N); \
+	echo "$$t0 $$t1 $$t2 $$t3" | awk '{ printf "cluster-test: start %.1f s, specs %.1f s, stop %.1f s\n", $$2-$$1, $$3-$$2, $$4-$$3 }'; \
+	exit $$rc
 
 RUN = LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' lua5.4
 

@@ -8,6 +8,8 @@
 #   tools/redis-cluster.sh ports DIR               print the six ports
 #
 # DIR and BASE_PORT may also come from RG_CLUSTER_DIR and RG_CLUSTER_PORTS.
+# With RG_CLUSTER_OWNER=<pid>, start also leaves a watcher that stops the
+# cluster once that process has ended, however it ended.
 # Without a base port, a random free one in 20000-54999 is chosen (cluster
 # bus ports are port + 10000).  The nodes use ports BASE..BASE+5.
 #
@@ -118,6 +120,12 @@ wait_ready () {
     for p in "$@"; do
       redis-cli -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' ||
         { ready=no; break; }
+      # every node sees three primaries with slots, three replicas, no
+      # failure (right after a create or a failover, views lag behind)
+      view=$(redis-cli -p "$p" cluster nodes 2>/dev/null)
+      [ "$(echo "$view" | awk '$3 ~ /master/ && $9 != "" { n++ } END { print n + 0 }')" = 3 ] &&
+        [ "$(echo "$view" | grep -c slave)" = 3 ] && ! echo "$view" | grep -q fail ||
+        { ready=no; break; }
       info=$(redis-cli -p "$p" info replication 2>/dev/null | tr -d '\r')
       if echo "$info" | grep -q '^role:master'; then
         echo "$info" | grep -q '^slave0:.*state=online' || { ready=no; break; }
@@ -199,6 +207,13 @@ start)
     > "$dir/create.log" 2>&1 || fail "cluster create failed (see $dir/create.log)"
   # shellcheck disable=SC2086
   wait_ready $ports || fail "the cluster did not become ready in ${WAIT_SECONDS}s"
+  if [ -n "${RG_CLUSTER_OWNER:-}" ]; then
+    owner=$RG_CLUSTER_OWNER
+    (
+      while kill -0 "$owner" 2>/dev/null; do sleep 1; done
+      [ -f "$dir/base_port" ] && "$0" stop "$dir"
+    ) </dev/null >/dev/null 2>&1 &
+  fi
   echo "$base"
   ;;
 stop)

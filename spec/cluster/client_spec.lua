@@ -108,16 +108,23 @@ describe("cluster client", function()
     other:close()
   end)
 
-  it("follows ASK while a slot is half-migrated, without changing its map", function()
+  -- Two keys of one slot, "1" and "2", and the slot half-moved to another
+  -- primary with only the first key moved.
+  local function half_moved_slot()
     local db = C.fresh_db()
-    local moved, stays = "{" .. db .. "}:a", "{" .. db .. "}:b"
-    assert(c:call("SET", moved, "1"))
-    assert(c:call("SET", stays, "2"))
-    local slot = redis.slot(moved)
+    local a, b = "{" .. db .. "}:a", "{" .. db .. "}:b"
+    assert(c:call("SET", a, "1"))
+    assert(c:call("SET", b, "2"))
+    local slot = redis.slot(a)
     local admin = C.client()
-    local from = c:node_for(moved)
+    local from = c:node_for(a)
     local to = C.other_primary(c, from)
-    C.begin_migration(admin, slot, to, { moved })
+    C.begin_migration(admin, slot, to, { a })
+    return a, b, slot, admin, from, to
+  end
+
+  it("follows ASK while a slot is half-migrated, without changing its map", function()
+    local moved, stays, slot, admin, from, to = half_moved_slot()
     finally(function()
       C.finish_migration(admin, slot, from, to)
       C.migrate_slot(admin, slot, from)
@@ -130,15 +137,7 @@ describe("cluster client", function()
   end)
 
   it("retries TRYAGAIN with backoff until the keys are together, within a budget", function()
-    local db = C.fresh_db()
-    local a, b = "{" .. db .. "}:a", "{" .. db .. "}:b"
-    assert(c:call("SET", a, "1"))
-    assert(c:call("SET", b, "2"))
-    local slot = redis.slot(a)
-    local admin = C.client()
-    local from = c:node_for(a)
-    local to = C.other_primary(c, from)
-    C.begin_migration(admin, slot, to, { a })
+    local a, b, slot, admin, from, to = half_moved_slot()
     -- keys split across two nodes: TRYAGAIN until the budget is spent
     local short = C.client({ retry_seconds = 0.3 })
     local t0 = os.time()

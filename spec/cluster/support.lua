@@ -12,15 +12,13 @@
 -- cluster spec is pending: nothing is reported as passing.
 local redis = require "regolith.cluster.redis"
 local layout = require "regolith.cluster.layout"
+local H = require "helper"
 
 local C = {}
 
+-- A shell command's output (stderr too) and whether it exited with 0.
 local function sh(cmd)
-  local p = assert(io.popen("(" .. cmd .. ') 2>&1; echo "exit=$?"', "r"))
-  local all = p:read("*a")
-  p:close()
-  local out, code = all:match("^(.*)exit=(%d+)\n$")
-  return out or all, code == "0"
+  return H.run(cmd .. " 2>&1")
 end
 C.sh = sh
 
@@ -40,7 +38,9 @@ function C.ensure()
   else
     local dir = os.tmpname()
     os.remove(dir)
-    local out, ok = sh("tools/redis-cluster.sh start " .. dir)
+    -- the watcher stops it if this process ends without the suite's end
+    -- (busted --list, an interrupt)
+    local out, ok = sh('RG_CLUSTER_OWNER=$PPID tools/redis-cluster.sh start ' .. dir)
     if not ok then return nil, "the cluster did not start: " .. out end
     started_dir, C.dir = dir, dir
     -- stopped when the suite ends, also when specs failed
@@ -82,13 +82,37 @@ function C.fresh_db()
   return ("spec%d_%d_%d"):format(os.time(), math.random(1e6), n)
 end
 
--- Every key of a slot with its DUMP, on the node that serves it: equal
--- snapshots mean nothing was written.
+-- Every key of a slot with its content, read on the node that serves it
+-- (DUMP would not do: a read can rehash a hash table and change its DUMP):
+-- equal snapshots mean nothing was written.
+local READ = { string = { "GET" }, hash = { "HGETALL" }, list = { "LRANGE", 0, -1 },
+  zset = { "ZRANGE", 0, -1, "WITHSCORES" }, set = { "SMEMBERS" }, stream = { "XRANGE", "-", "+" } }
+
+local function flat(v, out)
+  if type(v) ~= "table" then out[#out + 1] = tostring(v); return out end
+  for _, x in ipairs(v) do flat(x, out) end
+  return out
+end
+
 function C.snapshot(c, slot)
   local addr = c:node_for_slot(slot)
   local keys = assert(c:call_node(addr, "CLUSTER", "GETKEYSINSLOT", slot, 100000))
   local snap = {}
-  for _, k in ipairs(keys) do snap[k] = assert(c:call_node(addr, "DUMP", k)) end
+  for _, k in ipairs(keys) do
+    local t = assert(c:call_node(addr, "TYPE", k))
+    local cmd = READ[t]
+    local v = assert(c:call_node(addr, cmd[1], k, select(2, (table.unpack or unpack)(cmd))))
+    v = flat(v, {})
+    if t == "hash" then                     -- field order is not content
+      local pairs_ = {}
+      for i = 1, #v, 2 do pairs_[#pairs_ + 1] = v[i] .. "=" .. v[i + 1] end
+      table.sort(pairs_)
+      v = pairs_
+    elseif t == "set" then
+      table.sort(v)
+    end
+    snap[k] = t .. ":" .. table.concat(v, "\0")
+  end
   return snap
 end
 
@@ -150,12 +174,14 @@ function C.finish_migration(c, slot, from, to)
   for _, k in ipairs(keys) do
     assert(c:call_node(from, "MIGRATE", host, port, k, 0, 5000))
   end
+  -- the primaries that serve slots (a node's view of another's role can
+  -- lag behind, so CLUSTER NODES could name a replica "master")
   local ids = node_ids(c)
-  for _, nd in ipairs(C.nodes(c)) do
-    if nd.primary and not nd.failed then
-      assert(c:call_node(nd.addr, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]))
-    end
+  assert(c:refresh())
+  for _, addr in ipairs(c:primaries()) do
+    assert(c:call_node(addr, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]))
   end
+  assert(c:refresh())
 end
 
 -- Moves a whole slot to node `to`; returns the node it came from.

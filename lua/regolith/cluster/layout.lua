@@ -179,7 +179,7 @@ function M.commit_args(b, pk, paths, ops, c)
   end
   argv[#argv + 1] = #ops
   for _, op in ipairs(ops) do
-    push(argv, op.kind, op.id, op.if_match or "", op.ttl and tostring(op.ttl) or "",
+    push(argv, op.kind, op.id, op.if_match or "", op.ttl or "",
       op.text or "", #(op.terms or {}))
     for _, t in ipairs(op.terms or {}) do push(argv, t[1], t[2]) end
     argv[#argv + 1] = #(op.uniques or {})
@@ -209,11 +209,11 @@ end
 
 function M.lease_args(lease_key, action, owner, lease_ms, start, epoch)
   return { lease_key }, { M.FORMAT, action, owner, lease_ms, start or "",
-    epoch and tostring(epoch) or "" }
+    epoch or "" }
 end
 
 function M.ack_args(lease_key, dead_key, action, owner, epoch, from, to, payload)
-  return { lease_key, dead_key }, { M.FORMAT, action, owner, tostring(epoch),
+  return { lease_key, dead_key }, { M.FORMAT, action, owner, epoch,
     from or "", to or "", payload or "" }
 end
 
