@@ -486,12 +486,15 @@ function Client:run(cmds, at)
     -- group by node
     local groups, order, retry = {}, {}, {}
     local need_refresh = false
+    local prev_addr
     for _, i in ipairs(pending) do
       local addr = ask[i] or (at and at[i])
       if not addr then
         local key = command_key(cmds[i])
-        addr = key and self:node_for(key) or self:primaries()[1]
+        -- a keyless command (WAIT) goes where the command before it went
+        addr = key and self:node_for(key) or prev_addr or self:primaries()[1]
       end
+      prev_addr = addr
       if not addr then
         need_refresh = true
         retry[#retry + 1] = i
@@ -613,7 +616,9 @@ function Client:call_node(addr, ...)
 end
 
 -- Several commands in as few round trips as the nodes allow: returns one
--- result per command (replies, or error objects).
+-- result per command (replies, or error objects).  A command without a key
+-- goes to the node of the command before it, so that {FCALL ..., WAIT 1 t}
+-- waits for that write's replica in the same round trip.
 function Client:pipeline(cmds)
   return self:run(cmds)
 end
