@@ -55,7 +55,7 @@ DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev lua5.4
 DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev
 DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
 DEPS_FUZZ  = $(DEPS_TEST) clang libclang-rt-14-dev
-DEPS_CLUSTER = redis-server redis-tools lua-socket
+DEPS_CLUSTER = redis-server redis-tools lua-socket nginx libnginx-mod-http-lua
 
 BUSTED = busted --lua=lua5.4
 

@@ -1,8 +1,7 @@
 -- The Redis Cluster client (lua/regolith/cluster/redis.lua): routing,
 -- redirections, retries, reconnection, pipelining, errors, transports, and
--- the Functions library's loading.  The cosocket transport is exercised
--- here through an emulated ngx.socket.tcp only; under nginx it is to be
--- tested with the OpenResty example.
+-- the Functions library's loading.  The transport choice is checked here
+-- with an emulated ngx; cosocket_spec.lua runs the client inside nginx.
 local C = require "cluster.support"
 local redis, layout = C.redis, C.layout
 
