@@ -249,8 +249,10 @@ fuzz: deps-fuzz
 	done
 
 install: all
-	mkdir -p $(DESTDIR)$(LUADIR)/regolith $(DESTDIR)$(LIBDIR)/regolith
+	mkdir -p $(DESTDIR)$(LUADIR)/regolith/cluster $(DESTDIR)$(LIBDIR)/regolith
 	cp lua/regolith/*.lua $(DESTDIR)$(LUADIR)/regolith/
+	cp lua/regolith/cluster/*.lua $(DESTDIR)$(LUADIR)/regolith/cluster/
+	cp redis/regolith.lua $(DESTDIR)$(LUADIR)/regolith/cluster/regolith_functions.lua
 	cp $(MODULE) $(DESTDIR)$(LIBDIR)/regolith/core.so
 
 clean:
