@@ -66,6 +66,7 @@ build = {
         "csrc/store/plan.c",
         "csrc/store/procs.c",
         "csrc/store/scripts.c",
+        "csrc/store/upgrade.c",
         "csrc/store/verify.c",
         "csrc/store/write.c",
         "csrc/luax/luajson.c",

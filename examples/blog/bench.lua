@@ -4,7 +4,7 @@ The blog benchmark: the article's exercise, end to end, on this machine.
   LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
     lua5.4 examples/blog/bench.lua [--scale S] [--models V1,V2,V3]
       [--json FILE] [--dir DIR] [--seed N] [--time SECONDS]
-      [--sync full|lazy|none] [--no-sqlite] [--svg FILE]
+      [--sync full|lazy|none] [--no-sqlite] [--no-sqlite-json] [--svg FILE]
 
 It generates the article's data set at scale S (1 = 100,000 users; default
 0.001), loads it into each model through the model's own commands (the
@@ -25,6 +25,14 @@ checks compare.  --sync is the durability of the benchmark's writes
 --json FILE writes everything as JSON.  --svg FILE draws the table as a
 picture (examples/blog/svg.lua): each request's median latency and charge,
 the article's beside regolith's for each model, on log scales.
+
+Storage.  After loading a model (by bulk load, blog.load), the benchmark
+reports its bytes per item table by table (db:stats{tables = true}), the
+file as loaded, and the size of a repacked copy (db:compact, made in a
+temporary directory and removed); then it loads the same documents into
+SQLite with expression indexes on the same paths (blog.sqlite_json: the
+load rate and the bytes to compare with; --no-sqlite-json skips it), and
+notes the process's memory high-water mark (VmHWM) after each load.
 ]]
 
 local here = (arg and arg[0] or ""):match("^(.*)/blog/bench%.lua$") or
@@ -41,7 +49,7 @@ local article = require "blog.article"
 
 local now = system.monotime
 
-local FORMAT = 1     -- of the markers that say a directory holds a data set
+local FORMAT = 2     -- of the markers that say a directory holds a data set
 
 local MODELS = {
   V1 = require "blog.v1", V2 = require "blog.v2", V3 = require "blog.v3",
@@ -52,10 +60,10 @@ local MODELS = {
 -- ======================================================================
 local USAGE = "usage: bench.lua [--scale S] [--models V1,V2,V3] " ..
   "[--json FILE] [--dir DIR] [--seed N] [--time SECONDS] " ..
-  "[--sync full|lazy|none] [--no-sqlite] [--svg FILE]"
+  "[--sync full|lazy|none] [--no-sqlite] [--no-sqlite-json] [--svg FILE]"
 
 local args = { scale = 0.001, models = "V1,V2,V3", seed = 1, time = 1,
-               sync = "full", sqlite = true }
+               sync = "full", sqlite = true, sqlite_json = true }
 do
   local i = 1
   local known = { scale = "number", models = "string", json = "string",
@@ -65,6 +73,9 @@ do
     local k = arg[i]:match("^%-%-(.+)$")
     if k == "no-sqlite" then
       args.sqlite = false
+      i = i + 1
+    elseif k == "no-sqlite-json" then
+      args.sqlite_json = false
       i = i + 1
     elseif k and known[k] and arg[i + 1] then
       local v = arg[i + 1]
@@ -164,6 +175,32 @@ local function marker_ok(marker)
     and marker.seed == args.seed and marker.items == total_items
 end
 
+-- The process's memory high-water mark, in bytes (Linux: VmHWM).
+local function memory_hwm()
+  local f = io.open("/proc/self/status")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  local kb = s:match("VmHWM:%s*(%d+)")
+  return kb and tonumber(kb) * 1024
+end
+
+-- A model's storage: bytes per table, the file, a repacked copy's size.
+local function storage_of(path)
+  local db = assert(regolith.open(path, { readonly = true }))
+  local st = assert(db:stats({ tables = true }))
+  local copy = path .. ".compact"
+  rm_rf(copy)
+  local _, info = assert(db:compact(copy))
+  db:close()
+  rm_rf(copy)
+  local tables = {}
+  for name, t in pairs(st.tables) do tables[name] = t.bytes end
+  return { items = st.items, file = disk_bytes(path .. "/data.mdb"),
+           used = st.used_bytes, free = st.free_bytes, tables = tables,
+           compacted = info.bytes }
+end
+
 local runs = {}
 local run = 1
 for _, name in ipairs(model_names) do
@@ -186,8 +223,25 @@ for _, name in ipairs(model_names) do
       map_size = math.max(2 ^ 26, total_items * 2048) }))
     local m = MODELS[name].open(db)
     entry.load = load.run(m, gen, { label = "loading " .. name })
+    entry.load.memory_hwm = memory_hwm()
     if m.denorm then entry.load.denorm = m.denorm end
     db:close()
+    entry.load.storage = storage_of(path)
+    if args.sqlite_json then
+      local sj = require "blog.sqlite_json"
+      local jdb = assert(regolith.open(path, { readonly = true }))
+      local progress = load.progress("loading SQLite (JSON) for " .. name,
+        total_items)
+      -- the model's containers as loaded: bulk_sources needs their specs
+      local shape = setmetatable({ users = jdb:container("users"),
+        posts = jdb:container("posts"), feed = jdb:container("feed") },
+        MODELS[name])
+      entry.load.sqlite_json = sj.load(path .. ".sqlite-json.db", shape, gen,
+        { progress = progress.update })
+      progress.done()
+      jdb:close()
+      os.remove(path .. ".sqlite-json.db")
+    end
     marker = { format = FORMAT, scale = args.scale, seed = args.seed,
                items = total_items, load = entry.load, runs = 0 }
     write_json(path .. ".json", marker)
@@ -594,6 +648,47 @@ if sq then
     databases.SQLite.bytes / 2 ^ 20))
 end
 
+-- Storage, table by table (bytes per item), beside SQLite holding the same
+-- JSON documents with expression indexes on the same paths.
+local TABLES = { "items", "index", "refs", "latest", "feed", "unique", "ttl",
+                 "parts", "meta" }
+print()
+print(("%-4s %9s %9s %9s %9s  %s"):format("", "file", "tables", "free",
+  "compact", table.concat(TABLES, "  ")))
+for _, entry in ipairs(runs) do
+  local st = entry.load.storage
+  if st then
+    local n, sum, cols = st.items, 0, {}
+    for _, t in ipairs(TABLES) do
+      sum = sum + (st.tables[t] or 0)
+      cols[#cols + 1] = ("%.0f"):format((st.tables[t] or 0) / n)
+    end
+    print(("%-4s %9.0f %9.0f %9.0f %9.0f  %s   (bytes per item)"):format(
+      entry.name, st.file / n, sum / n, st.free / n, st.compacted / n,
+      table.concat(cols, "  ")))
+    local sj = entry.load.sqlite_json
+    if sj then
+      local tbl, idx = 0, 0
+      for name, b in pairs(sj.tables) do
+        if name == "users" or name == "posts" or name == "feed" then
+          tbl = tbl + b
+        else idx = idx + b end
+      end
+      print(("%-4s %9.0f  SQLite JSON: tables %.0f, indexes %.0f; load %s " ..
+        "items/s (regolith %s: x%.2f); regolith's file x%.2f, compacted x%.2f"):format(
+        "", sj.bytes / n, tbl / n, idx / n,
+        commas(math.floor(sj.items / sj.seconds)),
+        commas(math.floor(entry.load.items / entry.load.seconds)),
+        (entry.load.items / entry.load.seconds) / (sj.items / sj.seconds),
+        st.file / sj.bytes, st.compacted / sj.bytes))
+    end
+    if entry.load.memory_hwm then
+      print(("%-4s memory high-water mark after the load: %.0f MB"):format("",
+        entry.load.memory_hwm / 2 ^ 20))
+    end
+  end
+end
+
 print()
 local failed = 0
 local line = {}
@@ -660,6 +755,29 @@ if results.Q1.V3 then
     ("Q1 %s µs, Q2 %s µs"):format(us(q1), us(q2)))
   goal("v3_q6_under_200_us", q6 < 200, ("Q6 %s µs"):format(us(q6)))
 end
+do                            -- storage and load against SQLite's JSON
+  local bytes, rate = {}, {}
+  local bytes_ok, rate_ok, any = true, true, false
+  for _, entry in ipairs(runs) do
+    local st, sj = entry.load.storage, entry.load.sqlite_json
+    if st and sj then
+      any = true
+      local f = st.file / sj.bytes
+      local r = (entry.load.items / entry.load.seconds) / (sj.items / sj.seconds)
+      bytes[#bytes + 1] = ("%s x%.2f (compacted x%.2f)"):format(entry.name, f,
+        st.compacted / sj.bytes)
+      rate[#rate + 1] = ("%s x%.2f"):format(entry.name, r)
+      if f > 2 then bytes_ok = false end
+      if r < 1 then rate_ok = false end
+    end
+  end
+  if any then
+    goal("bytes_within_2x_sqlite_json", bytes_ok, "file / SQLite's: " ..
+      table.concat(bytes, ", "))
+    goal("load_at_least_sqlite_json", rate_ok, "items/s / SQLite's: " ..
+      table.concat(rate, ", "))
+  end
+end
 print()
 for _, name in ipairs(goal_order) do
   print(("goal %-28s %-4s %s"):format(name, goals[name].ok and "met" or "MISSED",
@@ -680,7 +798,9 @@ if args.json then
   for _, entry in ipairs(runs) do
     models_load[entry.name] = { seconds = entry.load.seconds,
       items = entry.load.items, reused = entry.reused or false,
-      items_per_second = entry.load.items / entry.load.seconds }
+      items_per_second = entry.load.items / entry.load.seconds,
+      storage = entry.load.storage, sqlite_json = entry.load.sqlite_json,
+      memory_hwm = entry.load.memory_hwm }
   end
   if sq then
     models_load.SQLite = { seconds = sq.load.seconds, items = sq.load.items,

@@ -138,6 +138,7 @@ function M.load(path, model, gen, opts)
       conn:commit()
       conn:setautocommit(true)
       items = items + #pending
+      if opts.progress then opts.progress(items) end
       pending = {}
     end
     for doc in docs do
