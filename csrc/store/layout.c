@@ -1,13 +1,15 @@
 /*
-** layout.c: the storage layout.  Every key format of the database is
-** written down here, once.  This file builds item keys, partition
-** prefixes, terms and meta keys; the other keys are built by the file that
-** owns their table (named below), from these pieces.
+** layout.c: the storage layout, format 2.  Every key format of the database
+** is written down here, once.  This file builds item keys, partition
+** prefixes, terms, item headers, references, path ids, latest-version
+** entries and meta keys; the other keys are built by the file that owns
+** their table (named below), from these pieces.
 **
 ** A database is one LMDB environment (a directory holding data.mdb and
 ** lock.mdb) with these named tables.  All integers in keys are big-endian,
 ** so that LMDB's memcmp order is numeric order.  `cid` is a container's
-** 32-bit id (never reused), `lp` a logical partition's prefix (below).
+** 32-bit id (never reused), `lp` a logical partition's prefix (below),
+** `seq` an item's 32-bit sequence number (below).
 **
 **   meta     catalog and bookkeeping:
 **              "\1version"            -> u32 format version (RG_FORMAT_VERSION)
@@ -15,22 +17,30 @@
 **                                        tokens to this database
 **              "\1lsn"                -> u64 last change-feed sequence number
 **              "\1cid"                -> u32 last container id handed out
+**              "\1seq"                -> u32 last item seq handed out
+**              "\1pathid"             -> u32 last path id handed out
 **              "\1scripts"            -> u64 version of the scripts (scripts.c)
 **              'n' name               -> u32 cid (container names)
 **              'c' cid                -> the container's spec, JSON text
 **              'k' cid                -> u64 items, u64 bytes (container stats)
+**              'p' cid path-text      -> path id (index.c)
 **              's' cid name           -> stored procedure (u64 version, source)
 **              't' cid name           -> trigger (u64 version, type, operation,
 **                                        automatic, source; scripts.c)
 **              'l' cid name 0 u16:range -> processor lease (lease.c)
 **              'l' cid name 0 FFFF inst -> live processor instance
 **              'd' cid name 0 u64:seq -> processor dead letter
-**   items    lp id                    -> u64 expiry (0: never) + JSON text
-**   index    cid u64:path term hash u64:digest      -> item key (index.c)
+**              'x' cid                -> a deletion under way (catalog.c)
+**   items    lp id                    -> header + JSON text (below)
+**   refs     u32:seq                  -> item key (lp id)
+**   index    path-id term             => u32:hash32 u32:seq   (sorted duplicates
+**                                        of 8 bytes; index.c)
 **   unique   lp u8:unique-key# u128:values-digest   -> item key (index.c)
 **   ttl      cid u64:expiry u64:digest              -> item key (write.c)
-**   feed     cid u16:range u64:lsn u32:ordinal      -> change record (feed.c)
-**   latest   cid u16:range u64:lsn u64:digest       -> item key (write.c)
+**   feed     cid u16:range u64:lsn u32:ordinal      -> change record (feed.c;
+**                                        containers that keep all versions)
+**   latest   cid u16:range        => u64:lsn u32:seq  (sorted duplicates of
+**                                        12 bytes; write.c, feed.c)
 **   parts    lp                                     -> u64 items, u64 bytes
 **
 ** Logical and physical partitions.  A partition key value (one value per
@@ -48,6 +58,15 @@
 ** fits LMDB's 511-byte limit.  An item is always checked against its
 ** stored id and partition key after a read, so a digest collision could
 ** never return the wrong item.
+**
+** Items.  The value is a header, u8 flags | u32 seq | u64 expiry (only
+** when flags & 1; seconds, absolute), then the JSON text with the system
+** properties (_etag, _ts, _lsn) last.  The seq is given from "\1seq" when
+** the item is created and kept until it is deleted; the refs table maps it
+** back to the item's key.  An item's reference is (top 32 bits of its
+** partition hash, seq): 8 bytes that name it in index entries, sorted
+** by physical partition.  Seqs wrap after 2^32 creates; one still in use
+** is skipped.
 **
 ** Terms.  A scalar is encoded so that memcmp order is the query order
 ** null < false < true < numbers < strings, and so that the encoding is
@@ -67,17 +86,30 @@
 **          term identifies rather than orders, the cut is followed by an
 **          8-byte digest of the whole string.
 **
-** Index entries name their item by the logical partition's hash and an
-** 8-byte digest of the item key, and hold the full item key as their value:
-** the key stays short whatever the id, and the hash after the term keeps
-** one term's entries in physical-partition order.
+** Index entries.  Each (container, normalized path) and each composite
+** index has a path id from the dictionary in meta (index.c), encoded in 1
+** to 5 bytes, prefix-free and in numeric order: < 0xC0 one byte; 0xC0-0xDF
+** two; 0xE0-0xEF three; 0xF0 then the u32.  An entry's key is the path id
+** and the term (a composite's: its columns' terms, descending ones
+** complemented); each item holding that term is one 8-byte duplicate, its
+** reference.  Path ids are prefix-free and terms are, so no key of a path
+** is a prefix of another: the planner sees each entry as the flat bytes
+** key | reference, in the table's order (rg_ixcur).
 **
 ** The change feed (feed.c) and the latest-version table give every write
 ** transaction one sequence number (lsn), taken from "\1lsn" when the
 ** transaction first writes; changes within one transaction are told apart
-** by an ordinal.  The latest table holds one entry per live item, under the
-** lsn of its last write, so that reading it from an lsn onwards yields each
-** changed item once, at its latest version.
+** by an ordinal.  The latest table holds one entry per live item: under
+** its range's key, the duplicate (lsn of its last write, seq), so that
+** reading it from an lsn onwards yields each changed item once, at its
+** latest version.  Seqs given in one transaction grow, so a load's
+** duplicates are appended.
+**
+** Format 1 (the release before) kept the index as cid | u64 path hash |
+** term | u64 lp-hash | u64 item digest -> item key, the latest table as
+** cid | range | lsn | digest -> item key, an 8-byte expiry as the item
+** header, and every container's all-versions feed; upgrade.c turns a
+** format 1 database into this one.
 */
 
 #include <string.h>
