@@ -67,7 +67,11 @@ function M.progress(label, total)
 end
 
 local PUMP_EVERY = 5000     -- writes between two runs of the processors
-local BULK_BATCH = 20000    -- documents per bulk-load transaction
+-- Documents per bulk-load transaction (BLOG_BULK_BATCH to try others).
+-- Larger batches load faster while the database is small, but each batch
+-- leaves the pages it rewrote free behind it: 5,000 keeps the file within
+-- some 10 % of its pages in use at scale 0.01 (docs/performance.md).
+local BULK_BATCH = tonumber(os.getenv("BLOG_BULK_BATCH")) or 5000
 
 -- An iterator over gen's users, each made into a document by `make`.
 function M.users(gen, make)
