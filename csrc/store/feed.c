@@ -288,13 +288,34 @@ static int head_next (head *h, int mode, uint32_t cid, int range,
                     mode, cid, range, until);
 }
 
+/* Cursors on refs and items for the lookups of one read: an item found
+** next to the last one is found on the page already read. */
+typedef struct lookups {
+  MDB_cursor *refs, *items;
+} lookups;
+
 /* The item key and value of a latest-version entry (MDB_NOTFOUND when the
-** reference is gone). */
+** reference is gone), through `lk`'s cursors when given. */
 static int latest_item (MDB_txn *txn, const rg_env *env, const head *h,
-                        MDB_val *ikey, MDB_val *val) {
-  int rc = rg_ref_item(txn, (rg_env *)env, (uint32_t)h->sub, ikey);
-  if (rc) return rc;
-  return mdb_get(txn, env->dbi[RG_DB_ITEMS], ikey, val);
+                        lookups *lk, MDB_val *ikey, MDB_val *val) {
+  MDB_val k;
+  uint8_t seq[4];
+  int rc;
+  if (lk == NULL) {
+    if ((rc = rg_ref_item(txn, (rg_env *)env, (uint32_t)h->sub, ikey)))
+      return rc;
+    return mdb_get(txn, env->dbi[RG_DB_ITEMS], ikey, val);
+  }
+  if ((lk->refs == NULL &&
+       (rc = mdb_cursor_open(txn, env->dbi[RG_DB_REFS], &lk->refs))) ||
+      (lk->items == NULL &&
+       (rc = mdb_cursor_open(txn, env->dbi[RG_DB_ITEMS], &lk->items))))
+    return rc;
+  rg_put_u32(seq, (uint32_t)h->sub);
+  k.mv_data = seq;
+  k.mv_size = 4;
+  if ((rc = mdb_cursor_get(lk->refs, &k, ikey, MDB_SET))) return rc;
+  return mdb_cursor_get(lk->items, ikey, val, MDB_SET_KEY);
 }
 /* }===================================================================== */
 
@@ -343,7 +364,7 @@ static void batch_add (rg_batch *b, const rg_change *ch, const char *json,
 /* Consumes the entry under head h (range r): adds it to the batch unless
 ** a filter or an expiry leaves it out. */
 static int take (MDB_txn *txn, const rg_feedq *q, rg_batch *b, head *h,
-                 int range, rg_err *e) {
+                 int range, lookups *lk, rg_err *e) {
   rg_change ch;
   memset(&ch, 0, sizeof(ch));
   ch.lsn = h->lsn;
@@ -365,7 +386,7 @@ static int take (MDB_txn *txn, const rg_feedq *q, rg_batch *b, head *h,
     rg_ihdr ih;
     const char *text;
     size_t n;
-    int rc = latest_item(txn, q->c->env, h, &key, &v);
+    int rc = latest_item(txn, q->c->env, h, lk, &key, &v);
     if (rc == MDB_NOTFOUND) return 0;
     if (rc) return rg_fail_mdb(e, rc, "change feed");
     if (q->lp && (key.mv_size < q->lplen ||
@@ -384,6 +405,7 @@ static int take (MDB_txn *txn, const rg_feedq *q, rg_batch *b, head *h,
 int rg_feed_read (MDB_txn *txn, rg_feedq *q, rg_batch *b, rg_err *e) {
   uint32_t cid = q->c->spec->cid;
   head one, *h;
+  lookups lk = { NULL, NULL };
   int i, rc = 0, opened = 0;
   if ((rc = rg_feed_mode_ok(q->c->spec, q->mode, e))) return rc;
   h = q->n == 1 ? &one : (head *)calloc((size_t)q->n, sizeof(head));
@@ -408,10 +430,12 @@ int rg_feed_read (MDB_txn *txn, rg_feedq *q, rg_batch *b, rg_err *e) {
     x = &h[best];
     q->pos[best] = pos_after(q->mode, x->lsn, x->sub);
     b->work.loaded++;
-    if ((rc = take(txn, q, b, x, q->first + best, e))) break;
+    if ((rc = take(txn, q, b, x, q->first + best, &lk, e))) break;
     rc = head_next(x, q->mode, cid, q->first + best, q->until);
     if (rc) rc = rg_fail_mdb(e, rc, "change feed");
   }
+  if (lk.refs) mdb_cursor_close(lk.refs);
+  if (lk.items) mdb_cursor_close(lk.items);
   for (i = 0; i < opened; i++) mdb_cursor_close(h[i].cur);
   if (h != &one) free(h);
   if (rc == 0 && (b->oom || b->text.oom))
@@ -474,7 +498,7 @@ static int64_t head_ts (MDB_txn *txn, const rg_env *env, int mode,
     rg_ihdr ih;
     const char *text;
     size_t n;
-    if (latest_item(txn, env, h, &key, &v) ||
+    if (latest_item(txn, env, h, NULL, &key, &v) ||
         rg_ihdr_get(v.mv_data, v.mv_size, &ih, &text, &n))
       return 0;
     return text_ts(text, n);

@@ -131,6 +131,8 @@ typedef struct source {
   const uint8_t *rpos, *rokey;
   size_t rposlen, roklen;
   rg_buf okey;                      /* cut groups */
+  MDB_cursor *items;                /* item lookups: a cursor stays on its
+                                       page when the next key is there */
 } source;
 
 
@@ -774,6 +776,16 @@ static void doc_names (rg_qdoc *d, const uint8_t *ikey, uint32_t seq) {
   d->digest = seq;
 }
 
+/* Looks an item up by key, through the source's items cursor: entries of
+** one partition name neighbouring keys, found on the page already read. */
+static int item_lookup (source *S, MDB_val *k, MDB_val *v) {
+  int rc;
+  if (S->items == NULL &&
+      (rc = mdb_cursor_open(S->txn, S->env->dbi[RG_DB_ITEMS], &S->items)))
+    return rc;
+  return mdb_cursor_get(S->items, k, v, MDB_SET_KEY);
+}
+
 /* Moves the index cursor and resolves the item key of the entry into *v
 ** (empty when its reference is dangling, which feed() skips). */
 static int ix_get (rg_ixcur *c, MDB_val *k, MDB_val *v, int op) {
@@ -817,7 +829,7 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, MDB_val *val,
     MDB_val k;
     k.mv_data = (void *)ikey;
     k.mv_size = iklen;
-    rc = mdb_get(S->txn, S->env->dbi[RG_DB_ITEMS], &k, &v);
+    rc = item_lookup(S, &k, &v);
     if (rc == MDB_NOTFOUND) return 0;
     if (rc) return mdb_fail(S, rc);
     val = &v;
@@ -1028,7 +1040,7 @@ static int feed_group (source *S, rg_ixcur *cur, MDB_val *k, MDB_val *v,
     if (!(pl->routed && (ik.mv_size < pl->lp.lplen ||
                          memcmp(ik.mv_data, pl->lp.key, pl->lp.lplen) != 0)) &&
         ik.mv_size >= 12 &&
-        (rc = mdb_get(S->txn, S->env->dbi[RG_DB_ITEMS], &ik, &iv)) == 0 &&
+        (rc = item_lookup(S, &ik, &iv)) == 0 &&
         rg_ihdr_get(iv.mv_data, iv.mv_size, &ih, &d.text, &d.len) == 0) {
       S->w->loaded++;
       S->w->loaded_bytes += iv.mv_size;
@@ -1345,6 +1357,7 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
     rc = rg_fail(e, 400, "invalid continuation token (altered, truncated, "
                  "or made for another query or database)");
   else rc = run(&S);
+  if (S.items) mdb_cursor_close(S.items);
   rg_buf_free(&S.okey);
   if (rc < 0 || rc > 1) goto done;
   st.tok.n = 0;
