@@ -243,7 +243,8 @@ crash: deps-test
 # cut at random moments could leave (what was flushed, plus any subset of the
 # pages written since, in any order), and each is opened and checked:
 # verify() clean, nothing acknowledged lost under sync "full", and for
-# "lazy" nothing acknowledged before the last flush.  First the self-test:
+# "lazy" nothing acknowledged before the last flush; with one writer, and
+# with coroutines sharing transactions (group commit).  First the self-test:
 # with every flush dropped (PL_DROP_SYNC=1) the harness must find a loss.
 POWERLOSS_IMAGES ?= 500
 build/powerloss/shim.so: tools/powerloss/shim.c
@@ -258,6 +259,7 @@ powerloss: deps-test
 	$(MAKE) all build/powerloss/shim.so build/powerloss/image
 	PL_DROP_SYNC=1 $(RUN) tools/powerloss.lua --sync full --images 100 --expect-loss
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES)
+	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --writers 8 --group
 	$(RUN) tools/powerloss.lua --sync lazy --images $(POWERLOSS_IMAGES) --writers 4
 
 # The hammer: writers, readers and processors in several processes on one

@@ -31,6 +31,7 @@ build = {
     regolith = "lua/regolith/init.lua",
     ["regolith.processor"] = "lua/regolith/processor.lua",
     ["regolith.keys"] = "lua/regolith/keys.lua",
+    ["regolith.group"] = "lua/regolith/group.lua",
     ["regolith.cli"] = "lua/regolith/cli/init.lua",
     ["regolith.cli.common"] = "lua/regolith/cli/common.lua",
     ["regolith.cli.data"] = "lua/regolith/cli/data.lua",

@@ -3,7 +3,7 @@ The power-loss harness: what an OS crash or a power cut can leave of a
 database, checked on many disk images.
 
   lua5.4 tools/powerloss.lua [--images N] [--per-run M] [--sync full|lazy|none]
-    [--writers K] [--seed S] [--dir DIR] [--expect-loss]
+    [--writers K] [--group] [--seed S] [--dir DIR] [--expect-loss]
 
 Each run copies a durable database (a container with a procedure and an
 automatic post-trigger) and lets a writer process make a few hundred calls
@@ -12,7 +12,8 @@ LD_PRELOAD=build/powerloss/shim.so, which records every write and flush of
 the database's files, and the writer's marks (each call's intent before it,
 "acknowledged" or "refused" after it), in one ordered journal.  With
 --writers K the calls come from K coroutines sharing the database handle,
-each on keys of its own.  build/powerloss/image then makes M disk images
+each on keys of its own; with --group too, they write through
+db:group_commit, sharing transactions.  build/powerloss/image then makes M disk images
 from the journal, each at a random moment: what was flushed, plus any
 subset of the pages written since the last flush (tools/powerloss/image.c).
 A checker process opens every image (as the first process after a reboot
@@ -43,6 +44,7 @@ do
     local k = arg[i]:match("^%-%-(.+)$")
     if k == "child" or k == "check" then mode = k; i = i + 1
     elseif k == "expect-loss" then opts.expect_loss = true; i = i + 1
+    elseif k == "group" then opts.group = true; i = i + 1
     elseif k then opts[k] = arg[i + 1]; i = i + 2
     else rest[#rest + 1] = arg[i]; i = i + 1 end
   end
@@ -77,6 +79,11 @@ local function child()
   local K = opts.writers
   local seq = 0
   local function mark(line) marks:write(line, "\n") end
+  local g = opts.group and db:group_commit{ yield = coroutine.yield }
+  local function write(fn)               -- through the group, or alone
+    if g then return g:run(fn) end
+    return fn()
+  end
   local function call(w)
     seq = seq + 1
     local s = seq
@@ -92,20 +99,23 @@ local function child()
       if m < 1 then m = n end
       local id2 = key_of(m)
       mark(("I %d %d W %s %s %s %s"):format(s, w, id, pk, id2, pk))
-      ok = c:execute("pair", pk, id, id2, s)
+      ok = write(function() return c:execute("pair", pk, id, id2, s) end)
     elseif r <= 35 then
       mark(("I %d %d W %s %s"):format(s, w, id, pk))
-      ok = c:upsert({ id = id, pk = pk, seq = s, pad = ("x"):rep(math.random(300)) })
+      local pad = ("x"):rep(math.random(300))
+      ok = write(function() return c:upsert({ id = id, pk = pk, seq = s, pad = pad }) end)
     elseif r <= 50 then
       mark(("I %d %d W %s %s"):format(s, w, id, pk))
-      ok = c:create({ id = id, pk = pk, seq = s })
+      ok = write(function() return c:create({ id = id, pk = pk, seq = s }) end)
     elseif r <= 65 then
       mark(("I %d %d W %s %s"):format(s, w, id, pk))
-      ok = c:patch(id, pk, { { op = "set", path = "/seq", value = s },
-                             { op = "incr", path = "/n", value = 1 } })
+      ok = write(function()
+        return c:patch(id, pk, { { op = "set", path = "/seq", value = s },
+                                 { op = "incr", path = "/n", value = 1 } })
+      end)
     elseif r <= 78 then
       mark(("I %d %d D %s %s"):format(s, w, id, pk))
-      ok = c:delete(id, pk)
+      ok = write(function() return c:delete(id, pk) end)
     else
       local p = n % PARTS
       local ops, seen, line = {}, {}, { ("I %d %d W"):format(s, w) }
@@ -123,7 +133,7 @@ local function child()
         line[#line + 1] = id .. " " .. pk
       end
       mark(table.concat(line, " "))
-      ok = c:batch(pk, ops)
+      ok = write(function() return c:batch(pk, ops) end)
       assert(p == n % PARTS)
     end
     mark((ok and "A %d" or "F %d"):format(s))
@@ -131,14 +141,23 @@ local function child()
   if K == 1 then
     for _ = 1, opts.ops do call(0) end
   else
-    -- K coroutines taking turns: each runs one call per turn
+    -- K coroutines taking turns (each also yields inside g:run)
     local cos = {}
     for w = 0, K - 1 do
       cos[w] = coroutine.create(function()
-        while true do call(w); coroutine.yield() end
+        while seq < opts.ops do call(w); coroutine.yield() end
       end)
     end
-    for i = 1, opts.ops do assert(coroutine.resume(cos[(i - 1) % K])) end
+    local live = K
+    while live > 0 do
+      live = 0
+      for w = 0, K - 1 do
+        if coroutine.status(cos[w]) == "suspended" then
+          assert(coroutine.resume(cos[w]))
+          live = live + 1
+        end
+      end
+    end
   end
   marks:close()
   db:close()
@@ -311,9 +330,9 @@ local function drive()
     local env = ("PL_JOURNAL=%s PL_DIR=%s PL_IGNORE=lock.mdb PL_MARKS=%s LD_PRELOAD=%s")
       :format(shell_quote(absdir .. "/journal"), shell_quote(db_dir),
         shell_quote(absdir .. "/marks"), shell_quote(shim))
-    if not sh(("%s %s %s --child --db %s --marks %s --sync %s --ops %d --writers %d --seed %d")
+    if not sh(("%s %s %s --child --db %s --marks %s --sync %s --ops %d --writers %d --seed %d%s")
         :format(env, interp, self, shell_quote(db_dir), shell_quote(absdir .. "/marks"),
-          opts.sync, ops, opts.writers, seed)) then
+          opts.sync, ops, opts.writers, seed, opts.group and " --group" or "")) then
       io.stderr:write("powerloss: the writer failed\n")
       os.exit(1)
     end
@@ -365,9 +384,10 @@ local function drive()
       :format(total, drop and "" or " (PL_DROP_SYNC is not set)", opts.sync))
     os.exit(1)
   end
-  print(("powerloss: sync %s, %d writer%s: %d images from %d runs (%d calls), "
+  print(("powerloss: sync %s, %d writer%s%s: %d images from %d runs (%d calls), "
     .. "every one clean (%ds)"):format(opts.sync, opts.writers,
-    opts.writers == 1 and "" or "s", total, runs, calls, os.time() - t0))
+    opts.writers == 1 and "" or "s", opts.group and " (group commit)" or "", total,
+    runs, calls, os.time() - t0))
   if not keep then sh("rm -rf " .. shell_quote(dir)) end
 end
 
