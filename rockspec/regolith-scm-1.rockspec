@@ -67,6 +67,7 @@ build = {
         "csrc/store/scripts.c",
         "csrc/store/verify.c",
         "csrc/store/write.c",
+        "csrc/store/wal.c",
         "csrc/luax/luajson.c",
         "csrc/luax/luax.c",
         "csrc/luax/scope.c",

@@ -54,6 +54,7 @@ do
 end
 
 local KEYS, PARTS = 48, 4
+local IGNORED = { "lock.mdb", "regolith.shm" }
 
 local function key_of(n) return "k" .. n, "p" .. (n % PARTS) end
 
@@ -313,7 +314,9 @@ local function drive()
     assert(c:create_trigger("shadow", { type = "post", operation = "all",
       automatic = true, source = SHADOW }))
     db:close()
-    os.remove(base .. "/lock.mdb")
+    -- what need not survive a restart: LMDB's lock file, the log's shared
+    -- state (both rebuilt by the first process to open the database)
+    for _, name in ipairs(IGNORED) do os.remove(base .. "/" .. name) end
   end
   math.randomseed(opts.seed)
   local t0 = os.time()
@@ -327,8 +330,9 @@ local function drive()
       shell_quote(db_dir), shell_quote(absdir), shell_quote(absdir),
       shell_quote(absdir), shell_quote(base), shell_quote(db_dir),
       shell_quote(absdir)))
-    local env = ("PL_JOURNAL=%s PL_DIR=%s PL_IGNORE=lock.mdb PL_MARKS=%s LD_PRELOAD=%s")
+    local env = ("PL_JOURNAL=%s PL_DIR=%s PL_IGNORE=%s PL_MARKS=%s LD_PRELOAD=%s")
       :format(shell_quote(absdir .. "/journal"), shell_quote(db_dir),
+        table.concat(IGNORED, ","),
         shell_quote(absdir .. "/marks"), shell_quote(shim))
     if not sh(("%s %s %s --child --db %s --marks %s --sync %s --ops %d --writers %d --seed %d%s")
         :format(env, interp, self, shell_quote(db_dir), shell_quote(absdir .. "/marks"),

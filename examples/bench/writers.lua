@@ -121,7 +121,7 @@ local db = assert(regolith.open(dir, { sync = "full" }))
 local c = assert(db:container("posts"))
 local n, nw = args.n, args.writers
 local rows = {}
-for i = 1, 200 do assert(c:create(comment("warm", i))) end   -- a warm cache
+for i = 1, 1000 do assert(c:create(comment("warm", i))) end   -- a warm cache
 print(("writers benchmark: sync full, %d creates per row, %d items before"):format(n, PRELOAD))
 
 do
