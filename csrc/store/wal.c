@@ -70,6 +70,7 @@ struct rg_wal {
   shared *sh;
   unsigned psize;
   int locked;                /* holds the recovery lock (until attach) */
+  int readonly;              /* recovers, never logs */
   int recovered;
   int capturing, sync, overflow, failed;
   uint64_t txnid;
@@ -506,19 +507,25 @@ void rg_wal_close (rg_wal *w) {
   free(w);
 }
 
-int rg_wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
+static int wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
   char name[4096];
   struct stat st;
   rg_wal *w;
   int rc, created = 0;
   *out = NULL;
-  if (readonly || install_hooks() != 0) return 0;
+  if (install_hooks() != 0) return 0;
   w = (rg_wal *)calloc(1, sizeof(rg_wal));
   if (w == NULL) return rg_fail(e, 500, "out of memory");
   w->wfd = w->sfd = w->dfd = -1;
+  w->readonly = readonly;
   if (boot_id(w->boot) != 0) { free(w); return 0; }
   snprintf(name, sizeof(name), "%s/regolith.shm", path);
-  if ((w->sfd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0 ||
+  w->sfd = open(name, O_RDWR | (readonly ? 0 : O_CREAT) | O_CLOEXEC, 0644);
+  if (w->sfd < 0 && readonly) {   /* cannot take part: read the file as is */
+    free(w);
+    return 0;
+  }
+  if (w->sfd < 0 ||
       fstat(w->sfd, &st) != 0 ||
       (st.st_size < (off_t)sizeof(shared) &&
        posix_fallocate(w->sfd, 0, 4096) != 0)) {
@@ -536,9 +543,13 @@ int rg_wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
   }
   snprintf(name, sizeof(name), "%s/regolith.wal", path);
   w->wfd = open(name, O_RDWR | O_CLOEXEC);
-  if (w->wfd < 0 && errno == ENOENT) {
+  if (w->wfd < 0 && errno == ENOENT && !readonly) {
     w->wfd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     created = 1;
+  }
+  if (w->wfd < 0 && readonly) {
+    rg_wal_close(w);
+    return 0;
   }
   if (w->wfd < 0 || lock_shared_file(w->sfd, F_WRLCK) != 0) {
     rc = fail_errno(e, "opening the", name);
@@ -560,6 +571,11 @@ int rg_wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
   }
   *out = w;
   return 0;
+}
+
+int rg_wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
+  int rc = wal_open(path, readonly, out, e);
+  return readonly ? 0 : rc;       /* read-only: what it can, or the file as is */
 }
 
 int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
@@ -589,7 +605,7 @@ int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
     lock_shared_file(w->sfd, F_UNLCK);
     w->locked = 0;
   }
-  if (rc) return rc;
+  if (rc || w->readonly) return rc;
   for (i = 0; i < 64; i++)
     if (reg[i].w == NULL) { reg[i].fd = fd; reg[i].w = w; return 0; }
   return rg_fail(e, 500, "too many databases open in this process");

@@ -52,7 +52,8 @@ typedef struct rg_wal rg_wal;
 
 /* Before LMDB opens the directory: joins the processes using it, and when
 ** this is the first open since the machine started, replays the log into
-** the data file.  *out is NULL (and 0 returned) when there is no log. */
+** the data file (a read-only open too, when it may write the files).
+** *out is NULL (and 0 returned) when there is no log. */
 int  rg_wal_open (const char *path, int readonly, rg_wal **out, rg_err *e);
 /* After LMDB opened it (and its tables exist): starts logging its data
 ** file, from a checkpoint when this process recovered. */
