@@ -134,7 +134,8 @@ do
   end
   rows[#rows + 1] = summary("lone, direct", lat, now() - t0)
 end
-do
+local grouped = db.group_commit ~= nil     -- an older build has none
+if grouped then
   local g = db:group_commit()
   local lat, seconds = coroutines(1, n, function(_, i)
     return g:run(function() return c:create(comment("lonegc", i)) end)
@@ -147,8 +148,8 @@ do
   end)
   rows[#rows + 1] = summary(("%d coroutines"):format(nw), lat, seconds)
 end
-local g = db:group_commit()
-do
+if grouped then
+  local g = db:group_commit()
   local lat, seconds = coroutines(nw, n, function(_, i)
     return g:run(function() return c:create(comment("gc", i)) end)
   end)
@@ -174,10 +175,12 @@ do
   end
   rows[#rows + 1] = summary(("%d processes"):format(nw), lat, now() - t0)
 end
-local gain = rows[4].per_second / rows[3].per_second
-print(("group commit: %.1fx the throughput of %d coroutines writing alone, "
-  .. "%.1fx that of %d processes; a lone writer %.2fx its latency"):format(gain, nw,
-  rows[4].per_second / rows[5].per_second, nw, rows[2].p50 / rows[1].p50))
+if grouped then
+  print(("group commit: %.1fx the throughput of %d coroutines writing alone, "
+    .. "%.1fx that of %d processes; a lone writer %.2fx its latency"):format(
+    rows[4].per_second / rows[3].per_second, nw, rows[4].per_second / rows[5].per_second,
+    nw, rows[2].p50 / rows[1].p50))
+end
 if args.json then
   local f = assert(io.open(args.json, "w"))
   f:write(assert(regolith.json.encode(rows)), "\n")
