@@ -193,9 +193,11 @@ bench: deps-bench
 	$(RUN) examples/bench/query.lua
 	$(RUN) examples/bench/feed.lua
 	$(RUN) examples/bench/scripts.lua
+	$(RUN) examples/bench/writers.lua
 	@mkdir -p build/bench
 	$(RUN) examples/blog/bench.lua --scale $(BENCH_SCALE) \
-	  --json build/bench/blog.json
+	  --json build/bench/blog.json --dir build/bench/blog
+	$(RUN) examples/blog/durable.lua --dir build/bench/blog
 
 # regolith in nginx workers under HTTP load, with 1, 2 and 4 workers
 # (examples/openresty/load.sh; OPENRESTY_WORKERS to choose).
@@ -249,11 +251,11 @@ crash: deps-test
 POWERLOSS_IMAGES ?= 500
 build/powerloss/shim.so: tools/powerloss/shim.c
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -g -std=gnu99 $(WARN) -D_GNU_SOURCE -shared -fPIC -o $@ $< -ldl
+	$(CC) -O2 -g $(WARN) -D_GNU_SOURCE -shared -fPIC -o $@ $< -ldl
 
 build/powerloss/image: tools/powerloss/image.c
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -g -std=c99 $(WARN) -Wno-format-truncation -D_GNU_SOURCE -o $@ $<
+	$(CC) -O2 -g $(WARN) -Wno-format-truncation -D_GNU_SOURCE -o $@ $<
 
 powerloss: deps-test
 	$(MAKE) all build/powerloss/shim.so build/powerloss/image
