@@ -425,11 +425,28 @@ static int check_if_match (const item *old, const char *if_match, rg_err *e) {
   return 0;
 }
 
+/* A document's partition key values must be scalars; *missing is the
+** first level the document lacks (-1: none). */
+static int doc_pk_check (const rg_cspec *c, const cJSON *const *pkv,
+                         int *missing, rg_err *e) {
+  int i;
+  *missing = -1;
+  for (i = 0; i < c->npk; i++) {
+    const cJSON *v = pkv[i];
+    if (v == NULL) { if (*missing < 0) *missing = i; }
+    else if (!(cJSON_IsString(v) || cJSON_IsNumber(v) || cJSON_IsBool(v) ||
+               cJSON_IsNull(v)))
+      return rg_fail(e, 400, "a partition key value must be a string, "
+                     "number, boolean or null");
+  }
+  return 0;
+}
+
 /* Resolves the item's key from the request. */
 static int resolve (rg_scope *s, const rg_cont *c, const rg_wreq *w,
                     rg_ikey *k, const char **id, size_t *idlen, rg_err *e) {
   const cJSON *pkv[RG_MAX_PK_PATHS];
-  int rc, i;
+  int rc, i, missing = -1, other;
   if (w->doc != NULL) {
     const cJSON *jid;
     if (!cJSON_IsObject(w->doc))
@@ -449,11 +466,21 @@ static int resolve (rg_scope *s, const rg_cont *c, const rg_wreq *w,
     for (i = 0; i < RG_MAX_PK_PATHS; i++) pkv[i] = w->pkv[i];
   }
   if ((rc = rg_check_id(*id, *idlen, RG_MAX_ID, "id", e))) return rc;
+  if (w->doc != NULL && (rc = doc_pk_check(c->spec, pkv, &missing, e)))
+    return rc;
   if ((rc = rg_ikey_partition(c->spec, pkv, k, e))) return rc;
-  if (s->bound.spec != NULL &&
-      (s->bound.spec->cid != c->spec->cid || s->bound.lplen != k->lplen ||
-       memcmp(s->bound.lp, k->key, k->lplen) != 0))
-    return rg_fail(e, 400, "%s", s->bound.msg);
+  other = s->bound.spec != NULL &&
+          (s->bound.spec->cid != c->spec->cid || s->bound.lplen != k->lplen ||
+           memcmp(s->bound.lp, k->key, k->lplen) != 0);
+  /* a document lacking its key (the none partition key) is written only
+     where the write names that partition (a partition key given with it,
+     a batch's, a procedure's): elsewhere it is most likely a mistake */
+  if (missing >= 0 && (s->bound.spec == NULL || other))
+    return rg_fail(e, 400, "the partition key value%s is missing (%s%s)",
+                   c->spec->npk > 1 ? " at a level" : "",
+                   c->spec->npk > 1 ? "every level is required: " : "path ",
+                   c->spec->pk[missing].seg[0]);
+  if (other) return rg_fail(e, 400, "%s", s->bound.msg);
   rg_ikey_id(k, *id, *idlen);
   return 0;
 }
