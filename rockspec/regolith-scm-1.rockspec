@@ -44,6 +44,14 @@ build = {
     ["regolith.cluster.redis"] = "lua/regolith/cluster/redis.lua",
     ["regolith.explorer.api"] = "lua/regolith/explorer/api.lua",
     ["regolith.explorer.nginx"] = "lua/regolith/explorer/nginx.lua",
+    -- the Cosmos DB gateway (runs in OpenResty; docs/gateway.md)
+    ["regolith.gateway"] = "lua/regolith/gateway/init.lua",
+    ["regolith.gateway.auth"] = "lua/regolith/gateway/auth.lua",
+    ["regolith.gateway.catalog"] = "lua/regolith/gateway/catalog.lua",
+    ["regolith.gateway.items"] = "lua/regolith/gateway/items.lua",
+    ["regolith.gateway.policy"] = "lua/regolith/gateway/policy.lua",
+    ["regolith.gateway.scripts"] = "lua/regolith/gateway/scripts.lua",
+    ["regolith.gateway.wire"] = "lua/regolith/gateway/wire.lua",
     ["regolith.core"] = {
       sources = {
         "csrc/base/arena.c",

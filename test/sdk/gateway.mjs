@@ -40,9 +40,14 @@ export async function startGateway({ workers = 2, sync = "lazy", tls = false } =
     client(options = {}) {
       return new CosmosClient({ endpoint, key, ...options });
     },
+    // Stops the gateway; fails when its log holds an error (a Lua error
+    // in a handler, a worker that crashed).
     stop() {
       execFileSync("sh", [SCRIPT, "stop"], { env, encoding: "utf8" });
+      const log = gw.errorLog();
       rmSync(prefix, { recursive: true, force: true });
+      const bad = log.split("\n").filter((l) => /\[(error|crit|alert|emerg)\]/.test(l));
+      if (bad.length) throw new Error("errors in the gateway's log:\n" + bad.join("\n"));
     },
     errorLog() {
       return execFileSync("cat", [join(prefix, "logs", "error.log")], { encoding: "utf8" });

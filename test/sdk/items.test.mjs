@@ -26,6 +26,9 @@ test("create, read, replace, upsert, delete with statuses, etags and charges", a
   await rejects(assert, c.items.create({ id: "a", pk: "p1" }), 409, "already exists");
   const read = await c.item("a", "p1").read();
   assert.equal(read.statusCode, 200);
+  // the resource fields of an item: given on the way out, never stored
+  assert.equal(Buffer.from(read.resource._rid.replace(/-/g, "/"), "base64").length, 16);
+  assert.match(read.resource._self, /^dbs\/.+\/colls\/.+\/docs\/.+\/$/);
   assert.equal(read.requestCharge, 1);
   assert.equal(read.resource.n, 1);
   const missing = await c.item("zz", "p1").read();
@@ -45,6 +48,11 @@ test("create, read, replace, upsert, delete with statuses, etags and charges", a
   await rejects(assert, c.item("nope", "p1").replace({ id: "nope", pk: "p1" }), 404);
   // the document's key must be the one the request names
   await rejects(assert, c.item("a", "p2").replace({ id: "a", pk: "p1", n: 3 }), 400);
+  const { resource: again } = await c.item("a", "p1").read();
+  await c.item("a", "p1").replace(again);
+  const { resources: stored } = await c.items.query(
+    "SELECT VALUE IS_DEFINED(c._self) OR IS_DEFINED(c._rid) FROM c WHERE c.id = 'a'").fetchAll();
+  assert.deepEqual(stored, [false]);
   // upsert: 201 then 200
   assert.equal((await c.items.upsert({ id: "u", pk: "p1", v: 1 })).statusCode, 201);
   const up = await c.items.upsert({ id: "u", pk: "p1", v: 2 });

@@ -241,7 +241,7 @@ local function current_doc(dbid, dbrid, c, doc)
 end
 
 -- A container: {c = handle, rid, dbrid, db, id, paths (of the partition
--- key)} (404 when missing).
+-- key), ridbytes (the RID decoded)} (404 when missing).
 function M.container(dbid, coll)
   local key = ckey(dbid, coll)
   local e = conts[key]
@@ -256,7 +256,8 @@ function M.container(dbid, coll)
   local doc = current_doc(dbid, dbdoc._rid, c, cat.collections:read(coll, dbid))
   local pk = c:spec().partition_key
   e = { c = c, rid = doc._rid, dbrid = dbdoc._rid, db = dbid, id = coll,
-        paths = type(pk) == "string" and { pk } or pk }
+        paths = type(pk) == "string" and { pk } or pk,
+        ridbytes = ngx.decode_base64((doc._rid:gsub("%-", "/"))) }
   conts[key] = e
   return e
 end

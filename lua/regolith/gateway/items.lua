@@ -118,6 +118,37 @@ local function item(ok, msg, status, ...)
   fail(status or 500, msg)
 end
 
+-- The value at a partition key path of a document (nil when it lacks it).
+local function path_value(doc, path)
+  local v = doc
+  for name in path:gmatch("[^/]+") do
+    if type(v) ~= "table" then return nil end
+    v = v[name:gsub("~1", "/"):gsub("~0", "~")]
+  end
+  return v
+end
+
+-- Gives an item the resource fields the service's items have: _rid (the
+-- container's RID and 8 bytes of a digest of the id and partition key),
+-- _self and _attachments; Python's SDK reads _self to keep session tokens.
+function M.decorate(e, doc)
+  if type(doc) ~= "table" or type(doc.id) ~= "string" or not doc._etag then
+    return doc
+  end
+  local key = { doc.id }
+  for i, path in ipairs(e.paths) do
+    local v = path_value(doc, path)
+    key[i + 1] = v == nil and "{}" or (json.encode(v) or "")
+  end
+  local digest = ngx.md5_bin(table.concat(key, "\0")):sub(1, 8)
+  local rid = ngx.encode_base64(e.ridbytes .. digest):gsub("/", "-")
+  doc._rid = rid
+  doc._self = "dbs/" .. e.dbrid .. "/colls/" .. e.rid .. "/docs/" .. rid .. "/"
+  doc._attachments = "attachments/"
+  return doc
+end
+local decorate = M.decorate
+
 -- Headers of an answer carrying an item.
 local function item_headers(r, doc)
   if type(doc) == "table" and doc._etag then
@@ -129,15 +160,22 @@ local function item_headers(r, doc)
   end
 end
 
-local function answer_item(r, doc, info)
+local function answer_item(r, e, doc, info)
   wire.charged(r, info)
   item_headers(r, doc)
-  return wire.send(r, info.status, doc)
+  return wire.send(r, info.status, decorate(e, doc))
+end
+
+-- An incoming document without the resource fields decorate gives (the
+-- service ignores them on writes, as regolith does _etag, _ts and _lsn).
+local function incoming(doc)
+  if type(doc) == "table" then doc._rid, doc._self, doc._attachments = nil, nil, nil end
+  return doc
 end
 
 -- A document body: a JSON object with a string id.
 local function document(r)
-  local doc = wire.body_object(r)
+  local doc = incoming(wire.body_object(r))
   if type(doc.id) ~= "string" then fail(400, "the document has no string id") end
   return doc
 end
@@ -164,10 +202,10 @@ local function create(r, e)
   local doc = document(r)
   local o = write_opts(r, e, true)
   if wire.flag(r, "x-ms-documentdb-is-upsert") then
-    return answer_item(r, item(e.c:upsert(doc, o)))
+    return answer_item(r, e, item(e.c:upsert(doc, o)))
   end
   o.if_match = nil
-  return answer_item(r, item(e.c:create(doc, o)))
+  return answer_item(r, e, item(e.c:create(doc, o)))
 end
 
 local function read(r, e, id)
@@ -179,13 +217,13 @@ local function read(r, e, id)
     r.charge = r.charge + 1
     return wire.send(r, 304)
   end
-  return answer_item(r, item(doc, info, status))
+  return answer_item(r, e, item(doc, info, status))
 end
 
 local function replace(r, e, id)
   local doc = document(r)
   if doc.id ~= id then fail(400, "the document's id differs from the one in the path") end
-  return answer_item(r, item(e.c:replace(doc, write_opts(r, e, true))))
+  return answer_item(r, e, item(e.c:replace(doc, write_opts(r, e, true))))
 end
 
 local function delete(r, e, id)
@@ -208,7 +246,7 @@ local function patch(r, e, id)
     if type(body.condition) ~= "string" then fail(400, "condition must be a string") end
     o.filter = body.condition
   end
-  return answer_item(r, item(e.c:patch(id, pk, patch_ops(body.operations), o)))
+  return answer_item(r, e, item(e.c:patch(id, pk, patch_ops(body.operations), o)))
 end
 -- }=====================================================================
 
@@ -238,7 +276,7 @@ local function batch_op(op, i)
     if type(op.resourceBody) ~= "table" then
       fail(400, "operation " .. i .. " needs a resourceBody")
     end
-    out.doc = op.resourceBody
+    out.doc = incoming(op.resourceBody)
     if name == "create" then out.if_match = nil end
   else
     out.id = op.id
@@ -252,11 +290,11 @@ local function batch_op(op, i)
 end
 
 -- One result of a batch or bulk answer.
-local function result(status, charge, doc)
+local function result(e, status, charge, doc)
   local out = { statusCode = status, requestCharge = charge }
   if type(doc) == "table" then
     out.eTag = doc._etag
-    out.resourceBody = doc
+    out.resourceBody = decorate(e, doc)
   end
   return out
 end
@@ -278,16 +316,16 @@ local function atomic_batch(r, e, ops)
     local share = info.charge / #ops
     for i, x in ipairs(res) do
       if not_modified(ops[i], x.status, x.doc) then
-        out[i] = result(304, share)
+        out[i] = result(e, 304, share)
       else
-        out[i] = result(x.status, share, x.doc)
+        out[i] = result(e, x.status, share, x.doc)
       end
     end
     return wire.send(r, 200, regolith.array(out))
   end
   local failed = false
   for i, x in ipairs(results or {}) do
-    out[i] = result(x.status, 0)
+    out[i] = result(e, x.status, 0)
     failed = failed or x.status ~= 424
   end
   -- a batch that failed before any op ran (its key, its shape) is an error
@@ -308,7 +346,7 @@ local function bulk_op(e, op, i)
     if type(op.resourceBody) ~= "table" then
       fail(400, "operation " .. i .. " needs a resourceBody")
     end
-    doc, info, status = c[name](c, op.resourceBody, {
+    doc, info, status = c[name](c, incoming(op.resourceBody), {
       partition_key = pk, if_match = name ~= "create" and op.ifMatch or nil })
   elseif name == "read" then
     doc, info, status = c:read(op.id, pk, { if_none_match = op.ifNoneMatch })
@@ -337,7 +375,7 @@ local function bulk(r, e, ops)
     end
     r.charge = r.charge + charge
     if status >= 400 then all_ok = false end
-    out[i] = result(status, charge, doc)
+    out[i] = result(e, status, charge, doc)
   end
   return wire.send(r, all_ok and 200 or 207, regolith.array(out))
 end
@@ -404,6 +442,7 @@ local function run_query(r, e, sql, params)
   ngx.update_time()
   local start = ngx.now()
   local rows, info = check(e.c:query(sql, params, o))
+  for _, row in ipairs(rows) do decorate(e, row) end
   wire.charged(r, info)
   r.out["x-ms-continuation"] = info.continuation
   if wire.flag(r, "x-ms-documentdb-populatequerymetrics") then
@@ -483,8 +522,14 @@ local function changes(r, e, aim)
   wire.charged(r, info)
   r.out["etag"] = '"' .. info.continuation .. '"'
   if #page == 0 then return wire.send(r, 304) end
-  if mode == "all_versions" then
-    for i, ch in ipairs(page) do page[i] = change(e, ch) end
+  for i, ch in ipairs(page) do
+    if mode == "all_versions" then
+      decorate(e, ch.current)
+      decorate(e, ch.previous)
+      page[i] = change(e, ch)
+    else
+      decorate(e, ch)
+    end
   end
   local last = page[#page]
   local lsn = mode == "latest" and last._lsn or last.metadata.lsn
