@@ -2,6 +2,9 @@
 // @azure/cosmos; authentication; what regolith does not have.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { Agent } from "node:https";
+import { join } from "node:path";
 import { startGateway, rejects } from "./gateway.mjs";
 
 let gw, client;
@@ -181,4 +184,21 @@ test("errors are Cosmos-shaped and nothing answers 500", async () => {
   assert.equal((await gw.raw("GET", "/nothing")).status, 404);
   assert.equal((await gw.raw("DELETE", "/dbs")).status, 405);
   assert.doesNotMatch(gw.errorLog(), /\[error\]|\[crit\]|\[alert\]|\[emerg\]/);
+});
+
+test("https with the self-signed certificate the start script makes", async () => {
+  const tls = await startGateway({ workers: 1, tls: true });
+  try {
+    assert.match(tls.endpoint, /^https:/);
+    const ca = readFileSync(join(tls.prefix, "tls", "cert.pem"));
+    const secure = tls.client({ agent: new Agent({ ca }) });
+    const { resource } = await secure.databases.create({ id: "over-tls" });
+    assert.equal(resource.id, "over-tls");
+    const { resources } = await secure.databases.readAll().fetchAll();
+    assert.deepEqual(resources.map((d) => d.id), ["over-tls"]);
+    // without the certificate the connection is refused
+    await assert.rejects(tls.client().databases.readAll().fetchAll());
+  } finally {
+    tls.stop();
+  }
 });

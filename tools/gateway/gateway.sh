@@ -17,6 +17,8 @@
 #   GATEWAY_SYNC     the databases' sync mode: full, lazy, none (full)
 #   GATEWAY_KEY      the master key, base64 (default: made once, kept)
 #   TLS              1: https with a self-signed certificate (default http)
+#   GATEWAY_EXTRA_CONF  a file of nginx directives included in the http
+#                    block (more servers and locations in the same workers)
 #   QUIET            1: print only the endpoint and the key, one per line
 set -eu
 
@@ -71,8 +73,10 @@ start() {
     TLSCONF="ssl_certificate $PREFIX/tls/cert.pem; ssl_certificate_key $PREFIX/tls/key.pem;"
     SCHEME=https
   fi
+  EXTRA=""
+  if [ -n "${GATEWAY_EXTRA_CONF:-}" ]; then EXTRA="include $GATEWAY_EXTRA_CONF;"; fi
   sed -e "s|@WORKERS@|$WORKERS|" -e "s|@PORT@|$PORT|" -e "s|@SSL@|$SSL|" \
-      -e "s|@TLS@|$TLSCONF|" -e "s|@ROOT@|$ROOT|g" \
+      -e "s|@TLS@|$TLSCONF|" -e "s|@ROOT@|$ROOT|g" -e "s|@EXTRA@|$EXTRA|" \
       tools/gateway/nginx.conf > "$PREFIX/conf/nginx.conf"
   # As root, nginx would run its workers as nobody, who could not write the
   # databases: keep them as the invoking user.

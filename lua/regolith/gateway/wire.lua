@@ -15,7 +15,6 @@ logged.
 local regolith = require "regolith"
 
 local json = regolith.json
-local concat = table.concat
 
 local M = {}
 
@@ -147,19 +146,12 @@ end
 -- {=====================================================================
 -- Answers
 -- ======================================================================
-local random = math.random
-
--- A random version-4 UUID (activity ids).
+-- A version-4 UUID (activity ids), from nginx's $request_id (32 random
+-- hex digits).
 function M.uuid()
-  local b = {}
-  for i = 1, 16 do b[i] = random(0, 255) end
-  b[7] = 0x40 + b[7] % 16
-  b[9] = 0x80 + b[9] % 64
-  local hex = {}
-  for i = 1, 16 do hex[i] = ("%02x"):format(b[i]) end
-  return concat(hex, "", 1, 4) .. "-" .. concat(hex, "", 5, 6) .. "-" ..
-    concat(hex, "", 7, 8) .. "-" .. concat(hex, "", 9, 10) .. "-" ..
-    concat(hex, "", 11, 16)
+  local h = ngx.var.request_id
+  return ("%s-%s-4%s-%x%s-%s"):format(h:sub(1, 8), h:sub(9, 12), h:sub(14, 16),
+    8 + tonumber(h:sub(17, 17), 16) % 4, h:sub(18, 20), h:sub(21, 32))
 end
 
 -- Adds the charge of a regolith call (info.charge) to the request's.
