@@ -3,8 +3,10 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import { Agent } from "node:https";
-import { join } from "node:path";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
 import { startGateway, rejects } from "./gateway.mjs";
 
 let gw, client;
@@ -201,4 +203,50 @@ test("https with the self-signed certificate the start script makes", async () =
   } finally {
     tls.stop();
   }
+});
+
+// Runs Lua 5.4 code with regolith from the checkout, on the gateway's root.
+function lua(code) {
+  const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+  return execFileSync("lua5.4", ["-e", code], { cwd: root, encoding: "utf8",
+    env: { ...process.env, LUA_PATH: "lua/?.lua;lua/?/init.lua;;", LUA_CPATH: "build/lua5.4/?.so;;" } });
+}
+
+test("a gateway database is a regolith directory: Lua and the SDK see each other's work", async () => {
+  const dir = join(gw.prefix, "data", "made%20in%20Lua");
+  lua(`local regolith = require "regolith"
+    local db = assert(regolith.open(${JSON.stringify(dir)}))
+    local c = assert(db:create_container("things", { partition_key = "/k" }))
+    assert(c:create({ id = "a", k = "x", from = "lua" }))
+    assert(c:create_procedure("hello", "return function(ctx) return 'hi' end"))
+    db:close()`);
+  // creating the database adopts the directory and its containers
+  await client.databases.create({ id: "made in Lua" });
+  const db = client.database("made in Lua");
+  const { resources } = await db.containers.readAll().fetchAll();
+  assert.deepEqual(resources.map((c) => c.id), ["things"]);
+  assert.deepEqual(resources[0].partitionKey.paths, ["/k"]);
+  const things = db.container("things");
+  assert.equal((await things.item("a", "x").read()).resource.from, "lua");
+  const { resource: sp } = await things.scripts.storedProcedure("hello").read();
+  assert.match(sp.body, /return 'hi'/);
+  assert.equal((await things.scripts.storedProcedure("hello").execute("x", [])).resource, "hi");
+  // and the reverse: what the SDK writes is there for Lua
+  await things.items.create({ id: "b", k: "y", from: "sdk" });
+  await db.containers.create({ id: "fromsdk", partitionKey: { paths: ["/p"] } });
+  const out = lua(`local regolith = require "regolith"
+    local db = assert(regolith.open(${JSON.stringify(dir)}))
+    local c = assert(db:container("things"))
+    io.write(assert(c:read("b", "y")).from, " ", table.concat(db:containers(), ","))
+    db:close()`);
+  assert.equal(out, "sdk fromsdk,things");
+  // a container deleted from Lua is gone for the SDK (the cached handle too)
+  lua(`local regolith = require "regolith"
+    local db = assert(regolith.open(${JSON.stringify(dir)}))
+    assert(db:delete_container("things"))
+    assert(db:create_container("things", { partition_key = "/other" }))
+    db:close()`);
+  assert.equal((await things.item("a", "x").read()).statusCode, 404);
+  const { resource: again } = await things.read();
+  assert.deepEqual(again.partitionKey.paths, ["/other"]);
 });
