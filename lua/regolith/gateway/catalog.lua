@@ -228,7 +228,13 @@ local function coll_doc(dbid, dbrid, coll, spec, base)
   doc._udfs, doc._conflicts = "udfs/", "conflicts/"
   doc._db = dbid
   doc._spec = jsontext(spec)
-  return check(cat.collections:upsert(doc, { partition_key = dbid }))
+  if base then return check(cat.collections:upsert(doc, { partition_key = dbid })) end
+  -- a first entry: created, so that two workers meeting the container at
+  -- once agree on one RID (the second takes the first's)
+  local made, msg, status = cat.collections:create(doc, { partition_key = dbid })
+  if made then return made end
+  if status ~= 409 then fail(status, msg) end
+  return coll_doc(dbid, dbrid, coll, spec, check(cat.collections:read(coll, dbid)))
 end
 
 -- The catalog document of a live container, made again when regolith's
