@@ -6,7 +6,9 @@ database, checked on many disk images.
     [--writers K] [--group] [--seed S] [--dir DIR] [--expect-loss]
 
 Each run copies a durable database (a container with a procedure and an
-automatic post-trigger) and lets a writer process make a few hundred calls
+automatic post-trigger; every second run without its write-ahead log, so
+that the writer's session makes one from nothing, as a new database's
+first session does) and lets a writer process make a few hundred calls
 on it (creates, upserts, patches, deletes, batches, the procedure) with
 LD_PRELOAD=build/powerloss/shim.so, which records every write and flush of
 the database's files, and the writer's marks (each call's intent before it,
@@ -318,6 +320,11 @@ local function drive()
     -- state (both rebuilt by the first process to open the database)
     for _, name in ipairs(IGNORED) do os.remove(base .. "/" .. name) end
   end
+  -- the same without its log: the writer's session then makes the log
+  -- from nothing, as the first session of a new database does
+  local fresh = absdir .. "/fresh"
+  sh(("cp -r %s %s && rm -f %s/regolith.wal"):format(shell_quote(base),
+    shell_quote(fresh), shell_quote(fresh)))
   math.randomseed(opts.seed)
   local t0 = os.time()
   local total, runs, calls = 0, 0, 0
@@ -326,9 +333,10 @@ local function drive()
     runs = runs + 1
     local ops = opts.ops or math.random(60, 300)
     local seed = opts.seed + runs
+    local from = runs % 2 == 0 and fresh or base
     sh(("rm -rf %s %s/images %s/journal %s/marks && cp -r %s %s && mkdir %s/images"):format(
       shell_quote(db_dir), shell_quote(absdir), shell_quote(absdir),
-      shell_quote(absdir), shell_quote(base), shell_quote(db_dir),
+      shell_quote(absdir), shell_quote(from), shell_quote(db_dir),
       shell_quote(absdir)))
     local env = ("PL_JOURNAL=%s PL_DIR=%s PL_IGNORE=%s PL_MARKS=%s LD_PRELOAD=%s")
       :format(shell_quote(absdir .. "/journal"), shell_quote(db_dir),
@@ -343,7 +351,7 @@ local function drive()
     calls = calls + ops
     local n = math.min(opts["per-run"], opts.images - total)
     local p = io.popen(("%s --journal %s --base %s --out %s/images --images %d --seed %d"):format(
-      shell_quote(image), shell_quote(absdir .. "/journal"), shell_quote(base),
+      shell_quote(image), shell_quote(absdir .. "/journal"), shell_quote(from),
       shell_quote(absdir), n, seed))
     local out = p:read("*a")
     local ok = p:close()

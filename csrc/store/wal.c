@@ -188,7 +188,8 @@ static void capture (rg_wal *w, const uint8_t *p, size_t n, uint64_t off) {
 ** records written there later overwrite allocated blocks. */
 static int grow_log (rg_wal *w, uint64_t to) {
   static const uint8_t zeros[65536];
-  uint64_t at = w->sh->size, end = to > at + GROW ? to : at + GROW;
+  uint64_t at = w->sh->size < REC_START ? REC_START : w->sh->size;   /* never the headers */
+  uint64_t end = to > at + GROW ? to : at + GROW;
   while (at < end) {
     size_t n = end - at < sizeof(zeros) ? (size_t)(end - at) : sizeof(zeros);
     ssize_t r = pwrite(w->wfd, zeros, n, (off_t)at);
