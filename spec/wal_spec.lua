@@ -96,4 +96,22 @@ describe("the write-ahead log", function()
       r:close()
     end)
   end
+
+  it("trusts the data file after a clean close: another LMDB program's writes survive a restart", function()
+    local poke = "build/tools/lmdb_poke"
+    assert(H.execute("env -u LD_PRELOAD make -s " .. poke))
+    local db, path = H.open()
+    local c = assert(db:create_container("c", { partition_key = "/pk" }))
+    for i = 1, 10 do assert(c:create({ id = "i" .. i, pk = "p" })) end
+    db:close()
+    -- another program deletes an item's entry, LMDB's own way
+    assert(H.execute(("env -u LD_PRELOAD %s '%s' items del-first"):format(poke, path)))
+    -- the restart: the shared file is gone
+    assert(os.remove(path .. "/regolith.shm"))
+    db = assert(regolith.open(path))
+    local ok, report = db:verify()
+    assert.is_nil(ok)                    -- the deletion is still there
+    assert.matches("item", report)
+    db:close()
+  end)
 end)

@@ -351,6 +351,14 @@ void rg_env_release (rg_env *env) {
     if (*p == env) { *p = env->next; break; }
   if (env->hooks && env->hooks->release) env->hooks->release(env->hook_state);
   if (env->rtxn) mdb_txn_abort(env->rtxn);
+  if (env->wal && !env->readonly && !env->broken) {   /* the log, closed */
+    MDB_txn *txn;
+    rg_err e;
+    if (mdb_txn_begin(env->mdb, NULL, 0, &txn) == 0) {
+      rg_wal_closing(env->wal, txn, &e);
+      mdb_txn_abort(txn);
+    }
+  }
   rg_wal_close(env->wal);
   mdb_env_close(env->mdb);
   free(env->path);

@@ -48,7 +48,8 @@
 #define META_OFF     16              /* the meta after the page header */
 #define META_LEN     136             /* sizeof(MDB_meta), LMDB 0.9 */
 #define META_TXNID   128             /* mm_txnid inside it */
-#define F_UNLOGGED   1u
+#define F_UNLOGGED   1u             /* commits since are not logged */
+#define F_CLOSED     2u             /* no commit since: the data file is whole */
 
 /* LMDB 0.9's page header: pgno u64 | pad u16 | flags u16 | lower | upper */
 #define P_BRANCH     0x01
@@ -62,7 +63,7 @@ typedef struct shared {
   uint64_t magic;
   char boot[40];
   uint64_t epoch, next_off, base, last_txnid, last_start, synced, size;
-  uint32_t unlogged, pad;
+  uint32_t unlogged, closed;
 } shared;
 
 struct rg_wal {
@@ -247,7 +248,7 @@ static int read_meta (int dfd, unsigned psize, uint64_t txnid, uint8_t *out) {
 ** held): the data file is flushed, then a header names `base` as where the
 ** log starts, and records start over.  0 or a status.
 */
-static int checkpoint (rg_wal *w, uint64_t base, int unlogged, rg_err *e) {
+static int checkpoint (rg_wal *w, uint64_t base, unsigned flags, rg_err *e) {
   shared *sh = w->sh;
   header h;
   memset(&h, 0, sizeof(h));
@@ -259,7 +260,7 @@ static int checkpoint (rg_wal *w, uint64_t base, int unlogged, rg_err *e) {
   h.epoch = sh->epoch + 1;
   h.base = base;
   h.psize = w->psize;
-  h.flags = unlogged ? F_UNLOGGED : 0;
+  h.flags = flags;
   memcpy(h.boot, w->boot, sizeof(h.boot));
   h.sum = hash64((const uint8_t *)&h, offsetof(header, sum));
   if (pwrite(w->wfd, &h, sizeof(h), (off_t)(h.epoch % 2) * HDR_SLOT) != (ssize_t)sizeof(h) ||
@@ -269,7 +270,8 @@ static int checkpoint (rg_wal *w, uint64_t base, int unlogged, rg_err *e) {
   sh->base = sh->last_txnid = sh->synced = base;
   sh->next_off = REC_START;
   sh->last_start = 0;
-  sh->unlogged = (uint32_t)unlogged;
+  sh->unlogged = (flags & F_UNLOGGED) != 0;
+  sh->closed = (flags & F_CLOSED) != 0;
   return 0;
 }
 /* }===================================================================== */
@@ -439,7 +441,8 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
   uint8_t meta[META_LEN], head[REC_HEAD];
   rg_buf rec;
   int dfd;
-  if (read_header(w->wfd, &h) != 0 || (h.flags & F_UNLOGGED)) return 0;
+  if (read_header(w->wfd, &h) != 0 || (h.flags & (F_UNLOGGED | F_CLOSED)))
+    return 0;
   snprintf(name, sizeof(name), "%s/data.mdb", path);
   if ((dfd = open(name, O_RDWR | O_CLOEXEC)) < 0) return 0;
   memset(&rec, 0, sizeof(rec));
@@ -629,8 +632,8 @@ int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
   w->nseg = 0;
   w->rec.n = 0;
   if (sync == RG_SYNC_NONE)              /* not logged: the file is the truth */
-    return sh->unlogged ? 0 : checkpoint(w, last, 1, e);
-  if (sh->unlogged || sh->next_off > LOG_LIMIT || sh->last_txnid < last ||
+    return sh->unlogged && !sh->closed ? 0 : checkpoint(w, last, F_UNLOGGED, e);
+  if (sh->unlogged || sh->closed || sh->next_off > LOG_LIMIT || sh->last_txnid < last ||
       sh->last_txnid > t) {
     if ((rc = checkpoint(w, last, 0, e))) return rc;
   }
@@ -649,6 +652,12 @@ int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
   w->rec.n = REC_HEAD;
   w->capturing = 1;
   return 0;
+}
+
+int rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e) {
+  if (w->readonly) return 0;
+  return checkpoint(w, (uint64_t)mdb_txn_id(txn) - 1,
+                    F_CLOSED | (w->sh->unlogged ? F_UNLOGGED : 0u), e);
 }
 
 void rg_wal_end (rg_wal *w) {

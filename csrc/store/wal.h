@@ -33,6 +33,9 @@
 **     Sync "none": commits are not logged; the first such commit after
 **     logged ones checkpoints and marks the log "unlogged", and the first
 **     logged commit after them checkpoints again.
+**   - A process closing the database checkpoints, marked "closed": a
+**     restart then trusts the data file, and the next commit checkpoints
+**     again before it logs.
 **   - Only the store sees LMDB's writes: liblmdb's calls to pwrite and
 **     writev are routed through wal.c (its import table is patched once
 **     per process); writes to files that are not a database's data file,
@@ -59,6 +62,11 @@ int  rg_wal_open (const char *path, int readonly, rg_wal **out, rg_err *e);
 ** file, from a checkpoint when this process recovered. */
 int  rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e);
 void rg_wal_close (rg_wal *w);
+/* When a process lets the database go, with the writer lock held (txn, a
+** write transaction it aborts after): a checkpoint marked "closed", so that
+** until the next logged commit the data file alone is the truth (another
+** LMDB program may then write it, and a restart replays nothing over it). */
+int  rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e);
 
 /* Around one write transaction: begin (after mdb_txn_begin) returns 0 or a
 ** status; end after its commit or abort. */
