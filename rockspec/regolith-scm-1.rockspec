@@ -24,6 +24,7 @@ dependencies = {
 external_dependencies = {
   LMDB = { header = "lmdb.h", library = "lmdb" },
   CJSON = { header = "cjson/cJSON.h", library = "cjson" },
+  PCRE2 = { header = "pcre2.h", library = "pcre2-8" },
 }
 build = {
   type = "builtin",
@@ -41,7 +42,9 @@ build = {
         "csrc/sql/eval.c",
         "csrc/sql/exec.c",
         "csrc/sql/filter.c",
+        "csrc/sql/func.c",
         "csrc/sql/parse.c",
+        "csrc/sql/time.c",
         "csrc/store/catalog.c",
         "csrc/store/container.c",
         "csrc/store/env.c",
@@ -70,9 +73,10 @@ build = {
         "csrc/host/scripts.c",
       },
       defines = { "_GNU_SOURCE" },
-      incdirs = { "csrc", "$(LMDB_INCDIR)", "$(CJSON_INCDIR)" },
-      libdirs = { "$(LMDB_LIBDIR)", "$(CJSON_LIBDIR)" },
-      libraries = { "lmdb", "cjson" },
+      incdirs = { "csrc", "$(LMDB_INCDIR)", "$(CJSON_INCDIR)",
+                  "$(PCRE2_INCDIR)" },
+      libdirs = { "$(LMDB_LIBDIR)", "$(CJSON_LIBDIR)", "$(PCRE2_LIBDIR)" },
+      libraries = { "lmdb", "cjson", "pcre2-8" },
     },
   },
 }

@@ -92,7 +92,7 @@ describe("query planning", function()
       assert.is_true(ix.cross_partition)
     end)
 
-    it("routes hierarchical keys only with every level", function()
+    it("routes hierarchical keys to a logical partition with every level, to the partitions of a prefix with fewer", function()
       local h = assert(db:create_container("h", { partition_key = { "/t", "/u" },
                                                   physical_partitions = 4 }))
       for i = 1, 30 do assert(h:create({ id = "x" .. i, t = "t" .. (i % 2), u = i % 3 })) end
@@ -102,9 +102,12 @@ describe("query planning", function()
         for i = 1, 30 do l[i] = { t = "t" .. (i % 2), u = i % 3 } end
         return l end)()) }, function(d) return d.t == "t1" and d.u == 2 end), #rows)
       assert.are.equal(1, info.partitions)
+      -- a prefix of the key routes to the one physical partition holding it
       rows, info = assert(h:query("SELECT VALUE c.id FROM c WHERE c.t = 't1'"))
       assert.are.equal(15, #rows)
-      assert.are.equal(4, info.partitions)
+      assert.are.equal(1, info.partitions)
+      assert.is_true(info.cross_partition)
+      assert.are.equal(15, info.loaded)
       rows, info = assert(h:query("SELECT VALUE c.id FROM c", nil, { partition_key = { "t0", 0 } }))
       assert.are.equal(5, #rows)
       assert.are.equal(1, info.partitions)

@@ -98,7 +98,8 @@ static int readonly_fail (lua_State *L) {
 static int db_create_container (lua_State *L) {
   static const char *const allowed[] = {
     "partition_key", "physical_partitions", "indexing", "unique_keys",
-    "default_ttl", "max_partition_bytes", "change_feed", NULL
+    "default_ttl", "max_partition_bytes", "change_feed",
+    "computed_properties", NULL
   };
   rg_db *d = rgl_checkdb(L, 1);
   const char *name;
@@ -117,6 +118,7 @@ static int db_create_container (lua_State *L) {
   nm = rg_str_new(name, namelen);
   if (nm == NULL) { cJSON_Delete(j); return luaL_error(L, "out of memory"); }
   cJSON_AddItemToObject(j, "name", nm);
+  cJSON_AddNumberToObject(j, "revision", RG_SPEC_REVISION);
   rc = rg_cspec_build(j, 0, &spec, &e);
   if (rc) {
     cJSON_Delete(j);

@@ -541,6 +541,7 @@ static int do_query (lua_State *L) {
   s->work.partitions += x->qres.work.partitions;
   s->work.loaded += x->qres.work.loaded;
   s->work.loaded_bytes += x->qres.work.loaded_bytes;
+  s->work.scanned += x->qres.work.scanned;
   rgl_sandbox_charge(L, x->qres.rows.n / 8);
   /* straight into the sandbox, whose allocator counts it: a tree of the
   ** page would be host memory many times the text */

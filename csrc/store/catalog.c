@@ -227,7 +227,8 @@ static int unlist_body (rg_scope *s, void *ud, rg_err *e) {
 /* Removes a chunk of a dropped container's data; q->done when all gone. */
 static int drop_body (rg_scope *s, void *ud, rg_err *e) {
   static const int tags[] = { RG_MK_STATS, RG_MK_PROC, RG_MK_TRIG,
-                              RG_MK_LEASE, RG_MK_DEAD };
+                              RG_MK_LEASE, RG_MK_DEAD, RG_MK_SHAPE,
+                              RG_MK_UDF };
   drop_req *q = (drop_req *)ud;
   uint8_t prefix[5];
   uint64_t budget = DROP_CHUNK, n;

@@ -17,7 +17,24 @@
 **     "unique_keys": [["/username"]],
 **     "default_ttl": null | -1 | seconds,
 **     "max_partition_bytes": 21474836480,
-**     "change_feed": { "retention": null | seconds } }
+**     "change_feed": { "retention": null | seconds },
+**     "computed_properties": [{"name": "cp_lower",
+**                              "query": "SELECT VALUE LOWER(c.name) FROM c"}],
+**     "revision": 2 }
+**
+** `revision` is not an option: the catalog adds it to the specs it creates
+** (RG_SPEC_REVISION).  A container made before it existed has none (1):
+** its items have no shape entries and its hierarchical keys hash whole,
+** so the planner and the key layout keep to what such a container holds.
+**
+** Computed properties are top-level properties that queries see but items
+** do not store: each is a query "SELECT VALUE expr FROM c" over the item
+** (validated by the query engine: deterministic, no WHERE, JOIN, subquery,
+** aggregate or user-defined function), parsed once with the spec.  At most
+** RG_MAX_COMPUTED; a name is a property name other than a system
+** property's (id, _etag, _ts, _lsn, _rid, _self, _attachments).  The index
+** covers them like stored paths (index.c), and a stored property of the
+** same name is neither indexed nor seen by queries.
 **
 ** The indexing policy decides, for the normalized path of every scalar in a
 ** document (array positions written "[]"), whether it is indexed: among the
@@ -251,6 +268,62 @@ static int build_indexing (rg_cspec *s, const cJSON *ix, rg_err *e) {
 /* }===================================================================== */
 
 
+/* The computed properties: names and parsed queries. */
+static int build_computed (rg_cspec *s, const cJSON *v, rg_err *e) {
+  static const char *const system[] = {
+    "id", "_etag", "_ts", "_lsn", "_rid", "_self", "_attachments", NULL
+  };
+  static const char *const ckeys[] = { "name", "query", NULL };
+  const cJSON *c;
+  int rc, i;
+  if (v == NULL || cJSON_IsNull(v)) return 0;
+  if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > RG_MAX_COMPUTED)
+    return rg_fail(e, 400, "option 'computed_properties' is a list of at "
+                   "most %d {name = ..., query = ...}", RG_MAX_COMPUTED);
+  s->cp = (rg_qcomputed *)calloc((size_t)cJSON_GetArraySize(v) + 1,
+                                 sizeof(rg_qcomputed));
+  if (s->cp == NULL) return rg_fail(e, 500, "out of memory");
+  for (c = v->child; c; c = c->next) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "name");
+    const cJSON *query = cJSON_GetObjectItemCaseSensitive(c, "query");
+    rg_query *q = NULL;
+    const char *const *sy;
+    if (!cJSON_IsObject(c) || !cJSON_IsString(name) || !cJSON_IsString(query))
+      return rg_fail(e, 400, "a computed property is {name = \"...\", "
+                     "query = \"SELECT VALUE ... FROM c\"}");
+    if ((rc = only_keys(c, ckeys, "a computed property", e))) return rc;
+    if (name->valuestring[0] == '\0' || strlen(name->valuestring) > 255 ||
+        strchr(name->valuestring, '/') != NULL)
+      return rg_fail(e, 400, "computed property name '%s' is not a property "
+                     "name", name->valuestring);
+    for (sy = system; *sy; sy++)
+      if (strcmp(*sy, name->valuestring) == 0)
+        return rg_fail(e, 400, "computed property name '%s' is a system "
+                       "property", name->valuestring);
+    for (i = 0; i < s->ncp; i++)
+      if (strcmp(s->cp[i].name, name->valuestring) == 0)
+        return rg_fail(e, 400, "computed property '%s' is defined twice",
+                       name->valuestring);
+    if ((rc = rg_query_parse(query->valuestring, strlen(query->valuestring),
+                             0, &q, e)) ||
+        (rc = rg_query_computed_check(q, e))) {
+      char msg[sizeof(e->msg)];
+      memcpy(msg, e->msg, sizeof(msg));
+      rg_query_free(q);
+      return rg_fail(e, 400, "computed property '%s': %s",
+                     name->valuestring, msg);
+    }
+    s->cp[s->ncp].q = q;
+    if ((s->cp[s->ncp].name = strdup(name->valuestring)) == NULL) {
+      rg_query_free(q);
+      return rg_fail(e, 500, "out of memory");
+    }
+    s->cp[s->ncp].nlen = (uint32_t)strlen(name->valuestring);
+    s->ncp++;
+  }
+  return 0;
+}
+
 void rg_cspec_free (rg_cspec *s) {
   int i, j;
   if (s == NULL) return;
@@ -264,6 +337,11 @@ void rg_cspec_free (rg_cspec *s) {
   for (i = 0; i < s->nuniq; i++)
     for (j = 0; j < s->uniq[i].n; j++) rg_path_free(&s->uniq[i].path[j]);
   free(s->uniq);
+  for (i = 0; i < s->ncp; i++) {
+    rg_query_free((rg_query *)s->cp[i].q);
+    free((char *)s->cp[i].name);
+  }
+  free(s->cp);
   free(s->json);
   free(s);
 }
@@ -271,7 +349,8 @@ void rg_cspec_free (rg_cspec *s) {
 int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
   static const char *const keys[] = {
     "name", "partition_key", "physical_partitions", "indexing",
-    "unique_keys", "default_ttl", "max_partition_bytes", "change_feed", NULL
+    "unique_keys", "default_ttl", "max_partition_bytes", "change_feed",
+    "computed_properties", "revision", NULL
   };
   rg_cspec *s;
   const cJSON *v;
@@ -363,6 +442,17 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
         goto fail;
       s->retention = n;
     }
+  }
+
+  if ((rc = build_computed(s, cJSON_GetObjectItemCaseSensitive(
+                              j, "computed_properties"), e)))
+    goto fail;
+
+  s->revision = 1;
+  v = cJSON_GetObjectItemCaseSensitive(j, "revision");
+  if (v != NULL) {
+    if ((rc = get_int(v, "revision", 1, RG_SPEC_REVISION, &n, e))) goto fail;
+    s->revision = (int)n;
   }
 
   rg_buf_init(&text);

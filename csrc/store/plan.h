@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/charge.h"
+#include "sql/sql.h"
 #include "store/container.h"
 #include "store/env.h"
 
@@ -35,6 +36,8 @@ typedef struct rg_query_req {
   ** 413 beyond; 0: no bound */
   uint64_t max_rows;
   size_t max_bytes;
+  /* user-defined functions (the script runtime's), or NULL: none */
+  const rg_qudf *udf;
 } rg_query_req;
 
 typedef struct rg_query_res {

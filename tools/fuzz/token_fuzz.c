@@ -233,8 +233,7 @@ static void query_payload (const uint8_t *d, size_t n) {
   }
   if (n < 2) return;
   qi = d[0] % NQUERIES;
-  mode = q[qi]->naggs ? RG_QX_AGG : q[qi]->distinct ? RG_QX_DISTINCT
-       : q[qi]->norder ? RG_QX_SORT : RG_QX_STREAM;
+  mode = rg_query_mode(q[qi]);
   rg_buf_init(&rows);
   rg_buf_init(&offs);
   rg_buf_init(&out);
