@@ -760,6 +760,12 @@ static void binary (rg_qctx *x, int op, const rg_qv *a, const rg_qv *b,
 static void computed (rg_qctx *x, int k, rg_qv *out) {
   *out = undef;
   if (k < 0 || k >= x->ncp || x->doc.t == RG_QV_UNDEF) return;
+  if (x->cp_members) {               /* a document of index values */
+    const rg_qnode *m = x->doc.t == RG_QV_OBJ
+      ? rg_qnode_member(x->doc.node, x->cp[k].name, x->cp[k].nlen) : NULL;
+    if (m) rg_qv_of_node(out, m);
+    return;
+  }
   if (!x->cpdone[k]) {
     const rg_query *cq = x->cp[k].q;
     rg_qctx c;

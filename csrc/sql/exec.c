@@ -814,6 +814,7 @@ static int load (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
   if (x->ctx.cpdone) memset(x->ctx.cpdone, 0, (size_t)x->ctx.ncp);
   memset(x->ctx.bind, 0, (size_t)x->q->nslots * sizeof(rg_qv));
   x->ctx.docid = d->digest;
+  x->ctx.cp_members = d->index_values;
   if (d->text == NULL) { rg_qv_undef(&x->ctx.doc); return 0; }
   if ((rc = rg_tape_parse(&x->tape, &x->docmem, d->text, d->len)))
     return rg_fail(e, 500, rc == 500 ? "out of memory"

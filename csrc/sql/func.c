@@ -1094,7 +1094,7 @@ static void math_fn (rg_qctx *x, int fn, const rg_qv *a, int n, rg_qv *out) {
     case RG_QF_EXP: rg_qv_num(out, exp(d)); break;
     case RG_QF_FLOOR: rg_qv_num(out, floor(d)); break;
     case RG_QF_LOG:
-      if (n > 1) rg_qv_num(out, log(d) / log(e));
+      if (n > 1) rg_qv_num(out, log10(d) / log10(e));
       else rg_qv_num(out, log(d));
       break;
     case RG_QF_LOG10: rg_qv_num(out, log10(d)); break;

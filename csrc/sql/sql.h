@@ -314,6 +314,8 @@ typedef struct rg_qdoc {
                                 scalar */
   uint64_t weight;           /* AGG and GROUP: the document stands for this
                                 many identical ones (0: 1) */
+  int index_values;          /* made of values read from an index: it holds
+                                computed properties as members */
 } rg_qdoc;
 
 typedef struct rg_qexec rg_qexec;

@@ -89,6 +89,7 @@ typedef struct rg_qctx {
   /* computed properties: definitions, values cached per document */
   const rg_qcomputed *cp;
   int ncp;
+  int cp_members;                      /* the document holds their values */
   rg_qv *cpv;
   uint8_t *cpdone;
   const rg_qudf *udf;

@@ -910,71 +910,12 @@ static int leading_fixed (planner *P, const rg_composite *ci,
   return s;
 }
 
-/* Tries a composite index for the ORDER BY; 1 when planned. */
-static int plan_composite (planner *P, plan *pl, rg_err *e) {
-  const rg_qblock *m = P->m;
-  qpath keys[RG_QMAX_ORDER];
-  int kdesc[RG_QMAX_ORDER], nk = 0, i, c;
-  for (i = 0; i < m->norder; i++) {  /* ORDER BY keys not fixed by = */
-    qpath p;
-    if (!path_of(P, m->order[i].expr, &p) || p.arr || p.n == 0) return 0;
-    if (fixed(P, &p)) continue;
-    keys[nk] = p;
-    kdesc[nk] = m->order[i].desc;
-    nk++;
-  }
-  if (nk == 0) return 0;
-  for (c = 0; c < P->spec->ncomp; c++) {
-    const rg_composite *ci = &P->spec->comp[c];
-    const sarg *fx[8];
-    int s = leading_fixed(P, ci, fx), rel = -1, ok = 1;
-    if (s + nk > ci->n) continue;
-    for (i = 0; i < nk && ok; i++) {
-      int r = kdesc[i] != ci->desc[s + i];
-      if (!path_is(&keys[i], &ci->path[s + i])) ok = 0;
-      else if (rel >= 0 && r != rel) ok = 0;
-      rel = r;
-    }
-    if (!ok || !columns_defined(P, pl, ci, s)) continue;
-    if (composite_fixed(P, pl, ci, s, fx, e)) return -1;
-    pl->desc = rel;
-    pl->ordered = 1;
-    pl->tie_desc = rel;
-    pl->gcol0 = s;
-    pl->gcols = nk;
-    return 1;
-  }
-  return 0;
-}
-
-/* Tries a composite index for two or more filters: its leading columns
-** fixed by equalities, the next one bounded by a range or a prefix; 1 when
-** planned. */
-static int plan_composite_filter (planner *P, plan *pl, rg_err *e) {
-  const rg_composite *ci;
-  const sarg *fx[8], *r = NULL;
-  int c, best = -1, best_cover = 1, s;
-  size_t limit, pn;
-  for (c = 0; c < P->spec->ncomp; c++) {
-    const rg_composite *cc = &P->spec->comp[c];
-    const sarg *f[8], *rr = NULL;
-    int k = leading_fixed(P, cc, f), cover = k;
-    if (k < cc->n) {
-      qpath p;
-      path_from(&p, &cc->path[k]);
-      if ((rr = sarg_on(P, &p, SA_RANGE)) == NULL && !cc->desc[k])
-        rr = sarg_on(P, &p, SA_PREFIX);
-      if (rr) cover++;
-    }
-    if (cover > best_cover) { best = c; best_cover = cover; r = rr; }
-  }
-  if (best < 0) return 0;
-  ci = &P->spec->comp[best];
-  s = leading_fixed(P, ci, fx);
-  limit = 360 / (size_t)ci->n;
-  if (composite_fixed(P, pl, ci, s, fx, e)) return -1;
-  pn = pl->tpre.n;
-  if (r && r->kind == SA_RANGE) {
+/* Narrows a composite read to a range (or an ascending prefix) `r` on
+** column s, after the fixed columns already in pl->tpre. */
+static void composite_range (planner *P, plan *pl, const rg_composite *ci,
+                             int s, const sarg *r) {
+  size_t limit = 360 / (size_t)ci->n, pn = pl->tpre.n;
+  if (r->kind == SA_RANGE) {
     int desc = ci->desc[s], cut = 0;
     uint8_t t = (r->has_lo ? r->lo.t : r->hi.t) == RG_QV_NUM ? 0x08 : 0x09;
     rg_buf one;
@@ -1003,7 +944,7 @@ static int plan_composite_filter (planner *P, plan *pl, rg_err *e) {
     if (cut) pl->lo_ex = pl->hi_ex = 0;
     else imply(P, r);
   }
-  else if (r) {                      /* a prefix of an ascending column */
+  else if (!ci->desc[s]) {           /* a prefix of an ascending column */
     rg_qv_term(&pl->tpre, &r->lo, 0, limit);
     if (term_cut(&pl->tpre)) pl->tpre.n = pn;
     else {
@@ -1011,6 +952,79 @@ static int plan_composite_filter (planner *P, plan *pl, rg_err *e) {
       imply(P, r);
     }
   }
+}
+
+/* The range (or prefix) sarg on composite column s, or NULL. */
+static const sarg *column_range (planner *P, const rg_composite *ci, int s) {
+  qpath p;
+  const sarg *r;
+  if (s >= ci->n) return NULL;
+  path_from(&p, &ci->path[s]);
+  if ((r = sarg_on(P, &p, SA_RANGE)) == NULL && !ci->desc[s])
+    r = sarg_on(P, &p, SA_PREFIX);
+  return r;
+}
+
+/* Tries a composite index for the ORDER BY; 1 when planned. */
+static int plan_composite (planner *P, plan *pl, rg_err *e) {
+  const rg_qblock *m = P->m;
+  qpath keys[RG_QMAX_ORDER];
+  int kdesc[RG_QMAX_ORDER], nk = 0, i, c;
+  for (i = 0; i < m->norder; i++) {  /* ORDER BY keys not fixed by = */
+    qpath p;
+    if (!path_of(P, m->order[i].expr, &p) || p.arr || p.n == 0) return 0;
+    if (fixed(P, &p)) continue;
+    keys[nk] = p;
+    kdesc[nk] = m->order[i].desc;
+    nk++;
+  }
+  if (nk == 0) return 0;
+  for (c = 0; c < P->spec->ncomp; c++) {
+    const rg_composite *ci = &P->spec->comp[c];
+    const sarg *fx[8];
+    int s = leading_fixed(P, ci, fx), rel = -1, ok = 1;
+    if (s + nk > ci->n) continue;
+    for (i = 0; i < nk && ok; i++) {
+      int r = kdesc[i] != ci->desc[s + i];
+      if (!path_is(&keys[i], &ci->path[s + i])) ok = 0;
+      else if (rel >= 0 && r != rel) ok = 0;
+      rel = r;
+    }
+    if (!ok || !columns_defined(P, pl, ci, s)) continue;
+    if (composite_fixed(P, pl, ci, s, fx, e)) return -1;
+    {
+      const sarg *r = column_range(P, ci, s);
+      if (r) composite_range(P, pl, ci, s, r);
+    }
+    pl->desc = rel;
+    pl->ordered = 1;
+    pl->tie_desc = rel;
+    pl->gcol0 = s;
+    pl->gcols = nk;
+    return 1;
+  }
+  return 0;
+}
+
+/* Tries a composite index for two or more filters: its leading columns
+** fixed by equalities, the next one bounded by a range or a prefix; 1 when
+** planned. */
+static int plan_composite_filter (planner *P, plan *pl, rg_err *e) {
+  const rg_composite *ci;
+  const sarg *fx[8], *r = NULL;
+  int c, best = -1, best_cover = 1, s;
+  for (c = 0; c < P->spec->ncomp; c++) {
+    const rg_composite *cc = &P->spec->comp[c];
+    const sarg *f[8], *rr;
+    int k = leading_fixed(P, cc, f), cover = k;
+    if ((rr = column_range(P, cc, k)) != NULL) cover++;
+    if (cover > best_cover) { best = c; best_cover = cover; r = rr; }
+  }
+  if (best < 0) return 0;
+  ci = &P->spec->comp[best];
+  s = leading_fixed(P, ci, fx);
+  if (composite_fixed(P, pl, ci, s, fx, e)) return -1;
+  if (r) composite_range(P, pl, ci, s, r);
   if (pl->tpre.oom || pl->lo.oom || pl->hi.oom) {
     rg_fail(e, 500, "out of memory");
     return -1;
@@ -1119,7 +1133,7 @@ static int plan_walk (planner *P, plan *pl, const qpath *p, rg_err *e) {
   }
   pl->src = SRC_WALK;
   pl->wpath = *p;
-  if (plan_undefined(P, pl, p)) pl->uphase = 2;
+  if (!proves_scalar(P, p) && plan_undefined(P, pl, p)) pl->uphase = 2;
   return 1;
 }
 
@@ -1881,6 +1895,7 @@ static int src_walk (source *S, int phase) {
       d.len = S->doc.n;
       d.phase = phase;
       d.weight = count;
+      d.index_values = 1;
       if ((r = rg_qexec_doc(S->x, &d, S->e))) break;
     }
     if (pl->routed != R_NONE && rc == 0 && starts(&k, key, n)) {
