@@ -63,6 +63,7 @@ build = {
         "csrc/script/pattern.c",
         "csrc/script/runner.c",
         "csrc/script/sandbox.c",
+        "csrc/script/udf.c",
         "csrc/script/utf8lib.c",
         "csrc/host/container.c",
         "csrc/host/db.c",
