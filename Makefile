@@ -14,6 +14,10 @@
 #   make fuzz         libFuzzer targets, FUZZ_SECONDS each
 #   make valgrind     every spec under valgrind (slow)
 #   make install      install into LUADIR/LIBDIR (as LuaRocks passes them)
+#   make explorer     what `regolith explore` needs: nginx, the LuaJIT build,
+#                     the page with its libraries (build/explorer)
+#   make explorer-test  the Data Explorer in headless Chromium (screenshots
+#                     in build/explorer-test)
 #
 # Variables follow LuaRocks' names so that the rockspec can drive them.
 
@@ -46,6 +50,7 @@ endif
 PREFIX  ?= /usr/local
 LUADIR  ?= $(PREFIX)/share/lua/$(LUAVER)
 LIBDIR  ?= $(PREFIX)/lib/lua/$(LUAVER)
+BINDIR  ?= $(PREFIX)/bin
 
 WARN     = -std=c99 -Wall -Wextra -Wno-unused-parameter
 ALL_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden \
@@ -68,7 +73,8 @@ ARCHIVES = $(BUILD)/lib/libstore.a $(BUILD)/lib/libsql.a \
 # Debian packages: the build, the tests, the benchmarks
 DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev libpcre2-dev \
              lua5.4
-DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev
+DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev \
+             lua-argparse lua-readline
 DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
 DEPS_FUZZ  = $(DEPS_TEST) clang libclang-rt-14-dev
 DEPS_VALGRIND = $(DEPS_TEST) valgrind
@@ -83,7 +89,7 @@ HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
 
 .PHONY: all test test-luajit ctest layers tour demo bench check crash hammer \
         fuzz fuzz-build valgrind install clean deps-test deps-bench deps-fuzz \
-        openresty
+        openresty explorer explorer-test install-explorer
 
 .SECONDEXPANSION:
 
@@ -175,7 +181,9 @@ BENCH_SCALE ?= 0.01
 
 demo: deps-bench
 	$(MAKE) all
-	$(RUN) examples/blog/bench.lua --scale $(DEMO_SCALE) --time $(DEMO_TIME)
+	@mkdir -p build/demo
+	$(RUN) examples/blog/bench.lua --scale $(DEMO_SCALE) --time $(DEMO_TIME) \
+	  --svg build/demo/blog.svg
 
 build/tools/lmdb_poke: tools/lmdb_poke.c
 	@mkdir -p $(dir $@)
@@ -296,10 +304,67 @@ fuzz: deps-fuzz
 	    build/fuzz/corpus/$$t tools/fuzz/corpus/$$t || exit 1; \
 	done
 
+# The Data Explorer (regolith explore; docs/explorer.md): nginx with the Lua
+# module, regolith built for LuaJIT, and the page in build/explorer with the
+# libraries it uses, installed by npm from explorer/package-lock.json (in
+# build/npm: `npm ci` works offline from npm's cache) and copied with their
+# licenses, so that the page needs nothing from the internet.
+DEPS_EXPLORER = $(DEPS_TEST) nginx libnginx-mod-http-lua lua-resty-core
+EXPLORER_PAGE = explorer/index.html explorer/app.js explorer/style.css
+CODEMIRROR    = build/npm/node_modules/codemirror
+NPM_CI        = npm ci --prefer-offline --no-audit --no-fund
+
+explorer:
+	@sh tools/deps.sh $(DEPS_EXPLORER)
+	$(MAKE) all
+	$(MAKE) all LUA=luajit LUA_INCDIR=$(LUAJIT_INCDIR)
+	$(MAKE) build/explorer/index.html
+
+build/npm/package-lock.json: explorer/package.json explorer/package-lock.json
+	@command -v npm >/dev/null || { echo "the explorer's page needs npm (Node.js)" >&2; exit 1; }
+	@mkdir -p build/npm
+	cp explorer/package.json explorer/package-lock.json build/npm/
+	cd build/npm && $(NPM_CI)
+
+build/explorer/index.html: $(EXPLORER_PAGE) build/npm/package-lock.json
+	rm -rf build/explorer
+	mkdir -p build/explorer/vendor/codemirror
+	cp $(EXPLORER_PAGE) build/explorer/
+	cp $(CODEMIRROR)/lib/codemirror.js $(CODEMIRROR)/lib/codemirror.css \
+	  $(CODEMIRROR)/addon/edit/matchbrackets.js $(CODEMIRROR)/mode/sql/sql.js \
+	  $(CODEMIRROR)/mode/javascript/javascript.js $(CODEMIRROR)/mode/lua/lua.js \
+	  build/explorer/vendor/codemirror/
+	cp $(CODEMIRROR)/LICENSE build/explorer/vendor/codemirror/LICENSE
+	echo "codemirror $$(node -p 'require("./$(CODEMIRROR)/package.json").version') (MIT): vendor/codemirror/LICENSE" \
+	  > build/explorer/vendor/VERSIONS
+
+# The page in a real browser: Debian's Chromium driven by playwright-core
+# (explorer/browser_test.js) against the blog's data set.
+DEPS_BROWSER = chromium
+explorer-test: explorer
+	@sh tools/deps.sh $(DEPS_BROWSER)
+	rm -rf build/explorer-test && mkdir -p build/explorer-test
+	$(RUN) tools/blog_db.lua build/explorer-test/blog 0.0001
+	NODE_PATH=build/npm/node_modules node explorer/browser_test.js \
+	  build/explorer-test/blog build/explorer-test
+
 install: all
 	mkdir -p $(DESTDIR)$(LUADIR)/regolith $(DESTDIR)$(LIBDIR)/regolith
 	cp lua/regolith/*.lua $(DESTDIR)$(LUADIR)/regolith/
 	cp $(MODULE) $(DESTDIR)$(LIBDIR)/regolith/core.so
+	mkdir -p $(DESTDIR)$(LUADIR)/regolith/cli $(DESTDIR)$(LUADIR)/regolith/explorer \
+	  $(DESTDIR)$(BINDIR)
+	cp lua/regolith/cli/*.lua $(DESTDIR)$(LUADIR)/regolith/cli/
+	cp lua/regolith/explorer/*.lua $(DESTDIR)$(LUADIR)/regolith/explorer/
+	cp bin/regolith $(DESTDIR)$(BINDIR)/regolith
+
+# What `regolith explore` needs beside an installed regolith: the LuaJIT
+# build where LuaJIT looks (lib/lua/5.1) and the page (share/regolith).
+install-explorer: explorer install
+	mkdir -p $(DESTDIR)$(PREFIX)/lib/lua/5.1/regolith $(DESTDIR)$(PREFIX)/share/regolith
+	cp build/luajit/regolith/core.so $(DESTDIR)$(PREFIX)/lib/lua/5.1/regolith/core.so
+	rm -rf $(DESTDIR)$(PREFIX)/share/regolith/explorer
+	cp -r build/explorer $(DESTDIR)$(PREFIX)/share/regolith/explorer
 
 clean:
 	rm -rf build

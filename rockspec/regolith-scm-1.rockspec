@@ -31,6 +31,18 @@ build = {
   modules = {
     regolith = "lua/regolith/init.lua",
     ["regolith.processor"] = "lua/regolith/processor.lua",
+    ["regolith.keys"] = "lua/regolith/keys.lua",
+    ["regolith.cli"] = "lua/regolith/cli/init.lua",
+    ["regolith.cli.common"] = "lua/regolith/cli/common.lua",
+    ["regolith.cli.data"] = "lua/regolith/cli/data.lua",
+    ["regolith.cli.explore"] = "lua/regolith/cli/explore.lua",
+    ["regolith.cli.feed"] = "lua/regolith/cli/feed.lua",
+    ["regolith.cli.json"] = "lua/regolith/cli/json.lua",
+    ["regolith.cli.scripts"] = "lua/regolith/cli/scripts.lua",
+    ["regolith.cli.shell"] = "lua/regolith/cli/shell.lua",
+    ["regolith.cli.transfer"] = "lua/regolith/cli/transfer.lua",
+    ["regolith.explorer.api"] = "lua/regolith/explorer/api.lua",
+    ["regolith.explorer.nginx"] = "lua/regolith/explorer/nginx.lua",
     ["regolith.core"] = {
       sources = {
         "csrc/base/arena.c",
@@ -81,6 +93,10 @@ build = {
     },
   },
 }
+-- The command (docs/cli.md); it needs Debian's lua-argparse (LuaRocks:
+-- argparse), which is not declared as a rock dependency so that the build
+-- stays offline.
+build.install = { bin = { regolith = "bin/regolith" } }
 test = {
   type = "command",
   command = "make test",

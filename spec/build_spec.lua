@@ -17,19 +17,26 @@ describe("the rockspec", function()
     assert.are.same({}, missing)
   end)
 
-  it("lists every Lua module", function()
+  it("lists every Lua module, in lua/regolith and below", function()
     local f = assert(io.open("rockspec/regolith-scm-1.rockspec"))
     local spec = f:read("*a")
     f:close()
-    local p = assert(io.popen("ls lua/regolith"))
+    local p = assert(io.popen("cd lua && find regolith -name '*.lua' | sort"))
     local missing = {}
-    for name in p:lines() do
-      local mod = name:match("^(.*)%.lua$")
-      local key = mod == "init" and 'regolith = "lua/regolith/init.lua"' or
-        ('["regolith.%s"] = "lua/regolith/%s.lua"'):format(mod, name:sub(1, -5))
-      if mod and not spec:find(key, 1, true) then missing[#missing + 1] = name end
+    for file in p:lines() do
+      local mod = file:sub(1, -5):gsub("/init$", ""):gsub("/", ".")
+      local key = mod == "regolith" and 'regolith = "lua/regolith/init.lua"' or
+        ('["%s"] = "lua/%s"'):format(mod, file)
+      if not spec:find(key, 1, true) then missing[#missing + 1] = file end
     end
     p:close()
     assert.are.same({}, missing)
+  end)
+
+  it("installs the command", function()
+    local f = assert(io.open("rockspec/regolith-scm-1.rockspec"))
+    local spec = f:read("*a")
+    f:close()
+    assert.truthy(spec:find('bin = { regolith = "bin/regolith" }', 1, true))
   end)
 end)

@@ -130,6 +130,34 @@ describe("processors", function()
       assert.are.equal(0, #p:dead_letters())
     end)
 
+  it("drops one dead letter by its sequence number, and lists processors with their modes", function()
+    for i = 1, 4 do assert(src:create({ id = "i" .. i, pk = "x", n = i })) end
+    local p = assert(db:processor({ name = "bad", source = "src", max_items = 1,
+      max_attempts = 1, on_error = function() end,
+      handler = function(changes)
+        if changes[1].n % 2 == 0 then error("even") end
+      end }))
+    p:run({ until_idle = true })
+    local dead = p:dead_letters()
+    assert.are.equal(2, #dead)
+    assert.is_true(dead[1].seq < dead[2].seq)
+    assert.are.same({ 2, 4 }, { dead[1].changes[1].n, dead[2].changes[1].n })
+    assert.is_true(p:drop_dead_letter(dead[1].seq))
+    H.fails(404, p:drop_dead_letter(dead[1].seq))
+    dead = p:dead_letters()
+    assert.are.equal(1, #dead)
+    assert.are.equal(4, dead[1].changes[1].n)
+    local q = assert(db:processor({ name = "all", source = "src", mode = "all_versions",
+      handler = function() end }))
+    assert.are.same({ { name = "all", mode = "all_versions" },
+                      { name = "bad", mode = "latest" } }, src:processors())
+    assert.are.equal("latest", p:status().ranges[1].mode)
+    assert.are.equal("all_versions", q:status().ranges[1].mode)
+    assert(q:delete())
+    assert.are.same({ { name = "bad", mode = "latest" } }, src:processors())
+    assert.are.same({}, (assert(db:create_container("empty", { partition_key = "/pk" }))):processors())
+  end)
+
   it("keeps all_versions dead letters in the shape the handler saw", function()
     assert(src:create({ id = "a", pk = "x", n = 1 }))
     assert(src:delete("a", "x"))

@@ -54,6 +54,20 @@ describe("triggers", function()
       H.fails(404, c:delete_trigger("z"))
     end)
 
+    it("reads a trigger's definition back", function()
+      assert(c:create_trigger("s", { type = "pre", operation = "replace",
+                                     automatic = true, source = STAMP }))
+      local def, info = c:trigger("s")
+      assert.are.same({ type = "pre", operation = "replace", automatic = true,
+                        source = STAMP }, def)
+      assert.are.equal(200, info.status)
+      assert(c:create_trigger("t", { type = "post", source = "return function() end" }))
+      assert.are.same({ type = "post", operation = "all", automatic = false,
+                        source = "return function() end" }, (c:trigger("t")))
+      H.fails(404, c:trigger("z"))
+      H.fails(400, c:trigger(""))
+    end)
+
     it("raises for a wrong key or value in the definition", function()
       assert.has_error(function() c:create_trigger("t", { type = "pre", source = STAMP, oops = 1 }) end)
       assert.has_error(function() c:create_trigger("t", { type = "middle", source = STAMP }) end)

@@ -396,8 +396,8 @@ static int proc_lag (lua_State *L) {
   return 2;
 }
 
-/* state:ranges() -> {{range, owner, expires, continuation, lag, failures,
-** attempts, delivered}, ...} */
+/* state:ranges() -> {{range, mode, owner, expires, continuation, lag,
+** failures, attempts, delivered}, ...} */
 static int proc_ranges (lua_State *L) {
   pstate *p = checkproc(L, 1);
   int64_t now = rg_now_ms();
@@ -408,9 +408,11 @@ static int proc_ranges (lua_State *L) {
   lua_createtable(L, p->p.nparts, 0);
   for (r = 0; r < p->p.nparts; r++) {
     const rg_lease *l = &g->ls[r];
-    lua_createtable(L, 0, 8);
+    lua_createtable(L, 0, 9);
     lua_pushinteger(L, r + 1);
     lua_setfield(L, -2, "range");
+    lua_pushstring(L, l->mode == RG_FEED_ALL ? "all_versions" : "latest");
+    lua_setfield(L, -2, "mode");
     if (l->ownerlen) {
       lua_pushlstring(L, l->owner, l->ownerlen);
       lua_setfield(L, -2, "owner");
@@ -437,7 +439,7 @@ static int proc_ranges (lua_State *L) {
   return 1;
 }
 
-/* state:dead_letters() -> {{range, changes, error, attempts, ts}, ...} */
+/* state:dead_letters() -> {{seq, range, changes, error, attempts, ts}, ...} */
 static int proc_dead_letters (lua_State *L) {
   pstate *p = checkproc(L, 1);
   sbox *g = (sbox *)rgl_newbox(L, sizeof(sbox), sbox_free);
@@ -448,15 +450,32 @@ static int proc_dead_letters (lua_State *L) {
   if (rg_proc_dead_letters(&p->p, &g->text, &e)) return rgl_push_fail(L, &e);
   lua_newtable(L);
   for (i = 0; i < g->text.n;) {
-    size_t len = (size_t)rg_get_u64((const uint8_t *)g->text.p + i);
-    if (rgl_json_push_stored(L, g->text.p + i + 8, len, &e)) {
+    const uint8_t *head = (const uint8_t *)g->text.p + i;
+    size_t len = (size_t)rg_get_u64(head + 8);
+    int bad = rgl_json_push_stored(L, g->text.p + i + 16, len, &e);
+    if (!bad && lua_type(L, -1) != LUA_TTABLE)
+      bad = rg_fail(&e, 500, "not an object");
+    if (bad) {
       rg_fail(&e, 500, "corrupt dead letter: %s", e.msg);
       return rgl_push_fail(L, &e);
     }
+    lua_pushinteger(L, (lua_Integer)rg_get_u64(head));
+    lua_setfield(L, -2, "seq");
     lua_rawseti(L, -2, ++n);
-    i += 8 + len;
+    i += 16 + len;
   }
   rgl_box_done(g);
+  return 1;
+}
+
+/* state:drop_dead_letter(seq) -> true | nil, msg, 404 */
+static int proc_drop_dead_letter (lua_State *L) {
+  pstate *p = checkproc(L, 1);
+  lua_Integer seq = luaL_checkinteger(L, 2);
+  rg_err e;
+  outside_scope(L, p);
+  if (rg_proc_drop_dead(&p->p, (uint64_t)seq, &e)) return rgl_push_fail(L, &e);
+  lua_pushboolean(L, 1);
   return 1;
 }
 
@@ -468,6 +487,33 @@ static int proc_clear_dead_letters (lua_State *L) {
   outside_scope(L, p);
   if (rg_proc_clear_dead(&p->p, &count, &e)) return rgl_push_fail(L, &e);
   lua_pushinteger(L, count);
+  return 1;
+}
+/* }===================================================================== */
+
+
+/* c:processors() -> {{name, mode}, ...}: the processors that have state
+** on the container, sorted by name. */
+static int cont_processors (lua_State *L) {
+  rg_lcont *lc = rgl_checkcont(L, 1);
+  rg_buf *b = rgl_newbuf(L);
+  size_t at = 0;
+  int count, i;
+  rg_err e;
+  if (rg_lease_list(&lc->c, b, &count, &e)) return rgl_push_fail(L, &e);
+  lua_createtable(L, count, 0);
+  for (i = 1; i <= count; i++) {
+    const uint8_t *head = (const uint8_t *)b->p + at;
+    size_t n = rg_get_u32(head + 1);
+    lua_createtable(L, 0, 2);
+    lua_pushlstring(L, b->p + at + 5, n);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, head[0] == RG_FEED_ALL ? "all_versions" : "latest");
+    lua_setfield(L, -2, "mode");
+    lua_rawseti(L, -2, i);
+    at += 5 + n;
+  }
+  rgl_box_done(b);
   return 1;
 }
 /* }===================================================================== */
@@ -525,6 +571,7 @@ void rgl_processor_open (lua_State *L) {
     {"ranges", proc_ranges},
     {"dead_letters", proc_dead_letters},
     {"clear_dead_letters", proc_clear_dead_letters},
+    {"drop_dead_letter", proc_drop_dead_letter},
     {"close", proc_close},
     {"delete", proc_delete},
     {NULL, NULL}
@@ -537,6 +584,11 @@ void rgl_processor_open (lua_State *L) {
     {"in_transaction", l_in_transaction},
     {NULL, NULL}
   };
+  static const luaL_Reg cont_methods[] = {
+    {"processors", cont_processors},
+    {NULL, NULL}
+  };
+  rgl_add_methods(L, RG_CONT_MT, cont_methods);
   luaL_newmetatable(L, PROC_MT);
   lua_pushcfunction(L, proc_tostring);
   lua_setfield(L, -2, "__tostring");

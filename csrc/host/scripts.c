@@ -2,12 +2,12 @@
 ** scripts.c: the Lua binding of procedures and triggers.
 **
 **   c:create_procedure(name, source)   c:replace_procedure(name, source)
-**   c:delete_procedure(name)           c:procedures()
+**   c:delete_procedure(name)           c:procedures()   c:procedure(name)
 **   c:execute(name, pk, ...)           -> result, info (info.log)
 **   c:create_trigger(name, def)        c:replace_trigger(name, def)
-**   c:delete_trigger(name)             c:triggers()
+**   c:delete_trigger(name)             c:triggers()     c:trigger(name)
 **   c:create_udf(name, source)         c:replace_udf(name, source)
-**   c:delete_udf(name)                 c:udfs()
+**   c:delete_udf(name)                 c:udfs()         c:udf(name)
 **
 ** A name that is not a string and a trigger definition that is not a
 ** proper options table are misuse (raised); everything else, sources,
@@ -224,6 +224,46 @@ static int names (lua_State *L, int tag) {
 static int cont_procedures (lua_State *L) { return names(L, RG_MK_PROC); }
 static int cont_triggers (lua_State *L) { return names(L, RG_MK_TRIG); }
 static int cont_udfs (lua_State *L) { return names(L, RG_MK_UDF); }
+
+/* c:procedure(name) and c:udf(name) -> source, info; c:trigger(name) ->
+** {type, operation, automatic, source}, info; nil, msg, 404 when there is
+** none. */
+static int get_script (lua_State *L, int tag) {
+  static const char *const types[] = { "", "pre", "post" };
+  static const char *const ops[] = { "all", "create", "replace", "delete" };
+  rg_lcont *lc = rgl_checkcont(L, 1);
+  const char *name;
+  rg_buf *src;
+  size_t n;
+  int trig[3], bad;
+  rg_err e;
+  name = name_arg(L, 2, &n, tag == RG_MK_PROC ? "a procedure name"
+                            : tag == RG_MK_UDF ? "a function name"
+                            : "a trigger name", &e, &bad);
+  if (bad) return rgl_push_fail(L, &e);
+  src = rgl_newbuf(L);
+  if (rg_script_get(&lc->c, tag, name, n, src, trig, &e))
+    return rgl_push_fail(L, &e);
+  if (tag == RG_MK_TRIG) {
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, types[trig[0] == RG_TRIG_POST ? 2 : 1]);
+    lua_setfield(L, -2, "type");
+    lua_pushstring(L, ops[trig[1] >= 0 && trig[1] <= RG_TOP_DELETE ?
+                          trig[1] : 0]);
+    lua_setfield(L, -2, "operation");
+    lua_pushboolean(L, trig[2]);
+    lua_setfield(L, -2, "automatic");
+  }
+  lua_pushlstring(L, src->p ? src->p : "", src->n);
+  if (tag == RG_MK_TRIG) lua_setfield(L, -2, "source");
+  rgl_box_done(src);
+  rgl_push_info(L, NULL, 200);
+  return 2;
+}
+
+static int cont_procedure (lua_State *L) { return get_script(L, RG_MK_PROC); }
+static int cont_trigger (lua_State *L) { return get_script(L, RG_MK_TRIG); }
+static int cont_udf (lua_State *L) { return get_script(L, RG_MK_UDF); }
 /* }===================================================================== */
 
 
@@ -343,15 +383,18 @@ void rgl_scripts_open (lua_State *L) {
     {"replace_procedure", cont_replace_procedure},
     {"delete_procedure", cont_delete_procedure},
     {"procedures", cont_procedures},
+    {"procedure", cont_procedure},
     {"execute", cont_execute},
     {"create_trigger", cont_create_trigger},
     {"replace_trigger", cont_replace_trigger},
     {"delete_trigger", cont_delete_trigger},
     {"triggers", cont_triggers},
+    {"trigger", cont_trigger},
     {"create_udf", cont_create_udf},
     {"replace_udf", cont_replace_udf},
     {"delete_udf", cont_delete_udf},
     {"udfs", cont_udfs},
+    {"udf", cont_udf},
     {NULL, NULL}
   };
   rgl_add_methods(L, RG_CONT_MT, methods);

@@ -32,6 +32,7 @@
 
 #include <string.h>
 
+#include "store/catalog.h"
 #include "store/env_int.h"
 #include "store/lease.h"
 
@@ -182,4 +183,47 @@ int rg_lease_verify (MDB_txn *txn, rg_env *env, const rg_cspec *s,
   }
   mdb_cursor_close(cur);
   return bad;
+}
+
+int rg_lease_list (const rg_cont *c, rg_buf *out, int *count, rg_err *e) {
+  uint8_t from[5];
+  MDB_cursor *cur;
+  MDB_txn *txn;
+  MDB_val k, v;
+  uint8_t last[RG_MAX_NAME];          /* the name listed last */
+  size_t lastlen = 0;
+  int rc;
+  *count = 0;
+  if ((rc = rg_read_begin(c->env, &txn, e))) return rc;
+  if ((rc = rg_cont_alive(txn, c, e))) { rg_read_end(c->env); return rc; }
+  if ((rc = mdb_cursor_open(txn, c->env->dbi[RG_DB_META], &cur)) == 0) {
+    k.mv_data = from;
+    k.mv_size = rg_meta_key(from, RG_MK_LEASE, c->spec->cid, NULL, 0);
+    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    while (rc == 0 && k.mv_size > 5 && memcmp(k.mv_data, from, 5) == 0) {
+      const uint8_t *key = (const uint8_t *)k.mv_data;
+      const uint8_t *sep = (const uint8_t *)memchr(key + 5, 0, k.mv_size - 5);
+      rg_lease l;
+      /* a lease record (not a heartbeat), of a name not seen yet */
+      size_t n = sep ? (size_t)(sep - key - 5) : 0;
+      if (sep && n <= RG_MAX_NAME && n + 8 == k.mv_size &&
+          !(sep[1] == 0xFF && sep[2] == 0xFF) && lease_decode(&v, &l) == 0 &&
+          !(*count && lastlen == n && memcmp(last, key + 5, n) == 0)) {
+        uint8_t head[5];
+        head[0] = (uint8_t)l.mode;
+        rg_put_u32(head + 1, (uint32_t)n);
+        rg_buf_add(out, head, 5);
+        rg_buf_add(out, key + 5, n);
+        memcpy(last, key + 5, n);
+        lastlen = n;
+        (*count)++;
+      }
+      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    mdb_cursor_close(cur);
+  }
+  rg_read_end(c->env);
+  if (rc && rc != MDB_NOTFOUND) return rg_fail_mdb(e, rc, "processor leases");
+  if (out->oom) return rg_fail(e, 500, "out of memory");
+  return 0;
 }

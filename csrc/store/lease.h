@@ -55,6 +55,10 @@ int rg_lease_put (rg_scope *s, const rg_pname *p, int range,
 /* Is the lease held by this instance? */
 int rg_lease_mine (const rg_pname *p, const rg_lease *l);
 
+/* The processors of a container (sorted by name), appended to `out` as
+** (u8 mode, u32 length, name) records; *count says how many. */
+int rg_lease_list (const rg_cont *c, rg_buf *out, int *count, rg_err *e);
+
 /* The lowest position every all_versions processor of the container
 ** still needs, per range ({UINT64_MAX, UINT64_MAX} when none does): what
 ** retention may not trim. */

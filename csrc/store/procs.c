@@ -585,9 +585,10 @@ int rg_proc_dead_letters (rg_proc *p, rg_buf *out, rg_err *e) {
     rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
     while (rc == 0 && k.mv_size == plen + 8 &&
            memcmp(k.mv_data, key, plen) == 0) {
-      uint8_t len[8];
-      rg_put_u64(len, v.mv_size);    /* copied out: valid after the read */
-      rg_buf_add(out, len, 8);
+      uint8_t head[16];
+      memcpy(head, (const uint8_t *)k.mv_data + plen, 8);     /* seq */
+      rg_put_u64(head + 8, v.mv_size);  /* copied out: valid after the read */
+      rg_buf_add(out, head, 16);
       rg_buf_add(out, v.mv_data, v.mv_size);
       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
@@ -623,5 +624,31 @@ int rg_proc_clear_dead (rg_proc *p, int *count, rg_err *e) {
   rc = run(p, clear_body, &q, e);
   *count = q.count;
   return rc;
+}
+
+typedef struct dropq {
+  rg_proc *p;
+  uint64_t seq;
+} dropq;
+
+static int drop_body (rg_scope *s, void *ud, rg_err *e) {
+  dropq *q = (dropq *)ud;
+  uint8_t key[RG_LEASE_KEY_MAX + 8];
+  size_t plen = rg_lease_prefix(key, RG_MK_DEAD, &q->p->id);
+  int rc, gone;
+  rg_put_u64(key + plen, q->seq);
+  if ((rc = rg_del(s, RG_DB_META, key, plen + 8, &gone, e))) return rc;
+  if (!gone)
+    return rg_fail(e, 404, "processor '%.*s' has no dead letter %llu",
+                   (int)q->p->id.namelen, q->p->id.name,
+                   (unsigned long long)q->seq);
+  return 0;
+}
+
+int rg_proc_drop_dead (rg_proc *p, uint64_t seq, rg_err *e) {
+  dropq q;
+  q.p = p;
+  q.seq = seq;
+  return run(p, drop_body, &q, e);
 }
 /* }===================================================================== */

@@ -87,9 +87,12 @@ int rg_proc_run_tx (rg_proc *p, rg_protect protect, void *host, int r,
 /* Every lease, and the changes waiting after each checkpoint (arrays of
 ** p->nparts). */
 int rg_proc_snapshot (rg_proc *p, rg_lease *ls, uint64_t *lag, rg_err *e);
-/* The dead letters, appended to `out` as (u64 length, JSON text) pairs. */
+/* The dead letters, oldest first, appended to `out` as (u64 sequence
+** number, u64 length, JSON text) records. */
 int rg_proc_dead_letters (rg_proc *p, rg_buf *out, rg_err *e);
 /* Removes every dead letter; *count says how many. */
 int rg_proc_clear_dead (rg_proc *p, int *count, rg_err *e);
+/* Removes the dead letter of sequence number `seq` (404: none). */
+int rg_proc_drop_dead (rg_proc *p, uint64_t seq, rg_err *e);
 
 #endif

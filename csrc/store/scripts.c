@@ -178,6 +178,29 @@ int rg_script_delete (rg_scope *s, const rg_cont *c, int tag,
   return next_version(s, &version, e);
 }
 
+int rg_script_get (const rg_cont *c, int tag, const char *name, size_t n,
+                   rg_buf *src, int trig[3], rg_err *e) {
+  uint8_t key[5 + RG_MAX_NAME];
+  size_t klen;
+  MDB_txn *txn;
+  rg_srec r;
+  int rc;
+  if ((rc = rg_read_begin(c->env, &txn, e))) return rc;
+  if ((rc = rg_cont_alive(txn, c, e)) == 0 &&
+      (rc = rg_srec_get(txn, c->env, tag, c->spec->cid, name, n, &r, key,
+                        &klen, e)) == 0) {
+    rg_buf_add(src, r.src, r.len);   /* copied before the read ends */
+    if (trig) {
+      trig[0] = r.type;
+      trig[1] = r.op;
+      trig[2] = r.automatic;
+    }
+  }
+  rg_read_end(c->env);
+  if (rc == 0 && src->oom) return rg_fail(e, 500, "out of memory");
+  return rc;
+}
+
 typedef struct names {
   rg_buf *out;
   int count;

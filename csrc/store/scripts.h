@@ -56,6 +56,10 @@ int rg_script_put (rg_scope *s, const rg_cont *c, int tag, const char *name,
                    size_t len, rg_err *e);
 int rg_script_delete (rg_scope *s, const rg_cont *c, int tag,
                       const char *name, size_t n, rg_err *e);
+/* Reads a procedure's or trigger's source into `src` (copied), and for a
+** trigger its {type, operation, automatic} into `trig`: 0 or 404. */
+int rg_script_get (const rg_cont *c, int tag, const char *name, size_t n,
+                   rg_buf *src, int trig[3], rg_err *e);
 /* The names of a container's procedures or triggers (sorted), appended to
 ** `out` as (u32 length, bytes) pairs; *count says how many. */
 int rg_script_names (const rg_cont *c, int tag, rg_buf *out, int *count,

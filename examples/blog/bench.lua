@@ -4,7 +4,7 @@ The blog benchmark: the article's exercise, end to end, on this machine.
   LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
     lua5.4 examples/blog/bench.lua [--scale S] [--models V1,V2,V3]
       [--json FILE] [--dir DIR] [--seed N] [--time SECONDS]
-      [--sync full|lazy|none] [--no-sqlite]
+      [--sync full|lazy|none] [--no-sqlite] [--svg FILE]
 
 It generates the article's data set at scale S (1 = 100,000 users; default
 0.001), loads it into each model through the model's own commands (the
@@ -22,7 +22,9 @@ writes (C1-C4) create new users, posts, comments and likes with ids of
 their own, dated before the data set, so that they change no answer the
 checks compare.  --sync is the durability of the benchmark's writes
 (loading always runs with sync "none"); SQLite gets the same (FULL or OFF).
---json FILE writes everything as JSON.
+--json FILE writes everything as JSON.  --svg FILE draws the table as a
+picture (examples/blog/svg.lua): each request's median latency and charge,
+the article's beside regolith's for each model, on log scales.
 ]]
 
 local here = (arg and arg[0] or ""):match("^(.*)/blog/bench%.lua$") or
@@ -50,7 +52,7 @@ local MODELS = {
 -- ======================================================================
 local USAGE = "usage: bench.lua [--scale S] [--models V1,V2,V3] " ..
   "[--json FILE] [--dir DIR] [--seed N] [--time SECONDS] " ..
-  "[--sync full|lazy|none] [--no-sqlite]"
+  "[--sync full|lazy|none] [--no-sqlite] [--svg FILE]"
 
 local args = { scale = 0.001, models = "V1,V2,V3", seed = 1, time = 1,
                sync = "full", sqlite = true }
@@ -58,7 +60,7 @@ do
   local i = 1
   local known = { scale = "number", models = "string", json = "string",
                   dir = "string", seed = "number", time = "number",
-                  sync = "string" }
+                  sync = "string", svg = "string" }
   while i <= #arg do
     local k = arg[i]:match("^%-%-(.+)$")
     if k == "no-sqlite" then
@@ -703,6 +705,18 @@ if args.json then
     denormalization_ru_per_post = next(copy_cost) and copy_cost or nil,
   })
   print("\nwrote " .. args.json)
+end
+
+if args.svg then
+  local names = {}
+  for _, entry in ipairs(runs) do names[#names + 1] = entry.name end
+  local ok, err = require("blog.svg").write(args.svg, {
+    requests = common.REQUESTS, models = names, results = results,
+    article = article.requests, sqlite = sqlite_results,
+    title = ("The blog's requests: the article beside regolith (scale %g, " ..
+      "sync %s)"):format(args.scale, args.sync) })
+  if ok then print("wrote the picture of the table to " .. args.svg)
+  else print("could not write " .. args.svg .. ": " .. tostring(err)) end
 end
 
 if temporary then rm_rf(dir) end

@@ -22,6 +22,7 @@ batch goes to the dead letters and the range moves on.
 ]]
 
 local core = require "regolith.core"
+local keys = require "regolith.keys"
 
 local C = core._processor
 local clock, sleep = C.clock, C.sleep
@@ -310,10 +311,16 @@ function Processor:status()
   return { name = self.name, instance = self.instance, ranges = ranges }
 end
 
--- p:dead_letters() -> {{range, changes, error, attempts, ts}, ...}
+-- p:dead_letters() -> {{seq, range, changes, error, attempts, ts}, ...}
 function Processor:dead_letters()
   self:_check()
   return self.state:dead_letters()
+end
+
+-- p:drop_dead_letter(seq) -> true | nil, msg, 404
+function Processor:drop_dead_letter(seq)
+  self:_check()
+  return self.state:drop_dead_letter(seq)
 end
 
 -- p:clear_dead_letters() -> number removed
@@ -365,6 +372,122 @@ function Processor:__tostring()
   return "regolith.processor (" .. self.name ..
     (self.closed and ", closed)" or ")")
 end
+
+-- {=====================================================================
+-- Looking at a processor from outside (the command, the explorer)
+-- ======================================================================
+local View = {}
+View.__index = View
+
+-- regolith.processor.inspect(db, source, name, mode) -> view | nil, msg,
+-- status: a processor's state as stored (leases, checkpoints, lag, dead
+-- letters), without running it: no lease is taken and no instance
+-- counted.  `mode` ("latest" or "all_versions") is the one its state was
+-- created in when nil (c:processors() tells it).  404 when no processor of
+-- that name has state on the container.
+function M.inspect(db, source, name, mode)
+  local container, msg, status = db:container(source)
+  if not container then return nil, msg, status end
+  if mode == nil then               -- the mode its state was created in
+    local list
+    list, msg, status = container:processors()
+    if not list then return nil, msg, status end
+    for _, p in ipairs(list) do
+      if p.name == name then mode = p.mode end
+    end
+    if mode == nil then
+      return nil, ("no processor '%s' on '%s'"):format(name, source), 404
+    end
+  end
+  local state = C.new(container, name, C.instance_id(), MODES[mode], 100, 60,
+    1)
+  local ranges
+  ranges, msg, status = state:ranges()
+  if not ranges then
+    state:close()
+    if status == 404 then
+      msg = ("no processor '%s' on '%s'"):format(name, source)
+    end
+    return nil, msg, status
+  end
+  return setmetatable({ db = db, container = container, name = name,
+    mode = mode, state = state }, View)
+end
+
+-- view:status() -> {name, mode, ranges = {{range, owner, expires,
+-- continuation, lag, failures, attempts, delivered}, ...}, lag,
+-- dead_letters} | nil, msg, status
+function View:status()
+  local ranges, msg, status = self.state:ranges()
+  if not ranges then return nil, msg, status end
+  local lag = 0
+  for _, r in ipairs(ranges) do lag = lag + r.lag end
+  local dead
+  dead, msg, status = self.state:dead_letters()
+  if not dead then return nil, msg, status end
+  return { name = self.name, source = self.container:name(),
+           mode = self.mode, ranges = ranges, lag = lag,
+           dead_letters = #dead }
+end
+
+function View:dead_letters() return self.state:dead_letters() end
+
+function View:clear_dead_letters() return self.state:clear_dead_letters() end
+
+function View:drop_dead_letter(seq) return self.state:drop_dead_letter(seq) end
+
+-- view:redrive(letter) -> {written, skipped, charge} | nil, msg, status:
+-- writes the items of a dead letter again, unchanged (a replace with
+-- if_match on the version read), so that their current versions come
+-- through the container's feed again and the processor handles them as
+-- any change.  Every processor on the container sees them again, and
+-- automatic replace triggers fire.  An item that no longer exists, and a
+-- delete in an all_versions letter, cannot come back this way: skipped.
+-- An item written meanwhile (412) is already on its way: counted written.
+function View:redrive(letter)
+  local c = self.container
+  local paths = keys.paths(c:spec())
+  local out = { written = 0, skipped = 0, charge = 0 }
+  local seen = {}
+  for _, change in ipairs(letter.changes or {}) do
+    local id, pk
+    if self.mode == "all_versions" then
+      if change.current then
+        id, pk = change.metadata.id, change.metadata.partition_key
+      end
+    else
+      id, pk = change.id, keys.of(change, paths)
+    end
+    local key = id and pk ~= nil and id .. "\0" .. core.json.encode(pk)
+    if not id or pk == nil then
+      out.skipped = out.skipped + 1
+    elseif not seen[key] then
+      seen[key] = true
+      local doc, info, status = c:read(id, pk)
+      if not doc then
+        if status ~= 404 then return nil, info, status end
+        out.skipped = out.skipped + 1
+      else
+        out.charge = out.charge + info.charge
+        local ok, winfo, wstatus = c:replace(doc, { if_match = doc._etag })
+        if ok then
+          out.charge = out.charge + winfo.charge
+          out.written = out.written + 1
+        elseif wstatus == 412 then
+          out.written = out.written + 1
+        elseif wstatus == 404 then
+          out.skipped = out.skipped + 1
+        else
+          return nil, winfo, wstatus
+        end
+      end
+    end
+  end
+  return out
+end
+
+function View:close() return self.state:close() end
+-- }=====================================================================
 
 -- db:run_processors{until_idle, timeout} -> changes delivered: one pass
 -- of every processor opened on this handle (without options), or passes

@@ -1,0 +1,213 @@
+--[[
+regolith.cli.data: the subcommands on containers, items, queries and the
+database as a whole: containers, create-container, delete-container, get,
+put, delete, query, stats, verify, backup.
+]]
+
+local regolith = require "regolith"
+local common = require "regolith.cli.common"
+local keys = require "regolith.keys"
+
+local EXIT = common.EXIT
+local fail, check, note = common.fail, common.check, common.note
+
+local M = {}
+
+-- A spec argument: JSON text or @FILE.  A spec printed by `containers
+-- --json` (or c:spec()) carries the name: it is dropped.
+function M.spec_arg(text, what)
+  if text:sub(1, 1) == "@" then
+    text = common.read_file(text:sub(2), what)
+  end
+  local spec = common.json_arg(text, what)
+  if type(spec) ~= "table" then common.usage("%s must be a JSON object", what) end
+  spec.name = nil
+  return spec
+end
+
+-- Creates a container; misuse in the spec (an unknown option, a wrong
+-- type) is raised by the core: it is the user's input here, so a usage
+-- error.
+function M.create_container_from(db, name, spec)
+  local ok, c, msg, status = pcall(db.create_container, db, name, spec)
+  if not ok then
+    common.usage("bad container spec: %s", (tostring(c):gsub("^[^:]*:%d+: ", "")))
+  end
+  return check(c, msg, status)
+end
+
+-- {=====================================================================
+-- Containers
+-- ======================================================================
+function M.containers(args)
+  local db = common.open(args.dir, { readonly = true })
+  local stats = db:stats()
+  local names = db:containers()
+  if args.json then
+    for _, name in ipairs(names) do
+      local c = common.container(db, name)
+      local st = stats.containers[name] or {}
+      common.write_json({ name = name, items = st.items, bytes = st.bytes,
+                          spec = c:spec() })
+    end
+    return
+  end
+  if #names == 0 then
+    note("no containers")
+    return
+  end
+  print(("%-24s %10s %12s  %-24s %s"):format("container", "items", "bytes",
+    "partition key", "physical partitions"))
+  for _, name in ipairs(names) do
+    local c = common.container(db, name)
+    local spec = c:spec()
+    local st = stats.containers[name] or {}
+    local pk = spec.partition_key
+    if type(pk) == "table" then pk = table.concat(pk, ", ") end
+    print(("%-24s %10d %12d  %-24s %d"):format(name, st.items or 0,
+      st.bytes or 0, pk, spec.physical_partitions or 1))
+  end
+end
+
+M["create_container"] = function(args)
+  local spec = M.spec_arg(args.spec, "the spec")
+  local db = common.open(args.dir, { create = true })
+  local _, info = M.create_container_from(db, args.name, spec)
+  common.note_info(info)
+end
+
+M["delete_container"] = function(args)
+  local db = common.open(args.dir)
+  local _, info = check(db:delete_container(args.container))
+  if info == nil then return end
+  common.note_info(info)
+end
+-- }=====================================================================
+
+-- {=====================================================================
+-- Items
+-- ======================================================================
+local function pk_of(args)
+  if args.partition_key == nil then return nil end
+  return common.value_arg(args.partition_key)
+end
+
+-- Finds an item by id alone: a query over every partition.
+local function find_by_id(c, id)
+  local rows, msg, status = c:query("SELECT * FROM c WHERE c.id = @id",
+    { id = id })
+  check(rows, msg, status)
+  local info = msg
+  if #rows == 0 then fail(EXIT.failed, "item not found (status 404)") end
+  if #rows > 1 then
+    fail(EXIT.failed, "%d items have the id '%s': name the partition key " ..
+      "with -k", #rows, id)
+  end
+  return rows[1], info
+end
+
+function M.get(args)
+  local db = common.open(args.dir, { readonly = true })
+  local c = common.container(db, args.container)
+  local doc, info
+  local pk = pk_of(args)
+  if pk == nil then doc, info = find_by_id(c, args.id)
+  else doc, info = check(c:read(args.id, pk)) end
+  common.write_json(doc)
+  common.note_info(info)
+end
+
+function M.put(args)
+  local text = common.read_file(args.file, "the document")
+  local doc, msg = regolith.json.decode(text)
+  if doc == nil then fail(EXIT.failed, "the document is not JSON: %s (status 400)", msg) end
+  local db = common.open(args.dir, { create = true })
+  local c = common.container(db, args.container)
+  local opts = { if_match = args.if_match, pre_trigger = args.pre_trigger,
+                 post_trigger = args.post_trigger }
+  local write = args.create and c.create or args.replace and c.replace or
+    c.upsert
+  local stored, info = check(write(c, doc, opts))
+  common.write_json(stored)
+  common.note_info(info)
+end
+
+function M.delete(args)
+  local db = common.open(args.dir)
+  local c = common.container(db, args.container)
+  local pk = pk_of(args)
+  if pk == nil then
+    local doc = find_by_id(c, args.id)
+    pk = keys.of(doc, keys.paths(c:spec()))
+  end
+  local _, info = check(c:delete(args.id, pk, { if_match = args.if_match }))
+  common.note_info(info)
+end
+-- }=====================================================================
+
+-- {=====================================================================
+-- Queries
+-- ======================================================================
+function M.query(args)
+  local sql = args.sql
+  if sql == "-" then sql = common.read_file("-", "the query") end
+  local params = common.params_arg(args.param)
+  if args.max_items and (args.max_items < 1 or
+      args.max_items ~= math.floor(args.max_items)) then
+    common.usage("--max-items must be a whole number from 1")
+  end
+  local db = common.open(args.dir, { readonly = true })
+  local c = common.container(db, args.container)
+  local rows, info, status = c:query(sql, params, {
+    partition_key = pk_of(args), max_items = args.max_items,
+    continuation = args.continuation })
+  check(rows, info, status)
+  for _, row in ipairs(rows) do common.write_json(row) end
+  common.note_info(info)
+  if info.continuation then note("continuation: %s", info.continuation) end
+end
+-- }=====================================================================
+
+-- {=====================================================================
+-- The database
+-- ======================================================================
+function M.stats(args)
+  local db = common.open(args.dir, { readonly = true })
+  local st = db:stats()
+  if args.json then
+    common.write_json(st)
+    return
+  end
+  print(("items %d, %d bytes of JSON; last lsn %d"):format(st.items, st.bytes,
+    st.lsn))
+  print(("map %d bytes, %d in use (pages of %d bytes); readers %d"):format(
+    st.map_size, st.used_bytes, st.page_size, st.readers))
+  local names = {}
+  for name in pairs(st.containers) do names[#names + 1] = name end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    local c = st.containers[name]
+    print(("  %-24s %10d items %12d bytes"):format(name, c.items, c.bytes))
+  end
+end
+
+function M.verify(args)
+  local db = common.open(args.dir, { readonly = true })
+  local ok, report = db:verify()
+  if ok then
+    note("ok: every invariant holds")
+    return
+  end
+  io.stdout:write(tostring(report), "\n")
+  fail(EXIT.failed, "verify found problems (the report is on stdout)")
+end
+
+function M.backup(args)
+  local db = common.open(args.dir, { readonly = true })
+  local _, info = check(db:backup(args.dest))
+  note("backed up %s into %s", args.dir, args.dest)
+  common.note_info(info)
+end
+-- }=====================================================================
+
+return M

@@ -1,0 +1,251 @@
+--[[
+regolith.cli.explore: `regolith explore DIR [--port N] [--host H]`.
+
+Writes an nginx configuration into a new temporary directory, starts
+Debian's nginx with the Lua module on it (one worker, listening on
+127.0.0.1 unless --host says otherwise), prints the address, and waits:
+Ctrl-C stops nginx and removes the directory.  nginx serves the page
+(build/explorer, made by `make explorer`) and the JSON API
+(regolith.explorer.api, run by LuaJIT in the worker with regolith built
+for LuaJIT).  docs/explorer.md.
+]]
+
+local common = require "regolith.cli.common"
+
+local EXIT = common.EXIT
+local fail, note = common.fail, common.note
+
+local M = {}
+
+local MODULES = "/usr/lib/nginx/modules"
+
+local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+local function run(cmd)
+  local ok, how, code = os.execute(cmd)
+  if type(ok) == "number" then return ok == 0 end       -- LuaJIT
+  return ok == true and how == "exit" and code == 0
+end
+
+local function capture(cmd)
+  local p = io.popen(cmd)
+  local out = p:read("*a")
+  p:close()
+  return (out:gsub("%s+$", ""))
+end
+
+local function dir_of(path) return path:match("^(.*)/[^/]*$") or "." end
+
+local function absolute(path)
+  if path:sub(1, 1) == "/" then return path end
+  return capture("pwd") .. "/" .. path
+end
+
+-- Where the Lua modules are: the directory holding regolith/.
+local function lua_dir()
+  local init = package.searchpath("regolith.cli", package.path)
+  return absolute(dir_of(dir_of(dir_of(init))))
+end
+
+-- The first of `candidates` (paths) that exists.
+local function first(candidates)
+  for _, p in ipairs(candidates) do
+    if p and common.exists(p) then return p end
+  end
+end
+
+-- regolith built for LuaJIT: $REGOLITH_LUAJIT_CPATH/regolith/core.so, the
+-- checkout's build/luajit, or a LuaJIT (5.1) module path.
+local function luajit_module(root)
+  local candidates = {}
+  local env = os.getenv("REGOLITH_LUAJIT_CPATH")
+  if env then candidates[#candidates + 1] = env .. "/regolith/core.so" end
+  candidates[#candidates + 1] = root .. "/build/luajit/regolith/core.so"
+  for pattern in package.cpath:gmatch("[^;]+") do
+    if pattern:find("5%.4") then
+      candidates[#candidates + 1] = (pattern:gsub("5%.4", "5.1")
+        :gsub("%?", "regolith/core"))
+    end
+  end
+  local found = first(candidates)
+  return found and dir_of(dir_of(found))
+end
+
+-- The page: $REGOLITH_EXPLORER_UI, the checkout's build/explorer, or
+-- PREFIX/share/regolith/explorer beside PREFIX/share/lua/5.x.
+local function ui_dir(root, luadir)
+  local candidates = {}
+  local env = os.getenv("REGOLITH_EXPLORER_UI")
+  if env then candidates[#candidates + 1] = env .. "/index.html" end
+  candidates[#candidates + 1] = root .. "/build/explorer/index.html"
+  local share = luadir:match("^(.*)/lua/5%.%d$")
+  if share then
+    candidates[#candidates + 1] = share .. "/regolith/explorer/index.html"
+  end
+  local found = first(candidates)
+  return found and dir_of(found)
+end
+
+local function alive(pid)
+  return pid and common.exists("/proc/" .. pid .. "/stat")
+end
+
+local function config(t)
+  local user = ""
+  if capture("id -u") == "0" then
+    -- as root nginx runs its workers as nobody, who cannot write the
+    -- database: keep them as the invoking user
+    user = ("user %s %s;\n"):format(capture("id -un"), capture("id -gn"))
+  end
+  return ([[
+# Written by `regolith explore`; removed when it stops.
+load_module %s/ndk_http_module.so;
+load_module %s/ngx_http_lua_module.so;
+%sworker_processes 1;
+error_log "%s/error.log" warn;
+pid "%s/nginx.pid";
+events { worker_connections 64; }
+http {
+  access_log off;
+  types {
+    text/html html; text/css css; application/javascript js;
+    image/svg+xml svg; text/plain txt;
+  }
+  default_type application/octet-stream;
+  client_max_body_size 3m;
+  client_body_buffer_size 3m;
+  client_body_temp_path "%s/body";
+  proxy_temp_path "%s/proxy";
+  fastcgi_temp_path "%s/fastcgi";
+  uwsgi_temp_path "%s/uwsgi";
+  scgi_temp_path "%s/scgi";
+  lua_package_path "%s/?.lua;%s/?.lua;%s/?/init.lua;;";
+  lua_package_cpath "%s/?.so;;";
+  init_by_lua_block {
+    require "resty.core"
+    require "regolith"
+  }
+  init_worker_by_lua_block { require("regolith.explorer.nginx").init_worker() }
+  exit_worker_by_lua_block { require("regolith.explorer.nginx").exit_worker() }
+  server {
+    listen %s:%d;
+    add_header Content-Security-Policy "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:" always;
+    add_header X-Content-Type-Options nosniff always;
+    location /api/ {
+      content_by_lua_block { require("regolith.explorer.nginx").handle() }
+    }
+    location / {
+      root "%s";
+      index index.html;
+      add_header Cache-Control no-store;
+      add_header Content-Security-Policy "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:" always;
+      add_header X-Content-Type-Options nosniff always;
+    }
+  }
+}
+]]):format(MODULES, MODULES, user, t.tmp, t.tmp, t.tmp, t.tmp, t.tmp, t.tmp,
+    t.tmp, t.tmp, t.luadir, t.luadir, t.jit, t.listen, t.port, t.ui)
+end
+
+function M.explore(args)
+  local port = args.port
+  if not port or port ~= math.floor(port) or port < 1 or port > 65535 then
+    common.usage("--port must be a port number (1 to 65535)")
+  end
+  local host = args.host
+  if not host:match("^[%w%.:%-%[%]]+$") then
+    common.usage("--host must be an address, such as 127.0.0.1")
+  end
+  -- the database must be there (the check opens it and closes it again)
+  local dbdir = absolute(args.dir)
+  common.open(dbdir, { readonly = args.readonly }):close()
+
+  local luadir = lua_dir()
+  local root = dir_of(luadir)
+  local nginx = first({ "/usr/sbin/nginx", "/usr/bin/nginx" })
+  if not nginx or not common.exists(MODULES .. "/ngx_http_lua_module.so") then
+    fail(EXIT.failed, "the explorer needs nginx with the Lua module " ..
+      "(Debian: nginx libnginx-mod-http-lua lua-resty-core; `make explorer` " ..
+      "installs them)")
+  end
+  local jit = luajit_module(root)
+  if not jit then
+    fail(EXIT.failed, "the explorer needs regolith built for LuaJIT " ..
+      "(`make LUA=luajit`, or `make explorer`)")
+  end
+  local ui = ui_dir(root, luadir)
+  if not ui then
+    fail(EXIT.failed, "the explorer's page is not built (`make explorer`)")
+  end
+  for _, p in ipairs({ dbdir, luadir, jit, ui }) do
+    if p:find('["\\;{}$]') then
+      fail(EXIT.failed, "cannot serve from a path with quotes, ';', '{', " ..
+        "'}' or '$' in it: %s", p)
+    end
+  end
+
+  local tmp = capture("mktemp -d -t regolith-explore.XXXXXX")
+  if tmp == "" then fail(EXIT.io, "cannot make a temporary directory") end
+  local listen = host:find(":") and not host:find("^%[") and
+    ("[" .. host .. "]") or host
+  local hosts
+  if host == "127.0.0.1" or host == "localhost" or host == "::1" then
+    hosts = { ["127.0.0.1:" .. port] = true, ["localhost:" .. port] = true,
+              ["[::1]:" .. port] = true }
+  end
+  local lines = { "return {", ("  db = %q,"):format(dbdir),
+    ("  readonly = %s,"):format(tostring(args.readonly or false)) }
+  if hosts then
+    lines[#lines + 1] = "  hosts = {"
+    for h in pairs(hosts) do lines[#lines + 1] = ("    [%q] = true,"):format(h) end
+    lines[#lines + 1] = "  },"
+  end
+  lines[#lines + 1] = "}\n"
+  local f = assert(io.open(tmp .. "/explorer_settings.lua", "w"))
+  f:write(table.concat(lines, "\n"))
+  f:close()
+  f = assert(io.open(tmp .. "/nginx.conf", "w"))
+  f:write(config{ tmp = tmp, luadir = luadir, jit = jit, listen = listen,
+                  port = port, ui = ui })
+  f:close()
+
+  local function cleanup() run("rm -rf " .. quote(tmp)) end
+  if not run(("%s -p %s -c nginx.conf -e error.log 2>%s"):format(nginx,
+      quote(tmp .. "/"), quote(tmp .. "/start.log"))) then
+    local why = capture("cat " .. quote(tmp .. "/start.log") .. " " ..
+      quote(tmp .. "/error.log") .. " 2>/dev/null | grep -v '^$' | tail -n 1")
+    cleanup()
+    fail(EXIT.failed, "nginx did not start: %s", why)
+  end
+  local pidf = io.open(tmp .. "/nginx.pid")
+  local pid = pidf and pidf:read("*l")
+  if pidf then pidf:close() end
+  io.stdout:write(("Data Explorer on http://%s:%d/ for %s%s (Ctrl-C stops it)\n")
+    :format(listen, port, dbdir, args.readonly and ", read-only" or ""))
+  io.stdout:flush()
+  note("nginx %s runs with %s/nginx.conf", pid or "?", tmp)
+  local ok, err = pcall(function()
+    while alive(pid) do common.sleep(0.25) end
+  end)
+  local stopped_by_us = not ok
+  if alive(pid) then
+    run("kill -QUIT " .. pid .. " 2>/dev/null")
+    for _ = 1, 40 do
+      if not alive(pid) then break end
+      common.sleep(0.1)
+    end
+    if alive(pid) then run("kill -TERM " .. pid .. " 2>/dev/null") end
+  end
+  local log = capture("grep -E '\\[(error|alert|crit|emerg)\\]' " ..
+    quote(tmp .. "/error.log") .. " 2>/dev/null | tail -n 3")
+  cleanup()
+  if not ok and not tostring(err):find("interrupted!", 1, true) then
+    error(err, 0)
+  end
+  if not stopped_by_us then
+    fail(EXIT.failed, "nginx stopped%s", log ~= "" and (": " .. log) or "")
+  end
+  note("stopped")
+end
+
+return M

@@ -1,0 +1,83 @@
+--[[
+regolith.explorer.nginx: the Data Explorer's API in an nginx worker (the
+configuration `regolith explore` writes; docs/explorer.md).
+
+    init_worker_by_lua_block { require("regolith.explorer.nginx").init_worker() }
+    exit_worker_by_lua_block { require("regolith.explorer.nginx").exit_worker() }
+    location /api/ { content_by_lua_block { require("regolith.explorer.nginx").handle() } }
+
+The settings come from the module explorer_settings (a file the command
+writes beside the configuration): {db = path, readonly = bool, hosts =
+{[host] = true} or nil}.  The database is opened in init_worker, never
+before the fork (an LMDB environment must not cross one).
+]]
+
+local regolith = require "regolith"
+local API = require "regolith.explorer.api"
+
+local M = {}
+
+local db, api
+
+function M.init_worker()
+  local settings = require "explorer_settings"
+  local err, status
+  db, err, status = regolith.open(settings.db,
+    { readonly = settings.readonly or nil })
+  if not db then
+    ngx.log(ngx.ERR, "cannot open ", settings.db, ": ", err, " (", status, ")")
+    return
+  end
+  api = API.new(db, { readonly = settings.readonly, hosts = settings.hosts,
+                      path = settings.db })
+end
+
+function M.exit_worker()
+  if db then db:close() end
+end
+
+local function send(status, body, headers)
+  ngx.status = status
+  ngx.header["Content-Type"] = "application/json"
+  ngx.header["Cache-Control"] = "no-store"
+  for k, v in pairs(headers or {}) do ngx.header[k] = v end
+  ngx.say(API.encode(body))
+end
+
+function M.handle()
+  if not api then
+    return send(503, { error = "the database could not be opened (see the " ..
+      "error log)", status = 503 })
+  end
+  ngx.req.read_body()
+  local body = ngx.req.get_body_data()
+  if body == nil and ngx.req.get_body_file() then
+    return send(413, { error = "the request body is too large", status = 413 })
+  end
+  local args, err = ngx.req.get_uri_args(100)
+  if err == "truncated" then
+    return send(400, { error = "too many query arguments", status = 400 })
+  end
+  local headers = ngx.req.get_headers(50)
+  -- nginx itself would answer 412 to a request with If-Match whose answer
+  -- has no ETag: the API checks it against the item's _etag instead
+  ngx.req.clear_header("If-Match")
+  local h = {}
+  for k, v in pairs(headers) do
+    h[k:lower()] = type(v) == "table" and v[1] or v
+  end
+  local a = {}
+  for k, v in pairs(args) do
+    if type(v) == "table" then
+      return send(400, { error = ("query argument '%s' is given more than " ..
+        "once"):format(k), status = 400 })
+    end
+    a[k] = v == true and "" or v
+  end
+  local status, out, extra, trace = api:handle{ method = ngx.req.get_method(),
+    path = ngx.var.request_uri:match("^[^?]*"), args = a, body = body, headers = h }
+  if trace then ngx.log(ngx.ERR, "explorer: ", trace) end
+  send(status, out, extra)
+end
+
+return M
