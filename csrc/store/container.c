@@ -22,8 +22,9 @@
 **                              "query": "SELECT VALUE LOWER(c.name) FROM c"}],
 **     "revision": 2 }
 **
-** `revision` is not an option: the catalog adds it to the specs it creates
-** (RG_SPEC_REVISION).  A container made before it existed has none (1):
+** `revision` is not an option: the binding adds it to the specs it creates
+** (RG_SPEC_REVISION), and the spec a user reads (rg_cspec.json) leaves it
+** out.  A container made before it existed has none (1):
 ** its items have no shape entries and its hierarchical keys hash whole,
 ** so the planner and the key layout keep to what such a container holds.
 **
@@ -456,7 +457,13 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
   }
 
   rg_buf_init(&text);
-  rg_json_print(j, &text);
+  {                                  /* the user's form: without revision */
+    cJSON *u = cJSON_Duplicate(j, 1);
+    if (u == NULL) goto oom;
+    cJSON_DeleteItemFromObjectCaseSensitive(u, "revision");
+    rg_json_print(u, &text);
+    cJSON_Delete(u);
+  }
   if (text.oom) goto oom;
   s->json = text.p;
   *out = s;

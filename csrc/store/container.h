@@ -63,7 +63,8 @@ struct rg_cspec {
   /* 2 for containers made since queries use shape entries and prefix
   ** hashing of hierarchical keys (index.c, layout.c); absent: 1 */
   int revision;
-  char *json;                       /* the stored form (JSON text) */
+  char *json;                       /* the form users see (JSON text; the
+                                       stored one has `revision` too) */
 };
 
 #define RG_MAX_COMPUTED 20
