@@ -543,9 +543,8 @@ static void string_fn (rg_qctx *x, int fn, const rg_qv *a, int n,
           if (a[2].t != RG_QV_NUM) return;
           p = floor(a[2].d);
           if (p < 0) { rg_qv_num(out, -1); return; }
-          if (p < (double)chars)     /* a match starting at or before p */
-            limit = utf8_off(a[0].s, a[0].n, (size_t)p + 1) + a[1].n;
-          if (limit > a[0].n) limit = a[0].n;
+          if (p < (double)chars)     /* a match ending at or before p */
+            limit = utf8_off(a[0].s, a[0].n, (size_t)p + 1);
         }
         for (i = 0; i + a[1].n <= limit; i++)
           if (((unsigned char)a[0].s[i] & 0xC0) != 0x80 &&
