@@ -1152,7 +1152,10 @@ static int select_list (pstate *P, int b) {
   if (P->t.k == TK_STAR) {
     BLK(P, b)->star = 1;
     BLK(P, b)->pos = P->t.pos;
-    return next(P);
+    if (next(P)) return P->status;
+    if (P->t.k == TK_COMMA)
+      return fail_at(P, P->t.pos, "'*' must be the only item selected");
+    return 0;
   }
   if (is_kw(P, "VALUE")) {
     int32_t x;
