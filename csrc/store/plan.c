@@ -152,8 +152,11 @@ typedef struct plan {
   /* intersection: entries every candidate must have */
   probe *probes;
   int nprobes;
-  /* SRC_WALK: the path whose values the documents hold */
+  /* SRC_WALK: the path whose values the documents hold; its column's
+  ** place in a composite's terms (after wskip bytes), and its order */
   qpath wpath;
+  size_t wskip;
+  int wcomp, wdesc;
 } plan;
 
 typedef struct planner {
@@ -1109,12 +1112,54 @@ static int sarg_exact (const sarg *s) {
   return !cut && !s->loose;
 }
 
+/* A composite index whose leading columns equalities fix (exactly: no
+** string cut in them) and whose next column is p, when every other
+** conjunct is implied by the route: the walk reads p's values there, in
+** the fixed columns' range (GROUP BY inside a partition, with the
+** partition key first).  1 when planned. */
+static int plan_walk_composite (planner *P, plan *pl, const qpath *p,
+                                rg_err *e) {
+  int c, i;
+  for (c = 0; c < P->spec->ncomp; c++) {
+    const rg_composite *ci = &P->spec->comp[c];
+    const sarg *fx[8];
+    size_t limit = 360 / (size_t)ci->n;
+    int s = leading_fixed(P, ci, fx), ok = s >= 1 && s < ci->n &&
+                                          path_is(p, &ci->path[s]);
+    for (i = 0; i < s && ok; i++) {  /* exact terms */
+      rg_buf t;
+      rg_buf_init(&t);
+      rg_qv_term(&t, &fx[i]->lo, 0, limit);
+      ok = !term_cut(&t);
+      rg_buf_free(&t);
+    }
+    for (i = 0; i < P->nconj && ok; i++) {
+      int k, fixed_here = 0;
+      for (k = 0; k < s; k++)
+        if (fx[k]->ci == i) fixed_here = 1;
+      ok = P->implied[i] || fixed_here;
+    }
+    if (!ok) continue;
+    if (composite_fixed(P, pl, ci, s, fx, e)) return -1;
+    pl->src = SRC_WALK;
+    pl->wpath = *p;
+    pl->wskip = pl->tpre.n;
+    pl->wcomp = 1;
+    pl->wdesc = ci->desc[s];
+    if (!proves_scalar(P, p) && plan_undefined(P, pl, p)) pl->uphase = 2;
+    return 1;
+  }
+  return 0;
+}
+
 /* Plans the walk of p's index, when every conjunct is implied by the
 ** route or is one exact range on p (which narrows the walk); 1 when
 ** planned. */
 static int plan_walk (planner *P, plan *pl, const qpath *p, rg_err *e) {
   const sarg *on = NULL;
-  int i;
+  int i, rc;
+  if (P->spec->ncomp && (rc = plan_walk_composite(P, pl, p, e)) != 0)
+    return rc;
   for (i = 0; i < P->nsa; i++) {
     const sarg *s = &P->sa[i];
     if (s->path.arr || !same_path(&s->path, p) || !usable(P, s)) continue;
@@ -1836,13 +1881,14 @@ static int walk_doc (source *S, const uint8_t *t, size_t tn) {
 }
 
 /* GROUP BY and DISTINCT from the index: one document per run of equal
-** terms (standing for the run's entries in the route); the items of a cut
-** term are loaded. */
+** values (standing for the run's entries in the route); the items of a
+** cut value are loaded.  In a composite index the value is the column
+** after the fixed ones (wskip bytes into the terms). */
 static int src_walk (source *S, int phase) {
   const plan *pl = S->pl;
   MDB_cursor *cur;
   MDB_val k, v;
-  uint8_t pre[RG_MAX_KEY + 1], key[RG_MAX_KEY + 32];
+  uint8_t pre[RG_MAX_KEY + 1], key[RG_MAX_KEY + 32], val[RG_MAX_KEY];
   size_t pn = ENT_HEAD + pl->tpre.n;
   int rc, r = 0;
   if (pn > RG_MAX_KEY) return 0;
@@ -1853,26 +1899,31 @@ static int src_walk (source *S, int phase) {
   S->w->lookups++;
   rc = range_start(S, cur, &k, &v, phase, pre, pn);
   while (rc == 0 && starts(&k, pre, pn) && ent_ok(&k) && !r) {
-    size_t tn, n;
+    size_t tn, gn, n, i;
     const uint8_t *t;
     uint64_t count = 0;
-    int cut, dummy;
+    int cut;
     if (past_end(pl, &k)) break;
     if (at_excluded_start(pl, &k)) {
       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
       continue;
     }
     t = ent_term(&k, &tn);
-    cut = term_len(t, tn, 0, &dummy) == tn && dummy;
-    memcpy(key, k.mv_data, ENT_HEAD + tn);
-    n = ENT_HEAD + tn;
-    if (pl->routed != R_NONE) {      /* to the route's entries of the term */
+    if (tn <= pl->wskip ||
+        (gn = term_len(t + pl->wskip, tn - pl->wskip, pl->wdesc, &cut)) == 0) {
+      r = rg_fail(S->e, 500, "corrupt index entry");
+      break;
+    }
+    n = ENT_HEAD + pl->wskip + gn;   /* the run: entries of this value */
+    memcpy(key, k.mv_data, n);
+    if (pl->routed != R_NONE && !pl->wcomp) {   /* to the route's entries */
       rg_put_u64(key + n, pl->rhash);
       rc = seek(cur, key, n + 8, &k, &v);
     }
-    while (rc == 0 && k.mv_size == n + ENT_TAIL && starts(&k, key, n)) {
+    while (rc == 0 && starts(&k, key, n) &&
+           (pl->wcomp || k.mv_size == n + ENT_TAIL)) {
       if (!ent_in_route(pl, &k)) {
-        if ((ent_hash(&k) & pl->rmask) > pl->rhash) break;
+        if (!pl->wcomp && (ent_hash(&k) & pl->rmask) > pl->rhash) break;
       }
       else if (cut) {                /* the full values are in the items */
         r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL, NULL, 0,
@@ -1885,7 +1936,9 @@ static int src_walk (source *S, int phase) {
     if (r || (rc && rc != MDB_NOTFOUND)) break;
     if (count) {
       rg_qdoc d;
-      if (walk_doc(S, (const uint8_t *)key + ENT_HEAD, tn)) {
+      for (i = 0; i < gn; i++)       /* the value's term, ascending */
+        val[i] = pl->wdesc ? (uint8_t)~key[n - gn + i] : key[n - gn + i];
+      if (walk_doc(S, val, gn)) {
         r = rg_fail(S->e, 500, "corrupt index entry");
         break;
       }
@@ -1898,7 +1951,7 @@ static int src_walk (source *S, int phase) {
       d.index_values = 1;
       if ((r = rg_qexec_doc(S->x, &d, S->e))) break;
     }
-    if (pl->routed != R_NONE && rc == 0 && starts(&k, key, n)) {
+    if (pl->routed != R_NONE && !pl->wcomp && rc == 0 && starts(&k, key, n)) {
       size_t an = after_prefix(key, n, key);      /* past the term */
       rc = an ? seek(cur, key, an, &k, &v) : MDB_NOTFOUND;
     }
