@@ -238,4 +238,46 @@ describe("computed properties", function()
     assert.are.equal("cp_lowerName", spec.computed_properties[1].name)
     assert.is_nil(spec.revision)
   end)
+
+  it("change with replace_container, which reindexes the items", function()
+    local c2 = assert(db:replace_container("products", { partition_key = "/pk", physical_partitions = 2,
+      computed_properties = {
+        { name = "cp_upperName", query = "SELECT VALUE UPPER(c.name) FROM c" },
+      } }))
+    c = c2
+    local rows, info = q("SELECT VALUE c.id FROM c WHERE c.cp_upperName = 'WOOL HAT'")
+    assert.are.same({ "d" }, rows)
+    assert.are.equal(1, info.loaded)
+    -- the dropped property is stored data again, indexed as such
+    rows, info = q("SELECT VALUE c.id FROM c WHERE c.cp_discount = 'stored, shadowed'")
+    assert.are.equal(4, #rows)
+    assert.are.equal(4, info.loaded)
+    assert.are.same({}, q("SELECT VALUE c.id FROM c WHERE c.cp_lowerName = 'wool hat'"))
+    rows, info = q("SELECT c.cp_upperName AS n, COUNT(1) AS k FROM c GROUP BY c.cp_upperName")
+    assert.are.equal(4, #rows)
+    assert.are.equal(0, info.loaded)
+    assert.is_nil(c:spec().revision)
+    assert(db:verify())
+  end)
+end)
+
+describe("a replaced container with a hierarchical key", function()
+  it("keeps routing its prefixes to the partitions holding them", function()
+    local db = H.open()
+    local opts = { partition_key = { "/tenant", "/user" }, physical_partitions = 4 }
+    local c = assert(db:create_container("h", opts))
+    for t = 1, 4 do
+      for u = 1, 3 do assert(c:create({ id = ("i%d%d"):format(t, u), tenant = "t" .. t, user = u })) end
+    end
+    opts.default_ttl = -1
+    c = assert(db:replace_container("h", opts))
+    local rows, info = assert(c:query("SELECT VALUE c.id FROM c WHERE c.tenant = 't2'"))
+    table.sort(rows)
+    assert.are.same({ "i21", "i22", "i23" }, rows)
+    assert.are.equal(1, info.partitions)
+    assert(c:read("i23", { "t2", 3 }))
+    assert(db:verify())
+    db:close()
+    H.cleanup()
+  end)
 end)

@@ -42,6 +42,9 @@ rg_lcont *rgl_checkcont (lua_State *L, int idx);   /* open handles only */
 /* Pushes a container handle for `spec` (which it takes) of the database
 ** handle at dbidx. */
 void rgl_push_container (lua_State *L, int dbidx, rg_cspec *spec);
+/* Is the value at idx the none partition key value (an empty table not
+** marked as an array: regolith.object(), the SDKs' {})? */
+int  rgl_pk_isnone (lua_State *L, int idx);
 
 /* Pushes a batch of changes as a Lua array in the mode's shape. */
 int  rgl_batch_push (lua_State *L, const rg_cspec *spec, int mode,

@@ -785,7 +785,7 @@ static void computed (rg_qctx *x, int k, rg_qv *out) {
 }
 
 static void udf (rg_qctx *x, const rg_qexpr *ex, rg_qv *out) {
-  const int32_t *args = x->q->list + ex->list;
+  const int32_t *args = rg_qargs(x->q, ex);
   const char *small[8], **av = small;
   size_t smalll[8], *al = smalll;
   rg_buf text, res;
@@ -1304,7 +1304,8 @@ static int64_t sr_count (rg_qctx *x, int32_t e) {
   rg_qv v;
   if (e < 0) return -1;
   rg_qeval(x, e, &v);
-  if (v.t != RG_QV_NUM || v.d < 0 || floor(v.d) != v.d) {
+  if (v.t != RG_QV_NUM || v.d < 0 || v.d > 9007199254740992.0 ||
+      floor(v.d) != v.d) {
     rg_qctx_fail(x, 400, "TOP, OFFSET and LIMIT must be non-negative "
                  "integers");
     return -1;

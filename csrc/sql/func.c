@@ -19,6 +19,7 @@
 */
 
 #include <locale.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,15 +165,25 @@ static size_t utf8_off (const char *s, size_t n, size_t k) {
   return i;
 }
 
+/* The C.UTF-8 locale, made once per process and freed when the library
+** is unloaded (a Lua state closing unloads its C modules). */
+static pthread_once_t case_once = PTHREAD_ONCE_INIT;
+static locale_t case_loc;
+
+static void case_init (void) {
+  case_loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+  if (case_loc == (locale_t)0)
+    case_loc = newlocale(LC_CTYPE_MASK, "C.utf8", (locale_t)0);
+}
+
+__attribute__((destructor)) static void case_done (void) {
+  if (case_loc != (locale_t)0) freelocale(case_loc);
+  case_loc = (locale_t)0;
+}
+
 static locale_t case_locale (void) {
-  static int tried;
-  static locale_t loc;
-  if (!tried) {
-    tried = 1;
-    loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
-    if (loc == (locale_t)0) loc = newlocale(LC_CTYPE_MASK, "C.utf8", (locale_t)0);
-  }
-  return loc;
+  pthread_once(&case_once, case_init);
+  return case_loc;
 }
 
 static unsigned map_case (unsigned cp, int upper) {

@@ -1187,8 +1187,10 @@ static int select_list (pstate *P, int b) {
       if (next(P)) break;
     }
     if (sl_add(P, &l, x, name, nlen)) break;
-    if (P->t.k == TK_STAR)
-      return fail_at(P, P->t.pos, "'*' must be the only item selected");
+    if (P->t.k == TK_STAR) {
+      fail_at(P, P->t.pos, "'*' must be the only item selected");
+      break;
+    }
     if (P->t.k != TK_COMMA) break;
     if (next(P)) break;
     if (P->t.k == TK_STAR) {

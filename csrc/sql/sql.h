@@ -243,6 +243,13 @@ typedef struct rg_query {
   int has_subq;
 } rg_query;
 
+/* The list of expressions of ex (arguments, items, members); NULL when
+** empty (the query may then have no list at all). */
+static inline const int32_t *rg_qargs (const rg_query *q,
+                                       const rg_qexpr *ex) {
+  return ex->nlist ? q->list + ex->list : NULL;
+}
+
 /* Parses a query (`filter`: the form "FROM c [JOIN ...] WHERE cond" of
 ** patch filters).  400 with "syntax error at line:column: ..." messages. */
 int  rg_query_parse (const char *sql, size_t n, int filter, rg_query **out,

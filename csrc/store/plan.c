@@ -379,7 +379,7 @@ static void conjuncts (planner *P, int32_t e, int32_t *out, int *n, int max) {
 /* Classifies conjunct e; 1 when it is a sarg (filled in *s). */
 static int classify (planner *P, int32_t e, sarg *s) {
   const rg_qexpr *ex = &P->q->ex[e];
-  const int32_t *args = P->q->list + ex->list;
+  const int32_t *args = rg_qargs(P->q, ex);
   memset(s, 0, sizeof(*s));
   s->e = e;
   s->ci2 = -1;
@@ -479,7 +479,7 @@ static int proves_scalar (planner *P, const qpath *p) {
   int i;
   for (i = 0; i < P->nconj; i++) {
     const rg_qexpr *ex = &P->q->ex[P->conj[i]];
-    const int32_t *args = P->q->list + ex->list;
+    const int32_t *args = rg_qargs(P->q, ex);
     qpath q;
     rg_qv v;
     int32_t subj = -1, other = -1;
@@ -1116,7 +1116,8 @@ static int sarg_exact (const sarg *s) {
 ** string cut in them) and whose next column is p, when every other
 ** conjunct is implied by the route: the walk reads p's values there, in
 ** the fixed columns' range (GROUP BY inside a partition, with the
-** partition key first).  1 when planned. */
+** partition key first), when no item of the route lacks a later column.
+** 1 when planned. */
 static int plan_walk_composite (planner *P, plan *pl, const qpath *p,
                                 rg_err *e) {
   int c, i;
@@ -1139,7 +1140,8 @@ static int plan_walk_composite (planner *P, plan *pl, const qpath *p,
         if (fx[k]->ci == i) fixed_here = 1;
       ok = P->implied[i] || fixed_here;
     }
-    if (!ok) continue;
+    /* an item lacking a later column has no entry in this index */
+    if (!ok || !columns_defined(P, pl, ci, s + 1)) continue;
     if (composite_fixed(P, pl, ci, s, fx, e)) return -1;
     pl->src = SRC_WALK;
     pl->wpath = *p;
@@ -2013,7 +2015,8 @@ static void qstate_free (qstate *st) {
   rg_buf_free(&st->pl.hi);
 }
 
-/* The token context: container, text, parameters, routing. */
+/* The token context: container (and its spec: a plan made under another
+** indexing policy cannot be continued), text, parameters, routing. */
 static uint64_t token_context (const rg_cont *c, const rg_query_req *rq,
                                const qstate *st) {
   rg_buf b;
@@ -2022,6 +2025,7 @@ static uint64_t token_context (const rg_cont *c, const rg_query_req *rq,
   rg_buf_init(&b);
   rg_put_u32(cid, c->spec->cid);
   rg_buf_add(&b, cid, 4);
+  rg_buf_add(&b, c->spec->json, strlen(c->spec->json) + 1);
   rg_buf_add(&b, rq->sql, rq->sqllen);
   rg_buf_addc(&b, 0);
   rg_buf_add(&b, st->ptext.p, st->ptext.n);
