@@ -199,6 +199,7 @@ static int cont_changes (lua_State *L) {
   rg_feedq q;
   rg_ikey pk;
   rg_err e;
+  rg_admit a;
   MDB_txn *txn;
   page *g;
   const char *tok;
@@ -238,6 +239,11 @@ static int cont_changes (lua_State *L) {
   if (tok && rg_feed_untoken(rg_env_secret(env), spec, mode, range, lp,
                              lplen, q.n, tok, toklen, pos, &e))
     return rgl_push_fail(L, &e);
+  /* admitted to the partition it reads: a logical partition's, a feed
+  ** range's, or every one */
+  if ((rc = rgl_admit(lc, lp != NULL, lp ? pk.hash : 0,
+                      lp ? 0 : range ? range - 1 : RG_TP_EVERY, &a, &e)))
+    return rgl_push_throttled(L, &e, &a);
   q.c = &lc->c;
   q.mode = mode;
   q.pos = pos;
@@ -251,7 +257,10 @@ static int cont_changes (lua_State *L) {
     rc = rg_feed_start(txn, &lc->c, mode, q.first + i, kind, t, &pos[i], &e);
   if (rc == 0) rc = rg_feed_read(txn, &q, &g->b, &e);
   rg_read_end(env);
-  if (rc) return rgl_push_fail(L, &e);
+  if (rc) {
+    rgl_account(L, lc, &a, &g->b.work, 0);
+    return rgl_push_fail(L, &e);
+  }
   rg_feed_token(rg_env_secret(env), spec, mode, range, lp, lplen, q.n, pos,
                 &g->tok);
   if (g->tok.oom) {
@@ -260,6 +269,7 @@ static int cont_changes (lua_State *L) {
   }
   if (rgl_batch_push(L, spec, mode, &g->b, &e)) return rgl_push_fail(L, &e);
   rgl_push_info(L, &g->b.work, 200);
+  rgl_account(L, lc, &a, &g->b.work, 1);
   lua_pushlstring(L, g->tok.p, g->tok.n);
   lua_setfield(L, -2, "continuation");
   lua_pushinteger(L, (lua_Integer)g->b.n);

@@ -32,8 +32,8 @@
 ** Specs
 ** ======================================================================
 */
-static int meta_get (MDB_txn *txn, rg_env *env, const void *k, size_t kn,
-                     MDB_val *v) {
+int rg_meta_get (MDB_txn *txn, rg_env *env, const void *k, size_t kn,
+                 MDB_val *v) {
   MDB_val key;
   key.mv_data = (void *)k;
   key.mv_size = kn;
@@ -45,8 +45,8 @@ static int find_cid (MDB_txn *txn, rg_env *env, const char *name, size_t n,
                      uint32_t *cid, rg_err *e) {
   uint8_t key[5 + RG_MAX_NAME];
   MDB_val v;
-  int rc = meta_get(txn, env, key, rg_meta_key(key, RG_MK_NAME, 0, name, n),
-                    &v);
+  int rc = rg_meta_get(txn, env, key,
+                       rg_meta_key(key, RG_MK_NAME, 0, name, n), &v);
   if (rc == MDB_NOTFOUND)
     return rg_fail(e, 404, "container '%s' not found", name);
   if (rc) return rg_fail_mdb(e, rc, "catalog");
@@ -60,8 +60,8 @@ int rg_load_spec (MDB_txn *txn, rg_env *env, uint32_t cid, rg_cspec **out,
   uint8_t key[8];
   MDB_val v;
   cJSON *j = NULL;
-  int rc = meta_get(txn, env, key, rg_meta_key(key, RG_MK_SPEC, cid, NULL, 0),
-                    &v);
+  int rc = rg_meta_get(txn, env, key,
+                       rg_meta_key(key, RG_MK_SPEC, cid, NULL, 0), &v);
   if (rc == MDB_NOTFOUND) return rg_fail(e, 404, "container not found");
   if (rc) return rg_fail_mdb(e, rc, "catalog");
   if ((rc = rg_json_parse((const char *)v.mv_data, v.mv_size, &j, e)))
@@ -146,8 +146,9 @@ static int create_body (rg_scope *s, void *ud, rg_err *e) {
   uint8_t key[5 + RG_MAX_NAME], buf[4];
   MDB_val v;
   uint32_t last = 0;
-  int rc = meta_get(s->txn, s->env, key,
-                    rg_meta_key(key, RG_MK_NAME, 0, q->name, q->namelen), &v);
+  int rc = rg_meta_get(s->txn, s->env, key,
+                       rg_meta_key(key, RG_MK_NAME, 0, q->name, q->namelen),
+                       &v);
   if (rc == 0)
     return rg_fail(e, 409, "container '%s' already exists", q->name);
   if (rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "catalog", e);
@@ -159,7 +160,7 @@ static int create_body (rg_scope *s, void *ud, rg_err *e) {
       return rg_fail(e, 403, "the database already holds its maximum of %d "
                      "containers", q->max);
   }
-  rc = meta_get(s->txn, s->env, RG_META_CID, sizeof(RG_META_CID) - 1, &v);
+  rc = rg_meta_get(s->txn, s->env, RG_META_CID, sizeof(RG_META_CID) - 1, &v);
   if (rc == 0 && v.mv_size == 4) last = rg_get_u32((const uint8_t *)v.mv_data);
   else if (rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "catalog", e);
   q->cid = last + 1;
@@ -314,14 +315,14 @@ int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
   MDB_cursor *cur;
   MDB_val k, v;
   uint8_t from[5];
-  rg_buf recs;                       /* u64 offset, u64 len, items, bytes */
+  rg_buf recs;                 /* u64 offset, u64 len, items, bytes, cid */
   int rc, i;
   *stats = NULL;
   *n = 0;
   *lsn = 0;
   rg_buf_init(&recs);
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
-  if (meta_get(txn, env, RG_META_LSN, sizeof(RG_META_LSN) - 1, &v) == 0 &&
+  if (rg_meta_get(txn, env, RG_META_LSN, sizeof(RG_META_LSN) - 1, &v) == 0 &&
       v.mv_size == 8)
     *lsn = rg_get_u64((const uint8_t *)v.mv_data);
   if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur)) == 0) {
@@ -329,13 +330,15 @@ int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
     k.mv_size = rg_meta_key(from, RG_MK_NAME, 0, NULL, 0);
     rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
     while (rc == 0 && k.mv_size > 5 && memcmp(k.mv_data, from, 5) == 0) {
-      uint8_t sk[8], rec[32];
+      uint8_t sk[8], rec[40];
       MDB_val sv;
       uint64_t items = 0, bytes = 0;
+      uint32_t cid = v.mv_size == 4 ? rg_get_u32((const uint8_t *)v.mv_data)
+                                    : 0;
       if (v.mv_size == 4 &&
-          meta_get(txn, env, sk, rg_meta_key(sk, RG_MK_STATS,
-                   rg_get_u32((const uint8_t *)v.mv_data), NULL, 0), &sv) == 0
-          && sv.mv_size == 16) {
+          rg_meta_get(txn, env, sk,
+                      rg_meta_key(sk, RG_MK_STATS, cid, NULL, 0), &sv) == 0 &&
+          sv.mv_size == 16) {
         items = rg_get_u64((const uint8_t *)sv.mv_data);
         bytes = rg_get_u64((const uint8_t *)sv.mv_data + 8);
       }
@@ -343,7 +346,8 @@ int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
       rg_put_u64(rec + 8, k.mv_size - 5);
       rg_put_u64(rec + 16, items);
       rg_put_u64(rec + 24, bytes);
-      rg_buf_add(&recs, rec, 32);
+      rg_put_u64(rec + 32, cid);
+      rg_buf_add(&recs, rec, 40);
       rg_buf_add(out, (const char *)k.mv_data + 5, k.mv_size - 5);
       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
@@ -355,18 +359,19 @@ int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
     return rg_fail_mdb(e, rc, "catalog");
   }
   if (recs.oom || out->oom ||
-      (recs.n && (*stats = (rg_cstat *)malloc(recs.n / 32 *
+      (recs.n && (*stats = (rg_cstat *)malloc(recs.n / 40 *
                                               sizeof(rg_cstat))) == NULL)) {
     rg_buf_free(&recs);
     return rg_fail(e, 500, "out of memory");
   }
-  *n = (int)(recs.n / 32);
+  *n = (int)(recs.n / 40);
   for (i = 0; i < *n; i++) {        /* the buffer no longer moves */
-    const uint8_t *r = (const uint8_t *)recs.p + 32 * (size_t)i;
+    const uint8_t *r = (const uint8_t *)recs.p + 40 * (size_t)i;
     (*stats)[i].name = out->p + rg_get_u64(r);
     (*stats)[i].namelen = (size_t)rg_get_u64(r + 8);
     (*stats)[i].items = rg_get_u64(r + 16);
     (*stats)[i].bytes = rg_get_u64(r + 24);
+    (*stats)[i].cid = (uint32_t)rg_get_u64(r + 32);
   }
   rg_buf_free(&recs);
   return 0;

@@ -6,7 +6,10 @@
 ** into an rg_cspec by every process that opens the container.  A spec never
 ** changes after creation, so a parsed spec can be cached for the life of a
 ** handle; a container deleted and created again gets a new cid, and the
-** write path checks the cid is still in the catalog.
+** write path checks the cid is still in the catalog.  The one exception is
+** the throughput setting, which c:set_throughput rewrites in the stored
+** form: the live budget is read from store/throughput.c, never from a
+** parsed spec.
 **
 ** The stored form:
 **   { "name": "posts", "partition_key": ["/postId"],
@@ -17,7 +20,9 @@
 **     "unique_keys": [["/username"]],
 **     "default_ttl": null | -1 | seconds,
 **     "max_partition_bytes": 21474836480,
-**     "change_feed": { "retention": null | seconds } }
+**     "change_feed": { "retention": null | seconds },
+**     "throughput": null | RU/s | { "manual": RU/s } |
+**                   { "autoscale_max": RU/s, "burst": true } }
 **
 ** The indexing policy decides, for the normalized path of every scalar in a
 ** document (array positions written "[]"), whether it is indexed: among the
@@ -57,6 +62,44 @@ static int get_int (const cJSON *v, const char *name, int64_t lo, int64_t hi,
   if (!cJSON_IsNumber(v) || !rg_num_int(v, out) || *out < lo || *out > hi)
     return rg_fail(e, 400, "option '%s' must be an integer from %lld to %lld",
                    name, (long long)lo, (long long)hi);
+  return 0;
+}
+
+int rg_tpset_parse (const cJSON *v, rg_tpset *out, const char *what,
+                    rg_err *e) {
+  static const char *const keys[] = { "manual", "autoscale_max", "burst",
+                                      NULL };
+  const cJSON *m, *a, *b;
+  memset(out, 0, sizeof(*out));
+  if (v == NULL || cJSON_IsNull(v)) return 0;
+  if (cJSON_IsNumber(v)) {
+    m = v;
+    a = b = NULL;
+  }
+  else if (cJSON_IsObject(v)) {
+    int rc = only_keys(v, keys, what, e);
+    if (rc) return rc;
+    m = cJSON_GetObjectItemCaseSensitive(v, "manual");
+    a = cJSON_GetObjectItemCaseSensitive(v, "autoscale_max");
+    b = cJSON_GetObjectItemCaseSensitive(v, "burst");
+    if ((m == NULL) == (a == NULL))
+      return rg_fail(e, 400, "%s: give either 'manual' or 'autoscale_max' "
+                     "(request units per second)", what);
+    if (b != NULL && !cJSON_IsBool(b))
+      return rg_fail(e, 400, "%s: 'burst' must be a boolean", what);
+  }
+  else
+    return rg_fail(e, 400, "%s must be a number of request units per "
+                   "second, {autoscale_max = n} or nil", what);
+  out->mode = m ? RG_TP_MANUAL : RG_TP_AUTOSCALE;
+  if (m == NULL) m = a;
+  if (!cJSON_IsNumber(m) || !(m->valuedouble >= 1.0 &&
+      m->valuedouble <= RG_TP_MAX_RU) ||
+      m->valuedouble != (double)(int64_t)m->valuedouble)
+    return rg_fail(e, 400, "%s: request units per second must be a whole "
+                   "number from 1 to %.0f", what, RG_TP_MAX_RU);
+  out->ru = m->valuedouble;
+  out->burst = b != NULL && cJSON_IsTrue(b);
   return 0;
 }
 
@@ -271,7 +314,8 @@ void rg_cspec_free (rg_cspec *s) {
 int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
   static const char *const keys[] = {
     "name", "partition_key", "physical_partitions", "indexing",
-    "unique_keys", "default_ttl", "max_partition_bytes", "change_feed", NULL
+    "unique_keys", "default_ttl", "max_partition_bytes", "change_feed",
+    "throughput", NULL
   };
   rg_cspec *s;
   const cJSON *v;
@@ -364,6 +408,10 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
       s->retention = n;
     }
   }
+
+  if ((rc = rg_tpset_parse(cJSON_GetObjectItemCaseSensitive(j, "throughput"),
+                           &s->tp, "option 'throughput'", e)))
+    goto fail;
 
   rg_buf_init(&text);
   rg_json_print(j, &text);

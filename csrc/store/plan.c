@@ -1255,6 +1255,9 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   P.mem = &st.mem;
   set_prefix(&st.pl, c->spec->cid, 0);
   if ((rc = make_plan(&P, rq, &st.pl, e))) goto done;
+  if (rq->admit &&
+      (rc = rq->admit(rq->admit_ud, st.pl.routed, st.pl.lp.hash, e)))
+    goto done;
   ctx = token_context(c, rq, &st);
   if (rq->continuation) {
     if ((rc = rg_token_open(c->env->secret, RG_TOKEN_QUERY, ctx,

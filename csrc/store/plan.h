@@ -35,6 +35,12 @@ typedef struct rg_query_req {
   ** 413 beyond; 0: no bound */
   uint64_t max_rows;
   size_t max_bytes;
+  /* admission (store/throughput.h), when set: called once the query is
+  ** planned and before it reads anything, with the hash of the logical
+  ** partition it is routed to (routed) or not (a fan-out); a status it
+  ** returns (429) ends the query with nothing read */
+  int (*admit) (void *ud, int routed, uint64_t hash, rg_err *e);
+  void *admit_ud;
 } rg_query_req;
 
 typedef struct rg_query_res {
