@@ -59,27 +59,43 @@ int  rgl_pk_partition (lua_State *L, int idx, const rg_cspec *spec,
 ** (RG_TP_EVERY: all of them): 0, or 429 with `e` once the database's
 ** retry_throttled retries are spent (a call inside a write scope never
 ** waits).  A container that accounts nothing costs one call and a compare.
-** After the work, rgl_account debits its charge and, when the call pushed
-** its info table (on top), notes the retries there.
+** After the work, rgl_account (or rgl_account_work, for a failure) debits
+** its charge and notes the retries in the info table on top.
 */
-int  rgl_admit_slow (rg_lcont *lc, int routed, uint64_t hash, int range,
-                     rg_admit *a, rg_err *e);
+int  rgl_admit_retry (rg_lcont *lc, int routed, uint64_t hash, int range,
+                      rg_admit *a, rg_err *e);
+/* Admission where the container is known to account (rg_tp_live). */
+static inline int rgl_admit_on (rg_lcont *lc, int routed, uint64_t hash,
+                                int range, rg_admit *a, rg_err *e) {
+  int rc = rg_tp_admit(lc->c.spec, &lc->tp, routed, hash, range, a, e);
+  return rc == 429 ? rgl_admit_retry(lc, routed, hash, range, a, e) : rc;
+}
 static inline int rgl_admit (rg_lcont *lc, int routed, uint64_t hash,
                              int range, rg_admit *a, rg_err *e) {
   a->own = a->pool = NULL;
   a->retries = 0;
-  if (!rg_tp_on(lc->c.env, lc->c.spec->cid, &lc->tp)) return 0;
-  return rgl_admit_slow(lc, routed, hash, range, a, e);
+  if (!rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) return 0;
+  return rgl_admit_on(lc, routed, hash, range, a, e);
 }
 /* After a 429 found mid-call (a query's plan): waits the hint and returns
 ** 1 when a retry is allowed, else 0. */
 int  rgl_retry (rg_lcont *lc, rg_admit *a);
-void rgl_account_slow (lua_State *L, rg_lcont *lc, const rg_admit *a,
-                       const rg_work *w, int info);
+/* Sets info.retries in the table on top. */
+void rgl_note_retries (lua_State *L, const rg_admit *a);
+/* After a call that pushed its info table: `charge` is what it reported. */
 static inline void rgl_account (lua_State *L, rg_lcont *lc,
-                                const rg_admit *a, const rg_work *w,
-                                int info) {
-  if (a->pool != NULL) rgl_account_slow(L, lc, a, w, info);
+                                const rg_admit *a, double charge) {
+  if (a->pool != NULL) {
+    rg_tp_debit(a, charge);
+    if (lc->db->retry_throttled > 0) rgl_note_retries(L, a);
+  }
+}
+/* After a call that failed: the work it did. */
+static inline void rgl_account_work (lua_State *L, rg_lcont *lc,
+                                     const rg_admit *a, const rg_work *w) {
+  (void)L;
+  (void)lc;
+  if (a->pool != NULL) rg_tp_debit(a, rg_charge(w));
 }
 /* What a refused request returns: nil, message, 429, info (charge 0,
 ** status 429, retry_after_ms, retries): 4 values. */

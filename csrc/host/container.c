@@ -312,11 +312,11 @@ static int cont_read (lua_State *L) {
   memset(&w, 0, sizeof(w));
   w.read_units = rg_read_units(size);  /* a miss costs a read too */
   if (rc) {
-    rgl_account(L, lc, &a, &w, 0);
+    rgl_account_work(L, lc, &a, &w);
     return rgl_push_fail(L, &e);
   }
   if (k.lossy && !check_identity(L, lc->c.spec, id, idlen, &k)) {
-    rgl_account(L, lc, &a, &w, 0);
+    rgl_account_work(L, lc, &a, &w);
     rg_fail(&e, 404, "item not found");
     return rgl_push_fail(L, &e);
   }
@@ -326,13 +326,12 @@ static int cont_read (lua_State *L) {
     same = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), inm) == 0;
     lua_pop(L, 1);
     if (same) {
-      rgl_account(L, lc, &a, &w, 0);
+      rgl_account_work(L, lc, &a, &w);
       rg_fail(&e, 304, "not modified");
       return rgl_push_fail(L, &e);
     }
   }
-  rgl_push_info(L, &w, 200);
-  rgl_account(L, lc, &a, &w, 1);
+  rgl_account(L, lc, &a, rgl_push_info(L, &w, 200));
   return 2;
 }
 
@@ -388,7 +387,7 @@ static int cont_read_many (lua_State *L) {
   memset(&w, 0, sizeof(w));
   lua_settop(L, 2);
   memset(&a, 0, sizeof(a));
-  on = rg_tp_on(env, lc->c.spec->cid, &lc->tp);
+  on = rg_tp_live(env, lc->c.spec->cid, &lc->tp);
   if (on && many_admit(L, lc, n, &a, &e))
     return rgl_push_throttled(L, &e, &a);
   lua_createtable(L, n, 0);          /* 3: the results */
@@ -646,12 +645,12 @@ static int write_admit (lua_State *L, rg_lcont *lc, int op, rg_admit *a,
   rg_ikey k;
   a->own = a->pool = NULL;
   a->retries = 0;
-  if (!rg_tp_on(lc->c.env, lc->c.spec->cid, &lc->tp)) return 0;
+  if (!rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) return 0;
   if (!(op == RG_OP_DELETE || op == RG_OP_PATCH
         ? rgl_pk_partition(L, 3, lc->c.spec, &k)
         : doc_partition(L, 2, lc->c.spec, &k)))
     return 0;
-  return rgl_admit_slow(lc, 1, k.hash, 0, a, e);
+  return rgl_admit_on(lc, 1, k.hash, 0, a, e);
 }
 
 static int write_call (lua_State *L, int op) {
@@ -708,15 +707,14 @@ static int write_call (lua_State *L, int op) {
   }
   rc = rgl_scope_run(L, lc->c.env, d->sync, 1, write_body, q, &e);
   if (rc) {
-    rgl_account(L, lc, &a, &q->work, 0);
+    rgl_account_work(L, lc, &a, &q->work);
     rgl_box_done(q);
     return rgl_push_fail(L, &e);
   }
   if (op == RG_OP_DELETE && q->r.doc == NULL) lua_pushboolean(L, 1);
   else if (q->r.doc) rgl_json_push(L, q->r.doc);
   else lua_pushboolean(L, 1);
-  rgl_push_info(L, &q->work, q->r.status);
-  rgl_account(L, lc, &a, &q->work, 1);
+  rgl_account(L, lc, &a, rgl_push_info(L, &q->work, q->r.status));
   if (q->r.etag[0]) {
     lua_pushstring(L, q->r.etag);
     lua_setfield(L, -2, "etag");
@@ -919,14 +917,14 @@ static int cont_batch (lua_State *L) {
   }
   a.own = a.pool = NULL;
   a.retries = 0;
-  if (rg_tp_on(lc->c.env, lc->c.spec->cid, &lc->tp) &&
+  if (rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp) &&
       rgl_pk_partition(L, 2, lc->c.spec, &k) &&
-      (rc = rgl_admit_slow(lc, 1, k.hash, 0, &a, &e))) {
+      (rc = rgl_admit_on(lc, 1, k.hash, 0, &a, &e))) {
     rgl_box_done(q);
     return rgl_push_throttled(L, &e, &a);
   }
   rc = rgl_scope_run(L, lc->c.env, d->sync, 1, batch_body, q, &e);
-  rgl_account(L, lc, &a, &q->work, 0);
+  rgl_account_work(L, lc, &a, &q->work);
   lua_createtable(L, q->n, 0);
   for (i = 0; i < q->n; i++) {
     lua_createtable(L, 0, 2);

@@ -258,7 +258,7 @@ static int cont_changes (lua_State *L) {
   if (rc == 0) rc = rg_feed_read(txn, &q, &g->b, &e);
   rg_read_end(env);
   if (rc) {
-    rgl_account(L, lc, &a, &g->b.work, 0);
+    rgl_account_work(L, lc, &a, &g->b.work);
     return rgl_push_fail(L, &e);
   }
   rg_feed_token(rg_env_secret(env), spec, mode, range, lp, lplen, q.n, pos,
@@ -268,8 +268,7 @@ static int cont_changes (lua_State *L) {
     return rgl_push_fail(L, &e);
   }
   if (rgl_batch_push(L, spec, mode, &g->b, &e)) return rgl_push_fail(L, &e);
-  rgl_push_info(L, &g->b.work, 200);
-  rgl_account(L, lc, &a, &g->b.work, 1);
+  rgl_account(L, lc, &a, rgl_push_info(L, &g->b.work, 200));
   lua_pushlstring(L, g->tok.p, g->tok.n);
   lua_setfield(L, -2, "continuation");
   lua_pushinteger(L, (lua_Integer)g->b.n);

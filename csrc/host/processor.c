@@ -208,7 +208,7 @@ static bbox *new_bbox (lua_State *L) {
 static void push_batch_info (lua_State *L, const pstate *p, const rg_work *w,
                              int range, uint32_t attempt) {
   rg_lcont *lc = p->lc;
-  if (rg_tp_on(lc->c.env, lc->c.spec->cid, &lc->tp)) {
+  if (rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) {
     rg_admit a;
     rg_tp_route(&lc->tp, 0, 0, range, &a);
     rg_tp_debit(&a, rg_charge(w));

@@ -156,7 +156,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
   }
   rq.params = q->params;
   do {                               /* again after a 429 waited out */
-    if (rg_tp_on(lc->c.env, lc->c.spec->cid, &lc->tp)) {
+    if (rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) {
       rq.admit = query_admit;
       rq.admit_ud = &qa;
     }
@@ -169,7 +169,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
   } while (rc == 429 && !qa.admitted && rgl_retry(lc, &qa.a));
   if (!qa.admitted) qa.a.pool = NULL;
   if (rc) {
-    rgl_account(L, lc, &qa.a, &q->res.work, 0);
+    rgl_account_work(L, lc, &qa.a, &q->res.work);
     rgl_box_done(q);
     if (rc == 429 && !qa.admitted) return rgl_push_throttled(L, &e, &qa.a);
     return rgl_push_fail(L, &e);
@@ -192,8 +192,8 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
     }
     lua_rawseti(L, -2, (int)i + 1);
   }
-  rgl_push_query_info(L, &q->res.work, q->res.cross_partition);
-  rgl_account(L, lc, &qa.a, &q->res.work, 1);
+  rgl_account(L, lc, &qa.a, rgl_push_query_info(L, &q->res.work,
+                                                 q->res.cross_partition));
   lua_pushinteger(L, (lua_Integer)q->res.count);
   lua_setfield(L, -2, "count");
   if (q->res.continuation.n) {

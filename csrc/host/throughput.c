@@ -34,25 +34,23 @@ int rgl_retry (rg_lcont *lc, rg_admit *a) {
   return 1;
 }
 
-int rgl_admit_slow (rg_lcont *lc, int routed, uint64_t hash, int range,
-                    rg_admit *a, rg_err *e) {
-  int rc;
-  while ((rc = rg_tp_admit(lc->c.spec, &lc->tp, routed, hash, range, a,
-                           e)) == 429 && rgl_retry(lc, a))
+/* After a 429: waits its hint and asks again, as often as allowed. */
+int rgl_admit_retry (rg_lcont *lc, int routed, uint64_t hash, int range,
+                     rg_admit *a, rg_err *e) {
+  int rc = 429;
+  while (rc == 429 && rgl_retry(lc, a)) {
     if (!rg_tp_on(lc->c.env, lc->c.spec->cid, &lc->tp)) {
       a->own = a->pool = NULL;       /* the budget went meanwhile */
       return 0;
     }
+    rc = rg_tp_admit(lc->c.spec, &lc->tp, routed, hash, range, a, e);
+  }
   return rc;
 }
 
-void rgl_account_slow (lua_State *L, rg_lcont *lc, const rg_admit *a,
-                       const rg_work *w, int info) {
-  rg_tp_debit(a, w ? rg_charge(w) : 0);
-  if (info && lc->db->retry_throttled > 0) {
-    lua_pushinteger(L, a->retries);
-    lua_setfield(L, -2, "retries");
-  }
+void rgl_note_retries (lua_State *L, const rg_admit *a) {
+  lua_pushinteger(L, a->retries);
+  lua_setfield(L, -2, "retries");
 }
 
 int rgl_push_throttled (lua_State *L, const rg_err *e, const rg_admit *a) {

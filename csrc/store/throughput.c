@@ -21,9 +21,12 @@
 ** across processes because the word lives in shared memory.
 **
 ** Counters.  Each partition also counts the milli-RU it consumed, the
-** requests it admitted and refused; a ring of RING snapshots, one per
-** second (taken by the first charge of a second: that second and the total
-** before it), gives the rate over the last RG_TP_WINDOW seconds without a
+** requests it admitted and refused.  A request adds its count and its
+** milli-RU to one word (`live`: requests in the top 24 bits, milli-RU in
+** the low 40), one atomic add; the first request of a second swaps that
+** word for zero and folds it into the 64-bit totals, then records the
+** total in a ring of RING snapshots (the second, and the total before
+** it), which gives the rate over the last RG_TP_WINDOW seconds without a
 ** timer.  Fan-out requests count on a line of their own in the slot.
 **
 ** The file.  throughput.shm, in the database directory, mapped shared by
@@ -120,12 +123,13 @@ typedef struct tp_dirent {
 typedef struct tp_part {
   uint64_t tat;                     /* the bucket: ns when it is full */
   uint64_t tat_burst;               /* the burst drain's (burst only) */
-  uint64_t consumed;                /* milli-RU, ever */
-  uint64_t requests;                /* routed requests admitted */
-  uint64_t throttled;               /* routed requests refused */
+  uint64_t live;                    /* this second: requests << 40 | milli */
   uint64_t snap_sec;                /* second of the last snapshot */
+  uint64_t consumed;                /* milli-RU, folded from `live` */
+  uint64_t requests;                /* routed requests admitted, folded */
+  uint64_t throttled;               /* routed requests refused */
+  uint64_t pad0;
   uint64_t ring[RING];              /* sec << 40 | consumed (low 40 bits) */
-  uint64_t pad[2];
 } tp_part;
 
 struct rg_tpslot {
@@ -156,6 +160,7 @@ typedef struct tpmap {
 struct rg_tpfile {
   int fd;
   tpmap *map;                       /* the newest map first */
+  void *first;                      /* the first map's base */
 };
 
 static tp_header *head (const struct rg_tpfile *f) {
@@ -166,10 +171,32 @@ static tp_dirent *dir (const struct rg_tpfile *f) {
   return (tp_dirent *)((char *)f->map->base + TP_DIR);
 }
 
+/* The clock of the budgets: the system's monotonic clock, as the kernel
+** last ticked it (a fifth of the cost of a precise reading; a tick late
+** at most, which every retry hint adds). */
+#ifdef CLOCK_MONOTONIC_COARSE
+#define TP_CLOCK CLOCK_MONOTONIC_COARSE
+#else
+#define TP_CLOCK CLOCK_MONOTONIC
+#endif
+
 static uint64_t now_ns (void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(TP_CLOCK, &ts);
   return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
+}
+
+/* The clock's resolution, in ns (read once). */
+static uint64_t tick_ns (void) {
+  static uint64_t tick = 0;
+  if (tick == 0) {
+    struct timespec ts;
+    uint64_t t = NS / 100;
+    if (clock_getres(TP_CLOCK, &ts) == 0)
+      t = (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
+    tick = t ? t : 1;
+  }
+  return tick;
 }
 
 void rg_tp_sleep (uint32_t ms) {
@@ -606,6 +633,7 @@ int rg_tp_attach (rg_env *env, rg_err *e) {
                       fd, 0);
   if (f->map->base == MAP_FAILED) { free(f->map); f->map = NULL; goto none; }
   env->tp = f;
+  f->first = f->map->base;
   if (stale(head(f), boot, (size_t)st.st_size)) {
     tp_header *h = head(f);
     uint64_t gen = h->magic == TP_MAGIC ? h->gen : 0;
@@ -672,17 +700,29 @@ static void resolve (struct rg_tpfile *f, uint32_t cid, rg_tpref *ref,
   ref->gen = gen;
 }
 
+/* The generation of a database without a budgets file: never changes. */
+static const uint64_t no_file = 0;
+
 int rg_tp_on (rg_env *env, uint32_t cid, rg_tpref *ref) {
   struct rg_tpfile *f = env->tp;
+  const uint64_t *genp;
   uint64_t gen;
-  if (f == NULL) return 0;
-  gen = __atomic_load_n(&head(f)->gen, __ATOMIC_ACQUIRE);
-  if (gen != ref->gen) resolve(f, cid, ref, gen);
+  if (f == NULL) {
+    memset(ref, 0, sizeof(*ref));
+    ref->genp = &no_file;
+    return 0;
+  }
+  /* the first map holds the header for as long as the file is attached */
+  genp = &((tp_header *)f->first)->gen;
+  gen = __atomic_load_n(genp, __ATOMIC_ACQUIRE);
+  if (gen != ref->gen || ref->genp != genp) resolve(f, cid, ref, gen);
+  ref->genp = genp;
   return ref->pool != NULL;
 }
 
 /* How long (ns) partition p must wait before it admits; 0: now. */
-static uint64_t wait_of (const rg_tpslot *s, tp_part *p, uint64_t now) {
+static inline uint64_t wait_of (const rg_tpslot *s, tp_part *p,
+                                uint64_t now) {
   uint64_t t = LOAD(&p->tat), lim = now + s->window, w = 0;
   if (t >= lim) w = t - lim + 1;
   if (s->nspr_burst > 0) {
@@ -693,16 +733,23 @@ static uint64_t wait_of (const rg_tpslot *s, tp_part *p, uint64_t now) {
   return w;
 }
 
-void rg_tp_route (const rg_tpref *ref, int routed, uint64_t hash, int range,
-                  rg_admit *a) {
+/* The physical partition of a hash (layout.c's rule, rg_range_of). */
+#define RANGE_OF(hash, n) ((int)((((hash) >> 32) * (uint64_t)(n)) >> 32))
+
+static void route (const rg_tpref *ref, int routed, uint64_t hash, int range,
+                   rg_admit *a) {
   rg_tpslot *own = ref->own, *pool = ref->pool;
   a->own = own;
   a->pool = pool;
   a->now = now_ns();
-  a->own_r = own == NULL ? 0 : routed ? rg_range_of(hash, (int)own->nparts)
-           : range;
+  a->own_r = own == NULL ? 0 : routed ? RANGE_OF(hash, own->nparts) : range;
   a->pool_r = pool == NULL ? 0 : pool == own ? a->own_r
-            : routed ? rg_range_of(hash, (int)pool->nparts) : RG_TP_EVERY;
+            : routed ? RANGE_OF(hash, pool->nparts) : RG_TP_EVERY;
+}
+
+void rg_tp_route (const rg_tpref *ref, int routed, uint64_t hash, int range,
+                  rg_admit *a) {
+  route(ref, routed, hash, range, a);
 }
 
 int rg_tp_admit (const rg_cspec *spec, const rg_tpref *ref, int routed,
@@ -710,10 +757,16 @@ int rg_tp_admit (const rg_cspec *spec, const rg_tpref *ref, int routed,
   rg_tpslot *own, *pool;
   uint64_t wait = 0;
   int refused = -1, i, from, to;
-  rg_tp_route(ref, routed, hash, range, a);
+  route(ref, routed, hash, range, a);
   own = a->own;
   pool = a->pool;
   if (pool == NULL) return 0;
+  if (pool->nparts == 1 || a->pool_r != RG_TP_EVERY) {  /* the common case */
+    int r = a->pool_r == RG_TP_EVERY ? 0 : a->pool_r;
+    if ((wait = wait_of(pool, &pool->part[r], a->now)) == 0) return 0;
+    refused = r;
+    goto refuse;
+  }
   from = a->pool_r == RG_TP_EVERY ? 0 : a->pool_r;
   to = a->pool_r == RG_TP_EVERY ? (int)pool->nparts : a->pool_r + 1;
   for (i = from; i < to; i++) {
@@ -724,6 +777,8 @@ int rg_tp_admit (const rg_cspec *spec, const rg_tpref *ref, int routed,
     }
   }
   if (wait == 0) return 0;
+refuse:
+  wait += tick_ns();                 /* the clock may be a tick late */
   a->retry_after_ms = (uint32_t)((wait + 999999) / 1000000);
   if (own != NULL) {
     if (a->own_r == RG_TP_EVERY) ADD(&own->fan_throttled, 1);
@@ -755,7 +810,7 @@ int rg_tp_admit (const rg_cspec *spec, const rg_tpref *ref, int routed,
 }
 
 /* Moves a bucket word by d ns past max(itself, now). */
-static void spend_word (uint64_t *word, uint64_t now, uint64_t d) {
+static inline void spend_word (uint64_t *word, uint64_t now, uint64_t d) {
   uint64_t old = LOAD(word), nw;
   do nw = (old > now ? old : now) + d; while (!CAS(word, &old, nw));
 }
@@ -772,13 +827,27 @@ static void spend (rg_tpslot *s, int r, uint64_t now, double charge) {
   }
 }
 
-/* Adds milli-RU to a partition's total, taking the second's snapshot
-** first when it is the second's first charge. */
-static void consume (tp_part *p, uint64_t milli, uint64_t sec) {
+/* Counts `n` requests of milli-RU in a partition; the second's first
+** folds the last second's counts into the totals and snapshots them. */
+static inline void consume (tp_part *p, uint64_t n, uint64_t milli,
+                            uint64_t sec) {
   uint64_t last = LOAD(&p->snap_sec);
-  if (last != sec && CAS(&p->snap_sec, &last, sec))
-    STORE(&p->ring[sec % RING], (sec << 40) | (LOAD(&p->consumed) & VAL_MASK));
-  ADD(&p->consumed, milli);
+  if (last != sec && CAS(&p->snap_sec, &last, sec)) {
+    uint64_t v = __atomic_exchange_n(&p->live, 0, __ATOMIC_RELAXED);
+    uint64_t c = ADD(&p->consumed, v & VAL_MASK) + (v & VAL_MASK);
+    ADD(&p->requests, v >> 40);
+    STORE(&p->ring[sec % RING], (sec << 40) | (c & VAL_MASK));
+  }
+  ADD(&p->live, (n << 40) | milli);
+}
+
+/* A partition's totals: milli-RU and requests, folded or not. */
+static uint64_t consumed_of (tp_part *p) {
+  return LOAD(&p->consumed) + (LOAD(&p->live) & VAL_MASK);
+}
+
+static uint64_t requests_of (tp_part *p) {
+  return LOAD(&p->requests) + (LOAD(&p->live) >> 40);
 }
 
 static void count (rg_tpslot *s, int r, uint64_t milli, uint64_t sec) {
@@ -786,23 +855,32 @@ static void count (rg_tpslot *s, int r, uint64_t milli, uint64_t sec) {
     uint64_t share = milli / s->nparts;
     uint32_t i;
     for (i = 0; i < s->nparts; i++)
-      consume(&s->part[i], i == 0 ? milli - share * (s->nparts - 1) : share,
-              sec);
+      consume(&s->part[i], 0,
+              i == 0 ? milli - share * (s->nparts - 1) : share, sec);
     ADD(&s->fan_requests, 1);
   }
-  else {
-    consume(&s->part[r], milli, sec);
-    ADD(&s->part[r].requests, 1);
-  }
+  else consume(&s->part[r], 1, milli, sec);
 }
 
 void rg_tp_debit (const rg_admit *a, double charge) {
+  rg_tpslot *pool = a->pool;
   uint64_t milli, sec;
-  if (a->pool == NULL) return;
+  if (pool == NULL) return;
   if (charge < 0) charge = 0;
   milli = (uint64_t)(charge * 1000.0 + 0.5);
   sec = (a->now / NS) & ((1ull << SEC_BITS) - 1);
-  if (a->pool->nspr > 0) spend(a->pool, a->pool_r, a->now, charge);
+  if (pool == a->own && a->pool_r != RG_TP_EVERY) {   /* the common case */
+    tp_part *p = &pool->part[a->pool_r];
+    if (pool->nspr > 0) {
+      spend_word(&p->tat, a->now, (uint64_t)(charge * pool->nspr + 0.5));
+      if (pool->nspr_burst > 0)
+        spend_word(&p->tat_burst, a->now,
+                   (uint64_t)(charge * pool->nspr_burst + 0.5));
+    }
+    consume(p, 1, milli, sec);
+    return;
+  }
+  if (pool->nspr > 0) spend(pool, a->pool_r, a->now, charge);
   if (a->own) count(a->own, a->own_r, milli, sec);
   if (a->pool != a->own) count(a->pool, a->pool_r, milli, sec);
 }
@@ -942,7 +1020,7 @@ void rg_tp_dropped (rg_env *env, uint32_t cid) {
 /* RU/s consumed by a partition over the last RG_TP_WINDOW seconds (span:
 ** the seconds the counters have run, at most the window). */
 static double part_rate (tp_part *p, uint64_t sec, double span) {
-  uint64_t total = LOAD(&p->consumed), base = 0, best = 0;
+  uint64_t total = consumed_of(p), base = 0, best = 0;
   int i, found = 0;
   for (i = 0; i < RING; i++) {
     uint64_t x = LOAD(&p->ring[i]), age;
@@ -987,14 +1065,14 @@ int rg_tp_stat (rg_env *env, uint32_t cid, rg_tpstat *out, rg_err *e) {
     rg_tppart *o = &out->part[i];
     o->range = i;
     o->rate = part_rate(p, sec, span);
-    o->requests = LOAD(&p->requests);
+    o->requests = requests_of(p);
     o->throttled = LOAD(&p->throttled);
     if (s->nspr > 0) {               /* a bucket holds its size at most */
       uint64_t t = LOAD(&p->tat);
       o->balance = ((double)(now + s->window) - (double)(t > now ? t : now))
                    / s->nspr;
     }
-    out->consumed += (double)LOAD(&p->consumed) / 1000.0;
+    out->consumed += (double)consumed_of(p) / 1000.0;
     out->rate += o->rate;
     out->requests += o->requests;
     out->throttled += o->throttled;

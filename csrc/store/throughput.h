@@ -39,7 +39,9 @@ typedef struct rg_tpslot rg_tpslot;
 ** configuration change: its own slot (counters, and its budget when it has
 ** one) and the budget its requests draw on (its own or the database's). */
 typedef struct rg_tpref {
-  uint64_t gen;                /* the configuration resolved (0: never) */
+  const uint64_t *genp;        /* the file's generation word (NULL: never
+                                  resolved) */
+  uint64_t gen;                /* the generation resolved */
   rg_tpslot *own;
   rg_tpslot *pool;
 } rg_tpref;
@@ -64,8 +66,15 @@ int  rg_tp_attach (rg_env *env, rg_err *e);
 void rg_tp_detach (rg_env *env);
 
 /* Does container `cid` account its requests?  Resolves `ref` when the
-** configuration changed since it was last resolved. */
+** configuration changed since it was last resolved: rg_tp_live checks
+** that inline, with one load and a compare. */
 int rg_tp_on (rg_env *env, uint32_t cid, rg_tpref *ref);
+static inline int rg_tp_live (rg_env *env, uint32_t cid, rg_tpref *ref) {
+  if (ref->genp != NULL &&
+      __atomic_load_n(ref->genp, __ATOMIC_ACQUIRE) == ref->gen)
+    return ref->pool != NULL;
+  return rg_tp_on(env, cid, ref);
+}
 
 /* Admits a request of container `spec` (resolved in `ref` by rg_tp_on):
 ** to the logical partition of `hash` when `routed`, else to the
