@@ -233,6 +233,21 @@ describe("provisioned throughput", function()
           assert.is_true(st.hot_partitions[i].consumed_per_second <
             hottest.consumed_per_second)
         end
+        -- queries routed by their WHERE, and feed ranges, split the same way
+        local cold
+        for i = 1, 40 do
+          if select(3, c:read("x1", "cold" .. i)) == 404 then
+            cold = "cold" .. i
+            break
+          end
+        end
+        local sql = "SELECT * FROM c WHERE c.pk = @pk"
+        throttled(c:query(sql, { pk = "hot" }))
+        assert(c:query(sql, { pk = cold }))
+        throttled(c:query("SELECT * FROM c"))            -- a fan-out needs all
+        throttled(c:changes({ feed_range = hottest.partition }))
+        local other = hottest.partition % 4 + 1
+        assert(c:changes({ feed_range = other }))
       end)
 
     it("autoscales between 10 % and 100 % of its maximum, and throttles only beyond it",
@@ -338,6 +353,31 @@ describe("provisioned throughput", function()
       sleep(0.2)
       local _, plain = assert(c:read("r1-1", "r"))
       assert.is_nil(plain.retries)              -- not asked for: not counted
+    end)
+  end)
+
+  describe("a call inside a transaction", function()
+    it("never waits: a transactional handler's write gets the 429", function()
+      local db = H.open({ retry_throttled = 5 })
+      local src = container(db, "src")
+      local dst = container(db, "dst", 1)
+      assert(spend(dst, "p", 10))              -- a minute of debt
+      assert(src:create({ id = "a", pk = "p" }))
+      local seen = {}
+      local p = assert(db:processor({ name = "copy", source = "src",
+        max_attempts = 1, on_error = function() end,
+        handler = function()
+          local ok, msg, status, info = dst:create({ id = "copy", pk = "p" })
+          seen[#seen + 1] = { status = status, retries = info and info.retries }
+          if not ok then error(msg) end
+        end }))
+      p:run_once()
+      assert.are.equal(1, #seen)
+      assert.are.equal(429, seen[1].status)
+      assert.are.equal(0, seen[1].retries)
+      assert.are.equal(1, #p:dead_letters())
+      assert.are.equal(10, db:stats().containers.dst.items)  -- no copy
+      p:close()
     end)
   end)
 
