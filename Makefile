@@ -3,12 +3,20 @@
 #   make              build the C module for Lua 5.4 (build/lua5.4/regolith/core.so)
 #   make LUA=luajit   build it for LuaJIT (build/luajit/regolith/core.so)
 #   make test         install what is missing, build, run every spec (and
-#                     again under LuaJIT when it is installed)
+#                     again under LuaJIT when it is installed), then the
+#                     cluster specs when Redis can be installed
+#   make cluster-test the cluster specs (spec/cluster/) on a local Redis
+#                     Cluster started for the run and stopped after it
 #   make demo         install what is missing, build, run the blog example:
 #                     the article's three models beside its table (examples/blog)
 #   make bench        benchmarks (examples/bench/), and the blog at a larger scale
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
 #   make openresty    the blog over HTTP from nginx workers, under wrk's load
+#   make gateway      the Cosmos DB REST API on 127.0.0.1:8081 (docs/gateway.md);
+#                     make gateway-stop stops it
+#   make gateway-test Microsoft's SDKs against the gateway (test/sdk/)
+#   make gateway-bench the SDK's calls through the gateway beside the same
+#                     calls in Lua inside nginx, with 1, 2 and 4 workers
 #   make crash        kill writers at random moments; nothing may be lost
 #   make hammer       many processes on one database, then exact counts
 #   make fuzz         libFuzzer targets, FUZZ_SECONDS each
@@ -73,6 +81,7 @@ DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev \
 DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
 DEPS_FUZZ  = $(DEPS_TEST) clang libclang-rt-14-dev
 DEPS_VALGRIND = $(DEPS_TEST) valgrind
+DEPS_CLUSTER = redis-server redis-tools lua-socket nginx libnginx-mod-http-lua
 
 BUSTED = busted --lua=lua5.4
 
@@ -84,7 +93,8 @@ HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
 
 .PHONY: all test test-luajit ctest layers tour demo bench check crash hammer \
         fuzz fuzz-build valgrind install clean deps-test deps-bench deps-fuzz \
-        openresty explorer explorer-test install-explorer
+        openresty explorer explorer-test install-explorer cluster-test gateway \
+        gateway-stop gateway-test gateway-bench
 
 .SECONDEXPANSION:
 
@@ -118,6 +128,8 @@ test: deps-test
 	$(MAKE) all ctest
 	$(BUSTED)
 	$(MAKE) test-luajit
+	@if sh tools/deps.sh $(DEPS_CLUSTER); then $(MAKE) cluster-test; \
+	  else echo "Redis cannot be installed here: the cluster specs did not run"; fi
 
 # A make of its own, so that LuaJIT is looked for after deps-test ran.
 test-luajit:
@@ -127,6 +139,32 @@ ifeq ($(HAVE_LUAJIT),yes)
 else
 	@echo "LuaJIT not installed (luajit2, libluajit2-5.1-dev): specs ran under Lua 5.4 only"
 endif
+
+# The cluster specs against a local Redis Cluster (3 primaries, 3 replicas,
+# 127.0.0.1, a random base port; tools/redis-cluster.sh) started for this
+# run and stopped by pid whatever happens (a failing spec, an interrupt);
+# under Lua 5.4, and under LuaJIT too when it is installed.  Prints how
+# long the start, the specs and the stop took.
+cluster-test: deps-test
+	@sh tools/deps.sh $(DEPS_CLUSTER)
+	$(MAKE) all
+ifeq ($(HAVE_LUAJIT),yes)
+	$(MAKE) all LUA=luajit LUA_INCDIR=$(LUAJIT_INCDIR)
+endif
+	@dir=$$(mktemp -d); \
+	trap 'tools/redis-cluster.sh stop '$$dir' >/dev/null 2>&1; rm -rf '$$dir EXIT INT TERM; \
+	t0=$$(date +%s.%N); \
+	base=$$(RG_CLUSTER_OWNER=$$$$ tools/redis-cluster.sh start $$dir) || exit 1; \
+	t1=$$(date +%s.%N); \
+	export REGOLITH_URL=redis://127.0.0.1:$$base/ci RG_CLUSTER_DIR=$$dir; \
+	$(BUSTED) --helper=spec/cluster/helper.lua spec/cluster; rc=$$?; \
+	if [ "$(HAVE_LUAJIT)" = yes ]; then \
+	  busted --lua=luajit --helper=spec/cluster/helper.lua spec/cluster || rc=1; fi; \
+	t2=$$(date +%s.%N); \
+	tools/redis-cluster.sh stop $$dir; \
+	t3=$$(date +%s.%N); \
+	echo "$$t0 $$t1 $$t2 $$t3" | awk '{ printf "cluster-test: start %.1f s, specs %.1f s, stop %.1f s\n", $$2-$$1, $$3-$$2, $$4-$$3 }'; \
+	exit $$rc
 
 # The plain C tests (tests/c): the lower layers' archives, linked with no
 # Lua (base_test: not even LMDB).
@@ -201,6 +239,21 @@ bench: deps-bench
 OPENRESTY_WORKERS ?= 1 2 4
 openresty:
 	sh examples/openresty/load.sh $(OPENRESTY_WORKERS)
+
+# The Cosmos DB gateway (tools/gateway/gateway.sh: GATEWAY_PORT,
+# GATEWAY_WORKERS, GATEWAY_ROOT, GATEWAY_SYNC, TLS=1 for https).
+gateway:
+	sh tools/gateway/gateway.sh start
+
+gateway-stop:
+	sh tools/gateway/gateway.sh stop
+
+gateway-test:
+	sh test/sdk/run.sh
+
+GATEWAY_BENCH_WORKERS ?= 1 2 4
+gateway-bench:
+	sh test/sdk/bench.sh $(GATEWAY_BENCH_WORKERS)
 
 # The sanitizer build: the same sources with ASan and UBSan, loaded into the
 # stock interpreter by preloading the ASan runtime.
@@ -342,8 +395,12 @@ explorer-test: explorer
 	  build/explorer-test/blog build/explorer-test
 
 install: all
-	mkdir -p $(DESTDIR)$(LUADIR)/regolith $(DESTDIR)$(LIBDIR)/regolith
+	mkdir -p $(DESTDIR)$(LUADIR)/regolith/cluster $(DESTDIR)$(LUADIR)/regolith/gateway \
+	  $(DESTDIR)$(LIBDIR)/regolith
 	cp lua/regolith/*.lua $(DESTDIR)$(LUADIR)/regolith/
+	cp lua/regolith/cluster/*.lua $(DESTDIR)$(LUADIR)/regolith/cluster/
+	cp redis/regolith.lua $(DESTDIR)$(LUADIR)/regolith/cluster/regolith_functions.lua
+	cp lua/regolith/gateway/*.lua $(DESTDIR)$(LUADIR)/regolith/gateway/
 	cp $(MODULE) $(DESTDIR)$(LIBDIR)/regolith/core.so
 	mkdir -p $(DESTDIR)$(LUADIR)/regolith/cli $(DESTDIR)$(LUADIR)/regolith/explorer \
 	  $(DESTDIR)$(BINDIR)

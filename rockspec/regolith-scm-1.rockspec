@@ -40,8 +40,18 @@ build = {
     ["regolith.cli.scripts"] = "lua/regolith/cli/scripts.lua",
     ["regolith.cli.shell"] = "lua/regolith/cli/shell.lua",
     ["regolith.cli.transfer"] = "lua/regolith/cli/transfer.lua",
+    ["regolith.cluster.layout"] = "lua/regolith/cluster/layout.lua",
+    ["regolith.cluster.redis"] = "lua/regolith/cluster/redis.lua",
     ["regolith.explorer.api"] = "lua/regolith/explorer/api.lua",
     ["regolith.explorer.nginx"] = "lua/regolith/explorer/nginx.lua",
+    -- the Cosmos DB gateway (runs in OpenResty; docs/gateway.md)
+    ["regolith.gateway"] = "lua/regolith/gateway/init.lua",
+    ["regolith.gateway.auth"] = "lua/regolith/gateway/auth.lua",
+    ["regolith.gateway.catalog"] = "lua/regolith/gateway/catalog.lua",
+    ["regolith.gateway.items"] = "lua/regolith/gateway/items.lua",
+    ["regolith.gateway.policy"] = "lua/regolith/gateway/policy.lua",
+    ["regolith.gateway.scripts"] = "lua/regolith/gateway/scripts.lua",
+    ["regolith.gateway.wire"] = "lua/regolith/gateway/wire.lua",
     ["regolith.core"] = {
       sources = {
         "csrc/base/arena.c",
@@ -93,7 +103,12 @@ build = {
 -- The command (docs/cli.md); it needs Debian's lua-argparse (LuaRocks:
 -- argparse), which is not declared as a rock dependency so that the build
 -- stays offline.
-build.install = { bin = { regolith = "bin/regolith" } }
+-- The Redis Functions library of cluster mode installs beside its modules,
+-- where regolith.cluster.layout looks for it (docs/cluster.md).
+build.install = {
+  bin = { regolith = "bin/regolith" },
+  lua = { ["regolith.cluster.regolith_functions"] = "redis/regolith.lua" },
+}
 test = {
   type = "command",
   command = "make test",

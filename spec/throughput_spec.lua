@@ -121,6 +121,22 @@ describe("provisioned throughput", function()
         assert.are.equal("autoscale", tp(again, "c").mode)
       end)
 
+    it("keeps the budget through a replace that does not name it", function()
+      local db = H.open()
+      local c = container(db, "c", 1)
+      assert(spend(c, "p", 5))
+      assert(db:replace_container("c", { partition_key = "/pk",
+        physical_partitions = 1, default_ttl = -1 }))
+      assert.are.equal(1, c:spec().throughput)
+      assert.are.equal(-1, c:spec().default_ttl)
+      throttled(c:read("x1", "p"))
+      assert(db:replace_container("c", { partition_key = "/pk",
+        physical_partitions = 1, throughput = { autoscale_max = 100000 } }))
+      assert.are.equal(100000, tp(db, "c").autoscale_max)
+      sleep(0.1)                       -- the debt is paid at the new rate
+      assert(c:read("x1", "p"))
+    end)
+
     it("rebuilds the budgets from the database when their file is lost",
       function()
         local db, path = H.open()
@@ -212,8 +228,8 @@ describe("provisioned throughput", function()
     it("splits among physical partitions: a hot one throttles, the others do not",
       function()
         local db = H.open()
-        local c = container(db, "c", 40, 4)          -- 10 RU/s each
-        assert(spend(c, "hot", 20))                  -- 120 RU into one partition
+        local c = container(db, "c", 400, 4)         -- 100 RU/s each
+        assert(spend(c, "hot", 100, "x", true))      -- 1,400 RU into one
         throttled(c:read("x1", "hot"))
         local served = 0
         for i = 1, 40 do

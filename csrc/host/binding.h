@@ -45,6 +45,9 @@ rg_lcont *rgl_checkcont (lua_State *L, int idx);   /* open handles only */
 /* Pushes a container handle for `spec` (which it takes) of the database
 ** handle at dbidx. */
 void rgl_push_container (lua_State *L, int dbidx, rg_cspec *spec);
+/* Is the value at idx the none partition key value (an empty table not
+** marked as an array: regolith.object(), the SDKs' {})? */
+int  rgl_pk_isnone (lua_State *L, int idx);
 
 /* The logical partition a partition-key argument at idx names (a value,
 ** or an array of one value per level): 1, or 0 when it names none (the

@@ -164,14 +164,31 @@ static int pk_node (lua_State *L, int idx, cJSON *n, rg_err *e) {
       return 0;
     default:
       if (rgl_json_isnull(L, idx)) { n->type = cJSON_NULL; return 0; }
+      if (rgl_pk_isnone(L, idx)) { n->type = cJSON_Object; return 0; }
       return rg_fail(e, 400, "a partition key value must be a string, number, "
                      "boolean or regolith.null, not %s",
                      luaL_typename(L, idx));
   }
 }
 
+int rgl_pk_isnone (lua_State *L, int idx) {
+  int none;
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
+  lua_pushnil(L);
+  if (lua_next(L, idx)) { lua_pop(L, 2); return 0; }
+  none = 1;
+  if (lua_getmetatable(L, idx)) {
+    luaL_getmetatable(L, "regolith.array");
+    none = !lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+  }
+  return none;
+}
+
 /* The partition key argument at idx: a value, or for hierarchical keys an
-** array of one value per level.  Fills nodes/pkv. */
+** array of one value per level (or the none value, an empty object).
+** Fills nodes/pkv. */
 static int pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
                         cJSON nodes[RG_MAX_PK_PATHS],
                         const cJSON *pkv[RG_MAX_PK_PATHS], rg_err *e) {
@@ -185,6 +202,7 @@ static int pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
     pkv[0] = &nodes[0];
     return 0;
   }
+  if (rgl_pk_isnone(L, idx)) return 0;         /* every level NULL: none */
   if (lua_type(L, idx) != LUA_TTABLE || (int)rg_rawlen(L, idx) != spec->npk)
     return rg_fail(e, 400, "the partition key is hierarchical: give an array "
                    "of %d values (every level is required)", spec->npk);
@@ -460,6 +478,7 @@ typedef struct wcall {
   int docix;                   /* create/replace/upsert: the document */
   int idix, pkix;              /* delete/patch */
   int opsix;                   /* patch: the op list */
+  int bindix;                  /* create/replace/upsert: opts.partition_key */
   const char *if_match, *filter, *pre, *post;
   cJSON *doc;                  /* converted in the body */
   rg_patch_op *ops;
@@ -599,6 +618,51 @@ static int patch_ops (lua_State *L, int idx, wcall *q, rg_err *e) {
   return 0;
 }
 
+/* A partition a call binds the scope to (a batch's, opts.partition_key),
+** and the binding it replaced. */
+typedef struct binding {
+  rg_binding saved;
+  rg_ikey key;                 /* the partition bound to */
+} binding;
+
+/* Binds the scope to the partition of the key at idx; `msg` is the 400
+** message for a write to another partition. */
+static int bind_partition (rg_scope *s, lua_State *L, int idx,
+                           const rg_cspec *spec, const char *msg,
+                           binding *b, rg_err *e) {
+  cJSON nodes[RG_MAX_PK_PATHS];
+  const cJSON *pkv[RG_MAX_PK_PATHS];
+  int rc;
+  if ((rc = pk_from_lua(L, idx, spec, nodes, pkv, e)) ||
+      (rc = rg_ikey_partition(spec, pkv, &b->key, e)))
+    return rc;
+  b->saved = s->bound;
+  s->bound.spec = spec;
+  s->bound.lp = b->key.key;
+  s->bound.lplen = b->key.lplen;
+  s->bound.msg = msg;
+  return 0;
+}
+
+static void unbind_partition (rg_scope *s, const binding *b) {
+  s->bound = b->saved;
+}
+
+/* A write given opts.partition_key: the document must belong to that
+** logical partition (400 otherwise), which is how a document lacking its
+** key is written to the none partition key (an empty object). */
+static int bound_write (rg_scope *s, wcall *q, const rg_wreq *w, rg_err *e) {
+  binding b;
+  int rc;
+  if ((rc = bind_partition(s, q->L, q->bindix, q->c->spec, "the document's "
+                           "partition key differs from the partition_key "
+                           "option", &b, e)))
+    return rc;
+  rc = rg_write(s, q->c, w, &q->r, e);
+  unbind_partition(s, &b);
+  return rc;
+}
+
 static int write_body (rg_scope *s, void *ud, rg_err *e) {
   wcall *q = (wcall *)ud;
   lua_State *L = q->L;
@@ -632,7 +696,8 @@ static int write_body (rg_scope *s, void *ud, rg_err *e) {
       w.nops = q->nops;
     }
   }
-  rc = rg_write(s, q->c, &w, &q->r, e);
+  if (q->bindix) rc = bound_write(s, q, &w, e);
+  else rc = rg_write(s, q->c, &w, &q->r, e);
   rg_work_diff(&q->work, &s->work, &before);
   return rc;
 }
@@ -655,7 +720,8 @@ static int write_admit (lua_State *L, rg_lcont *lc, int op, rg_admit *a,
 
 static int write_call (lua_State *L, int op) {
   static const char *const allowed[] = {
-    "if_match", "pre_trigger", "post_trigger", "filter", NULL
+    "if_match", "pre_trigger", "post_trigger", "filter", "partition_key",
+    NULL
   };
   static const char *const names[] = {
     "", "create", "replace", "upsert", "delete", "patch"
@@ -676,6 +742,14 @@ static int write_call (lua_State *L, int op) {
       return luaL_error(L, "%s: unknown option 'filter'", what);
     lua_pop(L, 1);
   }
+  lua_pushnil(L);                    /* optix + 1: opts.partition_key */
+  if (!lua_isnil(L, optix)) {
+    lua_getfield(L, optix, "partition_key");
+    if (!lua_isnil(L, -1) && (op == RG_OP_DELETE || op == RG_OP_PATCH))
+      return luaL_error(L, "%s: unknown option 'partition_key' (the "
+                        "partition key is an argument)", what);
+    lua_replace(L, optix + 1);
+  }
   if ((d = writable(L, lc, &e)) == NULL) return rgl_push_fail(L, &e);
   q = (wcall *)rgl_newbox(L, sizeof(wcall), wcall_clear);
   q->L = L;
@@ -687,6 +761,7 @@ static int write_call (lua_State *L, int op) {
     q->opsix = op == RG_OP_PATCH ? 4 : 0;
   }
   else q->docix = 2;
+  if (!lua_isnil(L, optix + 1)) q->bindix = optix + 1;
   {                                  /* data: NUL is 400, not a cut */
     size_t n1, n2, n3, n4;
     q->if_match = rgl_opt_lstring(L, optix, "if_match", &n1, what);
@@ -850,27 +925,20 @@ static int batch_op (rg_scope *s, bcall *q, int i, int t, const rg_ikey *lp,
 static int batch_body (rg_scope *s, void *ud, rg_err *e) {
   bcall *q = (bcall *)ud;
   lua_State *L = q->L;
-  cJSON nodes[RG_MAX_PK_PATHS];
-  const cJSON *pkv[RG_MAX_PK_PATHS];
-  rg_binding saved = s->bound;
   rg_work before = s->work;
-  rg_ikey lp;
+  binding b;
   int i, rc = 0;
   bcall_clear(q);
   q->failed = 0;
   if ((q->res = (bres *)calloc((size_t)q->n, sizeof(bres))) == NULL)
     return rg_fail(e, 500, "out of memory");
-  if ((rc = pk_from_lua(L, q->pkix, q->c->spec, nodes, pkv, e)) ||
-      (rc = rg_ikey_partition(q->c->spec, pkv, &lp, e)))
+  if ((rc = bind_partition(s, L, q->pkix, q->c->spec, "the operation's "
+                           "partition key differs from the batch's", &b, e)))
     return rc;
-  s->bound.spec = q->c->spec;
-  s->bound.lp = lp.key;
-  s->bound.lplen = lp.lplen;
-  s->bound.msg = "the operation's partition key differs from the batch's";
   for (i = 0; i < q->n; i++) {
     int t = lua_gettop(L);
     lua_rawgeti(L, q->opsix, i + 1);
-    rc = batch_op(s, q, i, t + 1, &lp, e);
+    rc = batch_op(s, q, i, t + 1, &b.key, e);
     lua_settop(L, t);
     if (rc) {
       char msg[sizeof(e->msg)];
@@ -880,7 +948,7 @@ static int batch_body (rg_scope *s, void *ud, rg_err *e) {
       break;
     }
   }
-  s->bound = saved;
+  unbind_partition(s, &b);
   rg_work_diff(&q->work, &s->work, &before);
   return rc;
 }

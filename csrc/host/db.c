@@ -94,49 +94,73 @@ static int readonly_fail (lua_State *L) {
 ** Containers
 ** ======================================================================
 */
-/* db:create_container(name, opts) -> container, info */
-static int db_create_container (lua_State *L) {
+/* The stored form of a container's spec: the options at index 3 (already
+** checked for unknown keys) with the name, validated (misuse raises), in a
+** boxed buffer left on the stack. */
+static rg_buf *spec_text (lua_State *L, const char *what, const char *name,
+                          size_t namelen) {
+  cJSON *j = NULL, *nm;
+  rg_cspec *spec = NULL;
+  rg_buf *text;
+  rg_err e;
+  if (rgl_json_from_lua(L, 3, &j, &e)) luaL_error(L, "%s: %s", what, e.msg);
+  nm = rg_str_new(name, namelen);
+  if (nm == NULL) { cJSON_Delete(j); luaL_error(L, "out of memory"); }
+  cJSON_AddItemToObject(j, "name", nm);
+  if (rg_cspec_build(j, 0, &spec, &e)) {
+    cJSON_Delete(j);
+    luaL_error(L, "%s: %s", what, e.msg);
+  }
+  rg_cspec_free(spec);
+  text = rgl_newbuf(L);              /* may raise: the tree is freed first */
+  rg_json_print(j, text);
+  cJSON_Delete(j);
+  if (text->oom) luaL_error(L, "out of memory");
+  return text;
+}
+
+/* db:create_container(name, opts) -> container, info (201) and
+** db:replace_container(name, opts) -> container, info (200). */
+static int container_call (lua_State *L, int replace) {
   static const char *const allowed[] = {
     "partition_key", "physical_partitions", "indexing", "unique_keys",
     "default_ttl", "max_partition_bytes", "change_feed", "throughput", NULL
   };
+  const char *what = replace ? "replace_container" : "create_container";
   rg_db *d = rgl_checkdb(L, 1);
   const char *name;
   size_t namelen;
-  rg_err e;
-  cJSON *j = NULL, *nm;
   rg_cspec *spec = NULL;
   rg_buf *text;
+  rg_err e;
   int bad, rc;
   name = check_name(L, 2, &namelen, "a container name", &e, &bad);
   luaL_checktype(L, 3, LUA_TTABLE);
-  rgl_opts_check(L, 3, allowed, "create_container");
+  rgl_opts_check(L, 3, allowed, what);
   if (bad) return rgl_push_fail(L, &e);
-  if (rgl_json_from_lua(L, 3, &j, &e))
-    return luaL_error(L, "create_container: %s", e.msg);
-  nm = rg_str_new(name, namelen);
-  if (nm == NULL) { cJSON_Delete(j); return luaL_error(L, "out of memory"); }
-  cJSON_AddItemToObject(j, "name", nm);
-  rc = rg_cspec_build(j, 0, &spec, &e);
-  if (rc) {
-    cJSON_Delete(j);
-    return luaL_error(L, "create_container: %s", e.msg);
-  }
-  rg_cspec_free(spec);
-  spec = NULL;
-  text = rgl_newbuf(L);
-  rg_json_print(j, text);
-  cJSON_Delete(j);
-  if (text->oom) return luaL_error(L, "out of memory");
+  text = spec_text(L, what, name, namelen);
   if (d->readonly) return readonly_fail(L);
-  rc = rg_catalog_create(d->env, d->sync, name, namelen, text->p, text->n,
-                         d->max_containers, &spec, &e);
+  if (replace)
+    rc = rg_catalog_replace(d->env, d->sync, name, namelen, text->p, text->n,
+                            &spec, &e);
+  else
+    rc = rg_catalog_create(d->env, d->sync, name, namelen, text->p, text->n,
+                           d->max_containers, &spec, &e);
   rgl_box_done(text);
   if (rc) return rgl_push_fail(L, &e);
-  rg_tp_created(d->env, spec->cid);    /* its budget, or its counters */
+  if (replace) rg_tp_replaced(d->env, spec->cid);
+  else rg_tp_created(d->env, spec->cid);   /* its budget, or its counters */
   rgl_push_container(L, 1, spec);
-  rgl_push_info(L, NULL, 201);
+  rgl_push_info(L, NULL, replace ? 200 : 201);
   return 2;
+}
+
+static int db_create_container (lua_State *L) {
+  return container_call(L, 0);
+}
+
+static int db_replace_container (lua_State *L) {
+  return container_call(L, 1);
 }
 
 /* db:container(name) -> container | nil, msg, 404 */
@@ -389,6 +413,7 @@ void rgl_db_open (lua_State *L) {
   static const luaL_Reg db_methods[] = {
     {"close", db_close},
     {"create_container", db_create_container},
+    {"replace_container", db_replace_container},
     {"container", db_container},
     {"containers", db_containers},
     {"delete_container", db_delete_container},

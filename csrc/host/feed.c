@@ -62,10 +62,20 @@ static void push_path (lua_State *L, int doc, const rg_path *p) {
   }
 }
 
-/* Pushes the partition key of a document as `read` takes it. */
+/* Pushes the partition key of a document as `read` takes it: for a
+** document lacking it, the none value (an empty object). */
 static void push_pk (lua_State *L, const rg_cspec *spec, int doc) {
   int i;
-  if (spec->npk == 1) { push_path(L, doc, &spec->pk[0]); return; }
+  push_path(L, doc, &spec->pk[0]);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    luaL_getmetatable(L, "regolith.object");
+    lua_setmetatable(L, -2);
+    return;
+  }
+  if (spec->npk == 1) return;
+  lua_pop(L, 1);
   lua_createtable(L, spec->npk, 0);
   for (i = 0; i < spec->npk; i++) {
     push_path(L, doc, &spec->pk[i]);
@@ -163,6 +173,7 @@ static int pk_prefix (lua_State *L, int idx, const rg_cspec *spec,
   int rc, i = 0;
   if ((rc = rgl_json_from_lua(L, idx, &v, e))) return rc;
   if (spec->npk == 1) pkv[0] = v;
+  else if (cJSON_IsObject(v) && v->child == NULL) {}   /* none: {} */
   else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == spec->npk)
     for (c = v->child; c; c = c->next) pkv[i++] = c;
   else {

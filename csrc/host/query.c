@@ -71,6 +71,11 @@ static int scalar (const cJSON *v) {
          cJSON_IsNull(v);
 }
 
+/* The none partition key value: an empty object (JSON {}). */
+static int none (const cJSON *v) {
+  return cJSON_IsObject(v) && v->child == NULL;
+}
+
 /* opts.partition_key (on the stack at idx) into the request. */
 static int pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
                         qcall *q, rg_query_req *rq, rg_err *e) {
@@ -82,6 +87,7 @@ static int pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
     memcpy(msg, e->msg, sizeof(msg));
     return rg_fail(e, rc, "partition_key: %s", msg);
   }
+  if (none(q->pk)) { rq->has_pk = 1; return 0; }   /* every level none */
   if (spec->npk == 1) {
     if (!scalar(q->pk))
       return rg_fail(e, 400, "a partition key value must be a string, "

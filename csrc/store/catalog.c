@@ -21,6 +21,7 @@
 #include "base/json.h"
 #include "store/catalog.h"
 #include "store/env_int.h"
+#include "store/throughput.h"
 #include "store/write.h"
 
 #define DROP_CHUNK 20000
@@ -82,6 +83,18 @@ int rg_cont_alive (MDB_txn *txn, const rg_cont *c, rg_err *e) {
   if (rc == MDB_NOTFOUND)
     return rg_fail(e, 404, "container '%s' has been deleted", c->spec->name);
   if (rc) return rg_fail_mdb(e, rc, "catalog");
+  if (v.mv_size != strlen(c->spec->json) ||
+      memcmp(v.mv_data, c->spec->json, v.mv_size) != 0) {
+    cJSON *j = NULL;                  /* replaced: adopt the stored spec */
+    rg_cspec *fresh = NULL;
+    if (rg_json_parse((const char *)v.mv_data, v.mv_size, &j, e) ||
+        rg_cspec_build(j, c->spec->cid, &fresh, e)) {
+      cJSON_Delete(j);
+      return rg_fail(e, 500, "corrupt container spec: %s", e->msg);
+    }
+    cJSON_Delete(j);
+    rg_cspec_adopt(c->spec, fresh);
+  }
   return 0;
 }
 
@@ -189,6 +202,79 @@ int rg_catalog_create (rg_env *env, int sync, const char *name, size_t n,
   q.max = max;
   q.cid = 0;
   if ((rc = rg_scope_run(env, NULL, NULL, sync, 1, create_body, &q, e)))
+    return rc;
+  return load_spec(env, q.cid, out, e);
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Replacing: a new indexing policy, TTL, retention or size limit
+** ======================================================================
+*/
+/* A replace that does not name a throughput keeps the stored one (on the
+** hosted service, a container's throughput is a resource of its own,
+** which a replace of the container leaves alone). */
+static int keep_throughput (const rg_cspec *old, cJSON *j, rg_err *e) {
+  cJSON *was, *tp;
+  if (!cJSON_IsObject(j) ||
+      cJSON_GetObjectItemCaseSensitive(j, "throughput") != NULL ||
+      old->tp.mode == RG_TP_NONE)
+    return 0;
+  if (rg_json_parse(old->json, strlen(old->json), &was, e))
+    return rg_fail(e, 500, "corrupt container spec: %s", e->msg);
+  tp = cJSON_DetachItemFromObjectCaseSensitive(was, "throughput");
+  cJSON_Delete(was);
+  if (tp != NULL) cJSON_AddItemToObject(j, "throughput", tp);
+  return 0;
+}
+
+static int replace_body (rg_scope *s, void *ud, rg_err *e) {
+  create_req *q = (create_req *)ud;
+  rg_cspec *old = NULL, *neu = NULL;
+  cJSON *j = NULL;
+  uint8_t key[8];
+  rg_cont c;
+  int rc;
+  if ((rc = find_cid(s->txn, s->env, q->name, q->namelen, &q->cid, e)) ||
+      (rc = rg_load_spec(s->txn, s->env, q->cid, &old, e)))
+    return rc;
+  if ((rc = rg_json_parse(q->spec, q->specn, &j, e)) ||
+      (rc = keep_throughput(old, j, e)) ||
+      (rc = rg_cspec_build(j, q->cid, &neu, e)) ||
+      (rc = rg_cspec_same_layout(old, neu, e)) ||
+      (rc = rg_put(s, RG_DB_META, key, rg_meta_key(key, RG_MK_SPEC, q->cid,
+                                                   NULL, 0),
+                   neu->json, strlen(neu->json), e)))
+    goto done;
+  if (memcmp(&old->tp, &neu->tp, sizeof(old->tp)) != 0 &&
+      (rc = rg_tp_bump(s, e)))
+    goto done;
+  c.env = s->env;
+  c.spec = neu;
+  rc = rg_cont_rebuild(s, &c, old, !rg_cspec_same_indexing(old, neu),
+                       old->ttl_on != neu->ttl_on ||
+                       old->default_ttl != neu->default_ttl, e);
+done:
+  cJSON_Delete(j);
+  rg_cspec_free(old);
+  rg_cspec_free(neu);
+  return rc;
+}
+
+int rg_catalog_replace (rg_env *env, int sync, const char *name, size_t n,
+                        const char *spec, size_t specn, rg_cspec **out,
+                        rg_err *e) {
+  create_req q;
+  int rc;
+  if (env->readonly) return rg_fail(e, 403, "the database is open read-only");
+  memset(&q, 0, sizeof(q));
+  q.name = name;
+  q.namelen = n;
+  q.spec = spec;
+  q.specn = specn;
+  if ((rc = rg_scope_run(env, NULL, NULL, sync, 1, replace_body, &q, e)))
     return rc;
   return load_spec(env, q.cid, out, e);
 }

@@ -78,12 +78,23 @@ struct rg_cspec {
   rg_tpset tp;                      /* as created (the live one may differ:
                                        store/throughput.h) */
   char *json;                       /* the stored form (JSON text) */
+  struct rg_cspec *older;           /* replaced contents (rg_cspec_adopt) */
 };
 
 /* Builds a spec from its JSON form (a stored spec, or one made from the
 ** options of create_container); 400 for what is invalid. */
 int  rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e);
 void rg_cspec_free (rg_cspec *s);
+/* Gives `s` the contents of `fresh` (a spec of the same container built
+** from its replaced form) and keeps the old contents, in `fresh`, on the
+** chain `s->older` until `s` is freed: pointers taken into the old
+** contents stay valid for the call that took them. */
+void rg_cspec_adopt (rg_cspec *s, rg_cspec *fresh);
+/* What a replace cannot change: the partition key, the physical partitions,
+** the unique keys (they decide where items and entries are): 0 or 400. */
+int  rg_cspec_same_layout (const rg_cspec *a, const rg_cspec *b, rg_err *e);
+/* Do two specs have the same indexing policy (as given)? */
+int  rg_cspec_same_indexing (const rg_cspec *a, const rg_cspec *b);
 /* Does the indexing policy index a scalar at this (normalized) path? */
 int  rg_cspec_indexed (const rg_cspec *s, const char *const *seg, int n);
 

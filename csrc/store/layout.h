@@ -36,7 +36,9 @@ typedef struct rg_ikey {
 } rg_ikey;
 
 /* Builds the logical-partition prefix from the partition key values
-** (one per level; NULL means undefined and gives 400). */
+** (one per level).  NULL (undefined) or an empty object at every level is
+** the none partition key (items lacking their key); at some levels only,
+** 400. */
 int  rg_ikey_partition (const rg_cspec *s, const cJSON *const *pkv,
                         rg_ikey *k, rg_err *e);
 /* Appends the id: `k` becomes the item's full key. */

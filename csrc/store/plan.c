@@ -1192,7 +1192,8 @@ static void qstate_free (qstate *st) {
   rg_buf_free(&st->pl.hi);
 }
 
-/* The token context: container, text, parameters, routing. */
+/* The token context: container (and its spec: a plan made under another
+** indexing policy cannot be continued), text, parameters, routing. */
 static uint64_t token_context (const rg_cont *c, const rg_query_req *rq,
                                const qstate *st) {
   rg_buf b;
@@ -1201,6 +1202,7 @@ static uint64_t token_context (const rg_cont *c, const rg_query_req *rq,
   rg_buf_init(&b);
   rg_put_u32(cid, c->spec->cid);
   rg_buf_add(&b, cid, 4);
+  rg_buf_add(&b, c->spec->json, strlen(c->spec->json) + 1);
   rg_buf_add(&b, rq->sql, rq->sqllen);
   rg_buf_addc(&b, 0);
   rg_buf_add(&b, st->ptext.p, st->ptext.n);

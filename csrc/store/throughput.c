@@ -1002,6 +1002,18 @@ void rg_tp_created (rg_env *env, uint32_t cid) {
   apply(env, cid, 0, 1, &e);
 }
 
+void rg_tp_replaced (rg_env *env, uint32_t cid) {
+  rg_err e;
+  apply(env, cid, 1, 0, &e);
+}
+
+int rg_tp_bump (rg_scope *s, rg_err *e) {
+  setreq q;
+  q.cid = 1;                         /* any container: keeps the database's */
+  q.value = NULL;
+  return bump(s, &q, e);
+}
+
 void rg_tp_dropped (rg_env *env, uint32_t cid) {
   struct rg_tpfile *f = env->tp;
   if (f == NULL) return;

@@ -101,9 +101,13 @@ int rg_tp_set_container (rg_env *env, int sync, uint32_t cid,
 int rg_tp_set_database (rg_env *env, int sync, const cJSON *value, rg_err *e);
 /* The database's setting as stored (JSON text; empty when none). */
 int rg_tp_database (rg_env *env, rg_buf *out, rg_err *e);
-/* After a container was created (or deleted): its budget and counters. */
+/* After a container was created, replaced (or deleted): its budget and
+** counters.  A replace that changed the throughput bumps the version in
+** its transaction with rg_tp_bump. */
 void rg_tp_created (rg_env *env, uint32_t cid);
+void rg_tp_replaced (rg_env *env, uint32_t cid);
 void rg_tp_dropped (rg_env *env, uint32_t cid);
+int  rg_tp_bump (rg_scope *s, rg_err *e);
 
 /* Counters, over the last RG_TP_WINDOW seconds where a rate is asked. */
 #define RG_TP_WINDOW 10

@@ -1,0 +1,200 @@
+-- Shared by the cluster specs: the cluster they run against, clients, fresh
+-- database names, snapshots of a slot, and the fault operations.
+--
+-- REGOLITH_URL (redis://host:port[,host:port...]/name) names a running
+-- cluster; RG_CLUSTER_DIR, when also set, is the directory that
+-- tools/redis-cluster.sh started it in, which the fault specs need to kill
+-- and restart nodes by pid.  Without REGOLITH_URL the first spec that asks
+-- starts a cluster in a temporary directory (tools/redis-cluster.sh), and
+-- it is stopped when busted's suite ends (spec/cluster/helper.lua loads
+-- this module before the files are insulated, so that one cluster serves
+-- every file).  Without redis-server, C.available is false and every
+-- cluster spec is pending: nothing is reported as passing.
+local redis = require "regolith.cluster.redis"
+local layout = require "regolith.cluster.layout"
+local H = require "helper"
+
+local C = {}
+
+-- A shell command's output (stderr too) and whether it exited with 0.
+local function sh(cmd)
+  return H.run(cmd .. " 2>&1")
+end
+C.sh = sh
+
+C.available = select(2, sh("command -v redis-server && command -v redis-cli"))
+
+local started_dir
+
+-- Starts the cluster (once) unless REGOLITH_URL names one.  Returns the
+-- seed list, or nil and why.
+function C.ensure()
+  if C.seeds then return C.seeds end
+  if not C.available then return nil, "redis-server is not installed" end
+  local url = os.getenv("REGOLITH_URL")
+  if url then
+    C.seeds = url:match("^redis://([^/]+)")
+    C.dir = os.getenv("RG_CLUSTER_DIR")
+  else
+    local dir = os.tmpname()
+    os.remove(dir)
+    -- the watcher stops it if this process ends without the suite's end
+    -- (busted --list, an interrupt)
+    local out, ok = sh('RG_CLUSTER_OWNER=$PPID tools/redis-cluster.sh start ' .. dir)
+    if not ok then return nil, "the cluster did not start: " .. out end
+    started_dir, C.dir = dir, dir
+    -- stopped when the suite ends, also when specs failed
+    local has_busted, busted = pcall(require, "busted")
+    if has_busted then
+      busted.subscribe({ "suite", "end" }, function() C.stop(); return nil, true end)
+    end
+    C.seeds = "127.0.0.1:" .. out:match("(%d+)%s*$")
+  end
+  return C.seeds
+end
+
+-- Stops the cluster this module started (not one named by REGOLITH_URL).
+function C.stop()
+  if started_dir then
+    sh("tools/redis-cluster.sh stop " .. started_dir .. " && rm -rf " .. started_dir)
+    started_dir, C.seeds, C.dir = nil, nil, nil
+  end
+end
+
+-- For the top of each describe block: true when the cluster runs; else
+-- it marks the block pending (busted's `pending`, passed in) with why.
+function C.ready(pending)
+  local seeds, why = C.ensure()
+  if not seeds then pending("no Redis Cluster: " .. why) end
+  return seeds ~= nil
+end
+
+-- A client on the cluster, with the regolith library loaded.
+function C.client(opts)
+  local c = assert(redis.connect(C.seeds, opts))
+  assert(layout.ensure_library(c))
+  return c
+end
+
+local n = 0
+function C.fresh_db()
+  n = n + 1
+  return ("spec%d_%d_%d"):format(os.time(), math.random(1e6), n)
+end
+
+-- Every key of a slot with its content, read on the node that serves it
+-- (DUMP would not do: a read can rehash a hash table and change its DUMP):
+-- equal snapshots mean nothing was written.
+local READ = { string = { "GET" }, hash = { "HGETALL" }, list = { "LRANGE", 0, -1 },
+  zset = { "ZRANGE", 0, -1, "WITHSCORES" }, set = { "SMEMBERS" }, stream = { "XRANGE", "-", "+" } }
+
+local function flat(v, out)
+  if type(v) ~= "table" then out[#out + 1] = tostring(v); return out end
+  for _, x in ipairs(v) do flat(x, out) end
+  return out
+end
+
+function C.snapshot(c, slot)
+  local addr = c:node_for_slot(slot)
+  local keys = assert(c:call_node(addr, "CLUSTER", "GETKEYSINSLOT", slot, 100000))
+  local snap = {}
+  for _, k in ipairs(keys) do
+    local t = assert(c:call_node(addr, "TYPE", k))
+    local cmd = READ[t]
+    local v = assert(c:call_node(addr, cmd[1], k, select(2, (table.unpack or unpack)(cmd))))
+    v = flat(v, {})
+    if t == "hash" then                     -- field order is not content
+      local pairs_ = {}
+      for i = 1, #v, 2 do pairs_[#pairs_ + 1] = v[i] .. "=" .. v[i + 1] end
+      table.sort(pairs_)
+      v = pairs_
+    elseif t == "set" then
+      table.sort(v)
+    end
+    snap[k] = t .. ":" .. table.concat(v, "\0")
+  end
+  return snap
+end
+
+-- The node addresses and pids of the cluster's servers, by role.
+function C.nodes(c)
+  local addr = c:primaries()[1]
+  local text = assert(c:call_node(addr, "CLUSTER", "NODES"))
+  local out = {}
+  for line in text:gmatch("[^\n]+") do
+    local id, a, flags, master = line:match("^(%S+) (%S+)@%d+ (%S+) (%S+)")
+    out[#out + 1] = { id = id, addr = a, primary = flags:find("master") ~= nil,
+      of = master ~= "-" and master or nil, failed = flags:find("fail") ~= nil }
+  end
+  return out
+end
+
+function C.pid_of(addr)
+  local port = addr:match(":(%d+)$")
+  local f = C.dir and io.open(C.dir .. "/" .. port .. "/pid")
+  if not f then return nil end
+  local pid = f:read("*l")
+  f:close()
+  return pid
+end
+
+-- Waits until the cluster is whole again (every node ok, replicas online).
+function C.restart_node(addr)
+  local port = addr:match(":(%d+)$")
+  return sh("tools/redis-cluster.sh restart " .. C.dir .. " " .. port)
+end
+
+local function node_ids(c)
+  local ids = {}
+  for _, nd in ipairs(C.nodes(c)) do ids[nd.addr] = nd.id end
+  return ids
+end
+
+-- Starts moving slot `slot` from its node to node `to`, as redis-cli
+-- --cluster reshard does, and moves the keys named (none: the slot is
+-- half-moved, for ASK and TRYAGAIN).  Returns the node it moves from.
+function C.begin_migration(c, slot, to, keys)
+  assert(c:refresh())
+  local from = c:node_for_slot(slot)
+  local ids = node_ids(c)
+  assert(c:call_node(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from]))
+  assert(c:call_node(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to]))
+  local host, port = to:match("^(.*):(%d+)$")
+  for _, k in ipairs(keys or {}) do
+    assert(c:call_node(from, "MIGRATE", host, port, k, 0, 5000))
+  end
+  return from
+end
+
+-- Ends a migration: the rest of the keys move, and every primary is told
+-- that `to` serves the slot.
+function C.finish_migration(c, slot, from, to)
+  local keys = assert(c:call_node(from, "CLUSTER", "GETKEYSINSLOT", slot, 100000))
+  local host, port = to:match("^(.*):(%d+)$")
+  for _, k in ipairs(keys) do
+    assert(c:call_node(from, "MIGRATE", host, port, k, 0, 5000))
+  end
+  -- the primaries that serve slots (a node's view of another's role can
+  -- lag behind, so CLUSTER NODES could name a replica "master")
+  local ids = node_ids(c)
+  assert(c:refresh())
+  for _, addr in ipairs(c:primaries()) do
+    assert(c:call_node(addr, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]))
+  end
+  assert(c:refresh())
+end
+
+-- Moves a whole slot to node `to`; returns the node it came from.
+function C.migrate_slot(c, slot, to)
+  local from = C.begin_migration(c, slot, to)
+  C.finish_migration(c, slot, from, to)
+  return from
+end
+
+-- A primary other than addr.
+function C.other_primary(c, addr)
+  for _, a in ipairs(c:primaries()) do if a ~= addr then return a end end
+end
+
+C.redis, C.layout = redis, layout
+return C

@@ -1,0 +1,241 @@
+#!/bin/bash
+# A local Redis Cluster for the cluster specs and benchmarks: 3 primaries and
+# 3 replicas on 127.0.0.1, one directory per node under DIR.
+#
+#   tools/redis-cluster.sh start DIR [BASE_PORT]   start, create, wait until ready
+#   tools/redis-cluster.sh stop DIR                stop every server it started
+#   tools/redis-cluster.sh restart DIR [PORT]      restart one node (or all six)
+#   tools/redis-cluster.sh ports DIR               print the six ports
+#
+# DIR and BASE_PORT may also come from RG_CLUSTER_DIR and RG_CLUSTER_PORTS.
+# With RG_CLUSTER_OWNER=<pid>, start also leaves a watcher that stops the
+# cluster once that process has ended, however it ended.
+# Without a base port, a random free one in 20000-54999 is chosen (cluster
+# bus ports are port + 10000).  The nodes use ports BASE..BASE+5.
+#
+# Every server is started by this script, and its pid is written to
+# DIR/<port>/pid; stop and every failure path end exactly those pids (after
+# checking that each still is the redis-server of that port), nothing else.
+# Servers stop on SIGTERM without saving (shutdown-on-sigterm "nosave now"):
+# the data of a test cluster is thrown away.  "start" returns when every
+# node reports cluster_state:ok and every primary has its replica online.
+set -u
+
+NODES=6
+WAIT_SECONDS=${RG_CLUSTER_WAIT:-30}
+
+die () {
+  echo "redis-cluster: $*" >&2
+  exit 1
+}
+
+abs_dir () {
+  mkdir -p "$1" && (cd "$1" && pwd)
+}
+
+ports_of () {
+  base=$(cat "$1/base_port" 2>/dev/null) || die "no cluster in $1"
+  seq "$base" $((base + NODES - 1))
+}
+
+# True when something listens on 127.0.0.1:$1.
+port_busy () {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+pick_base () {
+  tries=0
+  while [ $tries -lt 50 ]; do
+    tries=$((tries + 1))
+    base=$(( (($(od -An -N2 -tu2 /dev/urandom) % 3500) * 10) + 20000 ))
+    free=yes
+    for p in $(seq "$base" $((base + NODES - 1))); do
+      if port_busy "$p" || port_busy $((p + 10000)); then free=no; break; fi
+    done
+    [ $free = yes ] && { echo "$base"; return 0; }
+  done
+  die "no free base port found"
+}
+
+# True while process $1 runs (an exited server whose parent has not reaped
+# it yet is a zombie: it holds no port and counts as stopped).
+alive () {
+  kill -0 "$1" 2>/dev/null || return 1
+  [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+
+# The pid in DIR/<port>/pid when that process still is our redis-server.
+live_pid () {
+  pidf="$1/$2/pid"
+  [ -f "$pidf" ] || return 1
+  pid=$(cat "$pidf")
+  [ -n "$pid" ] && alive "$pid" || return 1
+  # before redis-server sets its title, its command line still names the port
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null |
+    grep -q -E "redis-server.*(:$2|--port $2 )" ||
+    return 1
+  echo "$pid"
+}
+
+start_node () {
+  dir=$1 port=$2
+  mkdir -p "$dir/$port"
+  # wait_ping reads the new log: the last run's is kept beside it
+  [ -f "$dir/$port/redis.log" ] && mv "$dir/$port/redis.log" "$dir/$port/redis.log.prev"
+  # LD_PRELOAD is dropped: the sanitizer runs preload ASan into the specs,
+  # and must not preload it into the servers they start.
+  env -u LD_PRELOAD redis-server --port "$port" --bind 127.0.0.1 \
+    --dir "$dir/$port" --logfile "$dir/$port/redis.log" --daemonize no \
+    --cluster-enabled yes --cluster-config-file nodes.conf \
+    --cluster-node-timeout 2000 --appendonly yes --appendfsync everysec \
+    --save '' --shutdown-on-sigterm "nosave now" --repl-diskless-sync-delay 0 \
+    --enable-debug-command local \
+    </dev/null >/dev/null 2>&1 &
+  echo $! > "$dir/$port/pid"
+}
+
+# Waits until the servers of DIR ($1) on every port given say in their own
+# logs that they accept connections (a PING could be answered by another
+# server on a port taken meanwhile); fails at once when one has exited.
+wait_ping () {
+  d=$1
+  shift
+  for p in "$@"; do
+    n=0
+    until grep -q 'Ready to accept connections' "$d/$p/redis.log" 2>/dev/null; do
+      live_pid "$d" "$p" >/dev/null || return 1
+      n=$((n + 1))
+      [ $n -gt $((WAIT_SECONDS * 20)) ] && return 1
+      sleep 0.05
+    done
+  done
+}
+
+# Waits until every node says cluster_state:ok and every primary has
+# exactly one replica online (a node started again counts as it rejoins).
+wait_ready () {
+  n=0
+  while :; do
+    ready=yes
+    for p in "$@"; do
+      redis-cli -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' ||
+        { ready=no; break; }
+      # every node sees three primaries with slots, three replicas, no
+      # failure (right after a create or a failover, views lag behind)
+      view=$(redis-cli -p "$p" cluster nodes 2>/dev/null)
+      [ "$(echo "$view" | awk '$3 ~ /master/ && $9 != "" { n++ } END { print n + 0 }')" = 3 ] &&
+        [ "$(echo "$view" | grep -c slave)" = 3 ] && ! echo "$view" | grep -q fail ||
+        { ready=no; break; }
+      info=$(redis-cli -p "$p" info replication 2>/dev/null | tr -d '\r')
+      if echo "$info" | grep -q '^role:master'; then
+        echo "$info" | grep -q '^slave0:.*state=online' || { ready=no; break; }
+      else
+        echo "$info" | grep -q '^master_link_status:up' || { ready=no; break; }
+      fi
+    done
+    [ $ready = yes ] && return 0
+    n=$((n + 1))
+    [ $n -gt $((WAIT_SECONDS * 10)) ] && return 1
+    sleep 0.1
+  done
+}
+
+# Sends SIGTERM to the pids given and waits until they are gone.  A server
+# busy writing its first AOF file ignores SIGTERM ("can't exit"): the signal
+# is sent again every half second, and after ten seconds SIGKILL ends it.
+stop_pids () {
+  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null; done
+  n=0
+  for pid in "$@"; do
+    while alive "$pid"; do
+      n=$((n + 1))
+      if [ $n -gt 200 ]; then kill -KILL "$pid" 2>/dev/null
+      elif [ $((n % 10)) = 0 ]; then kill -TERM "$pid" 2>/dev/null; fi
+      sleep 0.05
+    done
+  done
+}
+
+stop_all () {
+  pids=""
+  for p in $(ports_of "$1"); do
+    pid=$(live_pid "$1" "$p") && pids="$pids $pid"
+  done
+  # shellcheck disable=SC2086
+  stop_pids $pids
+  for p in $(ports_of "$1"); do rm -f "$1/$p/pid"; done
+}
+
+cmd=${1:-}
+dir=${2:-${RG_CLUSTER_DIR:-}}
+[ -n "$cmd" ] && [ -n "$dir" ] ||
+  die "usage: $0 start|stop|restart|ports DIR [PORT]"
+command -v redis-server >/dev/null 2>&1 ||
+  die "redis-server is not installed (apt-get install redis-server redis-tools)"
+
+case "$cmd" in
+start)
+  dir=$(abs_dir "$dir") || die "cannot create $dir"
+  [ -f "$dir/base_port" ] && live_pid "$dir" "$(cat "$dir/base_port")" >/dev/null &&
+    die "a cluster already runs in $dir"
+  fail () {
+    echo "redis-cluster: $*; the logs are in $dir/<port>/redis.log" >&2
+    stop_all "$dir"
+    exit 1
+  }
+  given=${3:-${RG_CLUSTER_PORTS:-}}
+  # A random base port can be taken between the check and the bind: then
+  # the servers started are stopped and another base is tried.
+  for attempt in 1 2 3; do
+    base=$given
+    [ -n "$base" ] || base=$(pick_base) || exit 1
+    echo "$base" > "$dir/base_port"
+    ports=$(ports_of "$dir")
+    for p in $ports; do
+      rm -rf "${dir:?}/$p"
+      start_node "$dir" "$p"
+    done
+    # shellcheck disable=SC2086
+    wait_ping "$dir" $ports && break
+    [ -n "$given" ] || [ $attempt = 3 ] && fail "a server did not start"
+    stop_all "$dir"
+  done
+  addrs=""
+  for p in $ports; do addrs="$addrs 127.0.0.1:$p"; done
+  # shellcheck disable=SC2086
+  redis-cli --cluster create $addrs --cluster-replicas 1 --cluster-yes \
+    > "$dir/create.log" 2>&1 || fail "cluster create failed (see $dir/create.log)"
+  # shellcheck disable=SC2086
+  wait_ready $ports || fail "the cluster did not become ready in ${WAIT_SECONDS}s"
+  if [ -n "${RG_CLUSTER_OWNER:-}" ]; then
+    owner=$RG_CLUSTER_OWNER
+    (
+      while kill -0 "$owner" 2>/dev/null; do sleep 1; done
+      [ -f "$dir/base_port" ] && "$0" stop "$dir"
+    ) </dev/null >/dev/null 2>&1 &
+  fi
+  echo "$base"
+  ;;
+stop)
+  dir=$(abs_dir "$dir") || exit 1
+  stop_all "$dir"
+  ;;
+restart)
+  dir=$(abs_dir "$dir") || exit 1
+  ports=${3:-$(ports_of "$dir")}
+  for p in $ports; do
+    pid=$(live_pid "$dir" "$p") && stop_pids "$pid"
+    start_node "$dir" "$p"
+  done
+  # shellcheck disable=SC2086
+  wait_ping "$dir" $ports || die "a server did not start again"
+  # shellcheck disable=SC2086
+  wait_ready $(ports_of "$dir") || die "the cluster did not become ready again"
+  ;;
+ports)
+  ports_of "$dir"
+  ;;
+*)
+  die "unknown command '$cmd' (start, stop, restart, ports)"
+  ;;
+esac
