@@ -338,6 +338,17 @@ describe("provisioned throughput", function()
         assert(db:verify())
       end)
 
+    it("is a document's without its partition key too (the none partition)",
+      function()
+        local none = container(db, "none", 1)
+        local NONE = { partition_key = regolith.object() }
+        assert(none:create({ id = "first" }, NONE))    -- 1 RU left, then a debt
+        throttled(none:create({ id = "second" }, NONE))
+        throttled(none:upsert({ id = "first", n = 2 }, NONE))
+        throttled(none:read("first", regolith.object()))
+        assert.are.equal(1, db:stats().containers.none.items)
+      end)
+
     it("leaves a query's pages where they were", function()
       assert(c:set_throughput(nil))
       local rows, info = assert(c:query("SELECT * FROM c ORDER BY c.id",

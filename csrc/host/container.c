@@ -246,8 +246,9 @@ int rgl_pk_partition (lua_State *L, int idx, const rg_cspec *spec,
 }
 
 /* The logical partition a document (a table at idx) names, its values
-** read from the table without converting it: 1, or 0 when it names none
-** (the write will say why).  Leaves the stack as it was. */
+** read from the table without converting it (a level it lacks is the
+** none value): 1, or 0 when its key is no good (the write will say why).
+** Leaves the stack as it was. */
 static int doc_partition (lua_State *L, int idx, const rg_cspec *spec,
                           rg_ikey *k) {
   cJSON nodes[RG_MAX_PK_PATHS];
@@ -256,18 +257,20 @@ static int doc_partition (lua_State *L, int idx, const rg_cspec *spec,
   int top = lua_gettop(L), ok = lua_type(L, idx) == LUA_TTABLE, i, j;
   luaL_checkstack(L, 2 * RG_MAX_PK_PATHS + 4, NULL);
   for (i = 0; ok && i < spec->npk; i++) {
+    int found = 1;
     lua_pushvalue(L, idx);           /* each level's value stays on the stack */
-    for (j = 0; ok && j < spec->pk[i].n; j++) {
-      if (lua_type(L, -1) != LUA_TTABLE) ok = 0;
+    for (j = 0; found && j < spec->pk[i].n; j++) {
+      if (lua_type(L, -1) != LUA_TTABLE) found = 0;
       else {
         lua_pushstring(L, spec->pk[i].seg[j]);
         lua_rawget(L, -2);
         lua_remove(L, -2);
       }
     }
-    ok = ok && !lua_isnil(L, -1) &&
-         pk_node(L, lua_gettop(L), &nodes[i], &e) == 0;
-    pkv[i] = &nodes[i];
+    if (found && !lua_isnil(L, -1)) {
+      ok = pk_node(L, lua_gettop(L), &nodes[i], &e) == 0;
+      pkv[i] = &nodes[i];
+    }
   }
   ok = ok && rg_ikey_partition(spec, pkv, k, &e) == 0;
   lua_settop(L, top);
@@ -702,17 +705,19 @@ static int write_body (rg_scope *s, void *ud, rg_err *e) {
   return rc;
 }
 
-/* Admits a single write: to the partition its document names (its
-** partition-key argument for delete and patch); one that names none
-** fails in the write path with nothing done. */
-static int write_admit (lua_State *L, rg_lcont *lc, int op, rg_admit *a,
-                        rg_err *e) {
+/* Admits a single write: to the partition its document names, or its
+** partition_key option (at bindix, when given), or for delete and patch
+** its partition-key argument; one whose key is no good fails in the
+** write path with nothing done. */
+static int write_admit (lua_State *L, rg_lcont *lc, int op, int bindix,
+                        rg_admit *a, rg_err *e) {
   rg_ikey k;
   a->own = a->pool = NULL;
   a->retries = 0;
   if (!rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) return 0;
   if (!(op == RG_OP_DELETE || op == RG_OP_PATCH
         ? rgl_pk_partition(L, 3, lc->c.spec, &k)
+        : bindix ? rgl_pk_partition(L, bindix, lc->c.spec, &k)
         : doc_partition(L, 2, lc->c.spec, &k)))
     return 0;
   return rgl_admit_on(lc, 1, k.hash, 0, a, e);
@@ -776,7 +781,7 @@ static int write_call (lua_State *L, int op) {
       return rgl_push_fail(L, &e);
     }
   }
-  if ((rc = write_admit(L, lc, op, &a, &e))) {
+  if ((rc = write_admit(L, lc, op, q->bindix, &a, &e))) {
     rgl_box_done(q);
     return rgl_push_throttled(L, &e, &a);
   }

@@ -32,10 +32,12 @@ request units per second (docs/throughput.md) and sends it the traffic
 below for --duration seconds (default 30), open loop at --rate requests
 per second (default 1,000 times the scale: 10 at scale 0.01), without
 retries.  It reports, per model, the fraction of requests throttled
-(429), the RU/s the traffic asks for on average, and the smallest budget
-under which this very sequence of requests (at the charges they had, or
-their request's mean for those refused) would never have been refused,
-by the same rule the budgets follow.  So "V1 needs N RU/s for this
+(429), the RU/s the traffic asks for on average, the RU/s the budget
+spent (requests refused part-way, after some of their calls ran,
+included), and the smallest budget under which this very sequence of
+requests (at the charges they had, or their request's mean for those
+refused) would never have been refused, by the same rule the budgets
+follow.  So "V1 needs N RU/s for this
 traffic, V3 needs M" is one command.  The traffic (the article gives no
 rate, only that reads outnumber writes by orders of magnitude and the
 feed is the most frequent request; docs/throughput.md says why): per
@@ -821,14 +823,17 @@ if throughput then
   print(("throughput: %s requests at %g/s for %g s against a shared budget " ..
     "of %s RU/s per model, no retries"):format(commas(throughput.requests),
     args.rate, throughput.duration, commas(args.throughput)))
-  print(("%-6s %11s %18s %26s"):format("model", "throttled", "mean demand",
-    "never refused from"))
+  print(("%-6s %11s %18s %20s %24s"):format("model", "throttled",
+    "mean demand", "consumed", "never refused from"))
   for _, entry in ipairs(runs) do
     local t = throughput.models[entry.name]
-    print(("%-6s %9.1f %% %13s RU/s %21s RU/s"):format(entry.name,
+    print(("%-6s %9.1f %% %13s RU/s %15s RU/s %19s RU/s"):format(entry.name,
       100 * t.throttled_fraction, commas(math.floor(t.mean_demand + 0.5)),
+      commas(math.floor((t.consumed_ru or 0) / throughput.duration + 0.5)),
       commas(t.needs)))
   end
+  print("(consumed: what the budget spent, requests that failed part-way " ..
+    "included)")
   print("(the traffic per 2,000 requests: Q6 700, Q2 600, Q4 240, Q3 160, " ..
     "Q1 160, Q5 120, C4 10, C3 6, C2 3, C1 1)")
 end
