@@ -237,6 +237,7 @@ bench: deps-bench
 	$(RUN) examples/bench/query.lua
 	$(RUN) examples/bench/feed.lua
 	$(RUN) examples/bench/scripts.lua
+	$(RUN) examples/bench/throughput.lua
 	@mkdir -p build/bench
 	$(RUN) examples/blog/bench.lua --scale $(BENCH_SCALE) \
 	  --json build/bench/blog.json

@@ -127,7 +127,7 @@ static int container_call (lua_State *L, int replace) {
   static const char *const allowed[] = {
     "partition_key", "physical_partitions", "indexing", "unique_keys",
     "default_ttl", "max_partition_bytes", "change_feed",
-    "computed_properties", NULL
+    "computed_properties", "throughput", NULL
   };
   const char *what = replace ? "replace_container" : "create_container";
   rg_db *d = rgl_checkdb(L, 1);
@@ -151,6 +151,8 @@ static int container_call (lua_State *L, int replace) {
                            d->max_containers, &spec, &e);
   rgl_box_done(text);
   if (rc) return rgl_push_fail(L, &e);
+  if (replace) rg_tp_replaced(d->env, spec->cid);
+  else rg_tp_created(d->env, spec->cid);   /* its budget, or its counters */
   rgl_push_container(L, 1, spec);
   rgl_push_info(L, NULL, replace ? 200 : 201);
   return 2;
@@ -229,8 +231,15 @@ static int db_delete_container (lua_State *L) {
   if (rg_env_scope(d->env) != NULL)
     return luaL_error(L, "delete_container cannot run inside a transaction");
   if (d->readonly) return readonly_fail(L);
-  if (rg_catalog_drop(d->env, d->sync, name, n, &e))
-    return rgl_push_fail(L, &e);
+  {
+    rg_cspec *spec = NULL;
+    uint32_t cid = 0;
+    if (rg_catalog_find(d->env, name, n, &spec, &e) == 0) cid = spec->cid;
+    rg_cspec_free(spec);
+    if (rg_catalog_drop(d->env, d->sync, name, n, &e))
+      return rgl_push_fail(L, &e);
+    if (cid) rg_tp_dropped(d->env, cid);
+  }
   lua_pushboolean(L, 1);
   rgl_push_info(L, NULL, 204);
   return 2;
@@ -244,7 +253,9 @@ static int db_delete_container (lua_State *L) {
 ** ======================================================================
 */
 /* db:stats() -> {map_size, used_bytes, page_size, readers, lsn, items,
-**               bytes, containers = {name = {items, bytes}}} */
+**               bytes, throughput, containers = {name = {items, bytes,
+**               throughput}}}; throughput: the counters of a budget
+**               (host/throughput.c), where there is one */
 static int db_stats (lua_State *L) {
   rg_db *d = rgl_checkdb(L, 1);
   uint64_t items = 0, bytes = 0;
@@ -275,11 +286,14 @@ static int db_stats (lua_State *L) {
     lua_setfield(L, -2, "items");
     lua_pushinteger(L, (lua_Integer)g->stats[i].bytes);
     lua_setfield(L, -2, "bytes");
+    if (rgl_push_tpstat(L, d->env, g->stats[i].cid))
+      lua_setfield(L, -2, "throughput");
     lua_rawset(L, -3);
     items += g->stats[i].items;
     bytes += g->stats[i].bytes;
   }
   lua_setfield(L, -2, "containers");
+  if (rgl_push_tpstat(L, d->env, 0)) lua_setfield(L, -2, "throughput");
   lua_pushinteger(L, (lua_Integer)items);
   lua_setfield(L, -2, "items");
   lua_pushinteger(L, (lua_Integer)bytes);
@@ -349,7 +363,7 @@ static int db_purge_expired (lua_State *L) {
 static int l_open (lua_State *L) {
   static const char *const allowed[] = {
     "sync", "map_size", "readonly", "script_budget", "script_memory",
-    "max_containers", NULL
+    "max_containers", "retry_throttled", NULL
   };
   static const char *const syncs[] = { "full", "lazy", "none", NULL };
   const char *path = check_path(L, 1);
@@ -384,6 +398,8 @@ static int l_open (lua_State *L) {
                                  (lua_Integer)1 << 40, "open");
   d->max_containers = (int)rgl_opt_int(L, 2, "max_containers", 0, 1, 1 << 20,
                                        "open");
+  d->retry_throttled = (int)rgl_opt_int(L, 2, "retry_throttled", 0, 0, 1000,
+                                        "open");
   if (rg_env_open(path, &o, &d->env, &e)) return rgl_push_fail(L, &e);
   if (rg_script_limits(d->env, (uint64_t)d->script_budget,
                        (uint64_t)d->script_memory, &e)) {

@@ -256,6 +256,7 @@ static int cont_changes (lua_State *L) {
   rg_feedq q;
   rg_ikey pk;
   rg_err e;
+  rg_admit a;
   MDB_txn *txn;
   page *g;
   const char *tok;
@@ -304,6 +305,11 @@ static int cont_changes (lua_State *L) {
     q.first = rg_range_of(rg_get_u64(lp + 4), spec->nparts);
     q.n = 1;
   }
+  /* admitted to the partition it reads: a logical partition's, a feed
+  ** range's, or every one */
+  if ((rc = rgl_admit(lc, lp != NULL, lp ? rg_get_u64(lp + 4) : 0,
+                      lp ? 0 : range ? range - 1 : RG_TP_EVERY, &a, &e)))
+    return rgl_push_throttled(L, &e, &a);
   q.c = &lc->c;
   q.mode = mode;
   q.pos = ft->pos;
@@ -318,7 +324,10 @@ static int cont_changes (lua_State *L) {
                        &e);
   if (rc == 0) rc = rg_feed_read(txn, &q, &g->b, &e);
   rg_read_end(env);
-  if (rc) return rgl_push_fail(L, &e);
+  if (rc) {
+    rgl_account_work(L, lc, &a, &g->b.work);
+    return rgl_push_fail(L, &e);
+  }
   rg_feed_token(rg_env_secret(env), spec, mode, range, lp, lplen, q.n,
                 ft->pos, &g->tok);
   if (g->tok.oom) {
@@ -326,7 +335,7 @@ static int cont_changes (lua_State *L) {
     return rgl_push_fail(L, &e);
   }
   if (rgl_batch_push(L, spec, mode, &g->b, &e)) return rgl_push_fail(L, &e);
-  rgl_push_info(L, &g->b.work, 200);
+  rgl_account(L, lc, &a, rgl_push_info(L, &g->b.work, 200));
   lua_pushlstring(L, g->tok.p, g->tok.n);
   lua_setfield(L, -2, "continuation");
   lua_pushinteger(L, (lua_Integer)g->b.n);

@@ -11,7 +11,9 @@
 ** partition key, partitions or unique keys): the same check compares the
 ** stored text with the handle's and, when they differ, the handle adopts
 ** the stored spec (rg_cspec_adopt), so that no call works with a spec
-** other than its transaction's.
+** other than its transaction's.  c:set_throughput rewrites the stored
+** "throughput" too; the live budget is read from store/throughput.c,
+** never from a parsed spec.
 **
 ** The stored form:
 **   { "name": "posts", "partition_key": ["/postId"],
@@ -23,13 +25,15 @@
 **     "default_ttl": null | -1 | seconds,
 **     "max_partition_bytes": 21474836480,
 **     "change_feed": { "retention": null | seconds },
+**     "throughput": null | RU/s | { "manual": RU/s } |
+**                   { "autoscale_max": RU/s, "burst": true },
 **     "computed_properties": [{"name": "cp_lower",
 **                              "query": "SELECT VALUE LOWER(c.name) FROM c"}],
 **     "revision": 2 }
 **
 ** `revision` is not an option: the binding adds it to the specs it creates
-** (RG_SPEC_REVISION), and the spec a user reads (rg_cspec.json) leaves it
-** out.  A container made before it existed has none (1):
+** (RG_SPEC_REVISION), a replaced spec keeps the one stored (catalog.c), and
+** c:spec() leaves it out.  A container made before it existed has none (1):
 ** its items have no shape entries and its hierarchical keys hash whole,
 ** so the planner and the key layout keep to what such a container holds.
 **
@@ -80,6 +84,44 @@ static int get_int (const cJSON *v, const char *name, int64_t lo, int64_t hi,
   if (!cJSON_IsNumber(v) || !rg_num_int(v, out) || *out < lo || *out > hi)
     return rg_fail(e, 400, "option '%s' must be an integer from %lld to %lld",
                    name, (long long)lo, (long long)hi);
+  return 0;
+}
+
+int rg_tpset_parse (const cJSON *v, rg_tpset *out, const char *what,
+                    rg_err *e) {
+  static const char *const keys[] = { "manual", "autoscale_max", "burst",
+                                      NULL };
+  const cJSON *m, *a, *b;
+  memset(out, 0, sizeof(*out));
+  if (v == NULL || cJSON_IsNull(v)) return 0;
+  if (cJSON_IsNumber(v)) {
+    m = v;
+    a = b = NULL;
+  }
+  else if (cJSON_IsObject(v)) {
+    int rc = only_keys(v, keys, what, e);
+    if (rc) return rc;
+    m = cJSON_GetObjectItemCaseSensitive(v, "manual");
+    a = cJSON_GetObjectItemCaseSensitive(v, "autoscale_max");
+    b = cJSON_GetObjectItemCaseSensitive(v, "burst");
+    if ((m == NULL) == (a == NULL))
+      return rg_fail(e, 400, "%s: give either 'manual' or 'autoscale_max' "
+                     "(request units per second)", what);
+    if (b != NULL && !cJSON_IsBool(b))
+      return rg_fail(e, 400, "%s: 'burst' must be a boolean", what);
+  }
+  else
+    return rg_fail(e, 400, "%s must be a number of request units per "
+                   "second, {autoscale_max = n} or nil", what);
+  out->mode = m ? RG_TP_MANUAL : RG_TP_AUTOSCALE;
+  if (m == NULL) m = a;
+  if (!cJSON_IsNumber(m) || !(m->valuedouble >= 1.0 &&
+      m->valuedouble <= RG_TP_MAX_RU) ||
+      m->valuedouble != (double)(int64_t)m->valuedouble)
+    return rg_fail(e, 400, "%s: request units per second must be a whole "
+                   "number from 1 to %.0f", what, RG_TP_MAX_RU);
+  out->ru = m->valuedouble;
+  out->burst = b != NULL && cJSON_IsTrue(b);
   return 0;
 }
 
@@ -404,7 +446,7 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
   static const char *const keys[] = {
     "name", "partition_key", "physical_partitions", "indexing",
     "unique_keys", "default_ttl", "max_partition_bytes", "change_feed",
-    "computed_properties", "revision", NULL
+    "computed_properties", "revision", "throughput", NULL
   };
   rg_cspec *s;
   const cJSON *v;
@@ -509,14 +551,12 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
     s->revision = (int)n;
   }
 
+  if ((rc = rg_tpset_parse(cJSON_GetObjectItemCaseSensitive(j, "throughput"),
+                           &s->tp, "option 'throughput'", e)))
+    goto fail;
+
   rg_buf_init(&text);
-  {                                  /* the user's form: without revision */
-    cJSON *u = cJSON_Duplicate(j, 1);
-    if (u == NULL) goto oom;
-    cJSON_DeleteItemFromObjectCaseSensitive(u, "revision");
-    rg_json_print(u, &text);
-    cJSON_Delete(u);
-  }
+  rg_json_print(j, &text);
   if (text.oom) goto oom;
   s->json = text.p;
   *out = s;

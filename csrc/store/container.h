@@ -39,6 +39,24 @@ typedef struct rg_uniq {
   rg_path path[8];
 } rg_uniq;
 
+/* A provisioned-throughput setting (docs/throughput.md): none, a manual
+** budget of `ru` request units per second, or autoscale up to `ru`; with
+** `burst`, idle capacity accumulates (store/throughput.c). */
+enum { RG_TP_NONE = 0, RG_TP_MANUAL, RG_TP_AUTOSCALE };
+#define RG_TP_MAX_RU 1000000000.0
+
+typedef struct rg_tpset {
+  int mode;
+  double ru;                        /* RU/s, or the autoscale maximum */
+  int burst;
+} rg_tpset;
+
+/* Reads a setting from its JSON form: null (none), a number (manual
+** RU/s) or an object {manual = n | autoscale_max = n, burst = bool}; 400
+** for anything else.  `what` names it in messages. */
+int rg_tpset_parse (const cJSON *v, rg_tpset *out, const char *what,
+                    rg_err *e);
+
 /* A container's parsed, validated spec.  Immutable once built. */
 typedef struct rg_cspec rg_cspec;
 struct rg_cspec {
@@ -63,8 +81,9 @@ struct rg_cspec {
   /* 2 for containers made since queries use shape entries and prefix
   ** hashing of hierarchical keys (index.c, layout.c); absent: 1 */
   int revision;
-  char *json;                       /* the form users see (JSON text; the
-                                       stored one has `revision` too) */
+  rg_tpset tp;                      /* as created (the live one may differ:
+                                       store/throughput.h) */
+  char *json;                       /* the stored form (JSON text) */
   struct rg_cspec *older;           /* replaced contents (rg_cspec_adopt) */
 };
 

@@ -16,6 +16,9 @@
 **              "\1lsn"                -> u64 last change-feed sequence number
 **              "\1cid"                -> u32 last container id handed out
 **              "\1scripts"            -> u64 version of the scripts (scripts.c)
+**              "\1throughput"         -> u64 version of the throughput
+**                                        settings, then the database's
+**                                        setting as JSON text (throughput.c)
 **              'n' name               -> u32 cid (container names)
 **              'c' cid                -> the container's spec, JSON text
 **              'k' cid                -> u64 items, u64 bytes (container stats)

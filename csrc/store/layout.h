@@ -74,6 +74,7 @@ int  rg_term_bounded (rg_buf *b, const cJSON *v);   /* 1 when cut */
 #define RG_META_LSN     "\x01lsn"
 #define RG_META_CID     "\x01cid"
 #define RG_META_SCRIPTS "\x01scripts"          /* u64: the scripts' version */
+#define RG_META_THROUGHPUT "\x01throughput"    /* u64 version, setting JSON */
 enum { RG_MK_NAME = 'n', RG_MK_SPEC = 'c', RG_MK_STATS = 'k',
        RG_MK_PROC = 's', RG_MK_TRIG = 't', RG_MK_LEASE = 'l',
        RG_MK_DEAD = 'd', RG_MK_DROP = 'x', RG_MK_SHAPE = 'h',

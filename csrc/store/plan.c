@@ -2103,6 +2103,9 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
     rg_buf_free(&peek);
   }
   if ((rc = make_plan(&P, rq, &st.pl, e))) goto done;
+  if (rq->admit &&                   /* a prefix's hash names its range */
+      (rc = rq->admit(rq->admit_ud, st.pl.routed != R_NONE, st.pl.rhash, e)))
+    goto done;
   ctx = token_context(c, rq, &st);
   if (rq->continuation) {
     if ((rc = rg_token_open(c->env->secret, RG_TOKEN_QUERY, ctx,
