@@ -15,6 +15,29 @@ local function status_of(fn, ...)
   return err.status, err.message
 end
 
+describe("the gateway's errors", function()
+  after_each(function() H.cleanup() end)
+
+  it("carries a 429's retry hint, for x-ms-retry-after-ms", function()
+    local db = H.open()
+    local c = assert(db:create_container("c", { partition_key = "/pk",
+      throughput = 1 }))
+    assert(c:create({ id = "a", pk = "p" }))       -- a debt of seconds
+    local ok, err = pcall(wire.check, c:read("a", "p"))
+    assert.is_false(ok)
+    assert.is_true(wire.is_error(err))
+    assert.are.equal(429, err.status)
+    assert.is_true(err.retry_after_ms >= 1)
+    local r = { out = {} }
+    wire.send_error(r, err.status, err.message, err.substatus,
+                    err.retry_after_ms)
+    assert.are.equal(tostring(err.retry_after_ms), r.out["x-ms-retry-after-ms"])
+    assert.are.equal("TooManyRequests", r.reply.body.code)
+    ok, err = pcall(wire.check, nil, "gone", 404)
+    assert.is_nil(err.retry_after_ms)
+  end)
+end)
+
 describe("the gateway's container definitions", function()
   it("makes a regolith spec of a Cosmos definition", function()
     local spec = policy.spec({

@@ -56,7 +56,7 @@ do
 end
 
 local KEYS, PARTS = 48, 4
-local IGNORED = { "lock.mdb", "regolith.shm" }
+local IGNORED = { "lock.mdb", "regolith.shm", "throughput.shm" }
 
 local function key_of(n) return "k" .. n, "p" .. (n % PARTS) end
 
@@ -316,8 +316,9 @@ local function drive()
     assert(c:create_trigger("shadow", { type = "post", operation = "all",
       automatic = true, source = SHADOW }))
     db:close()
-    -- what need not survive a restart: LMDB's lock file, the log's shared
-    -- state (both rebuilt by the first process to open the database)
+    -- what need not survive a restart: LMDB's lock file, the log's and the
+    -- throughput accounting's shared state (rebuilt by the first process to
+    -- open the database)
     for _, name in ipairs(IGNORED) do os.remove(base .. "/" .. name) end
   end
   -- the same without its log: the writer's session then makes the log

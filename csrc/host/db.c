@@ -95,8 +95,9 @@ static int readonly_fail (lua_State *L) {
 ** ======================================================================
 */
 /* The stored form of a container's spec: the options at index 3 (already
-** checked for unknown keys) with the name, validated (misuse raises), in a
-** boxed buffer left on the stack. */
+** checked for unknown keys) with the name and the current revision (a
+** replaced container keeps its own: catalog.c), validated (misuse raises),
+** in a boxed buffer left on the stack. */
 static rg_buf *spec_text (lua_State *L, const char *what, const char *name,
                           size_t namelen) {
   cJSON *j = NULL, *nm;
@@ -107,6 +108,7 @@ static rg_buf *spec_text (lua_State *L, const char *what, const char *name,
   nm = rg_str_new(name, namelen);
   if (nm == NULL) { cJSON_Delete(j); luaL_error(L, "out of memory"); }
   cJSON_AddItemToObject(j, "name", nm);
+  cJSON_AddNumberToObject(j, "revision", RG_SPEC_REVISION);
   if (rg_cspec_build(j, 0, &spec, &e)) {
     cJSON_Delete(j);
     luaL_error(L, "%s: %s", what, e.msg);
@@ -124,7 +126,8 @@ static rg_buf *spec_text (lua_State *L, const char *what, const char *name,
 static int container_call (lua_State *L, int replace) {
   static const char *const allowed[] = {
     "partition_key", "physical_partitions", "indexing", "unique_keys",
-    "default_ttl", "max_partition_bytes", "change_feed", NULL
+    "default_ttl", "max_partition_bytes", "change_feed",
+    "computed_properties", "throughput", NULL
   };
   const char *what = replace ? "replace_container" : "create_container";
   rg_db *d = rgl_checkdb(L, 1);
@@ -148,6 +151,8 @@ static int container_call (lua_State *L, int replace) {
                            d->max_containers, &spec, &e);
   rgl_box_done(text);
   if (rc) return rgl_push_fail(L, &e);
+  if (replace) rg_tp_replaced(d->env, spec->cid);
+  else rg_tp_created(d->env, spec->cid);   /* its budget, or its counters */
   rgl_push_container(L, 1, spec);
   rgl_push_info(L, NULL, replace ? 200 : 201);
   return 2;
@@ -226,8 +231,15 @@ static int db_delete_container (lua_State *L) {
   if (rg_env_scope(d->env) != NULL)
     return luaL_error(L, "delete_container cannot run inside a transaction");
   if (d->readonly) return readonly_fail(L);
-  if (rg_catalog_drop(d->env, d->sync, name, n, &e))
-    return rgl_push_fail(L, &e);
+  {
+    rg_cspec *spec = NULL;
+    uint32_t cid = 0;
+    if (rg_catalog_find(d->env, name, n, &spec, &e) == 0) cid = spec->cid;
+    rg_cspec_free(spec);
+    if (rg_catalog_drop(d->env, d->sync, name, n, &e))
+      return rgl_push_fail(L, &e);
+    if (cid) rg_tp_dropped(d->env, cid);
+  }
   lua_pushboolean(L, 1);
   rgl_push_info(L, NULL, 204);
   return 2;
@@ -241,7 +253,9 @@ static int db_delete_container (lua_State *L) {
 ** ======================================================================
 */
 /* db:stats() -> {map_size, used_bytes, page_size, readers, lsn, items,
-**               bytes, containers = {name = {items, bytes}}} */
+**               bytes, throughput, containers = {name = {items, bytes,
+**               throughput}}}; throughput: the counters of a budget
+**               (host/throughput.c), where there is one */
 static int db_stats (lua_State *L) {
   rg_db *d = rgl_checkdb(L, 1);
   uint64_t items = 0, bytes = 0;
@@ -272,11 +286,14 @@ static int db_stats (lua_State *L) {
     lua_setfield(L, -2, "items");
     lua_pushinteger(L, (lua_Integer)g->stats[i].bytes);
     lua_setfield(L, -2, "bytes");
+    if (rgl_push_tpstat(L, d->env, g->stats[i].cid))
+      lua_setfield(L, -2, "throughput");
     lua_rawset(L, -3);
     items += g->stats[i].items;
     bytes += g->stats[i].bytes;
   }
   lua_setfield(L, -2, "containers");
+  if (rgl_push_tpstat(L, d->env, 0)) lua_setfield(L, -2, "throughput");
   lua_pushinteger(L, (lua_Integer)items);
   lua_setfield(L, -2, "items");
   lua_pushinteger(L, (lua_Integer)bytes);
@@ -437,7 +454,7 @@ static int db_group (lua_State *L) {
 static int l_open (lua_State *L) {
   static const char *const allowed[] = {
     "sync", "map_size", "readonly", "script_budget", "script_memory",
-    "max_containers", NULL
+    "max_containers", "retry_throttled", NULL
   };
   static const char *const syncs[] = { "full", "lazy", "none", NULL };
   const char *path = check_path(L, 1);
@@ -472,6 +489,8 @@ static int l_open (lua_State *L) {
                                  (lua_Integer)1 << 40, "open");
   d->max_containers = (int)rgl_opt_int(L, 2, "max_containers", 0, 1, 1 << 20,
                                        "open");
+  d->retry_throttled = (int)rgl_opt_int(L, 2, "retry_throttled", 0, 0, 1000,
+                                        "open");
   if (rg_env_open(path, &o, &d->env, &e)) return rgl_push_fail(L, &e);
   if (rg_script_limits(d->env, (uint64_t)d->script_budget,
                        (uint64_t)d->script_memory, &e)) {

@@ -17,6 +17,9 @@
 #include "store/container.h"
 #include "store/env.h"
 
+/* Reads meta key k (layout.h) in txn: LMDB's status (0, MDB_NOTFOUND). */
+int rg_meta_get (MDB_txn *txn, rg_env *env, const void *k, size_t kn,
+                 MDB_val *v);
 /* Loads a container's spec from the catalog (404 when gone). */
 int rg_load_spec (MDB_txn *txn, rg_env *env, uint32_t cid, rg_cspec **out,
                   rg_err *e);
@@ -53,6 +56,7 @@ typedef struct rg_cstat {
   const char *name;          /* points into the listing's buffer */
   size_t namelen;
   uint64_t items, bytes;
+  uint32_t cid;
 } rg_cstat;
 
 /* Every container, sorted by name, with its counters: `out` holds the

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/support.h"
+#include "sql/sql.h"
 
 struct rg_env;
 
@@ -38,6 +39,24 @@ typedef struct rg_uniq {
   rg_path path[8];
 } rg_uniq;
 
+/* A provisioned-throughput setting (docs/throughput.md): none, a manual
+** budget of `ru` request units per second, or autoscale up to `ru`; with
+** `burst`, idle capacity accumulates (store/throughput.c). */
+enum { RG_TP_NONE = 0, RG_TP_MANUAL, RG_TP_AUTOSCALE };
+#define RG_TP_MAX_RU 1000000000.0
+
+typedef struct rg_tpset {
+  int mode;
+  double ru;                        /* RU/s, or the autoscale maximum */
+  int burst;
+} rg_tpset;
+
+/* Reads a setting from its JSON form: null (none), a number (manual
+** RU/s) or an object {manual = n | autoscale_max = n, burst = bool}; 400
+** for anything else.  `what` names it in messages. */
+int rg_tpset_parse (const cJSON *v, rg_tpset *out, const char *what,
+                    rg_err *e);
+
 /* A container's parsed, validated spec.  Immutable once built. */
 typedef struct rg_cspec rg_cspec;
 struct rg_cspec {
@@ -57,9 +76,19 @@ struct rg_cspec {
   int64_t default_ttl;              /* -1: items expire only by their own */
   uint64_t max_partition_bytes;
   int64_t retention;                /* all_versions retention; -1 forever */
+  int ncp;                          /* computed properties, parsed */
+  rg_qcomputed *cp;
+  /* 2 for containers made since queries use shape entries and prefix
+  ** hashing of hierarchical keys (index.c, layout.c); absent: 1 */
+  int revision;
+  rg_tpset tp;                      /* as created (the live one may differ:
+                                       store/throughput.h) */
   char *json;                       /* the stored form (JSON text) */
   struct rg_cspec *older;           /* replaced contents (rg_cspec_adopt) */
 };
+
+#define RG_MAX_COMPUTED 20
+#define RG_SPEC_REVISION 2
 
 /* Builds a spec from its JSON form (a stored spec, or one made from the
 ** options of create_container); 400 for what is invalid. */

@@ -65,6 +65,7 @@
 
 #include "store/env_int.h"
 #include "store/hooks.h"
+#include "store/throughput.h"
 #include "store/wal.h"
 
 #define DEFAULT_MAP   (64u << 20)
@@ -329,6 +330,7 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   env->map_size = info.me_mapsize;
   if ((rc = init_tables(env, 0, e))) goto fail;
   if (env->wal && (rc = rg_wal_attach(env->wal, env->mdb, e))) goto fail;
+  if ((rc = rg_tp_attach(env, e))) goto fail;
   env->next = envs;
   envs = env;
   *out = env;
@@ -338,6 +340,7 @@ fail_mdb:
                "cannot open database '%s': %s", path, mdb_strerror(rc));
 fail:
   rg_wal_close(env->wal);
+  if (env->rtxn) mdb_txn_abort(env->rtxn);
   if (env->mdb) mdb_env_close(env->mdb);
   free(env->path);
   free(env);
@@ -350,6 +353,7 @@ void rg_env_release (rg_env *env) {
   for (p = &envs; *p; p = &(*p)->next)
     if (*p == env) { *p = env->next; break; }
   if (env->hooks && env->hooks->release) env->hooks->release(env->hook_state);
+  rg_tp_detach(env);
   if (env->rtxn) mdb_txn_abort(env->rtxn);
   if (env->wal && !env->readonly && !env->broken) {   /* the log, closed */
     MDB_txn *txn;

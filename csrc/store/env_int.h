@@ -25,6 +25,7 @@ struct rg_env {
   struct rg_wal *wal;       /* the write-ahead log (wal.h), or NULL */
   const struct rg_hooks *hooks;    /* upward calls (hooks.h), or NULL */
   void *hook_state;
+  struct rg_tpfile *tp;     /* the throughput budgets (throughput.c), or NULL */
   struct rg_env *next;
 };
 

@@ -176,8 +176,9 @@ end
 local NOT_SUPPORTED = {
   users = "users and permissions are not supported by regolith: the master "
     .. "key is the only credential",
-  offers = "throughput offers are not supported by regolith: it has no "
-    .. "provisioned throughput (request charges are reported, never limited)",
+  offers = "throughput offers are not supported by the gateway: a budget is "
+    .. "set in Lua, with c:set_throughput or db:set_throughput "
+    .. "(docs/throughput.md); its 429s come through with x-ms-retry-after-ms",
 }
 
 local function containers(r, dbid, id, sub, subid, extra)
@@ -253,7 +254,8 @@ function M.handle()
   local ok, err = pcall(route, r)
   if not ok then
     if wire.is_error(err) then
-      wire.send_error(r, err.status, err.message, err.substatus)
+      wire.send_error(r, err.status, err.message, err.substatus,
+                      err.retry_after_ms)
     else
       ngx.log(ngx.ERR, "gateway: ", tostring(err))
       wire.send_error(r, 500, "internal error: " .. tostring(err))

@@ -115,7 +115,7 @@ local function item(ok, msg, status, ...)
   if ITEM_TEXT[status] and not gone(msg) then
     fail(status, ITEM_TEXT[status] .. " (" .. msg .. ")")
   end
-  fail(status or 500, msg)
+  fail(status or 500, msg, nil, wire.retry_hint(status, ...))
 end
 
 -- The value at a partition key path of a document (nil when it lacks it).
@@ -329,7 +329,9 @@ local function atomic_batch(r, e, ops)
     failed = failed or x.status ~= 424
   end
   -- a batch that failed before any op ran (its key, its shape) is an error
-  if not failed then fail(status or 500, info) end
+  if not failed then
+    fail(status or 500, info, nil, wire.retry_hint(status, results))
+  end
   return wire.send(r, 207, regolith.array(out))
 end
 

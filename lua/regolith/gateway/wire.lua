@@ -33,10 +33,18 @@ M.CODES = CODES
 local ERROR_MT = {}
 
 -- Raises a Cosmos-shaped error: status, message, and optionally the
--- substatus the service would send.
-function M.fail(status, message, substatus)
+-- substatus the service would send and, for a 429, the wait it asks for
+-- (x-ms-retry-after-ms).
+function M.fail(status, message, substatus, retry_after_ms)
   error(setmetatable({ status = status, message = message,
-                       substatus = substatus }, ERROR_MT), 0)
+                       substatus = substatus,
+                       retry_after_ms = retry_after_ms }, ERROR_MT), 0)
+end
+
+-- The retry hint of regolith's 429 (its fourth value, info), or nil.
+function M.retry_hint(status, info)
+  if status == 429 and type(info) == "table" then return info.retry_after_ms end
+  return nil
 end
 
 -- Is `e` an error raised by wire.fail?
@@ -48,7 +56,7 @@ end
 -- is raised as that status.
 function M.check(ok, message, status, ...)
   if ok ~= nil then return ok, message, status, ... end
-  M.fail(status or 500, message or "failed")
+  M.fail(status or 500, message or "failed", nil, M.retry_hint(status, ...))
 end
 
 -- {=====================================================================
@@ -172,8 +180,10 @@ function M.send(r, status, body, raw)
 end
 
 -- Sets an error answer the way the service gives one.
-function M.send_error(r, status, message, substatus)
+function M.send_error(r, status, message, substatus, retry_after_ms)
   r.out["x-ms-substatus"] = substatus and tostring(substatus) or nil
+  r.out["x-ms-retry-after-ms"] = retry_after_ms and tostring(retry_after_ms)
+    or nil
   if status == 304 then return M.send(r, 304) end
   return M.send(r, status, { code = CODES[status] or "Error",
                              message = message })
