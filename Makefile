@@ -12,7 +12,13 @@
 #   make bench        benchmarks (examples/bench/), and the blog at a larger scale
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
 #   make openresty    the blog over HTTP from nginx workers, under wrk's load
+#   make gateway      the Cosmos DB REST API on 127.0.0.1:8081 (docs/gateway.md);
+#                     make gateway-stop stops it
+#   make gateway-test Microsoft's SDKs against the gateway (test/sdk/)
+#   make gateway-bench the SDK's calls through the gateway beside the same
+#                     calls in Lua inside nginx, with 1, 2 and 4 workers
 #   make crash        kill writers at random moments; nothing may be lost
+#   make powerloss    disk images a power cut could leave, each checked
 #   make hammer       many processes on one database, then exact counts
 #   make fuzz         libFuzzer targets, FUZZ_SECONDS each
 #   make valgrind     every spec under valgrind (slow)
@@ -32,6 +38,8 @@ LMDB_INCDIR  ?= /usr/include
 CJSON_INCDIR ?= /usr/include
 LMDB_LIBDIR  ?= /usr/lib
 CJSON_LIBDIR ?= /usr/lib
+PCRE2_INCDIR ?= /usr/include
+PCRE2_LIBDIR ?= /usr/lib
 
 ifeq ($(LUA),luajit)
 LUA_INCDIR ?= /usr/include/luajit-2.1
@@ -55,8 +63,10 @@ BINDIR  ?= $(PREFIX)/bin
 
 WARN     = -std=c99 -Wall -Wextra -Wno-unused-parameter
 ALL_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden \
-             -MMD -MP -Icsrc -I$(LUA_INCDIR) -I$(LMDB_INCDIR) -I$(CJSON_INCDIR)
-LIBS     = -L$(LMDB_LIBDIR) -L$(CJSON_LIBDIR) -llmdb -lcjson
+             -MMD -MP -Icsrc -I$(LUA_INCDIR) -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) \
+             -I$(PCRE2_INCDIR)
+LIBS     = -L$(LMDB_LIBDIR) -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -llmdb -lcjson \
+           -lpcre2-8
 
 # The C core, one folder per layer (csrc/README.md): base, sql and store
 # never include a Lua header; luax, script and host are the Lua side.
@@ -70,7 +80,8 @@ ARCHIVES = $(BUILD)/lib/libstore.a $(BUILD)/lib/libsql.a \
            $(BUILD)/lib/libbase.a
 
 # Debian packages: the build, the tests, the benchmarks
-DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev lua5.4
+DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev libpcre2-dev \
+             lua5.4
 DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev \
              lua-argparse lua-readline
 DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
@@ -86,9 +97,10 @@ LUAJIT_INCDIR ?= /usr/include/luajit-2.1
 HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
                  test -f $(LUAJIT_INCDIR)/lua.h && echo yes)
 
-.PHONY: all test test-luajit ctest layers tour demo bench check crash hammer \
+.PHONY: all test test-luajit luajit-build ctest layers tour demo bench check crash powerloss hammer \
         fuzz fuzz-build valgrind install clean deps-test deps-bench deps-fuzz \
-        openresty explorer explorer-test install-explorer cluster-test
+        openresty explorer explorer-test install-explorer cluster-test gateway \
+        gateway-stop gateway-test gateway-bench
 
 .SECONDEXPANSION:
 
@@ -120,12 +132,20 @@ deps-bench:
 
 test: deps-test
 	$(MAKE) all ctest
+	$(MAKE) luajit-build
 	$(BUSTED)
 	$(MAKE) test-luajit
 	@if sh tools/deps.sh $(DEPS_CLUSTER); then $(MAKE) cluster-test; \
 	  else echo "Redis cannot be installed here: the cluster specs did not run"; fi
 
-# A make of its own, so that LuaJIT is looked for after deps-test ran.
+# Makes of their own, so that LuaJIT is looked for after deps-test ran.
+# The LuaJIT build comes before the Lua 5.4 specs, some of which compare
+# the two interpreters' output.
+luajit-build:
+ifeq ($(HAVE_LUAJIT),yes)
+	$(MAKE) all LUA=luajit LUA_INCDIR=$(LUAJIT_INCDIR)
+endif
+
 test-luajit:
 ifeq ($(HAVE_LUAJIT),yes)
 	$(MAKE) all LUA=luajit LUA_INCDIR=$(LUAJIT_INCDIR)
@@ -164,12 +184,13 @@ endif
 # Lua (base_test: not even LMDB).
 CTESTS = $(BUILD)/tests/base_test $(BUILD)/tests/store_test
 TEST_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -Icsrc -I$(LMDB_INCDIR) \
-              -I$(CJSON_INCDIR)
+              -I$(CJSON_INCDIR) -I$(PCRE2_INCDIR)
 
 $(BUILD)/tests/base_test: tests/c/base_test.c $(BUILD)/lib/libsql.a \
                           $(BUILD)/lib/libbase.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) -o $@ $^ -L$(CJSON_LIBDIR) -lcjson -lm
+	$(CC) $(TEST_CFLAGS) -o $@ $^ -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -lcjson \
+	  -lpcre2-8 -lm
 
 $(BUILD)/tests/store_test: tests/c/store_test.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
@@ -180,13 +201,14 @@ ctest: $(CTESTS)
 
 # The layering of the C core (csrc/README.md): includes point down only,
 # only store/ calls LMDB, and the lower layers link without Lua: every
-# object of base and sql with cJSON alone, and of the store with LMDB too.
+# object of base and sql with cJSON (and PCRE2, RegexMatch's) alone, and of
+# the store with LMDB too.
 layers: $(ARCHIVES)
 	@mkdir -p build
 	sh tools/layers.sh csrc
 	$(CC) -shared -o $(BUILD)/lib/check_sql.so -Wl,--whole-archive \
 	  $(BUILD)/lib/libsql.a $(BUILD)/lib/libbase.a -Wl,--no-whole-archive \
-	  -Wl,--no-undefined -L$(CJSON_LIBDIR) -lcjson -lm
+	  -Wl,--no-undefined -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -lcjson -lpcre2-8 -lm
 	$(CC) -shared -o $(BUILD)/lib/check_store.so -Wl,--whole-archive \
 	  $(ARCHIVES) -Wl,--no-whole-archive -Wl,--no-undefined $(LIBS) -lm
 	$(MAKE) ctest
@@ -224,15 +246,33 @@ bench: deps-bench
 	$(RUN) examples/bench/query.lua
 	$(RUN) examples/bench/feed.lua
 	$(RUN) examples/bench/scripts.lua
+	$(RUN) examples/bench/throughput.lua
+	$(RUN) examples/bench/writers.lua
 	@mkdir -p build/bench
 	$(RUN) examples/blog/bench.lua --scale $(BENCH_SCALE) \
-	  --json build/bench/blog.json
+	  --json build/bench/blog.json --dir build/bench/blog
+	$(RUN) examples/blog/durable.lua --dir build/bench/blog
 
 # regolith in nginx workers under HTTP load, with 1, 2 and 4 workers
 # (examples/openresty/load.sh; OPENRESTY_WORKERS to choose).
 OPENRESTY_WORKERS ?= 1 2 4
 openresty:
 	sh examples/openresty/load.sh $(OPENRESTY_WORKERS)
+
+# The Cosmos DB gateway (tools/gateway/gateway.sh: GATEWAY_PORT,
+# GATEWAY_WORKERS, GATEWAY_ROOT, GATEWAY_SYNC, TLS=1 for https).
+gateway:
+	sh tools/gateway/gateway.sh start
+
+gateway-stop:
+	sh tools/gateway/gateway.sh stop
+
+gateway-test:
+	sh test/sdk/run.sh
+
+GATEWAY_BENCH_WORKERS ?= 1 2 4
+gateway-bench:
+	sh test/sdk/bench.sh $(GATEWAY_BENCH_WORKERS)
 
 # The sanitizer build: the same sources with ASan and UBSan, loaded into the
 # stock interpreter by preloading the ASan runtime.
@@ -267,6 +307,31 @@ crash: deps-test
 	$(MAKE) all
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync lazy
+
+# The power-loss harness (tools/powerloss.lua): writers run with
+# build/powerloss/shim.so preloaded, which journals every write and flush of
+# the database's files; build/powerloss/image makes the disk images a power
+# cut at random moments could leave (what was flushed, plus any subset of the
+# pages written since, in any order), and each is opened and checked:
+# verify() clean, nothing acknowledged lost under sync "full", and for
+# "lazy" nothing acknowledged before the last flush; with one writer, and
+# with coroutines sharing transactions (group commit).  First the self-test:
+# with every flush dropped (PL_DROP_SYNC=1) the harness must find a loss.
+POWERLOSS_IMAGES ?= 500
+build/powerloss/shim.so: tools/powerloss/shim.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g $(WARN) -D_GNU_SOURCE -shared -fPIC -o $@ $< -ldl
+
+build/powerloss/image: tools/powerloss/image.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g $(WARN) -Wno-format-truncation -D_GNU_SOURCE -o $@ $<
+
+powerloss: deps-test
+	$(MAKE) all build/powerloss/shim.so build/powerloss/image
+	PL_DROP_SYNC=1 $(RUN) tools/powerloss.lua --sync full --images 100 --expect-loss
+	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES)
+	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --writers 8 --group
+	$(RUN) tools/powerloss.lua --sync lazy --images $(POWERLOSS_IMAGES) --writers 4
 
 # The hammer: writers, readers and processors in several processes on one
 # database for HAMMER_SECONDS, then verify() and exact counts
@@ -374,10 +439,12 @@ explorer-test: explorer
 	  build/explorer-test/blog build/explorer-test
 
 install: all
-	mkdir -p $(DESTDIR)$(LUADIR)/regolith/cluster $(DESTDIR)$(LIBDIR)/regolith
+	mkdir -p $(DESTDIR)$(LUADIR)/regolith/cluster $(DESTDIR)$(LUADIR)/regolith/gateway \
+	  $(DESTDIR)$(LIBDIR)/regolith
 	cp lua/regolith/*.lua $(DESTDIR)$(LUADIR)/regolith/
 	cp lua/regolith/cluster/*.lua $(DESTDIR)$(LUADIR)/regolith/cluster/
 	cp redis/regolith.lua $(DESTDIR)$(LUADIR)/regolith/cluster/regolith_functions.lua
+	cp lua/regolith/gateway/*.lua $(DESTDIR)$(LUADIR)/regolith/gateway/
 	cp $(MODULE) $(DESTDIR)$(LIBDIR)/regolith/core.so
 	mkdir -p $(DESTDIR)$(LUADIR)/regolith/cli $(DESTDIR)$(LUADIR)/regolith/explorer \
 	  $(DESTDIR)$(BINDIR)

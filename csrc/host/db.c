@@ -95,48 +95,76 @@ static int readonly_fail (lua_State *L) {
 ** Containers
 ** ======================================================================
 */
-/* db:create_container(name, opts) -> container, info */
-static int db_create_container (lua_State *L) {
-  static const char *const allowed[] = {
-    "partition_key", "physical_partitions", "indexing", "unique_keys",
-    "default_ttl", "max_partition_bytes", "change_feed", NULL
-  };
-  rg_db *d = rgl_checkdb(L, 1);
-  const char *name;
-  size_t namelen;
-  rg_err e;
+/* The stored form of a container's spec: the options at index 3 (already
+** checked for unknown keys) with the name and the current revision (a
+** replaced container keeps its own: catalog.c), validated (misuse raises),
+** in a boxed buffer left on the stack. */
+static rg_buf *spec_text (lua_State *L, const char *what, const char *name,
+                          size_t namelen) {
   cJSON *j = NULL, *nm;
   rg_cspec *spec = NULL;
   rg_buf *text;
+  rg_err e;
+  if (rgl_json_from_lua(L, 3, &j, &e)) luaL_error(L, "%s: %s", what, e.msg);
+  nm = rg_str_new(name, namelen);
+  if (nm == NULL) { cJSON_Delete(j); luaL_error(L, "out of memory"); }
+  cJSON_AddItemToObject(j, "name", nm);
+  cJSON_AddNumberToObject(j, "revision", RG_SPEC_REVISION);
+  if (rg_cspec_build(j, 0, &spec, &e)) {
+    cJSON_Delete(j);
+    luaL_error(L, "%s: %s", what, e.msg);
+  }
+  rg_cspec_free(spec);
+  text = rgl_newbuf(L);              /* may raise: the tree is freed first */
+  rg_json_print(j, text);
+  cJSON_Delete(j);
+  if (text->oom) luaL_error(L, "out of memory");
+  return text;
+}
+
+/* db:create_container(name, opts) -> container, info (201) and
+** db:replace_container(name, opts) -> container, info (200). */
+static int container_call (lua_State *L, int replace) {
+  static const char *const allowed[] = {
+    "partition_key", "physical_partitions", "indexing", "unique_keys",
+    "default_ttl", "max_partition_bytes", "change_feed",
+    "computed_properties", "throughput", NULL
+  };
+  const char *what = replace ? "replace_container" : "create_container";
+  rg_db *d = rgl_checkdb(L, 1);
+  const char *name;
+  size_t namelen;
+  rg_cspec *spec = NULL;
+  rg_buf *text;
+  rg_err e;
   int bad, rc;
   name = check_name(L, 2, &namelen, "a container name", &e, &bad);
   luaL_checktype(L, 3, LUA_TTABLE);
-  rgl_opts_check(L, 3, allowed, "create_container");
+  rgl_opts_check(L, 3, allowed, what);
   if (bad) return rgl_push_fail(L, &e);
-  if (rgl_json_from_lua(L, 3, &j, &e))
-    return luaL_error(L, "create_container: %s", e.msg);
-  nm = rg_str_new(name, namelen);
-  if (nm == NULL) { cJSON_Delete(j); return luaL_error(L, "out of memory"); }
-  cJSON_AddItemToObject(j, "name", nm);
-  rc = rg_cspec_build(j, 0, &spec, &e);
-  if (rc) {
-    cJSON_Delete(j);
-    return luaL_error(L, "create_container: %s", e.msg);
-  }
-  rg_cspec_free(spec);
-  spec = NULL;
-  text = rgl_newbuf(L);
-  rg_json_print(j, text);
-  cJSON_Delete(j);
-  if (text->oom) return luaL_error(L, "out of memory");
+  text = spec_text(L, what, name, namelen);
   if (d->readonly) return readonly_fail(L);
-  rc = rg_catalog_create(d->env, d->sync, name, namelen, text->p, text->n,
-                         d->max_containers, &spec, &e);
+  if (replace)
+    rc = rg_catalog_replace(d->env, d->sync, name, namelen, text->p, text->n,
+                            &spec, &e);
+  else
+    rc = rg_catalog_create(d->env, d->sync, name, namelen, text->p, text->n,
+                           d->max_containers, &spec, &e);
   rgl_box_done(text);
   if (rc) return rgl_push_fail(L, &e);
+  if (replace) rg_tp_replaced(d->env, spec->cid);
+  else rg_tp_created(d->env, spec->cid);   /* its budget, or its counters */
   rgl_push_container(L, 1, spec);
-  rgl_push_info(L, NULL, 201);
+  rgl_push_info(L, NULL, replace ? 200 : 201);
   return 2;
+}
+
+static int db_create_container (lua_State *L) {
+  return container_call(L, 0);
+}
+
+static int db_replace_container (lua_State *L) {
+  return container_call(L, 1);
 }
 
 /* db:container(name) -> container | nil, msg, 404 */
@@ -204,8 +232,15 @@ static int db_delete_container (lua_State *L) {
   if (rg_env_scope(d->env) != NULL)
     return luaL_error(L, "delete_container cannot run inside a transaction");
   if (d->readonly) return readonly_fail(L);
-  if (rg_catalog_drop(d->env, d->sync, name, n, &e))
-    return rgl_push_fail(L, &e);
+  {
+    rg_cspec *spec = NULL;
+    uint32_t cid = 0;
+    if (rg_catalog_find(d->env, name, n, &spec, &e) == 0) cid = spec->cid;
+    rg_cspec_free(spec);
+    if (rg_catalog_drop(d->env, d->sync, name, n, &e))
+      return rgl_push_fail(L, &e);
+    if (cid) rg_tp_dropped(d->env, cid);
+  }
   lua_pushboolean(L, 1);
   rgl_push_info(L, NULL, 204);
   return 2;
@@ -219,9 +254,11 @@ static int db_delete_container (lua_State *L) {
 ** ======================================================================
 */
 /* db:stats(opts) -> {map_size, used_bytes, page_size, readers, lsn, items,
-**               bytes, containers = {name = {items, bytes}}}; with
-**               opts.tables, also tables = {name = {entries, bytes}} and
-**               free_bytes (a walk over the whole index: not for hot paths) */
+**               bytes, throughput, containers = {name = {items, bytes,
+**               throughput}}}; throughput: the counters of a budget
+**               (host/throughput.c), where there is one; with opts.tables,
+**               also tables = {name = {entries, bytes}} and free_bytes (a
+**               walk over the whole index: not for hot paths) */
 static int db_stats (lua_State *L) {
   static const char *const allowed[] = { "tables", NULL };
   rg_db *d = rgl_checkdb(L, 1);
@@ -259,11 +296,14 @@ static int db_stats (lua_State *L) {
     lua_setfield(L, -2, "items");
     lua_pushinteger(L, (lua_Integer)g->stats[i].bytes);
     lua_setfield(L, -2, "bytes");
+    if (rgl_push_tpstat(L, d->env, g->stats[i].cid))
+      lua_setfield(L, -2, "throughput");
     lua_rawset(L, -3);
     items += g->stats[i].items;
     bytes += g->stats[i].bytes;
   }
   lua_setfield(L, -2, "containers");
+  if (rgl_push_tpstat(L, d->env, 0)) lua_setfield(L, -2, "throughput");
   lua_pushinteger(L, (lua_Integer)items);
   lua_setfield(L, -2, "items");
   lua_pushinteger(L, (lua_Integer)bytes);
@@ -352,6 +392,97 @@ static int db_purge_expired (lua_State *L) {
   rgl_push_info(L, &work, 200);
   return 2;
 }
+
+/*
+** db:group(fns) -> results, info | nil, msg, status
+**
+** Group commit: runs every function of the array fns in one write
+** transaction, each in a savepoint of its own, and commits once.  A member
+** that raises has its writes rolled back alone and the others go on; a
+** write that fails inside a member rolls back alone, as it always does.
+** results[i] is { true, <what fns[i] returned>, n = ... } or { false,
+** <the error>, n = 2 }.  When the transaction cannot commit (a full disk:
+** 507) or a storage failure ends it, nothing of any member is kept and the
+** call fails as one.  Members must not yield (the transaction is open) and
+** must be rerunnable (a map that runs out of room runs them all again).
+*/
+typedef struct group_q {
+  lua_State *L;
+  rg_db *d;
+  int n, i;
+} group_q;
+
+/* Stores in results (index 3) at i: { ok, values from `from` to top }. */
+static void group_result (lua_State *L, int i, int ok, int from) {
+  int k, top = lua_gettop(L);
+  lua_createtable(L, top - from + 2, 1);
+  lua_pushboolean(L, ok);
+  lua_rawseti(L, -2, 1);
+  for (k = from; k <= top; k++) {
+    lua_pushvalue(L, k);
+    lua_rawseti(L, -2, k - from + 2);
+  }
+  lua_pushinteger(L, top - from + 2);
+  lua_setfield(L, -2, "n");
+  lua_rawseti(L, 3, i);
+  lua_settop(L, from - 1);
+}
+
+static int member_body (rg_scope *s, void *ud, rg_err *e) {
+  group_q *q = (group_q *)ud;
+  lua_State *L = q->L;
+  int top = lua_gettop(L);
+  (void)s; (void)e;
+  lua_rawgeti(L, 2, q->i);
+  lua_call(L, 0, LUA_MULTRET);
+  group_result(L, q->i, 1, top + 1);
+  return 0;
+}
+
+static int group_body (rg_scope *s, void *ud, rg_err *e) {
+  group_q *q = (group_q *)ud;
+  lua_State *L = q->L;
+  int i, rc;
+  (void)s;
+  for (i = 1; i <= q->n; i++) {        /* a rerun starts afresh */
+    lua_pushnil(L);
+    lua_rawseti(L, 3, i);
+  }
+  for (i = 1; i <= q->n; i++) {
+    q->i = i;
+    rc = rg_scope_run(q->d->env, rgl_protect, L, q->d->sync, 1, member_body,
+                      q, e);
+    if (rc == RG_RAISED)               /* the error is on top */
+      group_result(L, i, 0, lua_gettop(L));
+    else if (rc) return rc;            /* the transaction failed: all fail */
+  }
+  return 0;
+}
+
+static int db_group (lua_State *L) {
+  rg_db *d = rgl_checkdb(L, 1);
+  group_q q;
+  rg_err e;
+  int i;
+  luaL_checktype(L, 2, LUA_TTABLE);
+  q.n = (int)rg_rawlen(L, 2);
+  for (i = 1; i <= q.n; i++) {
+    lua_rawgeti(L, 2, i);
+    if (!lua_isfunction(L, -1))
+      return luaL_error(L, "group: member %d is not a function", i);
+    lua_pop(L, 1);
+  }
+  if (d->readonly) return readonly_fail(L);
+  lua_settop(L, 2);
+  lua_createtable(L, q.n, 0);          /* 3: the results */
+  q.L = L;
+  q.d = d;
+  if (rgl_scope_run(L, d->env, d->sync, 0, group_body, &q, &e))
+    return rgl_push_fail(L, &e);
+  lua_settop(L, 3);
+  rgl_push_info(L, NULL, 200);
+  return 2;
+}
 /* }===================================================================== */
 
 
@@ -364,7 +495,7 @@ static int db_purge_expired (lua_State *L) {
 static int l_open (lua_State *L) {
   static const char *const allowed[] = {
     "sync", "map_size", "readonly", "script_budget", "script_memory",
-    "max_containers", NULL
+    "max_containers", "retry_throttled", NULL
   };
   static const char *const syncs[] = { "full", "lazy", "none", NULL };
   const char *path = check_path(L, 1);
@@ -399,6 +530,8 @@ static int l_open (lua_State *L) {
                                  (lua_Integer)1 << 40, "open");
   d->max_containers = (int)rgl_opt_int(L, 2, "max_containers", 0, 1, 1 << 20,
                                        "open");
+  d->retry_throttled = (int)rgl_opt_int(L, 2, "retry_throttled", 0, 0, 1000,
+                                        "open");
   if (rg_env_open(path, &o, &d->env, &e)) return rgl_push_fail(L, &e);
   if (rg_script_limits(d->env, (uint64_t)d->script_budget,
                        (uint64_t)d->script_memory, &e)) {
@@ -461,6 +594,7 @@ void rgl_db_open (lua_State *L) {
   static const luaL_Reg db_methods[] = {
     {"close", db_close},
     {"create_container", db_create_container},
+    {"replace_container", db_replace_container},
     {"container", db_container},
     {"containers", db_containers},
     {"delete_container", db_delete_container},
@@ -469,6 +603,7 @@ void rgl_db_open (lua_State *L) {
     {"compact", db_compact},
     {"purge_expired", db_purge_expired},
     {"verify", db_verify},
+    {"group", db_group},
     {NULL, NULL}
   };
   static const luaL_Reg db_meta[] = {

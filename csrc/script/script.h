@@ -33,7 +33,7 @@ int  rg_script_limits (rg_env *env, uint64_t budget, uint64_t memory,
                        rg_err *e);
 /* Compiles a source in the sandbox and runs its chunk, which must return
 ** a function (400; 408/413 when the chunk exceeds the limits).  `tag` is
-** RG_MK_PROC or RG_MK_TRIG (for messages). */
+** RG_MK_PROC, RG_MK_TRIG or RG_MK_UDF (for messages). */
 int  rg_script_check (rg_env *env, int tag, const char *name, size_t n,
                       const char *src, size_t len, rg_err *e);
 /* Executes a procedure in the scope, bound to the logical partition of
@@ -43,5 +43,23 @@ int  rg_script_check (rg_env *env, int tag, const char *name, size_t n,
 int  rg_proc_execute (rg_scope *s, const rg_cont *c, const char *name,
                       size_t n, const cJSON *pk, cJSON *const *args,
                       int nargs, cJSON **result, rg_buf *log, rg_err *e);
+
+/*
+** User-defined functions for one query (udf.c): rg_udfs_init makes the
+** interface to put in the query request (rg_query_req.udf, `iface`), over
+** the transaction the query runs in; rg_udfs_done ends the query's
+** execution in the sandbox.  Inside a procedure the procedure's budget is
+** spent; otherwise the query's calls share one budget, the environment's.
+*/
+typedef struct rg_udfs {
+  rg_qudf iface;
+  MDB_txn *txn;
+  const rg_cont *c;
+  struct rg_runtime *rt;
+  int armed, stopped, stopped_rc;
+} rg_udfs;
+
+void rg_udfs_init (rg_udfs *u, MDB_txn *txn, const rg_cont *c);
+void rg_udfs_done (rg_udfs *u);
 
 #endif

@@ -3,10 +3,17 @@
 **
 ** A container's spec is what create_container was given, validated and
 ** normalized, stored as JSON text under meta 'c' cid (layout.c) and parsed
-** into an rg_cspec by every process that opens the container.  A spec never
-** changes after creation, so a parsed spec can be cached for the life of a
-** handle; a container deleted and created again gets a new cid, and the
-** write path checks the cid is still in the catalog.
+** into an rg_cspec by every process that opens the container.  A handle
+** keeps its parsed spec; a container deleted and created again gets a new
+** cid, and every call checks in its transaction that the cid is still in
+** the catalog (rg_cont_alive).  db:replace_container changes the stored
+** spec (its indexing policy, TTL, retention and size limit; never its
+** partition key, partitions or unique keys): the same check compares the
+** stored text with the handle's and, when they differ, the handle adopts
+** the stored spec (rg_cspec_adopt), so that no call works with a spec
+** other than its transaction's.  c:set_throughput rewrites the stored
+** "throughput" too; the live budget is read from store/throughput.c,
+** never from a parsed spec.
 **
 ** The stored form:
 **   { "name": "posts", "partition_key": ["/postId"],
@@ -18,12 +25,32 @@
 **     "default_ttl": null | -1 | seconds,
 **     "max_partition_bytes": 21474836480,
 **     "change_feed": { "all_versions": false | true,
-**                      "retention": null | seconds } }
+**                      "retention": null | seconds },
+**     "throughput": null | RU/s | { "manual": RU/s } |
+**                   { "autoscale_max": RU/s, "burst": true },
+**     "computed_properties": [{"name": "cp_lower",
+**                              "query": "SELECT VALUE LOWER(c.name) FROM c"}],
+**     "revision": 2 }
 **
 ** The all-versions feed (every create, replace, delete and expiry, with
 ** the version it made or removed) is kept only when change_feed asks for
 ** it: all_versions = true, or a retention (which bounds it).  The latest
 ** version feed is always there.
+**
+** `revision` is not an option: the binding adds it to the specs it creates
+** (RG_SPEC_REVISION), a replaced spec keeps the one stored (catalog.c), and
+** c:spec() leaves it out.  A container made before it existed has none (1):
+** its items have no shape entries and its hierarchical keys hash whole,
+** so the planner and the key layout keep to what such a container holds.
+**
+** Computed properties are top-level properties that queries see but items
+** do not store: each is a query "SELECT VALUE expr FROM c" over the item
+** (validated by the query engine: deterministic, no WHERE, JOIN, subquery,
+** aggregate or user-defined function), parsed once with the spec.  At most
+** RG_MAX_COMPUTED; a name is a property name other than a system
+** property's (id, _etag, _ts, _lsn, _rid, _self, _attachments).  The index
+** covers them like stored paths (index.c), and a stored property of the
+** same name is neither indexed nor seen by queries.
 **
 ** The indexing policy decides, for the normalized path of every scalar in a
 ** document (array positions written "[]"), whether it is indexed: among the
@@ -65,6 +92,44 @@ static int get_int (const cJSON *v, const char *name, int64_t lo, int64_t hi,
   if (!cJSON_IsNumber(v) || !rg_num_int(v, out) || *out < lo || *out > hi)
     return rg_fail(e, 400, "option '%s' must be an integer from %lld to %lld",
                    name, (long long)lo, (long long)hi);
+  return 0;
+}
+
+int rg_tpset_parse (const cJSON *v, rg_tpset *out, const char *what,
+                    rg_err *e) {
+  static const char *const keys[] = { "manual", "autoscale_max", "burst",
+                                      NULL };
+  const cJSON *m, *a, *b;
+  memset(out, 0, sizeof(*out));
+  if (v == NULL || cJSON_IsNull(v)) return 0;
+  if (cJSON_IsNumber(v)) {
+    m = v;
+    a = b = NULL;
+  }
+  else if (cJSON_IsObject(v)) {
+    int rc = only_keys(v, keys, what, e);
+    if (rc) return rc;
+    m = cJSON_GetObjectItemCaseSensitive(v, "manual");
+    a = cJSON_GetObjectItemCaseSensitive(v, "autoscale_max");
+    b = cJSON_GetObjectItemCaseSensitive(v, "burst");
+    if ((m == NULL) == (a == NULL))
+      return rg_fail(e, 400, "%s: give either 'manual' or 'autoscale_max' "
+                     "(request units per second)", what);
+    if (b != NULL && !cJSON_IsBool(b))
+      return rg_fail(e, 400, "%s: 'burst' must be a boolean", what);
+  }
+  else
+    return rg_fail(e, 400, "%s must be a number of request units per "
+                   "second, {autoscale_max = n} or nil", what);
+  out->mode = m ? RG_TP_MANUAL : RG_TP_AUTOSCALE;
+  if (m == NULL) m = a;
+  if (!cJSON_IsNumber(m) || !(m->valuedouble >= 1.0 &&
+      m->valuedouble <= RG_TP_MAX_RU) ||
+      m->valuedouble != (double)(int64_t)m->valuedouble)
+    return rg_fail(e, 400, "%s: request units per second must be a whole "
+                   "number from 1 to %.0f", what, RG_TP_MAX_RU);
+  out->ru = m->valuedouble;
+  out->burst = b != NULL && cJSON_IsTrue(b);
   return 0;
 }
 
@@ -264,9 +329,113 @@ static int build_indexing (rg_cspec *s, const cJSON *ix, rg_err *e) {
 /* }===================================================================== */
 
 
+/* The computed properties: names and parsed queries. */
+static int build_computed (rg_cspec *s, const cJSON *v, rg_err *e) {
+  static const char *const system[] = {
+    "id", "_etag", "_ts", "_lsn", "_rid", "_self", "_attachments", NULL
+  };
+  static const char *const ckeys[] = { "name", "query", NULL };
+  const cJSON *c;
+  int rc, i;
+  if (v == NULL || cJSON_IsNull(v)) return 0;
+  if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > RG_MAX_COMPUTED)
+    return rg_fail(e, 400, "option 'computed_properties' is a list of at "
+                   "most %d {name = ..., query = ...}", RG_MAX_COMPUTED);
+  s->cp = (rg_qcomputed *)calloc((size_t)cJSON_GetArraySize(v) + 1,
+                                 sizeof(rg_qcomputed));
+  if (s->cp == NULL) return rg_fail(e, 500, "out of memory");
+  for (c = v->child; c; c = c->next) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "name");
+    const cJSON *query = cJSON_GetObjectItemCaseSensitive(c, "query");
+    rg_query *q = NULL;
+    const char *const *sy;
+    if (!cJSON_IsObject(c) || !cJSON_IsString(name) || !cJSON_IsString(query))
+      return rg_fail(e, 400, "a computed property is {name = \"...\", "
+                     "query = \"SELECT VALUE ... FROM c\"}");
+    if ((rc = only_keys(c, ckeys, "a computed property", e))) return rc;
+    if (name->valuestring[0] == '\0' || strlen(name->valuestring) > 255 ||
+        strchr(name->valuestring, '/') != NULL)
+      return rg_fail(e, 400, "computed property name '%s' is not a property "
+                     "name", name->valuestring);
+    for (sy = system; *sy; sy++)
+      if (strcmp(*sy, name->valuestring) == 0)
+        return rg_fail(e, 400, "computed property name '%s' is a system "
+                       "property", name->valuestring);
+    for (i = 0; i < s->ncp; i++)
+      if (strcmp(s->cp[i].name, name->valuestring) == 0)
+        return rg_fail(e, 400, "computed property '%s' is defined twice",
+                       name->valuestring);
+    if ((rc = rg_query_parse(query->valuestring, strlen(query->valuestring),
+                             0, &q, e)) ||
+        (rc = rg_query_computed_check(q, e))) {
+      char msg[sizeof(e->msg)];
+      memcpy(msg, e->msg, sizeof(msg));
+      rg_query_free(q);
+      return rg_fail(e, 400, "computed property '%s': %s",
+                     name->valuestring, msg);
+    }
+    s->cp[s->ncp].q = q;
+    if ((s->cp[s->ncp].name = strdup(name->valuestring)) == NULL) {
+      rg_query_free(q);
+      return rg_fail(e, 500, "out of memory");
+    }
+    s->cp[s->ncp].nlen = (uint32_t)strlen(name->valuestring);
+    s->ncp++;
+  }
+  return 0;
+}
+
+void rg_cspec_adopt (rg_cspec *s, rg_cspec *fresh) {
+  rg_cspec old = *s;
+  *s = *fresh;
+  *fresh = old;
+  s->older = fresh;
+}
+
+/* Do two declared paths name the same thing? */
+static int same_path (const rg_path *a, const rg_path *b) {
+  int i;
+  if (a->n != b->n) return 0;
+  for (i = 0; i < a->n; i++) if (strcmp(a->seg[i], b->seg[i])) return 0;
+  return 1;
+}
+
+int rg_cspec_same_layout (const rg_cspec *a, const rg_cspec *b, rg_err *e) {
+  int i, j, same = a->npk == b->npk && a->nuniq == b->nuniq;
+  for (i = 0; same && i < a->npk; i++) same = same_path(&a->pk[i], &b->pk[i]);
+  if (!same) return rg_fail(e, 400, "a container's partition key cannot change");
+  if (a->nparts != b->nparts)
+    return rg_fail(e, 400, "a container's physical_partitions cannot change");
+  for (i = 0; same && i < a->nuniq; i++) {
+    same = a->uniq[i].n == b->uniq[i].n;
+    for (j = 0; same && j < a->uniq[i].n; j++)
+      same = same_path(&a->uniq[i].path[j], &b->uniq[i].path[j]);
+  }
+  if (!same) return rg_fail(e, 400, "a container's unique keys cannot change");
+  return 0;
+}
+
+/* Are the members `key` of two spec texts the same (or both absent)? */
+static int same_member (const cJSON *a, const cJSON *b, const char *key) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(a, key);
+  const cJSON *y = cJSON_GetObjectItemCaseSensitive(b, key);
+  return (x == NULL && y == NULL) || (x && y && cJSON_Compare(x, y, 1));
+}
+
+/* Computed properties are indexed: a change to them changes the entries. */
+int rg_cspec_same_indexing (const rg_cspec *a, const rg_cspec *b) {
+  cJSON *ja = cJSON_Parse(a->json), *jb = cJSON_Parse(b->json);
+  int same = ja && jb && same_member(ja, jb, "indexing") &&
+             same_member(ja, jb, "computed_properties");
+  cJSON_Delete(ja);
+  cJSON_Delete(jb);
+  return same;
+}
+
 void rg_cspec_free (rg_cspec *s) {
   int i, j;
   if (s == NULL) return;
+  rg_cspec_free(s->older);
   free(s->name);
   for (i = 0; i < s->npk; i++) rg_path_free(&s->pk[i]);
   for (i = 0; i < s->npat; i++) rg_path_free(&s->pat[i].path);
@@ -280,6 +449,11 @@ void rg_cspec_free (rg_cspec *s) {
   for (i = 0; i < s->nuniq; i++)
     for (j = 0; j < s->uniq[i].n; j++) rg_path_free(&s->uniq[i].path[j]);
   free(s->uniq);
+  for (i = 0; i < s->ncp; i++) {
+    rg_query_free((rg_query *)s->cp[i].q);
+    free((char *)s->cp[i].name);
+  }
+  free(s->cp);
   free(s->json);
   free(s);
 }
@@ -287,7 +461,8 @@ void rg_cspec_free (rg_cspec *s) {
 int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
   static const char *const keys[] = {
     "name", "partition_key", "physical_partitions", "indexing",
-    "unique_keys", "default_ttl", "max_partition_bytes", "change_feed", NULL
+    "unique_keys", "default_ttl", "max_partition_bytes", "change_feed",
+    "computed_properties", "revision", "throughput", NULL
   };
   rg_cspec *s;
   const cJSON *v;
@@ -395,6 +570,21 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
       s->all_versions = 1;           /* a retention keeps the history */
     }
   }
+
+  if ((rc = build_computed(s, cJSON_GetObjectItemCaseSensitive(
+                              j, "computed_properties"), e)))
+    goto fail;
+
+  s->revision = 1;
+  v = cJSON_GetObjectItemCaseSensitive(j, "revision");
+  if (v != NULL) {
+    if ((rc = get_int(v, "revision", 1, RG_SPEC_REVISION, &n, e))) goto fail;
+    s->revision = (int)n;
+  }
+
+  if ((rc = rg_tpset_parse(cJSON_GetObjectItemCaseSensitive(j, "throughput"),
+                           &s->tp, "option 'throughput'", e)))
+    goto fail;
 
   rg_buf_init(&text);
   rg_json_print(j, &text);

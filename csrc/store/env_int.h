@@ -22,9 +22,11 @@ struct rg_env {
   rg_scope *scope;          /* the write scope running now, if any */
   int broken;               /* a remap failed (errno): unusable until reopened */
   uint8_t secret[16];       /* keys continuation tokens to this database */
+  struct rg_wal *wal;       /* the write-ahead log (wal.h), or NULL */
   const struct rg_hooks *hooks;    /* upward calls (hooks.h), or NULL */
   struct rg_pcache *pcache;        /* path ids known to be given (index.c) */
   void *hook_state;
+  struct rg_tpfile *tp;     /* the throughput budgets (throughput.c), or NULL */
   struct rg_env *next;
 };
 

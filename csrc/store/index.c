@@ -24,6 +24,29 @@
 ** container's go with its data), so each process keeps the ids it has
 ** seen committed in a cache.
 **
+** Computed properties (container.c) are walked as top-level members of
+** the item holding the values their queries give (a stored member of the
+** same name is left out).
+**
+** Shapes (containers of revision 2).  The shape of an item is the set of
+** non-array paths where it holds an indexed scalar (their path ids,
+** sorted); each item has one more entry, under the path id of the text
+** RG_SHAPE_TEXT ("shape", which no path or composite text can be), with
+** the 8-byte hash of its shape as the term:
+**
+**     shape-path-id | u64 shape  ->  reference
+**
+** and the meta table keeps every shape ever seen:
+**
+**     'h' cid u64 shape  -> the sorted path ids (u32 each)
+**
+** so that the planner can list the shapes lacking a path and read, through
+** their entries, exactly the items without a scalar there (ORDER BY ranks
+** them first ascending) instead of reading every item.  An item with more
+** than RG_SHAPE_MAX such paths has the wide shape 0, which has no record
+** and is taken as lacking anything.  Shape entries are bookkeeping: they
+** are not counted in the work a write is charged for.
+**
 ** An update is a difference: the entries the old version needed that the
 ** new one does not are deleted, the missing ones put, and the unchanged
 ** ones (most, in a typical replace or patch) are left alone.  Every entry
@@ -389,12 +412,17 @@ typedef struct walker {
   size_t unknown;                /* paths without an id (find mode) */
   int status;
   rg_err *e;
+  int arr;                       /* array positions on the path walked */
+  uint32_t shape[RG_SHAPE_MAX + 1];
+  int nshape;
+  uint8_t sid[RG_PATHID_MAX];    /* the shape entries' path id */
+  size_t sidlen;
 } walker;
 
 /* Starts an entry key for the path text in w->text: 1 when it has an id
-** (the key is started in w->ks->buf), 0 when it has none (find mode) or on
-** failure (w->status). */
-static int start_key (walker *w) {
+** (the key is started in w->ks->buf; *idp receives the id when given), 0
+** when it has none (find mode) or on failure (w->status). */
+static int start_key (walker *w, uint32_t *idp) {
   uint8_t id[RG_PATHID_MAX];
   size_t len;
   int rc;
@@ -406,7 +434,17 @@ static int start_key (walker *w) {
   if (rc == 404 && w->s == NULL) { w->unknown++; return 0; }
   if (rc) { w->status = rc; return 0; }
   rg_buf_add(&w->ks->buf, id, len);
+  if (idp) rg_pathid_get(id, len, idp);
   return 1;
+}
+
+/* Is `name` a computed property of the spec (a stored member of that name
+** is shadowed)? */
+static int computed_name (const rg_cspec *s, const char *name) {
+  int i;
+  for (i = 0; i < s->ncp; i++)
+    if (strcmp(s->cp[i].name, name) == 0) return 1;
+  return 0;
 }
 
 static void walk (walker *w, const cJSON *v, int depth) {
@@ -415,20 +453,72 @@ static void walk (walker *w, const cJSON *v, int depth) {
   if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
     int arr = cJSON_IsArray(v);
     if (depth > RG_MAX_DEPTH) return;
+    w->arr += arr;
     for (c = v->child; c; c = c->next) {
+      if (depth == 0 && !arr && w->spec->ncp && computed_name(w->spec,
+                                                              c->string))
+        continue;
       w->seg[depth] = arr ? "[]" : c->string;
       walk(w, c, depth + 1);
     }
+    w->arr -= arr;
     return;
   }
   if (rg_cspec_indexed(w->spec, w->seg, depth)) {
     size_t start = w->ks->buf.n;
+    uint32_t id;
     w->text.n = 0;
     rg_index_path_text(&w->text, w->seg, depth);
-    if (!start_key(w)) return;
+    if (!start_key(w, &id)) return;
     rg_term(&w->ks->buf, v, 0);
     ks_end(w->ks, start);
+    if (!w->arr && w->nshape <= RG_SHAPE_MAX) w->shape[w->nshape++] = id;
   }
+}
+
+/* The computed properties' values, walked as top-level members. */
+static void computed_terms (walker *w, const cJSON *doc) {
+  rg_buf text, val;
+  rg_err e;
+  int i;
+  rg_buf_init(&text);
+  rg_buf_init(&val);
+  rg_json_print(doc, &text);
+  if (text.oom) { w->ks->oom = 1; goto done; }
+  for (i = 0; i < w->spec->ncp && !w->status; i++) {
+    cJSON *v;
+    val.n = 0;
+    if (rg_qcomputed_json(w->spec->cp[i].q, text.p, text.n, &val, &e) ||
+        val.n == 0)
+      continue;                      /* undefined: no entry */
+    rg_buf_addc(&val, 0);
+    if (val.oom || (v = cJSON_Parse(val.p)) == NULL) { w->ks->oom = 1; break; }
+    w->seg[0] = w->spec->cp[i].name;
+    walk(w, v, 1);
+    cJSON_Delete(v);
+  }
+done:
+  rg_buf_free(&text);
+  rg_buf_free(&val);
+}
+
+static int cmp_u32 (const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The shape of the paths walked: sorted, without repeats, into w->shape;
+** its hash (0: wide). */
+static uint64_t shape_of (walker *w) {
+  int i, n = 0;
+  uint8_t b[4 * RG_SHAPE_MAX];
+  if (w->nshape > RG_SHAPE_MAX) return 0;
+  qsort(w->shape, (size_t)w->nshape, sizeof(uint32_t), cmp_u32);
+  for (i = 0; i < w->nshape; i++)
+    if (n == 0 || w->shape[n - 1] != w->shape[i]) w->shape[n++] = w->shape[i];
+  w->nshape = n;
+  for (i = 0; i < n; i++) rg_put_u32(b + 4 * i, w->shape[i]);
+  return rg_hash(b, (size_t)n * 4) | 1;    /* never 0 */
 }
 
 static void composite_terms (walker *w, const cJSON *doc) {
@@ -445,18 +535,30 @@ static void composite_terms (walker *w, const cJSON *doc) {
     if (j < ci->n) continue;         /* not every path holds a scalar */
     w->text.n = 0;
     rg_buf_adds(&w->text, ci->name);
-    if (!start_key(w)) continue;
+    if (!start_key(w, NULL)) continue;
     for (j = 0; j < ci->n; j++)
       rg_term_cut(&w->ks->buf, vals[j], ci->desc[j], limit);
     ks_end(w->ks, start);
   }
 }
 
-/* The entry keys `doc` needs, into ks: 0 or a status. */
+/* What doc_terms tells of a document's shape (revision 2). */
+typedef struct shapeinfo {
+  uint64_t h;                    /* its hash, 0: wide */
+  uint32_t ids[RG_SHAPE_MAX + 1];
+  int nids;
+  uint8_t sid[RG_PATHID_MAX];    /* the shape entries' path id */
+  size_t sidlen;                 /* 0: none (no shape entry) */
+} shapeinfo;
+
+/* The entry keys `doc` needs, into ks (the shape entry among them, and
+** the shape into *si when given): 0 or a status. */
 static int doc_terms (MDB_txn *txn, rg_env *env, rg_scope *s,
                       const rg_cspec *spec, const cJSON *doc, keyset *ks,
-                      size_t *unknown, rg_err *e) {
+                      size_t *unknown, shapeinfo *si, rg_err *e) {
   walker w;
+  if (si) { si->h = 0; si->nids = 0; si->sidlen = 0; }
+  if (unknown) *unknown = 0;
   if (!spec->automatic) return 0;
   w.unknown = 0;
   w.txn = txn;
@@ -466,24 +568,82 @@ static int doc_terms (MDB_txn *txn, rg_env *env, rg_scope *s,
   w.ks = ks;
   w.status = 0;
   w.e = e;
+  w.arr = 0;
+  w.nshape = 0;
   rg_buf_init(&w.text);
   walk(&w, doc, 0);
+  if (spec->ncp) computed_terms(&w, doc);
   composite_terms(&w, doc);
+  if (spec->revision >= 2 && w.status == 0) {
+    size_t start = ks->buf.n;
+    uint64_t h = shape_of(&w);
+    uint8_t t[8];
+    w.text.n = 0;
+    rg_buf_adds(&w.text, RG_SHAPE_TEXT);
+    if (start_key(&w, NULL)) {
+      if (si) {
+        si->sidlen = ks->buf.n - start;
+        memcpy(si->sid, ks->buf.p + start, si->sidlen);
+      }
+      rg_put_u64(t, h);
+      rg_buf_add(&ks->buf, t, 8);
+      ks_end(ks, start);
+    }
+    if (si) {
+      si->h = h;
+      si->nids = w.nshape > RG_SHAPE_MAX ? 0 : w.nshape;
+      memcpy(si->ids, w.shape, (size_t)si->nids * sizeof(uint32_t));
+    }
+  }
   rg_buf_free(&w.text);
   if (unknown) *unknown = w.unknown;
   if (w.status == 0 && ks->oom) w.status = rg_fail(e, 500, "out of memory");
   return w.status;
 }
 
+/* Is this index key a shape entry (of the shape path id in si)? */
+static int shape_entry (const shapeinfo *si, const char *key, size_t n) {
+  return si->sidlen && n == si->sidlen + 8 &&
+         memcmp(key, si->sid, si->sidlen) == 0;
+}
+
+/* The meta key of a shape's record. */
+static size_t shape_key (uint8_t *out, uint32_t cid, uint64_t h) {
+  size_t n = rg_meta_key(out, RG_MK_SHAPE, cid, NULL, 0);
+  rg_put_u64(out + n, h);
+  return n + 8;
+}
+
+/* Records a shape in the meta table when it is new. */
+static int shape_record (rg_scope *s, const rg_cspec *spec,
+                         const shapeinfo *si, rg_err *e) {
+  uint8_t key[16], val[4 * RG_SHAPE_MAX + 1];
+  MDB_val k, v;
+  int i, rc;
+  if (si->h == 0) return 0;          /* wide: no record */
+  k.mv_data = key;
+  k.mv_size = shape_key(key, spec->cid, si->h);
+  rc = mdb_get(s->txn, s->env->dbi[RG_DB_META], &k, &v);
+  if (rc == 0) return 0;
+  if (rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "index", e);
+  for (i = 0; i < si->nids; i++) rg_put_u32(val + 4 * i, si->ids[i]);
+  return rg_put(s, RG_DB_META, key, k.mv_size, val, (size_t)si->nids * 4, e);
+}
+
 int rg_index_keys (MDB_txn *txn, rg_env *env, rg_scope *s,
                    const rg_cspec *spec, const cJSON *doc, rg_buf *keys,
                    size_t *count, rg_err *e) {
   keyset ks;
+  shapeinfo si;
   size_t *ord, n, i;
   int rc;
   ks_init(&ks);
   *count = 0;
-  if ((rc = doc_terms(txn, env, s, spec, doc, &ks, NULL, e))) { ks_free(&ks); return rc; }
+  if ((rc = doc_terms(txn, env, s, spec, doc, &ks, NULL, &si, e)) ||
+      (s && (rc = shape_record(s, spec, &si, e)))) {
+    ks_free(&ks);
+    return rc;
+  }
   if ((ord = ks_sorted(&ks, &n)) == NULL) {
     ks_free(&ks);
     return rg_fail(e, 500, "out of memory");
@@ -595,19 +755,28 @@ static int unique_apply (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
 /* }===================================================================== */
 
 
-int rg_index_update (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
-                     uint32_t seq, const cJSON *old, const cJSON *neu,
-                     rg_err *e) {
+/* Brings the index entries of one item from what `old` needed under the
+** spec `os` to what `neu` needs under `ns`: writes only the difference. */
+static int index_diff (rg_scope *s, const rg_cspec *os, const rg_cspec *ns,
+                       const rg_ikey *k, uint32_t seq, const cJSON *old,
+                       const cJSON *neu, rg_err *e) {
   keyset ko, kn;
+  shapeinfo so, sn;
   size_t *oo = NULL, *on = NULL, no = 0, nn = 0, i = 0, j = 0;
   uint8_t ref[RG_REF_SIZE];
   int rc = 0;
   ks_init(&ko);
   ks_init(&kn);
+  so.h = sn.h = 0;
+  so.sidlen = sn.sidlen = 0;
   rg_put_u64(ref, rg_ref_make(k->hash, seq));
-  if (old && (rc = doc_terms(s->txn, s->env, NULL, spec, old, &ko, NULL, e)))
+  if (old && (rc = doc_terms(s->txn, s->env, NULL, os, old, &ko, NULL, &so,
+                             e)))
     goto done;
-  if (neu && (rc = doc_terms(s->txn, s->env, s, spec, neu, &kn, NULL, e)))
+  if (neu && (rc = doc_terms(s->txn, s->env, s, ns, neu, &kn, NULL, &sn, e)))
+    goto done;
+  if (neu && ns->revision >= 2 && (sn.h != so.h || os != ns) &&
+      (rc = shape_record(s, ns, &sn, e)))
     goto done;
   oo = ks_sorted(&ko, &no);
   on = ks_sorted(&kn, &nn);
@@ -626,25 +795,41 @@ int rg_index_update (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
     }
     if (c == 0) { i++; j++; continue; }
     if (c < 0) {
-      rc = rg_ddel(s, RG_DB_INDEX, ko.buf.p + ko.off[oo[i]], ko.len[oo[i]],
-                   ref, RG_REF_SIZE, NULL, e);
+      const char *key = ko.buf.p + ko.off[oo[i]];
+      size_t kl = ko.len[oo[i]];
+      rc = rg_ddel(s, RG_DB_INDEX, key, kl, ref, RG_REF_SIZE, NULL, e);
+      if (!shape_entry(&so, key, kl))
+        s->work.terms++;             /* shapes are bookkeeping: not charged */
       i++;
     }
     else {
-      rc = rg_dput(s, RG_DB_INDEX, kn.buf.p + kn.off[on[j]], kn.len[on[j]],
-                   ref, RG_REF_SIZE, 0, e);
+      const char *key = kn.buf.p + kn.off[on[j]];
+      size_t kl = kn.len[on[j]];
+      rc = rg_dput(s, RG_DB_INDEX, key, kl, ref, RG_REF_SIZE, 0, e);
+      if (!shape_entry(&sn, key, kl)) s->work.terms++;
       j++;
     }
     if (rc) goto done;
-    s->work.terms++;
   }
-  rc = unique_apply(s, spec, k, old, neu, e);
 done:
   free(oo);
   free(on);
   ks_free(&ko);
   ks_free(&kn);
   return rc;
+}
+
+int rg_index_update (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
+                     uint32_t seq, const cJSON *old, const cJSON *neu,
+                     rg_err *e) {
+  int rc = index_diff(s, spec, spec, k, seq, old, neu, e);
+  return rc ? rc : unique_apply(s, spec, k, old, neu, e);
+}
+
+int rg_index_reindex (rg_scope *s, const rg_cspec *from, const rg_cspec *to,
+                      const rg_ikey *k, uint32_t seq, const cJSON *doc,
+                      rg_err *e) {
+  return index_diff(s, from, to, k, seq, doc, doc, e);
 }
 
 
@@ -660,6 +845,7 @@ int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
                      const rg_ikey *k, uint32_t seq, const cJSON *doc,
                      uint64_t *nindex, uint64_t *nunique, rg_buf *report) {
   keyset ks;
+  shapeinfo si;
   size_t *ord = NULL, n = 0, i, missing, unknown = 0;
   uint8_t ref[RG_REF_SIZE];
   MDB_cursor *cur = NULL;
@@ -667,7 +853,7 @@ int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
   rg_err e;
   ks_init(&ks);
   rg_put_u64(ref, rg_ref_make(k->hash, seq));
-  if (doc_terms(txn, env, NULL, spec, doc, &ks, &unknown, &e) ||
+  if (doc_terms(txn, env, NULL, spec, doc, &ks, &unknown, &si, &e) ||
       (ord = ks_sorted(&ks, &n)) == NULL ||
       mdb_cursor_open(txn, env->dbi[RG_DB_INDEX], &cur)) {
     free(ord);
@@ -694,6 +880,19 @@ int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
   }
   *nindex += n + unknown;
   mdb_cursor_close(cur);
+  if (spec->revision >= 2 && si.h != 0) {   /* its shape is recorded */
+    uint8_t sk[16];
+    MDB_val mk, mv;
+    mk.mv_data = sk;
+    mk.mv_size = shape_key(sk, spec->cid, si.h);
+    if (mdb_get(txn, env->dbi[RG_DB_META], &mk, &mv) != 0 ||
+        mv.mv_size != (size_t)si.nids * 4) {
+      bad++;
+      rg_buf_addf(report, "container %u: the shape of item %.*s is not "
+                  "recorded\n", spec->cid, (int)(k->len - k->lplen),
+                  (const char *)k->key + k->lplen);
+    }
+  }
   for (u = 0; u < spec->nuniq; u++) {
     uint8_t uk[RG_MAX_KEY];
     MDB_val key, val;

@@ -23,6 +23,11 @@
 int rg_index_update (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
                      uint32_t seq, const cJSON *old, const cJSON *neu,
                      rg_err *e);
+/* Moves one item's index entries from the indexing policy of `from` to
+** that of `to` (container replace; unique keys never change). */
+int rg_index_reindex (rg_scope *s, const rg_cspec *from, const rg_cspec *to,
+                      const rg_ikey *k, uint32_t seq, const cJSON *doc,
+                      rg_err *e);
 /* Checks the unique keys `new` would take (409), writing nothing. */
 int rg_unique_check (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
                      const cJSON *old, const cJSON *neu, rg_err *e);
@@ -52,6 +57,10 @@ int rg_index_path_ids (MDB_txn *txn, rg_env *env, uint32_t cid,
 int rg_index_drop (rg_scope *s, uint32_t cid, uint64_t max, uint64_t *count,
                    rg_err *e);
 
+/* Shapes (revision 2 containers, index.c): the dictionary text whose path
+** id holds the shape entries, and the most paths a shape lists. */
+#define RG_SHAPE_TEXT "shape"
+#define RG_SHAPE_MAX  64
 /* The dictionary text of a normalized path (segments, array positions
 ** "[]"), and of a composite index ("composite|/a|0|/b|1"). */
 void rg_index_path_text (rg_buf *b, const char *const *seg, int n);

@@ -20,6 +20,9 @@
 **              "\1seq"                -> u32 last item seq handed out
 **              "\1pathid"             -> u32 last path id handed out
 **              "\1scripts"            -> u64 version of the scripts (scripts.c)
+**              "\1throughput"         -> u64 version of the throughput
+**                                        settings, then the database's
+**                                        setting as JSON text (throughput.c)
 **              'n' name               -> u32 cid (container names)
 **              'c' cid                -> the container's spec, JSON text
 **              'k' cid                -> u64 items, u64 bytes (container stats)
@@ -31,10 +34,18 @@
 **              'l' cid name 0 FFFF inst -> live processor instance
 **              'd' cid name 0 u64:seq -> processor dead letter
 **              'x' cid                -> a deletion under way (catalog.c)
+**              'h' cid u64:shape      -> an item shape's path ids, u32 each
+**                                        (index.c)
+**              'u' cid name           -> user-defined function (u64 version,
+**                                        source; scripts.c)
+**              'v' cid                -> u64 lsn: the all-versions history
+**                                        starts there (a container replace
+**                                        turned it on; catalog.c)
 **   items    lp id                    -> header + JSON text (below)
 **   refs     u32:seq                  -> item key (lp id)
 **   index    path-id term             => u32:hash32 u32:seq   (sorted duplicates
 **                                        of 8 bytes; index.c)
+**            shape-path-id u64:shape  => u32:hash32 u32:seq   (shapes; index.c)
 **   unique   lp u8:unique-key# u128:values-digest   -> item key (index.c)
 **   ttl      cid u64:expiry u64:digest              -> item key (write.c)
 **   feed     cid u16:range u64:lsn u32:ordinal      -> change record (feed.c;
@@ -45,7 +56,13 @@
 **
 ** Logical and physical partitions.  A partition key value (one value per
 ** level, up to three levels) is encoded as a tuple of terms (below) and
-** hashed (SipHash-2-4, fixed key) to 64 bits.  An item's key starts with
+** hashed (SipHash-2-4, fixed key) to 64 bits.  In containers of revision 2
+** (container.c) a hierarchical key's hash is made of prefixes: its top 32
+** bits hash the first level alone, and with three levels the next 16 bits
+** hash the first two; the rest hash the whole tuple.  So the logical
+** partitions that share a first level (or the first two) form one key
+** range inside one physical partition, where a query naming that prefix
+** is routed.  An item's key starts with
 **
 **     lp = cid u32 | hash u64 | tuple
 **
@@ -72,6 +89,8 @@
 ** null < false < true < numbers < strings, and so that the encoding is
 ** prefix-free (no term is a prefix of another, which lets terms be
 ** concatenated and lets a descending term be the bitwise complement):
+**     0x04 none (partition keys only: the value of an item that lacks its
+**          partition key, Cosmos's undefined partition key; below)
 **     0x05 null | 0x06 false | 0x07 true
 **     0x08 number: the IEEE double, sign bit flipped for positives and all
 **          bits flipped for negatives (-0 is 0), 8 bytes.  Where a term
@@ -122,8 +141,8 @@
 #define RG_PK_STR_INLINE 80       /* encoded bytes of an exact pk string */
 #define RG_PK_STR_CUT    64
 
-enum { T_NULL = 0x05, T_FALSE = 0x06, T_TRUE = 0x07, T_NUMBER = 0x08,
-       T_STRING = 0x09 };
+enum { T_NONE = 0x04, T_NULL = 0x05, T_FALSE = 0x06, T_TRUE = 0x07,
+       T_NUMBER = 0x08, T_STRING = 0x09 };
 
 
 /*
@@ -231,20 +250,39 @@ int rg_range_of (uint64_t hash, int nparts) {
   return (int)(((hash >> 32) * (uint64_t)nparts) >> 32);
 }
 
+/* The "none" value of a level: absent (a document lacking the path) or an
+** empty object (how callers name it, as the Cosmos SDKs send [{}]). */
+static int is_none (const cJSON *v) {
+  return v == NULL || (cJSON_IsObject(v) && v->child == NULL);
+}
+
+/*
+** The none partition key (every level none) is a logical partition of its
+** own, apart from null: the items that lack their partition key.  A key
+** that is none at some levels only is refused.  Whether a document may lack
+** its key is the write path's decision (write.c, resolve).
+*/
 int rg_ikey_partition (const rg_cspec *s, const cJSON *const *pkv,
                        rg_ikey *k, rg_err *e) {
   rg_buf exact, tuple;
-  int i, rc = 0, lossy = 0;
+  size_t lens[2] = { 0, 0 };
+  int i, rc = 0, lossy = 0, none = 0;
   rg_buf_init(&exact);
   rg_buf_init(&tuple);
+  for (i = 0; i < s->npk; i++) none += is_none(pkv[i]);
+  if (none && none != s->npk) {
+    for (i = 0; !is_none(pkv[i]); i++) {}
+    rc = rg_fail(e, 400, "the partition key value at a level is missing "
+                 "(every level is required: %s)", s->pk[i].seg[0]);
+    goto done;
+  }
   for (i = 0; i < s->npk; i++) {
     const cJSON *v = pkv[i];
-    if (v == NULL) {
-      rc = rg_fail(e, 400, "the partition key value%s is missing (%s%s)",
-                   s->npk > 1 ? " at a level" : "",
-                   s->npk > 1 ? "every level is required: " : "path ",
-                   s->pk[i].seg[0]);
-      goto done;
+    if (none) {
+      rg_buf_addc(&exact, T_NONE);
+      rg_buf_addc(&tuple, T_NONE);
+      if (i < 2) lens[i] = exact.n;
+      continue;
     }
     if (!(cJSON_IsString(v) || cJSON_IsNumber(v) || cJSON_IsBool(v) ||
           cJSON_IsNull(v))) {
@@ -254,9 +292,19 @@ int rg_ikey_partition (const rg_cspec *s, const cJSON *const *pkv,
     }
     rg_term_exact(&exact, v);
     lossy |= rg_term_bounded(&tuple, v);
+    if (i < 2) lens[i] = exact.n;
   }
   if (exact.oom || tuple.oom) { rc = rg_fail(e, 500, "out of memory"); goto done; }
   k->hash = rg_hash(exact.p, exact.n);
+  if (s->npk > 1 && s->revision >= 2) {   /* prefix hashing */
+    uint64_t h1 = rg_hash(exact.p, lens[0]);
+    if (s->npk == 2)
+      k->hash = (h1 & 0xFFFFFFFF00000000ull) | (k->hash & 0xFFFFFFFFull);
+    else
+      k->hash = (h1 & 0xFFFFFFFF00000000ull) |
+                (rg_hash(exact.p, lens[1]) & 0x00000000FFFF0000ull) |
+                (k->hash & 0xFFFFull);
+  }
   k->range = rg_range_of(k->hash, s->nparts);
   rg_put_u32(k->key, s->cid);
   rg_put_u64(k->key + 4, k->hash);
@@ -267,6 +315,34 @@ done:
   rg_buf_free(&exact);
   rg_buf_free(&tuple);
   return rc;
+}
+
+int rg_ikey_prefix (const rg_cspec *s, const cJSON *const *pkv, int levels,
+                    uint8_t *key, size_t *klen, uint64_t *hash,
+                    uint64_t *mask) {
+  rg_buf exact;
+  size_t l1 = 0;
+  int i;
+  if (s->revision < 2 || s->npk < 2 || levels < 1 || levels >= s->npk)
+    return 0;
+  rg_buf_init(&exact);
+  for (i = 0; i < levels; i++) {
+    if (pkv[i] == NULL) { rg_buf_free(&exact); return 0; }
+    rg_term_exact(&exact, pkv[i]);
+    if (i == 0) l1 = exact.n;
+  }
+  if (exact.oom) { rg_buf_free(&exact); return 0; }
+  *hash = rg_hash(exact.p, l1) & 0xFFFFFFFF00000000ull;
+  *mask = 0xFFFFFFFF00000000ull;
+  if (levels == 2) {                 /* of three */
+    *hash |= rg_hash(exact.p, exact.n) & 0x00000000FFFF0000ull;
+    *mask = 0xFFFFFFFFFFFF0000ull;
+  }
+  rg_buf_free(&exact);
+  rg_put_u32(key, s->cid);
+  rg_put_u64(key + 4, *hash);
+  *klen = levels == 2 ? 10 : 8;
+  return 1;
 }
 
 void rg_ikey_id (rg_ikey *k, const char *id, size_t n) {

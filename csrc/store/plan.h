@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/charge.h"
+#include "sql/sql.h"
 #include "store/container.h"
 #include "store/env.h"
 
@@ -35,6 +36,15 @@ typedef struct rg_query_req {
   ** 413 beyond; 0: no bound */
   uint64_t max_rows;
   size_t max_bytes;
+  /* user-defined functions (the script runtime's), or NULL: none */
+  const rg_qudf *udf;
+  /* admission (store/throughput.h), when set: called once the query is
+  ** planned and before it reads anything, with the hash of the logical
+  ** partition, or hierarchical key prefix, it is routed to (routed; the
+  ** hash names the physical partition) or not (a fan-out); a status it
+  ** returns (429) ends the query with nothing read */
+  int (*admit) (void *ud, int routed, uint64_t hash, rg_err *e);
+  void *admit_ud;
 } rg_query_req;
 
 typedef struct rg_query_res {

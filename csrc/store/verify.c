@@ -210,7 +210,15 @@ static void verify_container (verifier *v, const rg_cspec *s) {
   uint8_t p[4];
   uint64_t items = 0, bytes = 0, nindex = 0, nunique = 0, nttl = 0, nlp = 0;
   lpstat *lp = (lpstat *)calloc(1, sizeof(lpstat));
+  int64_t since = 0;               /* the history starts there */
   int rc;
+  {
+    uint8_t sk[8];
+    MDB_val sv;
+    if (exists(v, RG_DB_META, sk, rg_meta_key(sk, RG_MK_SINCE, s->cid, NULL,
+                                              0), &sv) && sv.mv_size == 8)
+      since = (int64_t)rg_get_u64((const uint8_t *)sv.mv_data);
+  }
   if (lp == NULL || mdb_cursor_open(v->txn, v->env->dbi[RG_DB_ITEMS], &cur)) {
     free(lp);
     problem(v, "container '%s': cannot read items", s->name, 0);
@@ -297,7 +305,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
         problem(v, "item '%s' has no latest-version entry at its _lsn "
                 "(container %lu)", id->valuestring, (unsigned long)s->cid);
     }
-    if (s->all_versions && s->retention < 0 &&
+    if (s->all_versions && s->retention < 0 && lsn >= since &&
         !feed_has(v, s, &ik, (uint64_t)lsn, id->valuestring))
       problem(v, "item '%s': the change feed lacks the record of its last "
               "write (container %lu)", id->valuestring, (unsigned long)s->cid);

@@ -14,7 +14,8 @@
 #
 # Settings (environment): PORT (8089), DURATION (10 s), CONNECTIONS (16),
 # THREADS (2), SCALE (0.0002: 20 users), SYNC ("full"), MIX ("" for the
-# mix, "reads" for its reads alone).
+# mix, "reads" for its reads alone), GROUP (1: the write requests of a
+# worker share transactions through db:group_commit; 0: each its own).
 set -eu
 
 cd "$(dirname "$0")/../.."
@@ -27,6 +28,7 @@ THREADS=${THREADS:-2}
 SCALE=${SCALE:-0.0002}
 SYNC=${SYNC:-full}
 MIX=${MIX:-}
+GROUP=${GROUP:-1}
 WORKERS=${*:-1 2 4}
 URL=http://127.0.0.1:$PORT
 DB=$PREFIX/data/blog
@@ -44,24 +46,14 @@ make -s all LUA=luajit
 
 export LUA_PATH="$PREFIX/?.lua;$ROOT/examples/?.lua;$ROOT/lua/?.lua;$ROOT/lua/?/init.lua;;"
 export LUA_CPATH="$ROOT/build/lua5.4/?.so;;"
-export REGOLITH_DB=$DB REGOLITH_SYNC=$SYNC
+export REGOLITH_DB=$DB REGOLITH_SYNC=$SYNC REGOLITH_GROUP=$GROUP
 
 # As root, nginx would run its workers as nobody, who could not write the
 # database the loader creates: keep them as the invoking user.
 GLOBAL=""
 if [ "$(id -u)" = 0 ]; then GLOBAL="user $(id -un) $(id -gn);"; fi
 
-stop_nginx() {
-  [ -f "$PIDFILE" ] || return 0
-  pid=$(cat "$PIDFILE")
-  kill -QUIT "$pid" 2>/dev/null || return 0
-  i=0
-  while kill -0 "$pid" 2>/dev/null; do
-    i=$((i + 1))
-    if [ $i -gt 100 ]; then kill -TERM "$pid" 2>/dev/null || true; fi
-    sleep 0.1
-  done
-}
+stop_nginx() { sh tools/nginx_stop.sh "$PIDFILE"; }
 
 fail() {
   echo "FAILED: $*" >&2
@@ -114,7 +106,7 @@ $(printf '%-8s %s' "$n" "$line")"
 done
 
 echo
-echo "== summary ($(nproc) cores; latencies in ms; sync = $SYNC;" \
+echo "== summary ($(nproc) cores; latencies in ms; sync = $SYNC; group = $GROUP;" \
   "${MIX:-mix} of ${DURATION} s, $CONNECTIONS connections)"
 printf '%-8s %s\n' "workers" "results"
 echo "$SUMMARY" | sed '/^$/d'
