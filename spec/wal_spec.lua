@@ -97,6 +97,37 @@ describe("the write-ahead log", function()
     end)
   end
 
+  for _, how in ipairs({ "compact", "backup" }) do
+    it("is never replayed over a copy made by db:" .. how .. " where another database's log was left", function()
+      -- a directory whose database was removed but not its log: the log of
+      -- a process that died with it open, records not marked closed
+      local gone = H.tmpdir()
+      local child = H.script(([[
+        local regolith = require "regolith"
+        local db = assert(regolith.open(%q, { sync = "full" }))
+        local c = assert(db:create_container("old", { partition_key = "/pk" }))
+        for i = 1, 30 do assert(c:upsert({ id = "o" .. i, pk = "p", s = ("y"):rep(900) })) end
+        os.exit(0)
+      ]]):format(gone))
+      assert.is_true(H.execute(H.lua_cmd(child)))
+      assert.is_true(#records(gone .. "/regolith.wal") > 0)
+      assert(H.execute(("rm -f '%s/data.mdb' '%s/lock.mdb'"):format(gone, gone)))
+      -- the copy goes there
+      local db = H.open({ sync = "full" })
+      local c = assert(db:create_container("c", { partition_key = "/pk" }))
+      for i = 1, 200 do assert(c:create({ id = "i" .. i, pk = "p" .. (i % 5), n = i })) end
+      assert(db[how](db, gone))
+      db:close()
+      -- a restart on another boot: the first open replays what a log holds
+      os.remove(gone .. "/regolith.shm")
+      local copy_db = assert(regolith.open(gone))
+      assert.is_true(copy_db:verify())
+      assert.are.same({ "c" }, copy_db:containers())
+      assert.are.equal(200, copy_db:stats().items)
+      copy_db:close()
+    end)
+  end
+
   it("trusts the data file after a clean close: another LMDB program's writes survive a restart", function()
     local poke = "build/tools/lmdb_poke"
     assert(H.execute("env -u LD_PRELOAD make -s " .. poke))

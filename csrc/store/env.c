@@ -983,15 +983,38 @@ static int copy_dest (rg_env *env, const char *path, char *data, size_t n,
   return 0;
 }
 
+/* Flushes a directory (the names in it). */
+static int sync_dir (const char *path, rg_err *e) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || fsync(fd) != 0) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    return rg_fail(e, 500, "storage failure: flushing '%s': %s", path,
+                   strerror(err));
+  }
+  close(fd);
+  return 0;
+}
+
 int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
   char data[4096];
-  int rc;
+  int rc, fd;
   if ((rc = copy_dest(env, path, data, sizeof(data), e))) return rc;
+  /* a log left there belongs to no file of the directory (wal.h) */
+  if ((rc = rg_wal_forget(path, e))) return rc;
   if ((rc = mdb_env_copy2(env->mdb, path, MDB_CP_COMPACT))) {
     unlink(data);                    /* a part of a copy is no backup */
     return rg_fail_mdb(e, rc, "backup");
   }
-  return 0;
+  if ((fd = open(data, O_RDWR | O_CLOEXEC)) < 0 || fsync(fd) != 0) {
+    rc = errno;
+    if (fd >= 0) close(fd);
+    unlink(data);
+    return rg_fail(e, 500, "storage failure: flushing the backup: %s",
+                   strerror(rc));
+  }
+  close(fd);
+  return sync_dir(path, e);
 }
 
 
@@ -1096,6 +1119,12 @@ int rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,
   *bytes = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
   mdb_env_close(dst);
   dst = NULL;
+  /* a log left in the directory describes no file that is there: it must
+     never be replayed over the copy (wal.h) */
+  if ((rc = rg_wal_forget(path, e))) {
+    unlink(from);
+    return rc;
+  }
   snprintf(data, sizeof(data), "%s/data.mdb", path);
   if (rename(from, data) != 0) {
     rc = errno;
@@ -1106,7 +1135,7 @@ int rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,
   snprintf(data, sizeof(data), "%s/.compact/lock.mdb", path);
   unlink(data);
   rmdir(tmp);
-  return 0;
+  return sync_dir(path, e);        /* the name, flushed */
 fail:
   if (src) mdb_txn_abort(src);
   if (dst) mdb_env_close(dst);

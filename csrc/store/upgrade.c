@@ -10,7 +10,9 @@
 **   latest   cid u16:range u64:lsn u64:digest -> item key
 **   feed     kept for every container (format 2: only where the spec asks)
 **   meta     no "\1seq", "\1pathid" or path dictionary; lease positions in
-**            latest mode name an item digest where format 2 names a seq
+**            latest mode name an item digest where format 2 names a seq;
+**            shape records ('h') list 64-bit path hashes (format 2: path
+**            ids; they are made again with the index)
 ** The unique, TTL and parts tables, the feed records and the rest of meta
 ** have the same formats.
 **
@@ -31,6 +33,14 @@
 **      database: data.mdb -> data.mdb.format1, .upgrade/data.mdb ->
 **      data.mdb.  Between the two renames the directory has no data.mdb:
 **      opening it says so, and running the upgrade again finishes.
+**
+** The write-ahead log (wal.h).  A format 1 database written with the log
+** may have commits in its log that a power loss kept from the data file:
+** the old database is opened after the log is replayed, as any open would.
+** The log describes the old file's pages, so before the renames the old
+** file is flushed and the log and its shared file are removed: replayed
+** over the new file, they would overwrite it with the old one's pages.
+** The new database starts a log of its own when it is next opened.
 */
 
 #include <errno.h>
@@ -47,6 +57,7 @@
 #include "store/env_int.h"
 #include "store/upgrade.h"
 #include "store/verify.h"
+#include "store/wal.h"
 #include "store/write.h"
 
 #define BATCH      10000        /* items (or records) per transaction */
@@ -85,33 +96,42 @@ int rg_upgrade_interrupted (const char *path) {
   return !file_exists(a) && file_exists(b) && file_exists(c);
 }
 
+/* Removes the files of .upgrade other than its data file (with `data`,
+** that too) and the directory when it is then empty: the new database's
+** lock file, and its log and shared files, which describe the file there
+** (the renames move it, and it starts a log of its own). */
+static void clear_tmp_files (const char *path, int data) {
+  static const char *const names[] = { ".upgrade/lock.mdb",
+    ".upgrade/regolith.wal", ".upgrade/regolith.shm",
+    ".upgrade/throughput.shm", ".upgrade/data.mdb" };
+  char p[4096];
+  int i;
+  for (i = 0; i < 4 + (data != 0); i++) {
+    pathf(p, sizeof(p), path, names[i]);
+    unlink(p);
+  }
+  pathf(p, sizeof(p), path, ".upgrade");
+  rmdir(p);
+}
+
 /* The second rename, and the cleaning up (also what finishes an
 ** interrupted upgrade). */
 static int finish (const char *path, int remove_old, rg_err *e) {
-  char data[4096], old[4096], neu[4096], tmp[4096];
+  char data[4096], old[4096], neu[4096];
   pathf(data, sizeof(data), path, "data.mdb");
   pathf(old, sizeof(old), path, "data.mdb.format1");
   pathf(neu, sizeof(neu), path, ".upgrade/data.mdb");
-  pathf(tmp, sizeof(tmp), path, ".upgrade");
   if (!file_exists(data) && rename(neu, data) != 0)
     return rg_fail(e, 500, "upgrade: cannot move the new database into "
                    "place: %s", strerror(errno));
-  pathf(neu, sizeof(neu), path, ".upgrade/lock.mdb");
-  unlink(neu);
-  rmdir(tmp);
+  clear_tmp_files(path, 0);
   if (remove_old) unlink(old);
   return 0;
 }
 
 /* Removes what an earlier, unfinished attempt left in .upgrade. */
 static void clear_tmp (const char *path) {
-  char p[4096];
-  pathf(p, sizeof(p), path, ".upgrade/data.mdb");
-  unlink(p);
-  pathf(p, sizeof(p), path, ".upgrade/lock.mdb");
-  unlink(p);
-  pathf(p, sizeof(p), path, ".upgrade");
-  rmdir(p);
+  clear_tmp_files(path, 1);
 }
 
 
@@ -141,6 +161,11 @@ static int open_old (upg *u, rg_err *e) {
   pathf(data, sizeof(data), u->path, "data.mdb");
   if (stat(data, &st) != 0)
     return rg_fail(e, 404, "no database in '%s'", u->path);
+  {                                /* what the log holds, replayed first */
+    rg_wal *w;
+    if ((rc = rg_wal_open(u->path, 0, &w, e))) return rc;
+    rg_wal_close(w);
+  }
   u->info->old_bytes = (uint64_t)st.st_size;
   if ((rc = mdb_env_create(&u->oenv))) goto fail;
   mdb_env_set_maxdbs(u->oenv, 16);
@@ -268,8 +293,9 @@ static int meta_body (rg_scope *s, void *ud, rg_err *e) {
       if (vn != 4 || !live(u, rg_get_u32((const uint8_t *)val))) continue;
     }
     else if (k.mv_size < 5 || !live(u, rg_get_u32(key + 1)) ||
-             tag == RG_MK_STATS || tag == RG_MK_DROP)
-      continue;                      /* a dropped container's, or rebuilt */
+             tag == RG_MK_STATS || tag == RG_MK_DROP || tag == RG_MK_SHAPE)
+      continue;                      /* a dropped container's, or rebuilt
+                                        (shapes list format 2's path ids) */
     rg_buf_init(&spec);
     if (tag == RG_MK_SPEC && !u->o->drop_history) {
       if ((r = spec_with_history(&v, &spec, e))) {
@@ -557,7 +583,13 @@ int rg_upgrade (const char *path, const rg_upgrade_opts *o,
   }
   rg_env_release(u.nenv);
   u.nenv = NULL;
+  /* the old file flushed (its log is about to go), then its log removed */
+  if ((rc = mdb_env_sync(u.oenv, 1))) {
+    rc = rg_fail_mdb(e, rc, "upgrade: flushing the old database");
+    goto out;
+  }
   close_old(&u);
+  if ((rc = rg_wal_forget(path, e))) goto out;
   pathf(data, sizeof(data), path, "data.mdb");
   pathf(old, sizeof(old), path, "data.mdb.format1");
   pathf(lock, sizeof(lock), path, "lock.mdb");

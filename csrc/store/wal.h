@@ -68,6 +68,13 @@ void rg_wal_close (rg_wal *w);
 ** LMDB program may then write it, and a restart replays nothing over it). */
 int  rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e);
 
+/* The data file of the database at `path` was replaced by another file (a
+** compacted copy moved into place, an upgrade): the log and the shared
+** file, which describe the file that was there, are removed and the
+** directory flushed, so that no replay ever writes that file's pages over
+** the new one.  Only where no process has the database open. */
+int  rg_wal_forget (const char *path, rg_err *e);
+
 /* Around one write transaction: begin (after mdb_txn_begin) returns 0 or a
 ** status; end after its commit or abort. */
 int  rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e);

@@ -589,9 +589,12 @@ static int doc_pk_check (const rg_cspec *c, const cJSON *const *pkv,
   return 0;
 }
 
-/* Resolves the item's key from the request. */
+/* Resolves the item's key from the request; `restore`: a document lacking
+** its key goes to the none partition wherever it is written (an upgrade's
+** restore of what was there). */
 static int resolve (rg_scope *s, const rg_cont *c, const rg_wreq *w,
-                    rg_ikey *k, const char **id, size_t *idlen, rg_err *e) {
+                    int restore, rg_ikey *k, const char **id, size_t *idlen,
+                    rg_err *e) {
   const cJSON *pkv[RG_MAX_PK_PATHS];
   int rc, i, missing = -1, other;
   if (w->doc != NULL) {
@@ -622,7 +625,7 @@ static int resolve (rg_scope *s, const rg_cont *c, const rg_wreq *w,
   /* a document lacking its key (the none partition key) is written only
      where the write names that partition (a partition key given with it,
      a batch's, a procedure's): elsewhere it is most likely a mistake */
-  if (missing >= 0 && (s->bound.spec == NULL || other))
+  if (missing >= 0 && !restore && (s->bound.spec == NULL || other))
     return rg_fail(e, 400, "the partition key value%s is missing (%s%s)",
                    c->spec->npk > 1 ? " at a level" : "",
                    c->spec->npk > 1 ? "every level is required: " : "path ",
@@ -642,7 +645,7 @@ static int write_body (rg_scope *s, const rg_cont *c, const rg_wreq *w,
   uint64_t lsn, pbytes;
   rg_buf text;
   if ((rc = prepare(s, c, e))) return rc;
-  if ((rc = resolve(s, c, w, &k, &id, &idlen, e))) return rc;
+  if ((rc = resolve(s, c, w, 0, &k, &id, &idlen, e))) return rc;
   if ((rc = load_item(s, c, &k, id, idlen, old, e))) return rc;
 
   switch (op) {                                 /* conditions */
@@ -968,7 +971,8 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
   w.op = RG_OP_CREATE;
   w.doc = it->doc;
   if (it->doc == NULL) return 0;     /* refused before the batch */
-  if ((rc = resolve(s, c, &w, &k, &id, &idlen, &ie)))
+  if ((rc = resolve(s, c, &w, b->mode == RG_BULK_RESTORE, &k, &id, &idlen,
+                    &ie)))
     return item_fails(it, &ie);
   kv.mv_data = k.key;                /* exists, or given twice */
   kv.mv_size = k.len;
