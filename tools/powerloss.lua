@@ -9,7 +9,8 @@ Each run copies a durable database (a container with a procedure and an
 automatic post-trigger; every second run without its write-ahead log, so
 that the writer's session makes one from nothing, as a new database's
 first session does) and lets a writer process make a few hundred calls
-on it (creates, upserts, patches, deletes, batches, the procedure) with
+on it (creates, upserts, patches, deletes, batches, bulk loads of one
+batch in upsert mode, the procedure) with
 LD_PRELOAD=build/powerloss/shim.so, which records every write and flush of
 the database's files, and the writer's marks (each call's intent before it,
 "acknowledged" or "refused" after it), in one ordered journal.  With
@@ -116,9 +117,28 @@ local function child()
         return c:patch(id, pk, { { op = "set", path = "/seq", value = s },
                                  { op = "incr", path = "/n", value = 1 } })
       end)
-    elseif r <= 78 then
+    elseif r <= 74 then
       mark(("I %d %d D %s %s"):format(s, w, id, pk))
       ok = write(function() return c:delete(id, pk) end)
+    elseif r <= 82 then
+      -- a bulk load in upsert mode, one batch (one transaction), each
+      -- document with its shadow: a bulk load runs no trigger
+      local docs, seen, line = {}, {}, { ("I %d %d W"):format(s, w) }
+      for _ = 1, math.random(1, 6) do
+        local m = mine[math.random(#mine)]
+        local bid, bpk = key_of(m)
+        if not seen[bid] then
+          seen[bid] = true
+          docs[#docs + 1] = { id = bid, pk = bpk, seq = s, bulk = true }
+          docs[#docs + 1] = { id = "s-" .. bid, pk = bpk, seq = s, shadow = true }
+          line[#line + 1] = bid .. " " .. bpk
+        end
+      end
+      mark(table.concat(line, " "))
+      ok = write(function()
+        local res = c:bulk_load(docs, { mode = "upsert", batch = #docs })
+        return res and res.written == #docs
+      end)
     else
       local p = n % PARTS
       local ops, seen, line = {}, {}, { ("I %d %d W"):format(s, w) }
