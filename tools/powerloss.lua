@@ -300,7 +300,12 @@ local function drive()
   local here = arg[0]:match("^(.*)/tools/powerloss%.lua$") or "."
   local build = os.getenv("PL_BUILD") or (here .. "/build/powerloss")
   local shim, image = build .. "/shim.so", build .. "/image"
-  local dir = opts.dir or (os.tmpname() .. ".powerloss")
+  local dir = opts.dir
+  if not dir then                  -- a fresh name; the empty file goes again
+    local name = os.tmpname()
+    os.remove(name)
+    dir = name .. ".powerloss"
+  end
   local keep = opts.dir ~= nil
   sh("rm -rf " .. shell_quote(dir) .. " && mkdir -p " .. shell_quote(dir))
   local absdir = io.popen("cd " .. shell_quote(dir) .. " && pwd"):read("*l")
