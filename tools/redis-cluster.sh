@@ -6,6 +6,7 @@
 #   tools/redis-cluster.sh stop DIR                stop every server it started
 #   tools/redis-cluster.sh restart DIR [PORT]      restart one node (or all six)
 #   tools/redis-cluster.sh wait DIR [SECONDS]      wait until whole again
+#   tools/redis-cluster.sh status DIR              each node's view and log end
 #   tools/redis-cluster.sh ports DIR               print the six ports
 #
 # DIR and BASE_PORT may also come from RG_CLUSTER_DIR and RG_CLUSTER_PORTS.
@@ -182,7 +183,7 @@ stop_all () {
 cmd=${1:-}
 dir=${2:-${RG_CLUSTER_DIR:-}}
 [ -n "$cmd" ] && [ -n "$dir" ] ||
-  die "usage: $0 start|stop|restart|wait|ports DIR [PORT|SECONDS]"
+  die "usage: $0 start|stop|restart|wait|status|ports DIR [PORT|SECONDS]"
 command -v redis-server >/dev/null 2>&1 ||
   die "redis-server is not installed (apt-get install redis-server redis-tools)"
 
@@ -254,10 +255,14 @@ wait)
   wait_ready $(ports_of "$dir") ||
     { describe "$dir"; die "the cluster is not whole after ${WAIT_SECONDS}s"; }
   ;;
+status)
+  dir=$(abs_dir "$dir") || exit 1
+  describe "$dir" 2>&1
+  ;;
 ports)
   ports_of "$dir"
   ;;
 *)
-  die "unknown command '$cmd' (start, stop, restart, wait, ports)"
+  die "unknown command '$cmd' (start, stop, restart, wait, status, ports)"
   ;;
 esac
