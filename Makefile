@@ -158,7 +158,8 @@ endif
 # 127.0.0.1, a random base port; tools/redis-cluster.sh) started for this
 # run and stopped by pid whatever happens (a failing spec, an interrupt);
 # under Lua 5.4, and under LuaJIT too when it is installed.  Prints how
-# long the start, the specs and the stop took.
+# long the start, the specs and the stop took, and after a failure what
+# each node sees and the end of its log.
 cluster-test: deps-test
 	@sh tools/deps.sh $(DEPS_CLUSTER)
 	$(MAKE) all
@@ -175,6 +176,7 @@ endif
 	if [ "$(HAVE_LUAJIT)" = yes ]; then \
 	  busted --lua=luajit --helper=spec/cluster/helper.lua spec/cluster || rc=1; fi; \
 	t2=$$(date +%s.%N); \
+	[ $$rc = 0 ] || tools/redis-cluster.sh status $$dir; \
 	tools/redis-cluster.sh stop $$dir; \
 	t3=$$(date +%s.%N); \
 	echo "$$t0 $$t1 $$t2 $$t3" | awk '{ printf "cluster-test: start %.1f s, specs %.1f s, stop %.1f s\n", $$2-$$1, $$3-$$2, $$4-$$3 }'; \
@@ -332,6 +334,7 @@ powerloss: deps-test
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES)
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --writers 8 --group
 	$(RUN) tools/powerloss.lua --sync lazy --images $(POWERLOSS_IMAGES) --writers 4
+	$(RUN) tools/powerloss.lua --sync none --images $(POWERLOSS_IMAGES) --writers 2
 
 # The hammer: writers, readers and processors in several processes on one
 # database for HAMMER_SECONDS, then verify() and exact counts
