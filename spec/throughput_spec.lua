@@ -338,6 +338,24 @@ describe("provisioned throughput", function()
         assert(db:verify())
       end)
 
+    it("admits a bulk load batch by batch, as a fan-out request, and stops it at a 429",
+      function()
+        local bl = container(db, "bl", 50)
+        local docs = {}
+        for i = 1, 400 do docs[i] = { id = "d" .. i, pk = "p" .. (i % 7) } end
+        local res, msg, st, partial = bl:bulk_load(docs, { batch = 50 })
+        assert.is_nil(res)
+        assert.are.equal(429, st)
+        assert.matches("batches before it are written", msg)
+        -- the first batch went in (a positive balance admits it), whole
+        -- batches only, and the budget was charged for them
+        assert.is_true(partial.written >= 50 and partial.written < 400)
+        assert.are.equal(0, partial.written % 50)
+        assert.are.equal(partial.written, db:stats().containers.bl.items)
+        assert.is_true(tp(db, "bl").hot_partitions[1].balance < 0)
+        assert(db:verify())
+      end)
+
     it("is a document's without its partition key too (the none partition)",
       function()
         local none = container(db, "none", 1)

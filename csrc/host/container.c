@@ -1102,7 +1102,10 @@ static int bulk_next (lua_State *L, int idx, lua_Integer *pos) {
 ** result.  result = {written, failed, errors = {{index, status, message}}}.
 ** opts.batch documents per transaction (default 10000), opts.mode "create"
 ** (the default: an existing item is a 409 of its own) or "upsert",
-** opts.progress(done, written, failed) after each batch. */
+** opts.progress(done, written, failed) after each batch.  Under a
+** throughput budget each batch is admitted as a fan-out request is (every
+** physical partition's balance positive) and debited its charge; a 429
+** stops the load, the batches before written. */
 static int cont_bulk_load (lua_State *L) {
   static const char *const allowed[] = { "batch", "mode", "progress", NULL };
   rg_lcont *lc = rgl_checkcont(L, 1);
@@ -1111,8 +1114,11 @@ static int cont_bulk_load (lua_State *L) {
   int more = 1, rc = 0, errors, result;
   size_t written = 0, failed = 0;
   bulkcall *q;
+  rg_admit a;
   rg_db *d;
   rg_err e;
+  a.own = a.pool = NULL;
+  a.retries = 0;
   lua_settop(L, 3);
   if (lua_type(L, 2) != LUA_TTABLE && lua_type(L, 2) != LUA_TFUNCTION)
     return luaL_argerror(L, 2, "a list of documents or an iterator function");
@@ -1158,7 +1164,10 @@ static int cont_bulk_load (lua_State *L) {
       lua_pop(L, 1);
     }
     if (q->n == 0) break;
+    if ((rc = rgl_admit(lc, 0, 0, RG_TP_EVERY, &a, &e))) break;
+    memset(&q->batch, 0, sizeof(q->batch));
     rc = rgl_scope_run(L, lc->c.env, d->sync, 1, bulk_body, q, &e);
+    rgl_account_work(L, lc, &a, &q->batch);
     if (rc) break;
     rg_work_add(&q->work, &q->batch);
     written += q->written;
