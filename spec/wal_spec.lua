@@ -128,6 +128,30 @@ describe("the write-ahead log", function()
     end)
   end
 
+  it("starts each bulk-load batch from a checkpoint with sync none: a restart keeps the batches before the last", function()
+    local db, path = H.open({ sync = "none" })
+    local c = assert(db:create_container("c", { partition_key = "/pk" }))
+    assert(c:create({ id = "a", pk = "p" }))
+    local docs = {}
+    for i = 1, 300 do docs[i] = { id = "d" .. i, pk = "p" .. (i % 7), n = i } end
+    local res = assert(c:bulk_load(docs, { batch = 100 }))   -- three batches
+    assert.are.equal(300, res.written)
+    -- the restart: the data file and the log as the page cache holds them,
+    -- no shared file
+    local after = H.tmpdir()
+    assert(H.execute("mkdir -p '" .. after .. "'"))
+    copy(path, after, "data.mdb")
+    copy(path, after, "regolith.wal")
+    db:close()
+    local r = assert(regolith.open(after, { sync = "none" }))
+    assert(r:verify())
+    -- the last checkpoint came right before the third batch, whatever the
+    -- time the load took
+    assert.are.equal(201, r:stats().items)
+    assert(r:container("c"):read("d200", "p" .. (200 % 7)))
+    r:close()
+  end)
+
   it("goes back to the last checkpoint after a restart with sync none, whole", function()
     local db, path = H.open({ sync = "none" })
     local c = assert(db:create_container("c", { partition_key = "/pk" }))

@@ -1166,7 +1166,8 @@ static int cont_bulk_load (lua_State *L) {
     if (q->n == 0) break;
     if ((rc = rgl_admit(lc, 0, 0, RG_TP_EVERY, &a, &e))) break;
     memset(&q->batch, 0, sizeof(q->batch));
-    rc = rgl_scope_run(L, lc->c.env, d->sync, 1, bulk_body, q, &e);
+    rc = rgl_scope_run(L, lc->c.env, d->sync | RG_SYNC_BULK, 1, bulk_body, q,
+                       &e);
     rgl_account_work(L, lc, &a, &q->batch);
     if (rc) break;
     rg_work_add(&q->work, &q->batch);

@@ -747,7 +747,7 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
     /* room ahead of need; when it cannot be made the write may still fit,
     ** and running out gives MDB_MAP_FULL, then a growth that must succeed */
     if (grow_map(env, env->map_size / 4, e) && env->broken) return 507;
-    set_sync(env, sync);
+    set_sync(env, RG_SYNC_MODE(sync));
     if ((rc = txn_begin(env, 0, &s.txn, e))) return rc;
     if (env->wal && (rc = rg_wal_begin(env->wal, s.txn, sync, e))) {
       mdb_txn_abort(s.txn);

@@ -697,14 +697,16 @@ void rg_wal_idle (rg_wal *w) {
 int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
   shared *sh = w->sh;
   uint64_t t = (uint64_t)mdb_txn_id(txn), last = t - 1;
-  int rc;
+  int rc, bulk = (sync & RG_SYNC_BULK) != 0;
+  sync = RG_SYNC_MODE(sync);
   w->txnid = t;
   w->sync = sync;
   w->capturing = w->overflow = w->failed = 0;
   w->nseg = 0;
   w->rec.n = 0;
   if (sync == RG_SYNC_NONE) {
-    if (sh->unlogged && !sh->closed && w->pin_at != 0 && monotonic() - w->pin_at < PIN_SECONDS)
+    if (!bulk && sh->unlogged && !sh->closed && w->pin_at != 0 &&
+        monotonic() - w->pin_at < PIN_SECONDS)
       return 0;
     if ((rc = checkpoint(w, last, F_UNLOGGED, e))) return rc;
     return pin(w, last, e);

@@ -80,7 +80,11 @@ int  rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e);
 int  rg_wal_forget (const char *path, rg_err *e);
 
 /* Around one write transaction: begin (after mdb_txn_begin) returns 0 or a
-** status; end after its commit or abort. */
+** status; end after its commit or abort.  `sync` is the scope's mode, with
+** RG_SYNC_BULK for a large transaction: under "none" it checkpoints first
+** whatever the pin's age (a bulk load's batches would otherwise free, in a
+** second, pages that the reader at the checkpoint keeps from reuse: the
+** file grew by a fifth). */
 int  rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e);
 void rg_wal_end (rg_wal *w);
 /* At a read: lets go of a reader held for sync "none" (above) once it is
