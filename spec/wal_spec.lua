@@ -30,6 +30,20 @@ local function records(path)
   return list
 end
 
+-- A restart of the database at `path` (open in `db`, sync "none"): its
+-- data file and log as the page cache holds them, no shared file, opened
+-- (and verified) in a new directory as the first process after a reboot.
+local function restart_none(db, path)
+  local after = H.tmpdir()
+  assert(H.execute("mkdir -p '" .. after .. "'"))
+  copy(path, after, "data.mdb")
+  copy(path, after, "regolith.wal")
+  db:close()
+  local r = assert(regolith.open(after, { sync = "none" }))
+  assert(r:verify())
+  return r
+end
+
 describe("the write-ahead log", function()
   after_each(H.cleanup)
 
@@ -136,15 +150,7 @@ describe("the write-ahead log", function()
     for i = 1, 300 do docs[i] = { id = "d" .. i, pk = "p" .. (i % 7), n = i } end
     local res = assert(c:bulk_load(docs, { batch = 100 }))   -- three batches
     assert.are.equal(300, res.written)
-    -- the restart: the data file and the log as the page cache holds them,
-    -- no shared file
-    local after = H.tmpdir()
-    assert(H.execute("mkdir -p '" .. after .. "'"))
-    copy(path, after, "data.mdb")
-    copy(path, after, "regolith.wal")
-    db:close()
-    local r = assert(regolith.open(after, { sync = "none" }))
-    assert(r:verify())
+    local r = restart_none(db, path)
     -- the last checkpoint came right before the third batch, whatever the
     -- time the load took
     assert.are.equal(201, r:stats().items)
@@ -165,15 +171,7 @@ describe("the write-ahead log", function()
       assert(c:upsert({ id = id, pk = "p", n = i, s = ("x"):rep(900 + i) }))
       order[i] = id
     end
-    -- the restart: the data file and the log as the page cache holds them,
-    -- no shared file
-    local after = H.tmpdir()
-    assert(H.execute("mkdir -p '" .. after .. "'"))
-    copy(path, after, "data.mdb")
-    copy(path, after, "regolith.wal")
-    db:close()
-    local r = assert(regolith.open(after, { sync = "none" }))
-    assert(r:verify())
+    local r = restart_none(db, path)
     local rc = assert(r:container("c"))
     assert(rc:read("a", "p"))
     -- what is there is what the first k upserts made, k < 60 (the last
