@@ -765,19 +765,21 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
       if (env->wal) rg_wal_end(env->wal);
     }
     if (rc) return RG_RAISED;
-    if (s.map_full) {
-      if ((rc = grow_map(env, env->map_size, e))) return rc;
+    if (!s.map_full) {
+      if (t.status != 0 || s.failed) return t.status ? t.status : s.failed;
+      rc = mdb_txn_commit(s.txn);
+      if (env->wal) rg_wal_end(env->wal);
+      if (rc != MDB_MAP_FULL) return rc ? commit_fail(env, rc, e) : 0;
+    }
+    if ((rc = grow_map(env, env->map_size, e)) == 0) continue;
+    /* sync "none" holds back the pages freed since its checkpoint (wal.h):
+    ** once, from a fresh checkpoint, before giving up */
+    if (env->wal && !env->broken && RG_SYNC_MODE(sync) == RG_SYNC_NONE &&
+        !(sync & RG_SYNC_BULK)) {
+      sync |= RG_SYNC_BULK;
       continue;
     }
-    if (t.status != 0 || s.failed) return t.status ? t.status : s.failed;
-    rc = mdb_txn_commit(s.txn);
-    if (env->wal) rg_wal_end(env->wal);
-    if (rc == MDB_MAP_FULL) {
-      if ((rc = grow_map(env, env->map_size, e))) return rc;
-      continue;
-    }
-    if (rc) return commit_fail(env, rc, e);
-    return 0;
+    return rc;
   }
   return rg_fail(e, 507, "insufficient storage: the map cannot grow enough");
 }
