@@ -19,6 +19,7 @@
 #include "store/env.h"
 #include "store/feed.h"
 #include "store/layout.h"
+#include "store/plan.h"
 
 #define RG_DB_MT   "regolith.db"
 #define RG_CONT_MT "regolith.container"
@@ -43,6 +44,25 @@ rg_lcont *rgl_checkcont (lua_State *L, int idx);   /* open handles only */
 ** handle at dbidx. */
 void rgl_push_container (lua_State *L, int dbidx, rg_cspec *spec);
 
+/* The stored form (JSON text, in a box pushed on the stack) of a new
+** container's spec from its name and options (db.c): misuse raises, a bad
+** name gives 400. */
+int  rgl_spec_text (lua_State *L, int nameix, int optsix, rg_buf **out,
+                    rg_err *e);
+/* A partition key argument (a value, or an array of one value per level)
+** as cJSON nodes on the C stack (container.c); strings holding NUL leave a
+** copy on the Lua stack while they are used. */
+int  rgl_pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
+                      cJSON nodes[RG_MAX_PK_PATHS],
+                      const cJSON *pkv[RG_MAX_PK_PATHS], rg_err *e);
+
+/* Query parameters (nil or a table {name = value}, a leading '@'
+** allowed) as a JSON object, and opts.partition_key into a request, its
+** tree kept in *own (query.c); 400 for what is wrong with them. */
+int  rgl_params_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e);
+int  rgl_query_pk (lua_State *L, int idx, const rg_cspec *spec, cJSON **own,
+                   rg_query_req *rq, rg_err *e);
+
 /* Pushes a batch of changes as a Lua array in the mode's shape. */
 int  rgl_batch_push (lua_State *L, const rg_cspec *spec, int mode,
                      const rg_batch *b, rg_err *e);
@@ -58,5 +78,6 @@ void rgl_query_open (lua_State *L);
 void rgl_scripts_open (lua_State *L);
 void rgl_feed_open (lua_State *L);
 void rgl_processor_open (lua_State *L);
+void rgl_cluster_open (lua_State *L);
 
 #endif

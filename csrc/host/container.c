@@ -158,9 +158,9 @@ static int pk_node (lua_State *L, int idx, cJSON *n, rg_err *e) {
 
 /* The partition key argument at idx: a value, or for hierarchical keys an
 ** array of one value per level.  Fills nodes/pkv. */
-static int pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
-                        cJSON nodes[RG_MAX_PK_PATHS],
-                        const cJSON *pkv[RG_MAX_PK_PATHS], rg_err *e) {
+int rgl_pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
+                     cJSON nodes[RG_MAX_PK_PATHS],
+                     const cJSON *pkv[RG_MAX_PK_PATHS], rg_err *e) {
   int i, rc;
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
   for (i = 0; i < RG_MAX_PK_PATHS; i++) pkv[i] = NULL;
@@ -194,7 +194,7 @@ static int key_from_args (lua_State *L, const rg_cspec *spec, int idix,
     return rg_fail(e, 400, "id must be a string, not %s", luaL_typename(L, idix));
   *id = lua_tolstring(L, idix, idlen);
   if ((rc = rg_check_id(*id, *idlen, RG_MAX_ID, "id", e))) return rc;
-  if ((rc = pk_from_lua(L, pkix, spec, nodes, pkv, e))) return rc;
+  if ((rc = rgl_pk_from_lua(L, pkix, spec, nodes, pkv, e))) return rc;
   if ((rc = rg_ikey_partition(spec, pkv, k, e))) return rc;
   rg_ikey_id(k, *id, *idlen);
   return 0;
@@ -513,7 +513,8 @@ static int write_body (rg_scope *s, void *ud, rg_err *e) {
       return rg_fail(e, 400, "id must be a string, not %s",
                      luaL_typename(L, q->idix));
     w.id = lua_tolstring(L, q->idix, &w.idlen);
-    if ((rc = pk_from_lua(L, q->pkix, q->c->spec, nodes, w.pkv, e))) return rc;
+    if ((rc = rgl_pk_from_lua(L, q->pkix, q->c->spec, nodes, w.pkv, e)))
+      return rc;
     if (q->opsix) {
       if ((rc = patch_ops(L, q->opsix, q, e))) return rc;
       w.ops = q->ops;
@@ -726,7 +727,7 @@ static int batch_body (rg_scope *s, void *ud, rg_err *e) {
   q->failed = 0;
   if ((q->res = (bres *)calloc((size_t)q->n, sizeof(bres))) == NULL)
     return rg_fail(e, 500, "out of memory");
-  if ((rc = pk_from_lua(L, q->pkix, q->c->spec, nodes, pkv, e)) ||
+  if ((rc = rgl_pk_from_lua(L, q->pkix, q->c->spec, nodes, pkv, e)) ||
       (rc = rg_ikey_partition(q->c->spec, pkv, &lp, e)))
     return rc;
   s->bound.spec = q->c->spec;

@@ -94,40 +94,55 @@ static int readonly_fail (lua_State *L) {
 ** Containers
 ** ======================================================================
 */
-/* db:create_container(name, opts) -> container, info */
-static int db_create_container (lua_State *L) {
+/* The stored form of a new container's spec, from its name (at nameix)
+** and options (at optsix): pushes a box holding the JSON text.  Misuse
+** raises (as create_container does); a bad name gives 400. */
+int rgl_spec_text (lua_State *L, int nameix, int optsix, rg_buf **out,
+                   rg_err *e) {
   static const char *const allowed[] = {
     "partition_key", "physical_partitions", "indexing", "unique_keys",
     "default_ttl", "max_partition_bytes", "change_feed", NULL
   };
-  rg_db *d = rgl_checkdb(L, 1);
   const char *name;
   size_t namelen;
-  rg_err e;
   cJSON *j = NULL, *nm;
   rg_cspec *spec = NULL;
   rg_buf *text;
   int bad, rc;
-  name = check_name(L, 2, &namelen, "a container name", &e, &bad);
-  luaL_checktype(L, 3, LUA_TTABLE);
-  rgl_opts_check(L, 3, allowed, "create_container");
-  if (bad) return rgl_push_fail(L, &e);
-  if (rgl_json_from_lua(L, 3, &j, &e))
-    return luaL_error(L, "create_container: %s", e.msg);
+  name = check_name(L, nameix, &namelen, "a container name", e, &bad);
+  luaL_checktype(L, optsix, LUA_TTABLE);
+  rgl_opts_check(L, optsix, allowed, "create_container");
+  if (bad) return bad;
+  if (rgl_json_from_lua(L, optsix, &j, e))
+    return luaL_error(L, "create_container: %s", e->msg);
   nm = rg_str_new(name, namelen);
   if (nm == NULL) { cJSON_Delete(j); return luaL_error(L, "out of memory"); }
   cJSON_AddItemToObject(j, "name", nm);
-  rc = rg_cspec_build(j, 0, &spec, &e);
+  rc = rg_cspec_build(j, 0, &spec, e);
   if (rc) {
     cJSON_Delete(j);
-    return luaL_error(L, "create_container: %s", e.msg);
+    return luaL_error(L, "create_container: %s", e->msg);
   }
   rg_cspec_free(spec);
-  spec = NULL;
   text = rgl_newbuf(L);
   rg_json_print(j, text);
   cJSON_Delete(j);
   if (text->oom) return luaL_error(L, "out of memory");
+  *out = text;
+  return 0;
+}
+
+/* db:create_container(name, opts) -> container, info */
+static int db_create_container (lua_State *L) {
+  rg_db *d = rgl_checkdb(L, 1);
+  const char *name;
+  size_t namelen;
+  rg_err e;
+  rg_cspec *spec = NULL;
+  rg_buf *text;
+  int rc;
+  if (rgl_spec_text(L, 2, 3, &text, &e)) return rgl_push_fail(L, &e);
+  name = lua_tolstring(L, 2, &namelen);
   if (d->readonly) return readonly_fail(L);
   rc = rg_catalog_create(d->env, d->sync, name, namelen, text->p, text->n,
                          d->max_containers, &spec, &e);

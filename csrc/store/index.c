@@ -192,6 +192,28 @@ static void doc_terms (const rg_cspec *spec, const rg_ikey *k,
   walk(&w, doc, 0);
   composite_terms(&w, doc);
 }
+
+int rg_index_terms (const rg_cspec *spec, const cJSON *doc,
+                    void (*f) (void *ud, uint64_t id, const uint8_t *term,
+                               size_t n),
+                    void *ud) {
+  keyset ks;
+  rg_ikey k;
+  size_t *ord, n = 0, i;
+  memset(&k, 0, sizeof(k));
+  ks_init(&ks);
+  doc_terms(spec, &k, doc, &ks);
+  ord = ks.oom ? NULL : ks_sorted(&ks, &n);
+  if (ord == NULL) { ks_free(&ks); return -1; }
+  for (i = 0; i < n; i++) {         /* cid | id | term | hash | digest */
+    const uint8_t *p = (const uint8_t *)ks.buf.p + ks.off[ord[i]];
+    size_t len = ks.len[ord[i]];
+    f(ud, rg_get_u64(p + 4), p + 12, len - 12 - 16);
+  }
+  free(ord);
+  ks_free(&ks);
+  return 0;
+}
 /* }===================================================================== */
 
 
@@ -200,9 +222,8 @@ static void doc_terms (const rg_cspec *spec, const rg_ikey *k,
 ** Unique keys
 ** ======================================================================
 */
-/* The unique-table key of unique key `u` for `doc`, into out (len). */
-static size_t unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
-                          const cJSON *doc, uint8_t *out) {
+void rg_unique_digest (const rg_cspec *spec, int u, const cJSON *doc,
+                       uint8_t out[16]) {
   static const uint8_t k2[16] = { 'r','e','g','o','l','i','t','h',
                                   'u','n','i','q','u','e','v','1' };
   const rg_uniq *q = &spec->uniq[u];
@@ -219,11 +240,17 @@ static size_t unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
     }
     else rg_term_exact(&b, v);
   }
+  rg_put_u64(out, rg_hash(b.p ? b.p : "", b.n));
+  rg_put_u64(out + 8, rg_siphash(k2, b.p ? b.p : "", b.n));
+  rg_buf_free(&b);
+}
+
+/* The unique-table key of unique key `u` for `doc`, into out (len). */
+static size_t unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
+                          const cJSON *doc, uint8_t *out) {
   memcpy(out, k->key, k->lplen);
   out[k->lplen] = (uint8_t)u;
-  rg_put_u64(out + k->lplen + 1, rg_hash(b.p ? b.p : "", b.n));
-  rg_put_u64(out + k->lplen + 9, rg_siphash(k2, b.p ? b.p : "", b.n));
-  rg_buf_free(&b);
+  rg_unique_digest(spec, u, doc, out + k->lplen + 1);
   return k->lplen + 17;
 }
 

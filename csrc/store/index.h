@@ -23,6 +23,18 @@ int rg_index_update (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
 /* Checks the unique keys `new` would take (409), writing nothing. */
 int rg_unique_check (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
                      const cJSON *old, const cJSON *neu, rg_err *e);
+/* The index entries a document needs, without storage (cluster mode):
+** for each distinct one, in key order, calls f with the index's id (a
+** path's, rg_index_path_id, or a composite index's) and the term bytes;
+** -1 when out of memory. */
+int rg_index_terms (const rg_cspec *c, const cJSON *doc,
+                    void (*f) (void *ud, uint64_t id, const uint8_t *term,
+                               size_t n),
+                    void *ud);
+/* The 16-byte digest of the values of unique key `u` in `doc` (an
+** undefined value counts as null): what the unique table keys on. */
+void rg_unique_digest (const rg_cspec *c, int u, const cJSON *doc,
+                       uint8_t out[16]);
 /* db:verify: checks the index and unique entries an item needs (see
 ** verify.c); returns the number of problems appended to `report`. */
 int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,

@@ -111,6 +111,8 @@ typedef struct planner {
   int32_t *conj;
   int nconj;
   char *implied;                    /* conjuncts the source guarantees */
+  int host;                         /* rg_query_hplan: no ordered sources
+                                       (1), or a scan (2) */
 } planner;
 
 typedef struct source {
@@ -731,7 +733,11 @@ static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
   pl->mode = q->naggs ? RG_QX_AGG : q->distinct ? RG_QX_DISTINCT
            : q->norder ? RG_QX_SORT : RG_QX_STREAM;
   pl->tie_desc = q->norder && q->order[0].desc;
-  if (q->norder && !q->naggs) {
+  if (P->host == 2) {                /* the host feeds every item */
+    pl->src = SRC_SCAN;
+    return 0;
+  }
+  if (q->norder && !q->naggs && !P->host) {
     if ((rc = plan_composite(P, pl, pl->routed, e)) < 0) return e->status;
     if (rc == 0 && !pl->routed) {
       if (best_sarg(P, 1, 0) == NULL &&
@@ -1192,20 +1198,20 @@ static void qstate_free (qstate *st) {
   rg_buf_free(&st->pl.hi);
 }
 
-/* The token context: container, text, parameters, routing. */
-static uint64_t token_context (const rg_cont *c, const rg_query_req *rq,
-                               const qstate *st) {
+uint64_t rg_query_token_context (uint32_t cid, const rg_query_req *rq,
+                                 const char *ptext, size_t plen,
+                                 const rg_ikey *lp) {
   rg_buf b;
-  uint8_t cid[4];
+  uint8_t c[4];
   uint64_t h;
   rg_buf_init(&b);
-  rg_put_u32(cid, c->spec->cid);
-  rg_buf_add(&b, cid, 4);
+  rg_put_u32(c, cid);
+  rg_buf_add(&b, c, 4);
   rg_buf_add(&b, rq->sql, rq->sqllen);
   rg_buf_addc(&b, 0);
-  rg_buf_add(&b, st->ptext.p, st->ptext.n);
+  rg_buf_add(&b, ptext, plen);
   rg_buf_addc(&b, 0);
-  if (rq->has_pk) rg_buf_add(&b, st->pl.lp.key, st->pl.lp.lplen);
+  if (rq->has_pk) rg_buf_add(&b, lp->key, lp->lplen);
   h = rg_hash(b.p ? b.p : "", b.n);
   rg_buf_free(&b);
   return h;
@@ -1255,7 +1261,8 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   P.mem = &st.mem;
   set_prefix(&st.pl, c->spec->cid, 0);
   if ((rc = make_plan(&P, rq, &st.pl, e))) goto done;
-  ctx = token_context(c, rq, &st);
+  ctx = rg_query_token_context(c->spec->cid, rq, st.ptext.p, st.ptext.n,
+                               &st.pl.lp);
   if (rq->continuation) {
     if ((rc = rg_token_open(c->env->secret, RG_TOKEN_QUERY, ctx,
                             rq->continuation,
@@ -1321,3 +1328,88 @@ void rg_query_res_free (rg_query_res *r) {
   rg_buf_free(&r->continuation);
   rg_buf_free(&r->offsets);
 }
+
+
+/*
+** {=====================================================================
+** Plans for a host that reads storage itself (cluster mode)
+** ======================================================================
+*/
+static const uint8_t *arena_copy (rg_arena *a, const rg_buf *b) {
+  uint8_t *p = (uint8_t *)rg_arena_alloc(a, b->n + 1);
+  if (p && b->n) memcpy(p, b->p, b->n);
+  return p;
+}
+
+int rg_query_hplan (const rg_query *q, const rg_qv *params,
+                    const rg_cspec *spec, const rg_query_req *rq, int scan,
+                    rg_arena *mem, rg_hplan *out, rg_err *e) {
+  planner P;
+  plan pl;
+  int rc, i;
+  memset(out, 0, sizeof(*out));
+  memset(&P, 0, sizeof(P));
+  memset(&pl, 0, sizeof(pl));
+  rg_buf_init(&pl.terms);
+  rg_buf_init(&pl.tpre);
+  rg_buf_init(&pl.lo);
+  rg_buf_init(&pl.hi);
+  P.q = q;
+  P.spec = spec;
+  P.params = params;
+  P.mem = mem;
+  P.host = scan ? 2 : 1;
+  set_prefix(&pl, spec->cid, 0);
+  if ((rc = make_plan(&P, rq, &pl, e))) goto done;
+  out->routed = pl.routed;
+  out->lp = pl.lp;
+  out->src = pl.src == SRC_TERMS ? RG_HSRC_TERMS :
+             pl.src == SRC_RANGE ? RG_HSRC_RANGE : RG_HSRC_SCAN;
+  out->index_id = rg_get_u64(pl.prefix + 4);
+  out->mode = pl.mode;
+  out->tie_desc = pl.tie_desc;
+  if (pl.src == SRC_TERMS) {
+    const uint8_t *all = arena_copy(mem, &pl.terms);
+    out->term = (const uint8_t **)rg_arena_alloc(mem, (pl.nterms + 1) *
+                                                 sizeof(uint8_t *));
+    out->tlen = pl.tlen;
+    if (all == NULL || out->term == NULL) {
+      rc = rg_fail(e, 500, "out of memory");
+      goto done;
+    }
+    for (i = 0; i < (int)pl.nterms; i++) out->term[i] = all + pl.toff[i];
+    out->nterms = (int)pl.nterms;
+  }
+  else if (pl.src == SRC_RANGE) {
+    out->tpre = arena_copy(mem, &pl.tpre);
+    out->lo = arena_copy(mem, &pl.lo);
+    out->hi = arena_copy(mem, &pl.hi);
+    if (!out->tpre || !out->lo || !out->hi) {
+      rc = rg_fail(e, 500, "out of memory");
+      goto done;
+    }
+    out->tpre_n = pl.tpre.n;
+    out->lo_n = pl.lo.n;
+    out->hi_n = pl.hi.n;
+    out->has_lo = pl.has_lo;
+    out->has_hi = pl.has_hi;
+    out->lo_ex = pl.lo_ex;
+    out->hi_ex = pl.hi_ex;
+  }
+  if (q->where >= 0) {               /* what the source does not imply */
+    int32_t *conds = (int32_t *)rg_arena_alloc(mem, (size_t)(P.nconj + 1) *
+                                               sizeof(int32_t));
+    if (conds == NULL) { rc = rg_fail(e, 500, "out of memory"); goto done; }
+    for (i = 0; i < P.nconj; i++)
+      if (!P.implied[i]) conds[out->nconds++] = P.conj[i];
+    out->conds = conds;
+    out->has_conds = 1;
+  }
+done:
+  rg_buf_free(&pl.terms);
+  rg_buf_free(&pl.tpre);
+  rg_buf_free(&pl.lo);
+  rg_buf_free(&pl.hi);
+  return rc;
+}
+/* }===================================================================== */

@@ -17,6 +17,8 @@
 #include "base/charge.h"
 #include "store/container.h"
 #include "store/env.h"
+#include "store/layout.h"
+#include "sql/sql.h"
 
 typedef struct rg_query_req {
   const char *sql;
@@ -53,5 +55,50 @@ typedef struct rg_query_res {
 int  rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
                     const rg_query_req *q, rg_query_res *r, rg_err *e);
 void rg_query_res_free (rg_query_res *r);
+/* The context a query's continuation token is bound to: the container,
+** the text, the parameters (their JSON text) and the routing partition
+** (lp, when rq->has_pk). */
+uint64_t rg_query_token_context (uint32_t cid, const rg_query_req *rq,
+                                 const char *ptext, size_t plen,
+                                 const rg_ikey *lp);
+
+/*
+** A plan for a host that reads the items itself (cluster mode,
+** docs/cluster.md): the same routing and the same seek as rg_query_exec
+** would choose, except that an ORDER BY is always left to the pipeline's
+** sort (no source reads an index in ORDER BY order: the host's storage has
+** no single index order).  The host feeds the documents of the source to
+** the row pipeline (sql.h) with `mode`, `tie_desc` and, when `has_conds`,
+** the conjuncts `conds` to test.  Sources:
+**   SCAN   every item of the container, or of the routed partition;
+**   TERMS  the index entries of `index_id` holding one of the exact terms
+**          (each a seek), narrowed to the routed partition when routed;
+**   RANGE  the entries of `index_id` whose term starts with tpre, within
+**          lo .. hi (when has_lo / has_hi; *_ex: exclusive).
+** With `scan`, the source is always SCAN (a host holding a whole logical
+** partition in memory, with a script's own writes).  Everything points
+** into `mem`.
+*/
+enum { RG_HSRC_SCAN = 1, RG_HSRC_TERMS, RG_HSRC_RANGE };
+
+typedef struct rg_hplan {
+  int routed;
+  rg_ikey lp;                  /* routed: the logical partition */
+  int src;
+  uint64_t index_id;
+  int nterms;
+  const uint8_t **term;
+  const size_t *tlen;
+  const uint8_t *tpre, *lo, *hi;
+  size_t tpre_n, lo_n, hi_n;
+  int has_lo, has_hi, lo_ex, hi_ex;
+  int mode, tie_desc;
+  int has_conds, nconds;
+  const int32_t *conds;
+} rg_hplan;
+
+int rg_query_hplan (const rg_query *q, const rg_qv *params,
+                    const rg_cspec *spec, const rg_query_req *rq, int scan,
+                    rg_arena *mem, rg_hplan *out, rg_err *e);
 
 #endif

@@ -301,10 +301,10 @@ describe("cluster functions", function()
 
   it("rejects arguments of another format or malformed with a Redis error", function()
     local keys, argv = layout.commit_args(b, PK, PATHS, { doc("a") })
-    argv[1] = "2"
+    argv[1] = "1"
     local v, msg, kind = c:fcall("rg_write", keys, argv)
     assert.is_nil(v)
-    assert.matches("argument format 2", msg)
+    assert.matches("argument format 1", msg)
     assert.equal("redis", kind)
     keys, argv = layout.commit_args(b, PK, PATHS, { doc("a", "", { text = "[1]" }) })
     v, msg = c:fcall("rg_write", keys, argv)

@@ -1,0 +1,3 @@
+local F = {}
+function F.install(M) end
+return F

@@ -1,0 +1,195 @@
+--[[
+regolith.cluster.query: c:query on a cluster container.
+
+The query is parsed, routed and planned by the local core (S:query,
+csrc/host/cluster.c): one logical partition (one bucket) when the options
+or the WHERE name it, else every bucket.  Its source is
+  scan   the bucket's partitions, in order (rg_scan over the partition
+         list S, whole partitions at a time), bucket after bucket;
+  terms  one index seek per term: rg_scan over the index zset x:<index>
+         of every bucket (pipelined), members term .. ref;
+  range  one range of an index, the same way.
+The documents come back with their members and go to the row pipeline
+(Q:add, Q:flush), which orders them by source position, tests the WHERE,
+and merges, sorts, aggregates and pages exactly as locally: an index
+changes the work, never the answer.  The page stops the reading as soon as
+it is complete (a fan-out reads the buckets in order, a window of them per
+round trip).  A member whose document is missing (a slot half-moved)
+makes the call wait and read again, never counts as absent.
+]]
+
+local layout = require "regolith.cluster.layout"
+local redis = require "regolith.cluster.redis"
+
+local Qm = {}
+
+local WINDOW = 16            -- buckets read per round trip in a fan-out
+local PAGE = 500             -- members (or partitions) per rg_scan call
+
+local function scan_cmd(b, spec)
+  local keys, argv = layout.scan_args(b, spec)
+  return redis.fcall_cmd("FCALL_RO", "rg_scan", keys, argv)
+end
+
+-- Runs rg_scan calls (one per bucket, cmds[i] for bucket ids[i]),
+-- pipelined; calls got(i, reply) with each; retries a reply naming
+-- missing documents (a slot in motion).
+local function scan_all(C, cmds)
+  local db = C.db
+  local out, pending = {}, {}
+  for i = 1, #cmds do pending[#pending + 1] = i end
+  for attempt = 1, 100 do
+    local batch = {}
+    for j, i in ipairs(pending) do batch[j] = cmds[i] end
+    local res, err, st = db:pipeline(batch)
+    if not res then return nil, err, st end
+    local again = {}
+    for j, i in ipairs(pending) do
+      if #res[j][3] > 0 then again[#again + 1] = i else out[i] = res[j] end
+    end
+    if #again == 0 then return out end
+    pending = again
+    db.redis.t.sleep(math.min(0.2, 0.005 * attempt))
+  end
+  return nil, "cluster: documents stayed out of reach while their slot moved", 503
+end
+
+-- Adds the pairs of an rg_scan reply to q.  s-mode replies hold refs;
+-- x-mode replies hold index members (term .. ref).
+local function add_pairs(q, pairs_, index)
+  for i = 1, #pairs_, 2 do
+    local m, text = pairs_[i], pairs_[i + 1]
+    if index then
+      local pk, id = layout.unref(m)
+      q:add(layout.ref(pk, id), text, m)
+    else
+      q:add(m, text)
+    end
+  end
+end
+
+-- Reads every page of one bucket's range (the first reply given).
+local function rest_of(C, b, spec, first, q, index)
+  local reply = first
+  while true do
+    add_pairs(q, reply[2], index)
+    if reply[4] < spec.limit then return true end
+    local next_spec = {}
+    for k, v in pairs(spec) do next_spec[k] = v end
+    next_spec.min = "(" .. reply[1]
+    local got, err, st = scan_all(C, { scan_cmd(b, next_spec) })
+    if not got then return nil, err, st end
+    reply = got[1]
+  end
+end
+
+-- The buckets a query reads, in order.
+local function buckets_of(C, plan)
+  local out = {}
+  if plan.routed then out[1] = plan.bucket; return out end
+  for r = plan.resume_bucket or 0, C.P - 1 do out[#out + 1] = r end
+  return out
+end
+
+-- Feeds the scan source: bucket by bucket, a window per round trip.
+local function run_scan(C, q, plan)
+  local buckets = buckets_of(C, plan)
+  local ph = plan.phases[1]
+  local i = 1
+  while i <= #buckets do
+    local cmds, specs = {}, {}
+    for j = i, math.min(#buckets, i + WINDOW - 1) do
+      local r = buckets[j]
+      local min = ph.min
+      if r == plan.resume_bucket and plan.resume_min then min = plan.resume_min end
+      specs[#specs + 1] = { min = min, max = ph.max, limit = PAGE }
+      cmds[#cmds + 1] = scan_cmd(C:bucket(r), specs[#specs])
+    end
+    local got, err, st = scan_all(C, cmds)
+    if not got then return nil, err, st end
+    for k = 1, #cmds do
+      local ok
+      ok, err, st = rest_of(C, C:bucket(buckets[i + k - 1]), specs[k], got[k], q, false)
+      if not ok then return nil, err, st end
+      local done, ferr, fst, made = q:flush(0)
+      if done == nil then return nil, ferr, fst, made end
+      if done then return true end
+    end
+    i = i + WINDOW
+  end
+  return true
+end
+
+-- Feeds an index source: each phase (a term, or the range) from every
+-- bucket, then the pipeline orders them.
+local function run_index(C, q, plan)
+  local buckets = buckets_of(C, plan)
+  for k, ph in ipairs(plan.phases) do
+    local phase = plan.first + k - 1
+    local cmds, specs = {}, {}
+    for j, r in ipairs(buckets) do
+      specs[j] = { path = plan.index, min = ph.min, max = ph.max, limit = PAGE }
+      cmds[j] = scan_cmd(C:bucket(r), specs[j])
+    end
+    local got, err, st = scan_all(C, cmds)
+    if not got then return nil, err, st end
+    for j, r in ipairs(buckets) do
+      local ok
+      ok, err, st = rest_of(C, C:bucket(r), specs[j], got[j], q, true)
+      if not ok then return nil, err, st end
+    end
+    local done, ferr, fst, made = q:flush(phase)
+    if done == nil then return nil, ferr, fst, made end
+    if done then return true end
+  end
+  return true
+end
+
+-- One page: rows (or their JSON text when as_text), info.  `feed`, when
+-- given, supplies the candidates itself (a transaction's partition).
+function Qm.page(C, sql, params, opts, internal, as_text, feed)
+  local q, err, st = C.S:query(sql, params, opts, C.db.secret, internal)
+  if not q then return nil, err, st end
+  local ok, made
+  if feed then
+    ok, err, st = feed(q)
+    if ok then
+      local done
+      done, err, st, made = q:flush(0)
+      ok = done ~= nil
+    end
+  else
+    local plan = q:plan()
+    if plan.source == "scan" then ok, err, st, made = run_scan(C, q, plan)
+    else ok, err, st, made = run_index(C, q, plan) end
+  end
+  if not ok then return nil, err, st, made end
+  return q:finish(as_text)
+end
+
+local QUERY_OPTS = { partition_key = true, max_items = "number", continuation = "string" }
+
+local function query(C, sql, params, opts)
+  local ok, err, st = C:check()
+  if not ok then return nil, err, st end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("query: options must be a table, not " .. type(opts), 2)
+  end
+  for k, v in pairs(opts or {}) do
+    if QUERY_OPTS[k] == nil then error("query: unknown option '" .. tostring(k) .. "'", 2) end
+    if QUERY_OPTS[k] ~= true and type(v) ~= QUERY_OPTS[k] then
+      error("query: option '" .. k .. "' must be a " .. QUERY_OPTS[k], 2)
+    end
+  end
+  local rows, info
+  rows, info, st = Qm.page(C, sql, params, opts)
+  if rows == nil then return nil, info, st end
+  info.made, info.work = nil, nil
+  return rows, info
+end
+
+function Qm.install(M)
+  M.Container.query = query
+end
+
+return Qm

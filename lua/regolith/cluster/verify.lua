@@ -1,0 +1,3 @@
+local V = {}
+function V.install(M) end
+return V
