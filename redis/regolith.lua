@@ -30,14 +30,15 @@ KEY LAYOUT (one bucket = one slot, tag T; `pfx` = rg:<db>:{T}:<cid>:)
   pfx l          zset: latest feed, score lsn, member ref
   pfx t          zset: TTL, score expiry seconds, member ref
   pfx f          stream: all-versions feed, id <lsn>-<ordinal>, fields
-                   op, pk, id, lsn, ts, doc [, ttl_expired]
+                   op, pk, id, lsn, ts, doc [, ttl_expired]; doc is the
+                   new version, or for a delete the deleted one
   pfx lock:<pk>  string: owner of the partition lock (fairness only)
   pfx k          hash: the bucket's live and expired-unpurged items (n) and
                    their bytes (b)
   rg:<db>:{T}:lsn   string: the slot's last lsn, max(prev + 1, TIME in us)
   rg:<db>:{T}:dedup hash: token field -> last applied token (bytes order)
   rg:<db>:{T}:lease:<cid>:<proc>  hash: owner, expires (ms), ckpt, epoch,
-                                        attempts
+                                        attempts, failures, delivered
   rg:<db>:{T}:dead:<cid>:<proc>   list: dead letters (client's JSON text)
 
   ref(pk, id) = pk .. id .. u16be(#pk) .. u16be(#id): parsed from the end,
@@ -109,8 +110,8 @@ rg_lease  KEYS: LEASE  ARGV: "1", action, owner, lease-ms, start-ckpt, epoch
 rg_ack  KEYS: LEASE, DEAD  ARGV: "1", action, owner, epoch, from, to, payload
   fenced: ours, same epoch, not expired (else {"LOST", owner, epoch}) and
   the checkpoint still `from` (else {"MOVED", ckpt}); then
-  ckpt: ckpt = to, attempts = 0 -> {"OK", to}
-  fail: attempts + 1 -> {"OK", attempts}
+  ckpt: ckpt = to, attempts = 0, delivered + payload -> {"OK", to}
+  fail: attempts + 1, failures + 1 -> {"OK", attempts}
   dead: RPUSH DEAD payload, ckpt = to, attempts = 0 -> {"OK", to, dead count}
 
 rg_purge  KEYS: 1 T, 2 S, 3 L, 4 N, 5 F, 6 K, 7.. X
@@ -141,7 +142,7 @@ rg_unlock  KEYS: LOCK  ARGV: "2", owner
 rg_version  (no-writes)  -> VERSION (also the description FUNCTION LIST shows)
 ]]
 
-local VERSION = "2.3"
+local VERSION = "2.4"
 local FORMAT = "2"
 
 -- {==================================================================
@@ -320,6 +321,7 @@ local function apply(ctx, id, old, new, op, ttl_expired)
     w.written = w.written + 1
     w.bytes = w.bytes + #text
   else
+    if ctx.stream then text = redis.call("HGET", P, "d:" .. id) or "" end
     redis.call("HDEL", P, "d:" .. id, "m:" .. id, "e:" .. id)
     if old.expiry then redis.call("ZREM", ctx.T, r) end
     redis.call("ZREM", ctx.L, r)
@@ -731,8 +733,10 @@ local function rg_ack(keys, argv)
   if s.ckpt ~= from then return { "MOVED", s.ckpt or "" } end
   if action == "ckpt" then
     redis.call("HSET", key, "ckpt", to, "attempts", 0)
+    redis.call("HINCRBY", key, "delivered", tonumber(payload) or 0)
     return { "OK", to }
   elseif action == "fail" then
+    redis.call("HINCRBY", key, "failures", 1)
     return { "OK", redis.call("HINCRBY", key, "attempts", 1) }
   elseif action == "dead" then
     local n = redis.call("RPUSH", keys[2], payload)

@@ -89,7 +89,7 @@ function M.open(url, opts)
     max_containers = util.integer_option(opts, "max_containers", nil, 1, 2 ^ 20, "open", 2),
     stepper = core.stepper(budget, memory),
     conts = setmetatable({}, { __mode = "v" }),
-    paths = {}, scripts = {}, processors = {},
+    paths = {}, scripts = {},
   }, Db)
   local key = layout.meta_key(name, "secret")
   local secret = c:call("GET", key)
@@ -182,8 +182,7 @@ end
 
 function Db:close()
   if not self.redis then return end
-  for _, p in pairs(self.processors) do pcall(p.close, p) end
-  self.processors = {}
+  if self.close_processors then self:close_processors() end
   for _, cont in pairs(self.conts) do cont.closed = true end
   self.redis:close()
   self.redis = nil
@@ -422,6 +421,17 @@ function Container:learn_paths(ids)
   for _, id in ipairs(ids) do
     if not k.set[id] then k.set[id] = true; k.list[#k.list + 1] = id end
   end
+end
+
+-- The all_versions retention of bucket r, at most once a second.
+function Container:trim(r)
+  local ret = self.info.retention
+  if not ret or ret < 0 then return end
+  self.trimmed = self.trimmed or {}
+  local now = self.db.redis.t.now()
+  if (self.trimmed[r] or 0) + 1 > now then return end
+  self.trimmed[r] = now
+  require("regolith.cluster.feed").trim(self, r)
 end
 
 -- Removes up to all expired items of bucket r; returns how many.

@@ -41,6 +41,16 @@ local unpack = table.unpack or unpack
 -- rg_commit header {pv, reads = {{id, etag}}, dedup = {field, token},
 -- owner}.  Returns the Function's reply (OK, FAILED, CONFLICT, DUP) or
 -- nil, message, 500.
+-- A transactional processor's handler is running (feed.lua): the
+-- idempotency token of its next logical write, taken once per write
+-- (whatever retries it needs), or nil.
+function I.dedup_token(db)
+  local dd = db.dedup
+  if not dd then return nil end
+  dd.n = dd.n + 1
+  return { dd.field, dd.base .. ":" .. string.format("%08d", dd.n) }
+end
+
 function I.commit(C, r, pk, ops, ctl)
   local b = C:bucket(r)
   for _ = 1, 20 do
@@ -75,6 +85,7 @@ function I.commit(C, r, pk, ops, ctl)
     end
     local res, err, st = C.db:fcall_write(ctl and "rg_commit" or "rg_write", keys, argv, purge)
     if res == nil then return nil, err, st end
+    C:trim(r)
     if type(err) == "table" and err[1] == "PATHS" then C:learn_paths(err[2]) end
     if res[1] ~= "PATHS" then
       -- the paths of what it stored are paths of the container now
@@ -144,13 +155,19 @@ local function write_one(C, kind, arg, pk, opts)
       terms = terms, uniques = uniq, ttl = ttl > 0 and ttl or nil }
   end
   local res
+  local token = I.dedup_token(C.db)
+  local ctl = token and { dedup = token }
   for attempt = 1, 200 do
-    res, err, st = I.commit(C, r, pkstr, { op })
+    res, err, st = I.commit(C, r, pkstr, { op }, ctl)
     if res == nil then return nil, err, st end
     if res[1] ~= "CONFLICT" then break end
     I.backoff(C, attempt)            -- a procedure holds the partition
   end
   if res[1] == "FAILED" then return nil, res[4], res[3] end
+  if res[1] == "DUP" then                -- applied by an earlier delivery
+    if kind == "delete" then return true, util.info(nil, 204) end
+    return util.decode(op.text), util.info(nil, kind == "create" and 201 or 200)
+  end
   if res[1] ~= "OK" then
     return nil, "cluster: the partition stayed locked by another writer", 503
   end

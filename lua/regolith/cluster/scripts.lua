@@ -465,8 +465,9 @@ end
 -- Runs body(tx) in a transaction on partition pk of bucket r until its
 -- commit goes through: returns tx and body's results, or nil, message,
 -- status (and what body returned after them).
-function Sc.transact(C, r, pk, pkvalue, body, dedup)
+function Sc.transact(C, r, pk, pkvalue, body)
   local owner
+  local dedup = items.dedup_token(C.db)
   for attempt = 1, ATTEMPTS do
     local tx = new_tx(C, r, pk, pkvalue)
     local out = pack(body(tx))
