@@ -12,6 +12,11 @@
 #   make bench        benchmarks (examples/bench/), and the blog at a larger scale
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
 #   make openresty    the blog over HTTP from nginx workers, under wrk's load
+#   make gateway      the Cosmos DB REST API on 127.0.0.1:8081 (docs/gateway.md);
+#                     make gateway-stop stops it
+#   make gateway-test Microsoft's SDKs against the gateway (test/sdk/)
+#   make gateway-bench the SDK's calls through the gateway beside the same
+#                     calls in Lua inside nginx, with 1, 2 and 4 workers
 #   make crash        kill writers at random moments; nothing may be lost
 #   make hammer       many processes on one database, then exact counts
 #   make fuzz         libFuzzer targets, FUZZ_SECONDS each
@@ -88,7 +93,8 @@ HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
 
 .PHONY: all test test-luajit ctest layers tour demo bench check crash hammer \
         fuzz fuzz-build valgrind install clean deps-test deps-bench deps-fuzz \
-        openresty explorer explorer-test install-explorer cluster-test
+        openresty explorer explorer-test install-explorer cluster-test gateway \
+        gateway-stop gateway-test gateway-bench
 
 .SECONDEXPANSION:
 
@@ -224,6 +230,7 @@ bench: deps-bench
 	$(RUN) examples/bench/query.lua
 	$(RUN) examples/bench/feed.lua
 	$(RUN) examples/bench/scripts.lua
+	$(RUN) examples/bench/throughput.lua
 	@mkdir -p build/bench
 	$(RUN) examples/blog/bench.lua --scale $(BENCH_SCALE) \
 	  --json build/bench/blog.json
@@ -233,6 +240,21 @@ bench: deps-bench
 OPENRESTY_WORKERS ?= 1 2 4
 openresty:
 	sh examples/openresty/load.sh $(OPENRESTY_WORKERS)
+
+# The Cosmos DB gateway (tools/gateway/gateway.sh: GATEWAY_PORT,
+# GATEWAY_WORKERS, GATEWAY_ROOT, GATEWAY_SYNC, TLS=1 for https).
+gateway:
+	sh tools/gateway/gateway.sh start
+
+gateway-stop:
+	sh tools/gateway/gateway.sh stop
+
+gateway-test:
+	sh test/sdk/run.sh
+
+GATEWAY_BENCH_WORKERS ?= 1 2 4
+gateway-bench:
+	sh test/sdk/bench.sh $(GATEWAY_BENCH_WORKERS)
 
 # The sanitizer build: the same sources with ASan and UBSan, loaded into the
 # stock interpreter by preloading the ASan runtime.
@@ -374,10 +396,12 @@ explorer-test: explorer
 	  build/explorer-test/blog build/explorer-test
 
 install: all
-	mkdir -p $(DESTDIR)$(LUADIR)/regolith/cluster $(DESTDIR)$(LIBDIR)/regolith
+	mkdir -p $(DESTDIR)$(LUADIR)/regolith/cluster $(DESTDIR)$(LUADIR)/regolith/gateway \
+	  $(DESTDIR)$(LIBDIR)/regolith
 	cp lua/regolith/*.lua $(DESTDIR)$(LUADIR)/regolith/
 	cp lua/regolith/cluster/*.lua $(DESTDIR)$(LUADIR)/regolith/cluster/
 	cp redis/regolith.lua $(DESTDIR)$(LUADIR)/regolith/cluster/regolith_functions.lua
+	cp lua/regolith/gateway/*.lua $(DESTDIR)$(LUADIR)/regolith/gateway/
 	cp $(MODULE) $(DESTDIR)$(LIBDIR)/regolith/core.so
 	mkdir -p $(DESTDIR)$(LUADIR)/regolith/cli $(DESTDIR)$(LUADIR)/regolith/explorer \
 	  $(DESTDIR)$(BINDIR)

@@ -121,6 +121,27 @@ async function loadContainers() {
   return list;
 }
 
+// The throughput counters of a container with a budget (docs/throughput.md).
+function showThroughput(t) {
+  const el = $('settings-throughput');
+  el.hidden = !t;
+  if (!t) return;
+  const setting = t.mode === 'shared' ? "the database's shared budget"
+    : t.mode === 'autoscale' ? `autoscale up to ${t.autoscale_max} RU/s (scaled to ${t.scaled_to})`
+    : `${t.ru_per_second} RU/s`;
+  let text = `throughput ${setting}${t.burst ? ', burst' : ''} over ` +
+    `${t.physical_partitions} partition${t.physical_partitions === 1 ? '' : 's'} · ` +
+    `${t.consumed_per_second} RU/s consumed (last 10 s) · ` +
+    `${t.throttled} of ${t.requests + t.throttled} requests throttled`;
+  const hot = t.hot_partitions.filter(p => p.consumed_per_second > 0 || p.throttled > 0);
+  if (hot.length && t.physical_partitions > 1) {
+    text += ' · hottest: ' + hot.map(p => `partition ${p.partition} ${p.consumed_per_second} RU/s` +
+      (p.utilization !== undefined ? ` (${Math.round(p.utilization * 100)} % of its share)` : '') +
+      `, ${p.throttled} throttled`).join('; ');
+  }
+  el.textContent = text;
+}
+
 async function openContainer(name) {
   const c = await api('GET', `/containers/${enc(name)}`);
   state.container = name;
@@ -132,6 +153,7 @@ async function openContainer(name) {
   $('settings-info').textContent = `${c.items} items · ${c.bytes} bytes of JSON · ` +
     `feed ranges ${c.feed_ranges.length} · partition key ${[].concat(c.spec.partition_key).join(', ')}`;
   $('settings-spec').textContent = JSON.stringify(c.spec, null, 2);
+  showThroughput(c.throughput);
   showScripts(c);
   showItem(null);
   $('items').textContent = '';

@@ -51,6 +51,14 @@ build = {
     ["regolith.cluster.verify"] = "lua/regolith/cluster/verify.lua",
     ["regolith.explorer.api"] = "lua/regolith/explorer/api.lua",
     ["regolith.explorer.nginx"] = "lua/regolith/explorer/nginx.lua",
+    -- the Cosmos DB gateway (runs in OpenResty; docs/gateway.md)
+    ["regolith.gateway"] = "lua/regolith/gateway/init.lua",
+    ["regolith.gateway.auth"] = "lua/regolith/gateway/auth.lua",
+    ["regolith.gateway.catalog"] = "lua/regolith/gateway/catalog.lua",
+    ["regolith.gateway.items"] = "lua/regolith/gateway/items.lua",
+    ["regolith.gateway.policy"] = "lua/regolith/gateway/policy.lua",
+    ["regolith.gateway.scripts"] = "lua/regolith/gateway/scripts.lua",
+    ["regolith.gateway.wire"] = "lua/regolith/gateway/wire.lua",
     ["regolith.core"] = {
       sources = {
         "csrc/base/arena.c",
@@ -73,6 +81,7 @@ build = {
         "csrc/store/plan.c",
         "csrc/store/procs.c",
         "csrc/store/scripts.c",
+        "csrc/store/throughput.c",
         "csrc/store/verify.c",
         "csrc/store/write.c",
         "csrc/luax/luajson.c",
@@ -90,6 +99,7 @@ build = {
         "csrc/host/processor.c",
         "csrc/host/query.c",
         "csrc/host/scripts.c",
+        "csrc/host/throughput.c",
       },
       defines = { "_GNU_SOURCE" },
       incdirs = { "csrc", "$(LMDB_INCDIR)", "$(CJSON_INCDIR)" },

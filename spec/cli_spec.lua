@@ -625,6 +625,24 @@ end]])
       assert.equal(6, regolith.json.decode(run("stats", path, "--json").out).items)
     end)
 
+    it("shows a budget's consumption, throttling and hottest partition", function()
+      local db, path = H.open()
+      local c = assert(db:create_container("posts", { partition_key = "/postId",
+        physical_partitions = 2, throughput = 20 }))
+      local ops = {}
+      for i = 1, 10 do ops[i] = { op = "create", doc = { id = "i" .. i, postId = "p" } } end
+      assert(c:batch("p", ops))                   -- 60 RU: a debt of seconds
+      assert.equal(429, select(3, c:read("i1", "p")))
+      local r = run("stats", path)
+      assert.equal(0, r.code, r.err)
+      assert.matches("posts +10 items +%d+ bytes\n +throughput: manual 20 RU/s " ..
+        "over 2 partitions; [%d.]+ RU/s consumed %(last 10 s%), [%d.]+ RU in " ..
+        "all; 1 of 2 requests throttled\n +hottest: partition %d [%d.]+ RU/s " ..
+        "%(%d+ %% of its share, balance %-[%d.]+ RU%), 1 throttled\n", r.out)
+      local st = regolith.json.decode(run("stats", path, "--json").out)
+      assert.equal(1, st.containers.posts.throughput.throttled)
+    end)
+
     it("verifies (0), and reports damage (1)", function()
       local path = sample()
       local r = run("verify", path)

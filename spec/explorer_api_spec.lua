@@ -44,6 +44,18 @@ describe("the explorer's API", function()
     assert.equal(5, d.stats.items)
   end)
 
+  it("tells a container's throughput counters when it has a budget", function()
+    local _, plain = req("GET", "/api/containers/posts")
+    assert.is_nil(plain.throughput)
+    assert(c:set_throughput(50))
+    assert(c:read("i1", "p1"))
+    local _, one = req("GET", "/api/containers/posts")
+    assert.equal("manual", one.throughput.mode)
+    assert.equal(50, one.throughput.ru_per_second)
+    assert.equal(1, one.throughput.requests)
+    assert.equal(2, #one.throughput.hot_partitions)
+  end)
+
   it("creates and deletes a container", function()
     local status, r = req("POST", "/api/containers",
       { body = '{"name": "x", "spec": {"partition_key": "/k"}}' })

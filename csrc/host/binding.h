@@ -20,6 +20,7 @@
 #include "store/feed.h"
 #include "store/layout.h"
 #include "store/plan.h"
+#include "store/throughput.h"
 
 #define RG_DB_MT   "regolith.db"
 #define RG_CONT_MT "regolith.container"
@@ -31,11 +32,13 @@ typedef struct rg_db {
   lua_Integer script_budget;
   lua_Integer script_memory;
   int max_containers;
+  int retry_throttled;       /* 429s a call waits out before it returns one */
 } rg_db;
 
 typedef struct rg_lcont {
   rg_db *db;                 /* kept alive through the uservalue */
   rg_cont c;                 /* c.spec NULL once closed */
+  rg_tpref tp;               /* its throughput budget, as last resolved */
 } rg_lcont;
 
 rg_db    *rgl_checkdb (lua_State *L, int idx);     /* open handles only */
@@ -43,12 +46,73 @@ rg_lcont *rgl_checkcont (lua_State *L, int idx);   /* open handles only */
 /* Pushes a container handle for `spec` (which it takes) of the database
 ** handle at dbidx. */
 void rgl_push_container (lua_State *L, int dbidx, rg_cspec *spec);
+/* Is the value at idx the none partition key value (an empty table not
+** marked as an array: regolith.object(), the SDKs' {})? */
+int  rgl_pk_isnone (lua_State *L, int idx);
 
-/* The stored form (JSON text, in a box pushed on the stack) of a new
-** container's spec from its name and options (db.c): misuse raises, a bad
-** name gives 400. */
-int  rgl_spec_text (lua_State *L, int nameix, int optsix, rg_buf **out,
-                    rg_err *e);
+/* The logical partition a partition-key argument at idx names (a value,
+** or an array of one value per level): 1, or 0 when it names none (the
+** call itself will say why).  Leaves the stack as it was. */
+int  rgl_pk_partition (lua_State *L, int idx, const rg_cspec *spec,
+                       rg_ikey *k);
+
+/*
+** Provisioned throughput (host/throughput.c, docs/throughput.md).  Every
+** request of a container is admitted before it does any work, routed to
+** the logical partition of `hash`, else to physical partition `range`
+** (RG_TP_EVERY: all of them): 0, or 429 with `e` once the database's
+** retry_throttled retries are spent (a call inside a write scope never
+** waits).  A container that accounts nothing costs one call and a compare.
+** After the work, rgl_account (or rgl_account_work, for a failure) debits
+** its charge and notes the retries in the info table on top.
+*/
+int  rgl_admit_retry (rg_lcont *lc, int routed, uint64_t hash, int range,
+                      rg_admit *a, rg_err *e);
+/* Admission where the container is known to account (rg_tp_live). */
+static inline int rgl_admit_on (rg_lcont *lc, int routed, uint64_t hash,
+                                int range, rg_admit *a, rg_err *e) {
+  int rc = rg_tp_admit(lc->c.spec, &lc->tp, routed, hash, range, a, e);
+  return rc == 429 ? rgl_admit_retry(lc, routed, hash, range, a, e) : rc;
+}
+static inline int rgl_admit (rg_lcont *lc, int routed, uint64_t hash,
+                             int range, rg_admit *a, rg_err *e) {
+  a->own = a->pool = NULL;
+  a->retries = 0;
+  if (!rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) return 0;
+  return rgl_admit_on(lc, routed, hash, range, a, e);
+}
+/* After a 429 found mid-call (a query's plan): waits the hint and returns
+** 1 when a retry is allowed, else 0. */
+int  rgl_retry (rg_lcont *lc, rg_admit *a);
+/* Sets info.retries in the table on top. */
+void rgl_note_retries (lua_State *L, const rg_admit *a);
+/* After a call that pushed its info table: `charge` is what it reported. */
+static inline void rgl_account (lua_State *L, rg_lcont *lc,
+                                const rg_admit *a, double charge) {
+  if (a->pool != NULL) {
+    rg_tp_debit(a, charge);
+    if (lc->db->retry_throttled > 0) rgl_note_retries(L, a);
+  }
+}
+/* After a call that failed: the work it did. */
+static inline void rgl_account_work (lua_State *L, rg_lcont *lc,
+                                     const rg_admit *a, const rg_work *w) {
+  (void)L;
+  (void)lc;
+  if (a->pool != NULL) rg_tp_debit(a, rg_charge(w));
+}
+/* What a refused request returns: nil, message, 429, info (charge 0,
+** status 429, retry_after_ms, retries): 4 values. */
+int  rgl_push_throttled (lua_State *L, const rg_err *e, const rg_admit *a);
+/* The throughput counters of container `cid` (0: the database), as a
+** table on the stack, or nothing (returns 0) when it accounts nothing. */
+int  rgl_push_tpstat (lua_State *L, rg_env *env, uint32_t cid);
+
+/* The stored form of a container's spec (db.c): the options at optsix
+** (already checked for unknown keys) with the name, validated (misuse
+** raises, naming `what`), in a boxed buffer left on the stack. */
+rg_buf *rgl_spec_text (lua_State *L, int optsix, const char *what,
+                       const char *name, size_t namelen);
 /* A partition key argument (a value, or an array of one value per level)
 ** as cJSON nodes on the C stack (container.c); strings holding NUL leave a
 ** copy on the Lua stack while they are used. */
@@ -79,5 +143,6 @@ void rgl_scripts_open (lua_State *L);
 void rgl_feed_open (lua_State *L);
 void rgl_processor_open (lua_State *L);
 void rgl_cluster_open (lua_State *L);
+void rgl_throughput_open (lua_State *L);
 
 #endif

@@ -97,11 +97,34 @@ static void push_pk (lua_State *L, const rg_ikey *k) {
 ** Specs and keys
 ** ======================================================================
 */
-/* core.spec_check(name, opts) -> JSON text | nil, msg, 400 */
+/* core.spec_check(name, opts) -> JSON text | nil, msg, 400 | nil, msg,
+** 501 (what a cluster does not have: throughput budgets) */
 static int l_spec_check (lua_State *L) {
+  static const char *const allowed[] = {
+    "partition_key", "physical_partitions", "indexing", "unique_keys",
+    "default_ttl", "max_partition_bytes", "change_feed", "throughput", NULL
+  };
+  const char *name;
+  size_t n;
   rg_buf *text;
   rg_err e;
-  if (rgl_spec_text(L, 1, 2, &text, &e)) return rgl_push_fail(L, &e);
+  if (lua_type(L, 1) != LUA_TSTRING)
+    return luaL_error(L, "bad argument #1: a container name must be a "
+                      "string");
+  name = lua_tolstring(L, 1, &n);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 2);
+  rgl_opts_check(L, 2, allowed, "create_container");
+  if (rg_check_id(name, n, RG_MAX_NAME, "a container name", &e))
+    return rgl_push_fail(L, &e);
+  lua_getfield(L, 2, "throughput");
+  if (!lua_isnil(L, -1)) {
+    rg_fail(&e, 501, "throughput budgets are not available on a Redis "
+            "Cluster (docs/cluster.md)");
+    return rgl_push_fail(L, &e);
+  }
+  lua_pop(L, 1);
+  text = rgl_spec_text(L, 2, "create_container", name, n);
   lua_pushlstring(L, text->p, text->n);
   rgl_box_done(text);
   return 1;
@@ -588,7 +611,7 @@ static int spec_query (lua_State *L) {
       (rc = rg_query_hplan(lq->q, params, sp, &rq, scan, &lq->mem, &lq->pl,
                            &e)))
     goto fail;
-  lq->ctx = rg_query_token_context(sp->cid, &rq, lq->ptext.p, lq->ptext.n,
+  lq->ctx = rg_query_token_context(sp, &rq, lq->ptext.p, lq->ptext.n,
                                    &lq->pl.lp);
   if (rq.continuation &&
       (rc = rg_token_open(lq->secret, RG_TOKEN_QUERY, lq->ctx,

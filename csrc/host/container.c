@@ -49,6 +49,7 @@ void rgl_push_container (lua_State *L, int dbidx, rg_cspec *spec) {
   lc->db = d;
   lc->c.env = d->env;
   lc->c.spec = spec;
+  memset(&lc->tp, 0, sizeof(lc->tp));
   luaL_getmetatable(L, RG_CONT_MT);
   lua_setmetatable(L, -2);
   lua_createtable(L, 1, 0);          /* the uservalue keeps the db alive */
@@ -78,11 +79,24 @@ static int cont_name (lua_State *L) {
   return 1;
 }
 
+/* c:spec() -> the spec as stored now (its throughput may have changed
+** since the handle was made); a deleted container's, as the handle knew
+** it. */
 static int cont_spec (lua_State *L) {
   rg_lcont *lc = rgl_checkcont(L, 1);
+  rg_cspec *now = NULL;
+  const char *json = lc->c.spec->json;
+  MDB_txn *txn;
   rg_err e;
-  if (rgl_json_push_stored(L, lc->c.spec->json, strlen(lc->c.spec->json), &e))
-    return rgl_push_fail(L, &e);
+  int rc;
+  if (rg_read_begin(lc->c.env, &txn, &e) == 0) {
+    if (rg_load_spec(txn, lc->c.env, lc->c.spec->cid, &now, &e) == 0)
+      json = now->json;
+    rg_read_end(lc->c.env);
+  }
+  rc = rgl_json_push_stored(L, json, strlen(json), &e);
+  rg_cspec_free(now);
+  if (rc) return rgl_push_fail(L, &e);
   return 1;
 }
 
@@ -150,14 +164,31 @@ static int pk_node (lua_State *L, int idx, cJSON *n, rg_err *e) {
       return 0;
     default:
       if (rgl_json_isnull(L, idx)) { n->type = cJSON_NULL; return 0; }
+      if (rgl_pk_isnone(L, idx)) { n->type = cJSON_Object; return 0; }
       return rg_fail(e, 400, "a partition key value must be a string, number, "
                      "boolean or regolith.null, not %s",
                      luaL_typename(L, idx));
   }
 }
 
+int rgl_pk_isnone (lua_State *L, int idx) {
+  int none;
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
+  lua_pushnil(L);
+  if (lua_next(L, idx)) { lua_pop(L, 2); return 0; }
+  none = 1;
+  if (lua_getmetatable(L, idx)) {
+    luaL_getmetatable(L, "regolith.array");
+    none = !lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+  }
+  return none;
+}
+
 /* The partition key argument at idx: a value, or for hierarchical keys an
-** array of one value per level.  Fills nodes/pkv. */
+** array of one value per level (or the none value, an empty object).
+** Fills nodes/pkv. */
 int rgl_pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
                      cJSON nodes[RG_MAX_PK_PATHS],
                      const cJSON *pkv[RG_MAX_PK_PATHS], rg_err *e) {
@@ -171,6 +202,7 @@ int rgl_pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
     pkv[0] = &nodes[0];
     return 0;
   }
+  if (rgl_pk_isnone(L, idx)) return 0;         /* every level NULL: none */
   if (lua_type(L, idx) != LUA_TTABLE || (int)rg_rawlen(L, idx) != spec->npk)
     return rg_fail(e, 400, "the partition key is hierarchical: give an array "
                    "of %d values (every level is required)", spec->npk);
@@ -198,6 +230,51 @@ static int key_from_args (lua_State *L, const rg_cspec *spec, int idix,
   if ((rc = rg_ikey_partition(spec, pkv, k, e))) return rc;
   rg_ikey_id(k, *id, *idlen);
   return 0;
+}
+
+int rgl_pk_partition (lua_State *L, int idx, const rg_cspec *spec,
+                      rg_ikey *k) {
+  cJSON nodes[RG_MAX_PK_PATHS];
+  const cJSON *pkv[RG_MAX_PK_PATHS];
+  rg_err e;
+  int top = lua_gettop(L), ok;
+  idx = idx < 0 ? top + idx + 1 : idx;
+  ok = rgl_pk_from_lua(L, idx, spec, nodes, pkv, &e) == 0 &&
+       rg_ikey_partition(spec, pkv, k, &e) == 0;
+  lua_settop(L, top);
+  return ok;
+}
+
+/* The logical partition a document (a table at idx) names, its values
+** read from the table without converting it (a level it lacks is the
+** none value): 1, or 0 when its key is no good (the write will say why).
+** Leaves the stack as it was. */
+static int doc_partition (lua_State *L, int idx, const rg_cspec *spec,
+                          rg_ikey *k) {
+  cJSON nodes[RG_MAX_PK_PATHS];
+  const cJSON *pkv[RG_MAX_PK_PATHS] = { NULL, NULL, NULL };
+  rg_err e;
+  int top = lua_gettop(L), ok = lua_type(L, idx) == LUA_TTABLE, i, j;
+  luaL_checkstack(L, 2 * RG_MAX_PK_PATHS + 4, NULL);
+  for (i = 0; ok && i < spec->npk; i++) {
+    int found = 1;
+    lua_pushvalue(L, idx);           /* each level's value stays on the stack */
+    for (j = 0; found && j < spec->pk[i].n; j++) {
+      if (lua_type(L, -1) != LUA_TTABLE) found = 0;
+      else {
+        lua_pushstring(L, spec->pk[i].seg[j]);
+        lua_rawget(L, -2);
+        lua_remove(L, -2);
+      }
+    }
+    if (found && !lua_isnil(L, -1)) {
+      ok = pk_node(L, lua_gettop(L), &nodes[i], &e) == 0;
+      pkv[i] = &nodes[i];
+    }
+  }
+  ok = ok && rg_ikey_partition(spec, pkv, k, &e) == 0;
+  lua_settop(L, top);
+  return ok;
 }
 
 /* For keys holding digests: is the pushed document really (id, pk)? */
@@ -231,6 +308,7 @@ static int cont_read (lua_State *L) {
   rg_ikey k;
   rg_err e;
   rg_work w;
+  rg_admit a;
   MDB_txn *txn;
   MDB_val v;
   int rc;
@@ -242,6 +320,8 @@ static int cont_read (lua_State *L) {
   }
   if ((rc = key_from_args(L, lc->c.spec, 2, 3, &k, &id, &idlen, &e)))
     return rgl_push_fail(L, &e);
+  if ((rc = rgl_admit(lc, 1, k.hash, 0, &a, &e)))
+    return rgl_push_throttled(L, &e, &a);
   if ((rc = rg_read_begin(env, &txn, &e))) return rgl_push_fail(L, &e);
   if ((rc = rg_cont_alive(txn, &lc->c, &e)) == 0 &&
       (rc = rg_item_get(txn, env, &k, rg_now(), &v, &e)) == 0) {
@@ -250,8 +330,14 @@ static int cont_read (lua_State *L) {
       rc = rg_fail(&e, 500, "corrupt item: %s", e.msg);
   }
   rg_read_end(env);
-  if (rc) return rgl_push_fail(L, &e);
+  memset(&w, 0, sizeof(w));
+  w.read_units = rg_read_units(size);  /* a miss costs a read too */
+  if (rc) {
+    rgl_account_work(L, lc, &a, &w);
+    return rgl_push_fail(L, &e);
+  }
   if (k.lossy && !check_identity(L, lc->c.spec, id, idlen, &k)) {
+    rgl_account_work(L, lc, &a, &w);
     rg_fail(&e, 404, "item not found");
     return rgl_push_fail(L, &e);
   }
@@ -261,14 +347,47 @@ static int cont_read (lua_State *L) {
     same = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), inm) == 0;
     lua_pop(L, 1);
     if (same) {
+      rgl_account_work(L, lc, &a, &w);
       rg_fail(&e, 304, "not modified");
       return rgl_push_fail(L, &e);
     }
   }
-  memset(&w, 0, sizeof(w));
-  w.read_units = rg_read_units(size);
-  rgl_push_info(L, &w, 200);
+  rgl_account(L, lc, &a, rgl_push_info(L, &w, 200));
   return 2;
+}
+
+/* The key of entry i of a read_many list (at index 2): 1, or 0 when it
+** is no good (the read says why).  Leaves the stack as it was. */
+static int many_key (lua_State *L, int i, const rg_cspec *spec, rg_ikey *k) {
+  int top = lua_gettop(L), ok = 0;
+  const char *id;
+  size_t idlen;
+  rg_err e;
+  lua_rawgeti(L, 2, i);
+  if (lua_type(L, top + 1) == LUA_TTABLE) {
+    lua_rawgeti(L, top + 1, 1);
+    lua_rawgeti(L, top + 1, 2);
+    ok = key_from_args(L, spec, top + 2, top + 3, k, &id, &idlen, &e) == 0;
+  }
+  lua_settop(L, top);
+  return ok;
+}
+
+/* Admits a read_many whole, before anything is read: every partition it
+** names must have budget left. */
+static int many_admit (lua_State *L, rg_lcont *lc, int n, rg_admit *a,
+                       rg_err *e) {
+  int rc, i;
+  memset(a, 0, sizeof(*a));
+  do {
+    rc = 0;
+    for (i = 1; rc == 0 && i <= n; i++) {
+      rg_ikey k;
+      if (many_key(L, i, lc->c.spec, &k))
+        rc = rg_tp_admit(lc->c.spec, &lc->tp, 1, k.hash, 0, a, e);
+    }
+  } while (rc == 429 && rgl_retry(lc, a));
+  return rc;
 }
 
 /* c:read_many({{id, pk}, ...}) -> docs, info (missing items left out) */
@@ -277,8 +396,9 @@ static int cont_read_many (lua_State *L) {
   rg_env *env = lc->c.env;
   rg_err e;
   rg_work w;
+  rg_admit a;
   MDB_txn *txn;
-  int n, i, rc, out = 0;
+  int n, i, rc, out = 0, on;
   int64_t now = rg_now();
   if (lua_type(L, 2) != LUA_TTABLE) {
     rg_fail(&e, 400, "read_many takes a list of {id, partition key} pairs");
@@ -287,6 +407,10 @@ static int cont_read_many (lua_State *L) {
   n = (int)rg_rawlen(L, 2);
   memset(&w, 0, sizeof(w));
   lua_settop(L, 2);
+  memset(&a, 0, sizeof(a));
+  on = rg_tp_live(env, lc->c.spec->cid, &lc->tp);
+  if (on && many_admit(L, lc, n, &a, &e))
+    return rgl_push_throttled(L, &e, &a);
   lua_createtable(L, n, 0);          /* 3: the results */
   if ((rc = rg_read_begin(env, &txn, &e))) return rgl_push_fail(L, &e);
   rc = rg_cont_alive(txn, &lc->c, &e);
@@ -311,6 +435,11 @@ static int cont_read_many (lua_State *L) {
       break;
     }
     rc = rg_item_get(txn, env, &k, now, &v, &e);
+    if (on && (rc == 0 || rc == 404)) {       /* each item's own partition */
+      rg_admit ai;
+      rg_tp_route(&lc->tp, 1, k.hash, 0, &ai);
+      rg_tp_debit(&ai, (double)(rc ? 1 : rg_read_units(v.mv_size)));
+    }
     if (rc == 404) {
       w.read_units++;
       rc = 0;
@@ -331,6 +460,10 @@ static int cont_read_many (lua_State *L) {
   if (rc) return rgl_push_fail(L, &e);
   lua_settop(L, 3);
   rgl_push_info(L, &w, 200);
+  if (on && lc->db->retry_throttled > 0) {
+    lua_pushinteger(L, a.retries);
+    lua_setfield(L, -2, "retries");
+  }
   return 2;
 }
 /* }===================================================================== */
@@ -348,6 +481,7 @@ typedef struct wcall {
   int docix;                   /* create/replace/upsert: the document */
   int idix, pkix;              /* delete/patch */
   int opsix;                   /* patch: the op list */
+  int bindix;                  /* create/replace/upsert: opts.partition_key */
   const char *if_match, *filter, *pre, *post;
   cJSON *doc;                  /* converted in the body */
   rg_patch_op *ops;
@@ -487,6 +621,51 @@ static int patch_ops (lua_State *L, int idx, wcall *q, rg_err *e) {
   return 0;
 }
 
+/* A partition a call binds the scope to (a batch's, opts.partition_key),
+** and the binding it replaced. */
+typedef struct binding {
+  rg_binding saved;
+  rg_ikey key;                 /* the partition bound to */
+} binding;
+
+/* Binds the scope to the partition of the key at idx; `msg` is the 400
+** message for a write to another partition. */
+static int bind_partition (rg_scope *s, lua_State *L, int idx,
+                           const rg_cspec *spec, const char *msg,
+                           binding *b, rg_err *e) {
+  cJSON nodes[RG_MAX_PK_PATHS];
+  const cJSON *pkv[RG_MAX_PK_PATHS];
+  int rc;
+  if ((rc = rgl_pk_from_lua(L, idx, spec, nodes, pkv, e)) ||
+      (rc = rg_ikey_partition(spec, pkv, &b->key, e)))
+    return rc;
+  b->saved = s->bound;
+  s->bound.spec = spec;
+  s->bound.lp = b->key.key;
+  s->bound.lplen = b->key.lplen;
+  s->bound.msg = msg;
+  return 0;
+}
+
+static void unbind_partition (rg_scope *s, const binding *b) {
+  s->bound = b->saved;
+}
+
+/* A write given opts.partition_key: the document must belong to that
+** logical partition (400 otherwise), which is how a document lacking its
+** key is written to the none partition key (an empty object). */
+static int bound_write (rg_scope *s, wcall *q, const rg_wreq *w, rg_err *e) {
+  binding b;
+  int rc;
+  if ((rc = bind_partition(s, q->L, q->bindix, q->c->spec, "the document's "
+                           "partition key differs from the partition_key "
+                           "option", &b, e)))
+    return rc;
+  rc = rg_write(s, q->c, w, &q->r, e);
+  unbind_partition(s, &b);
+  return rc;
+}
+
 static int write_body (rg_scope *s, void *ud, rg_err *e) {
   wcall *q = (wcall *)ud;
   lua_State *L = q->L;
@@ -521,14 +700,34 @@ static int write_body (rg_scope *s, void *ud, rg_err *e) {
       w.nops = q->nops;
     }
   }
-  rc = rg_write(s, q->c, &w, &q->r, e);
+  if (q->bindix) rc = bound_write(s, q, &w, e);
+  else rc = rg_write(s, q->c, &w, &q->r, e);
   rg_work_diff(&q->work, &s->work, &before);
   return rc;
 }
 
+/* Admits a single write: to the partition its document names, or its
+** partition_key option (at bindix, when given), or for delete and patch
+** its partition-key argument; one whose key is no good fails in the
+** write path with nothing done. */
+static int write_admit (lua_State *L, rg_lcont *lc, int op, int bindix,
+                        rg_admit *a, rg_err *e) {
+  rg_ikey k;
+  a->own = a->pool = NULL;
+  a->retries = 0;
+  if (!rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) return 0;
+  if (!(op == RG_OP_DELETE || op == RG_OP_PATCH
+        ? rgl_pk_partition(L, 3, lc->c.spec, &k)
+        : bindix ? rgl_pk_partition(L, bindix, lc->c.spec, &k)
+        : doc_partition(L, 2, lc->c.spec, &k)))
+    return 0;
+  return rgl_admit_on(lc, 1, k.hash, 0, a, e);
+}
+
 static int write_call (lua_State *L, int op) {
   static const char *const allowed[] = {
-    "if_match", "pre_trigger", "post_trigger", "filter", NULL
+    "if_match", "pre_trigger", "post_trigger", "filter", "partition_key",
+    NULL
   };
   static const char *const names[] = {
     "", "create", "replace", "upsert", "delete", "patch"
@@ -539,6 +738,7 @@ static int write_call (lua_State *L, int op) {
   wcall *q;
   rg_db *d;
   rg_err e;
+  rg_admit a;
   int rc;
   lua_settop(L, optix);
   rgl_opts_check(L, optix, allowed, what);
@@ -547,6 +747,14 @@ static int write_call (lua_State *L, int op) {
     if (!lua_isnil(L, -1))
       return luaL_error(L, "%s: unknown option 'filter'", what);
     lua_pop(L, 1);
+  }
+  lua_pushnil(L);                    /* optix + 1: opts.partition_key */
+  if (!lua_isnil(L, optix)) {
+    lua_getfield(L, optix, "partition_key");
+    if (!lua_isnil(L, -1) && (op == RG_OP_DELETE || op == RG_OP_PATCH))
+      return luaL_error(L, "%s: unknown option 'partition_key' (the "
+                        "partition key is an argument)", what);
+    lua_replace(L, optix + 1);
   }
   if ((d = writable(L, lc, &e)) == NULL) return rgl_push_fail(L, &e);
   q = (wcall *)rgl_newbox(L, sizeof(wcall), wcall_clear);
@@ -559,6 +767,7 @@ static int write_call (lua_State *L, int op) {
     q->opsix = op == RG_OP_PATCH ? 4 : 0;
   }
   else q->docix = 2;
+  if (!lua_isnil(L, optix + 1)) q->bindix = optix + 1;
   {                                  /* data: NUL is 400, not a cut */
     size_t n1, n2, n3, n4;
     q->if_match = rgl_opt_lstring(L, optix, "if_match", &n1, what);
@@ -573,15 +782,20 @@ static int write_call (lua_State *L, int op) {
       return rgl_push_fail(L, &e);
     }
   }
+  if ((rc = write_admit(L, lc, op, q->bindix, &a, &e))) {
+    rgl_box_done(q);
+    return rgl_push_throttled(L, &e, &a);
+  }
   rc = rgl_scope_run(L, lc->c.env, d->sync, 1, write_body, q, &e);
   if (rc) {
+    rgl_account_work(L, lc, &a, &q->work);
     rgl_box_done(q);
     return rgl_push_fail(L, &e);
   }
   if (op == RG_OP_DELETE && q->r.doc == NULL) lua_pushboolean(L, 1);
   else if (q->r.doc) rgl_json_push(L, q->r.doc);
   else lua_pushboolean(L, 1);
-  rgl_push_info(L, &q->work, q->r.status);
+  rgl_account(L, lc, &a, rgl_push_info(L, &q->work, q->r.status));
   if (q->r.etag[0]) {
     lua_pushstring(L, q->r.etag);
     lua_setfield(L, -2, "etag");
@@ -717,27 +931,20 @@ static int batch_op (rg_scope *s, bcall *q, int i, int t, const rg_ikey *lp,
 static int batch_body (rg_scope *s, void *ud, rg_err *e) {
   bcall *q = (bcall *)ud;
   lua_State *L = q->L;
-  cJSON nodes[RG_MAX_PK_PATHS];
-  const cJSON *pkv[RG_MAX_PK_PATHS];
-  rg_binding saved = s->bound;
   rg_work before = s->work;
-  rg_ikey lp;
+  binding b;
   int i, rc = 0;
   bcall_clear(q);
   q->failed = 0;
   if ((q->res = (bres *)calloc((size_t)q->n, sizeof(bres))) == NULL)
     return rg_fail(e, 500, "out of memory");
-  if ((rc = rgl_pk_from_lua(L, q->pkix, q->c->spec, nodes, pkv, e)) ||
-      (rc = rg_ikey_partition(q->c->spec, pkv, &lp, e)))
+  if ((rc = bind_partition(s, L, q->pkix, q->c->spec, "the operation's "
+                           "partition key differs from the batch's", &b, e)))
     return rc;
-  s->bound.spec = q->c->spec;
-  s->bound.lp = lp.key;
-  s->bound.lplen = lp.lplen;
-  s->bound.msg = "the operation's partition key differs from the batch's";
   for (i = 0; i < q->n; i++) {
     int t = lua_gettop(L);
     lua_rawgeti(L, q->opsix, i + 1);
-    rc = batch_op(s, q, i, t + 1, &lp, e);
+    rc = batch_op(s, q, i, t + 1, &b.key, e);
     lua_settop(L, t);
     if (rc) {
       char msg[sizeof(e->msg)];
@@ -747,7 +954,7 @@ static int batch_body (rg_scope *s, void *ud, rg_err *e) {
       break;
     }
   }
-  s->bound = saved;
+  unbind_partition(s, &b);
   rg_work_diff(&q->work, &s->work, &before);
   return rc;
 }
@@ -758,6 +965,8 @@ static int cont_batch (lua_State *L) {
   bcall *q;
   rg_db *d;
   rg_err e;
+  rg_admit a;
+  rg_ikey k;
   int rc, i;
   lua_settop(L, 3);
   if ((d = writable(L, lc, &e)) == NULL) return rgl_push_fail(L, &e);
@@ -780,7 +989,16 @@ static int cont_batch (lua_State *L) {
             RG_MAX_BATCH_OPS, q->n);
     return rgl_push_fail(L, &e);
   }
+  a.own = a.pool = NULL;
+  a.retries = 0;
+  if (rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp) &&
+      rgl_pk_partition(L, 2, lc->c.spec, &k) &&
+      (rc = rgl_admit_on(lc, 1, k.hash, 0, &a, &e))) {
+    rgl_box_done(q);
+    return rgl_push_throttled(L, &e, &a);
+  }
   rc = rgl_scope_run(L, lc->c.env, d->sync, 1, batch_body, q, &e);
+  rgl_account_work(L, lc, &a, &q->work);
   lua_createtable(L, q->n, 0);
   for (i = 0; i < q->n; i++) {
     lua_createtable(L, 0, 2);
@@ -808,6 +1026,10 @@ static int cont_batch (lua_State *L) {
     return 4;
   }
   rgl_push_info(L, &q->work, 200);
+  if (a.pool != NULL && lc->db->retry_throttled > 0) {
+    lua_pushinteger(L, a.retries);
+    lua_setfield(L, -2, "retries");
+  }
   return 2;
 }
 /* }===================================================================== */

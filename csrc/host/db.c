@@ -94,63 +94,71 @@ static int readonly_fail (lua_State *L) {
 ** Containers
 ** ======================================================================
 */
-/* The stored form of a new container's spec, from its name (at nameix)
-** and options (at optsix): pushes a box holding the JSON text.  Misuse
-** raises (as create_container does); a bad name gives 400. */
-int rgl_spec_text (lua_State *L, int nameix, int optsix, rg_buf **out,
-                   rg_err *e) {
-  static const char *const allowed[] = {
-    "partition_key", "physical_partitions", "indexing", "unique_keys",
-    "default_ttl", "max_partition_bytes", "change_feed", NULL
-  };
-  const char *name;
-  size_t namelen;
+rg_buf *rgl_spec_text (lua_State *L, int optsix, const char *what,
+                       const char *name, size_t namelen) {
   cJSON *j = NULL, *nm;
   rg_cspec *spec = NULL;
   rg_buf *text;
-  int bad, rc;
-  name = check_name(L, nameix, &namelen, "a container name", e, &bad);
-  luaL_checktype(L, optsix, LUA_TTABLE);
-  rgl_opts_check(L, optsix, allowed, "create_container");
-  if (bad) return bad;
-  if (rgl_json_from_lua(L, optsix, &j, e))
-    return luaL_error(L, "create_container: %s", e->msg);
+  rg_err e;
+  if (rgl_json_from_lua(L, optsix, &j, &e))
+    luaL_error(L, "%s: %s", what, e.msg);
   nm = rg_str_new(name, namelen);
-  if (nm == NULL) { cJSON_Delete(j); return luaL_error(L, "out of memory"); }
+  if (nm == NULL) { cJSON_Delete(j); luaL_error(L, "out of memory"); }
   cJSON_AddItemToObject(j, "name", nm);
-  rc = rg_cspec_build(j, 0, &spec, e);
-  if (rc) {
+  if (rg_cspec_build(j, 0, &spec, &e)) {
     cJSON_Delete(j);
-    return luaL_error(L, "create_container: %s", e->msg);
+    luaL_error(L, "%s: %s", what, e.msg);
   }
   rg_cspec_free(spec);
-  text = rgl_newbuf(L);
+  text = rgl_newbuf(L);              /* may raise: the tree is freed first */
   rg_json_print(j, text);
   cJSON_Delete(j);
-  if (text->oom) return luaL_error(L, "out of memory");
-  *out = text;
-  return 0;
+  if (text->oom) luaL_error(L, "out of memory");
+  return text;
 }
 
-/* db:create_container(name, opts) -> container, info */
-static int db_create_container (lua_State *L) {
+/* db:create_container(name, opts) -> container, info (201) and
+** db:replace_container(name, opts) -> container, info (200). */
+static int container_call (lua_State *L, int replace) {
+  static const char *const allowed[] = {
+    "partition_key", "physical_partitions", "indexing", "unique_keys",
+    "default_ttl", "max_partition_bytes", "change_feed", "throughput", NULL
+  };
+  const char *what = replace ? "replace_container" : "create_container";
   rg_db *d = rgl_checkdb(L, 1);
   const char *name;
   size_t namelen;
-  rg_err e;
   rg_cspec *spec = NULL;
   rg_buf *text;
-  int rc;
-  if (rgl_spec_text(L, 2, 3, &text, &e)) return rgl_push_fail(L, &e);
-  name = lua_tolstring(L, 2, &namelen);
+  rg_err e;
+  int bad, rc;
+  name = check_name(L, 2, &namelen, "a container name", &e, &bad);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  rgl_opts_check(L, 3, allowed, what);
+  if (bad) return rgl_push_fail(L, &e);
+  text = rgl_spec_text(L, 3, what, name, namelen);
   if (d->readonly) return readonly_fail(L);
-  rc = rg_catalog_create(d->env, d->sync, name, namelen, text->p, text->n,
-                         d->max_containers, &spec, &e);
+  if (replace)
+    rc = rg_catalog_replace(d->env, d->sync, name, namelen, text->p, text->n,
+                            &spec, &e);
+  else
+    rc = rg_catalog_create(d->env, d->sync, name, namelen, text->p, text->n,
+                           d->max_containers, &spec, &e);
   rgl_box_done(text);
   if (rc) return rgl_push_fail(L, &e);
+  if (replace) rg_tp_replaced(d->env, spec->cid);
+  else rg_tp_created(d->env, spec->cid);   /* its budget, or its counters */
   rgl_push_container(L, 1, spec);
-  rgl_push_info(L, NULL, 201);
+  rgl_push_info(L, NULL, replace ? 200 : 201);
   return 2;
+}
+
+static int db_create_container (lua_State *L) {
+  return container_call(L, 0);
+}
+
+static int db_replace_container (lua_State *L) {
+  return container_call(L, 1);
 }
 
 /* db:container(name) -> container | nil, msg, 404 */
@@ -218,8 +226,15 @@ static int db_delete_container (lua_State *L) {
   if (rg_env_scope(d->env) != NULL)
     return luaL_error(L, "delete_container cannot run inside a transaction");
   if (d->readonly) return readonly_fail(L);
-  if (rg_catalog_drop(d->env, d->sync, name, n, &e))
-    return rgl_push_fail(L, &e);
+  {
+    rg_cspec *spec = NULL;
+    uint32_t cid = 0;
+    if (rg_catalog_find(d->env, name, n, &spec, &e) == 0) cid = spec->cid;
+    rg_cspec_free(spec);
+    if (rg_catalog_drop(d->env, d->sync, name, n, &e))
+      return rgl_push_fail(L, &e);
+    if (cid) rg_tp_dropped(d->env, cid);
+  }
   lua_pushboolean(L, 1);
   rgl_push_info(L, NULL, 204);
   return 2;
@@ -233,7 +248,9 @@ static int db_delete_container (lua_State *L) {
 ** ======================================================================
 */
 /* db:stats() -> {map_size, used_bytes, page_size, readers, lsn, items,
-**               bytes, containers = {name = {items, bytes}}} */
+**               bytes, throughput, containers = {name = {items, bytes,
+**               throughput}}}; throughput: the counters of a budget
+**               (host/throughput.c), where there is one */
 static int db_stats (lua_State *L) {
   rg_db *d = rgl_checkdb(L, 1);
   uint64_t items = 0, bytes = 0;
@@ -264,11 +281,14 @@ static int db_stats (lua_State *L) {
     lua_setfield(L, -2, "items");
     lua_pushinteger(L, (lua_Integer)g->stats[i].bytes);
     lua_setfield(L, -2, "bytes");
+    if (rgl_push_tpstat(L, d->env, g->stats[i].cid))
+      lua_setfield(L, -2, "throughput");
     lua_rawset(L, -3);
     items += g->stats[i].items;
     bytes += g->stats[i].bytes;
   }
   lua_setfield(L, -2, "containers");
+  if (rgl_push_tpstat(L, d->env, 0)) lua_setfield(L, -2, "throughput");
   lua_pushinteger(L, (lua_Integer)items);
   lua_setfield(L, -2, "items");
   lua_pushinteger(L, (lua_Integer)bytes);
@@ -338,7 +358,7 @@ static int db_purge_expired (lua_State *L) {
 static int l_open (lua_State *L) {
   static const char *const allowed[] = {
     "sync", "map_size", "readonly", "script_budget", "script_memory",
-    "max_containers", NULL
+    "max_containers", "retry_throttled", NULL
   };
   static const char *const syncs[] = { "full", "lazy", "none", NULL };
   const char *path = check_path(L, 1);
@@ -373,6 +393,8 @@ static int l_open (lua_State *L) {
                                  (lua_Integer)1 << 40, "open");
   d->max_containers = (int)rgl_opt_int(L, 2, "max_containers", 0, 1, 1 << 20,
                                        "open");
+  d->retry_throttled = (int)rgl_opt_int(L, 2, "retry_throttled", 0, 0, 1000,
+                                        "open");
   if (rg_env_open(path, &o, &d->env, &e)) return rgl_push_fail(L, &e);
   if (rg_script_limits(d->env, (uint64_t)d->script_budget,
                        (uint64_t)d->script_memory, &e)) {
@@ -389,6 +411,7 @@ void rgl_db_open (lua_State *L) {
   static const luaL_Reg db_methods[] = {
     {"close", db_close},
     {"create_container", db_create_container},
+    {"replace_container", db_replace_container},
     {"container", db_container},
     {"containers", db_containers},
     {"delete_container", db_delete_container},

@@ -62,10 +62,20 @@ static void push_path (lua_State *L, int doc, const rg_path *p) {
   }
 }
 
-/* Pushes the partition key of a document as `read` takes it. */
+/* Pushes the partition key of a document as `read` takes it: for a
+** document lacking it, the none value (an empty object). */
 static void push_pk (lua_State *L, const rg_cspec *spec, int doc) {
   int i;
-  if (spec->npk == 1) { push_path(L, doc, &spec->pk[0]); return; }
+  push_path(L, doc, &spec->pk[0]);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    luaL_getmetatable(L, "regolith.object");
+    lua_setmetatable(L, -2);
+    return;
+  }
+  if (spec->npk == 1) return;
+  lua_pop(L, 1);
   lua_createtable(L, spec->npk, 0);
   for (i = 0; i < spec->npk; i++) {
     push_path(L, doc, &spec->pk[i]);
@@ -163,6 +173,7 @@ static int pk_prefix (lua_State *L, int idx, const rg_cspec *spec,
   int rc, i = 0;
   if ((rc = rgl_json_from_lua(L, idx, &v, e))) return rc;
   if (spec->npk == 1) pkv[0] = v;
+  else if (cJSON_IsObject(v) && v->child == NULL) {}   /* none: {} */
   else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == spec->npk)
     for (c = v->child; c; c = c->next) pkv[i++] = c;
   else {
@@ -199,6 +210,7 @@ static int cont_changes (lua_State *L) {
   rg_feedq q;
   rg_ikey pk;
   rg_err e;
+  rg_admit a;
   MDB_txn *txn;
   page *g;
   const char *tok;
@@ -238,6 +250,11 @@ static int cont_changes (lua_State *L) {
   if (tok && rg_feed_untoken(rg_env_secret(env), spec, mode, range, lp,
                              lplen, q.n, tok, toklen, pos, &e))
     return rgl_push_fail(L, &e);
+  /* admitted to the partition it reads: a logical partition's, a feed
+  ** range's, or every one */
+  if ((rc = rgl_admit(lc, lp != NULL, lp ? pk.hash : 0,
+                      lp ? 0 : range ? range - 1 : RG_TP_EVERY, &a, &e)))
+    return rgl_push_throttled(L, &e, &a);
   q.c = &lc->c;
   q.mode = mode;
   q.pos = pos;
@@ -251,7 +268,10 @@ static int cont_changes (lua_State *L) {
     rc = rg_feed_start(txn, &lc->c, mode, q.first + i, kind, t, &pos[i], &e);
   if (rc == 0) rc = rg_feed_read(txn, &q, &g->b, &e);
   rg_read_end(env);
-  if (rc) return rgl_push_fail(L, &e);
+  if (rc) {
+    rgl_account_work(L, lc, &a, &g->b.work);
+    return rgl_push_fail(L, &e);
+  }
   rg_feed_token(rg_env_secret(env), spec, mode, range, lp, lplen, q.n, pos,
                 &g->tok);
   if (g->tok.oom) {
@@ -259,7 +279,7 @@ static int cont_changes (lua_State *L) {
     return rgl_push_fail(L, &e);
   }
   if (rgl_batch_push(L, spec, mode, &g->b, &e)) return rgl_push_fail(L, &e);
-  rgl_push_info(L, &g->b.work, 200);
+  rgl_account(L, lc, &a, rgl_push_info(L, &g->b.work, 200));
   lua_pushlstring(L, g->tok.p, g->tok.n);
   lua_setfield(L, -2, "continuation");
   lua_pushinteger(L, (lua_Integer)g->b.n);

@@ -201,9 +201,18 @@ static bbox *new_bbox (lua_State *L) {
   return g;
 }
 
-/* The info table a handler receives. */
-static void push_batch_info (lua_State *L, const rg_work *w, int range,
-                             uint32_t attempt) {
+/* The info table a handler receives.  The read is charged to the feed
+** range's partition of a container with a budget, never refused: a
+** processor behind its source is delivered all the same (its handler's
+** writes are admitted as any writes are). */
+static void push_batch_info (lua_State *L, const pstate *p, const rg_work *w,
+                             int range, uint32_t attempt) {
+  rg_lcont *lc = p->lc;
+  if (rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) {
+    rg_admit a;
+    rg_tp_route(&lc->tp, 0, 0, range, &a);
+    rg_tp_debit(&a, rg_charge(w));
+  }
   rgl_push_info(L, w, 200);
   lua_pushinteger(L, range + 1);
   lua_setfield(L, -2, "feed_range");
@@ -226,7 +235,7 @@ static int proc_read (lua_State *L) {
   if (g->b.n == 0) { rgl_box_done(g); return 1; }
   if (rgl_batch_push(L, p->lc->c.spec, p->p.mode, &g->b, &e))
     return rgl_push_fail(L, &e);
-  push_batch_info(L, &g->b.work, r, attempt);
+  push_batch_info(L, p, &g->b.work, r, attempt);
   rgl_box_done(g);
   return 3;
 }
@@ -286,7 +295,7 @@ static int run_handler (void *ud, const rg_batch *b, int range,
   lua_pushvalue(L, q->runner);
   if ((rc = rgl_batch_push(L, q->p->lc->c.spec, q->p->p.mode, b, e)))
     return rc;
-  push_batch_info(L, &b->work, range, attempt);
+  push_batch_info(L, q->p, &b->work, range, attempt);
   lua_pushvalue(L, -2);
   lua_setfield(L, q->out, "changes");
   lua_pushvalue(L, -1);

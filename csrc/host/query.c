@@ -71,6 +71,11 @@ static int scalar (const cJSON *v) {
          cJSON_IsNull(v);
 }
 
+/* The none partition key value: an empty object (JSON {}). */
+static int none (const cJSON *v) {
+  return cJSON_IsObject(v) && v->child == NULL;
+}
+
 /* opts.partition_key (on the stack at idx) into the request; the tree is
 ** kept in *own. */
 int rgl_query_pk (lua_State *L, int idx, const rg_cspec *spec, cJSON **own,
@@ -83,6 +88,7 @@ int rgl_query_pk (lua_State *L, int idx, const rg_cspec *spec, cJSON **own,
     memcpy(msg, e->msg, sizeof(msg));
     return rg_fail(e, rc, "partition_key: %s", msg);
   }
+  if (none(*own)) { rq->has_pk = 1; return 0; }    /* every level none */
   if (spec->npk == 1) {
     if (!scalar(*own))
       return rg_fail(e, 400, "a partition key value must be a string, "
@@ -105,6 +111,22 @@ int rgl_query_pk (lua_State *L, int idx, const rg_cspec *spec, cJSON **own,
   return 0;
 }
 
+/* Admission once the query is planned (store/plan.h): the partition it
+** is routed to, or every partition of a fan-out. */
+typedef struct qadmit {
+  rg_lcont *lc;
+  rg_admit a;
+  int admitted;
+} qadmit;
+
+static int query_admit (void *ud, int routed, uint64_t hash, rg_err *e) {
+  qadmit *qa = (qadmit *)ud;
+  int rc = rg_tp_admit(qa->lc->c.spec, &qa->lc->tp, routed, hash,
+                       RG_TP_EVERY, &qa->a, e);
+  qa->admitted = rc == 0;
+  return rc;
+}
+
 /*
 ** Runs one page.  The stack holds the container at cix, the SQL at sqlix,
 ** the params at pix and the partition key value at pkix (nil when none).
@@ -114,12 +136,15 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
                  lua_Integer max_items, const char *cont, size_t contlen) {
   rg_lcont *lc = rgl_checkcont(L, cix);
   rg_query_req rq;
+  qadmit qa;
   qcall *q;
   rg_err e;
   MDB_txn *txn;
   size_t i, *off;
   int rc, top;
   memset(&rq, 0, sizeof(rq));
+  memset(&qa, 0, sizeof(qa));
+  qa.lc = lc;
   if (lua_type(L, sqlix) != LUA_TSTRING) {
     rg_fail(&e, 400, "the query must be a string, not %s",
             luaL_typename(L, sqlix));
@@ -137,12 +162,23 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
     return rgl_push_fail(L, &e);
   }
   rq.params = q->params;
-  if ((rc = rg_read_begin(lc->c.env, &txn, &e)) == 0) {
-    rc = rg_query_exec(txn, &lc->c, rg_now(), &rq, &q->res, &e);
-    rg_read_end(lc->c.env);
-  }
+  do {                               /* again after a 429 waited out */
+    if (rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) {
+      rq.admit = query_admit;
+      rq.admit_ud = &qa;
+    }
+    else rq.admit = NULL;
+    qa.admitted = 0;
+    if ((rc = rg_read_begin(lc->c.env, &txn, &e)) == 0) {
+      rc = rg_query_exec(txn, &lc->c, rg_now(), &rq, &q->res, &e);
+      rg_read_end(lc->c.env);
+    }
+  } while (rc == 429 && !qa.admitted && rgl_retry(lc, &qa.a));
+  if (!qa.admitted) qa.a.pool = NULL;
   if (rc) {
+    rgl_account_work(L, lc, &qa.a, &q->res.work);
     rgl_box_done(q);
+    if (rc == 429 && !qa.admitted) return rgl_push_throttled(L, &e, &qa.a);
     return rgl_push_fail(L, &e);
   }
   lua_settop(L, top);
@@ -163,7 +199,8 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
     }
     lua_rawseti(L, -2, (int)i + 1);
   }
-  rgl_push_query_info(L, &q->res.work, q->res.cross_partition);
+  rgl_account(L, lc, &qa.a, rgl_push_query_info(L, &q->res.work,
+                                                 q->res.cross_partition));
   lua_pushinteger(L, (lua_Integer)q->res.count);
   lua_setfield(L, -2, "count");
   if (q->res.continuation.n) {

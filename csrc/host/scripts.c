@@ -321,6 +321,8 @@ static int cont_execute (lua_State *L) {
   int top = lua_gettop(L), bad;
   xcall *q;
   rg_err e;
+  rg_admit a;
+  rg_ikey k;
   const char *name;
   size_t n;
   name = name_arg(L, 2, &n, "a procedure name", &e, &bad);
@@ -336,12 +338,22 @@ static int cont_execute (lua_State *L) {
   if (q->nargs &&
       (q->args = (cJSON **)calloc((size_t)q->nargs, sizeof(cJSON *))) == NULL)
     return luaL_error(L, "out of memory");
+  /* charged to the partition it runs in, admitted before it runs */
+  a.own = a.pool = NULL;
+  a.retries = 0;
+  if (rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp) &&
+      rgl_pk_partition(L, 3, lc->c.spec, &k) &&
+      rgl_admit_on(lc, 1, k.hash, 0, &a, &e)) {
+    rgl_box_done(q);
+    return rgl_push_throttled(L, &e, &a);
+  }
   if (rgl_scope_run(L, lc->c.env, lc->db->sync, 1, exec_body, q, &e)) {
+    rgl_account_work(L, lc, &a, &q->work);
     rgl_box_done(q);
     return rgl_push_fail(L, &e);
   }
   rgl_json_push(L, q->result);
-  rgl_push_info(L, &q->work, 200);
+  rgl_account(L, lc, &a, rgl_push_info(L, &q->work, 200));
   rgl_push_lines(L, &q->log);
   lua_setfield(L, -2, "log");
   rgl_box_done(q);

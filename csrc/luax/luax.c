@@ -27,12 +27,14 @@ int rgl_push_fail (lua_State *L, const rg_err *e) {
   return 3;
 }
 
-void rgl_push_info (lua_State *L, const rg_work *w, int status) {
+double rgl_push_info (lua_State *L, const rg_work *w, int status) {
+  double charge = w ? rg_charge(w) : 0.0;
   lua_createtable(L, 0, 4);
-  lua_pushnumber(L, w ? rg_charge(w) : 0.0);
+  lua_pushnumber(L, charge);
   lua_setfield(L, -2, "charge");
   lua_pushinteger(L, status);
   lua_setfield(L, -2, "status");
+  return charge;
 }
 
 void rgl_opts_check (lua_State *L, int idx, const char *const *allowed,
@@ -135,8 +137,8 @@ int rgl_opt_bool (lua_State *L, int idx, const char *name, int def,
   return v;
 }
 
-void rgl_push_query_info (lua_State *L, const rg_work *w, int cross) {
-  rgl_push_info(L, w, 200);
+double rgl_push_query_info (lua_State *L, const rg_work *w, int cross) {
+  double charge = rgl_push_info(L, w, 200);
   lua_pushinteger(L, (lua_Integer)w->partitions);
   lua_setfield(L, -2, "partitions");
   lua_pushinteger(L, (lua_Integer)w->loaded);
@@ -145,6 +147,7 @@ void rgl_push_query_info (lua_State *L, const rg_work *w, int cross) {
   lua_setfield(L, -2, "index_lookups");
   lua_pushboolean(L, cross);
   lua_setfield(L, -2, "cross_partition");
+  return charge;
 }
 /* }===================================================================== */
 

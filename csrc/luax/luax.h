@@ -22,11 +22,12 @@
 
 /* Returns nil, message, status (3 values). */
 int rgl_push_fail (lua_State *L, const rg_err *e);
-/* Pushes an info table with charge and status; leaves it on the stack. */
-void rgl_push_info (lua_State *L, const rg_work *w, int status);
+/* Pushes an info table with charge and status; leaves it on the stack.
+** Returns the charge. */
+double rgl_push_info (lua_State *L, const rg_work *w, int status);
 /* The same for a query page: also partitions, loaded, index_lookups and
 ** cross_partition. */
-void rgl_push_query_info (lua_State *L, const rg_work *w, int cross);
+double rgl_push_query_info (lua_State *L, const rg_work *w, int cross);
 
 /* Pushes an array of the lines of `b`, each a u32 length and its bytes
 ** (a script's ctx:log lines). */

@@ -467,10 +467,12 @@ static int do_query (lua_State *L) {
       int ok = rgl_sandbox_from_lua(L, -1, &x->tmp[1], &e) == 0;
       memset(pkv, 0, sizeof(pkv));
       if (ok && x->c->spec->npk == 1) pkv[0] = x->tmp[1];
+      else if (ok && cJSON_IsObject(x->tmp[1]) && !x->tmp[1]->child) {}
       else if (ok && cJSON_IsArray(x->tmp[1]))
         for (i = 0, t = x->tmp[1]->child; t && i < RG_MAX_PK_PATHS;
              t = t->next, i++)
           pkv[i] = t;
+      else ok = 0;
       if (!ok || rg_ikey_partition(x->c->spec, pkv, &k, NULL) ||
           k.lplen != x->lp.lplen || memcmp(k.key, x->lp.key, k.lplen) != 0) {
         rg_fail(&e, 400, "%s", RG_BOUND_MSG);
@@ -922,6 +924,7 @@ int rg_proc_execute (rg_scope *s, const rg_cont *c, const char *name,
   x.namelen = n;
   x.pk = pk;
   if (c->spec->npk == 1) x.pkv[0] = pk;
+  else if (cJSON_IsObject(pk) && pk->child == NULL) {}  /* none: {} */
   else {
     if (!cJSON_IsArray(pk) || cJSON_GetArraySize(pk) != c->spec->npk)
       return rg_fail(e, 400, "the partition key is hierarchical: give an "

@@ -21,6 +21,7 @@
 #include "base/json.h"
 #include "store/catalog.h"
 #include "store/env_int.h"
+#include "store/throughput.h"
 #include "store/write.h"
 
 #define DROP_CHUNK 20000
@@ -32,8 +33,8 @@
 ** Specs
 ** ======================================================================
 */
-static int meta_get (MDB_txn *txn, rg_env *env, const void *k, size_t kn,
-                     MDB_val *v) {
+int rg_meta_get (MDB_txn *txn, rg_env *env, const void *k, size_t kn,
+                 MDB_val *v) {
   MDB_val key;
   key.mv_data = (void *)k;
   key.mv_size = kn;
@@ -45,8 +46,8 @@ static int find_cid (MDB_txn *txn, rg_env *env, const char *name, size_t n,
                      uint32_t *cid, rg_err *e) {
   uint8_t key[5 + RG_MAX_NAME];
   MDB_val v;
-  int rc = meta_get(txn, env, key, rg_meta_key(key, RG_MK_NAME, 0, name, n),
-                    &v);
+  int rc = rg_meta_get(txn, env, key,
+                       rg_meta_key(key, RG_MK_NAME, 0, name, n), &v);
   if (rc == MDB_NOTFOUND)
     return rg_fail(e, 404, "container '%s' not found", name);
   if (rc) return rg_fail_mdb(e, rc, "catalog");
@@ -60,8 +61,8 @@ int rg_load_spec (MDB_txn *txn, rg_env *env, uint32_t cid, rg_cspec **out,
   uint8_t key[8];
   MDB_val v;
   cJSON *j = NULL;
-  int rc = meta_get(txn, env, key, rg_meta_key(key, RG_MK_SPEC, cid, NULL, 0),
-                    &v);
+  int rc = rg_meta_get(txn, env, key,
+                       rg_meta_key(key, RG_MK_SPEC, cid, NULL, 0), &v);
   if (rc == MDB_NOTFOUND) return rg_fail(e, 404, "container not found");
   if (rc) return rg_fail_mdb(e, rc, "catalog");
   if ((rc = rg_json_parse((const char *)v.mv_data, v.mv_size, &j, e)))
@@ -82,6 +83,18 @@ int rg_cont_alive (MDB_txn *txn, const rg_cont *c, rg_err *e) {
   if (rc == MDB_NOTFOUND)
     return rg_fail(e, 404, "container '%s' has been deleted", c->spec->name);
   if (rc) return rg_fail_mdb(e, rc, "catalog");
+  if (v.mv_size != strlen(c->spec->json) ||
+      memcmp(v.mv_data, c->spec->json, v.mv_size) != 0) {
+    cJSON *j = NULL;                  /* replaced: adopt the stored spec */
+    rg_cspec *fresh = NULL;
+    if (rg_json_parse((const char *)v.mv_data, v.mv_size, &j, e) ||
+        rg_cspec_build(j, c->spec->cid, &fresh, e)) {
+      cJSON_Delete(j);
+      return rg_fail(e, 500, "corrupt container spec: %s", e->msg);
+    }
+    cJSON_Delete(j);
+    rg_cspec_adopt(c->spec, fresh);
+  }
   return 0;
 }
 
@@ -146,8 +159,9 @@ static int create_body (rg_scope *s, void *ud, rg_err *e) {
   uint8_t key[5 + RG_MAX_NAME], buf[4];
   MDB_val v;
   uint32_t last = 0;
-  int rc = meta_get(s->txn, s->env, key,
-                    rg_meta_key(key, RG_MK_NAME, 0, q->name, q->namelen), &v);
+  int rc = rg_meta_get(s->txn, s->env, key,
+                       rg_meta_key(key, RG_MK_NAME, 0, q->name, q->namelen),
+                       &v);
   if (rc == 0)
     return rg_fail(e, 409, "container '%s' already exists", q->name);
   if (rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "catalog", e);
@@ -159,7 +173,7 @@ static int create_body (rg_scope *s, void *ud, rg_err *e) {
       return rg_fail(e, 403, "the database already holds its maximum of %d "
                      "containers", q->max);
   }
-  rc = meta_get(s->txn, s->env, RG_META_CID, sizeof(RG_META_CID) - 1, &v);
+  rc = rg_meta_get(s->txn, s->env, RG_META_CID, sizeof(RG_META_CID) - 1, &v);
   if (rc == 0 && v.mv_size == 4) last = rg_get_u32((const uint8_t *)v.mv_data);
   else if (rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "catalog", e);
   q->cid = last + 1;
@@ -188,6 +202,79 @@ int rg_catalog_create (rg_env *env, int sync, const char *name, size_t n,
   q.max = max;
   q.cid = 0;
   if ((rc = rg_scope_run(env, NULL, NULL, sync, 1, create_body, &q, e)))
+    return rc;
+  return load_spec(env, q.cid, out, e);
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Replacing: a new indexing policy, TTL, retention or size limit
+** ======================================================================
+*/
+/* A replace that does not name a throughput keeps the stored one (on the
+** hosted service, a container's throughput is a resource of its own,
+** which a replace of the container leaves alone). */
+static int keep_throughput (const rg_cspec *old, cJSON *j, rg_err *e) {
+  cJSON *was, *tp;
+  if (!cJSON_IsObject(j) ||
+      cJSON_GetObjectItemCaseSensitive(j, "throughput") != NULL ||
+      old->tp.mode == RG_TP_NONE)
+    return 0;
+  if (rg_json_parse(old->json, strlen(old->json), &was, e))
+    return rg_fail(e, 500, "corrupt container spec: %s", e->msg);
+  tp = cJSON_DetachItemFromObjectCaseSensitive(was, "throughput");
+  cJSON_Delete(was);
+  if (tp != NULL) cJSON_AddItemToObject(j, "throughput", tp);
+  return 0;
+}
+
+static int replace_body (rg_scope *s, void *ud, rg_err *e) {
+  create_req *q = (create_req *)ud;
+  rg_cspec *old = NULL, *neu = NULL;
+  cJSON *j = NULL;
+  uint8_t key[8];
+  rg_cont c;
+  int rc;
+  if ((rc = find_cid(s->txn, s->env, q->name, q->namelen, &q->cid, e)) ||
+      (rc = rg_load_spec(s->txn, s->env, q->cid, &old, e)))
+    return rc;
+  if ((rc = rg_json_parse(q->spec, q->specn, &j, e)) ||
+      (rc = keep_throughput(old, j, e)) ||
+      (rc = rg_cspec_build(j, q->cid, &neu, e)) ||
+      (rc = rg_cspec_same_layout(old, neu, e)) ||
+      (rc = rg_put(s, RG_DB_META, key, rg_meta_key(key, RG_MK_SPEC, q->cid,
+                                                   NULL, 0),
+                   neu->json, strlen(neu->json), e)))
+    goto done;
+  if (memcmp(&old->tp, &neu->tp, sizeof(old->tp)) != 0 &&
+      (rc = rg_tp_bump(s, e)))
+    goto done;
+  c.env = s->env;
+  c.spec = neu;
+  rc = rg_cont_rebuild(s, &c, old, !rg_cspec_same_indexing(old, neu),
+                       old->ttl_on != neu->ttl_on ||
+                       old->default_ttl != neu->default_ttl, e);
+done:
+  cJSON_Delete(j);
+  rg_cspec_free(old);
+  rg_cspec_free(neu);
+  return rc;
+}
+
+int rg_catalog_replace (rg_env *env, int sync, const char *name, size_t n,
+                        const char *spec, size_t specn, rg_cspec **out,
+                        rg_err *e) {
+  create_req q;
+  int rc;
+  if (env->readonly) return rg_fail(e, 403, "the database is open read-only");
+  memset(&q, 0, sizeof(q));
+  q.name = name;
+  q.namelen = n;
+  q.spec = spec;
+  q.specn = specn;
+  if ((rc = rg_scope_run(env, NULL, NULL, sync, 1, replace_body, &q, e)))
     return rc;
   return load_spec(env, q.cid, out, e);
 }
@@ -314,14 +401,14 @@ int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
   MDB_cursor *cur;
   MDB_val k, v;
   uint8_t from[5];
-  rg_buf recs;                       /* u64 offset, u64 len, items, bytes */
+  rg_buf recs;                 /* u64 offset, u64 len, items, bytes, cid */
   int rc, i;
   *stats = NULL;
   *n = 0;
   *lsn = 0;
   rg_buf_init(&recs);
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
-  if (meta_get(txn, env, RG_META_LSN, sizeof(RG_META_LSN) - 1, &v) == 0 &&
+  if (rg_meta_get(txn, env, RG_META_LSN, sizeof(RG_META_LSN) - 1, &v) == 0 &&
       v.mv_size == 8)
     *lsn = rg_get_u64((const uint8_t *)v.mv_data);
   if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur)) == 0) {
@@ -329,13 +416,15 @@ int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
     k.mv_size = rg_meta_key(from, RG_MK_NAME, 0, NULL, 0);
     rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
     while (rc == 0 && k.mv_size > 5 && memcmp(k.mv_data, from, 5) == 0) {
-      uint8_t sk[8], rec[32];
+      uint8_t sk[8], rec[40];
       MDB_val sv;
       uint64_t items = 0, bytes = 0;
+      uint32_t cid = v.mv_size == 4 ? rg_get_u32((const uint8_t *)v.mv_data)
+                                    : 0;
       if (v.mv_size == 4 &&
-          meta_get(txn, env, sk, rg_meta_key(sk, RG_MK_STATS,
-                   rg_get_u32((const uint8_t *)v.mv_data), NULL, 0), &sv) == 0
-          && sv.mv_size == 16) {
+          rg_meta_get(txn, env, sk,
+                      rg_meta_key(sk, RG_MK_STATS, cid, NULL, 0), &sv) == 0 &&
+          sv.mv_size == 16) {
         items = rg_get_u64((const uint8_t *)sv.mv_data);
         bytes = rg_get_u64((const uint8_t *)sv.mv_data + 8);
       }
@@ -343,7 +432,8 @@ int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
       rg_put_u64(rec + 8, k.mv_size - 5);
       rg_put_u64(rec + 16, items);
       rg_put_u64(rec + 24, bytes);
-      rg_buf_add(&recs, rec, 32);
+      rg_put_u64(rec + 32, cid);
+      rg_buf_add(&recs, rec, 40);
       rg_buf_add(out, (const char *)k.mv_data + 5, k.mv_size - 5);
       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
@@ -355,18 +445,19 @@ int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
     return rg_fail_mdb(e, rc, "catalog");
   }
   if (recs.oom || out->oom ||
-      (recs.n && (*stats = (rg_cstat *)malloc(recs.n / 32 *
+      (recs.n && (*stats = (rg_cstat *)malloc(recs.n / 40 *
                                               sizeof(rg_cstat))) == NULL)) {
     rg_buf_free(&recs);
     return rg_fail(e, 500, "out of memory");
   }
-  *n = (int)(recs.n / 32);
+  *n = (int)(recs.n / 40);
   for (i = 0; i < *n; i++) {        /* the buffer no longer moves */
-    const uint8_t *r = (const uint8_t *)recs.p + 32 * (size_t)i;
+    const uint8_t *r = (const uint8_t *)recs.p + 40 * (size_t)i;
     (*stats)[i].name = out->p + rg_get_u64(r);
     (*stats)[i].namelen = (size_t)rg_get_u64(r + 8);
     (*stats)[i].items = rg_get_u64(r + 16);
     (*stats)[i].bytes = rg_get_u64(r + 24);
+    (*stats)[i].cid = (uint32_t)rg_get_u64(r + 32);
   }
   rg_buf_free(&recs);
   return 0;

@@ -17,10 +17,15 @@
 #include "store/container.h"
 #include "store/env.h"
 
+/* Reads meta key k (layout.h) in txn: LMDB's status (0, MDB_NOTFOUND). */
+int rg_meta_get (MDB_txn *txn, rg_env *env, const void *k, size_t kn,
+                 MDB_val *v);
 /* Loads a container's spec from the catalog (404 when gone). */
 int rg_load_spec (MDB_txn *txn, rg_env *env, uint32_t cid, rg_cspec **out,
                   rg_err *e);
-/* Does the container still exist in this transaction? (404 if not) */
+/* Does the container still exist in this transaction? (404 if not)  When
+** its spec was replaced (rg_catalog_replace), the handle's spec adopts the
+** stored one first, so every call works with the spec of its transaction. */
 int rg_cont_alive (MDB_txn *txn, const rg_cont *c, rg_err *e);
 
 /* Creates a container from its spec's JSON text (already validated by
@@ -29,6 +34,14 @@ int rg_cont_alive (MDB_txn *txn, const rg_cont *c, rg_err *e);
 int rg_catalog_create (rg_env *env, int sync, const char *name, size_t n,
                        const char *spec, size_t specn, int max,
                        rg_cspec **out, rg_err *e);
+/* Replaces a container's spec (its indexing policy, TTL, retention and
+** size limit; 400 for its partition key, partitions or unique keys) and
+** brings every item to it in the same scope: index entries and expiries
+** are rebuilt, items and the change feed are left as they are.  Handles
+** adopt the new spec at their next call (rg_cont_alive). */
+int rg_catalog_replace (rg_env *env, int sync, const char *name, size_t n,
+                        const char *spec, size_t specn, rg_cspec **out,
+                        rg_err *e);
 /* Finds a container by name (404). */
 int rg_catalog_find (rg_env *env, const char *name, size_t n, rg_cspec **out,
                      rg_err *e);
@@ -43,6 +56,7 @@ typedef struct rg_cstat {
   const char *name;          /* points into the listing's buffer */
   size_t namelen;
   uint64_t items, bytes;
+  uint32_t cid;
 } rg_cstat;
 
 /* Every container, sorted by name, with its counters: `out` holds the

@@ -3,10 +3,17 @@
 **
 ** A container's spec is what create_container was given, validated and
 ** normalized, stored as JSON text under meta 'c' cid (layout.c) and parsed
-** into an rg_cspec by every process that opens the container.  A spec never
-** changes after creation, so a parsed spec can be cached for the life of a
-** handle; a container deleted and created again gets a new cid, and the
-** write path checks the cid is still in the catalog.
+** into an rg_cspec by every process that opens the container.  A handle
+** keeps its parsed spec; a container deleted and created again gets a new
+** cid, and every call checks in its transaction that the cid is still in
+** the catalog (rg_cont_alive).  db:replace_container changes the stored
+** spec (its indexing policy, TTL, retention and size limit; never its
+** partition key, partitions or unique keys): the same check compares the
+** stored text with the handle's and, when they differ, the handle adopts
+** the stored spec (rg_cspec_adopt), so that no call works with a spec
+** other than its transaction's.  c:set_throughput rewrites the stored
+** "throughput" too; the live budget is read from store/throughput.c,
+** never from a parsed spec.
 **
 ** The stored form:
 **   { "name": "posts", "partition_key": ["/postId"],
@@ -17,7 +24,9 @@
 **     "unique_keys": [["/username"]],
 **     "default_ttl": null | -1 | seconds,
 **     "max_partition_bytes": 21474836480,
-**     "change_feed": { "retention": null | seconds } }
+**     "change_feed": { "retention": null | seconds },
+**     "throughput": null | RU/s | { "manual": RU/s } |
+**                   { "autoscale_max": RU/s, "burst": true } }
 **
 ** The indexing policy decides, for the normalized path of every scalar in a
 ** document (array positions written "[]"), whether it is indexed: among the
@@ -57,6 +66,44 @@ static int get_int (const cJSON *v, const char *name, int64_t lo, int64_t hi,
   if (!cJSON_IsNumber(v) || !rg_num_int(v, out) || *out < lo || *out > hi)
     return rg_fail(e, 400, "option '%s' must be an integer from %lld to %lld",
                    name, (long long)lo, (long long)hi);
+  return 0;
+}
+
+int rg_tpset_parse (const cJSON *v, rg_tpset *out, const char *what,
+                    rg_err *e) {
+  static const char *const keys[] = { "manual", "autoscale_max", "burst",
+                                      NULL };
+  const cJSON *m, *a, *b;
+  memset(out, 0, sizeof(*out));
+  if (v == NULL || cJSON_IsNull(v)) return 0;
+  if (cJSON_IsNumber(v)) {
+    m = v;
+    a = b = NULL;
+  }
+  else if (cJSON_IsObject(v)) {
+    int rc = only_keys(v, keys, what, e);
+    if (rc) return rc;
+    m = cJSON_GetObjectItemCaseSensitive(v, "manual");
+    a = cJSON_GetObjectItemCaseSensitive(v, "autoscale_max");
+    b = cJSON_GetObjectItemCaseSensitive(v, "burst");
+    if ((m == NULL) == (a == NULL))
+      return rg_fail(e, 400, "%s: give either 'manual' or 'autoscale_max' "
+                     "(request units per second)", what);
+    if (b != NULL && !cJSON_IsBool(b))
+      return rg_fail(e, 400, "%s: 'burst' must be a boolean", what);
+  }
+  else
+    return rg_fail(e, 400, "%s must be a number of request units per "
+                   "second, {autoscale_max = n} or nil", what);
+  out->mode = m ? RG_TP_MANUAL : RG_TP_AUTOSCALE;
+  if (m == NULL) m = a;
+  if (!cJSON_IsNumber(m) || !(m->valuedouble >= 1.0 &&
+      m->valuedouble <= RG_TP_MAX_RU) ||
+      m->valuedouble != (double)(int64_t)m->valuedouble)
+    return rg_fail(e, 400, "%s: request units per second must be a whole "
+                   "number from 1 to %.0f", what, RG_TP_MAX_RU);
+  out->ru = m->valuedouble;
+  out->burst = b != NULL && cJSON_IsTrue(b);
   return 0;
 }
 
@@ -251,9 +298,51 @@ static int build_indexing (rg_cspec *s, const cJSON *ix, rg_err *e) {
 /* }===================================================================== */
 
 
+void rg_cspec_adopt (rg_cspec *s, rg_cspec *fresh) {
+  rg_cspec old = *s;
+  *s = *fresh;
+  *fresh = old;
+  s->older = fresh;
+}
+
+/* Do two declared paths name the same thing? */
+static int same_path (const rg_path *a, const rg_path *b) {
+  int i;
+  if (a->n != b->n) return 0;
+  for (i = 0; i < a->n; i++) if (strcmp(a->seg[i], b->seg[i])) return 0;
+  return 1;
+}
+
+int rg_cspec_same_layout (const rg_cspec *a, const rg_cspec *b, rg_err *e) {
+  int i, j, same = a->npk == b->npk && a->nuniq == b->nuniq;
+  for (i = 0; same && i < a->npk; i++) same = same_path(&a->pk[i], &b->pk[i]);
+  if (!same) return rg_fail(e, 400, "a container's partition key cannot change");
+  if (a->nparts != b->nparts)
+    return rg_fail(e, 400, "a container's physical_partitions cannot change");
+  for (i = 0; same && i < a->nuniq; i++) {
+    same = a->uniq[i].n == b->uniq[i].n;
+    for (j = 0; same && j < a->uniq[i].n; j++)
+      same = same_path(&a->uniq[i].path[j], &b->uniq[i].path[j]);
+  }
+  if (!same) return rg_fail(e, 400, "a container's unique keys cannot change");
+  return 0;
+}
+
+int rg_cspec_same_indexing (const rg_cspec *a, const rg_cspec *b) {
+  cJSON *ja = cJSON_Parse(a->json), *jb = cJSON_Parse(b->json);
+  const cJSON *ia = ja ? cJSON_GetObjectItemCaseSensitive(ja, "indexing") : NULL;
+  const cJSON *ib = jb ? cJSON_GetObjectItemCaseSensitive(jb, "indexing") : NULL;
+  int same = ja && jb && ((ia == NULL && ib == NULL) ||
+                          (ia && ib && cJSON_Compare(ia, ib, 1)));
+  cJSON_Delete(ja);
+  cJSON_Delete(jb);
+  return same;
+}
+
 void rg_cspec_free (rg_cspec *s) {
   int i, j;
   if (s == NULL) return;
+  rg_cspec_free(s->older);
   free(s->name);
   for (i = 0; i < s->npk; i++) rg_path_free(&s->pk[i]);
   for (i = 0; i < s->npat; i++) rg_path_free(&s->pat[i].path);
@@ -271,7 +360,8 @@ void rg_cspec_free (rg_cspec *s) {
 int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
   static const char *const keys[] = {
     "name", "partition_key", "physical_partitions", "indexing",
-    "unique_keys", "default_ttl", "max_partition_bytes", "change_feed", NULL
+    "unique_keys", "default_ttl", "max_partition_bytes", "change_feed",
+    "throughput", NULL
   };
   rg_cspec *s;
   const cJSON *v;
@@ -364,6 +454,10 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
       s->retention = n;
     }
   }
+
+  if ((rc = rg_tpset_parse(cJSON_GetObjectItemCaseSensitive(j, "throughput"),
+                           &s->tp, "option 'throughput'", e)))
+    goto fail;
 
   rg_buf_init(&text);
   rg_json_print(j, &text);

@@ -38,6 +38,24 @@ typedef struct rg_uniq {
   rg_path path[8];
 } rg_uniq;
 
+/* A provisioned-throughput setting (docs/throughput.md): none, a manual
+** budget of `ru` request units per second, or autoscale up to `ru`; with
+** `burst`, idle capacity accumulates (store/throughput.c). */
+enum { RG_TP_NONE = 0, RG_TP_MANUAL, RG_TP_AUTOSCALE };
+#define RG_TP_MAX_RU 1000000000.0
+
+typedef struct rg_tpset {
+  int mode;
+  double ru;                        /* RU/s, or the autoscale maximum */
+  int burst;
+} rg_tpset;
+
+/* Reads a setting from its JSON form: null (none), a number (manual
+** RU/s) or an object {manual = n | autoscale_max = n, burst = bool}; 400
+** for anything else.  `what` names it in messages. */
+int rg_tpset_parse (const cJSON *v, rg_tpset *out, const char *what,
+                    rg_err *e);
+
 /* A container's parsed, validated spec.  Immutable once built. */
 typedef struct rg_cspec rg_cspec;
 struct rg_cspec {
@@ -57,13 +75,26 @@ struct rg_cspec {
   int64_t default_ttl;              /* -1: items expire only by their own */
   uint64_t max_partition_bytes;
   int64_t retention;                /* all_versions retention; -1 forever */
+  rg_tpset tp;                      /* as created (the live one may differ:
+                                       store/throughput.h) */
   char *json;                       /* the stored form (JSON text) */
+  struct rg_cspec *older;           /* replaced contents (rg_cspec_adopt) */
 };
 
 /* Builds a spec from its JSON form (a stored spec, or one made from the
 ** options of create_container); 400 for what is invalid. */
 int  rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e);
 void rg_cspec_free (rg_cspec *s);
+/* Gives `s` the contents of `fresh` (a spec of the same container built
+** from its replaced form) and keeps the old contents, in `fresh`, on the
+** chain `s->older` until `s` is freed: pointers taken into the old
+** contents stay valid for the call that took them. */
+void rg_cspec_adopt (rg_cspec *s, rg_cspec *fresh);
+/* What a replace cannot change: the partition key, the physical partitions,
+** the unique keys (they decide where items and entries are): 0 or 400. */
+int  rg_cspec_same_layout (const rg_cspec *a, const rg_cspec *b, rg_err *e);
+/* Do two specs have the same indexing policy (as given)? */
+int  rg_cspec_same_indexing (const rg_cspec *a, const rg_cspec *b);
 /* Does the indexing policy index a scalar at this (normalized) path? */
 int  rg_cspec_indexed (const rg_cspec *s, const char *const *seg, int n);
 

@@ -65,6 +65,7 @@
 
 #include "store/env_int.h"
 #include "store/hooks.h"
+#include "store/throughput.h"
 
 #define DEFAULT_MAP   (64u << 20)
 #define MAP_QUANTUM   (1u << 20)
@@ -325,6 +326,7 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   mdb_env_info(env->mdb, &info);
   env->map_size = info.me_mapsize;
   if ((rc = init_tables(env, 0, e))) goto fail;
+  if ((rc = rg_tp_attach(env, e))) goto fail;
   env->next = envs;
   envs = env;
   *out = env;
@@ -333,6 +335,7 @@ fail_mdb:
   rc = rg_fail(e, rc == EACCES ? 403 : rc == ENOSPC || rc == EDQUOT ? 507 : 500,
                "cannot open database '%s': %s", path, mdb_strerror(rc));
 fail:
+  if (env->rtxn) mdb_txn_abort(env->rtxn);
   if (env->mdb) mdb_env_close(env->mdb);
   free(env->path);
   free(env);
@@ -345,6 +348,7 @@ void rg_env_release (rg_env *env) {
   for (p = &envs; *p; p = &(*p)->next)
     if (*p == env) { *p = env->next; break; }
   if (env->hooks && env->hooks->release) env->hooks->release(env->hook_state);
+  rg_tp_detach(env);
   if (env->rtxn) mdb_txn_abort(env->rtxn);
   mdb_env_close(env->mdb);
   free(env->path);

@@ -24,6 +24,7 @@ struct rg_env {
   uint8_t secret[16];       /* keys continuation tokens to this database */
   const struct rg_hooks *hooks;    /* upward calls (hooks.h), or NULL */
   void *hook_state;
+  struct rg_tpfile *tp;     /* the throughput budgets (throughput.c), or NULL */
   struct rg_env *next;
 };
 

@@ -661,7 +661,9 @@ int rg_batch_json (const rg_cspec *spec, int mode, const rg_batch *b,
                 (unsigned long long)ch->lsn, (long long)ch->ts);
     print_or_null(cJSON_GetObjectItemCaseSensitive(doc, "id"), out);
     rg_buf_adds(out, ",\"partition_key\":");
-    if (spec->npk == 1) print_or_null(rg_path_get(doc, &spec->pk[0]), out);
+    if (rg_path_get(doc, &spec->pk[0]) == NULL) rg_buf_adds(out, "{}");
+    else if (spec->npk == 1)
+      print_or_null(rg_path_get(doc, &spec->pk[0]), out);
     else {
       rg_buf_addc(out, '[');
       for (k = 0; k < spec->npk; k++) {

@@ -315,15 +315,18 @@ static int unique_apply (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
 /* }===================================================================== */
 
 
-int rg_index_update (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
-                     const cJSON *old, const cJSON *neu, rg_err *e) {
+/* Brings the index entries of one item from what `old` needed under the
+** spec `os` to what `neu` needs under `ns`: writes only the difference. */
+static int index_diff (rg_scope *s, const rg_cspec *os, const rg_cspec *ns,
+                       const rg_ikey *k, const cJSON *old, const cJSON *neu,
+                       rg_err *e) {
   keyset ko, kn;
   size_t *oo = NULL, *on = NULL, no = 0, nn = 0, i = 0, j = 0;
   int rc = 0;
   ks_init(&ko);
   ks_init(&kn);
-  if (old) doc_terms(spec, k, old, &ko);
-  if (neu) doc_terms(spec, k, neu, &kn);
+  if (old) doc_terms(os, k, old, &ko);
+  if (neu) doc_terms(ns, k, neu, &kn);
   if (ko.oom || kn.oom) { rc = rg_fail(e, 500, "out of memory"); goto done; }
   oo = ks_sorted(&ko, &no);
   on = ks_sorted(&kn, &nn);
@@ -354,13 +357,23 @@ int rg_index_update (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
     if (rc) goto done;
     s->work.terms++;
   }
-  rc = unique_apply(s, spec, k, old, neu, e);
 done:
   free(oo);
   free(on);
   ks_free(&ko);
   ks_free(&kn);
   return rc;
+}
+
+int rg_index_update (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
+                     const cJSON *old, const cJSON *neu, rg_err *e) {
+  int rc = index_diff(s, spec, spec, k, old, neu, e);
+  return rc ? rc : unique_apply(s, spec, k, old, neu, e);
+}
+
+int rg_index_reindex (rg_scope *s, const rg_cspec *from, const rg_cspec *to,
+                      const rg_ikey *k, const cJSON *doc, rg_err *e) {
+  return index_diff(s, from, to, k, doc, doc, e);
 }
 
 

@@ -20,6 +20,10 @@
 ** give 409 before anything is written. */
 int rg_index_update (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
                      const cJSON *old, const cJSON *neu, rg_err *e);
+/* Moves one item's index entries from the indexing policy of `from` to
+** that of `to` (container replace; unique keys never change). */
+int rg_index_reindex (rg_scope *s, const rg_cspec *from, const rg_cspec *to,
+                      const rg_ikey *k, const cJSON *doc, rg_err *e);
 /* Checks the unique keys `new` would take (409), writing nothing. */
 int rg_unique_check (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
                      const cJSON *old, const cJSON *neu, rg_err *e);

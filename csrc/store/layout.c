@@ -16,6 +16,9 @@
 **              "\1lsn"                -> u64 last change-feed sequence number
 **              "\1cid"                -> u32 last container id handed out
 **              "\1scripts"            -> u64 version of the scripts (scripts.c)
+**              "\1throughput"         -> u64 version of the throughput
+**                                        settings, then the database's
+**                                        setting as JSON text (throughput.c)
 **              'n' name               -> u32 cid (container names)
 **              'c' cid                -> the container's spec, JSON text
 **              'k' cid                -> u64 items, u64 bytes (container stats)
@@ -53,6 +56,8 @@
 ** null < false < true < numbers < strings, and so that the encoding is
 ** prefix-free (no term is a prefix of another, which lets terms be
 ** concatenated and lets a descending term be the bitwise complement):
+**     0x04 none (partition keys only: the value of an item that lacks its
+**          partition key, Cosmos's undefined partition key; below)
 **     0x05 null | 0x06 false | 0x07 true
 **     0x08 number: the IEEE double, sign bit flipped for positives and all
 **          bits flipped for negatives (-0 is 0), 8 bytes.  Where a term
@@ -90,8 +95,8 @@
 #define RG_PK_STR_INLINE 80       /* encoded bytes of an exact pk string */
 #define RG_PK_STR_CUT    64
 
-enum { T_NULL = 0x05, T_FALSE = 0x06, T_TRUE = 0x07, T_NUMBER = 0x08,
-       T_STRING = 0x09 };
+enum { T_NONE = 0x04, T_NULL = 0x05, T_FALSE = 0x06, T_TRUE = 0x07,
+       T_NUMBER = 0x08, T_STRING = 0x09 };
 
 
 /*
@@ -199,20 +204,37 @@ int rg_range_of (uint64_t hash, int nparts) {
   return (int)(((hash >> 32) * (uint64_t)nparts) >> 32);
 }
 
+/* The "none" value of a level: absent (a document lacking the path) or an
+** empty object (how callers name it, as the Cosmos SDKs send [{}]). */
+static int is_none (const cJSON *v) {
+  return v == NULL || (cJSON_IsObject(v) && v->child == NULL);
+}
+
+/*
+** The none partition key (every level none) is a logical partition of its
+** own, apart from null: the items that lack their partition key.  A key
+** that is none at some levels only is refused.  Whether a document may lack
+** its key is the write path's decision (write.c, resolve).
+*/
 int rg_ikey_partition (const rg_cspec *s, const cJSON *const *pkv,
                        rg_ikey *k, rg_err *e) {
   rg_buf exact, tuple;
-  int i, rc = 0, lossy = 0;
+  int i, rc = 0, lossy = 0, none = 0;
   rg_buf_init(&exact);
   rg_buf_init(&tuple);
+  for (i = 0; i < s->npk; i++) none += is_none(pkv[i]);
+  if (none && none != s->npk) {
+    for (i = 0; !is_none(pkv[i]); i++) {}
+    rc = rg_fail(e, 400, "the partition key value at a level is missing "
+                 "(every level is required: %s)", s->pk[i].seg[0]);
+    goto done;
+  }
   for (i = 0; i < s->npk; i++) {
     const cJSON *v = pkv[i];
-    if (v == NULL) {
-      rc = rg_fail(e, 400, "the partition key value%s is missing (%s%s)",
-                   s->npk > 1 ? " at a level" : "",
-                   s->npk > 1 ? "every level is required: " : "path ",
-                   s->pk[i].seg[0]);
-      goto done;
+    if (none) {
+      rg_buf_addc(&exact, T_NONE);
+      rg_buf_addc(&tuple, T_NONE);
+      continue;
     }
     if (!(cJSON_IsString(v) || cJSON_IsNumber(v) || cJSON_IsBool(v) ||
           cJSON_IsNull(v))) {

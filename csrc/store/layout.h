@@ -36,7 +36,9 @@ typedef struct rg_ikey {
 } rg_ikey;
 
 /* Builds the logical-partition prefix from the partition key values
-** (one per level; NULL means undefined and gives 400). */
+** (one per level).  NULL (undefined) or an empty object at every level is
+** the none partition key (items lacking their key); at some levels only,
+** 400. */
 int  rg_ikey_partition (const rg_cspec *s, const cJSON *const *pkv,
                         rg_ikey *k, rg_err *e);
 /* Appends the id: `k` becomes the item's full key. */
@@ -65,6 +67,7 @@ int  rg_term_bounded (rg_buf *b, const cJSON *v);   /* 1 when cut */
 #define RG_META_LSN     "\x01lsn"
 #define RG_META_CID     "\x01cid"
 #define RG_META_SCRIPTS "\x01scripts"          /* u64: the scripts' version */
+#define RG_META_THROUGHPUT "\x01throughput"    /* u64 version, setting JSON */
 enum { RG_MK_NAME = 'n', RG_MK_SPEC = 'c', RG_MK_STATS = 'k',
        RG_MK_PROC = 's', RG_MK_TRIG = 't', RG_MK_LEASE = 'l',
        RG_MK_DEAD = 'd', RG_MK_DROP = 'x' };

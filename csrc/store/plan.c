@@ -1198,15 +1198,16 @@ static void qstate_free (qstate *st) {
   rg_buf_free(&st->pl.hi);
 }
 
-uint64_t rg_query_token_context (uint32_t cid, const rg_query_req *rq,
-                                 const char *ptext, size_t plen,
-                                 const rg_ikey *lp) {
+uint64_t rg_query_token_context (const rg_cspec *spec,
+                                 const rg_query_req *rq, const char *ptext,
+                                 size_t plen, const rg_ikey *lp) {
   rg_buf b;
-  uint8_t c[4];
+  uint8_t cid[4];
   uint64_t h;
   rg_buf_init(&b);
-  rg_put_u32(c, cid);
-  rg_buf_add(&b, c, 4);
+  rg_put_u32(cid, spec->cid);
+  rg_buf_add(&b, cid, 4);
+  rg_buf_add(&b, spec->json, strlen(spec->json) + 1);
   rg_buf_add(&b, rq->sql, rq->sqllen);
   rg_buf_addc(&b, 0);
   rg_buf_add(&b, ptext, plen);
@@ -1261,7 +1262,10 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   P.mem = &st.mem;
   set_prefix(&st.pl, c->spec->cid, 0);
   if ((rc = make_plan(&P, rq, &st.pl, e))) goto done;
-  ctx = rg_query_token_context(c->spec->cid, rq, st.ptext.p, st.ptext.n,
+  if (rq->admit &&
+      (rc = rq->admit(rq->admit_ud, st.pl.routed, st.pl.lp.hash, e)))
+    goto done;
+  ctx = rg_query_token_context(c->spec, rq, st.ptext.p, st.ptext.n,
                                &st.pl.lp);
   if (rq->continuation) {
     if ((rc = rg_token_open(c->env->secret, RG_TOKEN_QUERY, ctx,

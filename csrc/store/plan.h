@@ -37,6 +37,12 @@ typedef struct rg_query_req {
   ** 413 beyond; 0: no bound */
   uint64_t max_rows;
   size_t max_bytes;
+  /* admission (store/throughput.h), when set: called once the query is
+  ** planned and before it reads anything, with the hash of the logical
+  ** partition it is routed to (routed) or not (a fan-out); a status it
+  ** returns (429) ends the query with nothing read */
+  int (*admit) (void *ud, int routed, uint64_t hash, rg_err *e);
+  void *admit_ud;
 } rg_query_req;
 
 typedef struct rg_query_res {
@@ -55,12 +61,13 @@ typedef struct rg_query_res {
 int  rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
                     const rg_query_req *q, rg_query_res *r, rg_err *e);
 void rg_query_res_free (rg_query_res *r);
-/* The context a query's continuation token is bound to: the container,
-** the text, the parameters (their JSON text) and the routing partition
-** (lp, when rq->has_pk). */
-uint64_t rg_query_token_context (uint32_t cid, const rg_query_req *rq,
-                                 const char *ptext, size_t plen,
-                                 const rg_ikey *lp);
+/* The context a query's continuation token is bound to: the container
+** and its spec (a plan made under another indexing policy cannot be
+** continued), the text, the parameters (their JSON text) and the routing
+** partition (lp, when rq->has_pk). */
+uint64_t rg_query_token_context (const rg_cspec *spec,
+                                 const rg_query_req *rq, const char *ptext,
+                                 size_t plen, const rg_ikey *lp);
 
 /*
 ** A plan for a host that reads the items itself (cluster mode,

@@ -378,6 +378,125 @@ static int trigger_post (rg_scope *s, const rg_cont *c, const rg_wreq *w,
 
 /*
 ** {=====================================================================
+** Container replace: rebuilding indexes and expiries
+** ======================================================================
+*/
+#define REBUILD_CHUNK 64
+
+/* One item brought to the new spec: its key as stored, its value. */
+static int rebuild_item (rg_scope *s, const rg_cont *c, const rg_cspec *from,
+                         const uint8_t *key, size_t klen, int reindex,
+                         int reexpire, rg_err *e) {
+  const rg_cspec *spec = c->spec;
+  const cJSON *pkv[RG_MAX_PK_PATHS];
+  cJSON *doc = NULL;
+  char *text = NULL;
+  int64_t old_expiry, expiry, ts = 0;
+  uint8_t tk[24];
+  rg_ikey k;
+  MDB_val kv, v;
+  size_t n;
+  int rc;
+  kv.mv_data = (void *)key;
+  kv.mv_size = klen;
+  if ((rc = mdb_get(s->txn, s->env->dbi[RG_DB_ITEMS], &kv, &v)))
+    return rg_scope_mdb(s, rc, "read", e);
+  if (v.mv_size < RG_VHDR) return rg_fail(e, 500, "corrupt item record");
+  old_expiry = (int64_t)rg_get_u64((const uint8_t *)v.mv_data);
+  n = v.mv_size - RG_VHDR;
+  /* the value is copied: the writes below may move the page it is on */
+  if ((text = (char *)malloc(n ? n : 1)) == NULL)
+    return rg_fail(e, 500, "out of memory");
+  memcpy(text, (const char *)v.mv_data + RG_VHDR, n);
+  if ((rc = rg_json_parse(text, n, &doc, e))) {
+    rc = rg_fail(e, 500, "corrupt item: %s", e->msg);
+    goto done;
+  }
+  rg_doc_pk(spec, doc, pkv);       /* the key gives hash and range */
+  if ((rc = rg_ikey_partition(spec, pkv, &k, e))) {
+    rc = rg_fail(e, 500, "corrupt item: %s", e->msg);
+    goto done;
+  }
+  memcpy(k.key, key, klen);
+  k.len = klen;
+  if (reindex && (rc = rg_index_reindex(s, from, spec, &k, doc, e))) goto done;
+  if (!reexpire) goto done;
+  {                                /* the expiry counts from the last write */
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(doc, "_ts");
+    if (t) rg_num_int(t, &ts);
+  }
+  if (item_expiry(spec, doc, ts, &expiry, e)) {   /* a bad ttl: the default */
+    cJSON_Delete(cJSON_DetachItemFromObjectCaseSensitive(doc, "ttl"));
+    item_expiry(spec, doc, ts, &expiry, e);
+  }
+  if (expiry != old_expiry) {
+    uint64_t digest = rg_ikey_digest(key, klen);
+    uint8_t *val;
+    if ((old_expiry &&
+         (rc = rg_del(s, RG_DB_TTL, tk, ttl_key(tk, spec->cid, old_expiry,
+                                               digest), NULL, e))) ||
+        (expiry &&
+         (rc = rg_put(s, RG_DB_TTL, tk, ttl_key(tk, spec->cid, expiry, digest),
+                      key, klen, e))))
+      goto done;
+    if ((val = (uint8_t *)rg_reserve(s, RG_DB_ITEMS, key, klen, RG_VHDR + n,
+                                     e)) == NULL) {
+      rc = s->failed;
+      goto done;
+    }
+    rg_put_u64(val, (uint64_t)expiry);
+    memcpy(val + RG_VHDR, text, n);
+  }
+done:
+  cJSON_Delete(doc);
+  free(text);
+  return rc;
+}
+
+int rg_cont_rebuild (rg_scope *s, const rg_cont *c, const rg_cspec *from,
+                     int reindex, int reexpire, rg_err *e) {
+  uint8_t keys[REBUILD_CHUNK][RG_MAX_KEY], prefix[4];
+  size_t lens[REBUILD_CHUNK];
+  int i, n, rc, more = 1;
+  if (!reindex && !reexpire) return 0;
+  rg_put_u32(prefix, c->spec->cid);
+  memcpy(keys[0], prefix, 4);
+  lens[0] = 4;
+  n = 0;
+  while (more) {                   /* chunks of keys, then their items */
+    MDB_cursor *cur;
+    MDB_val k, v;
+    uint8_t after[RG_MAX_KEY];
+    size_t alen = n ? lens[n - 1] : 4;
+    memcpy(after, n ? keys[n - 1] : prefix, alen);
+    if ((rc = mdb_cursor_open(s->txn, s->env->dbi[RG_DB_ITEMS], &cur)))
+      return rg_scope_mdb(s, rc, "items", e);
+    k.mv_data = after;
+    k.mv_size = alen;
+    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    if (rc == 0 && n && k.mv_size == alen && memcmp(k.mv_data, after, alen) == 0)
+      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    for (n = 0; rc == 0 && n < REBUILD_CHUNK && k.mv_size >= 4 &&
+                memcmp(k.mv_data, prefix, 4) == 0; n++) {
+      memcpy(keys[n], k.mv_data, k.mv_size);
+      lens[n] = k.mv_size;
+      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    mdb_cursor_close(cur);
+    if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "items", e);
+    more = n == REBUILD_CHUNK;
+    for (i = 0; i < n; i++)
+      if ((rc = rebuild_item(s, c, from, keys[i], lens[i], reindex, reexpire,
+                             e)))
+        return rc;
+  }
+  return 0;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
 ** The write path
 ** ======================================================================
 */
@@ -418,11 +537,28 @@ static int check_if_match (const item *old, const char *if_match, rg_err *e) {
   return 0;
 }
 
+/* A document's partition key values must be scalars; *missing is the
+** first level the document lacks (-1: none). */
+static int doc_pk_check (const rg_cspec *c, const cJSON *const *pkv,
+                         int *missing, rg_err *e) {
+  int i;
+  *missing = -1;
+  for (i = 0; i < c->npk; i++) {
+    const cJSON *v = pkv[i];
+    if (v == NULL) { if (*missing < 0) *missing = i; }
+    else if (!(cJSON_IsString(v) || cJSON_IsNumber(v) || cJSON_IsBool(v) ||
+               cJSON_IsNull(v)))
+      return rg_fail(e, 400, "a partition key value must be a string, "
+                     "number, boolean or null");
+  }
+  return 0;
+}
+
 /* Resolves the item's key from the request. */
 static int resolve (rg_scope *s, const rg_cont *c, const rg_wreq *w,
                     rg_ikey *k, const char **id, size_t *idlen, rg_err *e) {
   const cJSON *pkv[RG_MAX_PK_PATHS];
-  int rc, i;
+  int rc, i, missing = -1, other;
   if (w->doc != NULL) {
     const cJSON *jid;
     if (!cJSON_IsObject(w->doc))
@@ -442,11 +578,21 @@ static int resolve (rg_scope *s, const rg_cont *c, const rg_wreq *w,
     for (i = 0; i < RG_MAX_PK_PATHS; i++) pkv[i] = w->pkv[i];
   }
   if ((rc = rg_check_id(*id, *idlen, RG_MAX_ID, "id", e))) return rc;
+  if (w->doc != NULL && (rc = doc_pk_check(c->spec, pkv, &missing, e)))
+    return rc;
   if ((rc = rg_ikey_partition(c->spec, pkv, k, e))) return rc;
-  if (s->bound.spec != NULL &&
-      (s->bound.spec->cid != c->spec->cid || s->bound.lplen != k->lplen ||
-       memcmp(s->bound.lp, k->key, k->lplen) != 0))
-    return rg_fail(e, 400, "%s", s->bound.msg);
+  other = s->bound.spec != NULL &&
+          (s->bound.spec->cid != c->spec->cid || s->bound.lplen != k->lplen ||
+           memcmp(s->bound.lp, k->key, k->lplen) != 0);
+  /* a document lacking its key (the none partition key) is written only
+     where the write names that partition (a partition key given with it,
+     a batch's, a procedure's): elsewhere it is most likely a mistake */
+  if (missing >= 0 && (s->bound.spec == NULL || other))
+    return rg_fail(e, 400, "the partition key value%s is missing (%s%s)",
+                   c->spec->npk > 1 ? " at a level" : "",
+                   c->spec->npk > 1 ? "every level is required: " : "path ",
+                   c->spec->pk[missing].seg[0]);
+  if (other) return rg_fail(e, 400, "%s", s->bound.msg);
   rg_ikey_id(k, *id, *idlen);
   return 0;
 }

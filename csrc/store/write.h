@@ -54,4 +54,11 @@ int  rg_purge_expired (rg_scope *s, const rg_cont *c, int *count, rg_err *e);
 int  rg_item_get (MDB_txn *txn, rg_env *env, const rg_ikey *k, int64_t now,
                   MDB_val *json, rg_err *e);
 
+/* Container replace: brings every item from the spec `from` to c->spec,
+** in the scope: its index entries (`reindex`) and its expiry (`reexpire`:
+** the item header and TTL entries).  Items, their _etag, _ts and _lsn
+** and the change feed are left as they are. */
+int  rg_cont_rebuild (rg_scope *s, const rg_cont *c, const rg_cspec *from,
+                      int reindex, int reexpire, rg_err *e);
+
 #endif

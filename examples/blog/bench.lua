@@ -5,6 +5,7 @@ The blog benchmark: the article's exercise, end to end, on this machine.
     lua5.4 examples/blog/bench.lua [--scale S] [--models V1,V2,V3]
       [--json FILE] [--dir DIR] [--seed N] [--time SECONDS]
       [--sync full|lazy|none] [--no-sqlite] [--svg FILE]
+      [--throughput RUS] [--rate PER_SECOND] [--duration SECONDS]
 
 It generates the article's data set at scale S (1 = 100,000 users; default
 0.001), loads it into each model through the model's own commands (the
@@ -25,6 +26,25 @@ checks compare.  --sync is the durability of the benchmark's writes
 --json FILE writes everything as JSON.  --svg FILE draws the table as a
 picture (examples/blog/svg.lua): each request's median latency and charge,
 the article's beside regolith's for each model, on log scales.
+
+--throughput RUS then gives each model's database a shared budget of RUS
+request units per second (docs/throughput.md) and sends it the traffic
+below for --duration seconds (default 30), open loop at --rate requests
+per second (default 1,000 times the scale: 10 at scale 0.01), without
+retries.  It reports, per model, the fraction of requests throttled
+(429), the RU/s the traffic asks for on average, the RU/s the budget
+spent (requests refused part-way, after some of their calls ran,
+included), and the smallest budget under which this very sequence of
+requests (at the charges they had, or their request's mean for those
+refused) would never have been refused, by the same rule the budgets
+follow.  So "V1 needs N RU/s for this
+traffic, V3 needs M" is one command.  The traffic (the article gives no
+rate, only that reads outnumber writes by orders of magnitude and the
+feed is the most frequent request; docs/throughput.md says why): per
+2,000 requests, Q6 700, Q2 600, Q4 240, Q3 160, Q1 160, Q5 120, C4 10,
+C3 6, C2 3, C1 1.  The processors that V2 and V3 feed are not run while
+it lasts (their writes would draw on the same budget: the post
+creations are 0.15 % of the requests).
 ]]
 
 local here = (arg and arg[0] or ""):match("^(.*)/blog/bench%.lua$") or
@@ -52,7 +72,8 @@ local MODELS = {
 -- ======================================================================
 local USAGE = "usage: bench.lua [--scale S] [--models V1,V2,V3] " ..
   "[--json FILE] [--dir DIR] [--seed N] [--time SECONDS] " ..
-  "[--sync full|lazy|none] [--no-sqlite] [--svg FILE]"
+  "[--sync full|lazy|none] [--no-sqlite] [--svg FILE] " ..
+  "[--throughput RUS [--rate PER_SECOND] [--duration SECONDS]]"
 
 local args = { scale = 0.001, models = "V1,V2,V3", seed = 1, time = 1,
                sync = "full", sqlite = true }
@@ -60,7 +81,8 @@ do
   local i = 1
   local known = { scale = "number", models = "string", json = "string",
                   dir = "string", seed = "number", time = "number",
-                  sync = "string", svg = "string" }
+                  sync = "string", svg = "string", throughput = "number",
+                  rate = "number", duration = "number" }
   while i <= #arg do
     local k = arg[i]:match("^%-%-(.+)$")
     if k == "no-sqlite" then
@@ -79,8 +101,13 @@ do
       os.exit(2)
     end
   end
+  args.rate = args.rate or 1000 * args.scale
+  args.duration = args.duration or 30
   if not (args.scale > 0) or not (args.time > 0) or
-      (args.sync ~= "full" and args.sync ~= "lazy" and args.sync ~= "none") then
+      (args.sync ~= "full" and args.sync ~= "lazy" and args.sync ~= "none") or
+      (args.throughput and not (args.throughput >= 1 and
+        args.throughput == math.floor(args.throughput))) or
+      not (args.rate > 0) or not (args.duration > 0) then
     io.stderr:write(USAGE, "\n")
     os.exit(2)
   end
@@ -241,6 +268,9 @@ os.execute("sync")
 
 for _, entry in ipairs(runs) do
   entry.db = assert(regolith.open(entry.path, { sync = args.sync }))
+  -- the timed requests run without a budget, whatever an interrupted
+  -- --throughput run left in a reused database
+  assert(entry.db:set_throughput(nil))
   entry.m = MODELS[entry.name].open(entry.db)
   entry.m:pump()
 end
@@ -401,7 +431,7 @@ local function bench(target, name)
     end
   end
   if load.is_tty() then io.stderr:write("\r", (" "):rep(30), "\r") end
-  return out
+  return out, counters
 end
 
 -- Reads a file through, so that its pages are in the page cache: the
@@ -419,8 +449,10 @@ end
 for _, entry in ipairs(runs) do
   bench_user_count, bench_post_count = 0, 0
   warm(entry.path .. "/data.mdb")
-  local out = bench(entry.m, entry.name)
+  local out, counters = bench(entry.m, entry.name)
   for id, v in pairs(out) do results[id][entry.name] = v end
+  entry.counters = counters
+  entry.made = { users = bench_user_count, posts = bench_post_count }
 end
 if sq then
   bench_user_count, bench_post_count = 0, 0
@@ -494,6 +526,126 @@ for _, entry in ipairs(runs) do
   record("verify_" .. entry.name, ok, report)
 end
 if load.is_tty() then io.stderr:write("\r", (" "):rep(20), "\r") end
+-- }=====================================================================
+
+-- {=====================================================================
+-- Throughput: the traffic against a budget (--throughput)
+-- ======================================================================
+-- The traffic: request and weight, per MIX_TOTAL requests.
+local MIX = { { "Q6", 700 }, { "Q2", 600 }, { "Q4", 240 }, { "Q3", 160 },
+  { "Q1", 160 }, { "Q5", 120 }, { "C4", 10 }, { "C3", 6 }, { "C2", 3 },
+  { "C1", 1 } }
+local MIX_TOTAL = 2000
+
+-- The requests of the traffic, in order (the same for every model).
+local function mix_sequence(n)
+  local r = data.rng(args.seed, 7, 2000)
+  local seq = {}
+  for i = 1, n do
+    local x, upto = r:int(1, MIX_TOTAL), 0
+    for _, m in ipairs(MIX) do
+      upto = upto + m[2]
+      if x <= upto then seq[i] = m[1] break end
+    end
+  end
+  return seq
+end
+
+-- Would a budget of `ru` RU/s have refused any of these {seconds, charge}
+-- events?  The budgets' rule: a bucket of one second, refilled
+-- continuously, admitting while its balance is positive, debts allowed.
+local function refuses(events, ru)
+  local balance, last = ru, 0
+  for _, ev in ipairs(events) do
+    balance = math.min(ru, balance + (ev[1] - last) * ru)
+    last = ev[1]
+    if balance <= 0 then return true end
+    balance = balance - ev[2]
+  end
+  return false
+end
+
+-- The smallest whole number of RU/s under which none is refused.
+local function needs(events)
+  local lo, hi = 0, 1
+  while refuses(events, hi) do lo, hi = hi, hi * 2 end
+  while hi - lo > 1 do
+    local mid = math.floor((lo + hi) / 2)
+    if refuses(events, mid) then lo = mid else hi = mid end
+  end
+  return hi
+end
+
+-- Is this the outcome of a request refused with 429: returned, or raised
+-- by a model whose request makes several calls (its message is the
+-- core's, which says so)?
+local function throttled_outcome(ok, res, _, status)
+  if ok then return res == nil and status == 429 end
+  return tostring(res):find("request rate is large", 1, true) ~= nil
+end
+
+local throughput
+if args.throughput then
+  local n = math.max(1, math.floor(args.rate * args.duration + 0.5))
+  local seq = mix_sequence(n)
+  throughput = { budget = args.throughput, rate = args.rate, requests = n,
+                 duration = n / args.rate, models = {} }
+  for _, entry in ipairs(runs) do
+    local m, db, name = entry.m, entry.db, entry.name
+    local counters = entry.counters
+    bench_user_count, bench_post_count = entry.made.users, entry.made.posts
+    assert(db:set_throughput(args.throughput))
+    local events, per, refused, admitted_ru = {}, {}, 0, 0
+    if load.is_tty() then
+      io.stderr:write(("\rtraffic on %s for %g s   "):format(name,
+        throughput.duration))
+    end
+    local t0 = now()
+    local sent_ok, sent_err = pcall(function()
+    for i = 1, n do
+      local id = seq[i]
+      local wait = t0 + (i - 1) / args.rate - now()
+      if wait > 0 then system.sleep(wait) end
+      local k
+      if writes[id] then
+        counters[id].n = counters[id].n + 1
+        k = counters[id].n
+      end
+      local sent = now() - t0
+      local ok, res, charge, status = pcall(function()
+        if k then return writes[id](m, k) end
+        return reads[id](m, i)
+      end)
+      per[id] = per[id] or { sent = 0, throttled = 0 }
+      per[id].sent = per[id].sent + 1
+      if throttled_outcome(ok, res, charge, status) then
+        refused = refused + 1
+        per[id].throttled = per[id].throttled + 1
+        events[i] = { sent, results[id][name].ru }
+      elseif not ok or res == nil then
+        error(("%s %s failed: %s"):format(name, id,
+          tostring(ok and charge or res)))
+      else
+        admitted_ru = admitted_ru + charge
+        events[i] = { sent, charge }
+      end
+    end
+    end)
+    local st = db:stats().throughput
+    assert(db:set_throughput(nil))
+    if not sent_ok then error(sent_err, 0) end
+    m:pump()
+    local demand = 0
+    for _, ev in ipairs(events) do demand = demand + ev[2] end
+    throughput.models[name] = {
+      throttled = refused, throttled_fraction = refused / n,
+      mean_demand = demand / throughput.duration,
+      admitted_ru = admitted_ru, consumed_ru = st and st.consumed_ru,
+      needs = needs(events), per_request = per,
+    }
+  end
+  if load.is_tty() then io.stderr:write("\r", (" "):rep(40), "\r") end
+end
 -- }=====================================================================
 
 -- {=====================================================================
@@ -665,6 +817,26 @@ for _, name in ipairs(goal_order) do
   print(("goal %-28s %-4s %s"):format(name, goals[name].ok and "met" or "MISSED",
     goals[name].detail))
 end
+
+if throughput then
+  print()
+  print(("throughput: %s requests at %g/s for %g s against a shared budget " ..
+    "of %s RU/s per model, no retries"):format(commas(throughput.requests),
+    args.rate, throughput.duration, commas(args.throughput)))
+  print(("%-6s %11s %18s %20s %24s"):format("model", "throttled",
+    "mean demand", "consumed", "never refused from"))
+  for _, entry in ipairs(runs) do
+    local t = throughput.models[entry.name]
+    print(("%-6s %9.1f %% %13s RU/s %15s RU/s %19s RU/s"):format(entry.name,
+      100 * t.throttled_fraction, commas(math.floor(t.mean_demand + 0.5)),
+      commas(math.floor((t.consumed_ru or 0) / throughput.duration + 0.5)),
+      commas(t.needs)))
+  end
+  print("(consumed: what the budget spent, requests that failed part-way " ..
+    "included)")
+  print("(the traffic per 2,000 requests: Q6 700, Q2 600, Q4 240, Q3 160, " ..
+    "Q1 160, Q5 120, C4 10, C3 6, C2 3, C1 1)")
+end
 -- }=====================================================================
 
 if args.json then
@@ -703,6 +875,7 @@ if args.json then
     goals = goals,
     databases = databases,
     denormalization_ru_per_post = next(copy_cost) and copy_cost or nil,
+    throughput = throughput,
   })
   print("\nwrote " .. args.json)
 end

@@ -51,17 +51,7 @@ export REGOLITH_DB=$DB REGOLITH_SYNC=$SYNC
 GLOBAL=""
 if [ "$(id -u)" = 0 ]; then GLOBAL="user $(id -un) $(id -gn);"; fi
 
-stop_nginx() {
-  [ -f "$PIDFILE" ] || return 0
-  pid=$(cat "$PIDFILE")
-  kill -QUIT "$pid" 2>/dev/null || return 0
-  i=0
-  while kill -0 "$pid" 2>/dev/null; do
-    i=$((i + 1))
-    if [ $i -gt 100 ]; then kill -TERM "$pid" 2>/dev/null || true; fi
-    sleep 0.1
-  done
-}
+stop_nginx() { sh tools/nginx_stop.sh "$PIDFILE"; }
 
 fail() {
   echo "FAILED: $*" >&2

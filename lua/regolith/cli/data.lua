@@ -171,6 +171,40 @@ end
 -- {=====================================================================
 -- The database
 -- ======================================================================
+-- The lines of a throughput budget's counters (db:stats()'s
+-- `throughput`; docs/throughput.md), indented by `pad`.
+local function throughput_lines(t, pad)
+  local setting
+  if t.mode == "shared" then
+    setting = "shares the database's budget"
+  elseif t.mode == "autoscale" then
+    setting = ("autoscale up to %g RU/s (scaled to %g)"):format(
+      t.autoscale_max, t.scaled_to)
+  else
+    setting = ("manual %g RU/s"):format(t.ru_per_second)
+  end
+  local out = { ("%sthroughput: %s%s over %d partition%s; %g RU/s consumed " ..
+    "(last %d s), %g RU in all; %d of %d requests throttled"):format(pad,
+    setting, t.burst and ", burst" or "", t.physical_partitions,
+    t.physical_partitions == 1 and "" or "s", t.consumed_per_second,
+    10, t.consumed_ru, t.throttled, t.requests + t.throttled) }
+  local hot = {}
+  for _, p in ipairs(t.hot_partitions) do
+    if t.physical_partitions > 1 and (p.consumed_per_second > 0 or
+        p.throttled > 0) then
+      local s = ("partition %d %g RU/s"):format(p.partition,
+        p.consumed_per_second)
+      if p.utilization then
+        s = s .. (" (%.0f %% of its share, balance %g RU)"):format(
+          p.utilization * 100, p.balance)
+      end
+      hot[#hot + 1] = s .. (", %d throttled"):format(p.throttled)
+    end
+  end
+  if #hot > 0 then out[2] = pad .. "hottest: " .. table.concat(hot, "; ") end
+  return out
+end
+
 function M.stats(args)
   local db = common.open(args.dir, { readonly = true })
   local st = db:stats()
@@ -182,12 +216,22 @@ function M.stats(args)
     st.lsn))
   print(("map %d bytes, %d in use (pages of %d bytes); readers %d"):format(
     st.map_size, st.used_bytes, st.page_size, st.readers))
+  if st.throughput then
+    for _, line in ipairs(throughput_lines(st.throughput, "database ")) do
+      print(line)
+    end
+  end
   local names = {}
   for name in pairs(st.containers) do names[#names + 1] = name end
   table.sort(names)
   for _, name in ipairs(names) do
     local c = st.containers[name]
     print(("  %-24s %10d items %12d bytes"):format(name, c.items, c.bytes))
+    if c.throughput then
+      for _, line in ipairs(throughput_lines(c.throughput, "      ")) do
+        print(line)
+      end
+    end
   end
 end
 

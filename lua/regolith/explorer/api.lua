@@ -190,7 +190,8 @@ function H.container(self, req, name)
   local c = container(self, name)
   local st = self.db:stats().containers[name] or {}
   return 200, { name = name, spec = c:spec(), items = st.items or 0,
-    bytes = st.bytes or 0, procedures = regolith.array(c:procedures()),
+    bytes = st.bytes or 0, throughput = st.throughput,
+    procedures = regolith.array(c:procedures()),
     triggers = regolith.array(c:triggers()),
     feed_ranges = regolith.array(c:feed_ranges()) }
 end

@@ -1,0 +1,209 @@
+--[[
+regolith.gateway.policy: a Cosmos DB container definition and a regolith
+container spec, each made from the other (docs/gateway.md, "What maps to
+what").
+
+    partitionKey {paths, kind Hash|MultiHash}    partition_key
+    indexingPolicy {indexingMode, automatic,     indexing {automatic, included,
+      includedPaths, excludedPaths,                excluded, composite}
+      compositeIndexes}
+    uniqueKeyPolicy {uniqueKeys [{paths}]}       unique_keys
+    defaultTtl                                   default_ttl
+    changeFeedPolicy {retentionDuration}         change_feed {retention}
+      (minutes)                                    (seconds)
+
+A gateway container has one physical partition (the one partition key range
+the gateway shows).  What regolith has no use for (conflictResolutionPolicy,
+geospatialConfig) is kept as given; what it cannot do (spatial, vector and
+full-text indexes, vector embeddings) is refused.
+]]
+
+local regolith = require "regolith"
+local wire = require "regolith.gateway.wire"
+
+local fail = wire.fail
+local null = regolith.null
+
+local M = {}
+
+-- The JS SDK gives containers created without a partition key this one.
+M.DEFAULT_PK = "/_partitionKey"
+
+local ETAG_PATH = '/"_etag"/?'
+
+local function present(v)
+  return v ~= nil and v ~= null
+end
+
+local function list(v, what)
+  if not present(v) then return {} end
+  if type(v) ~= "table" or (next(v) ~= nil and v[1] == nil) then
+    fail(400, what .. " must be an array")
+  end
+  return v
+end
+
+-- A Cosmos index path in regolith's pattern syntax: quoted names
+-- (/"a b"/?) lose their quotes (and escape ~ and / as JSON pointers).
+local function pattern(path, what)
+  if type(path) ~= "string" then fail(400, what .. ": a path must be a string") end
+  return (path:gsub('/"([^"]*)"', function(name)
+    return "/" .. name:gsub("~", "~0"):gsub("/", "~1")
+  end))
+end
+
+-- Cosmos's etag exclusion, which regolith applies by itself.
+local function is_etag(path)
+  return path == ETAG_PATH or path == "/_etag/?"
+end
+
+local function indexing(ip)
+  if not present(ip) then return nil end
+  if type(ip) ~= "table" then fail(400, "indexingPolicy must be an object") end
+  for _, k in ipairs({ "spatialIndexes", "vectorIndexes", "fullTextIndexes" }) do
+    if #list(ip[k], "indexingPolicy." .. k) > 0 then
+      fail(400, "indexingPolicy." .. k .. " is not supported by regolith")
+    end
+  end
+  local mode = ip.indexingMode
+  if present(mode) and type(mode) ~= "string" then
+    fail(400, "indexingPolicy.indexingMode must be a string")
+  end
+  mode = present(mode) and mode:lower() or "consistent"
+  if mode ~= "consistent" and mode ~= "lazy" and mode ~= "none" then
+    fail(400, "indexingPolicy.indexingMode must be consistent, lazy or none")
+  end
+  local out = { automatic = mode ~= "none" and ip.automatic ~= false }
+  out.included, out.excluded = {}, {}
+  for _, p in ipairs(list(ip.includedPaths, "indexingPolicy.includedPaths")) do
+    out.included[#out.included + 1] = pattern(p.path, "includedPaths")
+  end
+  for _, p in ipairs(list(ip.excludedPaths, "indexingPolicy.excludedPaths")) do
+    if not is_etag(p.path) then
+      out.excluded[#out.excluded + 1] = pattern(p.path, "excludedPaths")
+    end
+  end
+  local composite = {}
+  for _, set in ipairs(list(ip.compositeIndexes, "indexingPolicy.compositeIndexes")) do
+    local cols = {}
+    for _, col in ipairs(list(set, "a composite index")) do
+      local order = present(col.order) and tostring(col.order):lower() or "ascending"
+      cols[#cols + 1] = { path = pattern(col.path, "compositeIndexes"),
+                          order = order }
+    end
+    composite[#composite + 1] = cols
+  end
+  if #composite > 0 then out.composite = composite end
+  if #out.included == 0 then out.included = nil end
+  if #out.excluded == 0 then out.excluded = nil end
+  return out
+end
+
+-- The regolith spec of a Cosmos container definition; 400 for what
+-- regolith cannot do.
+function M.spec(def)
+  local spec = { physical_partitions = 1 }
+  local pk = def.partitionKey
+  local paths = { M.DEFAULT_PK }
+  if present(pk) then
+    if type(pk) ~= "table" then fail(400, "partitionKey must be an object") end
+    paths = list(pk.paths, "partitionKey.paths")
+    local kind = present(pk.kind) and pk.kind or (#paths > 1 and "MultiHash" or "Hash")
+    if kind ~= "Hash" and kind ~= "MultiHash" then
+      fail(400, "partitionKey.kind must be Hash or MultiHash")
+    end
+    if #paths < 1 or #paths > 3 or (kind == "Hash" and #paths ~= 1) then
+      fail(400, "partitionKey.paths holds one path (Hash) or two or three "
+        .. "(MultiHash)")
+    end
+  end
+  spec.partition_key = #paths == 1 and paths[1] or paths
+  spec.indexing = indexing(def.indexingPolicy)
+  local ukp = def.uniqueKeyPolicy
+  if present(ukp) then
+    local keys = {}
+    for _, k in ipairs(list(ukp.uniqueKeys, "uniqueKeyPolicy.uniqueKeys")) do
+      keys[#keys + 1] = list(k.paths, "uniqueKeys.paths")
+    end
+    if #keys > 0 then spec.unique_keys = keys end
+  end
+  if present(def.defaultTtl) then
+    if type(def.defaultTtl) ~= "number" then fail(400, "defaultTtl must be a number") end
+    spec.default_ttl = def.defaultTtl
+  end
+  local cfp = def.changeFeedPolicy
+  if present(cfp) and present(cfp.retentionDuration) then
+    local minutes = cfp.retentionDuration
+    if type(minutes) ~= "number" or minutes < 0 then
+      fail(400, "changeFeedPolicy.retentionDuration must be minutes")
+    end
+    if minutes > 0 then spec.change_feed = { retention = minutes * 60 } end
+  end
+  for _, k in ipairs({ "vectorEmbeddingPolicy", "fullTextPolicy" }) do
+    if present(def[k]) and next(def[k]) ~= nil then
+      fail(400, k .. " is not supported by regolith")
+    end
+  end
+  return spec
+end
+
+local function path_list(paths)
+  local out = {}
+  for i, p in ipairs(paths or {}) do out[i] = { path = p } end
+  return out
+end
+
+-- The Cosmos definition of a regolith spec (c:spec()), on top of `base`
+-- (the definition as last given, for what regolith does not keep).
+function M.definition(id, spec, base)
+  local def = {}
+  for k, v in pairs(base or {}) do def[k] = v end
+  def.id = id
+  local paths = spec.partition_key
+  if type(paths) == "string" then paths = { paths } end
+  local pk = type(def.partitionKey) == "table" and def.partitionKey or {}
+  def.partitionKey = { paths = paths, kind = #paths > 1 and "MultiHash" or "Hash",
+                       version = pk.version or 2 }
+  local ix = spec.indexing or {}
+  local automatic = ix.automatic ~= false
+  local excluded = path_list(ix.excluded)
+  excluded[#excluded + 1] = { path = ETAG_PATH }
+  local included = path_list(ix.included)
+  if #included == 0 then included = { { path = "/*" } } end
+  def.indexingPolicy = {
+    indexingMode = automatic and "consistent" or "none",
+    automatic = automatic,
+    includedPaths = included,
+    excludedPaths = excluded,
+  }
+  if ix.composite then
+    local comp = {}
+    for i, set in ipairs(ix.composite) do
+      comp[i] = {}
+      for j, col in ipairs(set) do
+        comp[i][j] = { path = col.path, order = col.order or "ascending" }
+      end
+    end
+    def.indexingPolicy.compositeIndexes = comp
+  end
+  local keys = {}
+  for i, k in ipairs(spec.unique_keys or {}) do keys[i] = { paths = k } end
+  def.uniqueKeyPolicy = { uniqueKeys = regolith.array(keys) }
+  def.defaultTtl = spec.default_ttl
+  if spec.change_feed and spec.change_feed.retention then
+    def.changeFeedPolicy = {
+      retentionDuration = math.floor(spec.change_feed.retention / 60) }
+  else
+    def.changeFeedPolicy = nil
+  end
+  if def.conflictResolutionPolicy == nil then
+    def.conflictResolutionPolicy = { mode = "LastWriterWins",
+      conflictResolutionPath = "/_ts", conflictResolutionProcedure = "" }
+  end
+  if def.geospatialConfig == nil then
+    def.geospatialConfig = { type = "Geography" }
+  end
+  return def
+end
+
+return M
