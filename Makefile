@@ -140,6 +140,12 @@ else
 	@echo "LuaJIT not installed (luajit2, libluajit2-5.1-dev): specs ran under Lua 5.4 only"
 endif
 
+# The specs that describe the API, run against a Redis Cluster too
+# (REGOLITH_BACKEND=cluster: spec/helper.lua opens databases there).
+CLUSTER_API_SPECS = $(addprefix spec/,$(addsuffix _spec.lua,items batch patch \
+  procedures triggers query query_plan feed processor blog unique ttl \
+  none_pk containers bad_input))
+
 # The cluster specs against a local Redis Cluster (3 primaries, 3 replicas,
 # 127.0.0.1, a random base port; tools/redis-cluster.sh) started for this
 # run and stopped by pid whatever happens (a failing spec, an interrupt);
@@ -158,8 +164,10 @@ endif
 	t1=$$(date +%s.%N); \
 	export REGOLITH_URL=redis://127.0.0.1:$$base/ci RG_CLUSTER_DIR=$$dir; \
 	$(BUSTED) --helper=spec/cluster/helper.lua spec/cluster; rc=$$?; \
+	REGOLITH_BACKEND=cluster $(BUSTED) $(CLUSTER_API_SPECS) || rc=1; \
 	if [ "$(HAVE_LUAJIT)" = yes ]; then \
-	  busted --lua=luajit --helper=spec/cluster/helper.lua spec/cluster || rc=1; fi; \
+	  busted --lua=luajit --helper=spec/cluster/helper.lua spec/cluster || rc=1; \
+	  REGOLITH_BACKEND=cluster busted --lua=luajit $(CLUSTER_API_SPECS) || rc=1; fi; \
 	t2=$$(date +%s.%N); \
 	tools/redis-cluster.sh stop $$dir; \
 	t3=$$(date +%s.%N); \

@@ -7,11 +7,13 @@
 **
 **   core.spec_check(name, opts)        -> the spec's JSON text (raises as
 **                                         create_container does)
+**   core.check_name(name, what)        -> true | nil, msg, 400
 **   core.cluster_spec(json, cid)       -> S, a built spec:
 **     S:key(id, pk)                    -> pk, bucket | nil, msg, 400
 **     S:pk(pk)                         -> pk, bucket | nil, msg, 400
 **     S:prepare(doc | text)            -> text, id, pk, bucket, terms,
-**                                         uniques, ttl | nil, msg, status
+**                                         uniques, ttl, missing
+**                                         | nil, msg, status
 **     S:patch(text, ops, filter)       -> text | nil, msg, status
 **     S:query(sql, params, opts, secret, internal) -> Q | nil, msg, status
 **     S:ref(ref)                       -> pk, id, ikey
@@ -127,6 +129,18 @@ static int l_spec_check (lua_State *L) {
   text = rgl_spec_text(L, 2, "create_container", name, n);
   lua_pushlstring(L, text->p, text->n);
   rgl_box_done(text);
+  return 1;
+}
+
+/* core.check_name(s, what) -> true | nil, msg, 400: the rules of
+** container, procedure, trigger and processor names (rg_check_id). */
+static int l_check_name (lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  const char *what = luaL_checkstring(L, 2);
+  rg_err e;
+  if (rg_check_id(s, n, RG_MAX_NAME, what, &e)) return rgl_push_fail(L, &e);
+  lua_pushboolean(L, 1);
   return 1;
 }
 
@@ -300,10 +314,12 @@ static void add_term (void *ud, uint64_t id, const uint8_t *term, size_t n) {
   lua_rawseti(t->L, -2, ++t->n);
 }
 
-/* S:prepare(doc) -> text, id, pk, bucket, terms, uniques, ttl: what a
-** write of `doc` stores, checked as rg_write checks it (the system
+/* S:prepare(doc) -> text, id, pk, bucket, terms, uniques, ttl, missing:
+** what a write of `doc` stores, checked as rg_write checks it (the system
 ** properties dropped, the id, the partition key, the ttl, the size);
-** terms = {index, term, ...}, uniques = {k#, digest, ...}. */
+** terms = {index, term, ...}, uniques = {k#, digest, ...}; missing: when
+** the document lacks its key (the none partition key), the 400 message
+** for a write that does not name that partition. */
 static int spec_prepare (lua_State *L) {
   const rg_cspec *sp = checkspec(L, 1)->spec;
   const cJSON *pkv[RG_MAX_PK_PATHS], *jid;
@@ -313,7 +329,7 @@ static int spec_prepare (lua_State *L) {
   rg_ikey k;
   rg_err e;
   prep *q;
-  int rc, u;
+  int rc, u, missing = -1;
   lua_settop(L, 2);
   q = (prep *)rgl_newbox(L, sizeof(prep), prep_clear);   /* 3 */
   rg_buf_init(&q->text);
@@ -345,6 +361,16 @@ static int spec_prepare (lua_State *L) {
                         "id", &e)))
     goto fail;
   rg_doc_pk(sp, q->doc, pkv);
+  for (u = 0; u < sp->npk; u++) {     /* as write.c checks a document */
+    const cJSON *v = pkv[u];
+    if (v == NULL) { if (missing < 0) missing = u; }
+    else if (!(cJSON_IsString(v) || cJSON_IsNumber(v) || cJSON_IsBool(v) ||
+               cJSON_IsNull(v))) {
+      rc = rg_fail(&e, 400, "a partition key value must be a string, number, "
+                   "boolean or null");
+      goto fail;
+    }
+  }
   if ((rc = rg_ikey_partition(sp, pkv, &k, &e)) ||
       (rc = rg_doc_ttl(sp, q->doc, &ttl, &e)))
     goto fail;
@@ -374,8 +400,13 @@ static int spec_prepare (lua_State *L) {
     lua_rawseti(L, -2, 2 * u + 2);
   }
   lua_pushinteger(L, (lua_Integer)ttl);
+  if (missing < 0) lua_pushnil(L);
+  else lua_pushfstring(L, "the partition key value%s is missing (%s%s)",
+                       sp->npk > 1 ? " at a level" : "",
+                       sp->npk > 1 ? "every level is required: " : "path ",
+                       sp->pk[missing].seg[0]);
   rgl_box_done(q);
-  return 7;
+  return 8;
 fail:
   rgl_box_done(q);
   return rgl_push_fail(L, &e);
@@ -1249,6 +1280,7 @@ void rgl_cluster_open (lua_State *L) {
   };
   static const luaL_Reg funcs[] = {
     {"spec_check", l_spec_check}, {"cluster_spec", l_cluster_spec},
+    {"check_name", l_check_name},
     {"stepper", l_stepper}, {"token_seal", l_token_seal},
     {"token_open", l_token_open}, {"charge", l_charge},
     {"read_units", l_read_units}, {NULL, NULL}

@@ -1548,6 +1548,7 @@ int rgl_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
   memset(pkv, 0, sizeof(pkv));
   if (a->pk == NULL) rc = rg_fail(e, 400, "the partition key value is missing");
   else if (npk == 1) { pkv[0] = a->pk; rc = 0; }
+  else if (cJSON_IsObject(a->pk) && a->pk->child == NULL) rc = 0;  /* none */
   else if (!cJSON_IsArray(a->pk) || cJSON_GetArraySize(a->pk) != npk)
     rc = rg_fail(e, 400, "the partition key is hierarchical: give an array "
                  "of %d values (every level is required)", npk);
@@ -1555,9 +1556,16 @@ int rgl_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
     for (i = 0, t = a->pk->child; t; t = t->next, i++) pkv[i] = t;
     rc = 0;
   }
-  if (rc || (rc = rg_ikey_partition(a->spec, pkv, &x->lp, e)) ||
-      (rc = own_pk(x, pkv, e)))
-    goto fail;
+  if (rc || (rc = rg_ikey_partition(a->spec, pkv, &x->lp, e))) goto fail;
+  if (pkv[0] == NULL || (cJSON_IsObject(pkv[0]) && !pkv[0]->child)) {
+    if ((x->pkown = cJSON_CreateObject()) == NULL) {   /* none: {} */
+      rc = rg_fail(e, 500, "out of memory");
+      goto fail;
+    }
+    x->pk = x->pkown;
+    memset(x->pkv, 0, sizeof(x->pkv));
+  }
+  else if ((rc = own_pk(x, pkv, e))) goto fail;
   if (a->nargs) {
     if ((r->args = (cJSON **)calloc((size_t)a->nargs, sizeof(cJSON *))) == NULL)
       { rc = rg_fail(e, 500, "out of memory"); goto fail; }

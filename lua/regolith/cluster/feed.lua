@@ -141,8 +141,10 @@ local function change_of(C, mode, e)
   if doc == nil then return nil, err, st end
   if mode ~= "all_versions" then return doc end
   C.pk_paths = C.pk_paths or keys.paths(util.decode(C.text))
+  local pk = keys.of(doc, C.pk_paths)
+  if pk == nil then pk = core.object({}) end     -- the none partition key
   local meta = { operation = e.op, lsn = e.lsn, ts = e.ts, id = doc.id,
-    partition_key = keys.of(doc, C.pk_paths), ttl_expired = e.ttl_expired }
+    partition_key = pk, ttl_expired = e.ttl_expired }
   if e.op == "delete" then return { previous = doc, metadata = meta } end
   return { current = doc, metadata = meta }
 end
@@ -154,7 +156,7 @@ F.change_of = change_of
 -- c:changes
 -- ===================================================================
 
-local CHANGES_OPTS = { start = true, continuation = "string", mode = "string",
+local CHANGES_OPTS = { start = true, continuation = "text", mode = "string",
   max_items = "number", partition_key = true, feed_range = "number" }
 
 local function check_mode(mode, what, level)
@@ -189,7 +191,7 @@ local function feed_unavailable(C, mode)
 end
 
 local function changes(C, opts)
-  local ok, err, st = C:check()
+  local ok, err, st = util.check(C)
   if not ok then return nil, err, st end
   opts = util.check_options(opts, CHANGES_OPTS, "changes", 2)
   local mode = check_mode(opts.mode, "changes", 2)
@@ -272,7 +274,7 @@ local function changes(C, opts)
 end
 
 local function feed_ranges(C)
-  local ok, err, st = C:check()
+  local ok, err, st = util.check(C)
   if not ok then return nil, err, st end
   local out = {}
   for r = 1, C.P do out[r] = r end
@@ -343,12 +345,10 @@ end
 local function now_ms(db) return floor(db.redis.t.now() * 1000) end
 
 function F.new_state(C, name, instance, mode, max_items, lease_seconds, max_attempts)
-  if type(name) ~= "string" or #name < 1 or #name > 255 or name:find("[/\\?#%z]") then
-    error("processor: invalid a processor name: 1 to 255 bytes, no '/', " ..
-      "'\\', '?', '#' or NUL", 3)
-  end
+  local ok, msg = core.check_name(name, "a processor name")
+  if not ok then error("processor: " .. msg, 3) end
   if type(instance) ~= "string" or #instance < 1 or #instance > 200 or
-     instance:find("%z") then
+     instance:find("\0", 1, true) or core.json.encode(instance) == nil then
     error("processor: option 'instance' must be 1 to 200 bytes of UTF-8 " ..
       "without NUL", 3)
   end
@@ -704,7 +704,7 @@ end
 
 -- c:processors() -> {{name, mode}, ...}
 local function processors(C)
-  local ok, err, st = C:check()
+  local ok, err, st = util.check(C)
   if not ok then return nil, err, st end
   local all
   all, err, st = C.db:call("HGETALL", procs_key(C))

@@ -53,6 +53,9 @@ end
 
 -- regolith.open("redis://host:port[,host:port...]/name", opts)
 function M.open(url, opts)
+  if url:find("\0", 1, true) then
+    error("bad argument #1 to 'open' (a path must not contain NUL)", 2)
+  end
   opts = util.check_options(opts, OPEN_OPTIONS, "open", 2)
   local seeds, name = url:match("^redis://([^/]+)/(.*)$")
   if not seeds then
@@ -122,13 +125,17 @@ end
 M.redis_fail = redis_fail
 
 function Db:check()
+  if getmetatable(self) ~= Db then
+    error("bad argument #1 (regolith.db expected, got " .. type(self) .. ")", 3)
+  end
   if not self.redis then closed_error("database") end
   return self
 end
+util.checkdb = Db.check
 
 -- One call, routed by its key: reply | nil, message, 500.
 function Db:call(...)
-  local v, msg, kind = self:check().redis:call(...)
+  local v, msg, kind = util.checkdb(self).redis:call(...)
   if v == nil then return redis_fail(msg, kind) end
   return v
 end
@@ -136,7 +143,7 @@ end
 -- Several calls, pipelined: the replies (a failed one as nil, message, 500
 -- for the whole lot).
 function Db:pipeline(cmds)
-  local res = self:check().redis:pipeline(cmds)
+  local res = util.checkdb(self).redis:pipeline(cmds)
   for i = 1, #cmds do
     if redis.is_error(res[i]) then return redis_fail(res[i].message, res[i].kind) end
   end
@@ -149,7 +156,7 @@ end
 -- command of the same slot sent first in the same round trip; its reply
 -- is the second result.
 function Db:fcall_write(name, keys, argv, before)
-  local c = self:check().redis
+  local c = util.checkdb(self).redis
   local cmds = {}
   if before then cmds[1] = before end
   cmds[#cmds + 1] = redis.fcall_cmd("FCALL", name, keys, argv)
@@ -210,11 +217,7 @@ local function check_name(name, what)
   if type(name) ~= "string" then
     error("bad argument #1: " .. what .. " must be a string", 3)
   end
-  if #name < 1 or #name > 255 or name:find("[/\\?#%z]") then
-    return nil, "invalid " .. what .. ": 1 to 255 bytes, no '/', '\\', " ..
-      "'?', '#' or NUL", 400
-  end
-  return name
+  return core.check_name(name, what)
 end
 
 -- The message and status refusing a write on a read-only handle, or nil.
@@ -236,7 +239,7 @@ function Db:container_of(name, cid, text)
 end
 
 function Db:create_container(name, opts)
-  self:check()
+  util.checkdb(self)
   local text, err, st = core.spec_check(name, opts)
   if not text then return nil, err, st end
   local rerr, rst = self:readonly()
@@ -251,7 +254,7 @@ function Db:create_container(name, opts)
 end
 
 function Db:container(name)
-  self:check()
+  util.checkdb(self)
   local ok, err, st = check_name(name, "a container name")
   if not ok then return nil, err, st end
   local cid, text
@@ -262,7 +265,7 @@ function Db:container(name)
 end
 
 function Db:containers()
-  self:check()
+  util.checkdb(self)
   local all, err, st = self:call("HKEYS", layout.meta_key(self.name, "catalog"))
   if not all then return nil, err, st end
   local names = {}
@@ -299,7 +302,7 @@ function Db:drop_keys(cid, P)
 end
 
 function Db:delete_container(name)
-  self:check()
+  util.checkdb(self)
   local ok, err, st = check_name(name, "a container name")
   if not ok then return nil, err, st end
   local rerr, rst = self:readonly()
@@ -323,7 +326,7 @@ end
 -- db:stats() -> {items, bytes, containers = {name = {items, bytes}}}:
 -- summed from the buckets' counters (not a snapshot).
 function Db:stats()
-  self:check()
+  util.checkdb(self)
   local names, err, st = self:containers()
   if not names then return nil, err, st end
   local out = { items = 0, bytes = 0, containers = {} }
@@ -347,8 +350,12 @@ function Db:stats()
   return out
 end
 
-function Db:backup()
-  self:check()
+function Db:backup(path)
+  util.checkdb(self)
+  if type(path) ~= "string" then
+    error("bad argument #1 to 'backup' (string expected, got " .. type(path) .. ")", 2)
+  end
+  if path:find("\0", 1, true) then error("bad argument #1 to 'backup' (a path must not contain NUL)", 2) end
   return nil, "backup is not available on a Redis Cluster: there is no " ..
     "consistent copy across nodes; copy each node's RDB/AOF files " ..
     "(docs/cluster.md)", 501
@@ -356,7 +363,7 @@ end
 
 -- db:purge_expired() -> count, info: every container's expired items.
 function Db:purge_expired()
-  self:check()
+  util.checkdb(self)
   local rerr, rst = self:readonly()
   if rerr then return nil, rerr, rst end
   local names, err, st = self:containers()
@@ -383,6 +390,9 @@ end
 -- ===================================================================
 
 function Container:check()
+  if getmetatable(self) ~= Container then
+    error("bad argument #1 (regolith.container expected, got " .. type(self) .. ")", 3)
+  end
   if self.closed or not self.db.redis then closed_error("container") end
   if self.deleted then
     return nil, "container '" .. self.cname .. "' has been deleted", 404
@@ -390,18 +400,20 @@ function Container:check()
   return self
 end
 
+util.check = Container.check
+
 function Container:__tostring()
   if self.closed or not self.db.redis then return "regolith.container (closed)" end
   return "regolith.container (" .. self.cname .. ")"
 end
 
 function Container:name()
-  self:check()
+  util.check(self)
   return self.cname
 end
 
 function Container:spec()
-  self:check()
+  util.check(self)
   return util.decode(self.text)
 end
 

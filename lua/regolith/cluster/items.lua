@@ -120,10 +120,10 @@ end
 -- Writes
 -- ===================================================================
 
-local WRITE_OPTS = { if_match = "string", pre_trigger = "string",
-  post_trigger = "string" }
-local PATCH_OPTS = { if_match = "string", pre_trigger = "string",
-  post_trigger = "string", filter = "string" }
+local WRITE_OPTS = { if_match = "text", pre_trigger = "text",
+  post_trigger = "text", partition_key = true }
+local PATCH_OPTS = { if_match = "text", pre_trigger = "text",
+  post_trigger = "text", filter = "text" }
 I.WRITE_OPTS, I.PATCH_OPTS = WRITE_OPTS, PATCH_OPTS
 
 local STATUS = { create = 201, replace = 200, delete = 204 }
@@ -132,12 +132,31 @@ local STATUS = { create = 201, replace = 200, delete = 204 }
 -- 400 for data that cannot be (NUL).
 function I.write_options(opts, allowed, what)
   opts = util.check_options(opts, allowed, what, 3)
-  for name in pairs(allowed) do
-    local _, err = util.text_option(opts, name, what, 3)
-    if err then return nil, err, 400 end
+  if opts.partition_key ~= nil and (what == "delete" or what == "patch") then
+    error(what .. ": unknown option 'partition_key' (the partition key is an " ..
+      "argument)", 3)
+  end
+  for name, t in pairs(allowed) do
+    if t == "text" then
+      local _, err = util.text_option(opts, name, what, 3)
+      if err then return nil, err, 400 end
+    end
   end
   return opts
 end
+
+-- The partition a write's document goes to, checked as rg_write checks
+-- it: the document's own key, or, for one lacking it (the none partition
+-- key), the partition the write names (opts.partition_key, a batch's, a
+-- procedure's).  `bound` is that named partition's pk, or nil; `msg` the
+-- 400 message for a document of another partition.
+function I.check_partition(prep, bound, msg)
+  if bound and prep.pk ~= bound then return nil, msg, 400 end
+  if prep.missing and not bound then return nil, prep.missing, 400 end
+  return true
+end
+
+I.BIND_MSG = "the document's partition key differs from the partition_key option"
 
 -- One write without triggers: rg_write.  kind: create | replace | upsert |
 -- delete; arg: the document, or the id of a delete.
@@ -148,9 +167,17 @@ local function write_one(C, kind, arg, pk, opts)
     if not pkstr then return nil, r, st end
     op = { kind = "delete", id = arg, text = "", if_match = opts.if_match }
   else
-    local text, id, terms, uniq, ttl
-    text, id, pkstr, r, terms, uniq, ttl = C.S:prepare(arg)
+    local text, id, terms, uniq, ttl, missing
+    text, id, pkstr, r, terms, uniq, ttl, missing = C.S:prepare(arg)
     if not text then return nil, id, pkstr end
+    local bound
+    if opts.partition_key ~= nil then
+      bound, err, st = C.S:pk(opts.partition_key)
+      if not bound then return nil, err, st end
+    end
+    local ok
+    ok, err, st = I.check_partition({ pk = pkstr, missing = missing }, bound, I.BIND_MSG)
+    if not ok then return nil, err, st end
     op = { kind = kind, id = id, text = text, if_match = opts.if_match,
       terms = terms, uniques = uniq, ttl = ttl > 0 and ttl or nil }
   end
@@ -188,7 +215,7 @@ end
 -- The write methods: the fast path, or a transaction with triggers.
 local function writer(kind)
   return function(C, arg, a2, a3)
-    local ok, err, st = C:check()
+    local ok, err, st = util.check(C)
     if not ok then return nil, err, st end
     local pk, opts
     if kind == "delete" then pk, opts = a2, a3 else opts = a2 end
@@ -238,9 +265,9 @@ function I.read_texts(C, r, pk, ids)
 end
 
 local function read(C, id, pk, opts)
-  local ok, err, st = C:check()
+  local ok, err, st = util.check(C)
   if not ok then return nil, err, st end
-  opts = util.check_options(opts, { if_none_match = "string" }, "read", 2)
+  opts = util.check_options(opts, { if_none_match = "text" }, "read", 2)
   local inm
   inm, err = util.text_option(opts, "if_none_match", "read", 2)
   if err then return nil, err, 400 end
@@ -260,7 +287,7 @@ local function read(C, id, pk, opts)
 end
 
 local function read_many(C, list)
-  local ok, err, st = C:check()
+  local ok, err, st = util.check(C)
   if not ok then return nil, err, st end
   if type(list) ~= "table" then
     return nil, "read_many takes a list of {id, partition key} pairs", 400

@@ -20,6 +20,7 @@ makes the call wait and read again, never counts as absent.
 
 local layout = require "regolith.cluster.layout"
 local redis = require "regolith.cluster.redis"
+local util = require "regolith.cluster.util"
 
 local Qm = {}
 
@@ -170,7 +171,7 @@ end
 local QUERY_OPTS = { partition_key = true, max_items = "number", continuation = "string" }
 
 local function query(C, sql, params, opts)
-  local ok, err, st = C:check()
+  local ok, err, st = util.check(C)
   if not ok then return nil, err, st end
   if opts ~= nil and type(opts) ~= "table" then
     error("query: options must be a table, not " .. type(opts), 2)

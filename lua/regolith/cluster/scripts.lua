@@ -9,7 +9,9 @@ cluster container.
 
 A transaction (Tx) works on one logical partition with optimistic
 concurrency: what it reads comes from Redis once (rg_read: texts, etags)
-into an overlay that its own writes update, so it reads its own writes;
+into an overlay that its own writes update, so it reads its own writes (a
+create of an id it has not read assumes the id free, without a round trip:
+when the commit finds it taken, the transaction runs again, reading);
 its writes are buffered as ops; every condition (exists 409/404, if_match
 412, the patch filter, the partition key binding) is checked against the
 overlay as the local write path checks it; and at the end one rg_commit
@@ -151,6 +153,7 @@ Tx.__index = Tx
 
 local function new_tx(C, r, pk, pkvalue)
   return setmetatable({ C = C, db = C.db, r = r, pk = pk, pkvalue = pkvalue,
+    bound = pkvalue ~= nil,
     state = {}, reads = {}, ops = {}, srcs = {}, results = {}, work = {},
     ord = 0, now = util.now() }, Tx)
 end
@@ -203,10 +206,10 @@ end
 
 -- prepare() as S:prepare, as a table.
 local function prepare(C, doc)
-  local text, id, pk, r, terms, uniques, ttl = C.S:prepare(doc)
+  local text, id, pk, r, terms, uniques, ttl, missing = C.S:prepare(doc)
   if not text then return nil, id, pk end
   return { text = text, id = id, pk = pk, r = r, terms = terms, uniques = uniques,
-    ttl = ttl > 0 and ttl or nil }
+    ttl = ttl > 0 and ttl or nil, missing = missing }
 end
 
 -- The index and unique-key entries a write changes, from the stored
@@ -230,10 +233,10 @@ end
 
 -- Checks that trigger `name` can be named as a `type` trigger on `op`.
 local function named_trigger(C, name, type_, op)
-  if #name < 1 or #name > 255 or name:find("[/\\?#%z]") then
-    return nil, "invalid a trigger name: 1 to 255 bytes, no '/', '\\', '?', '#' or NUL", 400
-  end
-  local rec, err, st = record(C, "t", name)
+  local ok, err, st = core.check_name(name, "a trigger name")
+  if not ok then return nil, err, st end
+  local rec
+  rec, err, st = record(C, "t", name)
   if not rec then return nil, err, st end
   if rec.type ~= type_ then
     return nil, ("trigger '%s' is a %s-trigger; it cannot be named as %s_trigger"):format(
@@ -279,7 +282,7 @@ function Tx:fire(type_, op, named, body, id)
 end
 
 -- Applies one operation to the transaction (o: kind, doc, id, ops,
--- if_match, filter, bound, triggers, pre_trigger, post_trigger): checks
+-- if_match, filter, bound_msg, triggers, pre_trigger, post_trigger): checks
 -- it as rg_write does and buffers it.  Returns {status, text, etag} or
 -- nil, message, status.
 function Tx:apply(o)
@@ -288,7 +291,10 @@ function Tx:apply(o)
   if kind == "create" or kind == "replace" or kind == "upsert" then
     prep, err, st = prepare(C, o.doc)
     if not prep then return nil, err, st end
-    if prep.pk ~= self.pk then return nil, o.bound, 400 end
+    local ok
+    ok, err, st = items.check_partition(prep, self.bound and self.pk, o.bound_msg)
+    if not ok then return nil, err, st end
+    if prep.pk ~= self.pk then return nil, o.bound_msg, 400 end
     id = prep.id
   else
     local ok
@@ -301,8 +307,14 @@ function Tx:apply(o)
     end
   end
   local cur
-  cur, err, st = self:get(id)
-  if not cur then return nil, err, st end
+  if kind == "create" and not self.strict and not self.state[id] then
+    -- blind: assumed absent without a read; the commit checks it, and a
+    -- refusal runs the transaction again reading first (Tx:commit)
+    cur = { exists = false, blind = true }
+  else
+    cur, err, st = self:get(id)
+    if not cur then return nil, err, st end
+  end
   if kind == "read" then
     if not cur.exists then
       util.add_work(self.work, { read_units = 1 })
@@ -372,6 +384,7 @@ function Tx:apply(o)
       write_extra_kb = util.extra_kb(#res.text + 25),
       terms = terms_changed(C, cur.exists and cur.text, prep) })
   end
+  op.blind = cur.blind
   self.ops[#self.ops + 1] = op
   self.srcs[#self.ops] = o.index
   res.op = #self.ops
@@ -437,7 +450,10 @@ function Tx:commit(owner, dedup)
   local res, err, st = items.commit(self.C, self.r, self.pk, self.ops, ctl)
   if not res then return nil, err, st end
   if res[1] == "CONFLICT" then return false, res[2] end
-  if res[1] == "FAILED" then return nil, res[4], res[3], self.srcs[res[2]] end
+  if res[1] == "FAILED" then
+    if self.ops[res[2]].blind then return false, "blind" end
+    return nil, res[4], res[3], self.srcs[res[2]]
+  end
   if res[1] == "DUP" then self.dup = true; return true end
   self.lsn, self.ts, self.etags = res[4], res[3], res[5]
   return true
@@ -466,10 +482,11 @@ end
 -- commit goes through: returns tx and body's results, or nil, message,
 -- status (and what body returned after them).
 function Sc.transact(C, r, pk, pkvalue, body)
-  local owner
+  local owner, strict
   local dedup = items.dedup_token(C.db)
   for attempt = 1, ATTEMPTS do
     local tx = new_tx(C, r, pk, pkvalue)
+    tx.strict = strict
     local out = pack(body(tx))
     if out[1] == nil then
       if owner then tx:unlock(owner) end
@@ -480,6 +497,9 @@ function Sc.transact(C, r, pk, pkvalue, body)
     if ok == nil then
       if owner then tx:unlock(owner) end
       return nil, err, st, idx
+    end
+    if err == "blind" then       -- a create assumed absent was not: read
+      strict = true
     end
     -- a conflict: wait, and after two of them hold the partition
     if attempt >= 2 and not owner then
@@ -532,7 +552,7 @@ local function serve(tx, req)
   local before = {}
   for k, v in pairs(tx.work) do before[k] = v end
   local res, err, st = tx:apply({ kind = op, doc = req.doc, id = req.id, ops = req.ops,
-    if_match = req.if_match, filter = req.filter, bound = BOUND })
+    if_match = req.if_match, filter = req.filter, bound_msg = BOUND })
   local work = {}
   for k, v in pairs(tx.work) do work[k] = v - (before[k] or 0) end
   if not res then
@@ -565,17 +585,13 @@ local function name_arg(name, what, level)
   if type(name) ~= "string" then
     error("bad argument #1: " .. what .. " must be a string, not " .. type(name), level + 1)
   end
-  if #name < 1 or #name > 255 or name:find("[/\\?#%z]") then
-    return nil, "invalid " .. what .. ": 1 to 255 bytes, no '/', '\\', '?', " ..
-      "'#' or NUL", 400
-  end
-  return name
+  return core.check_name(name, what)
 end
 
 -- The checks a call about a named script starts with: the handle, the
 -- name (not a string raises), the read-only handle for writes.
 local function begin(C, name, what, writes)
-  local ok, err, st = C:check()
+  local ok, err, st = util.check(C)
   if not ok then return nil, err, st end
   ok, err, st = name_arg(name, what, 3)
   if not ok then return nil, err, st end
@@ -628,11 +644,20 @@ function Sc.write_tx(C, kind, arg, pk, opts)
     prep, err, st = prepare(C, arg)
     if not prep then return nil, err, st end
     pkstr, r = prep.pk, prep.r
+    if opts.partition_key ~= nil then
+      local bound
+      bound, err, st = C.S:pk(opts.partition_key)
+      if not bound then return nil, err, st end
+      local ok
+      ok, err, st = items.check_partition(prep, bound, items.BIND_MSG)
+      if not ok then return nil, err, st end
+      pk = opts.partition_key
+    end
   end
   local tx, res, err
   tx, res, st = Sc.transact(C, r, pkstr, pk, function(t)
     return t:apply({ kind = kind, doc = arg, id = arg, ops = opts.ops,
-      if_match = opts.if_match, filter = opts.filter, bound = BOUND,
+      if_match = opts.if_match, filter = opts.filter, bound_msg = BOUND,
       triggers = opts.triggers ~= false, pre_trigger = opts.pre_trigger,
       post_trigger = opts.post_trigger })
   end)
@@ -647,7 +672,7 @@ function Sc.write_tx(C, kind, arg, pk, opts)
 end
 
 local function patch(C, id, pk, ops, opts)
-  local ok, err, st = C:check()
+  local ok, err, st = util.check(C)
   if not ok then return nil, err, st end
   opts, err, st = items.write_options(opts, items.PATCH_OPTS, "patch")
   if not opts then return nil, err, st end
@@ -708,7 +733,7 @@ local function batch_op(op)
 end
 
 local function batch(C, pk, ops)
-  local ok, err, st = C:check()
+  local ok, err, st = util.check(C)
   if not ok then return nil, err, st end
   err, st = C.db:readonly()
   if err then return nil, err, st end
@@ -737,7 +762,7 @@ local function batch(C, pk, ops)
       local a
       if good then
         a, berr, bst = t:apply({ kind = op.op, doc = op.doc, id = op.id, ops = op.ops,
-          if_match = op.if_match, filter = op.filter, bound = BATCH_BOUND,
+          if_match = op.if_match, filter = op.filter, bound_msg = BATCH_BOUND,
           triggers = trig, index = i })
       end
       if not a then
@@ -820,7 +845,7 @@ local TRIG_OPTS = { type = "string", operation = "string", automatic = "boolean"
 local function trig_put(mode)
   local what = mode == "create" and "create_trigger" or "replace_trigger"
   return function(C, name, def)
-    local ok, err, st = C:check()
+    local ok, err, st = util.check(C)
     if not ok then return nil, err, st end
     local bad_name
     bad_name, err, st = name_arg(name, "a trigger name", 2)
@@ -858,7 +883,7 @@ end
 
 local function names(tag)
   return function(C)
-    local ok, err, st = C:check()
+    local ok, err, st = util.check(C)
     if not ok then return nil, err, st end
     local all
     all, err, st = C.db:call("HKEYS", scripts_key(C))

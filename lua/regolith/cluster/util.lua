@@ -14,7 +14,9 @@ local M = {}
 local floor = math.floor
 
 -- Raises on an options table with an unknown key or a value of the wrong
--- type; `allowed` maps names to a Lua type or true (any).
+-- type; `allowed` maps names to a Lua type, "text" (a string that is data:
+-- what is wrong with it is 400, text_option) or true (any).  A "string"
+-- option holding NUL raises, as C strings would cut it.
 function M.check_options(opts, allowed, what, level)
   level = (level or 2) + 1
   if opts == nil then return {} end
@@ -24,9 +26,16 @@ function M.check_options(opts, allowed, what, level)
   for k, v in pairs(opts) do
     if type(k) ~= "string" then error(what .. ": option names must be strings", level) end
     local want = allowed[k]
-    if want == nil then error(what .. ": unknown option '" .. k .. "'", level) end
-    if want ~= true and type(v) ~= want then
-      error(what .. ": option '" .. k .. "' must be a " .. want, level)
+    if want == nil then
+      local z = k:find("\0", 1, true)      -- as far as a C string reads
+      error(what .. ": unknown option '" .. (z and k:sub(1, z - 1) or k) .. "'", level)
+    end
+    local t = want == "text" and "string" or want
+    if t ~= true and type(v) ~= t then
+      error(what .. ": option '" .. k .. "' must be a " .. t, level)
+    end
+    if want == "string" and v:find("\0", 1, true) then
+      error(what .. ": option '" .. k .. "' must not contain NUL", level)
     end
   end
   return opts

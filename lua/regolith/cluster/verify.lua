@@ -135,7 +135,7 @@ end
 
 -- db:verify() -> true | nil, report
 local function verify(db)
-  db:check()
+  util.checkdb(db)
   local names, err, st = db:containers()
   if not names then return nil, err, st end
   local report = {}
