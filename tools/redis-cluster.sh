@@ -6,6 +6,7 @@
 #   tools/redis-cluster.sh stop DIR                stop every server it started
 #   tools/redis-cluster.sh restart DIR [PORT]      restart one node (or all six)
 #   tools/redis-cluster.sh ports DIR               print the six ports
+#   tools/redis-cluster.sh wait DIR                wait until the cluster is whole
 #
 # DIR and BASE_PORT may also come from RG_CLUSTER_DIR and RG_CLUSTER_PORTS.
 # With RG_CLUSTER_OWNER=<pid>, start also leaves a watcher that stops the
@@ -169,7 +170,7 @@ stop_all () {
 cmd=${1:-}
 dir=${2:-${RG_CLUSTER_DIR:-}}
 [ -n "$cmd" ] && [ -n "$dir" ] ||
-  die "usage: $0 start|stop|restart|ports DIR [PORT]"
+  die "usage: $0 start|stop|restart|ports|wait DIR [PORT]"
 command -v redis-server >/dev/null 2>&1 ||
   die "redis-server is not installed (apt-get install redis-server redis-tools)"
 
@@ -235,7 +236,12 @@ restart)
 ports)
   ports_of "$dir"
   ;;
+wait)
+  dir=$(abs_dir "$dir") || exit 1
+  # shellcheck disable=SC2086
+  wait_ready $(ports_of "$dir") || die "the cluster did not become whole"
+  ;;
 *)
-  die "unknown command '$cmd' (start, stop, restart, ports)"
+  die "unknown command '$cmd' (start, stop, restart, ports, wait)"
   ;;
 esac

@@ -196,5 +196,74 @@ function C.other_primary(c, addr)
   for _, a in ipairs(c:primaries()) do if a ~= addr then return a end end
 end
 
+-- {==================================================================
+-- Child processes and their logs (the fault specs' writers)
+-- ===================================================================
+
+-- Starts `script` (a file under spec/cluster/faults/) with args in the
+-- background; returns a handle whose :wait(seconds) waits until the
+-- child has written its last line ("done") to its log, and :lines().
+function C.spawn(script, ...)
+  local args = { ... }
+  local done = os.tmpname()
+  os.remove(done)
+  local quoted = {}
+  for i, a in ipairs(args) do quoted[i] = "'" .. tostring(a) .. "'" end
+  local cmd = H.lua_cmd("spec/cluster/faults/" .. script .. " " .. table.concat(quoted, " "))
+  os.execute("(" .. cmd .. " > " .. done .. ".out 2>&1; echo $? > " .. done .. ") &")
+  local child = { done = done }
+  function child.wait(_, seconds)
+    local socket = require "socket"
+    local deadline = socket.gettime() + (seconds or 120)
+    while socket.gettime() < deadline do
+      local f = io.open(done, "r")
+      if f then
+        local code = f:read("*l")
+        f:close()
+        local o = io.open(done .. ".out", "r")
+        local out = o and o:read("*a") or ""
+        if o then o:close() end
+        os.remove(done)
+        os.remove(done .. ".out")
+        return code == "0", out
+      end
+      socket.sleep(0.1)
+    end
+    return false, "the child did not end in time"
+  end
+  return child
+end
+
+-- The lines of a writer's log, tallied: acknowledged ids, doubtful ids,
+-- counts of increments, errors.
+function C.tally(path, into)
+  into = into or { ok = {}, doubt = {}, inc_ok = 0, inc_doubt = 0, errors = {},
+    writes = 0, done = 0 }
+  for line in io.lines(path) do
+    local tag, id, how = line:match("^(c) (%S+) (%a+)$")
+    if tag then
+      into.writes = into.writes + 1
+      if how == "ok" then into.ok[#into.ok + 1] = id else into.doubt[#into.doubt + 1] = id end
+    elseif line == "i ok" then into.inc_ok, into.writes = into.inc_ok + 1, into.writes + 1
+    elseif line == "i doubt" then into.inc_doubt, into.writes = into.inc_doubt + 1, into.writes + 1
+    elseif line == "done" then into.done = into.done + 1
+    else into.errors[#into.errors + 1] = line end
+  end
+  return into
+end
+
+-- Waits until `check()` is true (polled every 0.1 s), up to `seconds`.
+function C.wait_until(seconds, check)
+  local socket = require "socket"
+  local deadline = socket.gettime() + seconds
+  repeat
+    if check() then return true end
+    socket.sleep(0.1)
+  until socket.gettime() > deadline
+  return false
+end
+
+-- }==================================================================
+
 C.redis, C.layout = redis, layout
 return C
