@@ -109,14 +109,65 @@ local function entries_of(mode, reply, pos)
   return out, string.format("%.0f", reply[1])
 end
 
+-- rg_changes' answer read with plain commands, which follow ASK one key at
+-- a time (while a slot is half-moved the Function cannot read the
+-- partitions its feed names): whole lsn groups, expiry by this host's
+-- clock.
+local function plain_changes(C, r, after, max)
+  local db, b = C.db, C:bucket(r)
+  local got, err, st = db:call("ZRANGEBYSCORE", b.L, "(" .. after, "+inf",
+    "WITHSCORES", "LIMIT", 0, max)
+  if not got then return nil, err, st end
+  if #got == 0 then return { tonumber(after), {}, {} } end
+  local last = got[#got]
+  if #got == 2 * max then              -- the last lsn group, whole
+    local keep = {}
+    for i = 1, #got, 2 do
+      if got[i + 1] ~= last then keep[#keep + 1] = got[i]; keep[#keep + 1] = got[i + 1] end
+    end
+    local group
+    group, err, st = db:call("ZRANGEBYSCORE", b.L, last, last)
+    if not group then return nil, err, st end
+    for _, m in ipairs(group) do keep[#keep + 1] = m; keep[#keep + 1] = last end
+    got = keep
+  end
+  local cmds = {}
+  for i = 1, #got, 2 do
+    local pk, id = layout.unref(got[i])
+    cmds[#cmds + 1] = { "HMGET", b.p_prefix .. pk, "d:" .. id, "e:" .. id }
+  end
+  local res
+  res, err, st = db:pipeline(cmds)
+  if not res then return nil, err, st end
+  local out, now = {}, util.now()
+  for k, v in ipairs(res) do
+    if v[1] ~= redis.null and not (v[2] ~= redis.null and tonumber(v[2]) <= now) then
+      out[#out + 1] = tonumber(got[2 * k])
+      out[#out + 1] = got[2 * k - 1]
+      out[#out + 1] = v[1]
+    end
+  end
+  return { tonumber(last), out, {} }
+end
+
 -- Reads ranges (0-based buckets) from their positions, pipelined, retrying
 -- replies that name documents in motion.  Returns {entries, next}, ... .
 local function read_ranges(C, mode, buckets, positions, max)
   local cmds = {}
   for i, r in ipairs(buckets) do cmds[i] = read_cmd(C, r, mode, positions[i], max) end
   for attempt = 1, 100 do
-    local res, err, st = C.db:pipeline(cmds)
-    if not res then return nil, err, st end
+    local res = util.checkdb(C.db).redis:pipeline(cmds)
+    for i = 1, #buckets do
+      local v = res[i]
+      if (redis.is_error(v) and v.message:find("non local key", 1, true)) or
+         (attempt > 2 and mode ~= "all_versions" and not redis.is_error(v) and #v[3] > 0) then
+        local err, st
+        res[i], err, st = plain_changes(C, buckets[i], positions[i], max)
+        if not res[i] then return nil, err, st end
+      elseif redis.is_error(v) then
+        return F.redis_fail(v.message, v.kind)
+      end
+    end
     local moving = false
     if mode ~= "all_versions" then
       for i = 1, #buckets do if #res[i][3] > 0 then moving = true end end
@@ -718,6 +769,7 @@ end
 -- }==================================================================
 
 function F.install(M)
+  F.redis_fail = M.redis_fail
   local C = M.Container
   C.changes = changes
   C.feed_ranges = feed_ranges

@@ -24,6 +24,8 @@ local util = require "regolith.cluster.util"
 
 local Qm = {}
 
+local unpack = table.unpack or unpack
+
 local WINDOW = 16            -- buckets read per round trip in a fan-out
 local PAGE = 500             -- members (or partitions) per rg_scan call
 
@@ -32,21 +34,87 @@ local function scan_cmd(b, spec)
   return redis.fcall_cmd("FCALL_RO", "rg_scan", keys, argv)
 end
 
--- Runs rg_scan calls (one per bucket, cmds[i] for bucket ids[i]),
--- pipelined; calls got(i, reply) with each; retries a reply naming
--- missing documents (a slot in motion).
-local function scan_all(C, cmds)
+-- Is this error reply the one a Function gets for a key it derives (a
+-- partition named by an index member) while its slot is half-moved?
+local function in_motion(v)
+  return redis.is_error(v) and v.message:find("non local key", 1, true) ~= nil
+end
+
+-- rg_scan's answer for one bucket read with plain commands, which follow
+-- ASK one key at a time: the members (or partition keys), then the
+-- partitions' documents.  Expiry is judged by this host's clock.
+local function plain_scan(C, b, spec)
+  local db = C.db
+  local members, err, st
+  if spec.path then
+    members, err, st = db:call(unpack(scan_cmd(b, { path = spec.path, min = spec.min,
+      max = spec.max, limit = spec.limit, reverse = spec.reverse, members_only = true })))
+    if not members then return nil, err, st end
+    local list, cmds = {}, {}
+    for i = 1, #members[2], 2 do
+      local m = members[2][i]
+      local pk, id = layout.unref(m)
+      list[#list + 1] = m
+      cmds[#cmds + 1] = { "HMGET", b.p_prefix .. pk, "d:" .. id, "e:" .. id }
+    end
+    local res = #cmds > 0 and db:pipeline(cmds) or {}
+    local pairs_, now = {}, util.now()
+    for j, m in ipairs(list) do
+      local v = res[j]
+      if v and v[1] ~= redis.null and not (v[2] ~= redis.null and tonumber(v[2]) <= now) then
+        pairs_[#pairs_ + 1] = m
+        pairs_[#pairs_ + 1] = v[1]
+      end
+    end
+    return { members[1], pairs_, {}, members[4] }
+  end
+  local pks
+  pks, err, st = db:call("ZRANGEBYLEX", b.S, spec.min, spec.max, "LIMIT", 0, spec.limit)
+  if not pks then return nil, err, st end
+  local cmds = {}
+  for j, pk in ipairs(pks) do cmds[j] = { "HGETALL", b.p_prefix .. pk } end
+  local res = #cmds > 0 and db:pipeline(cmds) or {}
+  local pairs_, now = {}, util.now()
+  for j, pk in ipairs(pks) do
+    local h, f = res[j] or {}, {}
+    for i = 1, #h, 2 do f[h[i]] = h[i + 1] end
+    for name, text in pairs(f) do
+      if name:sub(1, 2) == "d:" then
+        local id = name:sub(3)
+        local e = tonumber(f["e:" .. id] or "")
+        if not (e and e <= now) then
+          pairs_[#pairs_ + 1] = layout.ref(pk, id)
+          pairs_[#pairs_ + 1] = text
+        end
+      end
+    end
+  end
+  return { pks[#pks] or "", pairs_, {}, #pks }
+end
+
+-- Runs rg_scan for reqs[i] = {b = bucket keys, spec = scan spec},
+-- pipelined; a reply naming missing documents (their slot half-moved) is
+-- read again after a pause, and then, like one the Function cannot give
+-- while its slot moves, with plain commands.
+local function scan_all(C, reqs)
   local db = C.db
   local out, pending = {}, {}
-  for i = 1, #cmds do pending[#pending + 1] = i end
+  for i = 1, #reqs do pending[#pending + 1] = i end
   for attempt = 1, 100 do
     local batch = {}
-    for j, i in ipairs(pending) do batch[j] = cmds[i] end
-    local res, err, st = db:pipeline(batch)
-    if not res then return nil, err, st end
+    for j, i in ipairs(pending) do batch[j] = scan_cmd(reqs[i].b, reqs[i].spec) end
+    local res = util.checkdb(db).redis:pipeline(batch)
     local again = {}
     for j, i in ipairs(pending) do
-      if #res[j][3] > 0 then again[#again + 1] = i else out[i] = res[j] end
+      local v = res[j]
+      if in_motion(v) or (attempt > 2 and not redis.is_error(v) and #v[3] > 0) then
+        local err, st
+        v, err, st = plain_scan(C, reqs[i].b, reqs[i].spec)
+        if not v then return nil, err, st end
+      elseif redis.is_error(v) then
+        return Qm.redis_fail(v.message, v.kind)
+      end
+      if #v[3] > 0 then again[#again + 1] = i else out[i] = v end
     end
     if #again == 0 then return out end
     pending = again
@@ -54,6 +122,7 @@ local function scan_all(C, cmds)
   end
   return nil, "cluster: documents stayed out of reach while their slot moved", 503
 end
+Qm.scan_all = scan_all
 
 -- Adds the pairs of an rg_scan reply to q.  s-mode replies hold refs;
 -- x-mode replies hold index members (term .. ref).
@@ -78,7 +147,7 @@ local function rest_of(C, b, spec, first, q, index)
     local next_spec = {}
     for k, v in pairs(spec) do next_spec[k] = v end
     next_spec.min = "(" .. reply[1]
-    local got, err, st = scan_all(C, { scan_cmd(b, next_spec) })
+    local got, err, st = scan_all(C, { { b = b, spec = next_spec } })
     if not got then return nil, err, st end
     reply = got[1]
   end
@@ -104,7 +173,7 @@ local function run_scan(C, q, plan)
       local min = ph.min
       if r == plan.resume_bucket and plan.resume_min then min = plan.resume_min end
       specs[#specs + 1] = { min = min, max = ph.max, limit = PAGE }
-      cmds[#cmds + 1] = scan_cmd(C:bucket(r), specs[#specs])
+      cmds[#cmds + 1] = { b = C:bucket(r), spec = specs[#specs] }
     end
     local got, err, st = scan_all(C, cmds)
     if not got then return nil, err, st end
@@ -130,7 +199,7 @@ local function run_index(C, q, plan)
     local cmds, specs = {}, {}
     for j, r in ipairs(buckets) do
       specs[j] = { path = plan.index, min = ph.min, max = ph.max, limit = PAGE }
-      cmds[j] = scan_cmd(C:bucket(r), specs[j])
+      cmds[j] = { b = C:bucket(r), spec = specs[j] }
     end
     local got, err, st = scan_all(C, cmds)
     if not got then return nil, err, st end
@@ -191,6 +260,7 @@ end
 
 function Qm.install(M)
   M.Container.query = query
+  Qm.redis_fail = M.redis_fail
 end
 
 return Qm

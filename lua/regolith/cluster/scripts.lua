@@ -398,25 +398,21 @@ function Tx:apply(o)
 end
 
 -- The partition's stored items for a query, read once per transaction,
--- with the partition version that validates them at the commit.
+-- with the partition version that validates them at the commit (read
+-- first, in the same round trip).
 function Tx:partition()
   if self.items then return self.items end
   local b = self.C:bucket(self.r)
   local rk, ra = layout.read_args(b, self.pk, {})
   local min = "[" .. self.pk
-  local sk, sa = layout.scan_args(b, { min = min, max = min, limit = 1 })
-  for attempt = 1, 100 do
-    local res, err, st = self.db:pipeline({ redis.fcall_cmd("FCALL_RO", "rg_read", rk, ra),
-      redis.fcall_cmd("FCALL_RO", "rg_scan", sk, sa) })
-    if not res then return nil, err, st end
-    if #res[2][3] == 0 then
-      if self.qpv == nil then self.qpv = res[1][1] end
-      self.items = res[2][2]
-      return self.items
-    end
-    self.db.redis.t.sleep(math.min(0.2, 0.005 * attempt))
-  end
-  return nil, "cluster: a partition stayed out of reach while its slot moved", 503
+  local pv, err, st = self.db:call(unpack(redis.fcall_cmd("FCALL_RO", "rg_read", rk, ra)))
+  if not pv then return nil, err, st end
+  local got
+  got, err, st = Qm.scan_all(self.C, { { b = b, spec = { min = min, max = min, limit = 1 } } })
+  if not got then return nil, err, st end
+  if self.qpv == nil then self.qpv = pv[1] end
+  self.items = got[1][2]
+  return self.items
 end
 
 -- A query in the transaction's partition, over its stored items and its
