@@ -148,9 +148,11 @@ CLUSTER_API_SPECS = $(addprefix spec/,$(addsuffix _spec.lua,items batch patch \
 
 # The cluster specs against a local Redis Cluster (3 primaries, 3 replicas,
 # 127.0.0.1, a random base port; tools/redis-cluster.sh) started for this
-# run and stopped by pid whatever happens (a failing spec, an interrupt);
-# under Lua 5.4, and under LuaJIT too when it is installed.  Prints how
-# long the start, the specs and the stop took.
+# run and stopped by pid whatever happens (a failing spec, an interrupt):
+# spec/cluster and the API specs under Lua 5.4, and under LuaJIT too when
+# it is installed; the fault specs (spec/cluster/faults: nodes killed,
+# slots moved, a primary added and drained) once, under Lua 5.4.  Prints
+# how long the start, the specs and the stop took.
 cluster-test: deps-test
 	@sh tools/deps.sh $(DEPS_CLUSTER)
 	$(MAKE) all
@@ -165,6 +167,7 @@ endif
 	export REGOLITH_URL=redis://127.0.0.1:$$base/ci RG_CLUSTER_DIR=$$dir; \
 	$(BUSTED) --helper=spec/cluster/helper.lua spec/cluster; rc=$$?; \
 	REGOLITH_BACKEND=cluster $(BUSTED) $(CLUSTER_API_SPECS) || rc=1; \
+	$(BUSTED) --helper=spec/cluster/helper.lua spec/cluster/faults || rc=1; \
 	if [ "$(HAVE_LUAJIT)" = yes ]; then \
 	  busted --lua=luajit --helper=spec/cluster/helper.lua spec/cluster || rc=1; \
 	  REGOLITH_BACKEND=cluster busted --lua=luajit $(CLUSTER_API_SPECS) || rc=1; fi; \

@@ -7,6 +7,11 @@
 #   tools/redis-cluster.sh restart DIR [PORT]      restart one node (or all six)
 #   tools/redis-cluster.sh ports DIR               print the six ports
 #   tools/redis-cluster.sh wait DIR                wait until the cluster is whole
+#   tools/redis-cluster.sh add DIR                 start one more primary (no
+#                                                  slots yet) and add it; prints
+#                                                  its port
+#   tools/redis-cluster.sh remove DIR PORT         forget an added primary (it
+#                                                  must hold no slot) and stop it
 #
 # DIR and BASE_PORT may also come from RG_CLUSTER_DIR and RG_CLUSTER_PORTS.
 # With RG_CLUSTER_OWNER=<pid>, start also leaves a watcher that stops the
@@ -157,20 +162,26 @@ stop_pids () {
   done
 }
 
+# The ports of the primaries added to the cluster after it was made.
+extra_ports () {
+  cat "$1/extra_ports" 2>/dev/null
+}
+
 stop_all () {
   pids=""
-  for p in $(ports_of "$1"); do
+  for p in $(ports_of "$1") $(extra_ports "$1"); do
     pid=$(live_pid "$1" "$p") && pids="$pids $pid"
   done
   # shellcheck disable=SC2086
   stop_pids $pids
-  for p in $(ports_of "$1"); do rm -f "$1/$p/pid"; done
+  for p in $(ports_of "$1") $(extra_ports "$1"); do rm -f "$1/$p/pid"; done
+  rm -f "$1/extra_ports"
 }
 
 cmd=${1:-}
 dir=${2:-${RG_CLUSTER_DIR:-}}
 [ -n "$cmd" ] && [ -n "$dir" ] ||
-  die "usage: $0 start|stop|restart|ports|wait DIR [PORT]"
+  die "usage: $0 start|stop|restart|ports|wait|add|remove DIR [PORT]"
 command -v redis-server >/dev/null 2>&1 ||
   die "redis-server is not installed (apt-get install redis-server redis-tools)"
 
@@ -230,18 +241,53 @@ restart)
   done
   # shellcheck disable=SC2086
   wait_ping "$dir" $ports || die "a server did not start again"
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2046
   wait_ready $(ports_of "$dir") || die "the cluster did not become ready again"
   ;;
 ports)
   ports_of "$dir"
   ;;
+add)
+  dir=$(abs_dir "$dir") || exit 1
+  base=$(cat "$dir/base_port") || die "no cluster in $dir"
+  port=$((base + NODES))
+  # a port can be taken between the check and the bind (an outgoing
+  # connection's): then the next one is tried
+  for attempt in 1 2 3 4 5; do
+    while [ -d "$dir/$port" ] || port_busy "$port" || port_busy $((port + 10000)); do
+      port=$((port + 1))
+    done
+    start_node "$dir" "$port"
+    wait_ping "$dir" "$port" && break
+    [ $attempt = 5 ] && die "the new server did not start (see $dir/$port/redis.log)"
+  done
+  echo "$port" >> "$dir/extra_ports"
+  redis-cli --cluster add-node "127.0.0.1:$port" "127.0.0.1:$base" \
+    > "$dir/$port/add.log" 2>&1 || die "add-node failed (see $dir/$port/add.log)"
+  echo "$port"
+  ;;
+remove)
+  dir=$(abs_dir "$dir") || exit 1
+  port=${3:-}
+  # shellcheck disable=SC2015
+  [ -n "$port" ] && grep -qx "$port" "$dir/extra_ports" 2>/dev/null ||
+    die "$port is not a primary added to the cluster in $dir"
+  base=$(cat "$dir/base_port")
+  id=$(redis-cli -p "$port" cluster myid) || die "no node on $port"
+  redis-cli --cluster del-node "127.0.0.1:$base" "$id" \
+    > "$dir/$port/del.log" 2>&1 || die "del-node failed (see $dir/$port/del.log)"
+  # del-node does not always stop the server: it is stopped by its pid
+  pid=$(live_pid "$dir" "$port") && stop_pids "$pid"
+  rm -f "$dir/$port/pid"
+  grep -vx "$port" "$dir/extra_ports" > "$dir/extra_ports.new"
+  mv "$dir/extra_ports.new" "$dir/extra_ports"
+  ;;
 wait)
   dir=$(abs_dir "$dir") || exit 1
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2046
   wait_ready $(ports_of "$dir") || die "the cluster did not become whole"
   ;;
 *)
-  die "unknown command '$cmd' (start, stop, restart, ports, wait)"
+  die "unknown command '$cmd' (start, stop, restart, ports, wait, add, remove)"
   ;;
 esac

@@ -252,6 +252,15 @@ function C.tally(path, into)
   return into
 end
 
+-- Waits until every node agrees about the slots (redis-cli --cluster
+-- check, which rebalance insists on), up to `seconds`.
+function C.wait_agreement(addr, seconds)
+  return C.wait_until(seconds or 30, function()
+    local out = C.sh("redis-cli --cluster check " .. addr)
+    return not out:find("[ERR]", 1, true) and not out:find("[WARNING]", 1, true)
+  end)
+end
+
 -- Waits until `check()` is true (polled every 0.1 s), up to `seconds`.
 function C.wait_until(seconds, check)
   local socket = require "socket"
