@@ -50,10 +50,13 @@ Counts are decimal; a list is its count followed by its elements.
 
 rg_write / rg_commit  KEYS: 1 P, 2 S, 3 L, 4 N, 5 T, 6 F, 7 D, 8 LOCK, 9 K,
                             10.. X, one per path id listed in ARGV
-  ARGV: "2", pk, flags, max-bytes, npaths, path-id..., [commit header],
-        nops, op...
+  ARGV: "2", pk, flags, max-bytes, ts-path#, lsn-path#, npaths, path-id...,
+        [commit header], nops, op...
     flags: "f" appends every change to the all-versions stream F
     max-bytes: "" or the logical partition's size limit (403 beyond it)
+    ts-path#, lsn-path#: "" or the positions in the path list of the
+      indexes of _ts and _lsn, whose terms this function adds (the client
+      cannot know the values)
     path ids: every index the new versions have terms in, and every one
       the stored versions have (the client learns those from a PATHS
       answer: a function may only touch keys it declares)
@@ -142,7 +145,7 @@ rg_unlock  KEYS: LOCK  ARGV: "2", owner
 rg_version  (no-writes)  -> VERSION (also the description FUNCTION LIST shows)
 ]]
 
-local VERSION = "2.4"
+local VERSION = "2.5"
 local FORMAT = "2"
 
 -- {==================================================================
@@ -215,6 +218,13 @@ end
 
 local function fmt(n)
   return string.format("%.0f", n)
+end
+
+-- The index term of a whole number from 1 to 2^53 (layout.c: 0x08, then
+-- the IEEE double big-endian with the sign bit flipped for positives).
+local function number_term(x)
+  local d = struct.pack(">d", x)
+  return "\8" .. string.char(d:byte(1) + 128) .. d:sub(2)
 end
 
 -- The next lsn of the slot: max(prev + 1, now); next_lsn stores it.
@@ -418,8 +428,10 @@ local function commit(keys, argv, with_header)
     work = { written = 0, bytes = 0, added = 0, removed = 0 } }
   ctx.stream = r.str():find("f", 1, true) ~= nil
   local max_bytes = tonumber(r.str())
+  local ts_pos, lsn_pos = tonumber(r.str()), tonumber(r.str())
   local path_ids
   ctx.X, path_ids = read_paths(r, keys, 10)
+  local ts_path, lsn_path = path_ids[ts_pos or 0], path_ids[lsn_pos or 0]
   local pv, reads, dedup_field, token, owner = "", {}, "", "", ""
   if with_header then
     pv = r.str()
@@ -545,6 +557,15 @@ local function commit(keys, argv, with_header)
     kinds[i] = p.kind
     local old = load_item(ctx.P, p.op.id, now_s)
     if p.new then
+      -- the terms of the system properties set now
+      if ts_path then
+        p.new.terms[#p.new.terms + 1] = ts_path
+        p.new.terms[#p.new.terms + 1] = number_term(ctx.ts)
+      end
+      if lsn_path then
+        p.new.terms[#p.new.terms + 1] = lsn_path
+        p.new.terms[#p.new.terms + 1] = number_term(ctx.lsn)
+      end
       p.new.etag = string.format('"%x-%x"', ctx.lsn, ctx.ord)
       if p.new.ttl and p.new.ttl > 0 then p.new.expiry = ctx.ts + p.new.ttl end
       etags[i] = p.new.etag

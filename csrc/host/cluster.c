@@ -175,7 +175,8 @@ static int spec_gc (lua_State *L) {
 }
 
 /* S:info() -> {cid, partitions, ttl, retention, max_partition_bytes,
-** npk, uniques} */
+** npk, uniques, ts_index, lsn_index (the ids of the indexes of _ts and
+** _lsn when the policy indexes them)} */
 static int spec_info (lua_State *L) {
   const rg_cspec *sp = checkspec(L, 1)->spec;
   lua_createtable(L, 0, 7);
@@ -193,6 +194,17 @@ static int spec_info (lua_State *L) {
   lua_setfield(L, -2, "npk");
   lua_pushinteger(L, sp->nuniq);
   lua_setfield(L, -2, "uniques");
+  {                                  /* the indexes of _ts and _lsn */
+    static const char *const ts[1] = { "_ts" }, *const lsn[1] = { "_lsn" };
+    if (sp->automatic && rg_cspec_indexed(sp, ts, 1)) {
+      push_hex(L, rg_index_path_id(ts, 1));
+      lua_setfield(L, -2, "ts_index");
+    }
+    if (sp->automatic && rg_cspec_indexed(sp, lsn, 1)) {
+      push_hex(L, rg_index_path_id(lsn, 1));
+      lua_setfield(L, -2, "lsn_index");
+    }
+  }
   return 1;
 }
 
@@ -314,12 +326,15 @@ static void add_term (void *ud, uint64_t id, const uint8_t *term, size_t n) {
   lua_rawseti(t->L, -2, ++t->n);
 }
 
-/* S:prepare(doc) -> text, id, pk, bucket, terms, uniques, ttl, missing:
-** what a write of `doc` stores, checked as rg_write checks it (the system
-** properties dropped, the id, the partition key, the ttl, the size);
-** terms = {index, term, ...}, uniques = {k#, digest, ...}; missing: when
-** the document lacks its key (the none partition key), the 400 message
-** for a write that does not name that partition. */
+/* S:prepare(doc, as_stored) -> text, id, pk, bucket, terms, uniques, ttl,
+** missing: what a write of `doc` stores, checked as rg_write checks it
+** (the system properties dropped, the id, the partition key, the ttl, the
+** size); terms = {index, term, ...} (of the system properties too when
+** as_stored: what a stored document's index entries are), uniques = {k#,
+** digest, ...}; missing: when the document lacks its key (the none
+** partition key), the 400 message for a write that does not name that
+** partition.  The terms of _ts and _lsn, which the Function sets, are its
+** to add (S:info's ts_index and lsn_index). */
 static int spec_prepare (lua_State *L) {
   const rg_cspec *sp = checkspec(L, 1)->spec;
   const cJSON *pkv[RG_MAX_PK_PATHS], *jid;
@@ -330,14 +345,20 @@ static int spec_prepare (lua_State *L) {
   rg_err e;
   prep *q;
   int rc, u, missing = -1;
+  int keep = lua_toboolean(L, 3);
   lua_settop(L, 2);
   q = (prep *)rgl_newbox(L, sizeof(prep), prep_clear);   /* 3 */
+  lua_newtable(L);                                       /* 4: the terms */
   rg_buf_init(&q->text);
   if ((rc = doc_in(L, 2, &q->doc, &e))) goto fail;
   if (!cJSON_IsObject(q->doc)) {
     rc = rg_fail(&e, 400, "a document must be an object");
     goto fail;
   }
+  ts.L = L;
+  ts.n = 0;
+  if (keep && rg_index_terms(sp, q->doc, add_term, &ts))  /* as stored */
+    return luaL_error(L, "out of memory");
   for (c = q->doc->child; c; c = next) {          /* system properties */
     next = c->next;
     if (c->string && (!strcmp(c->string, "_etag") ||
@@ -385,10 +406,8 @@ static int spec_prepare (lua_State *L) {
   lua_pushstring(L, jid->valuestring);    /* ids hold no NUL */
   push_pk(L, &k);
   lua_pushinteger(L, k.range);
-  lua_newtable(L);
-  ts.L = L;
-  ts.n = 0;
-  if (rg_index_terms(sp, q->doc, add_term, &ts))
+  lua_pushvalue(L, 4);
+  if (!keep && rg_index_terms(sp, q->doc, add_term, &ts))
     return luaL_error(L, "out of memory");
   lua_createtable(L, 2 * sp->nuniq, 0);
   for (u = 0; u < sp->nuniq; u++) {

@@ -234,6 +234,8 @@ function Db:container_of(name, cid, text)
     info = info, P = info.partitions, buckets = {} }, Container)
   if not self.paths[cid] then self.paths[cid] = { list = {}, set = {} } end
   cont.known = self.paths[cid]
+  if info.ts_index then cont:learn_paths({ info.ts_index }) end
+  if info.lsn_index then cont:learn_paths({ info.lsn_index }) end
   self.conts[name] = cont
   return cont
 end
@@ -359,6 +361,27 @@ function Db:backup(path)
   return nil, "backup is not available on a Redis Cluster: there is no " ..
     "consistent copy across nodes; copy each node's RDB/AOF files " ..
     "(docs/cluster.md)", 501
+end
+
+-- What a cluster does not have: each says so (docs/cluster.md).
+local function unavailable(what, why)
+  return function(self)
+    util.checkdb(self)
+    return nil, what .. " is not available on a Redis Cluster: " .. why ..
+      " (docs/cluster.md)", 501
+  end
+end
+
+Db.replace_container = unavailable("replace_container",
+  "rebuilding a container's indexes in place would need every bucket at once")
+
+-- db:set_throughput(nil) -> true: there is no budget to clear; a budget
+-- is 501 (throughput budgets are a local database's, docs/throughput.md).
+function Db:set_throughput(v)
+  util.checkdb(self)
+  if v == nil then return true, util.info(nil, 200) end
+  return unavailable("set_throughput", "request-unit budgets live in a " ..
+    "local database's shared memory")(self)
 end
 
 -- db:purge_expired() -> count, info: every container's expired items.

@@ -62,6 +62,8 @@ function I.commit(C, r, pk, ops, ctl)
       local t = op.terms or {}
       for i = 1, #t, 2 do add(t[i]) end
     end
+    if C.info.ts_index then add(C.info.ts_index) end
+    if C.info.lsn_index then add(C.info.lsn_index) end
     for _, id in ipairs(C.known.list) do add(id) end
     local cops = {}
     for i, op in ipairs(ops) do
@@ -72,7 +74,8 @@ function I.commit(C, r, pk, ops, ctl)
         if_match = op.if_match, terms = terms, uniques = uniq }
     end
     local c = { stream = C.db.stream, max_bytes = string.format("%.0f",
-      C.info.max_partition_bytes) }
+      C.info.max_partition_bytes), ts_path = pos[C.info.ts_index],
+      lsn_path = pos[C.info.lsn_index] }
     if ctl then
       c.header = true
       c.pv, c.reads, c.dedup, c.owner = ctl.pv, ctl.reads, ctl.dedup, ctl.owner

@@ -165,15 +165,16 @@ end
 --   {kind = "create"|"replace"|"upsert"|"delete", id = ..., text = json,
 --    if_match = etag, ttl = seconds, terms = {{path#, term}...},
 --    uniques = {{k#, digest}...}}
--- c: {stream = true, max_bytes = n, pv = "...", reads = {{id, etag}...},
--- dedup = {field, token}, owner = "..."} (each optional; c.header selects
--- rg_commit).
+-- c: {stream = true, max_bytes = n, ts_path = path#, lsn_path = path#,
+-- pv = "...", reads = {{id, etag}...}, dedup = {field, token}, owner =
+-- "..."} (each optional; c.header selects rg_commit).
 function M.commit_args(b, pk, paths, ops, c)
   c = c or {}
   local keys = { M.partition_key(b, pk), b.S, b.L, b.N, b.T, b.F, b.D,
     M.lock_key(b, pk), b.K }
   for _, p in ipairs(paths) do keys[#keys + 1] = M.index_key(b, p) end
-  local argv = { M.FORMAT, pk, c.stream and "f" or "", c.max_bytes or "", #paths }
+  local argv = { M.FORMAT, pk, c.stream and "f" or "", c.max_bytes or "",
+    c.ts_path or "", c.lsn_path or "", #paths }
   for _, p in ipairs(paths) do argv[#argv + 1] = p end
   if c.header then
     push(argv, c.pv or "", #(c.reads or {}))

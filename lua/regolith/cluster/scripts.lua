@@ -215,7 +215,7 @@ end
 -- The index and unique-key entries a write changes, from the stored
 -- version `old` (text or nil) to the prepared `new` (or nil): what the
 -- local write path counts (charge.c).
-local function terms_changed(C, old, new)
+local function terms_changed(C, old, new, now)
   local function set_of(p)
     local out = {}
     if not p then return out end
@@ -228,6 +228,13 @@ local function terms_changed(C, old, new)
   local n = 0
   for k in pairs(a) do if not b[k] then n = n + 1 end end
   for k in pairs(b) do if not a[k] then n = n + 1 end end
+  -- the entries of _lsn (always new) and _ts (new unless the same second)
+  local moves = (old and 1 or 0) + (new and 1 or 0)
+  if C.info.lsn_index then n = n + moves end
+  if C.info.ts_index and not (old and new and
+      tonumber(old:match('"_ts":(%d+)')) == now) then
+    n = n + moves
+  end
   return n
 end
 
@@ -372,7 +379,7 @@ function Tx:apply(o)
     op = { kind = "delete", id = id, text = "" }
     res.old = cur.text
     self.state[id] = { exists = false, pending = true }
-    util.add_work(self.work, { written = 1, terms = terms_changed(C, cur.text, nil) })
+    util.add_work(self.work, { written = 1, terms = terms_changed(C, cur.text, nil, self.now) })
   else
     op = { kind = kind, id = id, text = prep.text, ttl = prep.ttl, terms = prep.terms,
       uniques = prep.uniques }
@@ -382,7 +389,7 @@ function Tx:apply(o)
     self.state[id] = { exists = true, pending = true, text = res.text, etag = etag }
     util.add_work(self.work, { written = 1,
       write_extra_kb = util.extra_kb(#res.text + 25),
-      terms = terms_changed(C, cur.exists and cur.text, prep) })
+      terms = terms_changed(C, cur.exists and cur.text, prep, self.now) })
   end
   op.blind = cur.blind
   self.ops[#self.ops + 1] = op

@@ -73,7 +73,7 @@ local function verify_bucket(C, r, report)
         local id = name:sub(3)
         local ref = layout.ref(pk, id)
         n, sum = n + 1, sum + #text
-        local ptext, pid, ppk, _, terms, uniques = C.S:prepare(text)
+        local ptext, pid, ppk, _, terms, uniques = C.S:prepare(text, true)
         local doc = util.decode(text)
         if not ptext or pid ~= id or ppk ~= pk then
           bad("item %q does not belong where it is stored", id)
