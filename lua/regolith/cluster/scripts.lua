@@ -528,10 +528,11 @@ local function serve(tx, req)
   if op == "read" then
     local cur, err, st = tx:get(req.id)
     if not cur then return nil, err, st end
+    local work = { read_units = cur.exists and core.read_units(#cur.text) or 1 }
+    util.add_work(tx.work, work)
     if not cur.exists then
-      return { status = 404, message = "item not found", work = { read_units = 1 } }
+      return { status = 404, message = "item not found", work = work }
     end
-    local work = { read_units = core.read_units(#cur.text) }
     if req.if_none_match and etag_of(cur.text) == req.if_none_match then
       return { status = 304, message = "not modified", work = work }
     end
@@ -549,6 +550,7 @@ local function serve(tx, req)
       if st == 413 then stop = "memory" end
       return { status = st, message = info, made = made or 0, stop = stop, work = {} }
     end
+    util.add_work(tx.work, info.work)
     return { rows = rows, work = info.work, continuation = info.continuation,
       made = info.made, cross_partition = false }
   end
