@@ -631,7 +631,7 @@ function State:snapshot()
     if self.mode == "all_versions" then
       counts[r + 1] = { "XRANGE", b.F, "(" .. ckpt, "+" }
     else
-      counts[r + 1] = { "ZCOUNT", b.L, "(" .. lsn_of(ckpt), "+inf" }
+      counts[r + 1] = { "ZCOUNT", b.L, "(" .. string.format("%.0f", lsn_of(ckpt)), "+inf" }
     end
   end
   res, err, st = db:pipeline(counts)
