@@ -145,7 +145,7 @@ rg_unlock  KEYS: LOCK  ARGV: "2", owner
 rg_version  (no-writes)  -> VERSION (also the description FUNCTION LIST shows)
 ]]
 
-local VERSION = "2.5"
+local VERSION = "2.6"
 local FORMAT = "2"
 
 -- {==================================================================
@@ -553,9 +553,12 @@ local function commit(keys, argv, with_header)
   ctx.lsn = next_lsn(ctx.N, now)
   ctx.ts = now_s
   local etags, kinds = {}, {}
+  local touched = {}
   for i, p in ipairs(plan) do
     kinds[i] = p.kind
-    local old = load_item(ctx.P, p.op.id, now_s)
+    -- the stored state the checks loaded, unless an earlier op changed it
+    local old = not touched[p.op.id] and items[p.op.id] or load_item(ctx.P, p.op.id, now_s)
+    touched[p.op.id] = true
     if p.new then
       -- the terms of the system properties set now
       if ts_path then

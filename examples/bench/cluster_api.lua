@@ -97,7 +97,7 @@ local function measure(path)
   local fc = assert(full:container("c"))
   assert(c:create_procedure("inc", [[
     return function(ctx, id)
-      local d = ctx:read(id) or { id = id, n = 0 }
+      local d = ctx:read(id) or { id = id, pk = ctx.partition_key, n = 0 }
       d.n = d.n + 1
       assert(ctx:upsert(d))
       return d.n
