@@ -24,6 +24,7 @@ dependencies = {
 external_dependencies = {
   LMDB = { header = "lmdb.h", library = "lmdb" },
   CJSON = { header = "cjson/cJSON.h", library = "cjson" },
+  PCRE2 = { header = "pcre2.h", library = "pcre2-8" },
 }
 build = {
   type = "builtin",
@@ -70,7 +71,9 @@ build = {
         "csrc/sql/eval.c",
         "csrc/sql/exec.c",
         "csrc/sql/filter.c",
+        "csrc/sql/func.c",
         "csrc/sql/parse.c",
+        "csrc/sql/time.c",
         "csrc/store/catalog.c",
         "csrc/store/container.c",
         "csrc/store/env.c",
@@ -90,6 +93,7 @@ build = {
         "csrc/script/pattern.c",
         "csrc/script/runner.c",
         "csrc/script/sandbox.c",
+        "csrc/script/udf.c",
         "csrc/script/utf8lib.c",
         "csrc/host/cluster.c",
         "csrc/host/container.c",
@@ -102,9 +106,10 @@ build = {
         "csrc/host/throughput.c",
       },
       defines = { "_GNU_SOURCE" },
-      incdirs = { "csrc", "$(LMDB_INCDIR)", "$(CJSON_INCDIR)" },
-      libdirs = { "$(LMDB_LIBDIR)", "$(CJSON_LIBDIR)" },
-      libraries = { "lmdb", "cjson" },
+      incdirs = { "csrc", "$(LMDB_INCDIR)", "$(CJSON_INCDIR)",
+                  "$(PCRE2_INCDIR)" },
+      libdirs = { "$(LMDB_LIBDIR)", "$(CJSON_LIBDIR)", "$(PCRE2_LIBDIR)" },
+      libraries = { "lmdb", "cjson", "pcre2-8" },
     },
   },
 }

@@ -295,13 +295,45 @@ describe("change feed", function()
     assert.are.same({ 1 }, single:feed_ranges())
   end)
 
+  it("reads on from a token alone: it carries its feed range, mode and partition key", function()
+    for i = 1, 40 do assert(c:create({ id = "k" .. i, pk = "p" .. (i % 7) })) end
+    for r = 1, 4 do
+      local want = read_all(c, { feed_range = r })
+      local page, info = assert(c:changes({ feed_range = r, max_items = 2 }))
+      local got = {}
+      for _, d in ipairs(page) do got[#got + 1] = d end
+      local cont = info.continuation
+      repeat                           -- feed_range is not repeated
+        local more, i2 = assert(c:changes({ continuation = cont, max_items = 3 }))
+        for _, d in ipairs(more) do got[#got + 1] = d end
+        cont = i2.continuation
+      until #more == 0
+      assert.are.equal(#want, #got)
+      for i = 1, #want do assert.are.equal(want[i].id, got[i].id) end
+    end
+    local _, info = assert(c:changes({ mode = "all_versions", max_items = 5 }))
+    local more = assert(c:changes({ continuation = info.continuation }))
+    assert.is_table(more[1].metadata)  -- still all_versions
+    _, info = assert(c:changes({ partition_key = "p3", max_items = 1 }))
+    more = assert(c:changes({ continuation = info.continuation }))
+    for _, d in ipairs(more) do assert.are.equal("p3", d.pk) end
+    -- repeating the token's own options is fine
+    assert(c:changes({ continuation = info.continuation, partition_key = "p3" }))
+  end)
+
   it("refuses a token altered or made for another read", function()
     assert(c:create({ id = "a", pk = "x" }))
     local _, info = assert(c:changes({ max_items = 1 }))
     local tok = info.continuation
-    H.fails(400, c:changes({ continuation = tok, mode = "all_versions" }))
-    H.fails(400, c:changes({ continuation = tok, feed_range = 1 }))
-    H.fails(400, c:changes({ continuation = tok, partition_key = "x" }))
+    local msg = H.fails(400, c:changes({ continuation = tok, mode = "all_versions" }))
+    assert.matches('continues a read in mode "latest", not "all_versions"', msg, 1, true)
+    msg = H.fails(400, c:changes({ continuation = tok, feed_range = 1 }))
+    assert.matches("continues a read of every feed range, not of feed range 1", msg, 1, true)
+    msg = H.fails(400, c:changes({ continuation = tok, partition_key = "x" }))
+    assert.matches("not of this partition key", msg, 1, true)
+    local _, r2 = assert(c:changes({ feed_range = 2 }))
+    msg = H.fails(400, c:changes({ continuation = r2.continuation, feed_range = 3 }))
+    assert.matches("continues a read of feed range 2, not 3", msg, 1, true)
     local other = assert(db:create_container("other", {
       partition_key = "/pk", physical_partitions = 4 }))
     H.fails(400, other:changes({ continuation = tok }))

@@ -555,7 +555,7 @@ describe("queries", function()
   describe("errors", function()
     local cases = {
       { "SELECT * FORM c", "1:10", "expected FROM, found 'FORM'" },
-      { "SELECT c.id, c.n WHERE c.n = 1", "1:18", "expected FROM" },
+      { "SELECT c.id, c.n WHERE c.n = 1", "1:24", "unknown name 'c' %(the query has no FROM%)" },
       { "SELECT * FROM c WHERE", "1:22", "expected an expression, found the end of the text" },
       { "SELECT * FROM c WHERE c.n = ", "1:29", "expected an expression" },
       { "SELECT * FROM c ORDER c.n", "1:23", "expected BY" },

@@ -22,6 +22,9 @@
 **                 as loaded, whether or not it passes the filter, so an
 **                 index that narrows the candidates, or a TOP that stops
 **                 the reading early, lowers the charge.
+**                 + 0.01 RU per index entry counted without loading its
+**                 item, where a GROUP BY or DISTINCT is answered from the
+**                 index alone (one document stands for a run of entries)
 **   scripts       1 RU per procedure or trigger run, plus what it does
 **   change feed   a read (c:changes, or a processor's batch: the handler's
 **                 info.charge) costs 0.5 RU per feed range it reads (one
@@ -46,6 +49,7 @@ double rg_charge (const rg_work *w) {
     0.2 * (double)w->terms +
     2.5 * (double)w->partitions + 0.5 * (double)w->lookups +
     0.1 * (double)w->loaded + 0.1 * ((double)w->loaded_bytes / 1024.0) +
+    0.01 * (double)w->scanned +
     1.0 * (double)w->scripts;
   return floor(ru * 100.0 + 0.5) / 100.0;
 }
@@ -60,6 +64,7 @@ void rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before) {
   out->partitions = after->partitions - before->partitions;
   out->loaded = after->loaded - before->loaded;
   out->loaded_bytes = after->loaded_bytes - before->loaded_bytes;
+  out->scanned = after->scanned - before->scanned;
   out->scripts = after->scripts - before->scripts;
 }
 

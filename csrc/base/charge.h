@@ -24,6 +24,7 @@ typedef struct rg_work {
   uint64_t partitions;      /* physical partitions contacted by queries */
   uint64_t loaded;          /* items loaded by queries */
   uint64_t loaded_bytes;
+  uint64_t scanned;         /* index entries a query answered from alone */
   uint64_t scripts;         /* procedure and trigger runs */
 } rg_work;
 

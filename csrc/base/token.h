@@ -24,7 +24,9 @@ enum { RG_TOKEN_QUERY = 'q', RG_TOKEN_FEED = 'f' };
 void rg_token_make (const uint8_t secret[16], int kind, uint64_t ctx,
                     const void *payload, size_t n, rg_buf *out);
 /* Checks a token and puts its payload in `payload`; 400 when it is not a
-** token made with this secret for this kind and context. */
+** token made with this secret for this kind and context.  With `secret`
+** NULL the payload is read unchecked: a look before the context is known,
+** which never replaces the check. */
 int  rg_token_open (const uint8_t secret[16], int kind, uint64_t ctx,
                     const char *tok, size_t n, rg_buf *payload, rg_err *e);
 

@@ -109,8 +109,9 @@ int  rgl_push_throttled (lua_State *L, const rg_err *e, const rg_admit *a);
 int  rgl_push_tpstat (lua_State *L, rg_env *env, uint32_t cid);
 
 /* The stored form of a container's spec (db.c): the options at optsix
-** (already checked for unknown keys) with the name, validated (misuse
-** raises, naming `what`), in a boxed buffer left on the stack. */
+** (already checked for unknown keys) with the name and the current
+** revision (a replaced container keeps its own: catalog.c), validated
+** (misuse raises, naming `what`), in a boxed buffer left on the stack. */
 rg_buf *rgl_spec_text (lua_State *L, int optsix, const char *what,
                        const char *name, size_t namelen);
 /* A partition key argument (a value, or an array of one value per level)

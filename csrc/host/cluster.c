@@ -17,7 +17,8 @@
 **     S:patch(text, ops, filter)       -> text | nil, msg, status
 **     S:query(sql, params, opts, secret, internal) -> Q | nil, msg, status
 **     S:ref(ref)                       -> pk, id, ikey
-**   Q:plan()  Q:add(ref, text, member)  Q:flush(phase)  Q:finish(as_text)
+**   Q:plan()  Q:add(ref, text, member)  Q:flush(phase, frontier)
+**   Q:udf_names()  Q:use_udfs(P, records)  Q:finish(as_text)
 **   core.stepper(budget, memory)       -> P: P:check(kind, name, source),
 **                                         P:start(S, args) -> R,
 **                                         R:resume(reply) -> request | outcome
@@ -42,7 +43,14 @@
 **   SCAN   position = the local item key (hash, tuple, id): bucket by
 **          bucket, the local scan's order;
 **   TERMS  position = hash | digest within the term's phase;
-**   RANGE  position = term | hash | digest.
+**   RANGE  position = the local entry key, prefix | term | hash | digest,
+**          in the ORDER BY's direction when the plan is ordered; a run of
+**          entries sharing a cut string term is sorted on full values (its
+**          order keys), as the local source sorts it.
+** An index phase is read from every bucket at once, a page of members of
+** each per round trip: flush(phase, frontier) feeds only what no later
+** read can precede (before the partition hash of the bucket furthest
+** behind), so a page can be complete after a few members of each bucket.
 ** A continuation resumes a STREAM page at its position (the pipeline skips
 ** what it has returned); other modes read their sources again.
 */
@@ -72,6 +80,10 @@
 typedef struct lspec {
   rg_cspec *spec;
 } lspec;
+
+typedef struct lstepper {
+  rg_stepper *p;
+} lstepper;
 
 static lspec *checkspec (lua_State *L, int idx) {
   return (lspec *)luaL_checkudata(L, idx, SPEC_MT);
@@ -104,7 +116,8 @@ static void push_pk (lua_State *L, const rg_ikey *k) {
 static int l_spec_check (lua_State *L) {
   static const char *const allowed[] = {
     "partition_key", "physical_partitions", "indexing", "unique_keys",
-    "default_ttl", "max_partition_bytes", "change_feed", "throughput", NULL
+    "default_ttl", "max_partition_bytes", "change_feed",
+    "computed_properties", "throughput", NULL
   };
   const char *name;
   size_t n;
@@ -533,6 +546,9 @@ fail:
 */
 typedef struct cand {
   size_t pos, poslen, text, textlen;    /* offsets in the query's cbuf */
+  size_t klen;                          /* the sort key: pos's first klen */
+  size_t okey, oklen;                   /* a cut run's: its order key */
+  int grouped;                          /* in a run of a cut term */
   uint64_t hash, digest;
 } cand;
 
@@ -548,17 +564,27 @@ typedef struct lquery {
   uint64_t ctx;
   uint8_t secret[16];
   int resumed, rphase;
-  const uint8_t *rpos;
-  size_t rposlen;
+  const uint8_t *rpos, *rokey;
+  size_t rposlen, roklen, rklen;     /* rklen: the resume's sort key */
+  int lookphase;                     /* the last phase counted a lookup */
   rg_work work;
   int complete, failed;
   cand *c;
   size_t nc, capc;
-  rg_buf cbuf, posb;
+  rg_buf cbuf, okey;
   rg_buf rows, offsets;
+  rg_udfs udfs;                      /* Q:use_udfs: the records in urec, */
+  rg_buf urec;                       /* run in the stepper at pref */
+  int pref;
 } lquery;
 
-static void lquery_free (lquery *lq) {
+static void lquery_free (lua_State *L, lquery *lq) {
+  if (lq->pref) {
+    rg_udfs_done(&lq->udfs);
+    luaL_unref(L, LUA_REGISTRYINDEX, lq->pref);
+    lq->pref = 0;
+  }
+  rg_buf_free(&lq->urec);
   rg_qexec_free(lq->x);
   lq->x = NULL;
   rg_query_free(lq->q);
@@ -574,7 +600,7 @@ static void lquery_free (lquery *lq) {
   lq->c = NULL;
   lq->nc = lq->capc = 0;
   rg_buf_free(&lq->cbuf);
-  rg_buf_free(&lq->posb);
+  rg_buf_free(&lq->okey);
   rg_buf_free(&lq->rows);
   rg_buf_free(&lq->offsets);
 }
@@ -586,7 +612,7 @@ static lquery *checkquery (lua_State *L, int idx) {
 }
 
 static int query_gc (lua_State *L) {
-  lquery_free((lquery *)luaL_checkudata(L, 1, QUERY_MT));
+  lquery_free(L, (lquery *)luaL_checkudata(L, 1, QUERY_MT));
   return 0;
 }
 
@@ -638,7 +664,8 @@ static int spec_query (lua_State *L) {
   rg_buf_init(&lq->ptext);
   rg_buf_init(&lq->tok);
   rg_buf_init(&lq->cbuf);
-  rg_buf_init(&lq->posb);
+  rg_buf_init(&lq->urec);
+  rg_buf_init(&lq->okey);
   rg_buf_init(&lq->rows);
   rg_buf_init(&lq->offsets);
   if (lua_type(L, 2) != LUA_TSTRING) {
@@ -654,6 +681,7 @@ static int spec_query (lua_State *L) {
     goto fail;
   lua_settop(L, 7);
   if ((rc = rg_query_parse(rq.sql, rq.sqllen, 0, &lq->q, &e))) goto fail;
+  if (sp->ncp) rg_query_computed(lq->q, sp->cp, sp->ncp);
   if (lq->params) rg_json_print(lq->params, &lq->ptext);
   if (lq->ptext.oom) return luaL_error(L, "out of memory");
   if ((rc = rg_query_bind(lq->q, lq->params ? lq->ptext.p : NULL,
@@ -673,23 +701,27 @@ static int spec_query (lua_State *L) {
                          lq->tok.n, &e)))
     goto fail;
   rg_qexec_limits(lq->x, rq.max_rows, rq.max_bytes);
+  if (sp->ncp) rg_qexec_computed(lq->x, sp->cp, sp->ncp);
   if (lq->pl.has_conds) rg_qexec_conds(lq->x, lq->pl.conds, lq->pl.nconds);
-  {
-    const uint8_t *okey;
-    size_t oklen;
-    lq->resumed = rg_qexec_resume(lq->x, &lq->rphase, &lq->rpos,
-                                  &lq->rposlen, &okey, &oklen);
+  lq->resumed = rg_qexec_resume(lq->x, &lq->rphase, &lq->rpos,
+                                &lq->rposlen, &lq->rokey, &lq->roklen);
+  if (lq->resumed) {                 /* a cut run's: the run */
+    size_t g = lq->pl.src == RG_HSRC_RANGE && lq->rphase == 0
+             ? rg_hplan_group(&lq->pl, lq->rpos, lq->rposlen) : 0;
+    lq->rklen = g ? g : lq->rposlen;
   }
+  lq->lookphase = -1;
   if (lq->resumed && lq->pl.src == RG_HSRC_TERMS &&
       lq->rphase >= lq->pl.nterms) {
     rc = rg_fail(&e, 400, "invalid continuation token (altered, truncated, "
                  "or made for another query or database)");
     goto fail;
   }
-  lq->work.partitions = lq->pl.routed ? 1 : (uint64_t)sp->nparts;
+  lq->work.partitions = lq->pl.src == RG_HSRC_NONE ? 0
+                     : lq->pl.routed ? 1 : (uint64_t)sp->nparts;
   return 1;
 fail:
-  lquery_free(lq);
+  lquery_free(L, lq);
   return rgl_push_fail(L, &e);
 }
 
@@ -721,103 +753,189 @@ static void prefix_bounds (lua_State *L, int idx, const uint8_t *p,
   lua_setfield(L, idx, "max");
 }
 
-/* Q:plan() -> {source = "scan" | "terms" | "range", routed = pk, bucket,
-** index = hex, phases = {{min, max}, ...} (from the first to read),
-** first = phase number, resume_bucket, resume_min} */
+/* Pushes the ZRANGEBYLEX bounds (into the table on top) of a RANGE's
+** members; a resumed phase starts at the resume's run of a cut term, or
+** else at its term and partition hash (a member is term .. pk, and a pk
+** starts with its hash). */
+static void range_bounds (lua_State *L, const lquery *lq, int resume) {
+  const rg_hplan *pl = &lq->pl;
+  int t = lua_gettop(L);
+  const uint8_t *rt = lq->rpos + 12;          /* the resume's term part */
+  size_t rn = 0;
+  if (resume && lq->rposlen >= 12 + 16)
+    rn = lq->rklen < lq->rposlen ? lq->rklen - 12 : lq->rposlen - 12 - 8;
+  if (rn == 0) resume = 0;
+  if (resume && !pl->desc) push_from(L, rt, rn);
+  else if (!pl->has_lo) push_from(L, pl->tpre, pl->tpre_n);
+  else if (pl->lo_ex) {              /* "[" and what follows every lo.. */
+    size_t n;
+    const char *after;
+    push_after(L, pl->lo, pl->lo_n);
+    after = lua_tolstring(L, -1, &n);
+    push_from(L, (const uint8_t *)after + 1, n - 1);
+    lua_remove(L, -2);
+  }
+  else push_from(L, pl->lo, pl->lo_n);
+  lua_setfield(L, t, "min");
+  if (resume && pl->desc) push_after(L, rt, rn);
+  else if (!pl->has_hi) push_after(L, pl->tpre, pl->tpre_n);
+  else if (pl->hi_ex) {
+    lua_pushliteral(L, "(");
+    lua_pushlstring(L, (const char *)pl->hi, pl->hi_n);
+    lua_concat(L, 2);
+  }
+  else push_after(L, pl->hi, pl->hi_n);
+  lua_setfield(L, t, "max");
+}
+
+/* Pushes a scan phase: the route's partitions (from the resume's bucket
+** and hash when resumed in it). */
+static void scan_phase (lua_State *L, const lquery *lq, int phase) {
+  const rg_hplan *pl = &lq->pl;
+  int t;
+  lua_createtable(L, 0, 6);
+  t = lua_gettop(L);
+  lua_pushliteral(L, "scan");
+  lua_setfield(L, t, "kind");
+  lua_pushinteger(L, phase);
+  lua_setfield(L, t, "phase");
+  if (pl->routed == RG_HROUTE_PARTITION) {
+    push_from(L, pl->lp.key + 4, pl->lp.lplen - 4);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, t, "min");
+    lua_setfield(L, t, "max");
+  }
+  else if (pl->routed)               /* every partition with the prefix */
+    prefix_bounds(L, t, pl->rkey + 4, pl->rklen - 4);
+  else {
+    lua_pushliteral(L, "-");
+    lua_setfield(L, t, "min");
+    lua_pushliteral(L, "+");
+    lua_setfield(L, t, "max");
+    if (lq->resumed && lq->rphase == phase && lq->rposlen >= 12) {
+      lua_pushinteger(L, rg_range_of(rg_get_u64(lq->rpos + 4),
+                                     lq->spec->nparts));
+      lua_setfield(L, t, "resume_bucket");
+      push_from(L, lq->rpos + 4, 8);
+      lua_setfield(L, t, "resume_min");
+    }
+  }
+}
+
+/* Q:plan() -> {source = "none" | "scan" | "terms" | "range", routed = the
+** route's Redis key prefix (a pk, or a hierarchical key's prefix), bucket,
+** partitions, index = hex, ordered, stream (the page can be complete
+** before the source ends), phases = {...}}: the phases to read,
+** in order, from the resumed one, each {kind = "scan" | "index", phase,
+** min, max, reverse, resume_bucket, resume_min}.  A phase of an ordered
+** plan's index is merged across buckets (Q:flush's frontier). */
 static int query_plan (lua_State *L) {
   lquery *lq = checkquery(L, 1);
   const rg_hplan *pl = &lq->pl;
-  int i, first = lq->resumed ? lq->rphase : 0;
+  int i, n = 0, first = lq->resumed ? lq->rphase : 0;
   lua_createtable(L, 0, 8);
-  lua_pushstring(L, pl->src == RG_HSRC_SCAN ? "scan" :
+  lua_pushstring(L, pl->src == RG_HSRC_NONE ? "none" :
+                    pl->src == RG_HSRC_SCAN ? "scan" :
                     pl->src == RG_HSRC_TERMS ? "terms" : "range");
   lua_setfield(L, -2, "source");
-  if (pl->routed) {
-    push_pk(L, &pl->lp);
+  if (pl->routed) {                  /* the route's key prefix */
+    lua_pushlstring(L, (const char *)pl->rkey + 4, pl->rklen - 4);
     lua_setfield(L, -2, "routed");
-    lua_pushinteger(L, pl->lp.range);
+    lua_pushinteger(L, pl->bucket);
     lua_setfield(L, -2, "bucket");
   }
   lua_pushinteger(L, lq->spec->nparts);
   lua_setfield(L, -2, "partitions");
-  lua_pushinteger(L, first);
-  lua_setfield(L, -2, "first");
+  lua_pushboolean(L, pl->ordered);
+  lua_setfield(L, -2, "ordered");
+  lua_pushboolean(L, pl->mode == RG_QX_STREAM);     /* may stop early */
+  lua_setfield(L, -2, "stream");
+  if (pl->src == RG_HSRC_TERMS || pl->src == RG_HSRC_RANGE) {
+    push_hex(L, pl->index_id);
+    lua_setfield(L, -2, "index");
+  }
   lua_newtable(L);
   if (pl->src == RG_HSRC_SCAN) {
-    lua_createtable(L, 0, 2);
-    if (pl->routed) {
-      push_from(L, pl->lp.key + 4, pl->lp.lplen - 4);
-      lua_pushvalue(L, -1);
-      lua_setfield(L, -3, "min");
-      lua_setfield(L, -2, "max");
-    }
-    else {
-      lua_pushliteral(L, "-");
-      lua_setfield(L, -2, "min");
-      lua_pushliteral(L, "+");
-      lua_setfield(L, -2, "max");
-    }
-    lua_rawseti(L, -2, 1);
-    if (lq->resumed && lq->rposlen >= 12 && !pl->routed) {
-      lua_pushinteger(L, rg_range_of(rg_get_u64(lq->rpos + 4),
-                                     lq->spec->nparts));
-      lua_setfield(L, -3, "resume_bucket");
-      push_from(L, lq->rpos + 4, 8);
-      lua_setfield(L, -3, "resume_min");
-    }
+    scan_phase(L, lq, 0);
+    lua_rawseti(L, -2, ++n);
   }
-  else {
-    push_hex(L, pl->index_id);
-    lua_setfield(L, -3, "index");
-  }
-  if (pl->src == RG_HSRC_TERMS) {
+  else if (pl->src == RG_HSRC_TERMS) {
     for (i = first; i < pl->nterms; i++) {
       luaL_Buffer b;
-      lua_createtable(L, 0, 2);
+      lua_createtable(L, 0, 4);
+      lua_pushliteral(L, "index");
+      lua_setfield(L, -2, "kind");
+      lua_pushinteger(L, i);
+      lua_setfield(L, -2, "phase");
       luaL_buffinit(L, &b);
       luaL_addlstring(&b, (const char *)pl->term[i], pl->tlen[i]);
       if (pl->routed)
-        luaL_addlstring(&b, (const char *)pl->lp.key + 4, pl->lp.lplen - 4);
+        luaL_addlstring(&b, (const char *)pl->rkey + 4, pl->rklen - 4);
       luaL_pushresult(&b);
       {
-        size_t n;
-        const uint8_t *p = (const uint8_t *)lua_tolstring(L, -1, &n);
-        prefix_bounds(L, lua_gettop(L) - 1, p, n);
+        size_t len;
+        const uint8_t *p = (const uint8_t *)lua_tolstring(L, -1, &len);
+        prefix_bounds(L, lua_gettop(L) - 1, p, len);
       }
       lua_pop(L, 1);
-      lua_rawseti(L, -2, i - first + 1);
+      lua_rawseti(L, -2, ++n);
     }
   }
   else if (pl->src == RG_HSRC_RANGE) {
-    lua_createtable(L, 0, 2);
-    if (!pl->has_lo) push_from(L, pl->tpre, pl->tpre_n);
-    else if (pl->lo_ex) {            /* "[" and what follows every lo.. */
-      size_t n;
-      const char *after;
-      push_after(L, pl->lo, pl->lo_n);
-      after = lua_tolstring(L, -1, &n);
-      push_from(L, (const uint8_t *)after + 1, n - 1);
-      lua_remove(L, -2);
+    if (first == 0) {
+      lua_createtable(L, 0, 5);
+      lua_pushliteral(L, "index");
+      lua_setfield(L, -2, "kind");
+      lua_pushinteger(L, 0);
+      lua_setfield(L, -2, "phase");
+      lua_pushboolean(L, pl->desc);
+      lua_setfield(L, -2, "reverse");
+      range_bounds(L, lq, lq->resumed && lq->rphase == 0);
+      lua_rawseti(L, -2, ++n);
     }
-    else push_from(L, pl->lo, pl->lo_n);
-    lua_setfield(L, -2, "min");
-    if (!pl->has_hi) push_after(L, pl->tpre, pl->tpre_n);
-    else if (pl->hi_ex) {
-      lua_pushliteral(L, "(");
-      lua_pushlstring(L, (const char *)pl->hi, pl->hi_n);
-      lua_concat(L, 2);
+    if (pl->uphase == 2) {           /* the items lacking the path */
+      scan_phase(L, lq, 1);
+      lua_rawseti(L, -2, ++n);
     }
-    else push_after(L, pl->hi, pl->hi_n);
-    lua_setfield(L, -2, "max");
-    lua_rawseti(L, -2, 1);
   }
   lua_setfield(L, -2, "phases");
   return 1;
 }
 
+/* Splits an index member (term .. ref): the term's length, or -1 when
+** the member ends in no ref. */
+static long member_term (const char *m, size_t n) {
+  size_t pklen, idlen;
+  if (n < 4) return -1;
+  pklen = rg_get_u16((const uint8_t *)m + n - 4);
+  idlen = rg_get_u16((const uint8_t *)m + n - 2);
+  if (pklen < 8 || pklen + idlen + 4 > n) return -1;
+  return (long)(n - pklen - idlen - 4);
+}
+
+/* Appends to b the local entry key of an index member, up to the
+** partition hash (the digest, when given, after it): prefix | term | hash
+** for a RANGE, hash alone for TERMS (whose phase is its term). */
+static void entry_key (const lquery *lq, rg_buf *b, const char *m,
+                       size_t tn, const uint8_t *digest) {
+  if (lq->pl.src == RG_HSRC_RANGE) {
+    rg_buf_add(b, lq->pl.prefix, 12);
+    rg_buf_add(b, m, tn);
+  }
+  rg_buf_add(b, m + tn, 8);
+  if (digest) rg_buf_add(b, digest, 8);
+}
+
+/* Is the phase read from an index (not a scan of the route)? */
+static int index_phase (const lquery *lq, int phase) {
+  return lq->pl.src == RG_HSRC_TERMS ||
+         (lq->pl.src == RG_HSRC_RANGE && phase == 0);
+}
+
 /* Q:add(ref, text, member): a candidate of the current phase (member: the
-** index member it was found under).  Items of another partition than a
-** routed query's are left out. */
+** index member it was found under).  Items outside a routed query's route
+** are left out.  A candidate of an ordered plan's run of a cut term gets
+** its order key now (rg_qexec_okey: the run is sorted on full values). */
 static int query_add (lua_State *L) {
   lquery *lq = checkquery(L, 1);
   size_t rn, tn, mn = 0, pklen, idlen;
@@ -825,14 +943,16 @@ static int query_add (lua_State *L) {
   const char *text = luaL_checklstring(L, 3, &tn);
   const char *member = luaL_optlstring(L, 4, NULL, &mn);
   const char *pk, *id;
-  uint8_t hd[16];
+  uint8_t dg[8];
   rg_ikey k;
   cand *c;
   if (lq->complete) return 0;
   if (ref_key(lq->spec, ref, rn, &k, &pk, &pklen, &id, &idlen))
     return luaL_error(L, "Q:add: not an item reference");
-  if (lq->pl.routed && (k.lplen != lq->pl.lp.lplen ||
-                        memcmp(k.key, lq->pl.lp.key, k.lplen) != 0))
+  if (member && (mn < rn || memcmp(member + mn - rn, ref, rn) != 0))
+    return luaL_error(L, "Q:add: the member does not end in the reference");
+  if (lq->pl.routed && (k.len < lq->pl.rklen ||
+                        memcmp(k.key, lq->pl.rkey, lq->pl.rklen) != 0))
     return 0;
   if (lq->nc == lq->capc) {
     size_t cap = lq->capc ? 2 * lq->capc : 64;
@@ -844,74 +964,189 @@ static int query_add (lua_State *L) {
   c = &lq->c[lq->nc];
   c->hash = k.hash;
   c->digest = rg_ikey_digest(k.key, k.len);
-  rg_put_u64(hd, c->hash);
-  rg_put_u64(hd + 8, c->digest);
+  rg_put_u64(dg, c->digest);
   c->pos = lq->cbuf.n;
-  switch (lq->pl.src) {
-    case RG_HSRC_SCAN: rg_buf_add(&lq->cbuf, k.key, k.len); break;
-    case RG_HSRC_RANGE:
-      if (member && mn >= rn) rg_buf_add(&lq->cbuf, member, mn - rn);
-      /* fall through */
-    default: rg_buf_add(&lq->cbuf, hd, 16);
-  }
+  if (member == NULL)                /* a partition's: a scan */
+    rg_buf_add(&lq->cbuf, k.key, k.len);
+  else entry_key(lq, &lq->cbuf, member, mn - rn, dg);
   c->poslen = lq->cbuf.n - c->pos;
+  c->klen = c->poslen;
+  c->grouped = 0;
+  c->okey = c->oklen = 0;
   c->text = lq->cbuf.n;
   rg_buf_add(&lq->cbuf, text, tn);
   c->textlen = tn;
   if (lq->cbuf.oom) return luaL_error(L, "out of memory");
+  if (member && lq->pl.ordered && lq->pl.src == RG_HSRC_RANGE) {
+    size_t g = rg_hplan_group(&lq->pl, (const uint8_t *)lq->cbuf.p + c->pos,
+                              c->poslen);
+    if (g) {                         /* its order key, after the text */
+      rg_qdoc d;
+      rg_err e;
+      int r;
+      memset(&d, 0, sizeof(d));
+      d.text = lq->cbuf.p + c->text;
+      d.len = tn;
+      d.hash = c->hash;
+      d.digest = c->digest;
+      if ((r = rg_qexec_okey(lq->x, &d, &lq->okey, &e)))
+        return rgl_push_fail(L, &e);
+      c->klen = g;
+      c->grouped = 1;
+      c->okey = lq->cbuf.n;
+      c->oklen = lq->okey.n;
+      rg_buf_add(&lq->cbuf, lq->okey.p, lq->okey.n);
+      if (lq->cbuf.oom) return luaL_error(L, "out of memory");
+    }
+  }
   lq->nc++;
   return 0;
 }
 
+/* Compares a and b (lengths an, bn) as the source orders them (backwards
+** when desc); a proper prefix comes first. */
+static int ordered_cmp (const void *a, size_t an, const void *b, size_t bn,
+                        int desc) {
+  int c = memcmp(a, b, an < bn ? an : bn);
+  if (c == 0) c = an < bn ? -1 : an > bn;
+  return desc ? -c : c;
+}
+
 static const char *sort_base;
+static int sort_desc;
 
 static int cand_cmp (const void *a, const void *b) {
   const cand *x = (const cand *)a, *y = (const cand *)b;
-  int c = memcmp(sort_base + x->pos, sort_base + y->pos,
-                 x->poslen < y->poslen ? x->poslen : y->poslen);
+  int c = ordered_cmp(sort_base + x->pos, x->klen, sort_base + y->pos,
+                      y->klen, sort_desc);
   if (c) return c;
-  return x->poslen < y->poslen ? -1 : x->poslen > y->poslen;
+  if (x->grouped && y->grouped) {    /* one run: its full values' order */
+    c = ordered_cmp(sort_base + x->okey, x->oklen, sort_base + y->okey,
+                    y->oklen, 0);
+    if (c) return c;
+  }
+  return ordered_cmp(sort_base + x->pos, x->poslen, sort_base + y->pos,
+                     y->poslen, sort_desc);
 }
 
-/* Q:flush(phase) -> complete | nil, msg, status: feeds the candidates
-** added since the last flush, in source order; `complete` once the page
-** needs no more documents. */
+/* Does candidate c come before where the previous page ended? */
+static int before_resume (const lquery *lq, const cand *c, int desc) {
+  const char *p = lq->cbuf.p + c->pos;
+  int cmp = ordered_cmp(p, c->klen, lq->rpos, lq->rklen, desc);
+  if (cmp) return cmp < 0;
+  if (c->grouped)                    /* in the resume's run */
+    return ordered_cmp(lq->cbuf.p + c->okey, c->oklen, lq->rokey,
+                       lq->roklen, 0) < 0;
+  return ordered_cmp(p, c->poslen, lq->rpos, lq->rposlen, desc) < 0;
+}
+
+/* Q:flush(phase[, frontier]) -> complete | nil, msg, status, made: feeds
+** the candidates added so far, in source order; `complete` once the page
+** needs no more documents.  `frontier`: an index phase read from several
+** stores at once, the last member read from each store that has more;
+** candidates that a later read could still precede (their partition hash,
+** or their cut run, not strictly before the furthest-behind store's) are
+** kept for the next flush. */
 static int query_flush (lua_State *L) {
   lquery *lq = checkquery(L, 1);
   int phase = (int)luaL_checkinteger(L, 2);
-  size_t i;
+  size_t i, kept;
+  int has_front = !lua_isnoneornil(L, 3);
+  int desc = lq->pl.desc && lq->pl.src == RG_HSRC_RANGE && phase == 0;
+  int uo = lq->pl.src == RG_HSRC_RANGE && phase == 1 && lq->pl.uphase == 2;
+  rg_buf front;
   rg_err e;
   int r = 0;
   if (lq->failed) return luaL_error(L, "Q:flush after a failure");
-  if (lq->pl.src != RG_HSRC_SCAN) lq->work.lookups++;
+  if (index_phase(lq, phase) && lq->lookphase != phase) {
+    lq->work.lookups++;              /* one seek per index phase */
+    lq->lookphase = phase;
+  }
+  rg_buf_init(&front);
+  if (has_front) {                   /* the furthest behind of the stores' */
+    rg_buf one;
+    lua_Integer j, n = (lua_Integer)rg_rawlen(L, 3);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    if (!index_phase(lq, phase))
+      return luaL_error(L, "Q:flush: a frontier in a scan phase");
+    rg_buf_init(&one);
+    for (j = 1; j <= n; j++) {
+      const char *m;
+      size_t mn;
+      long tn;
+      lua_rawgeti(L, 3, j);
+      m = lua_tolstring(L, -1, &mn);
+      if (m == NULL || (tn = member_term(m, mn)) < 0) {
+        rg_buf_free(&one);
+        rg_buf_free(&front);
+        return luaL_error(L, "Q:flush: a frontier is not an index member");
+      }
+      one.n = 0;
+      entry_key(lq, &one, m, (size_t)tn, NULL);
+      lua_pop(L, 1);
+      if (j == 1 || ordered_cmp(one.p, one.n, front.p, front.n, desc) < 0) {
+        front.n = 0;
+        rg_buf_add(&front, one.p, one.n);
+      }
+    }
+    rg_buf_free(&one);
+    if (front.oom) { rg_buf_free(&front); return luaL_error(L, "out of memory"); }
+    has_front = n > 0;
+  }
   if (lq->nc > 1) {
     sort_base = lq->cbuf.p;
+    sort_desc = desc;
     qsort(lq->c, lq->nc, sizeof(cand), cand_cmp);
   }
   for (i = 0; i < lq->nc && !lq->complete; i++) {
     const cand *c = &lq->c[i];
+    const char *p = lq->cbuf.p + c->pos;
     rg_qdoc d;
-    if (lq->resumed && phase == lq->rphase) {     /* before the resume */
-      size_t m = c->poslen < lq->rposlen ? c->poslen : lq->rposlen;
-      int cmp = memcmp(lq->cbuf.p + c->pos, lq->rpos, m);
-      if (cmp < 0 || (cmp == 0 && c->poslen < lq->rposlen)) continue;
+    if (has_front) {                 /* strictly before the frontier? */
+      size_t hk = c->grouped ? c->klen : c->poslen - 8;
+      int cmp = memcmp(p, front.p, hk < front.n ? hk : front.n);
+      if (desc ? cmp <= 0 : cmp >= 0) break;
     }
+    if (lq->resumed && phase == lq->rphase && before_resume(lq, c, desc))
+      continue;
     memset(&d, 0, sizeof(d));
     d.text = lq->cbuf.p + c->text;
     d.len = c->textlen;
     d.hash = c->hash;
     d.digest = c->digest;
-    d.pos = (const uint8_t *)lq->cbuf.p + c->pos;
+    d.pos = (const uint8_t *)p;
     d.poslen = c->poslen;
     d.phase = phase;
+    d.unordered_only = uo;
     lq->work.loaded++;
     lq->work.loaded_bytes += c->textlen + RG_VHDR;
     r = rg_qexec_doc(lq->x, &d, &e);
     if (r == 1) lq->complete = 1;
     else if (r) break;
   }
-  lq->nc = 0;
-  lq->cbuf.n = 0;
+  rg_buf_free(&front);
+  if ((r == 0 || r == 1) && i > 0) r = rg_qexec_release(lq->x, &e);
+  kept = lq->complete || r ? 0 : lq->nc - i;
+  if (kept) {                        /* the kept ones, packed */
+    rg_buf nb;
+    size_t j;
+    rg_buf_init(&nb);
+    for (j = 0; j < kept; j++) {
+      cand *c = &lq->c[j];
+      *c = lq->c[i + j];
+      rg_buf_add(&nb, lq->cbuf.p + c->pos, c->poslen);
+      rg_buf_add(&nb, lq->cbuf.p + c->text, c->textlen);
+      rg_buf_add(&nb, lq->cbuf.p + c->okey, c->oklen);
+      c->pos = nb.n - c->oklen - c->textlen - c->poslen;
+      c->text = c->pos + c->poslen;
+      c->okey = c->text + c->textlen;
+    }
+    if (nb.oom) { rg_buf_free(&nb); return luaL_error(L, "out of memory"); }
+    rg_buf_free(&lq->cbuf);
+    lq->cbuf = nb;
+  }
+  else lq->cbuf.n = 0;
+  lq->nc = kept;
   if (r > 1 || r < 0) {
     lq->failed = 1;
     lua_pushnil(L);
@@ -924,6 +1159,94 @@ static int query_flush (lua_State *L) {
   return 1;
 }
 
+/* Q:udf_names() -> {name, ...}: the user-defined functions the query
+** calls, each once. */
+static int query_udf_names (lua_State *L) {
+  lquery *lq = checkquery(L, 1);
+  const rg_query *q = lq->q;
+  int i, n = 0;
+  lua_newtable(L);
+  for (i = 0; q->uses_udf && i < q->nex; i++) {
+    if (q->ex[i].k != RG_QE_UDF) continue;
+    lua_pushlstring(L, q->ex[i].s, q->ex[i].n);
+    lua_pushvalue(L, -1);
+    lua_rawget(L, -3);
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, -3, ++n);
+      lua_pushboolean(L, 1);
+      lua_rawset(L, -3);
+    }
+    else lua_pop(L, 2);
+  }
+  for (i = 1; i <= n; i++) {           /* the array part alone */
+    lua_rawgeti(L, -1, i);
+    lua_pushnil(L);
+    lua_rawset(L, -3);
+  }
+  return 1;
+}
+
+/* The record of function `name` among those Q:use_udfs gave (urec: u32
+** name length, name, u64 version, u32 source length, source, ...). */
+static int find_udf (void *ud, const char *name, size_t n, const char **src,
+                     size_t *len, uint64_t *version) {
+  const lquery *lq = (const lquery *)ud;
+  const uint8_t *p = (const uint8_t *)lq->urec.p, *end = p + lq->urec.n;
+  while (p && p < end) {
+    size_t nl = rg_get_u32(p), sl = rg_get_u32(p + 4 + nl + 8);
+    if (nl == n && memcmp(p + 4, name, n) == 0) {
+      *version = rg_get_u64(p + 4 + nl);
+      *src = (const char *)p + 4 + nl + 12;
+      *len = sl;
+      return 0;
+    }
+    p += 4 + nl + 12 + sl;
+  }
+  return 404;
+}
+
+/* Q:use_udfs(P, {[name] = {source = s, version = v}, ...}): the records
+** of the functions the query calls (an absent one is 404 when called),
+** run in stepper P's sandboxes with its budgets. */
+static int query_use_udfs (lua_State *L) {
+  lquery *lq = checkquery(L, 1);
+  luaL_checkudata(L, 2, STEPPER_MT);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  if (lq->pref) return luaL_error(L, "Q:use_udfs called twice");
+  lq->urec.n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, 3)) {
+    uint8_t w[8];
+    size_t nl, sl;
+    const char *name = lua_tolstring(L, -2, &nl), *src;
+    lua_Integer v;
+    if (name == NULL || !lua_istable(L, -1))
+      return luaL_error(L, "Q:use_udfs: name = {source, version} expected");
+    lua_getfield(L, -1, "source");
+    lua_getfield(L, -2, "version");
+    src = luaL_checklstring(L, -2, &sl);
+    v = luaL_checkinteger(L, -1);
+    rg_put_u32(w, (uint32_t)nl);
+    rg_buf_add(&lq->urec, w, 4);
+    rg_buf_add(&lq->urec, name, nl);
+    rg_put_u64(w, (uint64_t)v);
+    rg_buf_add(&lq->urec, w, 8);
+    rg_put_u32(w, (uint32_t)sl);
+    rg_buf_add(&lq->urec, w, 4);
+    rg_buf_add(&lq->urec, src, sl);
+    lua_pop(L, 3);
+  }
+  if (lq->urec.oom) return luaL_error(L, "out of memory");
+  lua_pushvalue(L, 2);
+  lq->pref = luaL_ref(L, LUA_REGISTRYINDEX);
+  rg_udfs_host(&lq->udfs, ((lstepper *)lua_touserdata(L, 2))->p,
+               lq->spec->cid, find_udf, lq);
+  rg_qexec_udf(lq->x, &lq->udfs.iface);
+  return 0;
+}
+
 /* Q:finish(as_text) -> rows, info | nil, msg, status: the page (a Lua
 ** array, or its JSON text when as_text), info with charge, partitions,
 ** loaded, index_lookups, cross_partition, count, continuation, made. */
@@ -934,6 +1257,11 @@ static int query_finish (lua_State *L) {
   rg_buf cont;
   rg_err e;
   lq->tok.n = 0;
+  if (lq->pl.src == RG_HSRC_NONE && !lq->complete) {  /* no FROM: its row */
+    int r = rg_qexec_once(lq->x, &e);
+    lq->complete = 1;
+    if (r < 0 || r > 1) return rgl_push_fail(L, &e);
+  }
   if (rg_qexec_finish(lq->x, &lq->rows, &lq->offsets, &count, &lq->tok, &e))
     return rgl_push_fail(L, &e);
   if (as_text) lua_pushlstring(L, lq->rows.p ? lq->rows.p : "[]",
@@ -956,7 +1284,8 @@ static int query_finish (lua_State *L) {
       lua_rawseti(L, -2, (int)i + 1);
     }
   }
-  rgl_push_query_info(L, &lq->work, !lq->pl.routed);
+  rgl_push_query_info(L, &lq->work, lq->pl.src != RG_HSRC_NONE &&
+                      lq->pl.routed != RG_HROUTE_PARTITION);
   lua_pushinteger(L, (lua_Integer)count);
   lua_setfield(L, -2, "count");
   lua_pushinteger(L, (lua_Integer)rg_qexec_made(lq->x));
@@ -982,7 +1311,7 @@ static int query_finish (lua_State *L) {
     lua_setfield(L, -2, "loaded_bytes");
     lua_setfield(L, -2, "work");
   }
-  lquery_free(lq);
+  lquery_free(L, lq);
   return 2;
 }
 /* }===================================================================== */
@@ -993,10 +1322,6 @@ static int query_finish (lua_State *L) {
 ** Resumable script runs
 ** ======================================================================
 */
-typedef struct lstepper {
-  rg_stepper *p;
-} lstepper;
-
 typedef struct lrun {
   rg_run *r;
 } lrun;
@@ -1027,7 +1352,8 @@ static int stepper_gc (lua_State *L) {
   return 0;
 }
 
-/* P:check("procedure" | "trigger", name, source) -> true | nil, msg, status */
+/* P:check("procedure" | "trigger" | "user-defined function", name, source)
+** -> true | nil, msg, status */
 static int stepper_check (lua_State *L) {
   lstepper *ls = checkstepper(L, 1);
   const char *kind = luaL_checkstring(L, 2);
@@ -1035,9 +1361,10 @@ static int stepper_check (lua_State *L) {
   const char *name = luaL_checklstring(L, 3, &n);
   const char *src = luaL_checklstring(L, 4, &len);
   rg_err e;
-  if (rgl_stepper_check(ls->p, strcmp(kind, "procedure") == 0 ? RG_MK_PROC
-                                                              : RG_MK_TRIG,
-                        name, n, src, len, &e))
+  int tag = strcmp(kind, "procedure") == 0 ? RG_MK_PROC
+          : strcmp(kind, "user-defined function") == 0 ? RG_MK_UDF
+          : RG_MK_TRIG;
+  if (rgl_stepper_check(ls->p, tag, name, n, src, len, &e))
     return rgl_push_fail(L, &e);
   lua_pushboolean(L, 1);
   return 1;
@@ -1289,7 +1616,8 @@ void rgl_cluster_open (lua_State *L) {
   };
   static const luaL_Reg query_methods[] = {
     {"plan", query_plan}, {"add", query_add}, {"flush", query_flush},
-    {"finish", query_finish}, {NULL, NULL}
+    {"finish", query_finish}, {"udf_names", query_udf_names},
+    {"use_udfs", query_use_udfs}, {NULL, NULL}
   };
   static const luaL_Reg stepper_methods[] = {
     {"check", stepper_check}, {"start", stepper_start}, {NULL, NULL}

@@ -97,6 +97,8 @@ static int cont_spec (lua_State *L) {
   rc = rgl_json_push_stored(L, json, strlen(json), &e);
   rg_cspec_free(now);
   if (rc) return rgl_push_fail(L, &e);
+  lua_pushnil(L);                    /* the layout's revision is internal */
+  lua_setfield(L, -2, "revision");
   return 1;
 }
 

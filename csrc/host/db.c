@@ -105,6 +105,7 @@ rg_buf *rgl_spec_text (lua_State *L, int optsix, const char *what,
   nm = rg_str_new(name, namelen);
   if (nm == NULL) { cJSON_Delete(j); luaL_error(L, "out of memory"); }
   cJSON_AddItemToObject(j, "name", nm);
+  cJSON_AddNumberToObject(j, "revision", RG_SPEC_REVISION);
   if (rg_cspec_build(j, 0, &spec, &e)) {
     cJSON_Delete(j);
     luaL_error(L, "%s: %s", what, e.msg);
@@ -122,7 +123,8 @@ rg_buf *rgl_spec_text (lua_State *L, int optsix, const char *what,
 static int container_call (lua_State *L, int replace) {
   static const char *const allowed[] = {
     "partition_key", "physical_partitions", "indexing", "unique_keys",
-    "default_ttl", "max_partition_bytes", "change_feed", "throughput", NULL
+    "default_ttl", "max_partition_bytes", "change_feed",
+    "computed_properties", "throughput", NULL
   };
   const char *what = replace ? "replace_container" : "create_container";
   rg_db *d = rgl_checkdb(L, 1);

@@ -5,7 +5,10 @@
 ** A change in latest mode is the document; in all_versions mode it is
 ** {current = doc | previous = doc, metadata = {operation, lsn, ts, id,
 ** partition_key, ttl_expired}} (docs/feed.md).  Options are checked whole
-** (an unknown key raises); a token from another read is 400.
+** (an unknown key raises).  A continuation token carries the mode, the
+** feed range and the partition filter of its read: a read from a token
+** needs no other option, and an option naming another mode, range or
+** partition key than the token's is 400 with a message saying which.
 */
 
 #include <math.h>
@@ -197,6 +200,49 @@ static void page_free (void *p) {
   rg_buf_free(&g->tok);
 }
 
+static const char *mode_name (int mode) {
+  return mode == RG_FEED_ALL ? "all_versions" : "latest";
+}
+
+/* Is option `name` given (non-nil) in the options table at idx? */
+static int given (lua_State *L, int idx, const char *name) {
+  int r;
+  if (lua_isnoneornil(L, idx)) return 0;
+  lua_getfield(L, idx, name);
+  r = !lua_isnil(L, -1);
+  lua_pop(L, 1);
+  return r;
+}
+
+/* The read a token continues, against the options given with it: the
+** token's mode, range and filter apply; an option naming others is 400. */
+static int from_token (rg_feedtok *t, int mode, int mode_given, int range,
+                       int range_given, const rg_ikey *pk, int pk_given,
+                       rg_err *e) {
+  if (mode_given && mode != t->mode)
+    return rg_fail(e, 400, "the continuation token continues a read in mode "
+                   "\"%s\", not \"%s\": leave mode out, or start a new read",
+                   mode_name(t->mode), mode_name(mode));
+  if (range_given && range != t->range) {
+    if (t->range)
+      return rg_fail(e, 400, "the continuation token continues a read of "
+                     "feed range %d, not %d: leave feed_range out, or start a "
+                     "new read", t->range, range);
+    return rg_fail(e, 400, "the continuation token continues a read of %s, "
+                   "not of feed range %d: leave feed_range out, or start a "
+                   "new read", t->lplen ? "one partition key"
+                                        : "every feed range", range);
+  }
+  if (pk_given && (t->lplen != pk->lplen ||
+                   memcmp(t->lp, pk->key, pk->lplen) != 0))
+    return rg_fail(e, 400, "the continuation token continues a read %s, not "
+                   "of this partition key: leave partition_key out, or "
+                   "start a new read",
+                   t->lplen ? "of another partition key"
+                   : t->range ? "of one feed range" : "of every feed range");
+  return 0;
+}
+
 /* c:changes(opts) -> changes, info (info.continuation always) */
 static int cont_changes (lua_State *L) {
   static const char *const allowed[] = {
@@ -206,7 +252,7 @@ static int cont_changes (lua_State *L) {
   rg_lcont *lc = rgl_checkcont(L, 1);
   const rg_cspec *spec = lc->c.spec;
   rg_env *env = lc->c.env;
-  rg_fpos pos[RG_MAX_PARTITIONS];
+  rg_feedtok *ft;
   rg_feedq q;
   rg_ikey pk;
   rg_err e;
@@ -216,7 +262,7 @@ static int cont_changes (lua_State *L) {
   const char *tok;
   const uint8_t *lp = NULL;
   size_t lplen = 0, toklen;
-  int mode, range, kind, i, rc;
+  int mode, range, kind, i, rc, pk_given = 0;
   long max;
   double t;
   lua_settop(L, 2);
@@ -227,10 +273,6 @@ static int cont_changes (lua_State *L) {
   range = (int)rgl_opt_int(L, 2, "feed_range", 0, 1, spec->nparts, "changes");
   rgl_feed_opt_start(L, 2, &kind, &t, "changes");
   tok = rgl_opt_lstring(L, 2, "continuation", &toklen, "changes");
-  memset(&q, 0, sizeof(q));
-  q.first = 0;
-  q.n = spec->nparts;
-  if (range) { q.first = range - 1; q.n = 1; }
   if (!lua_isnil(L, 2)) {
     lua_getfield(L, 2, "partition_key");           /* 3 */
     if (!lua_isnil(L, 3)) {
@@ -238,26 +280,39 @@ static int cont_changes (lua_State *L) {
         return luaL_error(L, "changes: give partition_key or feed_range, "
                           "not both");
       if (pk_prefix(L, 3, spec, &pk, &e)) return rgl_push_fail(L, &e);
-      lp = pk.key;
-      lplen = pk.lplen;
-      q.first = pk.range;
-      q.n = 1;
+      pk_given = 1;
     }
   }
-  g = (page *)rgl_newbox(L, sizeof(page), page_free);
+  g = (page *)rgl_newbox(L, sizeof(page) + sizeof(rg_feedtok), page_free);
+  ft = (rg_feedtok *)(g + 1);
   rg_batch_init(&g->b);
   rg_buf_init(&g->tok);
-  if (tok && rg_feed_untoken(rg_env_secret(env), spec, mode, range, lp,
-                             lplen, q.n, tok, toklen, pos, &e))
-    return rgl_push_fail(L, &e);
+  if (tok) {
+    if (rg_feed_untoken(rg_env_secret(env), spec, tok, toklen, ft, &e) ||
+        from_token(ft, mode, given(L, 2, "mode"), range, range != 0, &pk,
+                   pk_given, &e))
+      return rgl_push_fail(L, &e);
+    mode = ft->mode;
+    range = ft->range;
+    if (ft->lplen) { lp = ft->lp; lplen = ft->lplen; }
+  }
+  else if (pk_given) { lp = pk.key; lplen = pk.lplen; }
+  memset(&q, 0, sizeof(q));
+  q.first = 0;
+  q.n = spec->nparts;
+  if (range) { q.first = range - 1; q.n = 1; }
+  if (lp) {
+    q.first = rg_range_of(rg_get_u64(lp + 4), spec->nparts);
+    q.n = 1;
+  }
   /* admitted to the partition it reads: a logical partition's, a feed
   ** range's, or every one */
-  if ((rc = rgl_admit(lc, lp != NULL, lp ? pk.hash : 0,
+  if ((rc = rgl_admit(lc, lp != NULL, lp ? rg_get_u64(lp + 4) : 0,
                       lp ? 0 : range ? range - 1 : RG_TP_EVERY, &a, &e)))
     return rgl_push_throttled(L, &e, &a);
   q.c = &lc->c;
   q.mode = mode;
-  q.pos = pos;
+  q.pos = ft->pos;
   q.lp = lp;
   q.lplen = lplen;
   q.max = (size_t)max;
@@ -265,15 +320,16 @@ static int cont_changes (lua_State *L) {
   if ((rc = rg_read_begin(env, &txn, &e))) return rgl_push_fail(L, &e);
   rc = rg_cont_alive(txn, &lc->c, &e);
   for (i = 0; rc == 0 && !tok && i < q.n; i++)
-    rc = rg_feed_start(txn, &lc->c, mode, q.first + i, kind, t, &pos[i], &e);
+    rc = rg_feed_start(txn, &lc->c, mode, q.first + i, kind, t, &ft->pos[i],
+                       &e);
   if (rc == 0) rc = rg_feed_read(txn, &q, &g->b, &e);
   rg_read_end(env);
   if (rc) {
     rgl_account_work(L, lc, &a, &g->b.work);
     return rgl_push_fail(L, &e);
   }
-  rg_feed_token(rg_env_secret(env), spec, mode, range, lp, lplen, q.n, pos,
-                &g->tok);
+  rg_feed_token(rg_env_secret(env), spec, mode, range, lp, lplen, q.n,
+                ft->pos, &g->tok);
   if (g->tok.oom) {
     rg_fail(&e, 500, "out of memory");
     return rgl_push_fail(L, &e);

@@ -10,9 +10,10 @@
 ** table and the token are data, so what is wrong with them is 400.
 **
 ** The Lua values (parameters, partition key) are converted to C before
-** the read transaction begins; the query runs in C with no Lua call
-** (rg_query_exec holds no Lua state), the transaction ends, and only then
-** are the rows pushed, from the page's JSON text.  The C result lives in a
+** the read transaction begins; the query runs in C with no call into the
+** caller's Lua state (rg_query_exec holds none; user-defined functions run
+** in the database's script sandbox, script/udf.c), the transaction ends,
+** and only then are the rows pushed, from the page's JSON text.  The C result lives in a
 ** box until it has been pushed, so that a memory error while pushing
 ** cannot leak it.
 */
@@ -21,6 +22,7 @@
 
 #include "host/binding.h"
 #include "luax/luajson.h"
+#include "script/script.h"
 #include "store/plan.h"
 
 typedef struct qcall {
@@ -170,7 +172,11 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
     else rq.admit = NULL;
     qa.admitted = 0;
     if ((rc = rg_read_begin(lc->c.env, &txn, &e)) == 0) {
+      rg_udfs udfs;
+      rg_udfs_init(&udfs, txn, &lc->c);
+      rq.udf = &udfs.iface;
       rc = rg_query_exec(txn, &lc->c, rg_now(), &rq, &q->res, &e);
+      rg_udfs_done(&udfs);
       rg_read_end(lc->c.env);
     }
   } while (rc == 429 && !qa.admitted && rgl_retry(lc, &qa.a));

@@ -6,6 +6,8 @@
 **   c:execute(name, pk, ...)           -> result, info (info.log)
 **   c:create_trigger(name, def)        c:replace_trigger(name, def)
 **   c:delete_trigger(name)             c:triggers()     c:trigger(name)
+**   c:create_udf(name, source)         c:replace_udf(name, source)
+**   c:delete_udf(name)                 c:udfs()         c:udf(name)
 **
 ** A name that is not a string and a trigger definition that is not a
 ** proper options table are misuse (raised); everything else, sources,
@@ -77,7 +79,8 @@ static int store (lua_State *L, rg_lcont *lc, put_req *q, int srcix) {
   if (!q->del) {
     if (lua_type(L, srcix) != LUA_TSTRING) {
       rg_fail(&e, 400, "the %s source must be a string, not %s",
-              q->tag == RG_MK_PROC ? "procedure" : "trigger",
+              q->tag == RG_MK_PROC ? "procedure" :
+              q->tag == RG_MK_UDF ? "user-defined function" : "trigger",
               luaL_typename(L, srcix));
       return rgl_push_fail(L, &e);
     }
@@ -108,7 +111,8 @@ static rg_lcont *script_req (lua_State *L, put_req *q, int tag, int mode,
   q->mode = mode;
   q->del = del;
   q->name = name_arg(L, 2, &q->n, tag == RG_MK_PROC ? "a procedure name"
-                                                    : "a trigger name", e, bad);
+                                  : tag == RG_MK_UDF ? "a function name"
+                                  : "a trigger name", e, bad);
   return lc;
 }
 
@@ -132,6 +136,18 @@ static int cont_replace_procedure (lua_State *L) {
 
 static int cont_delete_procedure (lua_State *L) {
   return script_put(L, RG_MK_PROC, 0, 1);
+}
+
+static int cont_create_udf (lua_State *L) {
+  return script_put(L, RG_MK_UDF, RG_PUT_CREATE, 0);
+}
+
+static int cont_replace_udf (lua_State *L) {
+  return script_put(L, RG_MK_UDF, RG_PUT_REPLACE, 0);
+}
+
+static int cont_delete_udf (lua_State *L) {
+  return script_put(L, RG_MK_UDF, 0, 1);
 }
 
 /* Picks `value` among `names` (0-based index); raises when it is not one. */
@@ -207,9 +223,11 @@ static int names (lua_State *L, int tag) {
 
 static int cont_procedures (lua_State *L) { return names(L, RG_MK_PROC); }
 static int cont_triggers (lua_State *L) { return names(L, RG_MK_TRIG); }
+static int cont_udfs (lua_State *L) { return names(L, RG_MK_UDF); }
 
-/* c:procedure(name) -> source, info; c:trigger(name) -> {type, operation,
-** automatic, source}, info; nil, msg, 404 when there is none. */
+/* c:procedure(name) and c:udf(name) -> source, info; c:trigger(name) ->
+** {type, operation, automatic, source}, info; nil, msg, 404 when there is
+** none. */
 static int get_script (lua_State *L, int tag) {
   static const char *const types[] = { "", "pre", "post" };
   static const char *const ops[] = { "all", "create", "replace", "delete" };
@@ -220,7 +238,8 @@ static int get_script (lua_State *L, int tag) {
   int trig[3], bad;
   rg_err e;
   name = name_arg(L, 2, &n, tag == RG_MK_PROC ? "a procedure name"
-                                              : "a trigger name", &e, &bad);
+                            : tag == RG_MK_UDF ? "a function name"
+                            : "a trigger name", &e, &bad);
   if (bad) return rgl_push_fail(L, &e);
   src = rgl_newbuf(L);
   if (rg_script_get(&lc->c, tag, name, n, src, trig, &e))
@@ -244,6 +263,7 @@ static int get_script (lua_State *L, int tag) {
 
 static int cont_procedure (lua_State *L) { return get_script(L, RG_MK_PROC); }
 static int cont_trigger (lua_State *L) { return get_script(L, RG_MK_TRIG); }
+static int cont_udf (lua_State *L) { return get_script(L, RG_MK_UDF); }
 /* }===================================================================== */
 
 
@@ -375,6 +395,11 @@ void rgl_scripts_open (lua_State *L) {
     {"delete_trigger", cont_delete_trigger},
     {"triggers", cont_triggers},
     {"trigger", cont_trigger},
+    {"create_udf", cont_create_udf},
+    {"replace_udf", cont_replace_udf},
+    {"delete_udf", cont_delete_udf},
+    {"udfs", cont_udfs},
+    {"udf", cont_udf},
     {NULL, NULL}
   };
   rgl_add_methods(L, RG_CONT_MT, methods);

@@ -145,6 +145,8 @@ double rgl_push_query_info (lua_State *L, const rg_work *w, int cross) {
   lua_setfield(L, -2, "loaded");
   lua_pushinteger(L, (lua_Integer)w->lookups);
   lua_setfield(L, -2, "index_lookups");
+  lua_pushinteger(L, (lua_Integer)w->scanned);
+  lua_setfield(L, -2, "scanned");
   lua_pushboolean(L, cross);
   lua_setfield(L, -2, "cross_partition");
   return charge;

@@ -69,6 +69,7 @@
 #include "base/json.h"
 #include "luax/luajson.h"
 #include "luax/luax.h"
+#include "script/runtime.h"
 #include "script/sandbox.h"
 #include "script/script.h"
 #include "store/catalog.h"
@@ -85,33 +86,9 @@
 
 enum { K_PROC, K_PRE, K_POST };
 
-/* The automatic triggers of one container, as of a script version. */
-typedef struct autotrig {
-  char *name;
-  size_t len;
-  int type, op;
-} autotrig;
-
-typedef struct autoset {
-  uint32_t cid;
-  uint64_t version;
-  int n;
-  autotrig *t;
-} autoset;
-
-typedef struct runtime {
-  rg_sandbox *sb;               /* made on first run */
-  uint64_t budget;
-  size_t memory;
-  struct exec *cur;             /* the execution running now */
-  autoset *autos;
-  int nautos;
-  int held;                     /* a stepper's: a run holds it */
-} runtime;
-
 /* One run of a procedure or a trigger. */
 typedef struct exec {
-  runtime *rt;
+  rg_runtime *rt;
   int kind;
   const char *name;
   size_t namelen;
@@ -172,10 +149,10 @@ static const rg_hooks hooks;
 
 /* The runner of an environment, made (and its hooks installed) on first
 ** use. */
-static runtime *runtime_of (rg_env *env) {
-  runtime *rt = (runtime *)rg_env_hook_state(env);
+rg_runtime *rg_runtime_of (rg_env *env) {
+  rg_runtime *rt = (rg_runtime *)rg_env_hook_state(env);
   if (rt == NULL) {
-    rt = (runtime *)calloc(1, sizeof(runtime));
+    rt = (rg_runtime *)calloc(1, sizeof(rg_runtime));
     if (rt == NULL) return NULL;
     rt->budget = RG_SCRIPT_BUDGET;
     rt->memory = RG_SCRIPT_MEMORY;
@@ -184,7 +161,7 @@ static runtime *runtime_of (rg_env *env) {
   return rt;
 }
 
-static void free_autos (runtime *rt) {
+static void free_autos (rg_runtime *rt) {
   int i, j;
   for (i = 0; i < rt->nautos; i++) {
     for (j = 0; j < rt->autos[i].n; j++) free(rt->autos[i].t[j].name);
@@ -197,19 +174,23 @@ static void free_autos (runtime *rt) {
 
 /* The release hook: the environment is closing. */
 static void release (void *st) {
-  runtime *rt = (runtime *)st;
+  rg_runtime *rt = (rg_runtime *)st;
   rgl_sandbox_free(rt->sb);
   free_autos(rt);
   free(rt);
 }
 
+int rg_runtime_running (const rg_runtime *rt) {
+  return rt->cur != NULL;
+}
+
 int rg_script_attach (rg_env *env, rg_err *e) {
-  return runtime_of(env) ? 0 : rg_fail(e, 500, "out of memory");
+  return rg_runtime_of(env) ? 0 : rg_fail(e, 500, "out of memory");
 }
 
 int rg_script_limits (rg_env *env, uint64_t budget, uint64_t memory,
                       rg_err *e) {
-  runtime *rt = runtime_of(env);
+  rg_runtime *rt = rg_runtime_of(env);
   if (rt == NULL) return rg_fail(e, 500, "out of memory");
   if (rg_env_refs(env) == 1) {       /* the first open: it decides */
     rt->budget = budget ? budget : RG_SCRIPT_BUDGET;
@@ -226,7 +207,7 @@ int rg_script_limits (rg_env *env, uint64_t budget, uint64_t memory,
   return 0;
 }
 
-static int get_sandbox (runtime *rt, rg_err *e) {
+int rg_runtime_sandbox (rg_runtime *rt, rg_err *e) {
   if (rt->sb == NULL && (rt->sb = rgl_sandbox_new()) == NULL)
     return rg_fail(e, 500, "cannot create the script sandbox: out of memory");
   return 0;
@@ -262,7 +243,7 @@ static void free_tmp (exec *x) {
 /* The execution a ctx method belongs to; releases the C memory of the
 ** previous call. */
 static exec *current (lua_State *L) {
-  runtime *rt = (runtime *)lua_touserdata(L, lua_upvalueindex(1));
+  rg_runtime *rt = (rg_runtime *)lua_touserdata(L, lua_upvalueindex(1));
   exec *x = rt->cur;
   if (x == NULL) luaL_error(L, "ctx is only usable while its script runs");
   if (rgl_sandbox_stopped(L)) rgl_sandbox_stop(L, rgl_sandbox_stopped(L));
@@ -490,7 +471,13 @@ static int do_query (lua_State *L) {
   if (x->step) return ask_query(L, x, &q);
   memset(&x->qres, 0, sizeof(x->qres));
   x->qlive = 1;
-  rc = rg_query_exec(s->txn, x->c, s->now, &q, &x->qres, &e);
+  {
+    rg_udfs udfs;
+    rg_udfs_init(&udfs, s->txn, x->c);
+    q.udf = &udfs.iface;
+    rc = rg_query_exec(s->txn, x->c, s->now, &q, &x->qres, &e);
+    rg_udfs_done(&udfs);
+  }
   if (rc == 408 && x->qres.made > q.max_rows)
     rgl_sandbox_stop(L, RG_STOP_BUDGET);
   if (rc == 413) rgl_sandbox_stop(L, RG_STOP_MEMORY);
@@ -501,6 +488,7 @@ static int do_query (lua_State *L) {
   s->work.partitions += x->qres.work.partitions;
   s->work.loaded += x->qres.work.loaded;
   s->work.loaded_bytes += x->qres.work.loaded_bytes;
+  s->work.scanned += x->qres.work.scanned;
   rgl_sandbox_charge(L, x->qres.rows.n / 8);
   /* straight into the sandbox, whose allocator counts it: a tree of the
   ** page would be host memory many times the text */
@@ -667,7 +655,7 @@ static int ctx_set_body (lua_State *L) {
   return 0;
 }
 
-static void step_method (lua_State *L, runtime *rt, const char *name);
+static void step_method (lua_State *L, rg_runtime *rt, const char *name);
 
 /* The storage methods of ctx come first: a resumable run's are Lua
 ** wrappers that yield to the host and take its answer (step_method). */
@@ -713,13 +701,16 @@ static void push_ctx (lua_State *L, exec *x) {
 ** Running a script
 ** ======================================================================
 */
-/* Pushes the compiled chunk of the run's record, compiling it when this
-** process has not compiled that version yet. */
-static void push_chunk (lua_State *L, exec *x) {
+/* Pushes the compiled chunk of a record (its meta key, version and
+** source), compiling it when this process has not compiled that version
+** yet. */
+void rg_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
+                            uint64_t version, const char *src, size_t len,
+                            const char *name, size_t namelen) {
   uint8_t ver[8];
   const char *have;
   size_t n;
-  rg_put_u64(ver, x->rec.version);
+  rg_put_u64(ver, version);
   lua_getfield(L, LUA_REGISTRYINDEX, CACHE);
   if (lua_isnil(L, -1)) {
     lua_pop(L, 1);
@@ -727,7 +718,7 @@ static void push_chunk (lua_State *L, exec *x) {
     lua_pushvalue(L, -1);
     lua_setfield(L, LUA_REGISTRYINDEX, CACHE);
   }
-  lua_pushlstring(L, (const char *)x->ckey, x->cklen);
+  lua_pushlstring(L, (const char *)key, klen);
   lua_pushvalue(L, -1);
   lua_rawget(L, -3);                 /* cache, key, entry */
   if (lua_istable(L, -1)) {
@@ -742,7 +733,7 @@ static void push_chunk (lua_State *L, exec *x) {
     lua_pop(L, 1);
   }
   lua_pop(L, 1);                     /* cache, key */
-  if (rgl_sandbox_load(L, x->rec.src, x->rec.len, x->name, x->namelen))
+  if (rgl_sandbox_load(L, src, len, name, namelen))
     lua_error(L);                    /* the compiler's message */
   lua_createtable(L, 2, 0);          /* cache, key, chunk, entry */
   lua_pushlstring(L, (const char *)ver, 8);
@@ -757,7 +748,7 @@ static void push_chunk (lua_State *L, exec *x) {
 }
 
 /* Calls the chunk in a fresh environment; leaves the function it returns. */
-static void call_chunk (lua_State *L) {
+void rg_runtime_call_chunk (lua_State *L) {
   rgl_sandbox_env(L);
   rgl_sandbox_setenv(L, -2);
   lua_call(L, 0, 1);
@@ -781,13 +772,12 @@ static void keep_result (lua_State *L, exec *x) {
   }
 }
 
-/* The protected part of a run, in the sandbox: chunk, ctx, arguments,
-** call, result. */
 /* Pushes the run's function, ctx and arguments. */
 static void push_call (lua_State *L, exec *x) {
   int i;
-  push_chunk(L, x);
-  call_chunk(L);
+  rg_runtime_push_chunk(L, x->ckey, x->cklen, x->rec.version, x->rec.src,
+                        x->rec.len, x->name, x->namelen);
+  rg_runtime_call_chunk(L);
   push_ctx(L, x);
   luaL_checkstack(L, x->nargs + 2, "too many arguments");
   for (i = 0; i < x->nargs; i++) {
@@ -796,6 +786,8 @@ static void push_call (lua_State *L, exec *x) {
   }
 }
 
+/* The protected part of a run, in the sandbox: chunk, ctx, arguments,
+** call, result. */
 static int exec_main (lua_State *L) {
   exec *x = (exec *)lua_touserdata(L, 1);
   lua_settop(L, 0);
@@ -839,14 +831,14 @@ static int outcome (exec *x, lua_State *L, int rc, int why, rg_err *e) {
 ** scope's binding and script afterwards.
 */
 static int run (exec *x, rg_err *e) {
-  runtime *rt = x->rt;
+  rg_runtime *rt = x->rt;
   rg_scope *s = x->s;
   rg_binding saved = s->bound;
   lua_State *L;
   int rc, why;
   if (rt->cur != NULL)
     return rg_fail(e, 500, "a script cannot start while another runs");
-  if ((rc = get_sandbox(rt, e))) return rc;
+  if ((rc = rg_runtime_sandbox(rt, e))) return rc;
   L = rgl_sandbox_state(rt->sb);
   s->work.scripts++;
   s->bound.spec = x->c->spec;
@@ -893,7 +885,7 @@ static int own_pk (exec *x, const cJSON *const *pkv, rg_err *e) {
   return 0;
 }
 
-static void exec_init (exec *x, runtime *rt, int kind, rg_scope *s,
+static void exec_init (exec *x, rg_runtime *rt, int kind, rg_scope *s,
                        const rg_cont *c) {
   memset(x, 0, sizeof(*x));
   x->rt = rt;
@@ -913,7 +905,7 @@ static void exec_free (exec *x) {
 int rg_proc_execute (rg_scope *s, const rg_cont *c, const char *name,
                      size_t n, const cJSON *pk, cJSON *const *args,
                      int nargs, cJSON **result, rg_buf *log, rg_err *e) {
-  runtime *rt = runtime_of(s->env);
+  rg_runtime *rt = rg_runtime_of(s->env);
   const cJSON *t;
   exec x;
   int rc, i;
@@ -950,30 +942,31 @@ int rg_proc_execute (rg_scope *s, const rg_cont *c, const char *name,
   return rc;
 }
 
-static int check_with (runtime *rt, int tag, const char *name, size_t n,
+static int check_with (rg_runtime *rt, int tag, const char *name, size_t n,
                        const char *src, size_t len, rg_err *e);
 
 /* Runs a freshly compiled chunk (on top) and checks what it returns. */
 static int check_main (lua_State *L) {
-  call_chunk(L);
+  rg_runtime_call_chunk(L);
   return 0;
 }
 
 int rg_script_check (rg_env *env, int tag, const char *name, size_t n,
                      const char *src, size_t len, rg_err *e) {
-  runtime *rt = runtime_of(env);
+  rg_runtime *rt = rg_runtime_of(env);
   if (rt == NULL) return rg_fail(e, 500, "out of memory");
   return check_with(rt, tag, name, n, src, len, e);
 }
 
-static int check_with (runtime *rt, int tag, const char *name, size_t n,
+static int check_with (rg_runtime *rt, int tag, const char *name, size_t n,
                        const char *src, size_t len, rg_err *e) {
-  const char *what = tag == RG_MK_PROC ? "procedure" : "trigger";
+  const char *what = tag == RG_MK_PROC ? "procedure" :
+                     tag == RG_MK_UDF ? "user-defined function" : "trigger";
   lua_State *L;
   int rc, why;
   if (rt->cur != NULL)
     return rg_fail(e, 500, "a script cannot be stored while a script runs");
-  if ((rc = get_sandbox(rt, e))) return rc;
+  if ((rc = rg_runtime_sandbox(rt, e))) return rc;
   L = rgl_sandbox_state(rt->sb);
   lua_settop(L, 0);
   lua_pushcfunction(L, check_main);
@@ -1059,7 +1052,7 @@ static int add_auto (void *ud, const char *name, size_t n, const rg_srec *r) {
 }
 
 /* The automatic triggers of c as of the database's script version. */
-static int autos_of (rg_scope *s, const rg_cont *c, runtime *rt,
+static int autos_of (rg_scope *s, const rg_cont *c, rg_runtime *rt,
                      const autoset **out, rg_err *e) {
   uint64_t version;
   autoset *set = NULL;
@@ -1092,7 +1085,7 @@ static int autos_of (rg_scope *s, const rg_cont *c, runtime *rt,
 }
 
 /* Runs one trigger on a write. */
-static int run_trigger (rg_scope *s, const rg_cont *c, runtime *rt, int kind,
+static int run_trigger (rg_scope *s, const rg_cont *c, rg_runtime *rt, int kind,
                         const char *name, size_t n, const rg_wreq *w, int op,
                         const rg_ikey *k, cJSON **doc, const cJSON *stored,
                         rg_wres *r, rg_err *e) {
@@ -1142,10 +1135,10 @@ static int fire (rg_scope *s, const rg_cont *c, const rg_wreq *w, int kind,
   const char *named = kind == K_PRE ? w->pre_trigger : w->post_trigger;
   int type = kind == K_PRE ? RG_TRIG_PRE : RG_TRIG_POST;
   const autoset *set;
-  runtime *rt;
+  rg_runtime *rt;
   int rc, i;
   if (s->bound.script != NULL || w->ttl_expired) return 0;
-  if ((rt = runtime_of(s->env)) == NULL)
+  if ((rt = rg_runtime_of(s->env)) == NULL)
     return rg_fail(e, 500, "out of memory");
   if (kind == K_PRE) {               /* both names, before any write */
     if (w->pre_trigger &&
@@ -1219,13 +1212,13 @@ struct rg_stepper {
   uint64_t budget;
   size_t memory;
   int n;
-  runtime **rt;
+  rg_runtime **rt;
 };
 
 struct rg_run {
   exec x;
   rg_stepper *pool;
-  runtime *rt;
+  rg_runtime *rt;
   rg_scope scope;                  /* never opened: work counters only */
   rg_cont cont;
   lua_State *co;
@@ -1378,7 +1371,7 @@ static int step_take (lua_State *L) {
 
 /* finish(...): the script returned; keep a procedure's result. */
 static int step_finish (lua_State *L) {
-  runtime *rt = (runtime *)lua_touserdata(L, lua_upvalueindex(1));
+  rg_runtime *rt = (rg_runtime *)lua_touserdata(L, lua_upvalueindex(1));
   lua_settop(L, 1);
   if (rt->cur && rt->cur->kind == K_PROC) keep_result(L, rt->cur);
   return 0;
@@ -1395,7 +1388,7 @@ static const char boot[] =
   "end, function(fn, ctx, ...) return finish(fn(ctx, ...)) end\n";
 
 /* Pushes the registry's boot entry {method maker, body}, made once. */
-static void push_boot (lua_State *L, runtime *rt) {
+static void push_boot (lua_State *L, rg_runtime *rt) {
   lua_getfield(L, LUA_REGISTRYINDEX, STEP_BOOT);
   if (!lua_isnil(L, -1)) return;
   lua_pop(L, 1);
@@ -1416,7 +1409,7 @@ static void push_boot (lua_State *L, runtime *rt) {
   lua_setfield(L, LUA_REGISTRYINDEX, STEP_BOOT);
 }
 
-static void step_method (lua_State *L, runtime *rt, const char *name) {
+static void step_method (lua_State *L, rg_runtime *rt, const char *name) {
   static const char *const names[NSTORAGE] = {
     "read", "create", "replace", "upsert", "delete", "patch", "query"
   };
@@ -1466,28 +1459,28 @@ void rgl_stepper_free (rg_stepper *p) {
 }
 
 /* A sandbox of the pool that no run holds (made when all are). */
-static runtime *take_runtime (rg_stepper *p, rg_err *e) {
-  runtime *rt, **grown;
+rg_runtime *rg_stepper_runtime (rg_stepper *p, rg_err *e) {
+  rg_runtime *rt, **grown;
   int i;
   for (i = 0; i < p->n; i++)
     if (!p->rt[i]->held) return p->rt[i];
-  grown = (runtime **)realloc(p->rt, (size_t)(p->n + 1) * sizeof(runtime *));
+  grown = (rg_runtime **)realloc(p->rt, (size_t)(p->n + 1) * sizeof(rg_runtime *));
   if (grown == NULL) { rg_fail(e, 500, "out of memory"); return NULL; }
   p->rt = grown;
-  if ((rt = (runtime *)calloc(1, sizeof(runtime))) == NULL) {
+  if ((rt = (rg_runtime *)calloc(1, sizeof(rg_runtime))) == NULL) {
     rg_fail(e, 500, "out of memory");
     return NULL;
   }
   rt->budget = p->budget;
   rt->memory = p->memory;
-  if (get_sandbox(rt, e)) { free(rt); return NULL; }
+  if (rg_runtime_sandbox(rt, e)) { free(rt); return NULL; }
   p->rt[p->n++] = rt;
   return rt;
 }
 
 int rgl_stepper_check (rg_stepper *p, int tag, const char *name, size_t n,
                        const char *src, size_t len, rg_err *e) {
-  runtime *rt = take_runtime(p, e);
+  rg_runtime *rt = rg_stepper_runtime(p, e);
   if (rt == NULL) return e->status;
   return check_with(rt, tag, name, n, src, len, e);
 }
@@ -1594,7 +1587,7 @@ int rgl_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
     x->id[n] = '\0';
     x->idlen = n;
   }
-  if ((r->rt = take_runtime(p, e)) == NULL) { rc = e->status; goto fail; }
+  if ((r->rt = rg_stepper_runtime(p, e)) == NULL) { rc = e->status; goto fail; }
   r->rt->held = 1;
   x->rt = r->rt;
   *out = r;

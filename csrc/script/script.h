@@ -35,7 +35,7 @@ int  rg_script_limits (rg_env *env, uint64_t budget, uint64_t memory,
                        rg_err *e);
 /* Compiles a source in the sandbox and runs its chunk, which must return
 ** a function (400; 408/413 when the chunk exceeds the limits).  `tag` is
-** RG_MK_PROC or RG_MK_TRIG (for messages). */
+** RG_MK_PROC, RG_MK_TRIG or RG_MK_UDF (for messages). */
 int  rg_script_check (rg_env *env, int tag, const char *name, size_t n,
                       const char *src, size_t len, rg_err *e);
 /* Executes a procedure in the scope, bound to the logical partition of
@@ -97,5 +97,37 @@ int  rgl_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
 int  rgl_run_resume (lua_State *H, rg_run *r, int idx);
 int  rgl_run_kind (const rg_run *r);
 void rgl_run_free (rg_run *r);
+
+/*
+** User-defined functions for one query (udf.c): rg_udfs_init makes the
+** interface to put in the query request (rg_query_req.udf, `iface`), over
+** the transaction the query runs in; rg_udfs_done ends the query's
+** execution in the sandbox.  Inside a procedure the procedure's budget is
+** spent; otherwise the query's calls share one budget, the environment's.
+** rg_udfs_host is the same for a host holding the records itself (cluster
+** mode): `find` gives the record of a function of container `cid` (0, or
+** 404 with rg_udfs_missing's message), and the calls run in a sandbox of
+** the stepper `pool`, which the query holds from its first call to
+** rg_udfs_done, with the stepper's budgets.
+*/
+typedef int (*rg_udf_find) (void *ud, const char *name, size_t n,
+                            const char **src, size_t *len, uint64_t *version);
+
+typedef struct rg_udfs {
+  rg_qudf iface;
+  MDB_txn *txn;
+  const rg_cont *c;
+  struct rg_runtime *rt;
+  int armed, stopped, stopped_rc;
+  rg_stepper *pool;                /* rg_udfs_host's */
+  uint32_t cid;
+  rg_udf_find find;
+  void *find_ud;
+} rg_udfs;
+
+void rg_udfs_init (rg_udfs *u, MDB_txn *txn, const rg_cont *c);
+void rg_udfs_host (rg_udfs *u, rg_stepper *pool, uint32_t cid,
+                   rg_udf_find find, void *ud);
+void rg_udfs_done (rg_udfs *u);
 
 #endif

@@ -59,7 +59,7 @@ static double slice_double (const char *s, size_t n) {
   return d;
 }
 
-static void print_num (rg_buf *b, double d) {
+void rg_qv_print_num (rg_buf *b, double d) {
   char tmp[40], dp;
   const char *lp;
   int prec, n = 0, i;
@@ -317,27 +317,30 @@ void rg_qv_of_node (rg_qv *v, const rg_qnode *node) {
   v->node = node;
 }
 
-static void set_bool (rg_qv *v, int b) {
+void rg_qv_undef (rg_qv *v) {
+  *v = undef;
+}
+
+void rg_qv_bool (rg_qv *v, int b) {
   *v = undef;
   v->t = b ? RG_QV_TRUE : RG_QV_FALSE;
 }
 
-static void set_num (rg_qv *v, double d) {
+void rg_qv_num (rg_qv *v, double d) {
   *v = undef;
   if (d != d || d == HUGE_VAL || d == -HUGE_VAL) return;   /* undefined */
   v->t = RG_QV_NUM;
   v->d = d;
 }
 
-static void set_str (rg_qv *v, const char *s, size_t n) {
+void rg_qv_str (rg_qv *v, const char *s, size_t n) {
   *v = undef;
   v->t = RG_QV_STR;
   v->s = s;
   v->n = n;
 }
 
-/* Booleans are one kind for comparisons. */
-static int kind (int t) {
+int rg_qv_kind (int t) {
   return t == RG_QV_TRUE ? RG_QV_FALSE : t;
 }
 
@@ -350,7 +353,7 @@ const rg_qnode *rg_qnode_member (const rg_qnode *obj, const char *k,
   return NULL;
 }
 
-static const rg_qnode *element (const rg_qnode *arr, uint32_t idx) {
+const rg_qnode *rg_qnode_element (const rg_qnode *arr, uint32_t idx) {
   const rg_qnode *c = arr + 1;
   uint32_t i;
   if (idx >= arr->n) return NULL;
@@ -358,16 +361,31 @@ static const rg_qnode *element (const rg_qnode *arr, uint32_t idx) {
   return c;
 }
 
+static void scalar_node (rg_qnode *nd, const rg_qv *v) {
+  memset(nd, 0, sizeof(*nd));
+  nd->t = v->t;
+  nd->d = v->d;
+  nd->s = v->s;
+  nd->n = (uint32_t)v->n;
+  nd->size = 1;
+}
+
+const rg_qnode *rg_qv_node (const rg_qv *v, rg_qnode *tmp) {
+  if (v->node) return v->node;
+  scalar_node(tmp, v);
+  return tmp;
+}
+
 static int bytes_cmp (const char *a, size_t an, const char *b, size_t bn) {
-  int c = memcmp(a, b, an < bn ? an : bn);
+  int c = an && bn ? memcmp(a, b, an < bn ? an : bn) : 0;
   if (c) return c < 0 ? -1 : 1;
   return an < bn ? -1 : an > bn;
 }
 
-static int node_equal (const rg_qnode *x, const rg_qnode *y) {
+int rg_qnode_equal (const rg_qnode *x, const rg_qnode *y) {
   const rg_qnode *c, *d;
   uint32_t i;
-  if (kind(x->t) != kind(y->t)) return 0;
+  if (rg_qv_kind(x->t) != rg_qv_kind(y->t)) return 0;
   switch (x->t) {
     case RG_QV_NULL: return 1;
     case RG_QV_FALSE: case RG_QV_TRUE: return x->t == y->t;
@@ -376,7 +394,7 @@ static int node_equal (const rg_qnode *x, const rg_qnode *y) {
     case RG_QV_ARR:
       if (x->n != y->n) return 0;
       for (i = 0, c = x + 1, d = y + 1; i < x->n; i++) {
-        if (!node_equal(c, d)) return 0;
+        if (!rg_qnode_equal(c, d)) return 0;
         c += c->size;
         d += d->size;
       }
@@ -385,7 +403,7 @@ static int node_equal (const rg_qnode *x, const rg_qnode *y) {
       if (x->n != y->n) return 0;
       for (i = 0, c = x + 1; i < x->n; i++, c += c->size) {
         d = rg_qnode_member(y, c->key, c->klen);
-        if (d == NULL || !node_equal(c, d)) return 0;
+        if (d == NULL || !rg_qnode_equal(c, d)) return 0;
       }
       return 1;
     default: return 0;
@@ -393,18 +411,17 @@ static int node_equal (const rg_qnode *x, const rg_qnode *y) {
 }
 
 int rg_qv_equal (const rg_qv *a, const rg_qv *b) {
-  if (kind(a->t) != kind(b->t)) return 0;
+  if (rg_qv_kind(a->t) != rg_qv_kind(b->t)) return 0;
   switch (a->t) {
     case RG_QV_UNDEF: case RG_QV_NULL: return 1;
     case RG_QV_FALSE: case RG_QV_TRUE: return a->t == b->t;
     case RG_QV_NUM: return a->d == b->d;
     case RG_QV_STR: return a->n == b->n && memcmp(a->s, b->s, a->n) == 0;
-    default: return node_equal(a->node, b->node);
+    default: return rg_qnode_equal(a->node, b->node);
   }
 }
 
-/* Order of two values of the same scalar kind: -1, 0, 1. */
-static int scalar_cmp (const rg_qv *a, const rg_qv *b) {
+int rg_qv_scalar_cmp (const rg_qv *a, const rg_qv *b) {
   switch (a->t) {
     case RG_QV_NUM: return a->d < b->d ? -1 : a->d > b->d;
     case RG_QV_STR: return bytes_cmp(a->s, a->n, b->s, b->n);
@@ -413,8 +430,32 @@ static int scalar_cmp (const rg_qv *a, const rg_qv *b) {
   }
 }
 
+int rg_qv_any_cmp (const rg_qv *a, const rg_qv *b) {
+  int ra = rg_qv_kind(a->t), rb = rg_qv_kind(b->t);
+  if (ra != rb) return ra < rb ? -1 : 1;
+  return rg_qv_scalar_cmp(a, b);
+}
+
 static int is_scalar (int t) {
   return t >= RG_QV_NULL && t <= RG_QV_STR;
+}
+int rg_qv_parse (rg_arena *a, const char *s, size_t n, rg_qv *out) {
+  rg_tape t;
+  char *copy = rg_arena_dup(a, n ? s : "", n);
+  int rc = -1;
+  rg_qv_undef(out);
+  if (copy == NULL) return -1;
+  memset(&t, 0, sizeof(t));
+  if (rg_tape_parse(&t, a, copy, n) == 0 && t.n) {
+    rg_qnode *nd = (rg_qnode *)rg_arena_alloc(a, t.n * sizeof(rg_qnode));
+    if (nd) {
+      memcpy(nd, t.node, t.n * sizeof(rg_qnode));
+      rg_qv_of_node(out, nd);
+      rc = 0;
+    }
+  }
+  rg_tape_free(&t);
+  return rc;
 }
 /* }===================================================================== */
 
@@ -432,7 +473,7 @@ static void print_node (rg_buf *b, const rg_qnode *nd) {
     case RG_QV_NULL: rg_buf_add(b, "null", 4); break;
     case RG_QV_FALSE: rg_buf_add(b, "false", 5); break;
     case RG_QV_TRUE: rg_buf_add(b, "true", 4); break;
-    case RG_QV_NUM: print_num(b, nd->d); break;
+    case RG_QV_NUM: rg_qv_print_num(b, nd->d); break;
     case RG_QV_STR: rg_json_quote(b, nd->s, nd->n); break;
     case RG_QV_ARR: case RG_QV_OBJ:
       rg_buf_addc(b, nd->t == RG_QV_ARR ? '[' : '{');
@@ -456,7 +497,7 @@ void rg_qv_print (rg_buf *b, const rg_qv *v) {
     case RG_QV_NULL: rg_buf_add(b, "null", 4); break;
     case RG_QV_FALSE: rg_buf_add(b, "false", 5); break;
     case RG_QV_TRUE: rg_buf_add(b, "true", 4); break;
-    case RG_QV_NUM: print_num(b, v->d); break;
+    case RG_QV_NUM: rg_qv_print_num(b, v->d); break;
     case RG_QV_STR: rg_json_quote(b, v->s, v->n); break;
     default: rg_buf_add(b, "null", 4);
   }
@@ -548,6 +589,47 @@ void rg_qv_canon (rg_buf *b, const rg_qv *v) {
   if (v->node) canon_node(b, v->node);
   else rg_qv_term(b, v, 0, 0);
 }
+
+int rg_qv_term_json (const uint8_t *t, size_t n, rg_buf *out, size_t *used) {
+  size_t i;
+  *used = 0;
+  if (n == 0) return -1;
+  switch (t[0]) {
+    case 0x05: rg_buf_add(out, "null", 4); *used = 1; return 0;
+    case 0x06: rg_buf_add(out, "false", 5); *used = 1; return 0;
+    case 0x07: rg_buf_add(out, "true", 4); *used = 1; return 0;
+    case 0x08: {
+      uint64_t bits;
+      double d;
+      if (n < 9) return -1;
+      bits = rg_get_u64(t + 1);
+      if (bits >> 63) bits ^= (uint64_t)1 << 63;
+      else bits = ~bits;
+      memcpy(&d, &bits, 8);
+      rg_qv_print_num(out, d);
+      *used = 9;
+      return 0;
+    }
+    case 0x09: {
+      rg_buf raw;
+      rg_buf_init(&raw);
+      for (i = 1; i + 1 < n; i++) {
+        if (t[i] != 0) { rg_buf_addc(&raw, t[i]); continue; }
+        if (t[i + 1] == 0xFF) { rg_buf_addc(&raw, 0); i++; continue; }
+        if (t[i + 1] == 0x01) {
+          rg_json_quote(out, raw.p ? raw.p : "", raw.n);
+          rg_buf_free(&raw);
+          *used = i + 2;
+          return 0;
+        }
+        break;                       /* 0x02: cut, or malformed */
+      }
+      rg_buf_free(&raw);
+      return -1;
+    }
+    default: return -1;
+  }
+}
 /* }===================================================================== */
 
 
@@ -558,15 +640,6 @@ void rg_qv_canon (rg_buf *b, const rg_qv *v) {
 */
 static uint32_t nodes_of (const rg_qv *v) {
   return v->node ? v->node->size : 1;
-}
-
-static void scalar_node (rg_qnode *nd, const rg_qv *v) {
-  memset(nd, 0, sizeof(*nd));
-  nd->t = v->t;
-  nd->d = v->d;
-  nd->s = v->s;
-  nd->n = (uint32_t)v->n;
-  nd->size = 1;
 }
 
 int rg_qv_build (rg_arena *a, int obj, const rg_qv *items,
@@ -599,200 +672,40 @@ int rg_qv_build (rg_arena *a, int obj, const rg_qv *items,
 
 /*
 ** {=====================================================================
-** Functions
-** ======================================================================
-*/
-static int fold (int c) {
-  return c >= 'A' && c <= 'Z' ? c + 32 : c;
-}
-
-static int bytes_eq (const char *a, const char *b, size_t n, int icase) {
-  size_t i;
-  if (!icase) return memcmp(a, b, n) == 0;
-  for (i = 0; i < n; i++)
-    if (fold((unsigned char)a[i]) != fold((unsigned char)b[i])) return 0;
-  return 1;
-}
-
-/* Characters (code points) in UTF-8 bytes. */
-static size_t utf8_len (const char *s, size_t n) {
-  size_t i, c = 0;
-  for (i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
-  return c;
-}
-
-/* Byte offset of character `k` (clamped to the end). */
-static size_t utf8_off (const char *s, size_t n, size_t k) {
-  size_t i = 0;
-  while (i < n && k > 0) {
-    i++;
-    while (i < n && ((unsigned char)s[i] & 0xC0) == 0x80) i++;
-    k--;
-  }
-  return i;
-}
-
-/* A number argument as a whole count (truncated), or -1 if none. */
-static double count_arg (const rg_qv *v) {
-  if (v->t != RG_QV_NUM) return -1;
-  return v->d < 0 ? 0 : floor(v->d);
-}
-
-static int contains_partial (const rg_qnode *el, const rg_qnode *want) {
-  const rg_qnode *c, *d;
-  uint32_t i;
-  if (want->t != RG_QV_OBJ || el->t != RG_QV_OBJ) return node_equal(el, want);
-  for (i = 0, c = want + 1; i < want->n; i++, c += c->size) {
-    d = rg_qnode_member(el, c->key, c->klen);
-    if (d == NULL || !node_equal(d, c)) return 0;
-  }
-  return 1;
-}
-
-static void call (rg_qctx *x, const rg_qexpr *ex, rg_qv *out) {
-  rg_qv a[3];
-  const int32_t *args = x->q->list + ex->list;
-  int i, n = ex->nlist;
-  *out = undef;
-  if (RG_QF_ISAGG(ex->op)) {         /* the result of the accumulation */
-    if (x->aggs) *out = x->aggs[ex->slot];
-    return;
-  }
-  if (ex->op == RG_QF_CONCAT) {
-    rg_qv *v = (rg_qv *)rg_arena_alloc(x->scratch, (size_t)n * sizeof(rg_qv));
-    size_t total = 0, w = 0;
-    char *s;
-    if (v == NULL) return;
-    for (i = 0; i < n; i++) {
-      rg_qeval(x, args[i], &v[i]);
-      if (v[i].t != RG_QV_STR) return;
-      total += v[i].n;
-    }
-    if ((s = (char *)rg_arena_alloc(x->scratch, total + 1)) == NULL) return;
-    for (i = 0; i < n; i++) {
-      if (v[i].n) memcpy(s + w, v[i].s, v[i].n);
-      w += v[i].n;
-    }
-    set_str(out, s, total);
-    return;
-  }
-  for (i = 0; i < n && i < 3; i++) rg_qeval(x, args[i], &a[i]);
-  switch (ex->op) {
-    case RG_QF_IS_DEFINED: set_bool(out, a[0].t != RG_QV_UNDEF); break;
-    case RG_QF_IS_NULL: set_bool(out, a[0].t == RG_QV_NULL); break;
-    case RG_QF_IS_STRING: set_bool(out, a[0].t == RG_QV_STR); break;
-    case RG_QF_IS_NUMBER: set_bool(out, a[0].t == RG_QV_NUM); break;
-    case RG_QF_IS_BOOL:
-      set_bool(out, a[0].t == RG_QV_TRUE || a[0].t == RG_QV_FALSE);
-      break;
-    case RG_QF_IS_ARRAY: set_bool(out, a[0].t == RG_QV_ARR); break;
-    case RG_QF_IS_OBJECT: set_bool(out, a[0].t == RG_QV_OBJ); break;
-    case RG_QF_ARRAY_LENGTH:
-      if (a[0].t == RG_QV_ARR) set_num(out, (double)a[0].node->n);
-      break;
-    case RG_QF_ARRAY_CONTAINS: {
-      const rg_qnode *c;
-      rg_qnode tmp;
-      const rg_qnode *want;
-      int partial = n > 2 && a[2].t == RG_QV_TRUE;
-      uint32_t k;
-      if (a[0].t != RG_QV_ARR) break;
-      if (n > 2 && a[2].t != RG_QV_TRUE && a[2].t != RG_QV_FALSE) break;
-      if (a[1].t == RG_QV_UNDEF) { set_bool(out, 0); break; }
-      if (a[1].node) want = a[1].node;
-      else { scalar_node(&tmp, &a[1]); want = &tmp; }
-      set_bool(out, 0);
-      for (k = 0, c = a[0].node + 1; k < a[0].node->n; k++, c += c->size)
-        if (partial ? contains_partial(c, want) : node_equal(c, want)) {
-          set_bool(out, 1);
-          break;
-        }
-      break;
-    }
-    case RG_QF_STARTSWITH: case RG_QF_ENDSWITH: case RG_QF_CONTAINS: {
-      int icase = 0, hit = 0;
-      size_t k;
-      if (a[0].t != RG_QV_STR || a[1].t != RG_QV_STR) break;
-      if (n > 2) {
-        if (a[2].t != RG_QV_TRUE && a[2].t != RG_QV_FALSE) break;
-        icase = a[2].t == RG_QV_TRUE;
-      }
-      if (a[1].n <= a[0].n) {
-        if (ex->op == RG_QF_STARTSWITH)
-          hit = bytes_eq(a[0].s, a[1].s, a[1].n, icase);
-        else if (ex->op == RG_QF_ENDSWITH)
-          hit = bytes_eq(a[0].s + a[0].n - a[1].n, a[1].s, a[1].n, icase);
-        else
-          for (k = 0; !hit && k + a[1].n <= a[0].n; k++)
-            hit = bytes_eq(a[0].s + k, a[1].s, a[1].n, icase);
-      }
-      set_bool(out, hit);
-      break;
-    }
-    case RG_QF_LOWER: case RG_QF_UPPER: {
-      char *s;
-      size_t k;
-      if (a[0].t != RG_QV_STR) break;
-      if ((s = (char *)rg_arena_alloc(x->scratch, a[0].n + 1)) == NULL) break;
-      for (k = 0; k < a[0].n; k++) {
-        int c = (unsigned char)a[0].s[k];
-        if (ex->op == RG_QF_LOWER) c = fold(c);
-        else if (c >= 'a' && c <= 'z') c -= 32;
-        s[k] = (char)c;
-      }
-      set_str(out, s, a[0].n);
-      break;
-    }
-    case RG_QF_LENGTH:
-      if (a[0].t == RG_QV_STR) set_num(out, (double)utf8_len(a[0].s, a[0].n));
-      break;
-    case RG_QF_SUBSTRING: {
-      double st = count_arg(&a[1]), len = count_arg(&a[2]);
-      size_t b0, b1, chars;
-      if (a[0].t != RG_QV_STR || st < 0 || len < 0) break;
-      chars = utf8_len(a[0].s, a[0].n);
-      if (st > (double)chars) st = (double)chars;
-      if (len > (double)chars) len = (double)chars;
-      b0 = utf8_off(a[0].s, a[0].n, (size_t)st);
-      b1 = b0 + utf8_off(a[0].s + b0, a[0].n - b0, (size_t)len);
-      set_str(out, a[0].s + b0, b1 - b0);
-      break;
-    }
-    case RG_QF_LEFT: {
-      double len = count_arg(&a[1]);
-      size_t chars;
-      if (a[0].t != RG_QV_STR || len < 0) break;
-      chars = utf8_len(a[0].s, a[0].n);
-      if (len > (double)chars) len = (double)chars;
-      set_str(out, a[0].s, utf8_off(a[0].s, a[0].n, (size_t)len));
-      break;
-    }
-    default: break;
-  }
-}
-/* }===================================================================== */
-
-
-/*
-** {=====================================================================
 ** Evaluation
 ** ======================================================================
 */
+void rg_qctx_fail (rg_qctx *x, int status, const char *msg) {
+  if (x->status) return;
+  x->status = status;
+  rg_fail(&x->err, status, "%s", msg);
+}
+
 static void compare (int op, const rg_qv *a, const rg_qv *b, rg_qv *out) {
   int c;
   *out = undef;
   if (a->t == RG_QV_UNDEF || b->t == RG_QV_UNDEF) return;
-  if (kind(a->t) != kind(b->t)) return;    /* across types: undefined */
-  if (op == RG_QO_EQ) { set_bool(out, rg_qv_equal(a, b)); return; }
-  if (op == RG_QO_NE) { set_bool(out, !rg_qv_equal(a, b)); return; }
+  if (rg_qv_kind(a->t) != rg_qv_kind(b->t)) return;   /* across types */
+  if (op == RG_QO_EQ) { rg_qv_bool(out, rg_qv_equal(a, b)); return; }
+  if (op == RG_QO_NE) { rg_qv_bool(out, !rg_qv_equal(a, b)); return; }
   if (!is_scalar(a->t)) return;
-  c = scalar_cmp(a, b);
+  c = rg_qv_scalar_cmp(a, b);
   switch (op) {
-    case RG_QO_LT: set_bool(out, c < 0); break;
-    case RG_QO_LE: set_bool(out, c <= 0); break;
-    case RG_QO_GT: set_bool(out, c > 0); break;
-    default: set_bool(out, c >= 0); break;
+    case RG_QO_LT: rg_qv_bool(out, c < 0); break;
+    case RG_QO_LE: rg_qv_bool(out, c <= 0); break;
+    case RG_QO_GT: rg_qv_bool(out, c > 0); break;
+    default: rg_qv_bool(out, c >= 0); break;
   }
+}
+
+/* JavaScript's ToInt32: bitwise operators work on 32-bit integers. */
+static int32_t to_int32 (double d) {
+  double m;
+  if (d != d || d == HUGE_VAL || d == -HUGE_VAL) return 0;
+  d = d < 0 ? ceil(d) : floor(d);
+  m = fmod(d, 4294967296.0);
+  if (m < 0) m += 4294967296.0;
+  return (int32_t)(uint32_t)m;
 }
 
 static void binary (rg_qctx *x, int op, const rg_qv *a, const rg_qv *b,
@@ -806,18 +719,117 @@ static void binary (rg_qctx *x, int op, const rg_qv *a, const rg_qv *b,
       return;
     if (a->n) memcpy(s, a->s, a->n);
     if (b->n) memcpy(s + a->n, b->s, b->n);
-    set_str(out, s, a->n + b->n);
+    rg_qv_str(out, s, a->n + b->n);
     return;
   }
   if (a->t != RG_QV_NUM || b->t != RG_QV_NUM) return;
   switch (op) {
-    case RG_QO_ADD: set_num(out, a->d + b->d); break;
-    case RG_QO_SUB: set_num(out, a->d - b->d); break;
-    case RG_QO_MUL: set_num(out, a->d * b->d); break;
-    case RG_QO_DIV: if (b->d != 0) set_num(out, a->d / b->d); break;
-    case RG_QO_MOD: if (b->d != 0) set_num(out, fmod(a->d, b->d)); break;
+    case RG_QO_ADD: rg_qv_num(out, a->d + b->d); break;
+    case RG_QO_SUB: rg_qv_num(out, a->d - b->d); break;
+    case RG_QO_MUL: rg_qv_num(out, a->d * b->d); break;
+    case RG_QO_DIV: if (b->d != 0) rg_qv_num(out, a->d / b->d); break;
+    case RG_QO_MOD: if (b->d != 0) rg_qv_num(out, fmod(a->d, b->d)); break;
+    case RG_QO_BAND:
+      rg_qv_num(out, (double)(to_int32(a->d) & to_int32(b->d)));
+      break;
+    case RG_QO_BOR:
+      rg_qv_num(out, (double)(to_int32(a->d) | to_int32(b->d)));
+      break;
+    case RG_QO_BXOR:
+      rg_qv_num(out, (double)(to_int32(a->d) ^ to_int32(b->d)));
+      break;
+    case RG_QO_SHL:
+      rg_qv_num(out, (double)(int32_t)((uint32_t)to_int32(a->d) <<
+                                       ((uint32_t)to_int32(b->d) & 31)));
+      break;
+    case RG_QO_SHR: {
+      int32_t v = to_int32(a->d);
+      uint32_t s = (uint32_t)to_int32(b->d) & 31;
+      rg_qv_num(out, (double)(v < 0 ? ~(~v >> s) : v >> s));
+      break;
+    }
+    case RG_QO_USHR:
+      rg_qv_num(out, (double)((uint32_t)to_int32(a->d) >>
+                              ((uint32_t)to_int32(b->d) & 31)));
+      break;
     default: break;
   }
+}
+
+/* The value of computed property k for the current document. */
+static void computed (rg_qctx *x, int k, rg_qv *out) {
+  *out = undef;
+  if (k < 0 || k >= x->ncp || x->doc.t == RG_QV_UNDEF) return;
+  if (x->cp_members) {               /* a document of index values */
+    const rg_qnode *m = x->doc.t == RG_QV_OBJ
+      ? rg_qnode_member(x->doc.node, x->cp[k].name, x->cp[k].nlen) : NULL;
+    if (m) rg_qv_of_node(out, m);
+    return;
+  }
+  if (!x->cpdone[k]) {
+    const rg_query *cq = x->cp[k].q;
+    rg_qctx c;
+    rg_qv bind[2];
+    memset(&c, 0, sizeof(c));
+    c.q = cq;
+    c.bind = bind;
+    c.scratch = x->scratch;
+    c.doc = x->doc;
+    bind[0] = x->doc;
+    bind[1] = x->doc;
+    c.now_ticks = x->now_ticks;
+    rg_qeval(&c, cq->sel[cq->blk[0].sel0].expr, &x->cpv[k]);
+    x->cpdone[k] = 1;
+  }
+  *out = x->cpv[k];
+}
+
+static void udf (rg_qctx *x, const rg_qexpr *ex, rg_qv *out) {
+  const int32_t *args = rg_qargs(x->q, ex);
+  const char *small[8], **av = small;
+  size_t smalll[8], *al = smalll;
+  rg_buf text, res;
+  rg_err e;
+  int i, rc;
+  *out = undef;
+  if (x->status) return;
+  if (x->udf == NULL) {
+    rg_qctx_fail(x, 400, "user-defined functions cannot be called here");
+    return;
+  }
+  if (ex->nlist > 8) {
+    av = (const char **)rg_arena_alloc(x->scratch, (size_t)ex->nlist *
+                                       sizeof(char *));
+    al = (size_t *)rg_arena_alloc(x->scratch, (size_t)ex->nlist *
+                                  sizeof(size_t));
+    if (av == NULL || al == NULL) return;
+  }
+  rg_buf_init(&text);
+  rg_buf_init(&res);
+  {
+    size_t *offs = (size_t *)rg_arena_alloc(x->scratch, (size_t)(ex->nlist + 1)
+                                            * sizeof(size_t));
+    if (offs == NULL) return;
+    for (i = 0; i < ex->nlist; i++) {
+      rg_qv v;
+      rg_qeval(x, args[i], &v);
+      offs[i] = v.t == RG_QV_UNDEF ? (size_t)-1 : text.n;
+      if (v.t != RG_QV_UNDEF) rg_qv_print(&text, &v);
+      al[i] = v.t == RG_QV_UNDEF ? 0 : text.n - offs[i];
+    }
+    if (text.oom) { x->scratch->oom = 1; rg_buf_free(&text); return; }
+    for (i = 0; i < ex->nlist; i++)
+      av[i] = offs[i] == (size_t)-1 ? NULL : text.p + offs[i];
+  }
+  rc = x->udf->call(x->udf->ud, ex->s, ex->n, av, al, ex->nlist, &res, &e);
+  rg_buf_free(&text);
+  if (rc) {
+    rg_qctx_fail(x, rc, e.msg);
+    rg_buf_free(&res);
+    return;
+  }
+  if (res.n) rg_qv_parse(x->scratch, res.p, res.n, out);
+  rg_buf_free(&res);
 }
 
 void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
@@ -828,6 +840,9 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
     case RG_QE_LIT: *out = ex->v; return;
     case RG_QE_PARAM: *out = x->params[ex->slot]; return;
     case RG_QE_ALIAS: *out = x->bind[ex->slot]; return;
+    case RG_QE_ROOT: *out = x->doc; return;
+    case RG_QE_GROUPREF: if (x->groupv) *out = x->groupv[ex->slot]; return;
+    case RG_QE_COMPUTED: computed(x, ex->slot, out); return;
     case RG_QE_PROP:
       rg_qeval(x, ex->a, &a);
       if (a.t == RG_QV_OBJ) {
@@ -840,7 +855,7 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
       rg_qeval(x, ex->b, &b);
       if (a.t == RG_QV_ARR && b.t == RG_QV_NUM && b.d >= 0 &&
           floor(b.d) == b.d && b.d < 4294967295.0) {
-        const rg_qnode *m = element(a.node, (uint32_t)b.d);
+        const rg_qnode *m = rg_qnode_element(a.node, (uint32_t)b.d);
         if (m) rg_qv_of_node(out, m);
       }
       else if (a.t == RG_QV_OBJ && b.t == RG_QV_STR) {
@@ -850,7 +865,9 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
       return;
     case RG_QE_UNARY:
       rg_qeval(x, ex->a, &a);
-      if (a.t == RG_QV_NUM) set_num(out, ex->op == RG_QO_NEG ? -a.d : a.d);
+      if (a.t != RG_QV_NUM) return;
+      if (ex->op == RG_QO_BNOT) rg_qv_num(out, (double)~to_int32(a.d));
+      else rg_qv_num(out, ex->op == RG_QO_NEG ? -a.d : a.d);
       return;
     case RG_QE_BINARY:
       rg_qeval(x, ex->a, &a);
@@ -859,22 +876,22 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
       return;
     case RG_QE_AND:
       rg_qeval(x, ex->a, &a);
-      if (a.t == RG_QV_FALSE) { set_bool(out, 0); return; }
+      if (a.t == RG_QV_FALSE) { rg_qv_bool(out, 0); return; }
       rg_qeval(x, ex->b, &b);
-      if (b.t == RG_QV_FALSE) set_bool(out, 0);
-      else if (a.t == RG_QV_TRUE && b.t == RG_QV_TRUE) set_bool(out, 1);
+      if (b.t == RG_QV_FALSE) rg_qv_bool(out, 0);
+      else if (a.t == RG_QV_TRUE && b.t == RG_QV_TRUE) rg_qv_bool(out, 1);
       return;
     case RG_QE_OR:
       rg_qeval(x, ex->a, &a);
-      if (a.t == RG_QV_TRUE) { set_bool(out, 1); return; }
+      if (a.t == RG_QV_TRUE) { rg_qv_bool(out, 1); return; }
       rg_qeval(x, ex->b, &b);
-      if (b.t == RG_QV_TRUE) set_bool(out, 1);
-      else if (a.t == RG_QV_FALSE && b.t == RG_QV_FALSE) set_bool(out, 0);
+      if (b.t == RG_QV_TRUE) rg_qv_bool(out, 1);
+      else if (a.t == RG_QV_FALSE && b.t == RG_QV_FALSE) rg_qv_bool(out, 0);
       return;
     case RG_QE_NOT:
       rg_qeval(x, ex->a, &a);
       if (a.t == RG_QV_TRUE || a.t == RG_QV_FALSE)
-        set_bool(out, a.t == RG_QV_FALSE);
+        rg_qv_bool(out, a.t == RG_QV_FALSE);
       return;
     case RG_QE_TERNARY:
       rg_qeval(x, ex->a, &a);
@@ -890,9 +907,9 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
       if (a.t == RG_QV_UNDEF) return;
       for (i = 0; i < ex->nlist && !hit; i++) {
         rg_qeval(x, x->q->list[ex->list + i], &b);
-        hit = kind(a.t) == kind(b.t) && rg_qv_equal(&a, &b);
+        hit = rg_qv_kind(a.t) == rg_qv_kind(b.t) && rg_qv_equal(&a, &b);
       }
-      set_bool(out, ex->op ? !hit : hit);
+      rg_qv_bool(out, ex->op ? !hit : hit);
       return;
     }
     case RG_QE_BETWEEN: {
@@ -903,12 +920,54 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
       compare(RG_QO_GE, &a, &b, &lo);
       compare(RG_QO_LE, &a, &c, &hi);
       if (lo.t == RG_QV_FALSE || hi.t == RG_QV_FALSE)
-        set_bool(out, ex->op ? 1 : 0);
+        rg_qv_bool(out, ex->op ? 1 : 0);
       else if (lo.t == RG_QV_TRUE && hi.t == RG_QV_TRUE)
-        set_bool(out, ex->op ? 0 : 1);
+        rg_qv_bool(out, ex->op ? 0 : 1);
       return;
     }
-    case RG_QE_CALL: call(x, ex, out); return;
+    case RG_QE_LIKE: {
+      unsigned esc = 0;
+      rg_qeval(x, ex->a, &a);
+      rg_qeval(x, ex->b, &b);
+      if (a.t != RG_QV_STR || b.t != RG_QV_STR) return;
+      if (ex->c >= 0) {
+        unsigned cp;
+        int k;
+        rg_qeval(x, ex->c, &c);
+        if (c.t != RG_QV_STR || c.n == 0) return;
+        k = rg_utf8_seq((const unsigned char *)c.s, c.n);
+        if (k <= 0 || (size_t)k != c.n) return;   /* one character */
+        cp = (unsigned char)c.s[0];
+        if (k > 1) {
+          cp &= 0x3Fu >> (k - 1);
+          for (int j = 1; j < k; j++)
+            cp = (cp << 6) | ((unsigned char)c.s[j] & 0x3F);
+        }
+        esc = cp;
+      }
+      {
+        int m = rg_like(a.s, a.n, b.s, b.n, esc);
+        rg_qv_bool(out, ex->op ? !m : m);
+      }
+      return;
+    }
+    case RG_QE_CALL: {
+      rg_qv small[8], *args = small;
+      int i, n = ex->nlist;
+      if (RG_QF_ISAGG(ex->op)) {     /* the result of the accumulation */
+        if (x->aggs) *out = x->aggs[ex->slot];
+        return;
+      }
+      if (n > 8) {
+        args = (rg_qv *)rg_arena_alloc(x->scratch, (size_t)n * sizeof(rg_qv));
+        if (args == NULL) return;
+      }
+      for (i = 0; i < n; i++) rg_qeval(x, x->q->list[ex->list + i], &args[i]);
+      rg_qcall(x, ex->op, args, n, out);
+      return;
+    }
+    case RG_QE_UDF: udf(x, ex, out); return;
+    case RG_QE_SUBQ: rg_qsubquery(x, ex, out); return;
     case RG_QE_ARRAY: case RG_QE_OBJECT: {
       int i, n = 0, obj = ex->k == RG_QE_OBJECT;
       rg_qv *items = NULL;
@@ -935,6 +994,422 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
     }
     default: return;
   }
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Aggregates
+** ======================================================================
+*/
+int rg_qagg_add (rg_qagg *g, const rg_qv *v, uint64_t w) {
+  if (v->t == RG_QV_UNDEF) return 0;
+  if (w == 0) w = 1;
+  switch (g->fn) {
+    case RG_QF_COUNT: g->count += w; break;
+    case RG_QF_SUM: case RG_QF_AVG:
+      if (v->t != RG_QV_NUM) g->bad = 1;
+      else { g->sum += v->d * (double)w; g->count += w; }
+      break;
+    default:                         /* MIN, MAX */
+      if (v->t == RG_QV_ARR || v->t == RG_QV_OBJ) { g->bad = 1; break; }
+      if (!g->has || (g->fn == RG_QF_MIN ? rg_qv_any_cmp(v, &g->best) < 0
+                                         : rg_qv_any_cmp(v, &g->best) > 0)) {
+        g->has = 1;
+        g->best = *v;
+        g->best.node = NULL;
+        if (v->t == RG_QV_STR) {
+          g->str.n = 0;
+          rg_buf_add(&g->str, v->s, v->n);
+          if (g->str.oom) return -1;
+          g->best.s = g->str.p ? g->str.p : "";
+        }
+      }
+  }
+  return 0;
+}
+
+void rg_qagg_result (const rg_qagg *g, rg_qv *out) {
+  *out = undef;
+  switch (g->fn) {
+    case RG_QF_COUNT: rg_qv_num(out, (double)g->count); break;
+    case RG_QF_SUM: if (!g->bad) rg_qv_num(out, g->sum); break;
+    case RG_QF_AVG:
+      if (!g->bad && g->count) rg_qv_num(out, g->sum / (double)g->count);
+      break;
+    default: if (!g->bad && g->has) *out = g->best;
+  }
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Subqueries
+** ======================================================================
+*/
+/*
+** A subquery runs inside the evaluation of the row that contains it, with
+** that row's bindings: its sources range over values of the outer aliases
+** (or, without FROM, make one row), its rows are filtered, grouped,
+** aggregated, projected, made distinct, ordered and cut in memory, and its
+** results (values in the scratch arena or in the document's tape) become
+** one value: the first result (scalar), whether there is one (EXISTS), or
+** an array of them all (ARRAY, and the rows a JOIN ranges over).
+*/
+typedef struct sgroup {              /* a group of a grouped subquery */
+  rg_buf key;
+  rg_qv *vals;                       /* its GROUP BY values */
+  rg_qagg *aggs;
+} sgroup;
+
+typedef struct subrun {
+  rg_qctx *x;
+  const rg_qblock *b;
+  int blk, kind;
+  int32_t *aggslot;                  /* the block's aggregate calls */
+  int naggs;
+  rg_qagg *aggs;                     /* ungrouped accumulators */
+  sgroup *groups;
+  size_t ngroups, capgroups;
+  rg_qv *vals;                       /* results */
+  size_t nvals, capvals;
+  rg_buf keys;                       /* ORDER BY keys, one after another */
+  size_t *koff;
+  uint64_t *dhash;                   /* DISTINCT: hashes of results */
+  rg_buf canon;
+  size_t *coff;
+  int stop;                          /* enough results */
+  int oom;
+} subrun;
+
+static int sr_push (subrun *r, const rg_qv *v) {
+  if (r->nvals == r->capvals) {
+    size_t cap = r->capvals ? r->capvals * 2 : 16;
+    rg_qv *nv = (rg_qv *)realloc(r->vals, cap * sizeof(rg_qv));
+    size_t *nk = (size_t *)realloc(r->koff, (cap + 1) * sizeof(size_t));
+    uint64_t *nh;
+    size_t *nc;
+    if (nv) r->vals = nv;
+    if (nk) r->koff = nk;
+    nh = (uint64_t *)realloc(r->dhash, cap * sizeof(uint64_t));
+    if (nh) r->dhash = nh;
+    nc = (size_t *)realloc(r->coff, (cap + 1) * sizeof(size_t));
+    if (nc) r->coff = nc;
+    if (!nv || !nk || !nh || !nc) { r->oom = 1; return -1; }
+    r->capvals = cap;
+  }
+  r->vals[r->nvals++] = *v;
+  return 0;
+}
+
+/* The projection of the current row (star: the single binding). */
+static int sr_project (subrun *r, rg_qv *out) {
+  rg_qctx *x = r->x;
+  const rg_qblock *b = r->b;
+  const rg_query *q = x->q;
+  if (b->star) { *out = x->bind[b->src[0].slot]; return 1; }
+  if (b->value) {
+    rg_qeval(x, q->sel[b->sel0].expr, out);
+    return out->t != RG_QV_UNDEF;
+  }
+  {
+    rg_qv *items = (rg_qv *)rg_arena_alloc(x->scratch, (size_t)b->nsel *
+                                           sizeof(rg_qv) + 1);
+    const char **names = (const char **)rg_arena_alloc(x->scratch,
+                                        (size_t)b->nsel * sizeof(char *) + 1);
+    uint32_t *nlens = (uint32_t *)rg_arena_alloc(x->scratch,
+                                        (size_t)b->nsel * sizeof(uint32_t) + 1);
+    int i, n = 0;
+    if (items == NULL || names == NULL || nlens == NULL) return 0;
+    for (i = 0; i < b->nsel; i++) {
+      rg_qeval(x, q->sel[b->sel0 + i].expr, &items[n]);
+      if (items[n].t == RG_QV_UNDEF) continue;
+      names[n] = q->sel[b->sel0 + i].name;
+      nlens[n] = q->sel[b->sel0 + i].nlen;
+      n++;
+    }
+    rg_qv_build(x->scratch, 1, items, names, nlens, n, out);
+    return out->t != RG_QV_UNDEF;
+  }
+}
+
+/* Keeps a projected result: DISTINCT, ORDER BY keys, early stops. */
+static void sr_keep (subrun *r, const rg_qv *v) {
+  rg_qctx *x = r->x;
+  const rg_qblock *b = r->b;
+  size_t i;
+  if (b->distinct) {
+    size_t start = r->canon.n;
+    uint64_t h;
+    rg_qv_canon(&r->canon, v);
+    if (r->canon.oom) { r->oom = 1; return; }
+    h = rg_hash(r->canon.p + start, r->canon.n - start);
+    for (i = 0; i < r->nvals; i++)
+      if (r->dhash[i] == h &&
+          r->coff[i + 1] - r->coff[i] == r->canon.n - start &&
+          memcmp(r->canon.p + r->coff[i], r->canon.p + start,
+                 r->canon.n - start) == 0) {
+        r->canon.n = start;
+        return;
+      }
+    if (sr_push(r, v)) return;
+    r->dhash[r->nvals - 1] = h;
+    r->coff[r->nvals - 1] = start;
+    r->coff[r->nvals] = r->canon.n;
+  }
+  else if (sr_push(r, v)) return;
+  if (b->norder) {
+    int k;
+    r->koff[r->nvals - 1] = r->keys.n;
+    for (k = 0; k < b->norder; k++) {
+      rg_qv o;
+      rg_qeval(x, b->order[k].expr, &o);
+      rg_qv_term(&r->keys, &o, b->order[k].desc, 0);
+    }
+    r->koff[r->nvals] = r->keys.n;
+    if (r->keys.oom) r->oom = 1;
+  }
+  else if (r->kind == RG_QSUB_EXISTS ||
+           (r->kind == RG_QSUB_SCALAR && b->offset < 0 && !b->distinct))
+    r->stop = 1;                     /* the first result is the answer */
+}
+
+static sgroup *sr_group (subrun *r) {
+  rg_qctx *x = r->x;
+  const rg_qblock *b = r->b;
+  rg_qv *vals;
+  rg_buf key;
+  size_t i;
+  int g, k;
+  rg_buf_init(&key);
+  vals = (rg_qv *)rg_arena_alloc(x->scratch, (size_t)b->ngroup *
+                                 sizeof(rg_qv));
+  if (vals == NULL) { r->oom = 1; return NULL; }
+  for (g = 0; g < b->ngroup; g++) {
+    rg_qeval(x, b->group[g], &vals[g]);
+    rg_qv_canon(&key, &vals[g]);
+    rg_buf_addc(&key, 0);
+  }
+  if (key.oom) { rg_buf_free(&key); r->oom = 1; return NULL; }
+  for (i = 0; i < r->ngroups; i++)
+    if (r->groups[i].key.n == key.n &&
+        memcmp(r->groups[i].key.p, key.p, key.n) == 0) {
+      rg_buf_free(&key);
+      return &r->groups[i];
+    }
+  if (r->ngroups == r->capgroups) {
+    size_t cap = r->capgroups ? r->capgroups * 2 : 8;
+    sgroup *ng = (sgroup *)realloc(r->groups, cap * sizeof(sgroup));
+    if (ng == NULL) { rg_buf_free(&key); r->oom = 1; return NULL; }
+    r->groups = ng;
+    r->capgroups = cap;
+  }
+  {
+    sgroup *s = &r->groups[r->ngroups];
+    s->key = key;
+    s->vals = vals;
+    s->aggs = (rg_qagg *)calloc((size_t)r->naggs + 1, sizeof(rg_qagg));
+    if (s->aggs == NULL) { rg_buf_free(&key); r->oom = 1; return NULL; }
+    for (k = 0; k < r->naggs; k++) {
+      const rg_qexpr *a = &x->q->ex[r->aggslot[k]];
+      s->aggs[k].fn = a->op;
+      s->aggs[k].arg = x->q->list[a->list];
+      rg_buf_init(&s->aggs[k].str);
+    }
+    r->ngroups++;
+    return s;
+  }
+}
+
+static void sr_accumulate (subrun *r, rg_qagg *aggs) {
+  int k;
+  for (k = 0; k < r->naggs; k++) {
+    rg_qv v;
+    rg_qeval(r->x, aggs[k].arg, &v);
+    if (rg_qagg_add(&aggs[k], &v, 1)) r->oom = 1;
+  }
+}
+
+static void sr_row (subrun *r) {
+  rg_qctx *x = r->x;
+  const rg_qblock *b = r->b;
+  rg_qv v;
+  if (x->made) {
+    if (++*x->made > x->max_made && x->max_made) {
+      rg_qctx_fail(x, 408, "the query made more rows than its bound");
+      r->stop = 1;
+      return;
+    }
+  }
+  if (b->where >= 0) {
+    rg_qeval(x, b->where, &v);
+    if (v.t != RG_QV_TRUE) return;
+  }
+  if (b->ngroup) {
+    sgroup *g = sr_group(r);
+    if (g) sr_accumulate(r, g->aggs);
+    return;
+  }
+  if (b->naggs) { sr_accumulate(r, r->aggs); return; }
+  if (sr_project(r, &v)) sr_keep(r, &v);
+}
+
+
+static void sr_rows (subrun *r, int k) {
+  rg_qctx *x = r->x;
+  const rg_qblock *b = r->b;
+  const rg_qsrc *s;
+  rg_qv v;
+  if (r->stop || r->oom || x->status || x->scratch->oom) return;
+  if (k == b->nsrc) { sr_row(r); return; }
+  s = &b->src[k];
+  switch (s->kind) {
+    case RG_QS_VALUE: case RG_QS_ROOT:
+      if (s->kind == RG_QS_ROOT) v = x->doc;
+      else rg_qeval(x, s->expr, &v);
+      if (v.t == RG_QV_UNDEF) return;
+      x->bind[s->slot] = v;
+      sr_rows(r, k + 1);
+      return;
+    case RG_QS_SUBQ: rg_qblock_run(x, s->expr, RG_QSUB_ARRAY, &v); break;
+    default: rg_qeval(x, s->expr, &v); break;
+  }
+  if (v.t == RG_QV_ARR) {
+    const rg_qnode *c;
+    uint32_t i;
+    for (i = 0, c = v.node + 1; i < v.node->n && !r->stop; i++, c += c->size) {
+      rg_qv_of_node(&x->bind[s->slot], c);
+      sr_rows(r, k + 1);
+    }
+  }
+}
+
+static subrun *sort_run;
+
+static int sr_cmp (const void *pa, const void *pb) {
+  size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+  size_t la = sort_run->koff[a + 1] - sort_run->koff[a];
+  size_t lb = sort_run->koff[b + 1] - sort_run->koff[b];
+  int c = memcmp(sort_run->keys.p + sort_run->koff[a],
+                 sort_run->keys.p + sort_run->koff[b], la < lb ? la : lb);
+  if (c) return c;
+  if (la != lb) return la < lb ? -1 : 1;
+  return a < b ? -1 : a > b;         /* stable */
+}
+
+/* A TOP, OFFSET or LIMIT of the block: -1 when absent or not a count. */
+static int64_t sr_count (rg_qctx *x, int32_t e) {
+  rg_qv v;
+  if (e < 0) return -1;
+  rg_qeval(x, e, &v);
+  if (v.t != RG_QV_NUM || v.d < 0 || v.d > 9007199254740992.0 ||
+      floor(v.d) != v.d) {
+    rg_qctx_fail(x, 400, "TOP, OFFSET and LIMIT must be non-negative "
+                 "integers");
+    return -1;
+  }
+  return (int64_t)v.d;
+}
+
+void rg_qblock_run (rg_qctx *x, int blk, int kind, rg_qv *out) {
+  const rg_query *q = x->q;
+  subrun r;
+  size_t *ord = NULL, i, n, first;
+  int64_t top, off, lim;
+  int k;
+  *out = undef;
+  memset(&r, 0, sizeof(r));
+  r.x = x;
+  r.b = &q->blk[blk];
+  r.blk = blk;
+  r.kind = kind;
+  rg_buf_init(&r.keys);
+  rg_buf_init(&r.canon);
+  if (r.b->naggs) {
+    r.aggslot = (int32_t *)rg_arena_alloc(x->scratch, (size_t)r.b->naggs *
+                                          sizeof(int32_t));
+    r.aggs = (rg_qagg *)calloc((size_t)r.b->naggs, sizeof(rg_qagg));
+    if (r.aggslot == NULL || r.aggs == NULL) { free(r.aggs); return; }
+    for (i = 0; i < (size_t)q->nex; i++) {
+      const rg_qexpr *a = &q->ex[i];
+      if (a->k == RG_QE_CALL && RG_QF_ISAGG(a->op) && a->n == (uint32_t)blk &&
+          r.naggs < r.b->naggs) {
+        r.aggslot[r.naggs] = (int32_t)i;
+        r.aggs[r.naggs].fn = a->op;
+        r.aggs[r.naggs].arg = q->list[a->list];
+        rg_buf_init(&r.aggs[r.naggs].str);
+        r.naggs++;
+      }
+    }
+  }
+  top = sr_count(x, r.b->top);
+  off = sr_count(x, r.b->offset);
+  lim = sr_count(x, r.b->limit);
+  if (r.b->nsrc == 0) sr_row(&r);
+  else sr_rows(&r, 0);
+  /* aggregates: one row, or one per group */
+  if (r.b->ngroup || r.b->naggs) {
+    size_t ng = r.b->ngroup ? r.ngroups : 1;
+    const rg_qv *saved = x->groupv;
+    for (i = 0; i < ng && !r.oom; i++) {
+      rg_qagg *aggs = r.b->ngroup ? r.groups[i].aggs : r.aggs;
+      rg_qv v;
+      for (k = 0; k < r.naggs; k++)
+        rg_qagg_result(&aggs[k], &x->aggs[q->ex[r.aggslot[k]].slot]);
+      if (r.b->ngroup) x->groupv = r.groups[i].vals;
+      if (sr_project(&r, &v)) sr_keep(&r, &v);
+      r.stop = 0;
+    }
+    x->groupv = saved;
+  }
+  n = r.nvals;
+  if (!r.oom && r.b->norder && n > 1) {
+    if ((ord = (size_t *)malloc(n * sizeof(size_t))) == NULL) r.oom = 1;
+    else {
+      for (i = 0; i < n; i++) ord[i] = i;
+      sort_run = &r;
+      qsort(ord, n, sizeof(size_t), sr_cmp);
+    }
+  }
+  first = off > 0 ? (size_t)off : 0;
+  if (first > n) first = n;
+  n -= first;
+  if (lim >= 0 && (size_t)lim < n) n = (size_t)lim;
+  if (top >= 0 && (size_t)top < n) n = (size_t)top;
+  if (r.oom) x->scratch->oom = 1;
+  else if (kind == RG_QSUB_EXISTS) rg_qv_bool(out, n > 0);
+  else if (kind == RG_QSUB_SCALAR) {
+    if (n > 0) *out = r.vals[ord ? ord[first] : first];
+  }
+  else {
+    rg_qv *items = (rg_qv *)rg_arena_alloc(x->scratch, (n + 1) *
+                                           sizeof(rg_qv));
+    if (items) {
+      for (i = 0; i < n; i++) items[i] = r.vals[ord ? ord[first + i] : first + i];
+      rg_qv_build(x->scratch, 0, items, NULL, NULL, (int)n, out);
+    }
+  }
+  free(ord);
+  for (i = 0; i < r.ngroups; i++) {
+    for (k = 0; k < r.naggs; k++) rg_buf_free(&r.groups[i].aggs[k].str);
+    free(r.groups[i].aggs);
+    rg_buf_free(&r.groups[i].key);
+  }
+  free(r.groups);
+  if (r.aggs) for (k = 0; k < r.naggs; k++) rg_buf_free(&r.aggs[k].str);
+  free(r.aggs);
+  free(r.vals);
+  free(r.koff);
+  free(r.dhash);
+  free(r.coff);
+  rg_buf_free(&r.keys);
+  rg_buf_free(&r.canon);
+}
+
+void rg_qsubquery (rg_qctx *x, const rg_qexpr *ex, rg_qv *out) {
+  rg_qblock_run(x, ex->slot, ex->op, out);
 }
 /* }===================================================================== */
 

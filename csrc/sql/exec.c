@@ -7,10 +7,11 @@
 ** the item, and an opaque position of the source, so that it can be run on
 ** documents held in memory (the fuzz target does).
 **
-** Per document: the text is parsed into a tape, the JOINs are expanded
-** into rows (the cross product of the joined arrays, in array order; a row
-** is numbered by its ordinal within the document), each row's WHERE is
-** evaluated, and a row that passes goes to one of four modes:
+** Per document: the text is parsed into a tape, the FROM source and the
+** JOINs are expanded into rows (the item itself, a value in it, or each
+** element of an array or each result of a subquery; the cross product in
+** order; a row is numbered by its ordinal within the document), each row's
+** WHERE is evaluated, and a row that passes goes to one of five modes:
 **
 **   STREAM    rows come in the final order (no ORDER BY, or the source
 **             reads an index in ORDER BY order): OFFSET skips, TOP/LIMIT
@@ -18,8 +19,16 @@
 **   SORT      ORDER BY not served by the source: every row gets an order
 **             key and the smallest ones are kept in a bounded heap;
 **   AGG       aggregates: accumulators, one result row at the end;
+**   GROUP     GROUP BY: accumulators per group (a hash set keyed by the
+**             canonical form of the group's values), one row per group,
+**             in the order of the groups' values;
 **   DISTINCT  every distinct projected value is kept (hash set), ordered
 **             by ORDER BY or else by its canonical form.
+**
+** A document may stand for several identical ones (rg_qdoc.weight: the
+** planner feeds one per run of equal index terms when it answers GROUP BY
+** or an aggregate from the index), which the accumulators multiply in.  A
+** query without FROM makes one row (rg_qexec_once).
 **
 ** Order keys.  A row's order key is the concatenation of the terms of its
 ** ORDER BY values (rg_qv_term: undefined, arrays and objects lowest, then
@@ -37,11 +46,13 @@
 ** STREAM resumes at the source position of the last row consumed (the
 ** source seeks there; rows of that document up to the ordinal are
 ** skipped).  SORT resumes after the last order key: the source is read
-** again and only greater keys are kept.  DISTINCT counts: the distinct
-** values are computed again and those already returned are skipped.  AGG
-** never needs a token: its one row fits any page.
+** again and only greater keys are kept.  DISTINCT and GROUP count: the
+** distinct values or the groups are computed again and those already
+** returned are skipped.  AGG never needs a token: its one row fits any
+** page.
 */
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,24 +65,15 @@ typedef struct hentry {              /* a kept row: key and text */
   size_t klen;
   char *row;
   size_t rlen;
-  char *canon;                       /* DISTINCT: the canonical value */
+  char *canon;                       /* DISTINCT, GROUP: the canonical value */
   size_t clen;
-  uint64_t hash;                     /* DISTINCT: hash of canon */
+  uint64_t hash;                     /* DISTINCT, GROUP: hash of canon */
+  rg_qagg *aggs;                     /* GROUP: the group's accumulators */
 } hentry;
-
-typedef struct agg {                 /* one aggregate's accumulator */
-  int fn;
-  int32_t arg;
-  uint64_t count;
-  double sum;
-  int bad;                           /* a value of the wrong type was seen */
-  int has;
-  rg_qv best;                        /* MIN/MAX */
-  rg_buf str;                        /* its bytes when a string */
-} agg;
 
 struct rg_qexec {
   const rg_query *q;
+  const rg_qblock *m;                /* the query's own block */
   int mode, tie_desc;
   long page;                         /* rows in this page; 0: all */
   int64_t offset, limit;             /* limit -1: none */
@@ -89,6 +91,7 @@ struct rg_qexec {
   rg_buf lpos, lokey;
   const char *ltext;                 /* STREAM: the last row's document, */
   size_t llen;                       /* its order key made when needed */
+  rg_buf lown;                       /* ltext's copy (rg_qexec_release) */
   uint64_t lhash, ldigest;
   int lpending;
   /* the conditions to evaluate (default: the WHERE) */
@@ -99,6 +102,7 @@ struct rg_qexec {
   uint64_t max_rows, made;
   size_t max_bytes, held;
   int count_only;                    /* COUNT(literal)s, nothing to test */
+  int32_t uo_expr;                   /* what unordered_only documents test */
   /* the document and row being processed */
   rg_tape tape;
   rg_arena docmem, scratch;
@@ -106,16 +110,18 @@ struct rg_qexec {
   const rg_qdoc *doc;
   int resume_doc;
   uint32_t ordinal;
-  rg_buf tmp, key;
+  rg_buf tmp, key, canon;
   int status;
   rg_err *e;
   /* SORT: a max-heap of at most cap entries (cap 0: unbounded) */
   hentry *heap;
   size_t nheap, capheap, bound;
-  /* DISTINCT: an open-addressing set of nset entries in `heap` */
+  /* DISTINCT, GROUP: an open-addressing set of nset entries in `heap` */
   size_t *slots, nslots;
-  /* AGG */
-  agg *aggs;
+  /* AGG, GROUP: the query's aggregate calls */
+  int naggs;
+  int32_t *aggslot;                  /* their slots in ctx.aggs */
+  rg_qagg *aggs;                     /* AGG: the accumulators */
 };
 
 
@@ -144,11 +150,13 @@ static int count_of (const rg_query *q, const rg_qv *params, int32_t i,
 /* Aggregates that are all COUNT of a defined literal count documents. */
 static int counts_only (const rg_qexec *x) {
   int i;
-  if (x->mode != RG_QX_AGG || x->q->njoin) return 0;
-  for (i = 0; i < x->q->naggs; i++) {
-    const rg_qexpr *a = &x->q->ex[x->aggs[i].arg];
-    if (x->aggs[i].fn != RG_QF_COUNT || a->k != RG_QE_LIT ||
-        a->v.t == RG_QV_UNDEF)
+  if (x->mode != RG_QX_AGG || x->m->nsrc != 1 ||
+      x->m->src[0].kind != RG_QS_ROOT)
+    return 0;
+  for (i = 0; i < x->naggs; i++) {
+    const rg_qexpr *ex = &x->q->ex[x->aggslot[i]];
+    const rg_qexpr *a = &x->q->ex[x->q->list[ex->list]];
+    if (ex->op != RG_QF_COUNT || a->k != RG_QE_LIT || a->v.t == RG_QV_UNDEF)
       return 0;
   }
   return 1;
@@ -180,54 +188,88 @@ static int read_payload (rg_qexec *x, const uint8_t *p, size_t n,
   return 0;
 }
 
+/* The accumulators of the query's own aggregate calls. */
+static int setup_aggs (rg_qexec *x, rg_qagg **out, rg_err *e) {
+  const rg_query *q = x->q;
+  rg_qagg *g = (rg_qagg *)calloc((size_t)x->naggs + 1, sizeof(rg_qagg));
+  int i;
+  if (g == NULL) return rg_fail(e, 500, "out of memory");
+  for (i = 0; i < x->naggs; i++) {
+    const rg_qexpr *ex = &q->ex[x->aggslot[i]];
+    g[i].fn = ex->op;
+    g[i].arg = q->list[ex->list];
+    rg_buf_init(&g[i].str);
+  }
+  *out = g;
+  return 0;
+}
+
+static void free_aggs (rg_qexec *x, rg_qagg *g) {
+  int i;
+  if (g == NULL) return;
+  for (i = 0; i < x->naggs; i++) rg_buf_free(&g[i].str);
+  free(g);
+}
+
 int rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
                   int mode, int tie_desc, long page, const uint8_t *resume,
                   size_t rlen, rg_err *e) {
   rg_qexec *x;
+  const rg_qblock *m = &q->blk[0];
   int rc, i;
   *out = NULL;
   if ((x = (rg_qexec *)calloc(1, sizeof(rg_qexec))) == NULL)
     return rg_fail(e, 500, "out of memory");
   x->q = q;
+  x->m = m;
   x->mode = mode;
   x->tie_desc = tie_desc;
   x->page = page;
   x->limit = -1;
+  x->uo_expr = -1;
   rg_buf_init(&x->rpos);
   rg_buf_init(&x->rokey);
   rg_buf_init(&x->rows);
   rg_buf_init(&x->offs);
   rg_buf_init(&x->lpos);
   rg_buf_init(&x->lokey);
+  rg_buf_init(&x->lown);
   rg_buf_init(&x->tmp);
   rg_buf_init(&x->key);
+  rg_buf_init(&x->canon);
   rg_arena_init(&x->docmem);
   rg_arena_init(&x->scratch);
   x->ctx.q = q;
   x->ctx.params = params;
   x->ctx.scratch = &x->scratch;
+  x->ctx.now_ticks = rg_dt_now_ticks();
+  x->ctx.made = &x->made;
+  x->ctx.e = e;
   *out = x;
-  if (q->top >= 0 && (rc = count_of(q, params, q->top, "TOP", &x->limit, e)))
+  x->ctx.bind = (rg_qv *)calloc((size_t)q->nslots + 1, sizeof(rg_qv));
+  x->ctx.aggs = (rg_qv *)calloc((size_t)q->naggs + 1, sizeof(rg_qv));
+  if (x->ctx.bind == NULL || x->ctx.aggs == NULL)
+    return rg_fail(e, 500, "out of memory");
+  if (m->top >= 0 && (rc = count_of(q, params, m->top, "TOP", &x->limit, e)))
     return rc;
-  if (q->offset >= 0) {
+  if (m->offset >= 0) {
     int64_t lim;
-    if ((rc = count_of(q, params, q->offset, "OFFSET", &x->offset, e)) ||
-        (rc = count_of(q, params, q->limit, "LIMIT", &lim, e)))
+    if ((rc = count_of(q, params, m->offset, "OFFSET", &x->offset, e)) ||
+        (rc = count_of(q, params, m->limit, "LIMIT", &lim, e)))
       return rc;
     if (x->limit < 0 || lim < x->limit) x->limit = lim;
   }
   if (resume && (rc = read_payload(x, resume, rlen, e))) return rc;
-  if (mode == RG_QX_AGG) {
-    x->aggs = (agg *)calloc((size_t)q->naggs + 1, sizeof(agg));
-    if (x->aggs == NULL) return rg_fail(e, 500, "out of memory");
-    for (i = 0; i < q->nex; i++) {
+  if (mode == RG_QX_AGG || mode == RG_QX_GROUP) {
+    x->aggslot = (int32_t *)calloc((size_t)m->naggs + 1, sizeof(int32_t));
+    if (x->aggslot == NULL) return rg_fail(e, 500, "out of memory");
+    for (i = 0; i < q->nex && x->naggs < m->naggs; i++) {
       const rg_qexpr *ex = &q->ex[i];
-      if (ex->k == RG_QE_CALL && RG_QF_ISAGG(ex->op) && ex->slot >= 0) {
-        x->aggs[ex->slot].fn = ex->op;
-        x->aggs[ex->slot].arg = q->list[ex->list];
-        rg_buf_init(&x->aggs[ex->slot].str);
-      }
+      if (ex->k == RG_QE_CALL && RG_QF_ISAGG(ex->op) && ex->n == 0 &&
+          ex->slot >= 0)
+        x->aggslot[x->naggs++] = i;
     }
+    if (mode == RG_QX_AGG && (rc = setup_aggs(x, &x->aggs, e))) return rc;
   }
   if (mode == RG_QX_SORT) {          /* how many rows the heap must keep */
     uint64_t off = x->offset > (int64_t)x->skipped
@@ -242,8 +284,19 @@ int rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
     x->bound = want ? off + want + 1 : 0;
   }
   if (x->limit >= 0 && x->emitted >= (uint64_t)x->limit) x->done = 1;
-  x->fast = mode == RG_QX_STREAM && q->star && q->njoin == 0 && q->where < 0;
-  x->count_only = q->where < 0 && counts_only(x);
+  if (mode == RG_QX_GROUP) x->uo_expr = m->group[0];
+  else if (mode == RG_QX_DISTINCT && m->nsel) x->uo_expr = q->sel[m->sel0].expr;
+  else if (m->norder) x->uo_expr = m->order[0].expr;
+  x->fast = mode == RG_QX_STREAM && m->star && m->nsrc == 1 &&
+            m->src[0].kind == RG_QS_ROOT && m->where < 0;
+  x->count_only = m->where < 0 && counts_only(x);
+  return 0;
+}
+
+int rg_qexec_peek (const uint8_t *p, size_t n, int *mode, int *phase) {
+  if (n < 25 || p[0] != PAYLOAD_FORMAT) return -1;
+  *mode = p[1];
+  *phase = p[18];
   return 0;
 }
 
@@ -258,29 +311,36 @@ int rg_qexec_resume (const rg_qexec *x, int *phase, const uint8_t **pos,
   return 1;
 }
 
-static void free_entry (hentry *h) {
+static void free_entry (rg_qexec *x, hentry *h) {
   free(h->key);
   h->key = NULL;
+  free_aggs(x, h->aggs);
+  h->aggs = NULL;
 }
 
 void rg_qexec_free (rg_qexec *x) {
   size_t i;
   if (x == NULL) return;
-  for (i = 0; i < x->nheap; i++) free_entry(&x->heap[i]);
+  for (i = 0; i < x->nheap; i++) free_entry(x, &x->heap[i]);
   free(x->heap);
   free(x->slots);
-  if (x->aggs) {
-    for (i = 0; i < (size_t)x->q->naggs; i++) rg_buf_free(&x->aggs[i].str);
-    free(x->aggs);
-  }
+  free_aggs(x, x->aggs);
+  free(x->aggslot);
+  free(x->ctx.bind);
+  free(x->ctx.aggs);
+  free(x->ctx.cpv);
+  free(x->ctx.cpdone);
+  rg_qrx_free(x->ctx.rx);
   rg_buf_free(&x->rpos);
   rg_buf_free(&x->rokey);
   rg_buf_free(&x->rows);
   rg_buf_free(&x->offs);
   rg_buf_free(&x->lpos);
   rg_buf_free(&x->lokey);
+  rg_buf_free(&x->lown);
   rg_buf_free(&x->tmp);
   rg_buf_free(&x->key);
+  rg_buf_free(&x->canon);
   rg_tape_free(&x->tape);
   rg_arena_free(&x->docmem);
   rg_arena_free(&x->scratch);
@@ -323,18 +383,28 @@ static int meter_bytes (rg_qexec *x, size_t n) {
   return 1;
 }
 
+/* Takes a failure of the evaluation (a user-defined function's, a bound)
+** into the page. */
+static int eval_failed (rg_qexec *x) {
+  if (x->ctx.status == 0) return 0;
+  if (!x->status) x->status = rg_fail(x->e, x->ctx.status, "%s",
+                                      x->ctx.err.msg);
+  x->done = 1;
+  return 1;
+}
+
 /* The order key of the current row into x->key (ord 0: no ordinal). */
 static void order_key (rg_qexec *x, const rg_qdoc *d, uint32_t ord,
                        int with_ord) {
-  const rg_query *q = x->q;
+  const rg_qblock *m = x->m;
   uint8_t tail[20];
   size_t i, start;
   int k;
   x->key.n = 0;
-  for (k = 0; k < q->norder; k++) {
+  for (k = 0; k < m->norder; k++) {
     rg_qv v;
-    rg_qeval(&x->ctx, q->order[k].expr, &v);
-    rg_qv_term(&x->key, &v, q->order[k].desc, 0);
+    rg_qeval(&x->ctx, m->order[k].expr, &v);
+    rg_qv_term(&x->key, &v, m->order[k].desc, 0);
   }
   rg_put_u64(tail, d->hash);
   rg_put_u64(tail + 8, d->digest);
@@ -349,25 +419,26 @@ static void order_key (rg_qexec *x, const rg_qdoc *d, uint32_t ord,
 /* The row's result value; 0 when there is none (VALUE undefined). */
 static int project (rg_qexec *x, rg_qv *out) {
   const rg_query *q = x->q;
-  if (q->star) { *out = x->ctx.bind[0]; return 1; }
-  if (q->value) {
-    rg_qeval(&x->ctx, q->sel[0].expr, out);
+  const rg_qblock *m = x->m;
+  if (m->star) { *out = x->ctx.bind[m->src[0].slot]; return 1; }
+  if (m->value) {
+    rg_qeval(&x->ctx, q->sel[m->sel0].expr, out);
     return out->t != RG_QV_UNDEF;
   }
   {
     rg_qv *items = (rg_qv *)rg_arena_alloc(&x->scratch,
-                                           (size_t)q->nsel * sizeof(rg_qv));
+                                           (size_t)m->nsel * sizeof(rg_qv) + 1);
     const char **names = (const char **)rg_arena_alloc(&x->scratch,
-                                          (size_t)q->nsel * sizeof(char *));
+                                      (size_t)m->nsel * sizeof(char *) + 1);
     uint32_t *nlens = (uint32_t *)rg_arena_alloc(&x->scratch,
-                                         (size_t)q->nsel * sizeof(uint32_t));
+                                     (size_t)m->nsel * sizeof(uint32_t) + 1);
     int i, n = 0;
     if (items == NULL || names == NULL || nlens == NULL) return 0;
-    for (i = 0; i < q->nsel; i++) {
-      rg_qeval(&x->ctx, q->sel[i].expr, &items[n]);
+    for (i = 0; i < m->nsel; i++) {
+      rg_qeval(&x->ctx, q->sel[m->sel0 + i].expr, &items[n]);
       if (items[n].t == RG_QV_UNDEF) continue;
-      names[n] = q->sel[i].name;
-      nlens[n] = q->sel[i].nlen;
+      names[n] = q->sel[m->sel0 + i].name;
+      nlens[n] = q->sel[m->sel0 + i].nlen;
       n++;
     }
     rg_qv_build(&x->scratch, 1, items, names, nlens, n, out);
@@ -399,7 +470,8 @@ static void set_last (rg_qexec *x, const rg_qdoc *d, uint32_t ord,
   if (d) rg_buf_add(&x->lpos, d->pos, d->poslen);
   x->lokey.n = 0;
   if (okey) rg_buf_add(&x->lokey, okey->p, okey->n);
-  x->lpending = okey == NULL && d != NULL && x->q->norder > 0;
+  x->lpending = okey == NULL && d != NULL && x->m->norder > 0 &&
+                d->text != NULL;
   if (x->lpending) {
     x->ltext = d->text;
     x->llen = d->len;
@@ -463,6 +535,7 @@ static int make_entry (hentry *h, const rg_buf *key, const rg_buf *row,
   h->rlen = row->n;
   h->canon = m + key->n + row->n;
   h->clen = cl;
+  h->aggs = NULL;
   return 0;
 }
 
@@ -509,7 +582,7 @@ static void sort_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
   if (x->tmp.oom) { oom(x); return; }
   if (meter_bytes(x, x->key.n + x->tmp.n + sizeof(hentry))) return;
   if (x->bound && x->nheap == x->bound) {
-    free_entry(&x->heap[0]);
+    free_entry(x, &x->heap[0]);
     if (make_entry(&x->heap[0], &x->key, &x->tmp, NULL)) { oom(x); return; }
     sift_down(x->heap, x->nheap, 0);
     return;
@@ -549,104 +622,117 @@ static int grow_set (rg_qexec *x) {
   return 0;
 }
 
-static void distinct_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
-  rg_qv v;
-  rg_buf canon;
-  uint64_t h;
+/* Finds the entry of x->canon in the set, or the free slot for it; the
+** entry's index, or (size_t)-1 with *slot set. */
+static size_t set_find (rg_qexec *x, uint64_t h, size_t *slot) {
   size_t j;
-  if (!project(x, &v)) return;
-  rg_buf_init(&canon);
-  rg_qv_canon(&canon, &v);
-  x->tmp.n = 0;
-  rg_qv_print(&x->tmp, &v);
-  if (x->q->norder) order_key(x, d, ord, 1);
-  else { x->key.n = 0; rg_buf_add(&x->key, canon.p ? canon.p : "", canon.n); }
-  if (canon.oom || x->tmp.oom || x->key.oom) goto nomem;
-  h = canon_hash(&canon);
-  if ((x->nheap + 1) * 2 > x->nslots && grow_set(x)) goto nomem;
   for (j = (size_t)(h & (x->nslots - 1)); x->slots[j] != (size_t)-1;
        j = (j + 1) & (x->nslots - 1)) {
     hentry *o = &x->heap[x->slots[j]];
-    if (o->hash == h && o->clen == canon.n &&
-        memcmp(o->canon, canon.p, canon.n) == 0) {
-      hentry probe;
-      probe.key = x->key.p;
-      probe.klen = x->key.n;
-      if (x->q->norder && key_cmp(&probe, o) < 0) {   /* an earlier row */
-        hentry n;
-        if (make_entry(&n, &x->key, &x->tmp, &canon)) goto nomem;
-        n.hash = h;
-        free_entry(o);
-        *o = n;
-      }
-      rg_buf_free(&canon);
-      return;
-    }
+    if (o->hash == h && o->clen == x->canon.n &&
+        memcmp(o->canon, x->canon.p, x->canon.n) == 0)
+      return x->slots[j];
   }
-  if (meter_bytes(x, x->key.n + x->tmp.n + canon.n + sizeof(hentry))) {
-    rg_buf_free(&canon);
-    return;
-  }
+  *slot = j;
+  return (size_t)-1;
+}
+
+/* Adds an entry of (key, tmp, canon) to the set at `slot`; its index. */
+static size_t set_add (rg_qexec *x, uint64_t h, size_t slot) {
+  if (meter_bytes(x, x->key.n + x->tmp.n + x->canon.n + sizeof(hentry)))
+    return (size_t)-1;
   if (x->nheap == x->capheap) {
     size_t cap = x->capheap ? x->capheap * 2 : 64;
     hentry *nh = (hentry *)realloc(x->heap, cap * sizeof(hentry));
-    if (nh == NULL) goto nomem;
+    if (nh == NULL) { oom(x); return (size_t)-1; }
     x->heap = nh;
     x->capheap = cap;
   }
-  if (make_entry(&x->heap[x->nheap], &x->key, &x->tmp, &canon)) goto nomem;
-  x->heap[x->nheap].hash = h;
-  x->slots[j] = x->nheap++;
-  rg_buf_free(&canon);
-  return;
-nomem:
-  rg_buf_free(&canon);
-  oom(x);
-}
-
-/* MIN/MAX order over scalars: null < false < true < numbers < strings. */
-static int any_cmp (const rg_qv *a, const rg_qv *b) {
-  int ra = a->t, rb = b->t;
-  if (ra != rb && !(ra >= RG_QV_FALSE && ra <= RG_QV_TRUE &&
-                    rb >= RG_QV_FALSE && rb <= RG_QV_TRUE))
-    return ra < rb ? -1 : 1;
-  if (a->t == RG_QV_NUM) return a->d < b->d ? -1 : a->d > b->d;
-  if (a->t == RG_QV_STR) {
-    int c = memcmp(a->s, b->s, a->n < b->n ? a->n : b->n);
-    if (c) return c < 0 ? -1 : 1;
-    return a->n < b->n ? -1 : a->n > b->n;
+  if (make_entry(&x->heap[x->nheap], &x->key, &x->tmp, &x->canon)) {
+    oom(x);
+    return (size_t)-1;
   }
-  return (a->t > b->t) - (a->t < b->t);
+  x->heap[x->nheap].hash = h;
+  x->slots[slot] = x->nheap;
+  return x->nheap++;
 }
 
-static void agg_row (rg_qexec *x) {
-  int i;
-  for (i = 0; i < x->q->naggs; i++) {
-    agg *g = &x->aggs[i];
-    rg_qv v;
-    rg_qeval(&x->ctx, g->arg, &v);
-    if (v.t == RG_QV_UNDEF) continue;
-    switch (g->fn) {
-      case RG_QF_COUNT: g->count++; break;
-      case RG_QF_SUM: case RG_QF_AVG:
-        if (v.t != RG_QV_NUM) g->bad = 1;
-        else { g->sum += v.d; g->count++; }
-        break;
-      default:                       /* MIN, MAX */
-        if (v.t == RG_QV_ARR || v.t == RG_QV_OBJ) { g->bad = 1; break; }
-        if (!g->has || (g->fn == RG_QF_MIN ? any_cmp(&v, &g->best) < 0
-                                           : any_cmp(&v, &g->best) > 0)) {
-          g->has = 1;
-          g->best = v;
-          g->best.node = NULL;
-          if (v.t == RG_QV_STR) {
-            g->str.n = 0;
-            rg_buf_add(&g->str, v.s, v.n);
-            if (g->str.oom) { oom(x); return; }
-            g->best.s = g->str.p ? g->str.p : "";
-          }
-        }
+static void distinct_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
+  rg_qv v;
+  uint64_t h;
+  size_t at, slot = 0;
+  if (!project(x, &v)) return;
+  x->canon.n = 0;
+  rg_qv_canon(&x->canon, &v);
+  x->tmp.n = 0;
+  rg_qv_print(&x->tmp, &v);
+  if (x->m->norder) order_key(x, d, ord, 1);
+  else { x->key.n = 0; rg_buf_add(&x->key, x->canon.p ? x->canon.p : "",
+                                   x->canon.n); }
+  if (x->canon.oom || x->tmp.oom || x->key.oom) { oom(x); return; }
+  h = canon_hash(&x->canon);
+  if ((x->nheap + 1) * 2 > x->nslots && grow_set(x)) { oom(x); return; }
+  if ((at = set_find(x, h, &slot)) != (size_t)-1) {
+    hentry *o = &x->heap[at];
+    hentry probe;
+    probe.key = x->key.p;
+    probe.klen = x->key.n;
+    if (x->m->norder && key_cmp(&probe, o) < 0) {   /* an earlier row */
+      hentry n;
+      if (make_entry(&n, &x->key, &x->tmp, &x->canon)) { oom(x); return; }
+      n.hash = h;
+      free_entry(x, o);
+      *o = n;
     }
+    return;
+  }
+  set_add(x, h, slot);
+}
+
+/* GROUP: the row's group (made when new), its accumulators updated. */
+static void group_row (rg_qexec *x, const rg_qdoc *d) {
+  const rg_qblock *m = x->m;
+  rg_qv vals[RG_QMAX_GROUP];
+  uint64_t h;
+  size_t at, slot = 0;
+  int g, i;
+  x->canon.n = 0;
+  x->key.n = 0;
+  x->tmp.n = 0;
+  rg_buf_addc(&x->tmp, '{');
+  for (g = 0; g < m->ngroup; g++) {
+    rg_qeval(&x->ctx, m->group[g], &vals[g]);
+    rg_qv_canon(&x->canon, &vals[g]);
+    rg_buf_addc(&x->canon, 0);
+    rg_qv_term(&x->key, &vals[g], 0, 0);
+    if (vals[g].t != RG_QV_UNDEF) {  /* {"0": v0, "2": v2}: undefined out */
+      if (x->tmp.n > 1) rg_buf_addc(&x->tmp, ',');
+      rg_buf_addf(&x->tmp, "\"%d\":", g);
+      rg_qv_print(&x->tmp, &vals[g]);
+    }
+  }
+  rg_buf_addc(&x->tmp, '}');
+  rg_buf_add(&x->key, x->canon.p, x->canon.n);   /* ties: canonical form */
+  if (x->canon.oom || x->tmp.oom || x->key.oom) { oom(x); return; }
+  h = canon_hash(&x->canon);
+  if ((x->nheap + 1) * 2 > x->nslots && grow_set(x)) { oom(x); return; }
+  if ((at = set_find(x, h, &slot)) == (size_t)-1) {
+    if ((at = set_add(x, h, slot)) == (size_t)-1) return;
+    if (setup_aggs(x, &x->heap[at].aggs, x->e)) { oom(x); return; }
+  }
+  for (i = 0; i < x->naggs; i++) {
+    rg_qv v;
+    rg_qeval(&x->ctx, x->heap[at].aggs[i].arg, &v);
+    if (rg_qagg_add(&x->heap[at].aggs[i], &v, d->weight)) { oom(x); return; }
+  }
+}
+
+static void agg_row (rg_qexec *x, const rg_qdoc *d) {
+  int i;
+  for (i = 0; i < x->naggs; i++) {
+    rg_qv v;
+    rg_qeval(&x->ctx, x->aggs[i].arg, &v);
+    if (rg_qagg_add(&x->aggs[i], &v, d->weight)) { oom(x); return; }
   }
 }
 
@@ -655,8 +741,8 @@ static void row (rg_qexec *x, const rg_qdoc *d) {
   rg_qv v;
   if (meter_rows(x)) return;
   if (x->resume_doc && ord <= x->rord) return;
-  if (d->unordered_only) {
-    rg_qeval(&x->ctx, x->q->order[0].expr, &v);
+  if (d->unordered_only && x->uo_expr >= 0) {
+    rg_qeval(&x->ctx, x->uo_expr, &v);
     if (v.t >= RG_QV_NULL && v.t <= RG_QV_STR) return;
   }
   if (x->use_conds) {
@@ -666,49 +752,84 @@ static void row (rg_qexec *x, const rg_qdoc *d) {
       if (v.t != RG_QV_TRUE) return;
     }
   }
-  else if (x->q->where >= 0) {
-    rg_qeval(&x->ctx, x->q->where, &v);
+  else if (x->m->where >= 0) {
+    rg_qeval(&x->ctx, x->m->where, &v);
     if (v.t != RG_QV_TRUE) return;
   }
+  if (eval_failed(x)) return;
   switch (x->mode) {
     case RG_QX_STREAM: stream_row(x, d, ord, 0); break;
     case RG_QX_SORT: sort_row(x, d, ord); break;
-    case RG_QX_AGG: agg_row(x); break;
+    case RG_QX_AGG: agg_row(x, d); break;
+    case RG_QX_GROUP: group_row(x, d); break;
     default: distinct_row(x, d, ord); break;
   }
   if (x->scratch.oom) oom(x);
+  eval_failed(x);
 }
 
-/* The rows of the current document: the cross product of the joins. */
+/* The rows of the current document: the FROM source, then the JOINs. */
 static void expand (rg_qexec *x, const rg_qdoc *d, int j) {
+  const rg_qsrc *s;
   rg_qv src;
   const rg_qnode *c;
   uint32_t i;
-  if (j == x->q->njoin) { row(x, d); return; }
-  rg_qeval(&x->ctx, x->q->join[j].src, &src);
-  if (src.t != RG_QV_ARR) return;
+  if (j == x->m->nsrc) { row(x, d); return; }
+  s = &x->m->src[j];
+  switch (s->kind) {
+    case RG_QS_ROOT:
+      x->ctx.bind[s->slot] = x->ctx.doc;
+      expand(x, d, j + 1);
+      return;
+    case RG_QS_VALUE:
+      rg_qeval(&x->ctx, s->expr, &src);
+      if (src.t == RG_QV_UNDEF) return;
+      x->ctx.bind[s->slot] = src;
+      expand(x, d, j + 1);
+      return;
+    case RG_QS_SUBQ: rg_qblock_run(&x->ctx, s->expr, RG_QSUB_ARRAY, &src); break;
+    default: rg_qeval(&x->ctx, s->expr, &src); break;
+  }
+  if (eval_failed(x) || src.t != RG_QV_ARR) return;
   for (i = 0, c = src.node + 1; i < src.node->n && !x->done;
        i++, c += c->size) {
-    rg_qv_of_node(&x->ctx.bind[j + 1], c);
+    rg_qv_of_node(&x->ctx.bind[s->slot], c);
     expand(x, d, j + 1);
   }
+}
+
+/* Binds the FROM source of the current document (order keys made outside
+** the rows, for a source read in ORDER BY order). */
+static void expand_first (rg_qexec *x, int j) {
+  const rg_qsrc *s;
+  (void)j;
+  if (x->m->nsrc == 0) return;
+  s = &x->m->src[0];
+  if (s->kind == RG_QS_ROOT) x->ctx.bind[s->slot] = x->ctx.doc;
+  else if (s->kind == RG_QS_VALUE)
+    rg_qeval(&x->ctx, s->expr, &x->ctx.bind[s->slot]);
 }
 
 static int load (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
   int rc;
   rg_arena_reset(&x->docmem);
   rg_arena_reset(&x->scratch);
+  if (x->ctx.cpdone) memset(x->ctx.cpdone, 0, (size_t)x->ctx.ncp);
+  memset(x->ctx.bind, 0, (size_t)x->q->nslots * sizeof(rg_qv));
+  x->ctx.docid = d->digest;
+  x->ctx.cp_members = d->index_values;
+  if (d->text == NULL) { rg_qv_undef(&x->ctx.doc); return 0; }
   if ((rc = rg_tape_parse(&x->tape, &x->docmem, d->text, d->len)))
     return rg_fail(e, 500, rc == 500 ? "out of memory"
                    : "corrupt item: its stored text is not JSON");
-  memset(x->ctx.bind, 0, sizeof(x->ctx.bind));
-  rg_qv_of_node(&x->ctx.bind[0], &x->tape.node[0]);
+  rg_qv_of_node(&x->ctx.doc, &x->tape.node[0]);
   return 0;
 }
 
 void rg_qexec_limits (rg_qexec *x, uint64_t max_rows, size_t max_bytes) {
   x->max_rows = max_rows;
   x->max_bytes = max_bytes;
+  x->ctx.max_made = max_rows;
 }
 
 uint64_t rg_qexec_made (const rg_qexec *x) {
@@ -719,15 +840,40 @@ void rg_qexec_conds (rg_qexec *x, const int32_t *conds, int n) {
   x->conds = conds;
   x->nconds = n;
   x->use_conds = 1;
-  x->fast = x->mode == RG_QX_STREAM && x->q->star && x->q->njoin == 0 &&
-            n == 0;
+  x->fast = x->mode == RG_QX_STREAM && x->m->star && x->m->nsrc == 1 &&
+            x->m->src[0].kind == RG_QS_ROOT && n == 0;
   x->count_only = n == 0 && counts_only(x);
+}
+
+void rg_qexec_computed (rg_qexec *x, const rg_qcomputed *cp, int n) {
+  if (n <= 0) return;
+  x->ctx.cp = cp;
+  x->ctx.ncp = n;
+  x->ctx.cpv = (rg_qv *)calloc((size_t)n, sizeof(rg_qv));
+  x->ctx.cpdone = (uint8_t *)calloc((size_t)n, 1);
+  if (x->ctx.cpv == NULL || x->ctx.cpdone == NULL) {
+    free(x->ctx.cpv);
+    free(x->ctx.cpdone);
+    x->ctx.cpv = NULL;
+    x->ctx.cpdone = NULL;
+    x->ctx.ncp = 0;
+    oom(x);
+  }
+}
+
+void rg_qexec_udf (rg_qexec *x, const rg_qudf *u) {
+  x->ctx.udf = u;
+}
+
+int rg_qexec_needs_text (const rg_qexec *x) {
+  return !x->count_only;
 }
 
 int rg_qexec_doc (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
   int rc;
   if (x->done) return x->status ? x->status : 1;
   x->e = e;
+  x->ctx.e = e;
   x->doc = d;
   x->ordinal = 0;
   if (meter_rows(x)) return x->status;
@@ -736,7 +882,8 @@ int rg_qexec_doc (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
                   (d->poslen == 0 || memcmp(d->pos, x->rpos.p, d->poslen) == 0);
   if (x->count_only && !d->unordered_only) {   /* one row to count */
     int i;
-    for (i = 0; i < x->q->naggs; i++) x->aggs[i].count++;
+    for (i = 0; i < x->naggs; i++)
+      x->aggs[i].count += d->weight ? d->weight : 1;
     return 0;
   }
   if (x->fast && !d->unordered_only) {   /* the item is the row, as stored */
@@ -750,9 +897,35 @@ int rg_qexec_doc (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
   return x->done;
 }
 
+int rg_qexec_once (rg_qexec *x, rg_err *e) {
+  rg_qdoc d;
+  int rc;
+  memset(&d, 0, sizeof(d));
+  if (x->done) return x->status ? x->status : 1;
+  x->e = e;
+  x->ctx.e = e;
+  x->doc = &d;
+  x->ordinal = 0;
+  x->resume_doc = x->resumed && x->mode == RG_QX_STREAM;
+  if ((rc = load(x, &d, e))) return rc;
+  row(x, &d);
+  if (x->status) return x->status;
+  return x->done;
+}
+
+int rg_qexec_release (rg_qexec *x, rg_err *e) {
+  if (!x->lpending || x->ltext == x->lown.p) return 0;
+  x->lown.n = 0;
+  rg_buf_add(&x->lown, x->ltext, x->llen);
+  if (x->lown.oom) return rg_fail(e, 500, "out of memory");
+  x->ltext = x->lown.p;
+  return 0;
+}
+
 int rg_qexec_okey (rg_qexec *x, const rg_qdoc *d, rg_buf *out, rg_err *e) {
   int rc;
   if ((rc = load(x, d, e))) return rc;
+  expand_first(x, 0);
   order_key(x, d, 0, 0);
   out->n = 0;
   rg_buf_add(out, x->key.p, x->key.n);
@@ -827,51 +1000,68 @@ static void finish_distinct (rg_qexec *x) {
   x->have_last = 1;
 }
 
-static void finish_agg (rg_qexec *x) {
-  rg_qv *res, v;
+/* Projects one row of aggregate results (and group values). */
+static void agg_project (rg_qexec *x, const rg_qagg *aggs) {
+  rg_qv v;
   int i;
-  res = (rg_qv *)rg_arena_alloc(&x->scratch,
-                                ((size_t)x->q->naggs + 1) * sizeof(rg_qv));
-  if (res == NULL) { oom(x); return; }
-  for (i = 0; i < x->q->naggs; i++) {
-    agg *g = &x->aggs[i];
-    memset(&res[i], 0, sizeof(rg_qv));
-    switch (g->fn) {
-      case RG_QF_COUNT:
-        res[i].t = RG_QV_NUM;
-        res[i].d = (double)g->count;
-        break;
-      case RG_QF_SUM:
-        if (!g->bad) { res[i].t = RG_QV_NUM; res[i].d = g->sum; }
-        break;
-      case RG_QF_AVG:
-        if (!g->bad && g->count) {
-          res[i].t = RG_QV_NUM;
-          res[i].d = g->sum / (double)g->count;
-        }
-        break;
-      default:
-        if (!g->bad && g->has) res[i] = g->best;
-    }
-  }
-  memset(x->ctx.bind, 0, sizeof(x->ctx.bind));
-  x->ctx.aggs = res;
-  if (x->offset == 0 && x->limit != 0 && project(x, &v)) {
+  for (i = 0; i < x->naggs; i++)
+    rg_qagg_result(&aggs[i], &x->ctx.aggs[x->q->ex[x->aggslot[i]].slot]);
+  memset(x->ctx.bind, 0, (size_t)x->q->nslots * sizeof(rg_qv));
+  rg_qv_undef(&x->ctx.doc);
+  if (project(x, &v)) {
+    if (eval_failed(x)) return;
     x->tmp.n = 0;
     rg_qv_print(&x->tmp, &v);
     emit(x, x->tmp.p, x->tmp.n);
   }
-  x->ctx.aggs = NULL;
+}
+
+static void finish_group (rg_qexec *x) {
+  size_t i;
+  uint64_t skip = (uint64_t)x->offset + x->emitted;
+  rg_qv vals[RG_QMAX_GROUP];
+  if (x->nheap > 1) qsort(x->heap, x->nheap, sizeof(hentry), cmp_entries);
+  i = skip < x->nheap ? (size_t)skip : x->nheap;
+  x->ctx.groupv = vals;
+  while (i < x->nheap && page_room(x) && !x->status) {
+    const hentry *h = &x->heap[i];
+    int g;
+    rg_arena_reset(&x->docmem);
+    rg_arena_reset(&x->scratch);
+    if (rg_tape_parse(&x->tape, &x->docmem, h->row, h->rlen)) { oom(x); break; }
+    for (g = 0; g < x->m->ngroup; g++) {
+      char name[8];
+      int n = snprintf(name, sizeof(name), "%d", g);
+      const rg_qnode *nd = rg_qnode_member(&x->tape.node[0], name, (size_t)n);
+      if (nd) rg_qv_of_node(&vals[g], nd);
+      else rg_qv_undef(&vals[g]);
+    }
+    agg_project(x, h->aggs);
+    i++;
+  }
+  x->ctx.groupv = NULL;
+  x->more = i < x->nheap && within_limit(x);
+  x->have_last = 1;
+}
+
+static void finish_agg (rg_qexec *x) {
+  if (x->offset == 0 && x->limit != 0 && x->emitted == 0) {
+    rg_arena_reset(&x->scratch);
+    agg_project(x, x->aggs);
+  }
   x->more = 0;
 }
 
 int rg_qexec_finish (rg_qexec *x, rg_buf *rows, rg_buf *offsets,
                      size_t *count, rg_buf *tok, rg_err *e) {
+  x->e = e;
+  x->ctx.e = e;
   if (x->status) return x->status;
   switch (x->mode) {
     case RG_QX_SORT: finish_sort(x); break;
     case RG_QX_DISTINCT: finish_distinct(x); break;
     case RG_QX_AGG: finish_agg(x); break;
+    case RG_QX_GROUP: finish_group(x); break;
     default: break;
   }
   if (x->status) return x->status;
@@ -897,6 +1087,7 @@ int rg_qexec_finish (rg_qexec *x, rg_buf *rows, rg_buf *offsets,
       d.hash = x->lhash;
       d.digest = x->ldigest;
       if ((rc = load(x, &d, e))) return rc;
+      expand_first(x, 0);
       order_key(x, &d, x->lord, 1);
       x->lokey.n = 0;
       rg_buf_add(&x->lokey, x->key.p, x->key.n);

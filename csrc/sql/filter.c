@@ -58,3 +58,30 @@ done:
   rg_buf_free(&tok);
   return rc;
 }
+
+int rg_qcomputed_json (const rg_query *cq, const char *doc, size_t n,
+                       rg_buf *out, rg_err *e) {
+  rg_tape t;
+  rg_arena mem;
+  rg_qctx c;
+  rg_qv bind[2], v;
+  int rc;
+  memset(&t, 0, sizeof(t));
+  rg_arena_init(&mem);
+  if ((rc = rg_tape_parse(&t, &mem, doc, n))) {
+    rg_arena_free(&mem);
+    return rg_fail(e, rc, "the item is not JSON");
+  }
+  memset(&c, 0, sizeof(c));
+  c.q = cq;
+  c.bind = bind;
+  c.scratch = &mem;
+  rg_qv_of_node(&c.doc, &t.node[0]);
+  bind[0] = bind[1] = c.doc;
+  rg_qeval(&c, cq->sel[cq->blk[0].sel0].expr, &v);
+  if (v.t != RG_QV_UNDEF) rg_qv_print(out, &v);
+  rc = mem.oom || out->oom ? rg_fail(e, 500, "out of memory") : 0;
+  rg_tape_free(&t);
+  rg_arena_free(&mem);
+  return rc;
+}

@@ -1,35 +1,47 @@
 /*
 ** parse.c: the lexer and parser of the query dialect.
 **
-** The dialect is the Cosmos DB NoSQL subset of docs/query.md:
+** The dialect is the Cosmos DB for NoSQL query language (docs/query.md):
 **
-**   query    := SELECT [DISTINCT] [TOP n] select FROM from {JOIN join}
-**               [WHERE expr] [ORDER BY key {, key}] [OFFSET n LIMIT m]
+**   query    := SELECT [DISTINCT] [TOP n] select [FROM source {JOIN source}]
+**               [WHERE expr] [GROUP BY expr {, expr}] [ORDER BY key {, key}]
+**               [OFFSET n LIMIT m]
 **   select   := '*' | VALUE expr | expr [[AS] name] {, expr [[AS] name]}
-**   from     := name [[AS] alias]           (the alias names the item)
-**   join     := alias IN expr               (expr rooted at an earlier alias)
+**   source   := alias IN expr | '(' query ')' [[AS] alias]
+**             | expr [[AS] alias]
 **   key      := expr [ASC | DESC]
 **   n, m     := an integer literal or a @parameter
-**   filter   := FROM from {JOIN join} WHERE expr    (patch filters)
+**   filter   := FROM source {JOIN source} WHERE expr   (patch filters)
+**
+** The FROM of the query names the container: its expression starts with
+** any name (`FROM c`, `FROM root r`, `FROM c.address a`, `FROM t IN
+** c.tags`); every other source (JOINs, the FROM of a subquery) ranges over
+** values of aliases already named.  Without FROM, a query makes one row.
 **
 ** Expressions, from the loosest binding to the tightest: `c ? a : b`,
 ** `a ?? b`, OR, AND, NOT, comparisons (= != <> < <= > >= [NOT] IN (...)
-** [NOT] BETWEEN a AND b), `||`, + -, * / %, unary - +, then property
-** access `.name`, `["name"]` and `[index]` on a primary: a literal (number,
-** 'string' or "string", true, false, null, undefined), a @parameter, an
-** alias, a function call, `(expr)`, an array `[...]` or an object
-** `{name: expr, ...}`.  Keywords and function names are case-insensitive;
-** after a dot any word is a property name.  `--` starts a comment.
+** [NOT] BETWEEN a AND b, [NOT] LIKE p [ESCAPE e]), `||`, `|`, `^`, `&`,
+** << >> >>>, + -, * / %, unary - + ~, then property access `.name`,
+** `["name"]` and `[index]` on a primary: a literal (number, 0x hex number,
+** 'string' or "string", true, false, null, undefined, NaN, Infinity), a
+** @parameter, an alias, a function call, udf.name(...), `(expr)`, a
+** subquery `(SELECT ...)`, EXISTS(SELECT ...), ARRAY(SELECT ...), an array
+** `[...]` or an object `{name: expr, ...}`.  Keywords and function names
+** are case-insensitive; after a dot any word is a property name.  `--`
+** starts a comment.
 **
-** The parser builds the expression nodes of rg_query (sql.h) in one
-** array, then resolves names: aliases to binding slots (0 the FROM alias,
-** then the joins in order), parameters to slots, aggregate calls to
-** accumulator slots, and checks the rules a grammar cannot say (aggregates
-** only in the SELECT list and never nested, with every alias reference of
-** such a query inside an aggregate; SELECT * only over a single input).
-** Every error is 400 and names the place: "syntax error at 1:17: expected
-** FROM, found 'WHERE'".  Nesting is bounded (RG_QMAX_DEPTH) so that the
-** recursive parser and evaluator cannot exhaust the C stack.
+** The parser builds the expression nodes of rg_query (sql.h) in one array
+** and one block per SELECT, then resolves names: aliases to binding slots
+** (unique across blocks, innermost scope first), parameters to slots,
+** aggregate calls to accumulator slots of their block, and checks the
+** rules a grammar cannot say: aggregates only in a SELECT list and never
+** nested; with aggregates and no GROUP BY, every reference to the block's
+** input inside one; with GROUP BY, every reference outside an aggregate
+** part of a GROUP BY expression (those parts become RG_QE_GROUPREF); no
+** ORDER BY with aggregates; SELECT * only over a single input.  Every error
+** is 400 and names the place: "syntax error at 1:17: expected FROM, found
+** 'WHERE'".  Nesting is bounded (RG_QMAX_DEPTH) so that the recursive
+** parser and evaluator cannot exhaust the C stack.
 */
 
 #include <locale.h>
@@ -45,7 +57,8 @@ enum {
   TK_EOF, TK_IDENT, TK_NUM, TK_STR, TK_PARAM, TK_STAR, TK_COMMA, TK_DOT,
   TK_LP, TK_RP, TK_LB, TK_RB, TK_LC, TK_RC, TK_COLON, TK_QUEST, TK_COAL,
   TK_EQ, TK_NE, TK_LT, TK_LE, TK_GT, TK_GE, TK_PLUS, TK_MINUS, TK_SLASH,
-  TK_PCT, TK_CAT
+  TK_PCT, TK_CAT, TK_AMP, TK_BAR, TK_CARET, TK_TILDE, TK_SHL, TK_SHR,
+  TK_USHR
 };
 
 typedef struct token {
@@ -64,7 +77,6 @@ typedef struct pstate {
   rg_err *e;
   int depth;
   int filter;                 /* the patch-filter form */
-  uint32_t star_pos;          /* where SELECT * is */
   int status;                 /* the first error */
 } pstate;
 
@@ -72,25 +84,7 @@ static const char *const reserved[] = {
   "SELECT", "FROM", "WHERE", "ORDER", "BY", "AS", "JOIN", "IN", "AND", "OR",
   "NOT", "BETWEEN", "TOP", "DISTINCT", "VALUE", "OFFSET", "LIMIT", "ASC",
   "DESC", "TRUE", "FALSE", "NULL", "UNDEFINED", "GROUP", "LIKE", "EXISTS",
-  NULL
-};
-
-static const struct { const char *name; int fn, min, max; } functions[] = {
-  {"COUNT", RG_QF_COUNT, 1, 1}, {"SUM", RG_QF_SUM, 1, 1},
-  {"MIN", RG_QF_MIN, 1, 1}, {"MAX", RG_QF_MAX, 1, 1},
-  {"AVG", RG_QF_AVG, 1, 1},
-  {"IS_DEFINED", RG_QF_IS_DEFINED, 1, 1}, {"IS_NULL", RG_QF_IS_NULL, 1, 1},
-  {"IS_STRING", RG_QF_IS_STRING, 1, 1}, {"IS_NUMBER", RG_QF_IS_NUMBER, 1, 1},
-  {"IS_BOOL", RG_QF_IS_BOOL, 1, 1}, {"IS_ARRAY", RG_QF_IS_ARRAY, 1, 1},
-  {"IS_OBJECT", RG_QF_IS_OBJECT, 1, 1},
-  {"ARRAY_CONTAINS", RG_QF_ARRAY_CONTAINS, 2, 3},
-  {"ARRAY_LENGTH", RG_QF_ARRAY_LENGTH, 1, 1},
-  {"STARTSWITH", RG_QF_STARTSWITH, 2, 3}, {"ENDSWITH", RG_QF_ENDSWITH, 2, 3},
-  {"CONTAINS", RG_QF_CONTAINS, 2, 3}, {"LOWER", RG_QF_LOWER, 1, 1},
-  {"UPPER", RG_QF_UPPER, 1, 1}, {"LENGTH", RG_QF_LENGTH, 1, 1},
-  {"CONCAT", RG_QF_CONCAT, 2, 64}, {"SUBSTRING", RG_QF_SUBSTRING, 3, 3},
-  {"LEFT", RG_QF_LEFT, 2, 2},
-  {NULL, 0, 0, 0}
+  "ESCAPE", NULL
 };
 
 
@@ -125,10 +119,7 @@ static void describe (pstate *P, char *out, size_t size) {
 }
 
 static int fail_at (pstate *P, size_t pos, const char *fmt, ...)
-#if defined(__GNUC__)
-  __attribute__((format(printf, 3, 4)))
-#endif
-  ;
+  RG_PRINTF(3, 4);
 
 static int fail_at (pstate *P, size_t pos, const char *fmt, ...) {
   char what[300];
@@ -171,6 +162,13 @@ static int is_digit (int c) {
   return c >= '0' && c <= '9';
 }
 
+static int hex_value (int c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 /* Scans a quoted string starting at P->p; its bytes go to the arena. */
 static int lex_string (pstate *P, token *t) {
   const char *s = P->src;
@@ -207,6 +205,21 @@ static int lex_number (pstate *P, token *t) {
   const char *s = P->src;
   size_t i = P->p;
   char buf[64];
+  if (s[i] == '0' && i + 1 < P->n &&
+      (s[i + 1] == 'x' || s[i + 1] == 'X')) {
+    double v = 0;
+    i += 2;
+    if (i >= P->n || hex_value((unsigned char)s[i]) < 0)
+      return fail_at(P, P->p, "malformed number");
+    while (i < P->n && hex_value((unsigned char)s[i]) >= 0)
+      v = v * 16 + hex_value((unsigned char)s[i++]);
+    if (i < P->n && is_alpha((unsigned char)s[i]))
+      return fail_at(P, P->p, "malformed number");
+    t->num = v;
+    t->k = TK_NUM;
+    P->p = i;
+    return 0;
+  }
   while (i < P->n && is_digit((unsigned char)s[i])) i++;
   if (i + 1 < P->n && s[i] == '.' && is_digit((unsigned char)s[i + 1])) {
     i++;
@@ -260,6 +273,7 @@ static int next (pstate *P) {
   {
     unsigned char c = (unsigned char)s[P->p];
     unsigned char d = P->p + 1 < P->n ? (unsigned char)s[P->p + 1] : 0;
+    unsigned char d2 = P->p + 2 < P->n ? (unsigned char)s[P->p + 2] : 0;
     if (is_alpha(c) || (c == '@' && is_alpha(d))) {
       size_t i = P->p + (c == '@');
       while (i < P->n && (is_alpha((unsigned char)s[i]) ||
@@ -297,16 +311,25 @@ static int next (pstate *P) {
         case '<':
           if (d == '=') { k = TK_LE; w = 2; }
           else if (d == '>') { k = TK_NE; w = 2; }
+          else if (d == '<') { k = TK_SHL; w = 2; }
           else k = TK_LT;
           break;
-        case '>': if (d == '=') { k = TK_GE; w = 2; } else k = TK_GT; break;
+        case '>':
+          if (d == '=') { k = TK_GE; w = 2; }
+          else if (d == '>' && d2 == '>') { k = TK_USHR; w = 3; }
+          else if (d == '>') { k = TK_SHR; w = 2; }
+          else k = TK_GT;
+          break;
         case '+': k = TK_PLUS; break;
         case '-': k = TK_MINUS; break;
         case '/': k = TK_SLASH; break;
         case '%': k = TK_PCT; break;
+        case '&': k = TK_AMP; break;
+        case '^': k = TK_CARET; break;
+        case '~': k = TK_TILDE; break;
         case '|':
-          if (d != '|') return fail_at(P, P->p, "unexpected character '|'");
-          k = TK_CAT; w = 2;
+          if (d == '|') { k = TK_CAT; w = 2; }
+          else k = TK_BAR;
           break;
         default:
           if (c >= 0x20 && c < 0x7F)
@@ -353,6 +376,28 @@ static int want (pstate *P, int k, const char *what) {
   if (P->t.k != k) return expected(P, what);
   return next(P);
 }
+
+/* The next character that is not white space after the current token. */
+static int peek_char (pstate *P) {
+  size_t j = P->p;
+  while (j < P->n && (P->src[j] == ' ' || P->src[j] == '\t' ||
+                      P->src[j] == '\n' || P->src[j] == '\r'))
+    j++;
+  return j < P->n ? (unsigned char)P->src[j] : -1;
+}
+
+/* Is the token after the current one the keyword kw?  (The lexer is put
+** back.) */
+static int next_is_kw (pstate *P, const char *kw) {
+  size_t save = P->p;
+  token t = P->t;
+  int r;
+  if (next(P)) return 0;
+  r = is_kw(P, kw);
+  P->p = save;
+  P->t = t;
+  return r;
+}
 /* }===================================================================== */
 
 
@@ -383,6 +428,7 @@ static int32_t node (pstate *P, int k, uint32_t pos) {
 }
 
 #define EX(P, i) (&(P)->q->ex[i])
+#define BLK(P, i) (&(P)->q->blk[i])
 
 /* Sets the depth of node i from its operands; fails when too deep. */
 static int32_t deepen (pstate *P, int32_t i) {
@@ -468,6 +514,31 @@ static int32_t el_done (pstate *P, elist *l) {
   l->v = l->small;
   return start;
 }
+
+static int new_block (pstate *P, int parent, uint32_t pos) {
+  rg_query *q = P->q;
+  rg_qblock *b;
+  if (P->status) return -1;
+  if (q->nblk == RG_QMAX_BLOCKS) {
+    fail_at(P, pos, "at most %d subqueries", RG_QMAX_BLOCKS - 1);
+    return -1;
+  }
+  if (q->nblk == q->capblk) {
+    int cap = q->capblk ? q->capblk * 2 : 4;
+    rg_qblock *nb = (rg_qblock *)realloc(q->blk, (size_t)cap *
+                                         sizeof(rg_qblock));
+    if (nb == NULL) { oom(P); return -1; }
+    q->blk = nb;
+    q->capblk = cap;
+  }
+  b = &q->blk[q->nblk];
+  memset(b, 0, sizeof(*b));
+  b->top = b->offset = b->limit = b->where = -1;
+  b->parent = parent;
+  b->pos = pos;
+  b->sel0 = q->nsel;
+  return q->nblk++;
+}
 /* }===================================================================== */
 
 
@@ -477,6 +548,7 @@ static int32_t el_done (pstate *P, elist *l) {
 ** ======================================================================
 */
 static int32_t expr (pstate *P);
+static int select_block (pstate *P, int blk, int filter);
 
 /* A comma-separated list up to `close`; the opening token is consumed. */
 static int list_of (pstate *P, int close, const char *what, int32_t *start,
@@ -502,30 +574,84 @@ static int32_t call (pstate *P, const char *name, uint32_t nlen,
                      uint32_t pos) {
   int f, nargs;
   int32_t i, start, count;
-  for (f = 0; functions[f].name; f++)
-    if (word_is(name, nlen, functions[f].name)) break;
-  if (functions[f].name == NULL) {
-    fail_at(P, pos, "unknown function '%.*s'", (int)(nlen > 40 ? 40 : nlen),
-            name);
+  for (f = 0; rg_qfuncs[f].name; f++)
+    if (word_is(name, nlen, rg_qfuncs[f].name)) break;
+  if (rg_qfuncs[f].name == NULL) {
+    if (word_is(name, nlen, "ST_DISTANCE") || word_is(name, nlen, "ST_WITHIN")
+        || word_is(name, nlen, "ST_INTERSECTS") ||
+        word_is(name, nlen, "ST_AREA") || word_is(name, nlen, "ST_ISVALID") ||
+        word_is(name, nlen, "ST_ISVALIDDETAILED") ||
+        word_is(name, nlen, "VECTORDISTANCE") ||
+        word_is(name, nlen, "FULLTEXTCONTAINS") ||
+        word_is(name, nlen, "FULLTEXTCONTAINSALL") ||
+        word_is(name, nlen, "FULLTEXTCONTAINSANY") ||
+        word_is(name, nlen, "FULLTEXTSCORE") || word_is(name, nlen, "RRF"))
+      fail_at(P, pos, "function '%.*s' is not supported (spatial, vector "
+              "and full-text functions are not implemented)",
+              (int)(nlen > 40 ? 40 : nlen), name);
+    else
+      fail_at(P, pos, "unknown function '%.*s'",
+              (int)(nlen > 40 ? 40 : nlen), name);
     return -1;
   }
   if (next(P)) return -1;            /* '(' */
   if ((i = node(P, RG_QE_CALL, pos)) < 0) return -1;
   if (list_of(P, TK_RP, "',' or ')'", &start, &count)) return -1;
   nargs = count;
-  if (nargs < functions[f].min || nargs > functions[f].max) {
-    if (functions[f].min == functions[f].max)
-      fail_at(P, pos, "%s takes %d argument%s, not %d", functions[f].name,
-              functions[f].min, functions[f].min == 1 ? "" : "s", nargs);
+  if (nargs < rg_qfuncs[f].min || nargs > rg_qfuncs[f].max) {
+    if (rg_qfuncs[f].min == rg_qfuncs[f].max)
+      fail_at(P, pos, "%s takes %d argument%s, not %d", rg_qfuncs[f].name,
+              rg_qfuncs[f].min, rg_qfuncs[f].min == 1 ? "" : "s", nargs);
+    else if (rg_qfuncs[f].max >= 64)
+      fail_at(P, pos, "%s takes at least %d arguments, not %d",
+              rg_qfuncs[f].name, rg_qfuncs[f].min, nargs);
     else
       fail_at(P, pos, "%s takes %d to %d arguments, not %d",
-              functions[f].name, functions[f].min, functions[f].max, nargs);
+              rg_qfuncs[f].name, rg_qfuncs[f].min, rg_qfuncs[f].max, nargs);
     return -1;
   }
-  EX(P, i)->op = (uint8_t)functions[f].fn;
+  if (rg_qfuncs[f].nondet) P->q->nondet = 1;
+  EX(P, i)->op = (uint8_t)rg_qfuncs[f].fn;
   EX(P, i)->list = start;
   EX(P, i)->nlist = count;
   return deepen(P, i);
+}
+
+/* udf.name(args): the current token is "udf". */
+static int32_t udf_call (pstate *P, uint32_t pos) {
+  int32_t i, start, count;
+  if (next(P) || want(P, TK_DOT, "'.'")) return -1;
+  if (P->t.k != TK_IDENT) { expected(P, "a function name after udf."); return -1; }
+  if ((i = node(P, RG_QE_UDF, pos)) < 0) return -1;
+  EX(P, i)->s = P->t.s;
+  EX(P, i)->n = P->t.n;
+  if (next(P) || want(P, TK_LP, "'('")) return -1;
+  if (list_of(P, TK_RP, "',' or ')'", &start, &count)) return -1;
+  EX(P, i)->list = start;
+  EX(P, i)->nlist = count;
+  P->q->uses_udf = 1;
+  return deepen(P, i);
+}
+
+/* A subquery: '(' SELECT ... ')' (the '(' is the current token). */
+static int32_t subquery (pstate *P, int kind, uint32_t pos) {
+  int32_t i;
+  int b;
+  if (want(P, TK_LP, "'('")) return -1;
+  if (!is_kw(P, "SELECT")) { expected(P, "SELECT"); return -1; }
+  if (++P->depth > RG_QMAX_DEPTH) {
+    fail_at(P, pos, "the expression nests too deeply");
+    return -1;
+  }
+  if ((b = new_block(P, -2, pos)) < 0) return -1;
+  if (select_block(P, b, 0)) return -1;
+  P->depth--;
+  if (want(P, TK_RP, "')' after the subquery")) return -1;
+  if ((i = node(P, RG_QE_SUBQ, pos)) < 0) return -1;
+  EX(P, i)->op = (uint8_t)kind;
+  EX(P, i)->slot = b;
+  P->q->has_subq = 1;
+  return i;
 }
 
 static int32_t object (pstate *P, uint32_t pos) {
@@ -571,15 +697,19 @@ static int32_t object (pstate *P, uint32_t pos) {
   return deepen(P, i);
 }
 
+static int32_t literal (pstate *P, int t, double d, uint32_t pos) {
+  int32_t i;
+  if ((i = node(P, RG_QE_LIT, pos)) < 0) return -1;
+  EX(P, i)->v.t = (uint8_t)t;
+  EX(P, i)->v.d = d;
+  return next(P) ? -1 : i;
+}
+
 static int32_t primary (pstate *P) {
   token t = P->t;
   int32_t i;
   switch (t.k) {
-    case TK_NUM:
-      if ((i = node(P, RG_QE_LIT, t.pos)) < 0) return -1;
-      EX(P, i)->v.t = RG_QV_NUM;
-      EX(P, i)->v.d = t.num;
-      return next(P) ? -1 : i;
+    case TK_NUM: return literal(P, RG_QV_NUM, t.num, t.pos);
     case TK_STR:
       if ((i = node(P, RG_QE_LIT, t.pos)) < 0) return -1;
       EX(P, i)->v.t = RG_QV_STR;
@@ -592,6 +722,7 @@ static int32_t primary (pstate *P) {
       EX(P, i)->n = t.n;
       return next(P) ? -1 : i;
     case TK_LP:
+      if (next_is_kw(P, "SELECT")) return subquery(P, RG_QSUB_SCALAR, t.pos);
       if (next(P) || (i = expr(P)) < 0) return -1;
       if (want(P, TK_RP, "')'")) return -1;
       return i;
@@ -609,23 +740,39 @@ static int32_t primary (pstate *P) {
         {"TRUE", RG_QV_TRUE}, {"FALSE", RG_QV_FALSE}, {"NULL", RG_QV_NULL},
         {"UNDEFINED", RG_QV_UNDEF}, {NULL, 0}
       };
-      int k;
+      int k, c = peek_char(P);
       for (k = 0; lits[k].kw; k++)
-        if (is_kw(P, lits[k].kw)) {
-          if ((i = node(P, RG_QE_LIT, t.pos)) < 0) return -1;
-          EX(P, i)->v.t = (uint8_t)lits[k].t;
-          return next(P) ? -1 : i;
-        }
-      if (P->p < P->n) {             /* a call: the name then '(' */
-        size_t j = P->p;
+        if (is_kw(P, lits[k].kw)) return literal(P, lits[k].t, 0, t.pos);
+      if (c == '(' && (is_kw(P, "EXISTS") || is_kw(P, "ARRAY"))) {
+        int kind = is_kw(P, "EXISTS") ? RG_QSUB_EXISTS : RG_QSUB_ARRAY;
+        if (next(P)) return -1;      /* now at '(' */
+        if (next_is_kw(P, "SELECT")) return subquery(P, kind, t.pos);
+        if (next(P)) return -1;
+        expected(P, kind == RG_QSUB_EXISTS ? "SELECT after EXISTS("
+                                           : "SELECT after ARRAY(");
+        return -1;
+      }
+      if (c == '(') {                /* a call: the name then '(' */
+        if (next(P)) return -1;
+        return call(P, t.s, t.n, t.pos);
+      }
+      if (c == '.' && t.n == 3 && word_is(t.s, t.n, "UDF")) {
+        size_t j = P->p + 1;         /* udf.name( */
         while (j < P->n && (P->src[j] == ' ' || P->src[j] == '\t' ||
                             P->src[j] == '\n' || P->src[j] == '\r'))
           j++;
-        if (j < P->n && P->src[j] == '(') {
-          if (next(P)) return -1;
-          return call(P, t.s, t.n, t.pos);
-        }
+        while (j < P->n && (is_alpha((unsigned char)P->src[j]) ||
+                            is_digit((unsigned char)P->src[j])))
+          j++;
+        while (j < P->n && (P->src[j] == ' ' || P->src[j] == '\t' ||
+                            P->src[j] == '\n' || P->src[j] == '\r'))
+          j++;
+        if (j < P->n && P->src[j] == '(') return udf_call(P, t.pos);
       }
+      if (t.n == 3 && memcmp(t.s, "NaN", 3) == 0)
+        return literal(P, RG_QV_NUM, NAN, t.pos);
+      if (t.n == 8 && memcmp(t.s, "Infinity", 8) == 0)
+        return literal(P, RG_QV_NUM, HUGE_VAL, t.pos);
       if (is_reserved(t.s, t.n)) {
         expected(P, "an expression");
         return -1;
@@ -680,9 +827,10 @@ static int32_t postfix (pstate *P) {
 }
 
 static int32_t unary (pstate *P) {
-  if (P->t.k == TK_MINUS || P->t.k == TK_PLUS) {
+  if (P->t.k == TK_MINUS || P->t.k == TK_PLUS || P->t.k == TK_TILDE) {
     uint32_t pos = P->t.pos;
-    int op = P->t.k == TK_MINUS ? RG_QO_NEG : RG_QO_POS;
+    int op = P->t.k == TK_MINUS ? RG_QO_NEG
+           : P->t.k == TK_PLUS ? RG_QO_POS : RG_QO_BNOT;
     int32_t a, i;
     if (++P->depth > RG_QMAX_DEPTH) {
       fail_at(P, pos, "the expression nests too deeply");
@@ -690,7 +838,8 @@ static int32_t unary (pstate *P) {
     }
     if (next(P) || (a = unary(P)) < 0) return -1;
     P->depth--;
-    if (EX(P, a)->k == RG_QE_LIT && EX(P, a)->v.t == RG_QV_NUM) {
+    if (op != RG_QO_BNOT && EX(P, a)->k == RG_QE_LIT &&
+        EX(P, a)->v.t == RG_QV_NUM) {
       if (op == RG_QO_NEG) EX(P, a)->v.d = -EX(P, a)->v.d;   /* fold */
       EX(P, a)->pos = pos;
       return a;
@@ -703,38 +852,62 @@ static int32_t unary (pstate *P) {
   return postfix(P);
 }
 
-static int32_t mul (pstate *P) {
-  int32_t x = unary(P);
-  while (x >= 0 && (P->t.k == TK_STAR || P->t.k == TK_SLASH ||
-                    P->t.k == TK_PCT)) {
-    int op = P->t.k == TK_STAR ? RG_QO_MUL : P->t.k == TK_SLASH ? RG_QO_DIV
-                                                                 : RG_QO_MOD;
+/* One level of left-associative binary operators: tokens toks[i] make
+** operators ops[i]; operands come from `sub`. */
+static int32_t level (pstate *P, int32_t (*sub) (pstate *), const int *toks,
+                      const int *ops, int n) {
+  int32_t x = sub(P);
+  for (;;) {
+    int i;
     uint32_t pos = P->t.pos;
+    if (x < 0) return -1;
+    for (i = 0; i < n; i++) if (P->t.k == toks[i]) break;
+    if (i == n) return x;
     if (next(P)) return -1;
-    x = binop(P, RG_QE_BINARY, op, x, unary(P), pos);
+    x = binop(P, RG_QE_BINARY, ops[i], x, sub(P), pos);
   }
-  return x;
+}
+
+static int32_t mul (pstate *P) {
+  static const int t[] = { TK_STAR, TK_SLASH, TK_PCT };
+  static const int o[] = { RG_QO_MUL, RG_QO_DIV, RG_QO_MOD };
+  return level(P, unary, t, o, 3);
 }
 
 static int32_t add (pstate *P) {
-  int32_t x = mul(P);
-  while (x >= 0 && (P->t.k == TK_PLUS || P->t.k == TK_MINUS)) {
-    int op = P->t.k == TK_PLUS ? RG_QO_ADD : RG_QO_SUB;
-    uint32_t pos = P->t.pos;
-    if (next(P)) return -1;
-    x = binop(P, RG_QE_BINARY, op, x, mul(P), pos);
-  }
-  return x;
+  static const int t[] = { TK_PLUS, TK_MINUS };
+  static const int o[] = { RG_QO_ADD, RG_QO_SUB };
+  return level(P, mul, t, o, 2);
+}
+
+static int32_t shift (pstate *P) {
+  static const int t[] = { TK_SHL, TK_SHR, TK_USHR };
+  static const int o[] = { RG_QO_SHL, RG_QO_SHR, RG_QO_USHR };
+  return level(P, add, t, o, 3);
+}
+
+static int32_t band (pstate *P) {
+  static const int t[] = { TK_AMP };
+  static const int o[] = { RG_QO_BAND };
+  return level(P, shift, t, o, 1);
+}
+
+static int32_t bxor (pstate *P) {
+  static const int t[] = { TK_CARET };
+  static const int o[] = { RG_QO_BXOR };
+  return level(P, band, t, o, 1);
+}
+
+static int32_t bor (pstate *P) {
+  static const int t[] = { TK_BAR };
+  static const int o[] = { RG_QO_BOR };
+  return level(P, bxor, t, o, 1);
 }
 
 static int32_t concat (pstate *P) {
-  int32_t x = add(P);
-  while (x >= 0 && P->t.k == TK_CAT) {
-    uint32_t pos = P->t.pos;
-    if (next(P)) return -1;
-    x = binop(P, RG_QE_BINARY, RG_QO_CAT, x, add(P), pos);
-  }
-  return x;
+  static const int t[] = { TK_CAT };
+  static const int o[] = { RG_QO_CAT };
+  return level(P, bor, t, o, 1);
 }
 
 static int32_t comparison (pstate *P) {
@@ -757,15 +930,11 @@ static int32_t comparison (pstate *P) {
       x = binop(P, RG_QE_BINARY, op, x, concat(P), pos);
       continue;
     }
-    if (is_kw(P, "NOT")) {           /* NOT IN, NOT BETWEEN */
-      size_t save = P->p;
-      token t = P->t;
-      if (next(P)) return -1;
-      if (!is_kw(P, "IN") && !is_kw(P, "BETWEEN")) {
-        P->p = save;                 /* not ours: put NOT back */
-        P->t = t;
+    if (is_kw(P, "NOT")) {           /* NOT IN, NOT BETWEEN, NOT LIKE */
+      if (!next_is_kw(P, "IN") && !next_is_kw(P, "BETWEEN") &&
+          !next_is_kw(P, "LIKE"))
         return x;
-      }
+      if (next(P)) return -1;
       negate = 1;
     }
     if (is_kw(P, "IN")) {
@@ -796,6 +965,21 @@ static int32_t comparison (pstate *P) {
       x = deepen(P, i);
       continue;
     }
+    if (is_kw(P, "LIKE")) {
+      int32_t i, pat, esc = -1;
+      if (next(P) || (pat = concat(P)) < 0) return -1;
+      if (is_kw(P, "ESCAPE")) {
+        if (next(P) || (esc = concat(P)) < 0) return -1;
+      }
+      if ((i = node(P, RG_QE_LIKE, pos)) < 0) return -1;
+      EX(P, i)->op = (uint8_t)negate;
+      EX(P, i)->a = x;
+      EX(P, i)->b = pat;
+      EX(P, i)->c = esc;
+      x = deepen(P, i);
+      continue;
+    }
+    if (negate) { expected(P, "IN, BETWEEN or LIKE after NOT"); return -1; }
     return x;
   }
 }
@@ -887,6 +1071,17 @@ static int alias_name (pstate *P, const char *what, const char **s,
   return next(P);
 }
 
+/* [[AS] alias] after a source; *s stays NULL when there is none. */
+static int opt_alias (pstate *P, const char **s, uint32_t *n) {
+  if (is_kw(P, "AS")) {
+    if (next(P)) return P->status;
+    return alias_name(P, "an alias after AS", s, n);
+  }
+  if (P->t.k == TK_IDENT && !is_reserved(P->t.s, P->t.n))
+    return alias_name(P, "an alias", s, n);
+  return 0;
+}
+
 /* TOP n, OFFSET n, LIMIT n: a non-negative integer literal or a @param. */
 static int32_t count_value (pstate *P, const char *what) {
   int32_t i;
@@ -901,148 +1096,312 @@ static int32_t count_value (pstate *P, const char *what) {
   return next(P) ? -1 : i;
 }
 
-static int add_sel (pstate *P, int32_t x, const char *name, uint32_t nlen) {
-  rg_query *q = P->q;
-  if (q->nsel == q->capsel) {
-    int cap = q->capsel ? q->capsel * 2 : 8;
-    rg_qsel *ns = (rg_qsel *)realloc(q->sel, (size_t)cap * sizeof(rg_qsel));
-    if (ns == NULL) return oom(P);
-    q->sel = ns;
-    q->capsel = cap;
+/* A select list being read: appended to q->sel once complete, after the
+** items of the subqueries inside it. */
+typedef struct slist {
+  rg_qsel small[8], *v;
+  int n, cap;
+} slist;
+
+static int sl_add (pstate *P, slist *l, int32_t x, const char *name,
+                   uint32_t nlen) {
+  if (l->n == l->cap) {
+    int cap = l->cap * 2;
+    rg_qsel *nv = (rg_qsel *)malloc((size_t)cap * sizeof(rg_qsel));
+    if (nv == NULL) return oom(P);
+    memcpy(nv, l->v, (size_t)l->n * sizeof(rg_qsel));
+    if (l->v != l->small) free(l->v);
+    l->v = nv;
+    l->cap = cap;
   }
-  q->sel[q->nsel].expr = x;
-  q->sel[q->nsel].name = name;
-  q->sel[q->nsel].nlen = nlen;
-  q->nsel++;
+  l->v[l->n].expr = x;
+  l->v[l->n].name = name;
+  l->v[l->n].nlen = nlen;
+  l->n++;
   return 0;
 }
 
-static int select_list (pstate *P) {
+static int sl_done (pstate *P, slist *l, int b) {
   rg_query *q = P->q;
+  if (!P->status && l->n) {
+    if (q->nsel + l->n > q->capsel) {
+      int cap = q->capsel ? q->capsel : 8;
+      rg_qsel *ns;
+      while (cap < q->nsel + l->n) cap *= 2;
+      ns = (rg_qsel *)realloc(q->sel, (size_t)cap * sizeof(rg_qsel));
+      if (ns == NULL) oom(P);
+      else { q->sel = ns; q->capsel = cap; }
+    }
+    if (!P->status) {
+      memcpy(q->sel + q->nsel, l->v, (size_t)l->n * sizeof(rg_qsel));
+      BLK(P, b)->sel0 = q->nsel;
+      BLK(P, b)->nsel = l->n;
+      q->nsel += l->n;
+    }
+  }
+  if (l->v != l->small) free(l->v);
+  l->v = l->small;
+  return P->status;
+}
+
+static int select_list (pstate *P, int b) {
+  slist l;
+  l.v = l.small;
+  l.n = 0;
+  l.cap = 8;
   if (P->t.k == TK_STAR) {
-    q->star = 1;
-    P->star_pos = P->t.pos;
-    return next(P);
+    BLK(P, b)->star = 1;
+    BLK(P, b)->pos = P->t.pos;
+    if (next(P)) return P->status;
+    if (P->t.k == TK_COMMA)
+      return fail_at(P, P->t.pos, "'*' must be the only item selected");
+    return 0;
   }
   if (is_kw(P, "VALUE")) {
     int32_t x;
-    q->value = 1;
-    if (next(P) || (x = expr(P)) < 0) return P->status;
-    return add_sel(P, x, NULL, 0);
+    BLK(P, b)->value = 1;
+    if (next(P)) return P->status;
+    if (P->t.k == TK_STAR)
+      return fail_at(P, P->t.pos, "SELECT VALUE * is not valid: use SELECT *");
+    if ((x = expr(P)) >= 0) sl_add(P, &l, x, NULL, 0);
+    return sl_done(P, &l, b);
   }
   for (;;) {
     int32_t x = expr(P);
     const char *name = NULL;
     uint32_t nlen = 0;
-    if (x < 0) return P->status;
+    if (x < 0) break;
     if (is_kw(P, "AS")) {
-      if (next(P)) return P->status;
-      if (P->t.k != TK_IDENT && P->t.k != TK_STR)
-        return expected(P, "a name after AS");
+      if (next(P)) break;
+      if (P->t.k != TK_IDENT && P->t.k != TK_STR) {
+        expected(P, "a name after AS");
+        break;
+      }
       name = P->t.s;
       nlen = P->t.n;
-      if (next(P)) return P->status;
+      if (next(P)) break;
     }
     else if (P->t.k == TK_IDENT && !is_reserved(P->t.s, P->t.n)) {
       name = P->t.s;                 /* SELECT c.a x */
       nlen = P->t.n;
-      if (next(P)) return P->status;
+      if (next(P)) break;
     }
-    if (add_sel(P, x, name, nlen)) return P->status;
-    if (P->t.k != TK_COMMA) return 0;
-    if (next(P)) return P->status;
+    if (sl_add(P, &l, x, name, nlen)) break;
+    if (P->t.k == TK_STAR) {
+      fail_at(P, P->t.pos, "'*' must be the only item selected");
+      break;
+    }
+    if (P->t.k != TK_COMMA) break;
+    if (next(P)) break;
+    if (P->t.k == TK_STAR) {
+      fail_at(P, P->t.pos, "'*' must be the only item selected");
+      break;
+    }
+  }
+  return sl_done(P, &l, b);
+}
+
+/* The FROM of the query names the container: the first name of its
+** expression becomes the item itself (RG_QE_ROOT).  Only property and
+** element access is allowed on it. */
+static int container_expr (pstate *P, int32_t x) {
+  int32_t i = x;
+  for (;;) {
+    rg_qexpr *ex = EX(P, i);
+    if (ex->k == RG_QE_PROP) { i = ex->a; continue; }
+    if (ex->k == RG_QE_INDEX) {
+      const rg_qexpr *ix = EX(P, ex->b);
+      if (ix->k != RG_QE_LIT || ix->v.t != RG_QV_NUM)
+        return fail_at(P, ix->pos, "a FROM source takes property names and "
+                       "array positions only");
+      i = ex->a;
+      continue;
+    }
+    if (ex->k == RG_QE_IDENT) { ex->k = RG_QE_ROOT; return 0; }
+    return fail_at(P, ex->pos, "expected the container's name in FROM");
   }
 }
 
-static int from_clause (pstate *P) {
-  rg_query *q = P->q;
-  const char *s = NULL;
-  uint32_t n = 0;
+/* One FROM or JOIN source of block b (index k). */
+static int source (pstate *P, int b, int k, int main_from) {
+  rg_qsrc s;
+  memset(&s, 0, sizeof(s));
+  s.pos = P->t.pos;
+  s.slot = -1;
+  if (P->t.k == TK_IDENT && is_reserved(P->t.s, P->t.n))
+    return expected(P, main_from ? "a name after FROM" : "a source after JOIN");
+  if (P->t.k == TK_LP && next_is_kw(P, "SELECT")) {
+    int32_t x;
+    if (main_from)
+      return fail_at(P, P->t.pos, "a subquery as the FROM of a query is not "
+                     "supported (use it in a JOIN)");
+    if ((x = subquery(P, RG_QSUB_ARRAY, s.pos)) < 0) return P->status;
+    s.kind = RG_QS_SUBQ;
+    s.expr = EX(P, x)->slot;
+    if (opt_alias(P, &s.name, &s.nlen)) return P->status;
+  }
+  else if (P->t.k == TK_IDENT && !is_reserved(P->t.s, P->t.n) &&
+           next_is_kw(P, "IN")) {
+    s.kind = RG_QS_IN;
+    s.name = P->t.s;
+    s.nlen = P->t.n;
+    if (next(P) || next(P)) return P->status;   /* the alias, IN */
+    if ((s.expr = expr(P)) < 0) return P->status;
+    if (main_from && container_expr(P, s.expr)) return P->status;
+  }
+  else {
+    const rg_qexpr *ex;
+    if ((s.expr = expr(P)) < 0) return P->status;
+    ex = EX(P, s.expr);
+    if (ex->k == RG_QE_IDENT) { s.name = ex->s; s.nlen = ex->n; }
+    else if (ex->k == RG_QE_PROP) { s.name = ex->s; s.nlen = ex->n; }
+    if (main_from && ex->k == RG_QE_IDENT) {
+      s.kind = RG_QS_ROOT;
+      s.expr = -1;
+    }
+    else {
+      s.kind = RG_QS_VALUE;
+      if (main_from && container_expr(P, s.expr)) return P->status;
+    }
+    {
+      const char *an = NULL;
+      uint32_t al = 0;
+      token at = P->t;
+      if (opt_alias(P, &an, &al)) return P->status;
+      if (an) { s.name = an; s.nlen = al; }
+      if (an && (s.expr < 0 || EX(P, s.expr)->k == RG_QE_IDENT) &&
+          at.k == TK_IDENT &&
+          (P->t.k == TK_DOT || P->t.k == TK_LB)) {
+        P->t = at;                   /* JOIN t c.tags: IN is missing */
+        return expected(P, "IN");
+      }
+    }
+    if (s.name == NULL)
+      return fail_at(P, s.pos, "name this source with AS");
+  }
+  BLK(P, b)->src[k] = s;
+  return 0;
+}
+
+static int from_clause (pstate *P, int b) {
+  int main_from = b == 0;
   if (want_kw(P, "FROM")) return P->status;
-  if (alias_name(P, "a name after FROM", &s, &n)) return P->status;
-  q->alias = s;
-  q->alen = n;
-  if (is_kw(P, "AS")) {
-    if (next(P) || alias_name(P, "an alias after AS", &q->alias, &q->alen))
-      return P->status;
-  }
-  else if (P->t.k == TK_IDENT && !is_reserved(P->t.s, P->t.n)) {
-    q->alias = P->t.s;               /* FROM container alias */
-    q->alen = P->t.n;
-    if (next(P)) return P->status;
-  }
+  if (source(P, b, 0, main_from)) return P->status;
+  BLK(P, b)->nsrc = 1;
   while (is_kw(P, "JOIN")) {
-    int32_t src;
-    if (q->njoin == RG_QMAX_JOIN)
+    int k = BLK(P, b)->nsrc;
+    if (k == 1 + RG_QMAX_JOIN)
       return fail_at(P, P->t.pos, "at most %d JOINs", RG_QMAX_JOIN);
-    if (next(P) || alias_name(P, "an alias after JOIN", &s, &n))
-      return P->status;
-    if (want_kw(P, "IN") || (src = expr(P)) < 0) return P->status;
-    q->join[q->njoin].name = s;
-    q->join[q->njoin].nlen = n;
-    q->join[q->njoin].src = src;
-    q->njoin++;
+    if (next(P) || source(P, b, k, 0)) return P->status;
+    BLK(P, b)->nsrc = k + 1;
   }
   return 0;
 }
 
-static int query (pstate *P, int filter) {
-  rg_query *q = P->q;
-  if (next(P)) return P->status;
+/* The clauses of block b, from SELECT (or FROM, for a filter). */
+static int select_block (pstate *P, int b, int filter) {
   if (filter) {
     if (is_kw(P, "SELECT")) {        /* "SELECT * FROM c WHERE ..." too */
       if (next(P)) return P->status;
       if (P->t.k != TK_STAR) return expected(P, "'*'");
       if (next(P)) return P->status;
     }
-    q->star = 1;
-    if (from_clause(P)) return P->status;
-    if (want_kw(P, "WHERE") || (q->where = expr(P)) < 0) return P->status;
+    BLK(P, b)->star = 1;
+    if (from_clause(P, b)) return P->status;
+    if (want_kw(P, "WHERE")) return P->status;
+    {
+      int32_t w = expr(P);
+      if (w < 0) return P->status;
+      BLK(P, b)->where = w;
+    }
     if (P->t.k != TK_EOF) return expected(P, "the end of the filter");
     return 0;
   }
   if (want_kw(P, "SELECT")) return P->status;
-  if (is_kw(P, "DISTINCT")) { q->distinct = 1; if (next(P)) return P->status; }
+  if (is_kw(P, "DISTINCT")) {
+    BLK(P, b)->distinct = 1;
+    if (next(P)) return P->status;
+  }
   if (is_kw(P, "TOP")) {
-    if (next(P) || (q->top = count_value(P, "a number after TOP")) < 0)
+    int32_t t;
+    if (next(P) || (t = count_value(P, "a number after TOP")) < 0)
       return P->status;
+    BLK(P, b)->top = t;
   }
-  if (select_list(P) || from_clause(P)) return P->status;
+  if (select_list(P, b)) return P->status;
+  if (is_kw(P, "FROM") && from_clause(P, b)) return P->status;
   if (is_kw(P, "WHERE")) {
-    if (next(P) || (q->where = expr(P)) < 0) return P->status;
+    int32_t w;
+    if (next(P) || (w = expr(P)) < 0) return P->status;
+    BLK(P, b)->where = w;
   }
-  if (is_kw(P, "ORDER")) {
+  if (is_kw(P, "GROUP")) {
     if (next(P) || want_kw(P, "BY")) return P->status;
     for (;;) {
       int32_t x;
-      if (q->norder == RG_QMAX_ORDER)
+      int n = BLK(P, b)->ngroup;
+      if (n == RG_QMAX_GROUP)
+        return fail_at(P, P->t.pos, "at most %d GROUP BY expressions",
+                       RG_QMAX_GROUP);
+      if ((x = expr(P)) < 0) return P->status;
+      BLK(P, b)->group[n] = x;
+      BLK(P, b)->ngroup = n + 1;
+      if (P->t.k != TK_COMMA) break;
+      if (next(P)) return P->status;
+    }
+  }
+  if (is_kw(P, "ORDER")) {
+    if (next(P) || want_kw(P, "BY")) return P->status;
+    if (is_kw(P, "RANK"))
+      return fail_at(P, P->t.pos, "ORDER BY RANK is not supported "
+                     "(full-text search is not implemented)");
+    for (;;) {
+      int32_t x;
+      int n = BLK(P, b)->norder, desc = 0;
+      if (n == RG_QMAX_ORDER)
         return fail_at(P, P->t.pos, "at most %d ORDER BY keys", RG_QMAX_ORDER);
       if ((x = expr(P)) < 0) return P->status;
-      q->order[q->norder].expr = x;
-      q->order[q->norder].desc = 0;
       if (is_kw(P, "ASC")) { if (next(P)) return P->status; }
       else if (is_kw(P, "DESC")) {
-        q->order[q->norder].desc = 1;
+        desc = 1;
         if (next(P)) return P->status;
       }
-      q->norder++;
+      BLK(P, b)->order[n].expr = x;
+      BLK(P, b)->order[n].desc = desc;
+      BLK(P, b)->norder = n + 1;
       if (P->t.k != TK_COMMA) break;
       if (next(P)) return P->status;
     }
   }
   if (is_kw(P, "OFFSET")) {
-    if (next(P) || (q->offset = count_value(P, "a number after OFFSET")) < 0)
+    int32_t o, l;
+    if (next(P) || (o = count_value(P, "a number after OFFSET")) < 0)
       return P->status;
     if (want_kw(P, "LIMIT")) return P->status;
-    if ((q->limit = count_value(P, "a number after LIMIT")) < 0)
-      return P->status;
+    if ((l = count_value(P, "a number after LIMIT")) < 0) return P->status;
+    BLK(P, b)->offset = o;
+    BLK(P, b)->limit = l;
   }
-  if (P->t.k != TK_EOF) {
-    if (q->where < 0 && q->norder == 0 && q->offset < 0)
-      return expected(P, "WHERE, ORDER BY, OFFSET or the end of the query");
-    return expected(P, "the end of the query");
-  }
-  return 0;
+  return P->status;
+}
+
+static int query (pstate *P, int filter) {
+  const rg_qblock *b;
+  if (next(P)) return P->status;
+  if (new_block(P, -1, 0) < 0) return P->status;
+  if (select_block(P, 0, filter)) return P->status;
+  if (P->t.k == TK_EOF) return 0;
+  b = BLK(P, 0);
+  if (b->nsrc == 0 && b->where < 0 && P->t.k == TK_IDENT &&
+      !is_reserved(P->t.s, P->t.n))
+    return expected(P, "FROM");
+  if (b->nsrc == 0 && b->where < 0)
+    return expected(P, "FROM, WHERE, GROUP BY, ORDER BY, OFFSET or the end "
+                    "of the query");
+  if (b->where < 0 && b->ngroup == 0 && b->norder == 0 && b->offset < 0)
+    return expected(P, "WHERE, GROUP BY, ORDER BY, OFFSET or the end of the "
+                    "query");
+  return expected(P, "the end of the query");
 }
 /* }===================================================================== */
 
@@ -1052,14 +1411,17 @@ static int query (pstate *P, int filter) {
 ** Names and rules
 ** ======================================================================
 */
-typedef struct resolver {
-  pstate *P;
-  int nalias;                        /* aliases visible */
-  int in_agg;                        /* inside an aggregate call */
+/* The names a block sees: its sources (the first nvis), then its
+** enclosing blocks'. */
+typedef struct bscope {
+  int blk;
+  int nvis;
+  struct bscope *up;
   int aggs_ok;                       /* aggregates allowed here */
-  int bare;                          /* alias references outside aggregates */
+  int in_agg;                        /* inside an aggregate call */
+  int bare;                          /* own aliases outside aggregates */
   uint32_t bare_pos;
-} resolver;
+} bscope;
 
 static int param_slot (pstate *P, const char *s, uint32_t n, uint32_t pos) {
   rg_query *q = P->q;
@@ -1079,8 +1441,21 @@ static int param_slot (pstate *P, const char *s, uint32_t n, uint32_t pos) {
   return q->nparams++;
 }
 
-static int resolve (resolver *R, int32_t i) {
-  pstate *P = R->P;
+static int resolve_block (pstate *P, int b, bscope *up);
+
+static int unknown_name (pstate *P, const rg_qexpr *ex) {
+  const rg_qblock *m = BLK(P, 0);
+  if (m->nsrc > 0 && m->src[0].name)
+    return fail_at(P, ex->pos, "unknown name '%.*s' (the FROM alias is "
+                   "'%.*s')", (int)(ex->n > 40 ? 40 : ex->n), ex->s,
+                   (int)(m->src[0].nlen > 40 ? 40 : m->src[0].nlen),
+                   m->src[0].name);
+  return fail_at(P, ex->pos, "unknown name '%.*s'%s",
+                 (int)(ex->n > 40 ? 40 : ex->n), ex->s,
+                 m->nsrc ? "" : " (the query has no FROM)");
+}
+
+static int resolve (pstate *P, bscope *S, int32_t i) {
   rg_query *q = P->q;
   rg_qexpr *ex;
   int k;
@@ -1088,63 +1463,191 @@ static int resolve (resolver *R, int32_t i) {
   ex = EX(P, i);
   switch (ex->k) {
     case RG_QE_IDENT: {
-      int slot = -1;
-      if (ex->n == q->alen && memcmp(ex->s, q->alias, ex->n) == 0) slot = 0;
-      for (k = 0; k < R->nalias - 1; k++)
-        if (ex->n == q->join[k].nlen &&
-            memcmp(ex->s, q->join[k].name, ex->n) == 0)
-          slot = k + 1;
-      if (slot < 0)
-        return fail_at(P, ex->pos, "unknown name '%.*s' (the FROM alias is "
-                       "'%.*s')", (int)(ex->n > 40 ? 40 : ex->n), ex->s,
-                       (int)(q->alen > 40 ? 40 : q->alen), q->alias);
-      ex->k = RG_QE_ALIAS;
-      ex->slot = slot;
-      if (!R->in_agg && !R->bare) { R->bare = 1; R->bare_pos = ex->pos; }
-      return 0;
+      bscope *s;
+      for (s = S; s; s = s->up) {
+        const rg_qblock *b = BLK(P, s->blk);
+        for (k = s->nvis - 1; k >= 0; k--)
+          if (b->src[k].name && b->src[k].nlen == ex->n &&
+              memcmp(b->src[k].name, ex->s, ex->n) == 0) {
+            ex->k = RG_QE_ALIAS;
+            ex->slot = b->src[k].slot;
+            if (s == S && !S->in_agg && !S->bare) {
+              S->bare = 1;
+              S->bare_pos = ex->pos;
+            }
+            return 0;
+          }
+      }
+      return unknown_name(P, ex);
     }
     case RG_QE_PARAM:
       ex->slot = param_slot(P, ex->s, ex->n, ex->pos);
       return P->status;
+    case RG_QE_SUBQ:
+      return resolve_block(P, ex->slot, S);
     case RG_QE_CALL:
       if (RG_QF_ISAGG(ex->op)) {
-        if (!R->aggs_ok)
+        if (!S->aggs_ok)
           return fail_at(P, ex->pos, "aggregate functions are allowed only "
                          "in the SELECT list");
-        if (R->in_agg)
+        if (S->in_agg)
           return fail_at(P, ex->pos, "aggregate functions cannot be nested");
         ex->slot = q->naggs++;
-        R->in_agg = 1;
+        ex->n = (uint32_t)S->blk;
+        BLK(P, S->blk)->naggs++;
+        S->in_agg = 1;
         for (k = 0; k < ex->nlist; k++)
-          if (resolve(R, q->list[ex->list + k])) return P->status;
-        R->in_agg = 0;
+          if (resolve(P, S, q->list[ex->list + k])) return P->status;
+        S->in_agg = 0;
         return 0;
       }
       break;
     default: break;
   }
-  if (resolve(R, ex->a) || resolve(R, ex->b) || resolve(R, ex->c))
+  if (resolve(P, S, ex->a) || resolve(P, S, ex->b) || resolve(P, S, ex->c))
     return P->status;
   if (ex->k != RG_QE_PROP)
     for (k = 0; k < ex->nlist; k++)
-      if (resolve(R, q->list[ex->list + k])) return P->status;
+      if (resolve(P, S, q->list[EX(P, i)->list + k])) return P->status;
   return 0;
 }
 
-/* The output name of select item i: AS, a property's name, or $n. */
-static int name_items (pstate *P) {
+/* Are two expressions the same (GROUP BY matching)? */
+static int same_expr (pstate *P, int32_t i, int32_t j) {
+  const rg_qexpr *a, *b;
+  int k;
+  if (i < 0 || j < 0) return i == j;
+  a = EX(P, i);
+  b = EX(P, j);
+  if (a->k != b->k || a->op != b->op || a->nlist != b->nlist) return 0;
+  switch (a->k) {
+    case RG_QE_LIT:
+      if (a->v.t != b->v.t) return 0;
+      if (a->v.t == RG_QV_NUM) return a->v.d == b->v.d;
+      if (a->v.t == RG_QV_STR)
+        return a->v.n == b->v.n && memcmp(a->v.s, b->v.s, a->v.n) == 0;
+      return 1;
+    case RG_QE_ALIAS: case RG_QE_PARAM: return a->slot == b->slot;
+    case RG_QE_SUBQ: case RG_QE_GROUPREF: return 0;
+    case RG_QE_PROP: case RG_QE_MEMBER: case RG_QE_UDF:
+      if (a->n != b->n || memcmp(a->s, b->s, a->n) != 0) return 0;
+      break;
+    default: break;
+  }
+  if (!same_expr(P, a->a, b->a) || !same_expr(P, a->b, b->b) ||
+      !same_expr(P, a->c, b->c))
+    return 0;
+  if (a->k != RG_QE_PROP)
+    for (k = 0; k < a->nlist; k++)
+      if (!same_expr(P, P->q->list[a->list + k], P->q->list[b->list + k]))
+        return 0;
+  return 1;
+}
+
+/* Replaces the parts of a SELECT item of grouped block b that are its
+** GROUP BY expressions by references to the group's values. */
+static void groupify (pstate *P, const rg_qblock *b, int32_t i) {
+  rg_qexpr *ex;
+  int g, k;
+  if (i < 0) return;
+  ex = EX(P, i);
+  if (ex->k == RG_QE_CALL && RG_QF_ISAGG(ex->op)) return;
+  if (ex->k == RG_QE_SUBQ) return;
+  for (g = 0; g < b->ngroup; g++)
+    if (same_expr(P, i, b->group[g])) {
+      ex->k = RG_QE_GROUPREF;
+      ex->slot = g;
+      return;
+    }
+  groupify(P, b, ex->a);
+  groupify(P, b, ex->b);
+  groupify(P, b, ex->c);
+  if (ex->k != RG_QE_PROP)
+    for (k = 0; k < ex->nlist; k++) groupify(P, b, P->q->list[ex->list + k]);
+}
+
+static int32_t stray_alias (pstate *P, const rg_qblock *b, int32_t i);
+
+/* stray_alias over every expression of block s. */
+static int32_t stray_block (pstate *P, const rg_qblock *b,
+                            const rg_qblock *s) {
+  int32_t r;
+  int k;
+  for (k = 0; k < s->nsrc; k++) {
+    if (s->src[k].kind == RG_QS_SUBQ)
+      r = stray_block(P, b, BLK(P, s->src[k].expr));
+    else r = stray_alias(P, b, s->src[k].expr);
+    if (r >= 0) return r;
+  }
+  if ((r = stray_alias(P, b, s->where)) >= 0) return r;
+  for (k = 0; k < s->ngroup; k++)
+    if ((r = stray_alias(P, b, s->group[k])) >= 0) return r;
+  for (k = 0; k < s->norder; k++)
+    if ((r = stray_alias(P, b, s->order[k].expr)) >= 0) return r;
+  for (k = 0; k < s->nsel; k++)
+    if ((r = stray_alias(P, b, P->q->sel[s->sel0 + k].expr)) >= 0) return r;
+  return -1;
+}
+
+/* The first reference to one of block b's aliases outside aggregates and
+** group values in expression i (subqueries included): its node, or -1. */
+static int32_t stray_alias (pstate *P, const rg_qblock *b, int32_t i) {
+  const rg_qexpr *ex;
+  int32_t r;
+  int k;
+  if (i < 0) return -1;
+  ex = EX(P, i);
+  switch (ex->k) {
+    case RG_QE_ALIAS:
+      for (k = 0; k < b->nsrc; k++) if (b->src[k].slot == ex->slot) return i;
+      return -1;
+    case RG_QE_GROUPREF: return -1;
+    case RG_QE_CALL: if (RG_QF_ISAGG(ex->op)) return -1; break;
+    case RG_QE_SUBQ: return stray_block(P, b, BLK(P, ex->slot));
+    default: break;
+  }
+  if ((r = stray_alias(P, b, ex->a)) >= 0 ||
+      (r = stray_alias(P, b, ex->b)) >= 0 ||
+      (r = stray_alias(P, b, ex->c)) >= 0)
+    return r;
+  if (ex->k != RG_QE_PROP)
+    for (k = 0; k < ex->nlist; k++)
+      if ((r = stray_alias(P, b, P->q->list[ex->list + k])) >= 0) return r;
+  return -1;
+}
+
+/* The output name of the select items of block b: AS, a property's name,
+** an alias, or $n. */
+static int name_items (pstate *P, int b) {
   rg_query *q = P->q;
+  const rg_qblock *blk = BLK(P, b);
   int i, j, unnamed = 0;
-  for (i = 0; i < q->nsel; i++) {
-    rg_qsel *s = &q->sel[i];
+  for (i = 0; i < blk->nsel; i++) {
+    rg_qsel *s = &q->sel[blk->sel0 + i];
     const rg_qexpr *ex = EX(P, s->expr);
     if (s->name) continue;
-    if (ex->k == RG_QE_PROP) { s->name = ex->s; s->nlen = ex->n; }
-    else if (ex->k == RG_QE_ALIAS) {
-      s->name = ex->slot == 0 ? q->alias : q->join[ex->slot - 1].name;
-      s->nlen = ex->slot == 0 ? q->alen : q->join[ex->slot - 1].nlen;
+    if (ex->k == RG_QE_PROP || ex->k == RG_QE_COMPUTED) {
+      s->name = ex->s;
+      s->nlen = ex->n;
     }
-    else {
+    else if (ex->k == RG_QE_GROUPREF &&
+             EX(P, blk->group[ex->slot])->k == RG_QE_PROP) {
+      s->name = EX(P, blk->group[ex->slot])->s;
+      s->nlen = EX(P, blk->group[ex->slot])->n;
+    }
+    else if (ex->k == RG_QE_ALIAS) {
+      const rg_qblock *o;
+      int k, found = 0;
+      for (o = blk; o && !found; o = o->parent >= 0 ? BLK(P, o->parent) : NULL)
+        for (k = 0; k < o->nsrc; k++)
+          if (o->src[k].slot == ex->slot) {
+            s->name = o->src[k].name;
+            s->nlen = o->src[k].nlen;
+            found = 1;
+            break;
+          }
+    }
+    if (s->name == NULL) {
       char tmp[16];
       int n = snprintf(tmp, sizeof(tmp), "$%d", ++unnamed);
       if ((s->name = rg_arena_dup(&q->mem, tmp, (size_t)n)) == NULL)
@@ -1152,55 +1655,150 @@ static int name_items (pstate *P) {
       s->nlen = (uint32_t)n;
     }
   }
-  for (i = 0; i < q->nsel; i++)
-    for (j = 0; j < i; j++)
-      if (q->sel[i].nlen == q->sel[j].nlen &&
-          memcmp(q->sel[i].name, q->sel[j].name, q->sel[i].nlen) == 0)
-        return fail_at(P, EX(P, q->sel[i].expr)->pos, "duplicate output "
-                       "name '%.*s' (use AS to name it)",
-                       (int)(q->sel[i].nlen > 40 ? 40 : q->sel[i].nlen),
-                       q->sel[i].name);
+  for (i = 0; i < blk->nsel; i++)
+    for (j = 0; j < i; j++) {
+      const rg_qsel *x = &q->sel[blk->sel0 + i], *y = &q->sel[blk->sel0 + j];
+      if (x->nlen == y->nlen && memcmp(x->name, y->name, x->nlen) == 0)
+        return fail_at(P, EX(P, x->expr)->pos, "duplicate output name "
+                       "'%.*s' (use AS to name it)",
+                       (int)(x->nlen > 40 ? 40 : x->nlen), x->name);
+    }
   return 0;
 }
 
-static int check (pstate *P) {
+static int resolve_block (pstate *P, int b, bscope *up) {
   rg_query *q = P->q;
-  resolver R;
-  int i;
-  memset(&R, 0, sizeof(R));
-  R.P = P;
-  for (i = 0; i < q->njoin; i++) {   /* a join sees the aliases before it */
-    if (q->join[i].nlen == q->alen &&
-        memcmp(q->join[i].name, q->alias, q->alen) == 0)
-      return fail_at(P, EX(P, q->join[i].src)->pos, "the JOIN alias '%.*s' "
-                     "is already in use", (int)q->alen, q->alias);
-    R.nalias = i + 1;
-    if (resolve(&R, q->join[i].src)) return P->status;
+  bscope S;
+  int i, k;
+  memset(&S, 0, sizeof(S));
+  S.blk = b;
+  S.up = up;
+  BLK(P, b)->parent = up ? up->blk : -1;
+  for (i = 0; i < BLK(P, b)->nsrc; i++) {
+    rg_qsrc *s = &BLK(P, b)->src[i];
+    for (k = 0; k < i; k++) {
+      const rg_qsrc *o = &BLK(P, b)->src[k];
+      if (s->name && o->name && s->nlen == o->nlen &&
+          memcmp(s->name, o->name, s->nlen) == 0)
+        return fail_at(P, s->pos, "the alias '%.*s' is already in use",
+                       (int)(s->nlen > 40 ? 40 : s->nlen), s->name);
+    }
+    S.nvis = i;                      /* a source sees those before it */
+    if (s->kind == RG_QS_SUBQ) {
+      if (resolve_block(P, s->expr, &S)) return P->status;
+    }
+    else if (s->kind != RG_QS_ROOT && resolve(P, &S, s->expr))
+      return P->status;
+    if (q->nslots == RG_QMAX_SLOTS)
+      return fail_at(P, s->pos, "at most %d aliases in a query",
+                     RG_QMAX_SLOTS);
+    BLK(P, b)->src[i].slot = q->nslots++;
   }
-  R.nalias = q->njoin + 1;
-  if (q->where >= 0 && resolve(&R, q->where)) return P->status;
-  for (i = 0; i < q->norder; i++)
-    if (resolve(&R, q->order[i].expr)) return P->status;
-  if (q->top >= 0 && resolve(&R, q->top)) return P->status;
-  if (q->offset >= 0 && (resolve(&R, q->offset) || resolve(&R, q->limit)))
+  S.nvis = BLK(P, b)->nsrc;
+  if (resolve(P, &S, BLK(P, b)->where)) return P->status;
+  for (i = 0; i < BLK(P, b)->ngroup; i++)
+    if (resolve(P, &S, BLK(P, b)->group[i])) return P->status;
+  for (i = 0; i < BLK(P, b)->norder; i++)
+    if (resolve(P, &S, BLK(P, b)->order[i].expr)) return P->status;
+  if (resolve(P, &S, BLK(P, b)->top) || resolve(P, &S, BLK(P, b)->offset) ||
+      resolve(P, &S, BLK(P, b)->limit))
     return P->status;
-  R.aggs_ok = 1;
-  R.bare = 0;
-  for (i = 0; i < q->nsel; i++)
-    if (resolve(&R, q->sel[i].expr)) return P->status;
-  if (q->naggs > 0) {
-    if (R.bare)
-      return fail_at(P, R.bare_pos, "with aggregate functions, every "
-                     "reference to the input must be inside an aggregate");
-    if (q->norder > 0)
-      return fail_at(P, EX(P, q->order[0].expr)->pos, "ORDER BY cannot be "
-                     "used with aggregate functions");
+  S.aggs_ok = 1;
+  S.bare = 0;
+  for (i = 0; i < BLK(P, b)->nsel; i++)
+    if (resolve(P, &S, q->sel[BLK(P, b)->sel0 + i].expr)) return P->status;
+  {
+    const rg_qblock *blk = BLK(P, b);
+    if (blk->ngroup > 0) {
+      if (blk->star)
+        return fail_at(P, blk->pos, "SELECT * cannot be used with GROUP BY");
+      if (blk->norder > 0)
+        return fail_at(P, EX(P, blk->order[0].expr)->pos, "ORDER BY cannot "
+                       "be used with GROUP BY");
+      if (blk->distinct)
+        return fail_at(P, blk->pos, "DISTINCT cannot be used with GROUP BY");
+      for (i = 0; i < blk->nsel; i++) {
+        int32_t r;
+        groupify(P, blk, q->sel[blk->sel0 + i].expr);
+        if ((r = stray_alias(P, blk, q->sel[blk->sel0 + i].expr)) >= 0)
+          return fail_at(P, EX(P, r)->pos, "with GROUP BY, every reference "
+                         "to the input outside an aggregate must be part of "
+                         "a GROUP BY expression");
+      }
+    }
+    else if (blk->naggs > 0) {
+      if (S.bare)
+        return fail_at(P, S.bare_pos, "with aggregate functions, every "
+                       "reference to the input must be inside an aggregate");
+      if (blk->norder > 0)
+        return fail_at(P, EX(P, blk->order[0].expr)->pos, "ORDER BY cannot "
+                       "be used with aggregate functions");
+    }
+    if (blk->star && blk->nsrc != 1 && !P->filter)
+      return fail_at(P, blk->pos, blk->nsrc == 0
+                     ? "SELECT * needs a FROM clause"
+                     : "SELECT * is only valid with a single input; name "
+                       "what to select with JOIN");
+    if (!blk->star && !blk->value) return name_items(P, b);
   }
-  if (q->star && q->njoin > 0 && !P->filter)
-    return fail_at(P, P->star_pos, "SELECT * is only valid with a single "
-                   "input; name what to select with JOIN");
-  if (!q->star && !q->value) return name_items(P);
   return 0;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Computed properties
+** ======================================================================
+*/
+/* The slot of the item when the query's FROM is the item itself. */
+static int32_t root_slot (const rg_query *q) {
+  const rg_qblock *m = &q->blk[0];
+  return m->nsrc > 0 && m->src[0].kind == RG_QS_ROOT ? m->src[0].slot : -1;
+}
+
+int rg_query_computed_check (const rg_query *q, rg_err *e) {
+  const rg_qblock *m = &q->blk[0];
+  int i;
+  if (q->nblk > 1 || q->has_subq)
+    return rg_fail(e, 400, "a computed property's query cannot use "
+                   "subqueries");
+  if (!m->value || m->nsrc != 1 || m->src[0].kind != RG_QS_ROOT)
+    return rg_fail(e, 400, "a computed property's query is SELECT VALUE "
+                   "expr FROM c");
+  if (m->where >= 0 || m->ngroup || m->norder || m->top >= 0 ||
+      m->distinct || m->offset >= 0)
+    return rg_fail(e, 400, "a computed property's query cannot use WHERE, "
+                   "GROUP BY, ORDER BY, TOP, DISTINCT or OFFSET LIMIT");
+  if (q->naggs || q->uses_udf || q->nondet || q->nparams)
+    return rg_fail(e, 400, "a computed property's query cannot use "
+                   "aggregates, user-defined or nondeterministic functions "
+                   "or parameters");
+  for (i = 0; i < q->nex; i++)
+    if (q->ex[i].k == RG_QE_CALL && q->ex[i].op == RG_QF_DOCUMENTID)
+      return rg_fail(e, 400, "a computed property's query cannot use "
+                     "DocumentId");
+  return 0;
+}
+
+void rg_query_computed (rg_query *q, const rg_qcomputed *cp, int n) {
+  int32_t root = root_slot(q);
+  int i, k;
+  if (root < 0 || n == 0) return;
+  for (i = 0; i < q->nex; i++) {
+    rg_qexpr *ex = &q->ex[i];
+    const rg_qexpr *on;
+    if (ex->k != RG_QE_PROP) continue;
+    on = &q->ex[ex->a];
+    if (!(on->k == RG_QE_ALIAS && on->slot == root) && on->k != RG_QE_ROOT)
+      continue;
+    for (k = 0; k < n; k++)
+      if (cp[k].nlen == ex->n && memcmp(cp[k].name, ex->s, ex->n) == 0) {
+        ex->k = RG_QE_COMPUTED;
+        ex->slot = k;
+        break;
+      }
+  }
 }
 /* }===================================================================== */
 
@@ -1218,7 +1816,6 @@ int rg_query_parse (const char *sql, size_t n, int filter, rg_query **out,
   if ((q = (rg_query *)calloc(1, sizeof(rg_query))) == NULL)
     return rg_fail(e, 500, "out of memory");
   rg_arena_init(&q->mem);
-  q->top = q->offset = q->limit = q->where = -1;
   /* the query keeps its own copy: names and literals point into it */
   if ((q->sql = rg_arena_dup(&q->mem, sql, n)) == NULL) {
     rg_query_free(q);
@@ -1231,7 +1828,7 @@ int rg_query_parse (const char *sql, size_t n, int filter, rg_query **out,
   P.q = q;
   P.e = e;
   P.filter = filter;
-  if (query(&P, filter) == 0) check(&P);
+  if (query(&P, filter) == 0) resolve_block(&P, 0, NULL);
   if (P.status) {
     rg_query_free(q);
     return P.status;
@@ -1245,7 +1842,17 @@ void rg_query_free (rg_query *q) {
   free(q->ex);
   free(q->list);
   free(q->sel);
+  free(q->blk);
   free(q->param);
   rg_arena_free(&q->mem);
   free(q);
+}
+
+int rg_query_mode (const rg_query *q) {
+  const rg_qblock *m = &q->blk[0];
+  if (m->ngroup) return RG_QX_GROUP;
+  if (m->naggs) return RG_QX_AGG;
+  if (m->distinct) return RG_QX_DISTINCT;
+  if (m->norder) return RG_QX_SORT;
+  return RG_QX_STREAM;
 }

@@ -2,13 +2,19 @@
 ** sql.h: the SQL dialect (Cosmos DB NoSQL): parsing, values, evaluation
 ** and the row pipeline, over JSON text, with no storage underneath.
 **
-** A query is parsed once (rg_query_parse) into expressions in one array;
-** documents come in as JSON text from whatever source a caller has (the
-** store's scans and index lookups, a patch filter's one document, a test),
-** are flattened into tapes, turned into rows (JOIN), filtered, ordered,
-** counted and projected into one page (rg_qexec_*).  The store's planner
-** reads the parsed query (rg_query, rg_qexpr) to choose its index ranges;
-** the evaluation context (sql_int.h) is the engine's own.
+** A query is parsed once (rg_query_parse) into expressions in one array
+** and blocks (the query, and each subquery inside it); documents come in
+** as JSON text from whatever source a caller has (the store's scans and
+** index lookups, a patch filter's one document, a test), are flattened
+** into tapes, turned into rows (FROM and JOIN), filtered, grouped,
+** ordered, counted and projected into one page (rg_qexec_*).  The store's
+** planner reads the parsed query (rg_query, rg_qblock, rg_qexpr) to choose
+** its index ranges; the evaluation context (sql_int.h) is the engine's own.
+**
+** What the engine cannot do itself comes through interfaces the caller
+** gives: computed properties (their definitions, parsed queries), and
+** user-defined functions (rg_qudf, a function table the script runtime
+** implements, so that this layer never sees Lua).
 **
 ** Invariants: the engine allocates from arenas and frees with them; it
 ** never raises; bad SQL, parameters or resume payloads give 400 with a
@@ -72,44 +78,106 @@ typedef struct rg_qv {
 ** arrays and objects give 0x01, below every scalar); strings cut after
 ** `limit` encoded bytes (0: never), as index terms are. */
 void rg_qv_term (rg_buf *b, const rg_qv *v, int desc, size_t limit);
+/* The JSON text of the value a scalar term encodes (numbers as doubles,
+** strings decoded); 0, or -1 for a malformed or cut term.  *used receives
+** the term's length. */
+int  rg_qv_term_json (const uint8_t *t, size_t n, rg_buf *out, size_t *used);
 
 /* Expressions: nodes in one array, linked by index (-1: none). */
 enum {
   RG_QE_LIT, RG_QE_PARAM, RG_QE_ALIAS, RG_QE_IDENT, RG_QE_PROP,
   RG_QE_INDEX, RG_QE_UNARY, RG_QE_BINARY, RG_QE_AND, RG_QE_OR, RG_QE_NOT,
   RG_QE_TERNARY, RG_QE_COALESCE, RG_QE_IN, RG_QE_BETWEEN, RG_QE_CALL,
-  RG_QE_ARRAY, RG_QE_OBJECT, RG_QE_MEMBER
+  RG_QE_ARRAY, RG_QE_OBJECT, RG_QE_MEMBER,
+  RG_QE_ROOT,                /* the document (a FROM container expression) */
+  RG_QE_LIKE,                /* a [NOT] LIKE b [ESCAPE c] */
+  RG_QE_SUBQ,                /* a subquery: op RG_QSUB_*, slot its block */
+  RG_QE_UDF,                 /* udf.name(...): s, n the name */
+  RG_QE_GROUPREF,            /* a GROUP BY expression's value: slot */
+  RG_QE_COMPUTED             /* a computed property of the item: slot */
 };
 enum {                       /* operators of UNARY and BINARY */
   RG_QO_EQ, RG_QO_NE, RG_QO_LT, RG_QO_LE, RG_QO_GT, RG_QO_GE,
   RG_QO_ADD, RG_QO_SUB, RG_QO_MUL, RG_QO_DIV, RG_QO_MOD, RG_QO_CAT,
-  RG_QO_NEG, RG_QO_POS
+  RG_QO_BAND, RG_QO_BOR, RG_QO_BXOR, RG_QO_SHL, RG_QO_SHR, RG_QO_USHR,
+  RG_QO_NEG, RG_QO_POS, RG_QO_BNOT
 };
-enum {                       /* functions; the aggregates come first */
+enum { RG_QSUB_SCALAR, RG_QSUB_EXISTS, RG_QSUB_ARRAY };
+
+/* Functions (func.c has the table); the aggregates come first.  The
+** planner names a few of these. */
+enum {
   RG_QF_COUNT, RG_QF_SUM, RG_QF_MIN, RG_QF_MAX, RG_QF_AVG,
+  /* type checking */
   RG_QF_IS_DEFINED, RG_QF_IS_NULL, RG_QF_IS_STRING, RG_QF_IS_NUMBER,
-  RG_QF_IS_BOOL, RG_QF_IS_ARRAY, RG_QF_IS_OBJECT, RG_QF_ARRAY_CONTAINS,
-  RG_QF_ARRAY_LENGTH, RG_QF_STARTSWITH, RG_QF_ENDSWITH, RG_QF_CONTAINS,
+  RG_QF_IS_BOOL, RG_QF_IS_ARRAY, RG_QF_IS_OBJECT, RG_QF_IS_PRIMITIVE,
+  RG_QF_IS_FINITE_NUMBER, RG_QF_IS_INTEGER, RG_QF_IS_DATETIME,
+  /* arrays */
+  RG_QF_ARRAY_CONTAINS, RG_QF_ARRAY_CONTAINS_ANY, RG_QF_ARRAY_CONTAINS_ALL,
+  RG_QF_ARRAY_LENGTH, RG_QF_ARRAY_CONCAT, RG_QF_ARRAY_SLICE,
+  RG_QF_ARRAY_MAX, RG_QF_ARRAY_MIN, RG_QF_ARRAY_SUM, RG_QF_ARRAY_AVG,
+  RG_QF_ARRAY_MEDIAN, RG_QF_CHOOSE, RG_QF_OBJECTTOARRAY, RG_QF_SETINTERSECT,
+  RG_QF_SETUNION, RG_QF_SETDIFFERENCE, RG_QF_SETEQUAL,
+  /* strings */
+  RG_QF_STARTSWITH, RG_QF_ENDSWITH, RG_QF_CONTAINS, RG_QF_CONTAINS_ALL_CI,
+  RG_QF_CONTAINS_ALL_CS, RG_QF_CONTAINS_ANY_CI, RG_QF_CONTAINS_ANY_CS,
   RG_QF_LOWER, RG_QF_UPPER, RG_QF_LENGTH, RG_QF_CONCAT, RG_QF_SUBSTRING,
-  RG_QF_LEFT
+  RG_QF_LEFT, RG_QF_RIGHT, RG_QF_LTRIM, RG_QF_RTRIM, RG_QF_TRIM,
+  RG_QF_INDEX_OF, RG_QF_LASTINDEXOF, RG_QF_REPLACE, RG_QF_REPLICATE,
+  RG_QF_REVERSE, RG_QF_STRINGEQUALS, RG_QF_REGEXMATCH, RG_QF_STRINGJOIN,
+  RG_QF_STRINGSPLIT, RG_QF_STRINGTOARRAY, RG_QF_STRINGTOBOOLEAN,
+  RG_QF_STRINGTONULL, RG_QF_STRINGTONUMBER, RG_QF_STRINGTOOBJECT,
+  RG_QF_TOSTRING,
+  /* mathematics */
+  RG_QF_ABS, RG_QF_ACOS, RG_QF_ASIN, RG_QF_ATAN, RG_QF_ATN2, RG_QF_CEILING,
+  RG_QF_COS, RG_QF_COT, RG_QF_DEGREES, RG_QF_EXP, RG_QF_FLOOR, RG_QF_LOG,
+  RG_QF_LOG10, RG_QF_PI, RG_QF_POWER, RG_QF_RADIANS, RG_QF_RAND, RG_QF_ROUND,
+  RG_QF_SIGN, RG_QF_SIN, RG_QF_SQRT, RG_QF_SQUARE, RG_QF_TAN, RG_QF_TRUNC,
+  RG_QF_NUMBERBIN, RG_QF_INTADD, RG_QF_INTSUB, RG_QF_INTMUL, RG_QF_INTDIV,
+  RG_QF_INTMOD, RG_QF_INTBITAND, RG_QF_INTBITOR, RG_QF_INTBITXOR,
+  RG_QF_INTBITNOT, RG_QF_INTBITLEFTSHIFT, RG_QF_INTBITRIGHTSHIFT,
+  /* date and time */
+  RG_QF_GETCURRENTDATETIME, RG_QF_GETCURRENTDATETIMESTATIC,
+  RG_QF_GETCURRENTTICKS, RG_QF_GETCURRENTTICKSSTATIC,
+  RG_QF_GETCURRENTTIMESTAMP, RG_QF_GETCURRENTTIMESTAMPSTATIC, RG_QF_NOW,
+  RG_QF_AGO, RG_QF_DATETIMEADD, RG_QF_DATETIMEPART, RG_QF_DATETIMEDIFF,
+  RG_QF_DATETIMEBIN, RG_QF_DATETIMEFROMPARTS, RG_QF_DATETIMEFORMAT,
+  RG_QF_DATETIMETOTICKS, RG_QF_DATETIMETOTIMESTAMP, RG_QF_TICKSTODATETIME,
+  RG_QF_TIMESTAMPTODATETIME, RG_QF_YEAR, RG_QF_MONTH, RG_QF_DAY,
+  /* conditional, items */
+  RG_QF_IIF, RG_QF_DOCUMENTID,
+  RG_QF_COUNT_
 };
 #define RG_QF_ISAGG(f) ((f) <= RG_QF_AVG)
 
+/* The function table: name (upper case), arguments, whether it is
+** deterministic (computed properties take only those). */
+typedef struct rg_qfinfo {
+  const char *name;
+  int fn, min, max;
+  int nondet;
+} rg_qfinfo;
+extern const rg_qfinfo rg_qfuncs[];          /* ends with name NULL */
+
 typedef struct rg_qexpr {
-  uint8_t k, op;             /* kind; operator, function, or NOT IN */
+  uint8_t k, op;             /* kind; operator, function, or NOT IN/LIKE */
   int32_t a, b, c;           /* operands */
   int32_t list, nlist;       /* arguments, items, members: q->list[...] */
-  int32_t slot;              /* alias, parameter or aggregate slot */
+  int32_t slot;              /* alias, parameter, aggregate, block, group
+                                or computed-property slot */
   uint32_t pos;              /* byte offset in the text (errors) */
   uint32_t depth;            /* nesting of the subtree (bounded) */
   const char *s;             /* property, member or identifier name */
-  uint32_t n;
+  uint32_t n;                /* its length; an aggregate call's block */
   rg_qv v;                   /* a literal */
 } rg_qexpr;
 
-#define RG_QMAX_JOIN  8
-#define RG_QMAX_ORDER 8
-#define RG_QMAX_DEPTH 100      /* expression nesting */
+#define RG_QMAX_JOIN   8
+#define RG_QMAX_ORDER  8
+#define RG_QMAX_GROUP  8
+#define RG_QMAX_DEPTH  100     /* expression nesting */
+#define RG_QMAX_BLOCKS 64      /* the query and its subqueries */
+#define RG_QMAX_SLOTS  128     /* FROM and JOIN aliases in all blocks */
 
 typedef struct rg_qsel {
   int32_t expr;
@@ -122,6 +190,38 @@ typedef struct rg_qparam {
   uint32_t nlen, pos;
 } rg_qparam;
 
+/* A FROM or JOIN source.  ROOT: the item itself (`FROM c`); VALUE: the
+** value of an expression, when defined (`FROM c.address a`, `JOIN (SELECT
+** ...) x` is a SUBQ); IN: each element of an array (`JOIN t IN c.tags`);
+** SUBQ: each result of a subquery. */
+enum { RG_QS_ROOT, RG_QS_VALUE, RG_QS_IN, RG_QS_SUBQ };
+
+typedef struct rg_qsrc {
+  uint8_t kind;
+  int32_t expr;              /* VALUE, IN: the expression; SUBQ: block */
+  int32_t slot;              /* the binding slot of its alias */
+  const char *name;          /* the alias (NULL: an unnamed subquery) */
+  uint32_t nlen;
+  uint32_t pos;
+} rg_qsrc;
+
+/* A SELECT: the query itself (block 0) or a subquery. */
+typedef struct rg_qblock {
+  int distinct, star, value;
+  int32_t top, offset, limit;          /* literal or parameter; -1 absent */
+  int sel0, nsel;                      /* q->sel[sel0 .. sel0 + nsel) */
+  int nsrc;                            /* 0: no FROM */
+  rg_qsrc src[1 + RG_QMAX_JOIN];       /* FROM, then the JOINs */
+  int32_t where;
+  int norder;
+  struct { int32_t expr; int desc; } order[RG_QMAX_ORDER];
+  int ngroup;
+  int32_t group[RG_QMAX_GROUP];
+  int naggs;                           /* aggregate calls in its SELECT */
+  int parent;                          /* the enclosing block, -1 */
+  uint32_t pos;
+} rg_qblock;
+
 /* A parsed query.  Everything it points to lives in `mem`. */
 typedef struct rg_query {
   rg_qexpr *ex;
@@ -131,21 +231,24 @@ typedef struct rg_query {
   rg_arena mem;
   const char *sql;
   size_t sqllen;
-  int distinct, star, value;
-  int32_t top, offset, limit;          /* literal or parameter; -1 absent */
+  rg_qblock *blk;                      /* blk[0] is the query */
+  int nblk, capblk;
   rg_qsel *sel;
   int nsel, capsel;
-  const char *alias;
-  uint32_t alen;
-  int njoin;
-  struct { const char *name; uint32_t nlen; int32_t src; } join[RG_QMAX_JOIN];
-  int32_t where;
-  int norder;
-  struct { int32_t expr; int desc; } order[RG_QMAX_ORDER];
-  int naggs;                           /* aggregate calls (slots) */
+  int nslots;                          /* binding slots, every block */
+  int naggs;                           /* aggregate slots, every block */
   int nparams;
   rg_qparam *param;
+  int uses_udf, nondet;                /* udf calls; nondeterministic ones */
+  int has_subq;
 } rg_query;
+
+/* The list of expressions of ex (arguments, items, members); NULL when
+** empty (the query may then have no list at all). */
+static inline const int32_t *rg_qargs (const rg_query *q,
+                                       const rg_qexpr *ex) {
+  return ex->nlist ? q->list + ex->list : NULL;
+}
 
 /* Parses a query (`filter`: the form "FROM c [JOIN ...] WHERE cond" of
 ** patch filters).  400 with "syntax error at line:column: ..." messages. */
@@ -158,23 +261,69 @@ void rg_query_free (rg_query *q);
 int  rg_query_bind (const rg_query *q, const char *json, size_t n,
                     rg_tape *t, rg_arena *a, rg_qv **out, rg_err *e);
 
+/*
+** Computed properties: a container's definitions, "SELECT VALUE expr FROM
+** c" each (rg_query_computed_check validates one: VALUE, the root as FROM,
+** no JOIN, WHERE, GROUP BY, ORDER BY, TOP, DISTINCT, OFFSET, subquery,
+** aggregate, user-defined or nondeterministic function; 400 otherwise).
+** rg_query_computed rewrites a query's references to them (a property of
+** the item named like one) into RG_QE_COMPUTED nodes; the pipeline then
+** evaluates each at most once per item.  rg_qcomputed_json gives the value
+** of one for a document (the index writes it): JSON text, empty when
+** undefined.
+*/
+typedef struct rg_qcomputed {
+  const char *name;
+  uint32_t nlen;
+  const rg_query *q;
+} rg_qcomputed;
+
+int  rg_query_computed_check (const rg_query *q, rg_err *e);
+void rg_query_computed (rg_query *q, const rg_qcomputed *cp, int n);
+int  rg_qcomputed_json (const rg_query *cq, const char *doc, size_t n,
+                        rg_buf *out, rg_err *e);
+
+/*
+** User-defined functions.  `call` runs udf.name with `nargs` arguments
+** given as JSON text (NULL for undefined) and writes its result's JSON
+** text into `out` (left empty: undefined); 0, or a status with `e` filled,
+** which fails the query (404 for an unknown function, 400 for an error in
+** it, 408 over its budget).
+*/
+typedef struct rg_qudf {
+  void *ud;
+  int (*call) (void *ud, const char *name, size_t n, const char *const *args,
+               const size_t *lens, int nargs, rg_buf *out, rg_err *e);
+} rg_qudf;
+
 
 /*
 ** The row pipeline (exec.c): documents come in from a source (the
 ** planner's scans and index lookups, or a test harness), rows are made
-** (JOIN), filtered, ordered, counted and projected into one page.
+** (FROM, JOIN), filtered, grouped, ordered, counted and projected into one
+** page.
 */
-enum { RG_QX_STREAM = 1, RG_QX_SORT, RG_QX_AGG, RG_QX_DISTINCT };
+enum { RG_QX_STREAM = 1, RG_QX_SORT, RG_QX_AGG, RG_QX_DISTINCT,
+       RG_QX_GROUP };
+
+/* The mode a query runs in when the source gives no order. */
+int  rg_query_mode (const rg_query *q);
 
 typedef struct rg_qdoc {
-  const char *text;          /* the item's JSON (valid until the finish) */
+  const char *text;          /* the item's JSON (valid until the finish or
+                                rg_qexec_release) */
   size_t len;
   uint64_t hash, digest;     /* partition hash and item digest: ties */
   const uint8_t *pos;        /* the source's position of this document */
   size_t poslen;
   int phase;                 /* the source's phase (resuming) */
   int unordered_only;        /* keep only rows whose first ORDER BY value
-                                is not a scalar */
+                                (or GROUP BY or DISTINCT value) is not a
+                                scalar */
+  uint64_t weight;           /* AGG and GROUP: the document stands for this
+                                many identical ones (0: 1) */
+  int index_values;          /* made of values read from an index: it holds
+                                computed properties as members */
 } rg_qdoc;
 
 typedef struct rg_qexec rg_qexec;
@@ -189,17 +338,33 @@ int  rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
 /* The conditions to test instead of the WHERE (its conjuncts that the
 ** source does not already guarantee); `conds` must outlive the pipeline. */
 void rg_qexec_conds (rg_qexec *x, const int32_t *conds, int n);
+/* Computed properties (after rg_query_computed on the same definitions)
+** and user-defined functions; both must outlive the pipeline. */
+void rg_qexec_computed (rg_qexec *x, const rg_qcomputed *cp, int n);
+void rg_qexec_udf (rg_qexec *x, const rg_qudf *u);
 /* Bounds the page's work: documents fed plus rows made (408 beyond), and
 ** bytes of results held (413 beyond); 0: no bound.  rg_qexec_made tells
 ** the work done so far. */
 void rg_qexec_limits (rg_qexec *x, uint64_t max_rows, size_t max_bytes);
 uint64_t rg_qexec_made (const rg_qexec *x);
+/* Does the pipeline need the documents' text (0: it only counts them, so
+** a source may feed blank documents)? */
+int  rg_qexec_needs_text (const rg_qexec *x);
+/* The mode and the source phase recorded in a token's payload (before a
+** pipeline is made): 0, or -1 when the payload is not one. */
+int  rg_qexec_peek (const uint8_t *payload, size_t n, int *mode, int *phase);
 /* Where the previous page ended: 1 and the source position, or 0. */
 int  rg_qexec_resume (const rg_qexec *x, int *phase, const uint8_t **pos,
                       size_t *poslen, const uint8_t **okey, size_t *oklen);
 /* Feeds one document: 0 more wanted, 1 the page is complete, or a
 ** status. */
 int  rg_qexec_doc (rg_qexec *x, const rg_qdoc *d, rg_err *e);
+/* The source is about to reuse the memory of the documents fed so far
+** (a host reading its store in parts): the pipeline copies what it still
+** points into.  0, or 500. */
+int  rg_qexec_release (rg_qexec *x, rg_err *e);
+/* A query without FROM: its one row. */
+int  rg_qexec_once (rg_qexec *x, rg_err *e);
 /* The order key of a document's first row (ORDER BY on the FROM alias). */
 int  rg_qexec_okey (rg_qexec *x, const rg_qdoc *d, rg_buf *out, rg_err *e);
 /* Ends the page: the rows (JSON array text), where each row is (offset,

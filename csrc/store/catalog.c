@@ -241,8 +241,16 @@ static int replace_body (rg_scope *s, void *ud, rg_err *e) {
       (rc = rg_load_spec(s->txn, s->env, q->cid, &old, e)))
     return rc;
   if ((rc = rg_json_parse(q->spec, q->specn, &j, e)) ||
-      (rc = keep_throughput(old, j, e)) ||
-      (rc = rg_cspec_build(j, q->cid, &neu, e)) ||
+      (rc = keep_throughput(old, j, e)))
+    goto done;
+  /* the layout of the data follows the revision it was made with */
+  cJSON_DeleteItemFromObjectCaseSensitive(j, "revision");
+  if (old->revision > 1 &&
+      cJSON_AddNumberToObject(j, "revision", old->revision) == NULL) {
+    rc = rg_fail(e, 500, "out of memory");
+    goto done;
+  }
+  if ((rc = rg_cspec_build(j, q->cid, &neu, e)) ||
       (rc = rg_cspec_same_layout(old, neu, e)) ||
       (rc = rg_put(s, RG_DB_META, key, rg_meta_key(key, RG_MK_SPEC, q->cid,
                                                    NULL, 0),
@@ -314,7 +322,8 @@ static int unlist_body (rg_scope *s, void *ud, rg_err *e) {
 /* Removes a chunk of a dropped container's data; q->done when all gone. */
 static int drop_body (rg_scope *s, void *ud, rg_err *e) {
   static const int tags[] = { RG_MK_STATS, RG_MK_PROC, RG_MK_TRIG,
-                              RG_MK_LEASE, RG_MK_DEAD };
+                              RG_MK_LEASE, RG_MK_DEAD, RG_MK_SHAPE,
+                              RG_MK_UDF };
   drop_req *q = (drop_req *)ud;
   uint8_t prefix[5];
   uint64_t budget = DROP_CHUNK, n;

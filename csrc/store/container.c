@@ -26,7 +26,25 @@
 **     "max_partition_bytes": 21474836480,
 **     "change_feed": { "retention": null | seconds },
 **     "throughput": null | RU/s | { "manual": RU/s } |
-**                   { "autoscale_max": RU/s, "burst": true } }
+**                   { "autoscale_max": RU/s, "burst": true },
+**     "computed_properties": [{"name": "cp_lower",
+**                              "query": "SELECT VALUE LOWER(c.name) FROM c"}],
+**     "revision": 2 }
+**
+** `revision` is not an option: the binding adds it to the specs it creates
+** (RG_SPEC_REVISION), a replaced spec keeps the one stored (catalog.c), and
+** c:spec() leaves it out.  A container made before it existed has none (1):
+** its items have no shape entries and its hierarchical keys hash whole,
+** so the planner and the key layout keep to what such a container holds.
+**
+** Computed properties are top-level properties that queries see but items
+** do not store: each is a query "SELECT VALUE expr FROM c" over the item
+** (validated by the query engine: deterministic, no WHERE, JOIN, subquery,
+** aggregate or user-defined function), parsed once with the spec.  At most
+** RG_MAX_COMPUTED; a name is a property name other than a system
+** property's (id, _etag, _ts, _lsn, _rid, _self, _attachments).  The index
+** covers them like stored paths (index.c), and a stored property of the
+** same name is neither indexed nor seen by queries.
 **
 ** The indexing policy decides, for the normalized path of every scalar in a
 ** document (array positions written "[]"), whether it is indexed: among the
@@ -298,6 +316,62 @@ static int build_indexing (rg_cspec *s, const cJSON *ix, rg_err *e) {
 /* }===================================================================== */
 
 
+/* The computed properties: names and parsed queries. */
+static int build_computed (rg_cspec *s, const cJSON *v, rg_err *e) {
+  static const char *const system[] = {
+    "id", "_etag", "_ts", "_lsn", "_rid", "_self", "_attachments", NULL
+  };
+  static const char *const ckeys[] = { "name", "query", NULL };
+  const cJSON *c;
+  int rc, i;
+  if (v == NULL || cJSON_IsNull(v)) return 0;
+  if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > RG_MAX_COMPUTED)
+    return rg_fail(e, 400, "option 'computed_properties' is a list of at "
+                   "most %d {name = ..., query = ...}", RG_MAX_COMPUTED);
+  s->cp = (rg_qcomputed *)calloc((size_t)cJSON_GetArraySize(v) + 1,
+                                 sizeof(rg_qcomputed));
+  if (s->cp == NULL) return rg_fail(e, 500, "out of memory");
+  for (c = v->child; c; c = c->next) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "name");
+    const cJSON *query = cJSON_GetObjectItemCaseSensitive(c, "query");
+    rg_query *q = NULL;
+    const char *const *sy;
+    if (!cJSON_IsObject(c) || !cJSON_IsString(name) || !cJSON_IsString(query))
+      return rg_fail(e, 400, "a computed property is {name = \"...\", "
+                     "query = \"SELECT VALUE ... FROM c\"}");
+    if ((rc = only_keys(c, ckeys, "a computed property", e))) return rc;
+    if (name->valuestring[0] == '\0' || strlen(name->valuestring) > 255 ||
+        strchr(name->valuestring, '/') != NULL)
+      return rg_fail(e, 400, "computed property name '%s' is not a property "
+                     "name", name->valuestring);
+    for (sy = system; *sy; sy++)
+      if (strcmp(*sy, name->valuestring) == 0)
+        return rg_fail(e, 400, "computed property name '%s' is a system "
+                       "property", name->valuestring);
+    for (i = 0; i < s->ncp; i++)
+      if (strcmp(s->cp[i].name, name->valuestring) == 0)
+        return rg_fail(e, 400, "computed property '%s' is defined twice",
+                       name->valuestring);
+    if ((rc = rg_query_parse(query->valuestring, strlen(query->valuestring),
+                             0, &q, e)) ||
+        (rc = rg_query_computed_check(q, e))) {
+      char msg[sizeof(e->msg)];
+      memcpy(msg, e->msg, sizeof(msg));
+      rg_query_free(q);
+      return rg_fail(e, 400, "computed property '%s': %s",
+                     name->valuestring, msg);
+    }
+    s->cp[s->ncp].q = q;
+    if ((s->cp[s->ncp].name = strdup(name->valuestring)) == NULL) {
+      rg_query_free(q);
+      return rg_fail(e, 500, "out of memory");
+    }
+    s->cp[s->ncp].nlen = (uint32_t)strlen(name->valuestring);
+    s->ncp++;
+  }
+  return 0;
+}
+
 void rg_cspec_adopt (rg_cspec *s, rg_cspec *fresh) {
   rg_cspec old = *s;
   *s = *fresh;
@@ -328,12 +402,18 @@ int rg_cspec_same_layout (const rg_cspec *a, const rg_cspec *b, rg_err *e) {
   return 0;
 }
 
+/* Are the members `key` of two spec texts the same (or both absent)? */
+static int same_member (const cJSON *a, const cJSON *b, const char *key) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(a, key);
+  const cJSON *y = cJSON_GetObjectItemCaseSensitive(b, key);
+  return (x == NULL && y == NULL) || (x && y && cJSON_Compare(x, y, 1));
+}
+
+/* Computed properties are indexed: a change to them changes the entries. */
 int rg_cspec_same_indexing (const rg_cspec *a, const rg_cspec *b) {
   cJSON *ja = cJSON_Parse(a->json), *jb = cJSON_Parse(b->json);
-  const cJSON *ia = ja ? cJSON_GetObjectItemCaseSensitive(ja, "indexing") : NULL;
-  const cJSON *ib = jb ? cJSON_GetObjectItemCaseSensitive(jb, "indexing") : NULL;
-  int same = ja && jb && ((ia == NULL && ib == NULL) ||
-                          (ia && ib && cJSON_Compare(ia, ib, 1)));
+  int same = ja && jb && same_member(ja, jb, "indexing") &&
+             same_member(ja, jb, "computed_properties");
   cJSON_Delete(ja);
   cJSON_Delete(jb);
   return same;
@@ -353,6 +433,11 @@ void rg_cspec_free (rg_cspec *s) {
   for (i = 0; i < s->nuniq; i++)
     for (j = 0; j < s->uniq[i].n; j++) rg_path_free(&s->uniq[i].path[j]);
   free(s->uniq);
+  for (i = 0; i < s->ncp; i++) {
+    rg_query_free((rg_query *)s->cp[i].q);
+    free((char *)s->cp[i].name);
+  }
+  free(s->cp);
   free(s->json);
   free(s);
 }
@@ -361,7 +446,7 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
   static const char *const keys[] = {
     "name", "partition_key", "physical_partitions", "indexing",
     "unique_keys", "default_ttl", "max_partition_bytes", "change_feed",
-    "throughput", NULL
+    "computed_properties", "revision", "throughput", NULL
   };
   rg_cspec *s;
   const cJSON *v;
@@ -453,6 +538,17 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
         goto fail;
       s->retention = n;
     }
+  }
+
+  if ((rc = build_computed(s, cJSON_GetObjectItemCaseSensitive(
+                              j, "computed_properties"), e)))
+    goto fail;
+
+  s->revision = 1;
+  v = cJSON_GetObjectItemCaseSensitive(j, "revision");
+  if (v != NULL) {
+    if ((rc = get_int(v, "revision", 1, RG_SPEC_REVISION, &n, e))) goto fail;
+    s->revision = (int)n;
   }
 
   if ((rc = rg_tpset_parse(cJSON_GetObjectItemCaseSensitive(j, "throughput"),

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/support.h"
+#include "sql/sql.h"
 
 struct rg_env;
 
@@ -75,11 +76,19 @@ struct rg_cspec {
   int64_t default_ttl;              /* -1: items expire only by their own */
   uint64_t max_partition_bytes;
   int64_t retention;                /* all_versions retention; -1 forever */
+  int ncp;                          /* computed properties, parsed */
+  rg_qcomputed *cp;
+  /* 2 for containers made since queries use shape entries and prefix
+  ** hashing of hierarchical keys (index.c, layout.c); absent: 1 */
+  int revision;
   rg_tpset tp;                      /* as created (the live one may differ:
                                        store/throughput.h) */
   char *json;                       /* the stored form (JSON text) */
   struct rg_cspec *older;           /* replaced contents (rg_cspec_adopt) */
 };
+
+#define RG_MAX_COMPUTED 20
+#define RG_SPEC_REVISION 2
 
 /* Builds a spec from its JSON form (a stored spec, or one made from the
 ** options of create_container); 400 for what is invalid. */

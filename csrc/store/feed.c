@@ -46,14 +46,18 @@
 ** and no range can starve another.  Positions are what continuation tokens
 ** carry (one per range read) and what processor leases hold.
 **
-** Continuation tokens (token.c, kind RG_TOKEN_FEED) carry
+** Continuation tokens (token.c, kind RG_TOKEN_FEED) carry what the read
+** they continue was, and where it ended:
 **
-**     u8 mode | u16 count | count x (varint lsn, varint sub)
+**     u8 mode | u16 feed range (0: all) | u16 n | n bytes of the
+**     partition-key filter (lp) | u16 count | count x (varint lsn, varint
+**     sub)
 **
-** and are bound to the container id, the mode, the feed range (0: all)
-** and the partition-key filter, so a token is refused (400) by a read with
-** other options, on another container, or on a container re-created under
-** the same name.
+** and are bound to the container id (a token of another container, or of
+** a container re-created under the same name, is refused with 400).  A
+** read from a token needs no other option: the mode, the range and the
+** filter come from it, and an option naming another one is refused with
+** its own message (host/feed.c).
 **
 ** Retention.  With change_feed.retention set, a feed record goes once it
 ** is older than that many seconds and every all_versions processor on the
@@ -474,20 +478,13 @@ int rg_feed_start (MDB_txn *txn, const rg_cont *c, int mode, int range,
 ** Continuation tokens
 ** ======================================================================
 */
-static uint64_t token_ctx (const rg_cspec *spec, int mode, int range,
-                           const uint8_t *lp, size_t lplen) {
-  uint8_t head[7];
-  rg_buf b;
-  uint64_t h;
-  rg_buf_init(&b);
+#define FEED_TOKEN_FORMAT 2
+
+static uint64_t token_ctx (const rg_cspec *spec) {
+  uint8_t head[5];
   rg_put_u32(head, spec->cid);
-  head[4] = (uint8_t)mode;
-  rg_put_u16(head + 5, (uint32_t)range);
-  rg_buf_add(&b, head, 7);
-  if (lp) rg_buf_add(&b, lp, lplen);
-  h = rg_hash(b.p ? b.p : "", b.n);
-  rg_buf_free(&b);
-  return h;
+  head[4] = FEED_TOKEN_FORMAT;
+  return rg_hash(head, 5);
 }
 
 static void put_varint (rg_buf *b, uint64_t v) {
@@ -514,49 +511,65 @@ void rg_feed_token (const uint8_t secret[16], const rg_cspec *spec, int mode,
                     int range, const uint8_t *lp, size_t lplen, int n,
                     const rg_fpos *pos, rg_buf *out) {
   rg_buf pl;
-  uint8_t head[3];
+  uint8_t head[7];
   int i;
   rg_buf_init(&pl);
   head[0] = (uint8_t)mode;
-  rg_put_u16(head + 1, (uint32_t)n);
-  rg_buf_add(&pl, head, 3);
+  rg_put_u16(head + 1, (uint32_t)range);
+  rg_put_u16(head + 3, (uint32_t)(lp ? lplen : 0));
+  rg_buf_add(&pl, head, 5);
+  if (lp) rg_buf_add(&pl, lp, lplen);
+  rg_put_u16(head, (uint32_t)n);
+  rg_buf_add(&pl, head, 2);
   for (i = 0; i < n; i++) {
     put_varint(&pl, pos[i].lsn);
     put_varint(&pl, pos[i].sub);
   }
   if (pl.oom) out->oom = 1;
-  else rg_token_make(secret, RG_TOKEN_FEED,
-                     token_ctx(spec, mode, range, lp, lplen), pl.p, pl.n, out);
+  else rg_token_make(secret, RG_TOKEN_FEED, token_ctx(spec), pl.p, pl.n,
+                     out);
   rg_buf_free(&pl);
 }
 
-int rg_feed_untoken (const uint8_t secret[16], const rg_cspec *spec, int mode,
-                     int range, const uint8_t *lp, size_t lplen, int n,
-                     const char *tok, size_t len, rg_fpos *pos, rg_err *e) {
+int rg_feed_untoken (const uint8_t secret[16], const rg_cspec *spec,
+                     const char *tok, size_t len, rg_feedtok *t, rg_err *e) {
   rg_buf pl;
   const uint8_t *p, *end;
+  size_t lplen;
   int i, rc;
   rg_buf_init(&pl);
-  if ((rc = rg_token_open(secret, RG_TOKEN_FEED,
-                          token_ctx(spec, mode, range, lp, lplen), tok, len,
+  if ((rc = rg_token_open(secret, RG_TOKEN_FEED, token_ctx(spec), tok, len,
                           &pl, e))) {
     rg_buf_free(&pl);
     return rc;
   }
   p = (const uint8_t *)pl.p;
   end = p + pl.n;
-  if (pl.n < 3 || p[0] != mode || (int)rg_get_u16(p + 1) != n) goto bad;
-  p += 3;
-  for (i = 0; i < n; i++)
-    if (get_varint(&p, end, &pos[i].lsn) || get_varint(&p, end, &pos[i].sub))
+  if (pl.n < 7) goto bad;
+  t->mode = p[0];
+  t->range = (int)rg_get_u16(p + 1);
+  lplen = rg_get_u16(p + 3);
+  if ((t->mode != RG_FEED_LATEST && t->mode != RG_FEED_ALL) ||
+      t->range > spec->nparts || lplen > RG_MAX_KEY ||
+      (lplen && t->range) || 5 + lplen + 2 > pl.n)
+    goto bad;
+  memcpy(t->lp, p + 5, lplen);
+  t->lplen = lplen;
+  p += 5 + lplen;
+  t->n = (int)rg_get_u16(p);
+  p += 2;
+  if (t->n != (t->range || lplen ? 1 : spec->nparts)) goto bad;
+  for (i = 0; i < t->n; i++)
+    if (get_varint(&p, end, &t->pos[i].lsn) ||
+        get_varint(&p, end, &t->pos[i].sub))
       goto bad;
   if (p != end) goto bad;
   rg_buf_free(&pl);
   return 0;
 bad:
   rg_buf_free(&pl);
-  return rg_fail(e, 400, "invalid continuation token (it does not match this "
-                 "change feed read)");
+  return rg_fail(e, 400, "invalid continuation token (altered, truncated, or "
+                 "made for another change feed)");
 }
 /* }===================================================================== */
 

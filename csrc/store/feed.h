@@ -80,15 +80,23 @@ int  rg_feed_count (MDB_txn *txn, const rg_cont *c, int mode, int range,
 int  rg_feed_start (MDB_txn *txn, const rg_cont *c, int mode, int range,
                     int kind, double t, rg_fpos *pos, rg_err *e);
 /* Continuation tokens of `n` positions, keyed by the database's secret
-** (rg_env_secret) and bound to the container, the mode,
-** the feed range (0: every range) and the partition filter. */
+** (rg_env_secret), bound to the container, and carrying the read's mode,
+** feed range (0: every range) and partition filter (lp, lplen; NULL: none).
+** rg_feed_untoken gives them back (400 for a token that is not one of this
+** container's). */
+typedef struct rg_feedtok {
+  int mode, range;
+  uint8_t lp[RG_MAX_KEY];
+  size_t lplen;
+  int n;
+  rg_fpos pos[RG_MAX_PARTITIONS];
+} rg_feedtok;
+
 void rg_feed_token (const uint8_t secret[16], const rg_cspec *spec, int mode,
                     int range, const uint8_t *lp, size_t lplen, int n,
                     const rg_fpos *pos, rg_buf *out);
 int  rg_feed_untoken (const uint8_t secret[16], const rg_cspec *spec,
-                      int mode, int range, const uint8_t *lp, size_t lplen,
-                      int n, const char *tok, size_t len, rg_fpos *pos,
-                      rg_err *e);
+                      const char *tok, size_t len, rg_feedtok *t, rg_err *e);
 /* Removes all_versions records past retention that every all_versions
 ** processor has checkpointed past (at most once a second unless `force`). */
 int  rg_feed_trim (rg_scope *s, const rg_cont *c, int force, rg_err *e);

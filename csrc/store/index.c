@@ -14,6 +14,28 @@
 ** one of its paths holds a scalar, with the terms concatenated (descending
 ** ones complemented) under the composite's id.
 **
+** Computed properties (container.c) are walked as top-level members of
+** the item holding the values their queries give (a stored member of the
+** same name is left out).
+**
+** Shapes (containers of revision 2).  The shape of an item is the set of
+** non-array paths where it holds an indexed scalar (the path ids, sorted);
+** each item has one more entry, under the reserved path id RG_SHAPE_PATH
+** with the 8-byte hash of its shape as the term:
+**
+**     cid u32 | RG_SHAPE_PATH u64 | u64 shape | lp-hash | digest  -> item key
+**
+** and the meta table keeps every shape ever seen:
+**
+**     'h' cid u64 shape  -> the sorted path ids (u64 each)
+**
+** so that the planner can list the shapes lacking a path and read, through
+** their entries, exactly the items without a scalar there (ORDER BY ranks
+** them first ascending) instead of reading every item.  An item with more
+** than RG_SHAPE_MAX such paths has the wide shape 0, which has no record
+** and is taken as lacking anything.  Shape entries are bookkeeping: they
+** are not counted in the work a write is charged for.
+**
 ** An update is a difference: the entries the old version needed that the
 ** new one does not are deleted, the missing ones put, and the unchanged
 ** ones (most, in a typical replace or patch) are left alone.  Every entry
@@ -137,27 +159,90 @@ typedef struct walker {
   uint8_t tail[16];              /* lp-hash | item-digest */
   const char *seg[RG_MAX_DEPTH + 2];
   keyset *ks;
+  int arr;                       /* array positions on the path walked */
+  uint64_t shape[RG_SHAPE_MAX + 1];
+  int nshape;
 } walker;
+
+/* Is `name` a computed property of the spec (a stored member of that name
+** is shadowed)? */
+static int computed_name (const rg_cspec *s, const char *name) {
+  int i;
+  for (i = 0; i < s->ncp; i++)
+    if (strcmp(s->cp[i].name, name) == 0) return 1;
+  return 0;
+}
 
 static void walk (walker *w, const cJSON *v, int depth) {
   const cJSON *c;
   if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
     int arr = cJSON_IsArray(v);
     if (depth > RG_MAX_DEPTH) return;
+    w->arr += arr;
     for (c = v->child; c; c = c->next) {
+      if (depth == 0 && !arr && w->spec->ncp && computed_name(w->spec,
+                                                              c->string))
+        continue;
       w->seg[depth] = arr ? "[]" : c->string;
       walk(w, c, depth + 1);
     }
+    w->arr -= arr;
     return;
   }
   if (rg_cspec_indexed(w->spec, w->seg, depth)) {
     size_t start = w->ks->buf.n;
-    rg_index_prefix(&w->ks->buf, w->spec->cid,
-                    rg_index_path_id(w->seg, depth));
+    uint64_t id = rg_index_path_id(w->seg, depth);
+    rg_index_prefix(&w->ks->buf, w->spec->cid, id);
     rg_term(&w->ks->buf, v, 0);
     rg_buf_add(&w->ks->buf, w->tail, 16);
     ks_end(w->ks, start);
+    if (!w->arr && w->nshape <= RG_SHAPE_MAX) w->shape[w->nshape++] = id;
   }
+}
+
+/* The computed properties' values, walked as top-level members. */
+static void computed_terms (walker *w, const cJSON *doc) {
+  rg_buf text, val;
+  rg_err e;
+  int i;
+  rg_buf_init(&text);
+  rg_buf_init(&val);
+  rg_json_print(doc, &text);
+  if (text.oom) { w->ks->oom = 1; goto done; }
+  for (i = 0; i < w->spec->ncp; i++) {
+    cJSON *v;
+    val.n = 0;
+    if (rg_qcomputed_json(w->spec->cp[i].q, text.p, text.n, &val, &e) ||
+        val.n == 0)
+      continue;                      /* undefined: no entry */
+    rg_buf_addc(&val, 0);
+    if (val.oom || (v = cJSON_Parse(val.p)) == NULL) { w->ks->oom = 1; break; }
+    w->seg[0] = w->spec->cp[i].name;
+    walk(w, v, 1);
+    cJSON_Delete(v);
+  }
+done:
+  rg_buf_free(&text);
+  rg_buf_free(&val);
+}
+
+static int cmp_u64 (const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The shape of the paths walked: sorted, without repeats, into w->shape;
+** its hash (0: wide). */
+static uint64_t shape_of (walker *w) {
+  int i, n = 0;
+  uint8_t b[8 * RG_SHAPE_MAX];
+  if (w->nshape > RG_SHAPE_MAX) return 0;
+  qsort(w->shape, (size_t)w->nshape, sizeof(uint64_t), cmp_u64);
+  for (i = 0; i < w->nshape; i++)
+    if (n == 0 || w->shape[n - 1] != w->shape[i]) w->shape[n++] = w->shape[i];
+  w->nshape = n;
+  for (i = 0; i < n; i++) rg_put_u64(b + 8 * i, w->shape[i]);
+  return rg_hash(b, (size_t)n * 8) | 1;    /* never 0 */
 }
 
 static void composite_terms (walker *w, const cJSON *doc) {
@@ -180,17 +265,60 @@ static void composite_terms (walker *w, const cJSON *doc) {
   }
 }
 
+/* The entries of a document; *shape receives its shape hash and `ids`
+** (RG_SHAPE_MAX + 1 of them) its path ids, *nids how many (revision 2). */
 static void doc_terms (const rg_cspec *spec, const rg_ikey *k,
-                       const cJSON *doc, keyset *ks) {
+                       const cJSON *doc, keyset *ks, uint64_t *shape,
+                       uint64_t *ids, int *nids) {
   walker w;
   w.spec = spec;
   w.k = k;
   w.ks = ks;
+  w.arr = 0;
+  w.nshape = 0;
   rg_put_u64(w.tail, k->hash);
   rg_put_u64(w.tail + 8, rg_ikey_digest(k->key, k->len));
   if (!spec->automatic) return;
   walk(&w, doc, 0);
+  if (spec->ncp) computed_terms(&w, doc);
   composite_terms(&w, doc);
+  if (spec->revision >= 2) {
+    size_t start = ks->buf.n;
+    uint64_t h = shape_of(&w);
+    uint8_t t[8];
+    rg_index_prefix(&ks->buf, spec->cid, RG_SHAPE_PATH);
+    rg_put_u64(t, h);
+    rg_buf_add(&ks->buf, t, 8);
+    rg_buf_add(&ks->buf, w.tail, 16);
+    ks_end(ks, start);
+    if (shape) *shape = h;
+    if (ids) memcpy(ids, w.shape, (size_t)w.nshape * sizeof(uint64_t));
+    if (nids) *nids = w.nshape;
+  }
+}
+
+/* Is this index key a shape entry? */
+static int shape_entry (const char *key, size_t n) {
+  return n >= 12 && rg_get_u64((const uint8_t *)key + 4) == RG_SHAPE_PATH;
+}
+
+/* Records a shape in the meta table when it is new. */
+static int shape_record (rg_scope *s, const rg_cspec *spec, uint64_t h,
+                         const uint64_t *ids, int n, rg_err *e) {
+  uint8_t key[13], val[8 * RG_SHAPE_MAX + 1];
+  MDB_val k, v;
+  int i, rc;
+  if (h == 0) return 0;              /* wide: no record */
+  key[0] = RG_MK_SHAPE;
+  rg_put_u32(key + 1, spec->cid);
+  rg_put_u64(key + 5, h);
+  k.mv_data = key;
+  k.mv_size = 13;
+  rc = mdb_get(s->txn, s->env->dbi[RG_DB_META], &k, &v);
+  if (rc == 0) return 0;
+  if (rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "index", e);
+  for (i = 0; i < n; i++) rg_put_u64(val + 8 * i, ids[i]);
+  return rg_put(s, RG_DB_META, key, 13, val, (size_t)n * 8, e);
 }
 
 int rg_index_terms (const rg_cspec *spec, const cJSON *doc,
@@ -202,12 +330,13 @@ int rg_index_terms (const rg_cspec *spec, const cJSON *doc,
   size_t *ord, n = 0, i;
   memset(&k, 0, sizeof(k));
   ks_init(&ks);
-  doc_terms(spec, &k, doc, &ks);
+  doc_terms(spec, &k, doc, &ks, NULL, NULL, NULL);
   ord = ks.oom ? NULL : ks_sorted(&ks, &n);
   if (ord == NULL) { ks_free(&ks); return -1; }
   for (i = 0; i < n; i++) {         /* cid | id | term | hash | digest */
     const uint8_t *p = (const uint8_t *)ks.buf.p + ks.off[ord[i]];
     size_t len = ks.len[ord[i]];
+    if (shape_entry((const char *)p, len)) continue;
     f(ud, rg_get_u64(p + 4), p + 12, len - 12 - 16);
   }
   free(ord);
@@ -323,10 +452,15 @@ static int index_diff (rg_scope *s, const rg_cspec *os, const rg_cspec *ns,
   keyset ko, kn;
   size_t *oo = NULL, *on = NULL, no = 0, nn = 0, i = 0, j = 0;
   int rc = 0;
+  uint64_t oshape = 0, nshape = 0, ids[RG_SHAPE_MAX + 1];
+  int nids = 0;
   ks_init(&ko);
   ks_init(&kn);
-  if (old) doc_terms(os, k, old, &ko);
-  if (neu) doc_terms(ns, k, neu, &kn);
+  if (old) doc_terms(os, k, old, &ko, &oshape, NULL, NULL);
+  if (neu) doc_terms(ns, k, neu, &kn, &nshape, ids, &nids);
+  if (neu && ns->revision >= 2 && (nshape != oshape || os != ns) &&
+      (rc = shape_record(s, ns, nshape, ids, nids, e)))
+    goto done;
   if (ko.oom || kn.oom) { rc = rg_fail(e, 500, "out of memory"); goto done; }
   oo = ks_sorted(&ko, &no);
   on = ks_sorted(&kn, &nn);
@@ -355,7 +489,10 @@ static int index_diff (rg_scope *s, const rg_cspec *os, const rg_cspec *ns,
       j++;
     }
     if (rc) goto done;
-    s->work.terms++;
+    if (!(c < 0 ? shape_entry(ko.buf.p + ko.off[oo[i - 1]], ko.len[oo[i - 1]])
+                : shape_entry(kn.buf.p + kn.off[on[j - 1]],
+                              kn.len[on[j - 1]])))
+      s->work.terms++;               /* shapes are bookkeeping: not charged */
   }
 done:
   free(oo);
@@ -391,8 +528,9 @@ int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
   keyset ks;
   size_t *ord, n = 0, i;
   int bad = 0, u;
+  uint64_t shape = 0;
   ks_init(&ks);
-  doc_terms(spec, k, doc, &ks);
+  doc_terms(spec, k, doc, &ks, &shape, NULL, NULL);
   ord = ks.oom ? NULL : ks_sorted(&ks, &n);
   if (ord == NULL) {
     ks_free(&ks);
@@ -412,6 +550,21 @@ int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
     }
   }
   *nindex += n;
+  if (spec->revision >= 2 && shape != 0) {   /* its shape is recorded */
+    uint8_t key[13];
+    MDB_val mk, mv;
+    key[0] = RG_MK_SHAPE;
+    rg_put_u32(key + 1, spec->cid);
+    rg_put_u64(key + 5, shape);
+    mk.mv_data = key;
+    mk.mv_size = 13;
+    if (mdb_get(txn, env->dbi[RG_DB_META], &mk, &mv) != 0) {
+      bad++;
+      rg_buf_addf(report, "container %u: the shape of item %.*s is not "
+                  "recorded\n", spec->cid, (int)(k->len - k->lplen),
+                  (const char *)k->key + k->lplen);
+    }
+  }
   for (u = 0; u < spec->nuniq; u++) {
     uint8_t uk[RG_MAX_KEY];
     MDB_val key, val;

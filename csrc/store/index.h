@@ -47,6 +47,9 @@ int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
 /* The id of a normalized path (segments, array positions "[]") in index
 ** keys, and the key prefix of that path's entries: cid | path-id. */
 uint64_t rg_index_path_id (const char *const *seg, int n);
+/* The path id of shape entries, and the most paths a shape lists. */
+#define RG_SHAPE_PATH 1ull
+#define RG_SHAPE_MAX  64
 void rg_index_prefix (rg_buf *b, uint32_t cid, uint64_t path_id);
 
 #endif

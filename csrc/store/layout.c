@@ -28,8 +28,12 @@
 **              'l' cid name 0 u16:range -> processor lease (lease.c)
 **              'l' cid name 0 FFFF inst -> live processor instance
 **              'd' cid name 0 u64:seq -> processor dead letter
+**              'h' cid u64:shape      -> an item shape's path ids (index.c)
+**              'u' cid name           -> user-defined function (u64 version,
+**                                        source; scripts.c)
 **   items    lp id                    -> u64 expiry (0: never) + JSON text
-**   index    cid u64:path term hash u64:digest      -> item key (index.c)
+**   index    cid u64:path term hash u64:digest      -> item key
+**            cid u64:1 u64:shape hash u64:digest    -> item key (shapes) (index.c)
 **   unique   lp u8:unique-key# u128:values-digest   -> item key (index.c)
 **   ttl      cid u64:expiry u64:digest              -> item key (write.c)
 **   feed     cid u16:range u64:lsn u32:ordinal      -> change record (feed.c)
@@ -38,7 +42,13 @@
 **
 ** Logical and physical partitions.  A partition key value (one value per
 ** level, up to three levels) is encoded as a tuple of terms (below) and
-** hashed (SipHash-2-4, fixed key) to 64 bits.  An item's key starts with
+** hashed (SipHash-2-4, fixed key) to 64 bits.  In containers of revision 2
+** (container.c) a hierarchical key's hash is made of prefixes: its top 32
+** bits hash the first level alone, and with three levels the next 16 bits
+** hash the first two; the rest hash the whole tuple.  So the logical
+** partitions that share a first level (or the first two) form one key
+** range inside one physical partition, where a query naming that prefix
+** is routed.  An item's key starts with
 **
 **     lp = cid u32 | hash u64 | tuple
 **
@@ -219,6 +229,7 @@ static int is_none (const cJSON *v) {
 int rg_ikey_partition (const rg_cspec *s, const cJSON *const *pkv,
                        rg_ikey *k, rg_err *e) {
   rg_buf exact, tuple;
+  size_t lens[2] = { 0, 0 };
   int i, rc = 0, lossy = 0, none = 0;
   rg_buf_init(&exact);
   rg_buf_init(&tuple);
@@ -234,6 +245,7 @@ int rg_ikey_partition (const rg_cspec *s, const cJSON *const *pkv,
     if (none) {
       rg_buf_addc(&exact, T_NONE);
       rg_buf_addc(&tuple, T_NONE);
+      if (i < 2) lens[i] = exact.n;
       continue;
     }
     if (!(cJSON_IsString(v) || cJSON_IsNumber(v) || cJSON_IsBool(v) ||
@@ -244,9 +256,19 @@ int rg_ikey_partition (const rg_cspec *s, const cJSON *const *pkv,
     }
     rg_term_exact(&exact, v);
     lossy |= rg_term_bounded(&tuple, v);
+    if (i < 2) lens[i] = exact.n;
   }
   if (exact.oom || tuple.oom) { rc = rg_fail(e, 500, "out of memory"); goto done; }
   k->hash = rg_hash(exact.p, exact.n);
+  if (s->npk > 1 && s->revision >= 2) {   /* prefix hashing */
+    uint64_t h1 = rg_hash(exact.p, lens[0]);
+    if (s->npk == 2)
+      k->hash = (h1 & 0xFFFFFFFF00000000ull) | (k->hash & 0xFFFFFFFFull);
+    else
+      k->hash = (h1 & 0xFFFFFFFF00000000ull) |
+                (rg_hash(exact.p, lens[1]) & 0x00000000FFFF0000ull) |
+                (k->hash & 0xFFFFull);
+  }
   k->range = rg_range_of(k->hash, s->nparts);
   rg_put_u32(k->key, s->cid);
   rg_put_u64(k->key + 4, k->hash);
@@ -257,6 +279,34 @@ done:
   rg_buf_free(&exact);
   rg_buf_free(&tuple);
   return rc;
+}
+
+int rg_ikey_prefix (const rg_cspec *s, const cJSON *const *pkv, int levels,
+                    uint8_t *key, size_t *klen, uint64_t *hash,
+                    uint64_t *mask) {
+  rg_buf exact;
+  size_t l1 = 0;
+  int i;
+  if (s->revision < 2 || s->npk < 2 || levels < 1 || levels >= s->npk)
+    return 0;
+  rg_buf_init(&exact);
+  for (i = 0; i < levels; i++) {
+    if (pkv[i] == NULL) { rg_buf_free(&exact); return 0; }
+    rg_term_exact(&exact, pkv[i]);
+    if (i == 0) l1 = exact.n;
+  }
+  if (exact.oom) { rg_buf_free(&exact); return 0; }
+  *hash = rg_hash(exact.p, l1) & 0xFFFFFFFF00000000ull;
+  *mask = 0xFFFFFFFF00000000ull;
+  if (levels == 2) {                 /* of three */
+    *hash |= rg_hash(exact.p, exact.n) & 0x00000000FFFF0000ull;
+    *mask = 0xFFFFFFFFFFFF0000ull;
+  }
+  rg_buf_free(&exact);
+  rg_put_u32(key, s->cid);
+  rg_put_u64(key + 4, *hash);
+  *klen = levels == 2 ? 10 : 8;
+  return 1;
 }
 
 void rg_ikey_id (rg_ikey *k, const char *id, size_t n) {

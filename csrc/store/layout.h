@@ -41,6 +41,13 @@ typedef struct rg_ikey {
 ** 400. */
 int  rg_ikey_partition (const rg_cspec *s, const cJSON *const *pkv,
                         rg_ikey *k, rg_err *e);
+/* The key range of the logical partitions sharing the first `levels`
+** values of a hierarchical key (revision 2 containers; fewer levels than
+** the key has): the items' key prefix (key, *klen bytes), and the hash
+** bits they share (hash & mask).  1, or 0 when no such range exists. */
+int  rg_ikey_prefix (const rg_cspec *s, const cJSON *const *pkv, int levels,
+                     uint8_t *key, size_t *klen, uint64_t *hash,
+                     uint64_t *mask);
 /* Appends the id: `k` becomes the item's full key. */
 void rg_ikey_id (rg_ikey *k, const char *id, size_t n);
 /* Physical partition of a hash. */
@@ -70,7 +77,8 @@ int  rg_term_bounded (rg_buf *b, const cJSON *v);   /* 1 when cut */
 #define RG_META_THROUGHPUT "\x01throughput"    /* u64 version, setting JSON */
 enum { RG_MK_NAME = 'n', RG_MK_SPEC = 'c', RG_MK_STATS = 'k',
        RG_MK_PROC = 's', RG_MK_TRIG = 't', RG_MK_LEASE = 'l',
-       RG_MK_DEAD = 'd', RG_MK_DROP = 'x' };
+       RG_MK_DEAD = 'd', RG_MK_DROP = 'x', RG_MK_SHAPE = 'h',
+       RG_MK_UDF = 'u' };
 /* Builds a meta key: tag, container id, then `n` bytes of name. */
 size_t rg_meta_key (uint8_t *out, int tag, uint32_t cid, const char *name,
                     size_t n);

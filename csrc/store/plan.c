@@ -6,47 +6,77 @@
 ** between every level of the partition key path and a literal or a
 ** parameter.  One logical partition is one contiguous key range `lp` of the
 ** items table (layout.c), so a routed query contacts one physical
-** partition.  Any other query fans out over every physical partition.
-** Physical partitions are hash ranges of one table here, so a fan-out is
-** carried out as one pass in key order (or one pass over a global index,
-** whose entries within a term are in hash order too); the model counts it
-** as contacting all P partitions, and the merge of their results is the
-** order of that pass.
+** partition.  In a container of revision 2 with a hierarchical key, a WHERE
+** that fixes the first level (or the first two of three) routes to the one
+** key range, inside one physical partition, that holds every logical
+** partition with that prefix (layout.c hashes keys by prefix).  Any other
+** query fans out over every physical partition.  Physical partitions are
+** hash ranges of one table here, so a fan-out is carried out as one pass in
+** key order (or one pass over a global index, whose entries within a term
+** are in hash order too); the model counts it as contacting all P
+** partitions, and the merge of their results is the order of that pass.
 **
 ** Indexes (index.c) hold, for every indexed scalar, an entry
 **
 **     cid | path-id | term | pk-hash u64 | item-digest u64  ->  item key
 **
-** A conjunct of the WHERE on an indexed path against constants becomes a
-** seek: `p = v` (and ARRAY_CONTAINS(p, v) on p's elements, and `p IN
-** (...)`, one seek per value) looks up one term, which a routed query
-** narrows to its partition's hash; `p < v`, `p BETWEEN a AND b` and
-** STARTSWITH(p, 's') read a range of terms of one type.  Entries only
-** nominate candidates: the whole WHERE is evaluated again on every item
-** loaded (long strings are cut in terms, and array paths hold every
-** element), so an index can never change a result, only the work.
+** (the functions of the "Index entries" section below are the only ones
+** that know this layout).  A conjunct of the WHERE on an indexed path
+** against constants becomes a seek: `p = v` (and ARRAY_CONTAINS(p, v) on
+** p's elements, and `p IN (...)`, one seek per value) looks up one term,
+** which a routed query narrows to its partition's hash; `p < v`, `p BETWEEN
+** a AND b` and STARTSWITH(p, 's') read a range of terms of one type.
+** Entries only nominate candidates: the whole WHERE is evaluated again on
+** every item loaded (long strings are cut in terms, and array paths hold
+** every element), so an index can never change a result, only the work.
+** Inside one logical partition the entries of a range belong to every
+** partition, ordered by term then hash: the source skips the others' (with
+** a seek to the partition's hash in the term, or past the term, once a run
+** of misses shows they are many), and loads only its own.  A partition of
+** at most SMALL_PARTITION items (the parts table says how many) is read
+** whole instead: that is cheaper than any index range.
+**
+** Several conjuncts.  A composite index whose leading columns the WHERE
+** fixes by equality, and whose next column it bounds by a range, reads
+** exactly the matching entries (filter + filter).  Without one, the best
+** single conjunct drives and every other equality is checked first against
+** its own index, one exact probe of (term, hash, digest) per candidate,
+** so that an item neither conjunct allows is never loaded (intersection).
 **
 ** ORDER BY.  A single-key ORDER BY on an indexed path (no array position)
-** of a fan-out reads that path's entries in term order (backwards for
-** DESC), which is the query's order: with TOP or a page size it stops as
-** soon as it has what the merge needs.  Items with no scalar at the path
-** have no entry; they sort first ascending (last descending), so they are
-** found by a scan of the items, unless the WHERE proves the path holds a
-** scalar in every result (a comparison on it, for instance).  A multi-key
-** ORDER BY uses a composite index whose columns, after the ones the WHERE
-** fixes by equality, are the keys in the same or all-opposite directions,
-** when the WHERE proves every other column a scalar (items lacking one are
-** not in a composite index).  Otherwise the rows are sorted.  Strings cut
-** in terms can tie where their full values do not: such a run of entries
-** is loaded and sorted on the full values.
+** reads that path's entries in term order (backwards for DESC), which is
+** the query's order: with TOP or a page size it stops as soon as it has
+** what the merge needs.  Items with no scalar at the path have no entry;
+** they sort first ascending (last descending).  In a revision 2 container
+** every item has a shape entry (index.c): the shapes lacking the path are
+** listed from the meta table and their entries name exactly those items,
+** so they are read without touching the others (in an older container,
+** by a scan of the items), unless the WHERE proves the path holds a scalar
+** in every result.  A multi-key ORDER BY uses a composite index whose
+** columns, after the ones the WHERE fixes by equality, are the keys in the
+** same or all-opposite directions, when no result can lack a column (the
+** WHERE proves it, or no shape lacking one has an item in the route).
+** Otherwise the rows are sorted.  Strings cut in terms can tie where their
+** full values do not: such a run of entries is loaded and sorted on the
+** full values.
 **
-** The planner's choice depends only on the query, its parameters and the
-** container spec, never on the page size or the token, so every page of a
-** paged query reads the same sequence.  Sources report their position
-** (an item key, an index entry key) and a phase (the lookup number of an
-** IN, the part of an ORDER BY scan) for the continuation token, whose
-** context hashes the container id, the text, the parameters and the
-** routing partition key.
+** GROUP BY, DISTINCT.  `GROUP BY p` (or `SELECT DISTINCT [VALUE] p`) with
+** aggregates of p or of literals, and a WHERE the route or one range on p
+** answers, is read from p's index alone: each run of equal terms becomes
+** one document holding the value, standing for as many items as the run
+** has entries (rg_qdoc.weight); only items whose value the index cannot
+** give (cut strings, and those lacking a scalar at p, through the shapes)
+** are loaded.
+**
+** The planner's choice depends on the query, its parameters and the
+** container spec, and on two facts of the data: whether the routed
+** partition is small, and which shapes lack a path.  A continuation token
+** records the first (the source phase's high bit), so that every page of a
+** paged query reads the same sequence; the second only adds or removes
+** items that sort among the undefined ones, whose phase is numbered the
+** same either way.  Sources report their position (an item key, an index
+** entry key) and a phase for the token, whose context hashes the container
+** id, the text, the parameters and the routing partition key.
 */
 
 #include <stdlib.h>
@@ -60,10 +90,15 @@
 #include "store/index.h"
 #include "store/plan.h"
 
-#define QMAX_SEGS 32
+#define QMAX_SEGS        32
+#define SMALL_PARTITION  256     /* items: read the partition whole */
+#define MAX_SHAPES       1024    /* shapes listed; beyond, scan */
+#define SKIP_AFTER       8       /* misses before seeking past them */
+#define PH_SMALL         0x80    /* phase bit: the partition read whole */
 
-enum { SRC_SCAN = 1, SRC_TERMS, SRC_RANGE };
+enum { SRC_NONE = 1, SRC_SCAN, SRC_TERMS, SRC_RANGE, SRC_WALK };
 enum { SA_EQ = 1, SA_IN, SA_PREFIX, SA_RANGE };
+enum { R_NONE, R_PARTITION, R_PREFIX };          /* routing */
 
 typedef struct qpath {
   int n;
@@ -79,40 +114,67 @@ typedef struct sarg {
   int has_lo, has_hi, lo_ex, hi_ex;
   int32_t e;                        /* IN: the expression */
   int ci, ci2;                      /* the conjunct(s) it comes from */
+  int loose;                        /* its conjunct is tested all the same */
 } sarg;
 
+/* An exact probe: an index entry's key without its hash and digest. */
+typedef struct probe {
+  uint8_t key[RG_MAX_KEY];
+  size_t n;
+} probe;
+
 typedef struct plan {
-  int routed;
-  rg_ikey lp;
+  int routed;                       /* R_* */
+  rg_ikey lp;                       /* R_PARTITION */
+  uint8_t rkey[RG_MAX_KEY];         /* the route's item key prefix */
+  size_t rklen;
+  uint64_t rhash, rmask;            /* the route's entries: hash & mask */
+  int small;                        /* PH_SMALL: the partition read whole */
   int src;
   int mode, tie_desc;
   uint8_t prefix[12];               /* cid | path-id (or composite id) */
   /* SRC_TERMS: exact terms, sorted, each `tlen` bytes at `toff` */
   rg_buf terms;
   size_t *toff, *tlen, nterms;
-  /* SRC_RANGE: entries whose term part starts with tpre, within lo..hi */
+  /* SRC_RANGE, SRC_WALK: entries whose term part starts with tpre, within
+  ** lo..hi */
   rg_buf tpre, lo, hi;
   int has_lo, has_hi, lo_ex, hi_ex;
   int desc;                         /* read backwards */
   int ordered;                      /* the scan gives the ORDER BY order */
-  int uphase;                       /* 0 none, 1 items without the path
-                                       first (asc), 2 last (desc) */
   int ncols, gcol0, gcols;          /* term columns; the ORDER BY ones */
   int coldesc[8];
+  /* the items without a scalar at the path: 0 none, 1 read first (asc),
+  ** 2 last (desc); through the shapes lacking it, or by a scan */
+  int uphase, uscan;
+  uint64_t *ushape;
+  int nushape;
+  /* intersection: entries every candidate must have */
+  probe *probes;
+  int nprobes;
+  /* SRC_WALK: the path whose values the documents hold; its column's
+  ** place in a composite's terms (after wskip bytes), and its order */
+  qpath wpath;
+  size_t wskip;
+  int wcomp, wdesc;
 } plan;
 
 typedef struct planner {
   const rg_query *q;
+  const rg_qblock *m;
   const rg_cspec *spec;
   const rg_qv *params;
   rg_arena *mem;
+  MDB_txn *txn;
+  rg_env *env;
   sarg *sa;
   int nsa;
   int32_t *conj;
   int nconj;
   char *implied;                    /* conjuncts the source guarantees */
-  int host;                         /* rg_query_hplan: no ordered sources
-                                       (1), or a scan (2) */
+  int force_small;                  /* from a token: -1 free, 0, 1 */
+  int force_sort;                   /* a token of a sorting plan */
+  int host;                         /* rg_query_hplan: 1, or 2 (scan) */
 } planner;
 
 typedef struct source {
@@ -126,8 +188,74 @@ typedef struct source {
   int resumed, rphase;
   const uint8_t *rpos, *rokey;
   size_t rposlen, roklen;
+  int text;                         /* the pipeline needs the items' text */
   rg_buf okey;                      /* cut groups */
+  rg_buf doc;                       /* SRC_WALK: a run's document */
 } source;
+
+
+/*
+** {=====================================================================
+** Index entries (the one place that knows their layout)
+** ======================================================================
+*/
+#define ENT_HEAD 12                 /* cid | path-id */
+#define ENT_TAIL 16                 /* hash | digest */
+
+/* The term part of entry key k. */
+static const uint8_t *ent_term (const MDB_val *k, size_t *n) {
+  *n = k->mv_size >= ENT_HEAD + ENT_TAIL ? k->mv_size - ENT_HEAD - ENT_TAIL
+                                         : 0;
+  return (const uint8_t *)k->mv_data + ENT_HEAD;
+}
+
+static uint64_t ent_hash (const MDB_val *k) {
+  return rg_get_u64((const uint8_t *)k->mv_data + k->mv_size - ENT_TAIL);
+}
+
+static const uint8_t *ent_digest (const MDB_val *k) {
+  return (const uint8_t *)k->mv_data + k->mv_size - 8;
+}
+
+static int ent_ok (const MDB_val *k) {
+  return k->mv_size >= ENT_HEAD + ENT_TAIL + 1;
+}
+
+/* An index's key prefix: cid | path-id (or composite id). */
+static void ix_prefix (uint8_t out[ENT_HEAD], uint32_t cid, uint64_t id) {
+  rg_put_u32(out, cid);
+  rg_put_u64(out + 4, id);
+}
+
+/* Builds into out the key: prefix | term (| hash when with_hash); its
+** length, 0 when it would not fit. */
+static size_t ix_key (uint8_t *out, size_t cap, const uint8_t *prefix,
+                      const uint8_t *term, size_t tn, int with_hash,
+                      uint64_t hash) {
+  size_t n = ENT_HEAD + tn + (with_hash ? 8 : 0);
+  if (n > cap) return 0;
+  memcpy(out, prefix, ENT_HEAD);
+  if (tn) memcpy(out + ENT_HEAD, term, tn);
+  if (with_hash) rg_put_u64(out + ENT_HEAD + tn, hash);
+  return n;
+}
+
+/* Does the entry exist (the probe's term, then hash and digest)? */
+static int ix_has (MDB_txn *txn, MDB_dbi dbi, const probe *p, uint64_t hash,
+                   const uint8_t *digest, int *rc) {
+  uint8_t key[RG_MAX_KEY + 16];
+  MDB_val k, v;
+  if (p->n + 16 > sizeof(key)) return 1;
+  memcpy(key, p->key, p->n);
+  rg_put_u64(key + p->n, hash);
+  memcpy(key + p->n + 8, digest, 8);
+  k.mv_data = key;
+  k.mv_size = p->n + 16;
+  *rc = mdb_get(txn, dbi, &k, &v);
+  if (*rc == MDB_NOTFOUND) { *rc = 0; return 0; }
+  return *rc == 0;
+}
+/* }===================================================================== */
 
 
 /*
@@ -149,30 +277,48 @@ static const char *mutf8 (rg_arena *a, const char *s, size_t n) {
   return d;
 }
 
+static int path_add (planner *P, qpath *out, const char *s, size_t n) {
+  if (out->n == QMAX_SEGS) return 0;
+  if (s == NULL) {
+    out->seg[out->n++] = "[]";
+    out->arr = 1;
+    return 1;
+  }
+  if ((out->seg[out->n] = mutf8(P->mem, s, n)) == NULL) return 0;
+  if (strcmp(out->seg[out->n], "[]") == 0) out->arr = 1;   /* ambiguous */
+  out->n++;
+  return 1;
+}
+
 /* The normalized document path of an expression, if it is one. */
 static int path_of (planner *P, int32_t e, qpath *out) {
   const rg_qexpr *ex = &P->q->ex[e];
+  int k;
   switch (ex->k) {
+    case RG_QE_ROOT: out->n = 0; out->arr = 0; return 1;
     case RG_QE_ALIAS:
-      if (ex->slot == 0) { out->n = 0; out->arr = 0; return 1; }
-      if (!path_of(P, P->q->join[ex->slot - 1].src, out)) return 0;
-      if (out->n == QMAX_SEGS) return 0;
-      out->seg[out->n++] = "[]";
-      out->arr = 1;
-      return 1;
+      for (k = 0; k < P->m->nsrc; k++) {
+        const rg_qsrc *s = &P->m->src[k];
+        if (s->slot != ex->slot) continue;
+        switch (s->kind) {
+          case RG_QS_ROOT: out->n = 0; out->arr = 0; return 1;
+          case RG_QS_VALUE: return path_of(P, s->expr, out);
+          case RG_QS_IN:
+            return path_of(P, s->expr, out) && path_add(P, out, NULL, 0);
+          default: return 0;
+        }
+      }
+      return 0;
+    case RG_QE_COMPUTED:
+      out->n = 0;
+      out->arr = 0;
+      return path_add(P, out, ex->s, ex->n);
     case RG_QE_PROP:
-      if (!path_of(P, ex->a, out) || out->n == QMAX_SEGS) return 0;
-      if ((out->seg[out->n] = mutf8(P->mem, ex->s, ex->n)) == NULL) return 0;
-      if (strcmp(out->seg[out->n], "[]") == 0) out->arr = 1;  /* ambiguous */
-      out->n++;
-      return 1;
+      return path_of(P, ex->a, out) && path_add(P, out, ex->s, ex->n);
     case RG_QE_INDEX: {
       const rg_qexpr *ix = &P->q->ex[ex->b];
       if (ix->k != RG_QE_LIT || ix->v.t != RG_QV_NUM) return 0;
-      if (!path_of(P, ex->a, out) || out->n == QMAX_SEGS) return 0;
-      out->seg[out->n++] = "[]";
-      out->arr = 1;
-      return 1;
+      return path_of(P, ex->a, out) && path_add(P, out, NULL, 0);
     }
     default: return 0;
   }
@@ -194,8 +340,19 @@ static int path_is (const qpath *a, const rg_path *b) {
   return 1;
 }
 
+static void path_from (qpath *p, const rg_path *d) {
+  int j;
+  p->n = d->n < QMAX_SEGS ? d->n : QMAX_SEGS;
+  p->arr = 0;
+  for (j = 0; j < p->n; j++) p->seg[j] = d->seg[j];
+}
+
 static int indexed (planner *P, const qpath *p) {
   return p->n > 0 && rg_cspec_indexed(P->spec, p->seg, p->n);
+}
+
+static uint64_t path_id (const qpath *p) {
+  return rg_index_path_id(p->seg, p->n);
 }
 
 /* A literal or a bound parameter (never undefined). */
@@ -208,7 +365,8 @@ static int const_of (planner *P, int32_t e, rg_qv *v) {
 }
 
 static int scalar (const rg_qv *v) {
-  return v->t >= RG_QV_NULL && v->t <= RG_QV_STR;
+  return v->t >= RG_QV_NULL && v->t <= RG_QV_STR &&
+         !(v->t == RG_QV_NUM && v->d != v->d);
 }
 
 static void conjuncts (planner *P, int32_t e, int32_t *out, int *n, int max) {
@@ -219,11 +377,10 @@ static void conjuncts (planner *P, int32_t e, int32_t *out, int *n, int max) {
   }
   else if (*n < max) out[(*n)++] = e;
 }
-
 /* Classifies conjunct e; 1 when it is a sarg (filled in *s). */
 static int classify (planner *P, int32_t e, sarg *s) {
   const rg_qexpr *ex = &P->q->ex[e];
-  const int32_t *args = P->q->list + ex->list;
+  const int32_t *args = rg_qargs(P->q, ex);
   memset(s, 0, sizeof(*s));
   s->e = e;
   s->ci2 = -1;
@@ -274,6 +431,24 @@ static int classify (planner *P, int32_t e, sarg *s) {
     s->kind = SA_IN;
     return 1;
   }
+  if (ex->k == RG_QE_LIKE && !ex->op && ex->c < 0) {
+    rg_qv pat;
+    size_t i;
+    char *pre;
+    if (!path_of(P, ex->a, &s->path) || !const_of(P, ex->b, &pat) ||
+        pat.t != RG_QV_STR)
+      return 0;
+    for (i = 0; i < pat.n; i++)
+      if (pat.s[i] == '%' || pat.s[i] == '_' || pat.s[i] == '[') break;
+    if (i == 0) return 0;
+    if ((pre = rg_arena_dup(P->mem, pat.s, i)) == NULL) return 0;
+    s->kind = SA_PREFIX;
+    s->lo.t = RG_QV_STR;
+    s->lo.s = pre;
+    s->lo.n = i;
+    s->loose = 1;                    /* the LIKE is still tested */
+    return 1;
+  }
   if (ex->k == RG_QE_CALL && (ex->op == RG_QF_ARRAY_CONTAINS ||
                               ex->op == RG_QF_STARTSWITH)) {
     rg_qv v, flag;
@@ -305,7 +480,7 @@ static int proves_scalar (planner *P, const qpath *p) {
   int i;
   for (i = 0; i < P->nconj; i++) {
     const rg_qexpr *ex = &P->q->ex[P->conj[i]];
-    const int32_t *args = P->q->list + ex->list;
+    const int32_t *args = rg_qargs(P->q, ex);
     qpath q;
     rg_qv v;
     int32_t subj = -1, other = -1;
@@ -337,11 +512,118 @@ static int proves_scalar (planner *P, const qpath *p) {
              (ex->op == RG_QF_STARTSWITH || ex->op == RG_QF_ENDSWITH ||
               ex->op == RG_QF_CONTAINS || ex->op == RG_QF_IS_STRING ||
               ex->op == RG_QF_IS_NUMBER || ex->op == RG_QF_IS_BOOL ||
-              ex->op == RG_QF_IS_NULL)) {
+              ex->op == RG_QF_IS_NULL || ex->op == RG_QF_IS_PRIMITIVE ||
+              ex->op == RG_QF_IS_INTEGER || ex->op == RG_QF_IS_FINITE_NUMBER ||
+              ex->op == RG_QF_REGEXMATCH || ex->op == RG_QF_STRINGEQUALS)) {
       if (path_of(P, args[0], &q) && same_path(&q, p)) return 1;
+    }
+    else if (ex->k == RG_QE_LIKE && !ex->op) {
+      if (path_of(P, ex->a, &q) && same_path(&q, p)) return 1;
     }
   }
   return 0;
+}
+/* }===================================================================== */
+
+
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Shapes and partition sizes
+** ======================================================================
+*/
+/* Items in the routed logical partition (the parts table). */
+static uint64_t partition_items (planner *P, const rg_ikey *lp) {
+  MDB_val k, v;
+  k.mv_data = (void *)lp->key;
+  k.mv_size = lp->lplen;
+  if (mdb_get(P->txn, P->env->dbi[RG_DB_PARTS], &k, &v) == 0 &&
+      v.mv_size >= 8)
+    return rg_get_u64((const uint8_t *)v.mv_data);
+  return 0;
+}
+
+/* Does the route hold an item of shape h? */
+static int shape_present (planner *P, const plan *pl, uint64_t h) {
+  uint8_t pre[ENT_HEAD], key[ENT_HEAD + 16], t[8];
+  MDB_cursor *cur;
+  MDB_val k, v;
+  size_t n;
+  int rc, found = 0;
+  ix_prefix(pre, P->spec->cid, RG_SHAPE_PATH);
+  rg_put_u64(t, h);
+  n = ix_key(key, sizeof(key), pre, t, 8, pl->routed != R_NONE, pl->rhash);
+  if (mdb_cursor_open(P->txn, P->env->dbi[RG_DB_INDEX], &cur)) return 1;
+  k.mv_data = key;
+  k.mv_size = n;
+  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+  if (rc == 0 && k.mv_size == ENT_HEAD + 8 + ENT_TAIL &&
+      memcmp(k.mv_data, key, ENT_HEAD + 8) == 0)
+    found = pl->routed == R_NONE || (ent_hash(&k) & pl->rmask) == pl->rhash;
+  else if (rc && rc != MDB_NOTFOUND) found = 1;   /* unknown: assume */
+  mdb_cursor_close(cur);
+  return found;
+}
+
+static int has_id (const uint8_t *ids, size_t n, uint64_t id) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    uint64_t v = rg_get_u64(ids + 8 * mid);
+    if (v == id) return 1;
+    if (v < id) lo = mid + 1;
+    else hi = mid;
+  }
+  return 0;
+}
+
+/* The shapes with items in the route that lack a scalar at one of the
+** paths `ids`: how many (kept in pl->ushape when `keep`), or -1 when that
+** cannot be known (an older container, or too many shapes). */
+static int lacking_shapes (planner *P, plan *pl, const uint64_t *ids,
+                           int nids, int keep) {
+  uint8_t from[13];
+  uint64_t found[MAX_SHAPES + 1];
+  MDB_cursor *cur;
+  MDB_val k, v;
+  int rc, n = 0, seen = 0, i;
+  if (P->spec->revision < 2 || P->host) return -1;   /* host: no shapes */
+  if (shape_present(P, pl, 0)) found[n++] = 0;   /* wide shapes */
+  from[0] = RG_MK_SHAPE;
+  rg_put_u32(from + 1, P->spec->cid);
+  if (mdb_cursor_open(P->txn, P->env->dbi[RG_DB_META], &cur)) return -1;
+  k.mv_data = from;
+  k.mv_size = 5;
+  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+  while (rc == 0 && k.mv_size == 13 && memcmp(k.mv_data, from, 5) == 0) {
+    uint64_t h = rg_get_u64((const uint8_t *)k.mv_data + 5);
+    int lacks = 0;
+    if (++seen > MAX_SHAPES) { n = -1; break; }
+    for (i = 0; i < nids && !lacks; i++)
+      lacks = !has_id((const uint8_t *)v.mv_data, v.mv_size / 8, ids[i]);
+    if (lacks && shape_present(P, pl, h)) found[n++] = h;
+    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+  }
+  mdb_cursor_close(cur);
+  if (n > 0 && keep) {
+    if ((pl->ushape = (uint64_t *)rg_arena_alloc(P->mem, (size_t)n *
+                                                 sizeof(uint64_t))) == NULL)
+      return -1;
+    memcpy(pl->ushape, found, (size_t)n * sizeof(uint64_t));
+    pl->nushape = n;
+  }
+  return n;
+}
+
+/* Plans the reading of the items lacking a scalar at path p: 0 when there
+** is none to read. */
+static int plan_undefined (planner *P, plan *pl, const qpath *p) {
+  uint64_t id = path_id(p);
+  int n = lacking_shapes(P, pl, &id, 1, 1);
+  if (n < 0) { pl->uscan = 1; return 1; }
+  return n > 0;
 }
 /* }===================================================================== */
 
@@ -357,17 +639,12 @@ static int term_cut (const rg_buf *t) {
 }
 
 static void set_prefix (plan *pl, uint32_t cid, uint64_t id) {
-  rg_put_u32(pl->prefix, cid);
-  rg_put_u64(pl->prefix + 4, id);
-}
-
-static uint64_t path_id (const qpath *p) {
-  return rg_index_path_id(p->seg, p->n);
+  ix_prefix(pl->prefix, cid, id);
 }
 
 /* The source guarantees sarg s exactly: its conjuncts need no test. */
 static void imply (planner *P, const sarg *s) {
-  if (P->implied == NULL) return;
+  if (P->implied == NULL || s->loose) return;
   P->implied[s->ci] = 1;
   if (s->ci2 >= 0) P->implied[s->ci2] = 1;
 }
@@ -382,6 +659,47 @@ static int tslice_cmp (const void *a, const void *b) {
   int c = memcmp(x->p, y->p, x->n < y->n ? x->n : y->n);
   if (c) return c;
   return x->n < y->n ? -1 : x->n > y->n;
+}
+
+/* Can this sarg be served by the index?  (Ranges and IN lists only on
+** paths without array positions, where an item has at most one entry.) */
+static int usable (planner *P, const sarg *s) {
+  if (s->kind == 0 || !indexed(P, &s->path)) return 0;
+  if (s->kind != SA_EQ && s->path.arr) return 0;
+  return 1;
+}
+
+/* Is sarg s on a partition key path (the route serves it already)? */
+static int on_pk (planner *P, const sarg *s) {
+  int k;
+  for (k = 0; k < P->spec->npk; k++)
+    if (path_is(&s->path, &P->spec->pk[k])) return 1;
+  return 0;
+}
+
+/* The other equalities become probes of candidates (intersection). */
+static void plan_probes (planner *P, plan *pl, const sarg *drv) {
+  int i;
+  pl->probes = (probe *)rg_arena_alloc(P->mem, 4 * sizeof(probe));
+  if (pl->probes == NULL) return;
+  for (i = 0; i < P->nsa && pl->nprobes < 4; i++) {
+    const sarg *s = &P->sa[i];
+    uint8_t pre[ENT_HEAD];
+    rg_buf t;
+    probe *pr;
+    if (s == drv || s->kind != SA_EQ || !usable(P, s) ||
+        same_path(&s->path, &drv->path) ||
+        (pl->routed != R_NONE && on_pk(P, s)))
+      continue;
+    rg_buf_init(&t);
+    rg_qv_term(&t, &s->lo, 0, RG_TERM_MAX);
+    ix_prefix(pre, P->spec->cid, path_id(&s->path));
+    pr = &pl->probes[pl->nprobes];
+    if (!t.oom && (pr->n = ix_key(pr->key, sizeof(pr->key) - 16, pre,
+                                  (const uint8_t *)t.p, t.n, 0, 0)) != 0)
+      pl->nprobes++;
+    rg_buf_free(&t);
+  }
 }
 
 /* The exact terms of an EQ or IN sarg, sorted and without duplicates. */
@@ -445,6 +763,7 @@ static int plan_terms (planner *P, plan *pl, const sarg *s, rg_err *e) {
     }
     if (exact) imply(P, s);
   }
+  plan_probes(P, pl, s);
   return 0;
 }
 
@@ -477,6 +796,7 @@ static int plan_range (planner *P, plan *pl, const sarg *s, rg_err *e) {
   }
   if (pl->tpre.oom || pl->lo.oom || pl->hi.oom)
     return rg_fail(e, 500, "out of memory");
+  plan_probes(P, pl, s);
   return 0;
 }
 
@@ -490,28 +810,16 @@ static int rank (const sarg *s) {
   }
 }
 
-/* Can this sarg be served by the index?  (Ranges and IN lists only on
-** paths without array positions, where an item has at most one entry.) */
-static int usable (planner *P, const sarg *s) {
-  if (s->kind == 0 || !indexed(P, &s->path)) return 0;
-  if (s->kind != SA_EQ && s->path.arr) return 0;
-  return 1;
-}
-
-/* The best sarg, or NULL; `skip` excludes a path (ORDER BY's). */
+/* The best sarg, or NULL: equalities only when `eq_only`; none on the
+** partition key when routed (the route serves it). */
 static const sarg *best_sarg (planner *P, int eq_only, int routed) {
   const sarg *best = NULL;
   int i;
   for (i = 0; i < P->nsa; i++) {
     const sarg *s = &P->sa[i];
     if (!usable(P, s)) continue;
-    if ((eq_only || routed) && s->kind != SA_EQ && s->kind != SA_IN) continue;
-    if (routed) {                    /* the partition key routes already */
-      int k, pk = 0;
-      for (k = 0; k < P->spec->npk; k++)
-        if (path_is(&s->path, &P->spec->pk[k])) pk = 1;
-      if (pk) continue;
-    }
+    if (eq_only && s->kind != SA_EQ && s->kind != SA_IN) continue;
+    if (routed && on_pk(P, s)) continue;
     if (best == NULL || rank(s) > rank(best)) best = s;
   }
   return best;
@@ -542,44 +850,143 @@ static void merge_ranges (planner *P) {
   }
 }
 
-/* Is path p fixed by an EQ sarg on it (a scalar constant)? */
-static const sarg *fixed (planner *P, const qpath *p) {
+/* The sarg of kind `kind` (0: EQ or RANGE) on path p, or NULL. */
+static const sarg *sarg_on (planner *P, const qpath *p, int kind) {
   int i;
-  for (i = 0; i < P->nsa; i++)
-    if (P->sa[i].kind == SA_EQ && !P->sa[i].path.arr &&
-        same_path(&P->sa[i].path, p))
-      return &P->sa[i];
+  for (i = 0; i < P->nsa; i++) {
+    const sarg *s = &P->sa[i];
+    if (s->path.arr || !same_path(&s->path, p)) continue;
+    if (kind ? s->kind == kind : s->kind == SA_EQ) return s;
+  }
   return NULL;
 }
 
-/* Tries a composite index for the ORDER BY; 1 when planned. */
-static int plan_composite (planner *P, plan *pl, int routed, rg_err *e) {
-  const rg_query *q = P->q;
-  qpath keys[RG_QMAX_ORDER];
-  int kdesc[RG_QMAX_ORDER], nk = 0, i, j, c;
-  for (i = 0; i < q->norder; i++) {  /* ORDER BY keys not fixed by = */
+/* Is path p fixed by an EQ sarg on it (a scalar constant)? */
+static const sarg *fixed (planner *P, const qpath *p) {
+  return sarg_on(P, p, SA_EQ);
+}
+
+/* The composite index columns [from, n) of ci hold a scalar in every
+** result: the WHERE proves it or no item of the route lacks one. */
+static int columns_defined (planner *P, plan *pl, const rg_composite *ci,
+                            int from) {
+  uint64_t ids[8];
+  int i, nids = 0;
+  for (i = from; i < ci->n; i++) {
     qpath p;
-    if (!path_of(P, q->order[i].expr, &p) || p.arr || p.n == 0) return 0;
+    path_from(&p, &ci->path[i]);
+    if (!proves_scalar(P, &p)) ids[nids++] = path_id(&p);
+  }
+  return nids == 0 || lacking_shapes(P, pl, ids, nids, 0) == 0;
+}
+
+/* The prefix of the composite's leading columns fixed by equalities. */
+static int composite_fixed (planner *P, plan *pl, const rg_composite *ci,
+                            int s, const sarg *const *fx, rg_err *e) {
+  size_t limit = 360 / (size_t)ci->n;
+  int i;
+  set_prefix(pl, P->spec->cid, ci->id);
+  for (i = 0; i < s; i++) {
+    rg_buf one;
+    rg_buf_init(&one);
+    rg_qv_term(&one, &fx[i]->lo, 0, limit);
+    if (!term_cut(&one)) imply(P, fx[i]);
+    rg_buf_free(&one);
+    rg_qv_term(&pl->tpre, &fx[i]->lo, ci->desc[i], limit);
+  }
+  if (pl->tpre.oom) { rg_fail(e, 500, "out of memory"); return -1; }
+  pl->src = SRC_RANGE;
+  pl->ncols = ci->n;
+  for (i = 0; i < ci->n; i++) pl->coldesc[i] = ci->desc[i];
+  return 0;
+}
+
+/* How many leading columns of ci are fixed by equalities (into fx). */
+static int leading_fixed (planner *P, const rg_composite *ci,
+                          const sarg **fx) {
+  int s = 0;
+  while (s < ci->n) {
+    qpath p;
+    path_from(&p, &ci->path[s]);
+    if ((fx[s] = fixed(P, &p)) == NULL) break;
+    s++;
+  }
+  return s;
+}
+
+/* Narrows a composite read to a range (or an ascending prefix) `r` on
+** column s, after the fixed columns already in pl->tpre. */
+static void composite_range (planner *P, plan *pl, const rg_composite *ci,
+                             int s, const sarg *r) {
+  size_t limit = 360 / (size_t)ci->n, pn = pl->tpre.n;
+  if (r->kind == SA_RANGE) {
+    int desc = ci->desc[s], cut = 0;
+    uint8_t t = (r->has_lo ? r->lo.t : r->hi.t) == RG_QV_NUM ? 0x08 : 0x09;
+    rg_buf one;
+    rg_buf_addc(&pl->tpre, desc ? (uint8_t)~t : t);
+    rg_buf_init(&one);
+    if (r->has_lo) {
+      rg_buf *b = desc ? &pl->hi : &pl->lo;
+      rg_buf_add(b, pl->tpre.p, pn);
+      rg_qv_term(b, &r->lo, desc, limit);
+      rg_qv_term(&one, &r->lo, 0, limit);
+      cut |= term_cut(&one);
+      if (desc) { pl->has_hi = 1; pl->hi_ex = r->lo_ex; }
+      else { pl->has_lo = 1; pl->lo_ex = r->lo_ex; }
+    }
+    if (r->has_hi) {
+      rg_buf *b = desc ? &pl->lo : &pl->hi;
+      rg_buf_add(b, pl->tpre.p, pn);
+      rg_qv_term(b, &r->hi, desc, limit);
+      one.n = 0;
+      rg_qv_term(&one, &r->hi, 0, limit);
+      cut |= term_cut(&one);
+      if (desc) { pl->has_lo = 1; pl->lo_ex = r->hi_ex; }
+      else { pl->has_hi = 1; pl->hi_ex = r->hi_ex; }
+    }
+    rg_buf_free(&one);
+    if (cut) pl->lo_ex = pl->hi_ex = 0;
+    else imply(P, r);
+  }
+  else if (!ci->desc[s]) {           /* a prefix of an ascending column */
+    rg_qv_term(&pl->tpre, &r->lo, 0, limit);
+    if (term_cut(&pl->tpre)) pl->tpre.n = pn;
+    else {
+      pl->tpre.n -= 2;               /* the body, without its end */
+      imply(P, r);
+    }
+  }
+}
+
+/* The range (or prefix) sarg on composite column s, or NULL. */
+static const sarg *column_range (planner *P, const rg_composite *ci, int s) {
+  qpath p;
+  const sarg *r;
+  if (s >= ci->n) return NULL;
+  path_from(&p, &ci->path[s]);
+  if ((r = sarg_on(P, &p, SA_RANGE)) == NULL && !ci->desc[s])
+    r = sarg_on(P, &p, SA_PREFIX);
+  return r;
+}
+
+/* Tries a composite index for the ORDER BY; 1 when planned. */
+static int plan_composite (planner *P, plan *pl, rg_err *e) {
+  const rg_qblock *m = P->m;
+  qpath keys[RG_QMAX_ORDER];
+  int kdesc[RG_QMAX_ORDER], nk = 0, i, c;
+  for (i = 0; i < m->norder; i++) {  /* ORDER BY keys not fixed by = */
+    qpath p;
+    if (!path_of(P, m->order[i].expr, &p) || p.arr || p.n == 0) return 0;
     if (fixed(P, &p)) continue;
     keys[nk] = p;
-    kdesc[nk] = q->order[i].desc;
+    kdesc[nk] = m->order[i].desc;
     nk++;
   }
   if (nk == 0) return 0;
   for (c = 0; c < P->spec->ncomp; c++) {
     const rg_composite *ci = &P->spec->comp[c];
-    int s = 0, rel = -1, ok = 1;
-    size_t limit = 360 / (size_t)ci->n;
     const sarg *fx[8];
-    while (s < ci->n) {              /* leading columns fixed by = */
-      qpath p;
-      p.n = ci->path[s].n;
-      p.arr = 0;
-      for (j = 0; j < p.n && j < QMAX_SEGS; j++) p.seg[j] = ci->path[s].seg[j];
-      if ((fx[s] = fixed(P, &p)) == NULL) break;
-      s++;
-    }
-    if (routed && s == 0) continue;  /* it would read every partition */
+    int s = leading_fixed(P, ci, fx), rel = -1, ok = 1;
     if (s + nk > ci->n) continue;
     for (i = 0; i < nk && ok; i++) {
       int r = kdesc[i] != ci->desc[s + i];
@@ -587,48 +994,61 @@ static int plan_composite (planner *P, plan *pl, int routed, rg_err *e) {
       else if (rel >= 0 && r != rel) ok = 0;
       rel = r;
     }
-    for (i = s; i < ci->n && ok; i++) {   /* no item may be missing */
-      qpath p;
-      p.n = ci->path[i].n;
-      p.arr = 0;
-      for (j = 0; j < p.n && j < QMAX_SEGS; j++) p.seg[j] = ci->path[i].seg[j];
-      if (!proves_scalar(P, &p)) ok = 0;
+    if (!ok || !columns_defined(P, pl, ci, s)) continue;
+    if (composite_fixed(P, pl, ci, s, fx, e)) return -1;
+    {
+      const sarg *r = column_range(P, ci, s);
+      if (r) composite_range(P, pl, ci, s, r);
     }
-    if (!ok) continue;
-    set_prefix(pl, P->spec->cid, ci->id);
-    for (i = 0; i < s; i++) {
-      size_t before = pl->tpre.n;
-      rg_buf one;
-      rg_buf_init(&one);
-      rg_qv_term(&one, &fx[i]->lo, 0, limit);
-      if (!term_cut(&one)) imply(P, fx[i]);
-      rg_buf_free(&one);
-      rg_qv_term(&pl->tpre, &fx[i]->lo, ci->desc[i], limit);
-      (void)before;
-    }
-    if (pl->tpre.oom) { rg_fail(e, 500, "out of memory"); return -1; }
-    pl->src = SRC_RANGE;
     pl->desc = rel;
     pl->ordered = 1;
     pl->tie_desc = rel;
-    pl->ncols = ci->n;
     pl->gcol0 = s;
     pl->gcols = nk;
-    for (i = 0; i < ci->n; i++) pl->coldesc[i] = ci->desc[i];
     return 1;
   }
   return 0;
 }
 
+/* Tries a composite index for two or more filters: its leading columns
+** fixed by equalities, the next one bounded by a range or a prefix; 1 when
+** planned. */
+static int plan_composite_filter (planner *P, plan *pl, rg_err *e) {
+  const rg_composite *ci;
+  const sarg *fx[8], *r = NULL;
+  int c, best = -1, best_cover = 1, s;
+  for (c = 0; c < P->spec->ncomp; c++) {
+    const rg_composite *cc = &P->spec->comp[c];
+    const sarg *f[8], *rr;
+    int k = leading_fixed(P, cc, f), cover = k;
+    if ((rr = column_range(P, cc, k)) != NULL) cover++;
+    if (cover > best_cover) { best = c; best_cover = cover; r = rr; }
+  }
+  if (best < 0) return 0;
+  ci = &P->spec->comp[best];
+  s = leading_fixed(P, ci, fx);
+  if (composite_fixed(P, pl, ci, s, fx, e)) return -1;
+  if (r) composite_range(P, pl, ci, s, r);
+  if (pl->tpre.oom || pl->lo.oom || pl->hi.oom) {
+    rg_fail(e, 500, "out of memory");
+    return -1;
+  }
+  return 1;
+}
+
 /* Plans a single-key ORDER BY read from the path's index; 1 when done. */
 static int plan_order (planner *P, plan *pl, rg_err *e) {
-  const rg_query *q = P->q;
+  const rg_qblock *m = P->m;
   qpath p;
   const sarg *on = NULL;
   int i, rc;
-  if (q->norder != 1 || !path_of(P, q->order[0].expr, &p) || p.arr ||
+  if (m->norder != 1 || !path_of(P, m->order[0].expr, &p) || p.arr ||
       !indexed(P, &p))
     return 0;
+  /* a host knows no shapes: the items lacking the path would be a scan of
+  ** the route, read first ascending (the sort is no dearer), last
+  ** descending (read only when the page needs them) */
+  if (P->host && !m->order[0].desc && !proves_scalar(P, &p)) return 0;
   for (i = 0; i < P->nsa; i++) {
     const sarg *s = &P->sa[i];
     if (!same_path(&s->path, &p)) continue;
@@ -643,13 +1063,129 @@ static int plan_order (planner *P, plan *pl, rg_err *e) {
     set_prefix(pl, P->spec->cid, path_id(&p));
     pl->src = SRC_RANGE;
     pl->ncols = 1;
-    if (!proves_scalar(P, &p)) pl->uphase = q->order[0].desc ? 2 : 1;
+    if (!proves_scalar(P, &p) && plan_undefined(P, pl, &p))
+      pl->uphase = m->order[0].desc ? 2 : 1;
   }
-  pl->desc = q->order[0].desc;
+  pl->desc = m->order[0].desc;
   pl->tie_desc = pl->desc;
   pl->ordered = 1;
   pl->gcol0 = 0;
   pl->gcols = 1;
+  return 1;
+}
+
+/* GROUP BY p, or SELECT DISTINCT [VALUE] p, answered from p's index: the
+** path, or 0 when the query is not of that shape. */
+static int walk_path (planner *P, qpath *p) {
+  const rg_query *q = P->q;
+  const rg_qblock *m = P->m;
+  int32_t e;
+  int i;
+  if (m->nsrc != 1 || m->src[0].kind != RG_QS_ROOT || m->norder) return 0;
+  if (m->ngroup == 1) e = m->group[0];
+  else if (m->ngroup == 0 && m->distinct && m->nsel == 1 && m->naggs == 0)
+    e = q->sel[m->sel0].expr;
+  else return 0;
+  if (!path_of(P, e, p) || p->arr || !indexed(P, p)) return 0;
+  for (i = 0; i < q->nex; i++) {     /* the aggregates take p or literals */
+    const rg_qexpr *ex = &q->ex[i];
+    qpath a;
+    const rg_qexpr *arg;
+    if (ex->k != RG_QE_CALL || !RG_QF_ISAGG(ex->op) || ex->n != 0) continue;
+    arg = &q->ex[q->list[ex->list]];
+    if (arg->k == RG_QE_LIT && arg->v.t != RG_QV_UNDEF) continue;
+    if (!path_of(P, q->list[ex->list], &a) || !same_path(&a, p)) return 0;
+  }
+  return 1;
+}
+
+/* Are the bounds of sarg s exact in the index (no cut string)? */
+static int sarg_exact (const sarg *s) {
+  rg_buf t;
+  int cut = 0;
+  rg_buf_init(&t);
+  if (s->kind == SA_PREFIX || s->has_lo) {
+    rg_qv_term(&t, &s->lo, 0, RG_TERM_MAX);
+    cut |= term_cut(&t);
+  }
+  t.n = 0;
+  if (s->kind == SA_RANGE && s->has_hi) {
+    rg_qv_term(&t, &s->hi, 0, RG_TERM_MAX);
+    cut |= term_cut(&t);
+  }
+  rg_buf_free(&t);
+  return !cut && !s->loose;
+}
+
+/* A composite index whose leading columns equalities fix (exactly: no
+** string cut in them) and whose next column is p, when every other
+** conjunct is implied by the route: the walk reads p's values there, in
+** the fixed columns' range (GROUP BY inside a partition, with the
+** partition key first), when no item of the route lacks a later column.
+** 1 when planned. */
+static int plan_walk_composite (planner *P, plan *pl, const qpath *p,
+                                rg_err *e) {
+  int c, i;
+  for (c = 0; c < P->spec->ncomp; c++) {
+    const rg_composite *ci = &P->spec->comp[c];
+    const sarg *fx[8];
+    size_t limit = 360 / (size_t)ci->n;
+    int s = leading_fixed(P, ci, fx), ok = s >= 1 && s < ci->n &&
+                                          path_is(p, &ci->path[s]);
+    for (i = 0; i < s && ok; i++) {  /* exact terms */
+      rg_buf t;
+      rg_buf_init(&t);
+      rg_qv_term(&t, &fx[i]->lo, 0, limit);
+      ok = !term_cut(&t);
+      rg_buf_free(&t);
+    }
+    for (i = 0; i < P->nconj && ok; i++) {
+      int k, fixed_here = 0;
+      for (k = 0; k < s; k++)
+        if (fx[k]->ci == i) fixed_here = 1;
+      ok = P->implied[i] || fixed_here;
+    }
+    /* an item lacking a later column has no entry in this index */
+    if (!ok || !columns_defined(P, pl, ci, s + 1)) continue;
+    if (composite_fixed(P, pl, ci, s, fx, e)) return -1;
+    pl->src = SRC_WALK;
+    pl->wpath = *p;
+    pl->wskip = pl->tpre.n;
+    pl->wcomp = 1;
+    pl->wdesc = ci->desc[s];
+    if (!proves_scalar(P, p) && plan_undefined(P, pl, p)) pl->uphase = 2;
+    return 1;
+  }
+  return 0;
+}
+
+/* Plans the walk of p's index, when every conjunct is implied by the
+** route or is one exact range on p (which narrows the walk); 1 when
+** planned. */
+static int plan_walk (planner *P, plan *pl, const qpath *p, rg_err *e) {
+  const sarg *on = NULL;
+  int i, rc;
+  if (P->spec->ncomp && (rc = plan_walk_composite(P, pl, p, e)) != 0)
+    return rc;
+  for (i = 0; i < P->nsa; i++) {
+    const sarg *s = &P->sa[i];
+    if (s->path.arr || !same_path(&s->path, p) || !usable(P, s)) continue;
+    if ((s->kind == SA_RANGE || s->kind == SA_PREFIX) && sarg_exact(s))
+      on = s;
+  }
+  for (i = 0; i < P->nconj; i++)
+    if (!P->implied[i] && !(on && (i == on->ci || i == on->ci2))) return 0;
+  if (on) {
+    if (plan_range(P, pl, on, e)) return -1;
+    pl->nprobes = 0;
+  }
+  else {
+    set_prefix(pl, P->spec->cid, path_id(p));
+    pl->ncols = 1;
+  }
+  pl->src = SRC_WALK;
+  pl->wpath = *p;
+  if (!proves_scalar(P, p) && plan_undefined(P, pl, p)) pl->uphase = 2;
   return 1;
 }
 
@@ -669,55 +1205,84 @@ static int pk_node (planner *P, const rg_qv *v, cJSON *n) {
   }
 }
 
-/* The logical partition that the WHERE's equalities name, if any. */
-static int where_partition (planner *P, rg_ikey *lp) {
-  cJSON nodes[RG_MAX_PK_PATHS];
-  const cJSON *pkv[RG_MAX_PK_PATHS];
+/* The leading levels of the partition key that the WHERE's equalities fix:
+** how many, their values in nodes/pkv. */
+static int where_levels (planner *P, cJSON *nodes, const cJSON **pkv) {
   int i, k;
   for (i = 0; i < RG_MAX_PK_PATHS; i++) pkv[i] = NULL;
   for (i = 0; i < P->spec->npk; i++) {
     for (k = 0; k < P->nsa; k++)
       if (P->sa[k].kind == SA_EQ && path_is(&P->sa[k].path, &P->spec->pk[i]))
         break;
-    if (k == P->nsa || !pk_node(P, &P->sa[k].lo, &nodes[i])) return 0;
+    if (k == P->nsa || !pk_node(P, &P->sa[k].lo, &nodes[i])) return i;
     pkv[i] = &nodes[i];
   }
+  return i;
+}
+
+/* The logical partition that the WHERE's equalities name, if any. */
+static int where_partition (planner *P, rg_ikey *lp) {
+  cJSON nodes[RG_MAX_PK_PATHS];
+  const cJSON *pkv[RG_MAX_PK_PATHS];
+  if (where_levels(P, nodes, pkv) != P->spec->npk) return 0;
   return rg_ikey_partition(P->spec, pkv, lp, NULL) == 0;
+}
+
+/* A hierarchical key's prefix the WHERE names: the route. */
+static int where_prefix (planner *P, plan *pl) {
+  cJSON nodes[RG_MAX_PK_PATHS];
+  const cJSON *pkv[RG_MAX_PK_PATHS];
+  int n = where_levels(P, nodes, pkv);
+  if (n == 0 || n >= P->spec->npk) return 0;
+  if (!rg_ikey_prefix(P->spec, pkv, n, pl->rkey, &pl->rklen, &pl->rhash,
+                      &pl->rmask))
+    return 0;
+  pl->routed = R_PREFIX;
+  return 1;
+}
+
+static void route_partition (plan *pl, const rg_ikey *lp) {
+  pl->routed = R_PARTITION;
+  pl->lp = *lp;
+  memcpy(pl->rkey, lp->key, lp->lplen);
+  pl->rklen = lp->lplen;
+  pl->rhash = lp->hash;
+  pl->rmask = ~(uint64_t)0;
 }
 
 static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
                       rg_err *e) {
-  const rg_query *q = P->q;
+  const rg_qblock *m = P->m;
   const sarg *s;
   rg_ikey wlp;
+  qpath wp;
   int i, rc, wrouted;
-  if (q->where >= 0) {               /* the conjuncts and their sargs */
-    int max = P->q->nex;
+  {                                  /* the conjuncts and their sargs */
+    int max = P->q->nex + 1;
     P->conj = (int32_t *)rg_arena_alloc(P->mem, (size_t)max * sizeof(int32_t));
     P->sa = (sarg *)rg_arena_alloc(P->mem, (size_t)max * sizeof(sarg));
-    if (P->conj == NULL || P->sa == NULL)
-      return rg_fail(e, 500, "out of memory");
-    conjuncts(P, q->where, P->conj, &P->nconj, max);
     P->implied = (char *)rg_arena_alloc(P->mem, (size_t)max);
-    if (P->implied == NULL) return rg_fail(e, 500, "out of memory");
+    if (P->conj == NULL || P->sa == NULL || P->implied == NULL)
+      return rg_fail(e, 500, "out of memory");
     memset(P->implied, 0, (size_t)max);
+    if (m->where >= 0) conjuncts(P, m->where, P->conj, &P->nconj, max);
     for (i = 0; i < P->nconj; i++)
       if (classify(P, P->conj[i], &P->sa[P->nsa])) P->sa[P->nsa++].ci = i;
     merge_ranges(P);
   }
+  pl->rmask = ~(uint64_t)0;
   wrouted = where_partition(P, &wlp);
   if (rq->has_pk) {
-    if ((rc = rg_ikey_partition(P->spec, rq->pkv, &pl->lp, e))) return rc;
-    pl->routed = 1;
+    rg_ikey lp;
+    if ((rc = rg_ikey_partition(P->spec, rq->pkv, &lp, e))) return rc;
+    route_partition(pl, &lp);
     if (wrouted && rq->pk_conflict_msg &&
         (wlp.lplen != pl->lp.lplen ||
          memcmp(wlp.key, pl->lp.key, wlp.lplen) != 0))
       return rg_fail(e, 400, "%s", rq->pk_conflict_msg);
   }
-  else if (wrouted) {
-    pl->lp = wlp;
-    pl->routed = 1;
-  }
+  else if (wrouted) route_partition(pl, &wlp);
+  else where_prefix(P, pl);
   if (wrouted && !wlp.lossy && wlp.lplen == pl->lp.lplen &&
       memcmp(wlp.key, pl->lp.key, wlp.lplen) == 0)
     for (i = 0; i < P->spec->npk; i++) {   /* the partition is the answer */
@@ -730,26 +1295,35 @@ static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
         }
       }
     }
-  pl->mode = q->naggs ? RG_QX_AGG : q->distinct ? RG_QX_DISTINCT
-           : q->norder ? RG_QX_SORT : RG_QX_STREAM;
-  pl->tie_desc = q->norder && q->order[0].desc;
-  if (P->host == 2) {                /* the host feeds every item */
-    pl->src = SRC_SCAN;
-    return 0;
+  pl->mode = rg_query_mode(P->q);
+  pl->tie_desc = m->norder && m->order[0].desc;
+  if (m->nsrc == 0) { pl->src = SRC_NONE; return 0; }
+  if (P->host == 2) { pl->src = SRC_SCAN; return 0; }   /* the host's */
+  if (pl->routed == R_PARTITION) {   /* a small partition: read it whole */
+    if (P->force_small >= 0) pl->small = P->force_small ? PH_SMALL : 0;
+    else pl->small = partition_items(P, &pl->lp) <= SMALL_PARTITION
+                     ? PH_SMALL : 0;
   }
-  if (q->norder && !q->naggs && !P->host) {
-    if ((rc = plan_composite(P, pl, pl->routed, e)) < 0) return e->status;
-    if (rc == 0 && !pl->routed) {
-      if (best_sarg(P, 1, 0) == NULL &&
-          (rc = plan_order(P, pl, e)) < 0)
-        return e->status;
-    }
+  if (!pl->small && !P->host &&
+      (pl->mode == RG_QX_GROUP || pl->mode == RG_QX_DISTINCT) &&
+      walk_path(P, &wp)) {
+    if ((rc = plan_walk(P, pl, &wp, e)) < 0) return e->status;
+    if (rc == 1) return 0;
+  }
+  if (m->norder && !m->naggs && !m->ngroup && !pl->small && !P->force_sort) {
+    if ((rc = plan_composite(P, pl, e)) < 0) return e->status;
+    if (rc == 0 && best_sarg(P, 1, pl->routed != R_NONE) == NULL &&
+        (rc = plan_order(P, pl, e)) < 0)
+      return e->status;
     if (rc == 1) {
       if (pl->mode == RG_QX_SORT) pl->mode = RG_QX_STREAM;
       return 0;
     }
   }
-  if ((s = best_sarg(P, 0, pl->routed)) != NULL) {
+  if (!pl->small && P->spec->ncomp &&
+      (rc = plan_composite_filter(P, pl, e)) != 0)
+    return rc < 0 ? e->status : 0;
+  if ((s = best_sarg(P, pl->small != 0, pl->routed != R_NONE)) != NULL) {
     if (s->kind == SA_EQ || s->kind == SA_IN) return plan_terms(P, pl, s, e);
     return plan_range(P, pl, s, e);
   }
@@ -768,6 +1342,17 @@ static int mdb_fail (source *S, int rc) {
   return rg_fail_mdb(S->e, rc, "query");
 }
 
+/* Is item key `ikey` inside the route? */
+static int in_route (const plan *pl, const uint8_t *ikey, size_t iklen) {
+  return pl->routed == R_NONE ||
+         (iklen >= pl->rklen && memcmp(ikey, pl->rkey, pl->rklen) == 0);
+}
+
+/* Is the entry's partition inside the route? */
+static int ent_in_route (const plan *pl, const MDB_val *k) {
+  return pl->routed == R_NONE || (ent_hash(k) & pl->rmask) == pl->rhash;
+}
+
 /* Feeds the item at `ikey` (value `val`, or read when NULL).  Returns the
 ** pipeline's answer: 0 more, 1 stop, or a status. */
 static int feed (source *S, const uint8_t *ikey, size_t iklen, MDB_val *val,
@@ -778,9 +1363,7 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, MDB_val *val,
   int64_t expiry;
   int rc;
   if (iklen < 12) return 0;
-  if (S->pl->routed && (iklen < S->pl->lp.lplen ||
-                        memcmp(ikey, S->pl->lp.key, S->pl->lp.lplen) != 0))
-    return 0;                        /* another partition */
+  if (!in_route(S->pl, ikey, iklen)) return 0;   /* another partition */
   if (val == NULL) {
     MDB_val k;
     k.mv_data = (void *)ikey;
@@ -797,13 +1380,14 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, MDB_val *val,
   if (val->mv_size < RG_VHDR) return rg_fail(S->e, 500, "corrupt item record");
   expiry = (int64_t)rg_get_u64((const uint8_t *)val->mv_data);
   if (expiry != 0 && expiry <= S->now) return 0;   /* expired: invisible */
+  memset(&d, 0, sizeof(d));
   d.text = (const char *)val->mv_data + RG_VHDR;
   d.len = val->mv_size - RG_VHDR;
   d.hash = rg_get_u64(ikey + 4);
   d.digest = digest ? rg_get_u64(digest) : rg_ikey_digest(ikey, iklen);
   d.pos = pos;
   d.poslen = poslen;
-  d.phase = phase;
+  d.phase = phase | S->pl->small;
   d.unordered_only = uo;
   return rg_qexec_doc(S->x, &d, S->e);
 }
@@ -829,6 +1413,13 @@ static int seek_back (MDB_cursor *cur, const uint8_t *key, size_t n,
   return mdb_cursor_get(cur, k, v, MDB_LAST);
 }
 
+static int seek (MDB_cursor *cur, const uint8_t *key, size_t n, MDB_val *k,
+                 MDB_val *v) {
+  k->mv_data = (void *)key;
+  k->mv_size = n;
+  return mdb_cursor_get(cur, k, v, MDB_SET_RANGE);
+}
+
 /* The smallest byte string greater than every key starting with p. */
 static size_t after_prefix (const uint8_t *p, size_t n, uint8_t *out) {
   memcpy(out, p, n);
@@ -837,8 +1428,8 @@ static size_t after_prefix (const uint8_t *p, size_t n, uint8_t *out) {
   return n;
 }
 
-/* Scans the items under `prefix`, forwards or backwards, from `from`
-** (inclusive) when given. */
+/* Scans the items under `prefix`, forwards or backwards, from where the
+** previous page ended when it ended in this phase. */
 static int scan_items (source *S, const uint8_t *prefix, size_t plen,
                        int back, int phase, int uo) {
   MDB_cursor *cur;
@@ -871,38 +1462,92 @@ static int scan_items (source *S, const uint8_t *prefix, size_t plen,
   return r;
 }
 
-/* One seek per term (and per partition hash when routed). */
+/* The items of the route: its key range, or the container's. */
+static int scan_route (source *S, int back, int phase, int uo) {
+  const plan *pl = S->pl;
+  uint8_t cid[4];
+  memcpy(cid, pl->prefix, 4);
+  if (pl->routed != R_NONE)
+    return scan_items(S, pl->rkey, pl->rklen, back, phase, uo);
+  return scan_items(S, cid, 4, back, phase, uo);
+}
+
+/* Does a candidate pass the probes (intersection)? */
+static int probes_pass (source *S, const MDB_val *k, int *rc) {
+  const plan *pl = S->pl;
+  int i;
+  for (i = 0; i < pl->nprobes; i++)
+    if (!ix_has(S->txn, S->env->dbi[RG_DB_INDEX], &pl->probes[i],
+                ent_hash(k), ent_digest(k), rc))
+      return 0;
+  return 1;
+}
+
+static int tslice_find (const plan *pl, const uint8_t *t, size_t n) {
+  size_t lo = 0, hi = pl->nterms;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    tslice a, b;
+    int c;
+    a.p = (const char *)t;
+    a.n = n;
+    b.p = pl->terms.p + pl->toff[mid];
+    b.n = pl->tlen[mid];
+    c = tslice_cmp(&a, &b);
+    if (c == 0) return (int)mid;
+    if (c < 0) hi = mid;
+    else lo = mid + 1;
+  }
+  return -1;
+}
+
+/* One seek per term (to the route's hash when routed). */
 static int src_terms (source *S) {
   const plan *pl = S->pl;
   MDB_cursor *cur;
-  size_t i;
+  size_t i = 0;
   int rc = 0, r = 0;
+  if (S->resumed) {                  /* the term of the last entry */
+    MDB_val rk;
+    const uint8_t *t;
+    size_t tn;
+    int at;
+    rk.mv_data = (void *)S->rpos;
+    rk.mv_size = S->rposlen;
+    t = ent_term(&rk, &tn);
+    if (!ent_ok(&rk) || (at = tslice_find(pl, t, tn)) < 0)
+      return rg_fail(S->e, 400, "invalid continuation token (altered, "
+                     "truncated, or made for another query or database)");
+    i = (size_t)at;
+  }
   if ((rc = mdb_cursor_open(S->txn, S->env->dbi[RG_DB_INDEX], &cur)))
     return mdb_fail(S, rc);
-  for (i = S->resumed ? (size_t)S->rphase : 0; i < pl->nterms && !r; i++) {
+  S->w->lookups += (uint64_t)pl->nprobes;
+  for (; i < pl->nterms && !r; i++) {
     uint8_t key[RG_MAX_KEY + 16];
-    size_t n = 12 + pl->tlen[i];
+    size_t n = ix_key(key, sizeof(key), pl->prefix,
+                      (const uint8_t *)pl->terms.p + pl->toff[i], pl->tlen[i],
+                      pl->routed != R_NONE, pl->rhash);
+    size_t tn = ENT_HEAD + pl->tlen[i];
     MDB_val k, v;
-    if (n + 8 > sizeof(key)) continue;
-    memcpy(key, pl->prefix, 12);
-    memcpy(key + 12, pl->terms.p + pl->toff[i], pl->tlen[i]);
-    if (pl->routed) { rg_put_u64(key + n, pl->lp.hash); n += 8; }
+    if (n == 0) continue;
     S->w->lookups++;
-    if (S->resumed && (size_t)S->rphase == i) {
-      k.mv_data = (void *)S->rpos;
-      k.mv_size = S->rposlen;
-    }
-    else {
-      k.mv_data = key;
-      k.mv_size = n;
-    }
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    while (rc == 0 && starts(&k, key, n) &&
-           k.mv_size == 12 + pl->tlen[i] + 16) {
-      r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL,
-               (const uint8_t *)k.mv_data, k.mv_size, (int)i, 0, 1,
-               (const uint8_t *)k.mv_data + k.mv_size - 8);
-      if (r) break;
+    if (S->resumed && (S->rposlen >= tn && memcmp(S->rpos, key, tn) == 0))
+      rc = seek(cur, S->rpos, S->rposlen, &k, &v);
+    else rc = seek(cur, key, n, &k, &v);
+    tn = ENT_HEAD + pl->tlen[i];
+    while (rc == 0 && starts(&k, key, tn) &&
+           k.mv_size == tn + ENT_TAIL) {
+      if (!ent_in_route(pl, &k)) {
+        if ((ent_hash(&k) & pl->rmask) > pl->rhash) break;
+      }
+      else if (probes_pass(S, &k, &rc)) {
+        r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL,
+                 (const uint8_t *)k.mv_data, k.mv_size, 0, 0, 1,
+                 ent_digest(&k));
+        if (r) break;
+      }
+      if (rc) break;
       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
     if (rc && rc != MDB_NOTFOUND) { r = mdb_fail(S, rc); break; }
@@ -910,7 +1555,6 @@ static int src_terms (source *S) {
   mdb_cursor_close(cur);
   return r;
 }
-
 /* Length of the term at p (n bytes left), 0 if malformed; *cut when it is
 ** a string cut to the length limit. */
 static size_t term_len (const uint8_t *p, size_t n, int desc, int *cut) {
@@ -937,18 +1581,24 @@ static size_t term_len (const uint8_t *p, size_t n, int desc, int *cut) {
 /* Where a run of entries that must be sorted on full values ends in an
 ** entry key: after the first cut term among the ORDER BY columns (0 when
 ** there is none). */
-static size_t group_len (const plan *pl, const uint8_t *key, size_t n) {
+static size_t group_of (int ncols, const int *coldesc, int gcol0, int gcols,
+                        const uint8_t *key, size_t n) {
   size_t off = 12;
   int col;
-  if (!pl->ordered || n < 12 + 16) return 0;
-  for (col = 0; col < pl->ncols; col++) {
+  if (n < 12 + 16) return 0;
+  for (col = 0; col < ncols; col++) {
     int cut;
-    size_t len = term_len(key + off, n - 16 - off, pl->coldesc[col], &cut);
+    size_t len = term_len(key + off, n - 16 - off, coldesc[col], &cut);
     if (len == 0) return 0;
     off += len;
-    if (cut && col >= pl->gcol0 && col < pl->gcol0 + pl->gcols) return off;
+    if (cut && col >= gcol0 && col < gcol0 + gcols) return off;
   }
   return 0;
+}
+
+static size_t group_len (const plan *pl, const uint8_t *key, size_t n) {
+  if (!pl->ordered) return 0;
+  return group_of(pl->ncols, pl->coldesc, pl->gcol0, pl->gcols, key, n);
 }
 
 typedef struct gitem {                /* an entry of a cut group */
@@ -989,18 +1639,18 @@ static int feed_group (source *S, MDB_cursor *cur, MDB_val *k, MDB_val *v,
     it = &items[n];
     memset(it, 0, sizeof(*it));
     ik = *v;
-    if (!(pl->routed && (ik.mv_size < pl->lp.lplen ||
-                         memcmp(ik.mv_data, pl->lp.key, pl->lp.lplen) != 0)) &&
+    if (in_route(pl, (const uint8_t *)ik.mv_data, ik.mv_size) &&
         (rc = mdb_get(S->txn, S->env->dbi[RG_DB_ITEMS], &ik, &iv)) == 0 &&
         iv.mv_size >= RG_VHDR) {
       int64_t expiry = (int64_t)rg_get_u64((const uint8_t *)iv.mv_data);
       S->w->loaded++;
       S->w->loaded_bytes += iv.mv_size;
       if (expiry == 0 || expiry > S->now) {
+        memset(&d, 0, sizeof(d));
         d.text = (const char *)iv.mv_data + RG_VHDR;
         d.len = iv.mv_size - RG_VHDR;
         d.hash = rg_get_u64((const uint8_t *)ik.mv_data + 4);
-        d.digest = rg_get_u64((const uint8_t *)k->mv_data + k->mv_size - 8);
+        d.digest = rg_get_u64(ent_digest(k));
         d.pos = NULL;
         d.poslen = 0;
         d.phase = phase;
@@ -1042,103 +1692,284 @@ done:
   return r;
 }
 
-/* Is the term part of entry key k beyond the range's far end? */
+/* Is the term part of entry key k beyond the range's far end?  (A term
+** part longer than the bound but starting with it is a composite entry
+** whose bounded column equals the bound.) */
 static int past_end (const plan *pl, const MDB_val *k) {
-  const uint8_t *t = (const uint8_t *)k->mv_data + 12;
-  size_t tn = k->mv_size - 12 - 16;
+  size_t tn;
+  const uint8_t *t = ent_term(k, &tn);
   const rg_buf *b = pl->desc ? &pl->lo : &pl->hi;
   int has = pl->desc ? pl->has_lo : pl->has_hi;
   int ex = pl->desc ? pl->lo_ex : pl->hi_ex;
   int c;
   if (!has) return 0;
   c = memcmp(t, b->p, tn < b->n ? tn : b->n);
-  if (c == 0) c = tn < b->n ? -1 : tn > b->n;
+  if (c == 0) c = tn < b->n ? -1 : 0;
   if (pl->desc) c = -c;
   return ex ? c >= 0 : c > 0;
 }
 
-/* Is entry k the excluded near end of the range? */
+/* Is entry k at the excluded near end of the range? */
 static int at_excluded_start (const plan *pl, const MDB_val *k) {
   const rg_buf *b = pl->desc ? &pl->hi : &pl->lo;
   int ex = pl->desc ? pl->hi_ex : pl->lo_ex;
-  return ex && k->mv_size - 28 == b->n &&
-         memcmp((const uint8_t *)k->mv_data + 12, b->p, b->n) == 0;
+  size_t tn;
+  const uint8_t *t = ent_term(k, &tn);
+  return ex && tn >= b->n && memcmp(t, b->p, b->n) == 0;
+}
+
+/* In a routed read, entries of other partitions: after SKIP_AFTER in a
+** row, seek past them (to the route's hash in this term, or past the
+** term).  Returns the cursor's code, on the next entry to look at. */
+static int skip_other (source *S, MDB_cursor *cur, MDB_val *k, MDB_val *v,
+                       int *misses) {
+  const plan *pl = S->pl;
+  uint8_t key[RG_MAX_KEY + 32];
+  size_t tn, n;
+  const uint8_t *t;
+  uint64_t h;
+  if (++*misses < SKIP_AFTER)
+    return mdb_cursor_get(cur, k, v, pl->desc ? MDB_PREV : MDB_NEXT);
+  *misses = 0;
+  t = ent_term(k, &tn);
+  h = ent_hash(k) & pl->rmask;
+  memcpy(key, k->mv_data, ENT_HEAD + tn);
+  if (!pl->desc) {
+    if (h < pl->rhash) {
+      rg_put_u64(key + ENT_HEAD + tn, pl->rhash);
+      return seek(cur, key, ENT_HEAD + tn + 8, k, v);
+    }
+    n = after_prefix(key, ENT_HEAD + tn, key);
+    return n ? seek(cur, key, n, k, v) : MDB_NOTFOUND;
+  }
+  if (h > pl->rhash) {
+    rg_put_u64(key + ENT_HEAD + tn, pl->rhash | ~pl->rmask);
+    memset(key + ENT_HEAD + tn + 8, 0xFF, 8);
+    return seek_back(cur, key, ENT_HEAD + tn + 16, 1, k, v);
+  }
+  return seek_back(cur, key, ENT_HEAD + tn, 0, k, v);
+  (void)t;
+}
+
+/* Positions the cursor at the start of the range (or where the previous
+** page ended in this phase). */
+static int range_start (source *S, MDB_cursor *cur, MDB_val *k, MDB_val *v,
+                        int phase, const uint8_t *pre, size_t pn) {
+  const plan *pl = S->pl;
+  uint8_t key[RG_MAX_KEY + 32];
+  size_t n;
+  if (S->resumed && S->rphase == phase && S->rposlen >= pn) {
+    size_t g = group_len(pl, S->rpos, S->rposlen);
+    if (g && !pl->desc) return seek(cur, S->rpos, g, k, v);   /* the run */
+    if (g) {
+      size_t bn = after_prefix(S->rpos, g, key);
+      return bn ? seek_back(cur, key, bn, 0, k, v)
+                : mdb_cursor_get(cur, k, v, MDB_LAST);
+    }
+    if (!pl->desc) return seek(cur, S->rpos, S->rposlen, k, v);
+    return seek_back(cur, S->rpos, S->rposlen, 1, k, v);
+  }
+  if (!pl->desc) {
+    const rg_buf *lo = pl->has_lo ? &pl->lo : &pl->tpre;
+    n = ix_key(key, sizeof(key), pl->prefix, (const uint8_t *)lo->p, lo->n,
+               0, 0);
+    return n ? seek(cur, key, n, k, v) : MDB_NOTFOUND;
+  }
+  if (pl->has_hi) {                  /* after every entry of the term */
+    n = ix_key(key, sizeof(key) - 17, pl->prefix, (const uint8_t *)pl->hi.p,
+               pl->hi.n, 0, 0);
+    if (n == 0) return MDB_NOTFOUND;
+    if (!pl->hi_ex) { memset(key + n, 0xFF, 17); n += 17; }
+    return seek_back(cur, key, n, 0, k, v);
+  }
+  n = after_prefix(pre, pn, key);
+  return n ? seek_back(cur, key, n, 0, k, v)
+           : mdb_cursor_get(cur, k, v, MDB_LAST);
 }
 
 static int src_range (source *S, int phase) {
   const plan *pl = S->pl;
   MDB_cursor *cur;
   MDB_val k, v;
-  uint8_t pre[RG_MAX_KEY + 1], key[RG_MAX_KEY + 32];
-  size_t pn = 12 + pl->tpre.n, n;
-  int rc, r = 0;
-  int resume = S->resumed && S->rphase == phase && S->rposlen >= pn;
+  uint8_t pre[RG_MAX_KEY + 1];
+  size_t pn = ENT_HEAD + pl->tpre.n;
+  int rc, r = 0, misses = 0;
   if (pn > RG_MAX_KEY) return 0;
-  memcpy(pre, pl->prefix, 12);
-  if (pl->tpre.n) memcpy(pre + 12, pl->tpre.p, pl->tpre.n);
+  ix_key(pre, sizeof(pre), pl->prefix, (const uint8_t *)pl->tpre.p,
+         pl->tpre.n, 0, 0);
   if ((rc = mdb_cursor_open(S->txn, S->env->dbi[RG_DB_INDEX], &cur)))
     return mdb_fail(S, rc);
-  S->w->lookups++;
-  if (resume) {
-    size_t g = group_len(pl, S->rpos, S->rposlen);
-    if (g && !pl->desc) {            /* back to the start of the run */
-      k.mv_data = (void *)S->rpos;
-      k.mv_size = g;
-      rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    }
-    else if (g) {
-      size_t bn = after_prefix(S->rpos, g, key);
-      rc = bn ? seek_back(cur, key, bn, 0, &k, &v)
-              : mdb_cursor_get(cur, &k, &v, MDB_LAST);
-    }
-    else if (!pl->desc) {
-      k.mv_data = (void *)S->rpos;
-      k.mv_size = S->rposlen;
-      rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    }
-    else rc = seek_back(cur, S->rpos, S->rposlen, 1, &k, &v);
-  }
-  else if (!pl->desc) {
-    const rg_buf *lo = pl->has_lo ? &pl->lo : &pl->tpre;
-    memcpy(key, pl->prefix, 12);
-    if (lo->n) memcpy(key + 12, lo->p, lo->n);
-    k.mv_data = key;
-    k.mv_size = 12 + lo->n;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  }
-  else {
-    memcpy(key, pl->prefix, 12);
-    if (pl->has_hi) {                /* after every entry of the term */
-      memcpy(key + 12, pl->hi.p, pl->hi.n);
-      n = 12 + pl->hi.n;
-      if (!pl->hi_ex) { memset(key + n, 0xFF, 17); n += 17; }
-      rc = seek_back(cur, key, n, 0, &k, &v);
-    }
-    else {
-      n = after_prefix(pre, pn, key);
-      rc = n ? seek_back(cur, key, n, 0, &k, &v)
-             : mdb_cursor_get(cur, &k, &v, MDB_LAST);
-    }
-  }
-  while (rc == 0 && starts(&k, pre, pn) && k.mv_size >= 12 + 16 + 1) {
+  S->w->lookups += 1 + (uint64_t)pl->nprobes;
+  rc = range_start(S, cur, &k, &v, phase, pre, pn);
+  while (rc == 0 && starts(&k, pre, pn) && ent_ok(&k)) {
     size_t g;
     if (past_end(pl, &k)) break;
-    if (at_excluded_start(pl, &k) ||
-        (pl->routed && rg_get_u64((const uint8_t *)k.mv_data + k.mv_size - 16)
-                       != pl->lp.hash)) {
+    if (at_excluded_start(pl, &k)) {
       rc = mdb_cursor_get(cur, &k, &v, pl->desc ? MDB_PREV : MDB_NEXT);
       continue;
     }
+    if (!ent_in_route(pl, &k)) {
+      rc = skip_other(S, cur, &k, &v, &misses);
+      continue;
+    }
+    misses = 0;
     if ((g = group_len(pl, (const uint8_t *)k.mv_data, k.mv_size)) != 0) {
       r = feed_group(S, cur, &k, &v, g, &rc, phase);
       if (r) break;
       continue;
     }
-    r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL,
-             (const uint8_t *)k.mv_data, k.mv_size, phase, 0, 1,
-             (const uint8_t *)k.mv_data + k.mv_size - 8);
-    if (r) break;
+    if (probes_pass(S, &k, &rc)) {
+      r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL,
+               (const uint8_t *)k.mv_data, k.mv_size, phase, 0, 1,
+               ent_digest(&k));
+      if (r) break;
+    }
+    if (rc) break;
     rc = mdb_cursor_get(cur, &k, &v, pl->desc ? MDB_PREV : MDB_NEXT);
+  }
+  mdb_cursor_close(cur);
+  if (r) return r;
+  if (rc && rc != MDB_NOTFOUND) return mdb_fail(S, rc);
+  return 0;
+}
+
+/* The items lacking a scalar at the path: through the entries of the
+** shapes lacking it, or by a scan of the route. */
+static int src_undefined (source *S, int phase) {
+  const plan *pl = S->pl;
+  MDB_cursor *cur;
+  uint8_t pre[ENT_HEAD];
+  int i = 0, rc = 0, r = 0;
+  if (pl->uscan) return scan_route(S, 0, phase, 1);
+  if (pl->nushape == 0) return 0;
+  ix_prefix(pre, rg_get_u32(pl->prefix), RG_SHAPE_PATH);
+  if ((rc = mdb_cursor_open(S->txn, S->env->dbi[RG_DB_INDEX], &cur)))
+    return mdb_fail(S, rc);
+  S->w->lookups++;
+  if (S->resumed && S->rphase == phase && S->rposlen >= ENT_HEAD + 8) {
+    uint64_t at = rg_get_u64(S->rpos + ENT_HEAD);
+    while (i < pl->nushape && pl->ushape[i] < at) i++;
+  }
+  for (; i < pl->nushape && !r; i++) {
+    uint8_t key[ENT_HEAD + 16], t[8];
+    size_t n;
+    MDB_val k, v;
+    rg_put_u64(t, pl->ushape[i]);
+    n = ix_key(key, sizeof(key), pre, t, 8, pl->routed != R_NONE, pl->rhash);
+    if (S->resumed && S->rphase == phase && S->rposlen > ENT_HEAD + 8 &&
+        memcmp(S->rpos, key, ENT_HEAD + 8) == 0)
+      rc = seek(cur, S->rpos, S->rposlen, &k, &v);
+    else rc = seek(cur, key, n, &k, &v);
+    while (rc == 0 && starts(&k, key, ENT_HEAD + 8) &&
+           k.mv_size == ENT_HEAD + 8 + ENT_TAIL) {
+      if (!ent_in_route(pl, &k)) {
+        if ((ent_hash(&k) & pl->rmask) > pl->rhash) break;
+      }
+      else {
+        r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL,
+                 (const uint8_t *)k.mv_data, k.mv_size, phase, 1, 1,
+                 ent_digest(&k));
+        if (r) break;
+      }
+      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    if (rc && rc != MDB_NOTFOUND) { r = mdb_fail(S, rc); break; }
+  }
+  mdb_cursor_close(cur);
+  return r;
+}
+
+/* The document of a run of equal terms: the path's value, nested. */
+static int walk_doc (source *S, const uint8_t *t, size_t tn) {
+  const qpath *p = &S->pl->wpath;
+  size_t used;
+  int i;
+  S->doc.n = 0;
+  for (i = 0; i < p->n; i++) {
+    rg_buf_addc(&S->doc, '{');
+    rg_json_quote(&S->doc, p->seg[i], strlen(p->seg[i]));
+    rg_buf_addc(&S->doc, ':');
+  }
+  if (rg_qv_term_json(t, tn, &S->doc, &used) != 0 || used != tn) return -1;
+  for (i = 0; i < p->n; i++) rg_buf_addc(&S->doc, '}');
+  return S->doc.oom ? -1 : 0;
+}
+
+/* GROUP BY and DISTINCT from the index: one document per run of equal
+** values (standing for the run's entries in the route); the items of a
+** cut value are loaded.  In a composite index the value is the column
+** after the fixed ones (wskip bytes into the terms). */
+static int src_walk (source *S, int phase) {
+  const plan *pl = S->pl;
+  MDB_cursor *cur;
+  MDB_val k, v;
+  uint8_t pre[RG_MAX_KEY + 1], key[RG_MAX_KEY + 32], val[RG_MAX_KEY];
+  size_t pn = ENT_HEAD + pl->tpre.n;
+  int rc, r = 0;
+  if (pn > RG_MAX_KEY) return 0;
+  ix_key(pre, sizeof(pre), pl->prefix, (const uint8_t *)pl->tpre.p,
+         pl->tpre.n, 0, 0);
+  if ((rc = mdb_cursor_open(S->txn, S->env->dbi[RG_DB_INDEX], &cur)))
+    return mdb_fail(S, rc);
+  S->w->lookups++;
+  rc = range_start(S, cur, &k, &v, phase, pre, pn);
+  while (rc == 0 && starts(&k, pre, pn) && ent_ok(&k) && !r) {
+    size_t tn, gn, n, i;
+    const uint8_t *t;
+    uint64_t count = 0;
+    int cut;
+    if (past_end(pl, &k)) break;
+    if (at_excluded_start(pl, &k)) {
+      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+      continue;
+    }
+    t = ent_term(&k, &tn);
+    if (tn <= pl->wskip ||
+        (gn = term_len(t + pl->wskip, tn - pl->wskip, pl->wdesc, &cut)) == 0) {
+      r = rg_fail(S->e, 500, "corrupt index entry");
+      break;
+    }
+    n = ENT_HEAD + pl->wskip + gn;   /* the run: entries of this value */
+    memcpy(key, k.mv_data, n);
+    if (pl->routed != R_NONE && !pl->wcomp) {   /* to the route's entries */
+      rg_put_u64(key + n, pl->rhash);
+      rc = seek(cur, key, n + 8, &k, &v);
+    }
+    while (rc == 0 && starts(&k, key, n) &&
+           (pl->wcomp || k.mv_size == n + ENT_TAIL)) {
+      if (!ent_in_route(pl, &k)) {
+        if (!pl->wcomp && (ent_hash(&k) & pl->rmask) > pl->rhash) break;
+      }
+      else if (cut) {                /* the full values are in the items */
+        r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL, NULL, 0,
+                 phase, 0, 1, ent_digest(&k));
+        if (r) break;
+      }
+      else count++;
+      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    if (r || (rc && rc != MDB_NOTFOUND)) break;
+    if (count) {
+      rg_qdoc d;
+      for (i = 0; i < gn; i++)       /* the value's term, ascending */
+        val[i] = pl->wdesc ? (uint8_t)~key[n - gn + i] : key[n - gn + i];
+      if (walk_doc(S, val, gn)) {
+        r = rg_fail(S->e, 500, "corrupt index entry");
+        break;
+      }
+      S->w->scanned += count;
+      memset(&d, 0, sizeof(d));
+      d.text = S->doc.p;
+      d.len = S->doc.n;
+      d.phase = phase;
+      d.weight = count;
+      d.index_values = 1;
+      if ((r = rg_qexec_doc(S->x, &d, S->e))) break;
+    }
+    if (pl->routed != R_NONE && !pl->wcomp && rc == 0 && starts(&k, key, n)) {
+      size_t an = after_prefix(key, n, key);      /* past the term */
+      rc = an ? seek(cur, key, an, &k, &v) : MDB_NOTFOUND;
+    }
   }
   mdb_cursor_close(cur);
   if (r) return r;
@@ -1148,24 +1979,23 @@ static int src_range (source *S, int phase) {
 
 static int run (source *S) {
   const plan *pl = S->pl;
-  uint8_t cid[4];
   int r = 0;
-  memcpy(cid, pl->prefix, 4);
   switch (pl->src) {
-    case SRC_SCAN:
-      if (pl->routed) return scan_items(S, pl->lp.key, pl->lp.lplen, 0, 0, 0);
-      return scan_items(S, cid, 4, 0, 0, 0);
+    case SRC_NONE: return rg_qexec_once(S->x, S->e);
+    case SRC_SCAN: return scan_route(S, 0, 0, 0);
     case SRC_TERMS: return src_terms(S);
-    default:
+    default: {
+      int (*main) (source *, int) = pl->src == SRC_WALK ? src_walk
+                                                         : src_range;
       if (pl->uphase == 1) {         /* without the path first, then ... */
-        if (!(S->resumed && S->rphase == 1))
-          r = scan_items(S, cid, 4, 0, 0, 1);
-        return r ? r : src_range(S, 1);
+        if (!(S->resumed && S->rphase == 1)) r = src_undefined(S, 0);
+        return r ? r : main(S, 1);
       }
       if (!(pl->uphase == 2 && S->resumed && S->rphase == 1))
-        r = src_range(S, 0);
-      if (r == 0 && pl->uphase == 2) r = scan_items(S, cid, 4, 1, 1, 1);
+        r = main(S, 0);
+      if (r == 0 && pl->uphase == 2) r = src_undefined(S, 1);
       return r;
+    }
   }
 }
 /* }===================================================================== */
@@ -1218,6 +2048,11 @@ uint64_t rg_query_token_context (const rg_cspec *spec,
   return h;
 }
 
+static int bad_token (rg_err *e) {
+  return rg_fail(e, 400, "invalid continuation token (altered, truncated, "
+                 "or made for another query or database)");
+}
+
 int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
                    const rg_query_req *rq, rg_query_res *r, rg_err *e) {
   qstate st;
@@ -1243,6 +2078,7 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
     goto done;
   }
   if ((rc = rg_query_parse(rq->sql, rq->sqllen, 0, &st.q, e))) goto done;
+  if (c->spec->ncp) rg_query_computed(st.q, c->spec->cp, c->spec->ncp);
   if (rq->params) {
     if (!cJSON_IsObject(rq->params)) {
       rc = rg_fail(e, 400, "params must be a table of {name = value}");
@@ -1257,20 +2093,36 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   if ((rc = rg_cont_alive(txn, c, e))) goto done;
   memset(&P, 0, sizeof(P));
   P.q = st.q;
+  P.m = &st.q->blk[0];
   P.spec = c->spec;
   P.params = params;
   P.mem = &st.mem;
+  P.txn = txn;
+  P.env = c->env;
+  P.force_small = -1;
   set_prefix(&st.pl, c->spec->cid, 0);
+  if (rq->continuation) {            /* the token's context is checked once
+                                        the routing is known, below */
+    int mode, phase;
+    rg_buf peek;
+    rg_buf_init(&peek);
+    if (rg_token_open(NULL, RG_TOKEN_QUERY, 0, rq->continuation,
+                      rq->contlen, &peek, NULL) == 0 &&
+        rg_qexec_peek((const uint8_t *)peek.p, peek.n, &mode, &phase) == 0) {
+      P.force_small = (phase & PH_SMALL) != 0;
+      P.force_sort = mode == RG_QX_SORT;
+    }
+    rg_buf_free(&peek);
+  }
   if ((rc = make_plan(&P, rq, &st.pl, e))) goto done;
-  if (rq->admit &&
-      (rc = rq->admit(rq->admit_ud, st.pl.routed, st.pl.lp.hash, e)))
+  if (rq->admit &&                   /* a prefix's hash names its range */
+      (rc = rq->admit(rq->admit_ud, st.pl.routed != R_NONE, st.pl.rhash, e)))
     goto done;
   ctx = rg_query_token_context(c->spec, rq, st.ptext.p, st.ptext.n,
                                &st.pl.lp);
   if (rq->continuation) {
     if ((rc = rg_token_open(c->env->secret, RG_TOKEN_QUERY, ctx,
-                            rq->continuation,
-                            rq->contlen, &st.tok, e)))
+                            rq->continuation, rq->contlen, &st.tok, e)))
       goto done;
   }
   if ((rc = rg_qexec_new(&st.x, st.q, params, st.pl.mode, st.pl.tie_desc,
@@ -1279,8 +2131,10 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
                          st.tok.n, e)))
     goto done;
   rg_qexec_limits(st.x, rq->max_rows, rq->max_bytes);
-  if (st.q->where >= 0) {           /* test only what the source does not
-                                       guarantee */
+  if (c->spec->ncp) rg_qexec_computed(st.x, c->spec->cp, c->spec->ncp);
+  if (rq->udf) rg_qexec_udf(st.x, rq->udf);
+  if (st.q->blk[0].where >= 0) {     /* test only what the source does not
+                                        guarantee */
     int32_t *conds = (int32_t *)rg_arena_alloc(&st.mem, (size_t)(P.nconj + 1) *
                                                sizeof(int32_t));
     int i, n = 0;
@@ -1297,14 +2151,17 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   S.w = &r->work;
   S.now = now;
   S.e = e;
+  S.text = rg_qexec_needs_text(st.x);
   rg_buf_init(&S.okey);
+  rg_buf_init(&S.doc);
   S.resumed = rg_qexec_resume(st.x, &S.rphase, &S.rpos, &S.rposlen,
                               &S.rokey, &S.roklen);
-  if (S.resumed && st.pl.src == SRC_TERMS && (size_t)S.rphase >= st.pl.nterms)
-    rc = rg_fail(e, 400, "invalid continuation token (altered, truncated, "
-                 "or made for another query or database)");
+  S.rphase &= ~PH_SMALL;
+  if (S.resumed && st.pl.src == SRC_TERMS && S.rposlen == 0)
+    rc = bad_token(e);
   else rc = run(&S);
   rg_buf_free(&S.okey);
+  rg_buf_free(&S.doc);
   if (rc < 0 || rc > 1) goto done;
   st.tok.n = 0;
   if ((rc = rg_qexec_finish(st.x, &r->rows, &r->offsets, &r->count, &st.tok,
@@ -1318,8 +2175,10 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
       goto done;
     }
   }
-  r->work.partitions = st.pl.routed ? 1 : (uint64_t)c->spec->nparts;
-  r->cross_partition = !st.pl.routed;
+  r->work.partitions = st.pl.src == SRC_NONE ? 0
+                     : st.pl.routed != R_NONE ? 1 : (uint64_t)c->spec->nparts;
+  r->cross_partition = st.pl.src != SRC_NONE &&
+                       st.pl.routed != R_PARTITION;
 done:
   if (st.x) r->made = rg_qexec_made(st.x);
   qstate_free(&st);
@@ -1359,19 +2218,34 @@ int rg_query_hplan (const rg_query *q, const rg_qv *params,
   rg_buf_init(&pl.lo);
   rg_buf_init(&pl.hi);
   P.q = q;
+  P.m = &q->blk[0];
   P.spec = spec;
   P.params = params;
   P.mem = mem;
+  P.force_small = 0;                 /* never small: no size known */
   P.host = scan ? 2 : 1;
   set_prefix(&pl, spec->cid, 0);
   if ((rc = make_plan(&P, rq, &pl, e))) goto done;
-  out->routed = pl.routed;
+  out->routed = pl.routed == R_PARTITION ? RG_HROUTE_PARTITION :
+                pl.routed == R_PREFIX ? RG_HROUTE_PREFIX : RG_HROUTE_NONE;
   out->lp = pl.lp;
-  out->src = pl.src == SRC_TERMS ? RG_HSRC_TERMS :
+  memcpy(out->rkey, pl.rkey, pl.rklen);
+  out->rklen = pl.rklen;
+  out->bucket = pl.routed != R_NONE ? rg_range_of(pl.rhash, spec->nparts) : 0;
+  out->src = pl.src == SRC_NONE ? RG_HSRC_NONE :
+             pl.src == SRC_TERMS ? RG_HSRC_TERMS :
              pl.src == SRC_RANGE ? RG_HSRC_RANGE : RG_HSRC_SCAN;
   out->index_id = rg_get_u64(pl.prefix + 4);
   out->mode = pl.mode;
   out->tie_desc = pl.tie_desc;
+  memcpy(out->prefix, pl.prefix, 12);
+  out->ordered = pl.ordered;
+  out->desc = pl.desc;
+  out->uphase = pl.uphase;
+  out->ncols = pl.ncols;
+  out->gcol0 = pl.gcol0;
+  out->gcols = pl.gcols;
+  memcpy(out->coldesc, pl.coldesc, sizeof(out->coldesc));
   if (pl.src == SRC_TERMS) {
     const uint8_t *all = arena_copy(mem, &pl.terms);
     out->term = (const uint8_t **)rg_arena_alloc(mem, (pl.nterms + 1) *
@@ -1400,7 +2274,7 @@ int rg_query_hplan (const rg_query *q, const rg_qv *params,
     out->lo_ex = pl.lo_ex;
     out->hi_ex = pl.hi_ex;
   }
-  if (q->where >= 0) {               /* what the source does not imply */
+  if (P.m->where >= 0) {             /* what the source does not imply */
     int32_t *conds = (int32_t *)rg_arena_alloc(mem, (size_t)(P.nconj + 1) *
                                                sizeof(int32_t));
     if (conds == NULL) { rc = rg_fail(e, 500, "out of memory"); goto done; }
@@ -1415,5 +2289,10 @@ done:
   rg_buf_free(&pl.lo);
   rg_buf_free(&pl.hi);
   return rc;
+}
+
+size_t rg_hplan_group (const rg_hplan *h, const uint8_t *key, size_t n) {
+  if (!h->ordered) return 0;
+  return group_of(h->ncols, h->coldesc, h->gcol0, h->gcols, key, n);
 }
 /* }===================================================================== */

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/charge.h"
+#include "sql/sql.h"
 #include "store/container.h"
 #include "store/env.h"
 #include "store/layout.h"
@@ -37,9 +38,12 @@ typedef struct rg_query_req {
   ** 413 beyond; 0: no bound */
   uint64_t max_rows;
   size_t max_bytes;
+  /* user-defined functions (the script runtime's), or NULL: none */
+  const rg_qudf *udf;
   /* admission (store/throughput.h), when set: called once the query is
   ** planned and before it reads anything, with the hash of the logical
-  ** partition it is routed to (routed) or not (a fan-out); a status it
+  ** partition, or hierarchical key prefix, it is routed to (routed; the
+  ** hash names the physical partition) or not (a fan-out); a status it
   ** returns (429) ends the query with nothing read */
   int (*admit) (void *ud, int routed, uint64_t hash, rg_err *e);
   void *admit_ud;
@@ -72,25 +76,44 @@ uint64_t rg_query_token_context (const rg_cspec *spec,
 /*
 ** A plan for a host that reads the items itself (cluster mode,
 ** docs/cluster.md): the same routing and the same seek as rg_query_exec
-** would choose, except that an ORDER BY is always left to the pipeline's
-** sort (no source reads an index in ORDER BY order: the host's storage has
-** no single index order).  The host feeds the documents of the source to
+** would choose, except that GROUP BY and DISTINCT are left to the
+** pipeline (never read from an index alone), that a routed partition is
+** never read whole for being small (the host does not know its size), and
+** that the host knows no shapes: an ORDER BY read from an index finds the
+** items lacking its path by a scan of the route (phase `uphase`, with
+** unordered_only), so an ascending one whose WHERE does not prove the path
+** is sorted instead.  The host feeds the documents of the source to
 ** the row pipeline (sql.h) with `mode`, `tie_desc` and, when `has_conds`,
-** the conjuncts `conds` to test.  Sources:
-**   SCAN   every item of the container, or of the routed partition;
+** the conjuncts `conds` to test.  Routing: `routed` (RG_HROUTE_*) with the
+** item key prefix `rkey` (cid included) the route's items start with, in
+** partition range `bucket`; `lp` the logical partition when it is one.
+** Sources:
+**   NONE   no FROM: the pipeline makes its one row (rg_qexec_once);
+**   SCAN   every item of the container, or of the route;
 **   TERMS  the index entries of `index_id` holding one of the exact terms
-**          (each a seek), narrowed to the routed partition when routed;
+**          (each a seek), narrowed to the route when routed;
 **   RANGE  the entries of `index_id` whose term starts with tpre, within
-**          lo .. hi (when has_lo / has_hi; *_ex: exclusive).
+**          lo .. hi (when has_lo / has_hi; *_ex: exclusive; a bound is a
+**          prefix: a longer term starting with it is equal to it); when
+**          `ordered`, in the ORDER BY's order (backwards when `desc`): the
+**          host merges its stores' entries by their local entry keys
+**          (`prefix` | term | hash | digest), and sorts a run of entries
+**          sharing rg_hplan_group bytes (a string cut in the terms) on the
+**          full values (rg_qexec_okey).  `uphase` 2: the items lacking a
+**          scalar at the path come after, in phase 1, by a scan.
 ** With `scan`, the source is always SCAN (a host holding a whole logical
 ** partition in memory, with a script's own writes).  Everything points
 ** into `mem`.
 */
-enum { RG_HSRC_SCAN = 1, RG_HSRC_TERMS, RG_HSRC_RANGE };
+enum { RG_HSRC_NONE = 1, RG_HSRC_SCAN, RG_HSRC_TERMS, RG_HSRC_RANGE };
+enum { RG_HROUTE_NONE, RG_HROUTE_PARTITION, RG_HROUTE_PREFIX };
 
 typedef struct rg_hplan {
   int routed;
-  rg_ikey lp;                  /* routed: the logical partition */
+  rg_ikey lp;                  /* RG_HROUTE_PARTITION */
+  uint8_t rkey[RG_MAX_KEY];
+  size_t rklen;
+  int bucket;
   int src;
   uint64_t index_id;
   int nterms;
@@ -102,10 +125,16 @@ typedef struct rg_hplan {
   int mode, tie_desc;
   int has_conds, nconds;
   const int32_t *conds;
+  uint8_t prefix[12];          /* cid | index id */
+  int ordered, desc, uphase;
+  int ncols, gcol0, gcols, coldesc[8];
 } rg_hplan;
 
 int rg_query_hplan (const rg_query *q, const rg_qv *params,
                     const rg_cspec *spec, const rg_query_req *rq, int scan,
                     rg_arena *mem, rg_hplan *out, rg_err *e);
+/* An ordered plan's entry key: how many leading bytes its run of entries
+** to sort on full values shares (0: it is in no such run). */
+size_t rg_hplan_group (const rg_hplan *h, const uint8_t *key, size_t n);
 
 #endif

@@ -3,14 +3,16 @@
 **
 ** Scripts live in the meta table (layout.c), one record each:
 **
-**   's' cid name  ->  u64 version | source
+**   's' cid name  ->  u64 version | source               (procedures)
+**   'u' cid name  ->  u64 version | source               (user-defined
+**                                                         functions)
 **   't' cid name  ->  u64 version | u8 type | u8 operation | u8 automatic
 **                     | source
 **
 ** type is RG_TRIG_PRE (1) or RG_TRIG_POST (2), operation RG_TOP_ALL (0),
 ** CREATE (1), REPLACE (2) or DELETE (3), automatic 0 or 1; the source is the
 ** Lua text as given.  "\1scripts" holds the database's script version, a
-** u64 that every create, replace and delete of a procedure or trigger
+** u64 that every create, replace and delete of a script
 ** moves forward; the record written takes the new value.  The step is 1
 ** plus a random 32-bit number: a version handed out in a transaction that
 ** is later rolled back could otherwise be handed out again for another
@@ -30,7 +32,8 @@
 static uint64_t steps = 0;          /* versions handed out by this process */
 
 static const char *what_of (int tag) {
-  return tag == RG_MK_PROC ? "procedure" : "trigger";
+  return tag == RG_MK_PROC ? "procedure" :
+         tag == RG_MK_UDF ? "user-defined function" : "trigger";
 }
 
 static int parse_record (int tag, const MDB_val *v, rg_srec *r) {

@@ -29,7 +29,8 @@ typedef struct rg_srec {
   size_t len;
 } rg_srec;
 
-/* Reads the record of procedure (tag RG_MK_PROC) or trigger (RG_MK_TRIG)
+/* Reads the record of procedure (tag RG_MK_PROC), user-defined function
+** (RG_MK_UDF) or trigger (RG_MK_TRIG)
 ** `name`: 0, 404 (absent) or 500.  `key` (5 + RG_MAX_NAME bytes) receives
 ** its meta key, which names it in caches. */
 int rg_srec_get (MDB_txn *txn, rg_env *env, int tag, uint32_t cid,

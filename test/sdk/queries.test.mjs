@@ -56,6 +56,18 @@ test("cross-partition ORDER BY, TOP, DISTINCT, OFFSET LIMIT, JOIN, aggregates", 
   assert.equal(starts.length, 10);
 });
 
+test("GROUP BY, subqueries, LIKE and system functions through the SDK", async () => {
+  const all = (q) => c.items.query(q).fetchAll().then((r) => r.resources);
+  const groups = await all("SELECT c.cat, COUNT(1) AS n, SUM(c.n) AS s FROM c GROUP BY c.cat");
+  groups.sort((a, b) => (a.cat < b.cat ? -1 : 1));
+  assert.deepEqual(groups, [{ cat: "even", n: 30, s: 870 }, { cat: "odd", n: 30, s: 900 }]);
+  assert.deepEqual(await all("SELECT VALUE c.n FROM c WHERE EXISTS(SELECT VALUE t FROM t IN "
+    + "c.tags WHERE t = 'a') AND c.n < 4 ORDER BY c.n"), [0, 3]);
+  assert.deepEqual(await all("SELECT VALUE c.id FROM c WHERE c.id LIKE 'i0%' AND c.n BETWEEN 2 AND 3 "
+    + "ORDER BY c.id"), ["i02", "i03"]);
+  assert.deepEqual(await all("SELECT VALUE ROUND(ABS(-2.6)) FROM c WHERE c.n = 1"), [3]);
+});
+
 test("pages with continuation tokens: every item once, in order", async () => {
   const it = c.items.query("SELECT * FROM c ORDER BY c.n DESC", { maxItemCount: 7 });
   const got = await pages(it);

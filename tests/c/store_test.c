@@ -299,10 +299,15 @@ static void test_feed (void) {
   CHECK(b.n == 4 && b.v[0].lsn == 1 && b.v[3].lsn == 4);
   rg_feed_token(rg_env_secret(env), c.spec, RG_FEED_ALL, 0, NULL, 0, 1, pos,
                 &tok);
-  STATUS(rg_feed_untoken(rg_env_secret(env), c.spec, RG_FEED_ALL, 0, NULL, 0,
-                         1, tok.p, tok.n, pos, &e), 0);
-  STATUS(rg_feed_untoken(rg_env_secret(env), c.spec, RG_FEED_LATEST, 0, NULL,
-                         0, 1, tok.p, tok.n, pos, &e), 400);
+  {                                  /* the token carries its read */
+    static rg_feedtok ft;
+    STATUS(rg_feed_untoken(rg_env_secret(env), c.spec, tok.p, tok.n, &ft, &e),
+           0);
+    CHECK(ft.mode == RG_FEED_ALL && ft.range == 0 && ft.lplen == 0 &&
+          ft.n == 1 && ft.pos[0].lsn == pos[0].lsn);
+    STATUS(rg_feed_untoken(rg_env_secret(env), c.spec, tok.p, tok.n - 1, &ft,
+                           &e), 400);
+  }
   rg_batch_clear(&b);
   f.max = 100;
   STATUS(rg_read_begin(env, &txn, &e), 0);

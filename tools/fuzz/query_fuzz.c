@@ -5,10 +5,16 @@
 ** binds its parameters.  It is parsed as a query and as a patch filter;
 ** a query that parses and binds runs over a small set of documents held in
 ** memory (the pipeline of sql/exec.c, with a source that behaves like
-** the storage scans: positions, phases, resuming), once unpaged and then
-** page by page with pages of 1 and 3 rows, resuming from each page's token
-** payload.  The pages joined must equal the unpaged result, byte for byte,
-** or the target aborts.
+** the storage scans: positions, phases, resuming; a query without FROM
+** runs once), once unpaged and then page by page with pages of 1 and 3
+** rows, resuming from each page's token payload.  The pages joined must
+** equal the unpaged result, byte for byte, or the target aborts.  Its
+** computed property (cp_low, LOWER of s) and its user-defined functions
+** (udf.echo returns its first argument, udf.fail fails) exercise those
+** interfaces; the grammar's whole reach (subqueries, GROUP BY, LIKE, the
+** system functions) comes from the dictionary.  Functions of the clock and
+** RAND make results differ between runs, so a query using them is run but
+** its pages are not compared.
 **
 ** It links the sql and base archives (no Lua, no LMDB):
 **   make fuzz FUZZ_SECONDS=60
@@ -41,6 +47,23 @@ static const char default_params[] =
   "{\"a\":1,\"s\":\"red\",\"n\":2,\"arr\":[1,2],\"o\":{\"x\":1},\"z\":null,"
   "\"t\":true,\"k\":3}";
 
+/* udf.echo(x) is x; udf.fail() fails the query; any other is unknown. */
+static int udf_call (void *ud, const char *name, size_t n,
+                     const char *const *args, const size_t *lens, int nargs,
+                     rg_buf *out, rg_err *e) {
+  (void)ud;
+  if (n == 4 && memcmp(name, "echo", 4) == 0) {
+    if (nargs > 0 && args[0]) rg_buf_add(out, args[0], lens[0]);
+    return 0;
+  }
+  if (n == 4 && memcmp(name, "fail", 4) == 0)
+    return rg_fail(e, 400, "udf.fail failed");
+  return rg_fail(e, 404, "no such function");
+}
+
+static const rg_qudf udfs = { NULL, udf_call };
+static rg_qcomputed computed[1];
+
 /* One page: feeds the documents from where the token left off. */
 static int run_page (const rg_query *q, const rg_qv *params, int mode,
                      long page, rg_buf *payload, rg_buf *rows, size_t *count,
@@ -57,9 +80,16 @@ static int run_page (const rg_query *q, const rg_qv *params, int mode,
                     payload ? (const uint8_t *)payload->p : NULL,
                     payload ? payload->n : 0, &e);
   if (rc) { rg_qexec_free(x); rg_buf_free(&offs); return rc; }
+  rg_qexec_udf(x, &udfs);
+  if (computed[0].q) rg_qexec_computed(x, computed, 1);
   if (rg_qexec_resume(x, &phase, &rpos, &rposlen, &rokey, &roklen) &&
       rposlen == 4)
     start = rg_get_u32(rpos);        /* like a cursor seek: inclusive */
+  if (q->blk[0].nsrc == 0) {         /* no FROM: one row */
+    rc = rg_qexec_once(x, &e);
+    if (rc == 1) rc = 0;
+    start = NDOCS;
+  }
   for (i = start; i < NDOCS; i++) {
     rg_qdoc d;
     memset(&d, 0, sizeof(d));
@@ -88,8 +118,7 @@ static void append_rows (rg_buf *all, const rg_buf *rows) {
 }
 
 static void run_query (const rg_query *q, const rg_qv *params) {
-  int mode = q->naggs ? RG_QX_AGG : q->distinct ? RG_QX_DISTINCT
-           : q->norder ? RG_QX_SORT : RG_QX_STREAM;
+  int mode = rg_query_mode(q);
   rg_buf rows, tok, all, want;
   size_t count = 0;
   long sizes[2] = { 1, 3 };
@@ -99,6 +128,7 @@ static void run_query (const rg_query *q, const rg_qv *params) {
   rg_buf_init(&want);
   if (run_page(q, params, mode, 0, NULL, &rows, &count, &tok) != 0) goto done;
   if (tok.n != 0) abort();           /* an unpaged query needs no token */
+  if (q->nondet) goto done;          /* the clock moves between runs */
   append_rows(&want, &rows);
   for (k = 0; k < 2; k++) {
     rg_buf payload;
@@ -160,7 +190,17 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
     free(filter);
   }
   q = NULL;
+  if (computed[0].q == NULL) {
+    static const char cp[] = "SELECT VALUE LOWER(c.s) FROM c";
+    rg_query *cq = NULL;
+    if (rg_query_parse(cp, sizeof(cp) - 1, 0, &cq, &e) == 0) {
+      computed[0].name = "cp_low";
+      computed[0].nlen = 6;
+      computed[0].q = cq;            /* kept for the process's life */
+    }
+  }
   if (rg_query_parse(sql, n, 0, &q, &e) != 0) return 0;
+  if (computed[0].q) rg_query_computed(q, computed, 1);
   memset(&tape, 0, sizeof(tape));
   rg_arena_init(&mem);
   if (rg_query_bind(q, ptext, plen, &tape, &mem, &params, &e) == 0)

@@ -47,6 +47,7 @@ static const char *const queries[] = {
   "SELECT COUNT(1) AS n, SUM(c.n) AS s FROM c",
   "SELECT DISTINCT VALUE c.pk FROM c",
   "SELECT TOP 3 c.id, t FROM c JOIN t IN c.tags OFFSET 1 LIMIT 2",
+  "SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk",
 };
 #define NQUERIES (sizeof(queries) / sizeof(queries[0]))
 
@@ -58,15 +59,12 @@ static const char *const docs[] = {
 };
 #define NDOCS (sizeof(docs) / sizeof(docs[0]))
 
-/* feed.c's token context: cid | mode | range | logical partition. */
-static uint64_t feed_ctx (int mode, int range, const uint8_t *lp,
-                          size_t lplen) {
-  uint8_t buf[7 + 64];
+/* feed.c's token context: cid | token format. */
+static uint64_t feed_ctx (void) {
+  uint8_t buf[5];
   rg_put_u32(buf, spec.cid);
-  buf[4] = (uint8_t)mode;
-  rg_put_u16(buf + 5, (uint32_t)range);
-  if (lplen) memcpy(buf + 7, lp, lplen);
-  return rg_hash(buf, 7 + lplen);
+  buf[4] = 2;
+  return rg_hash(buf, 5);
 }
 
 static void setup (void) {
@@ -85,6 +83,12 @@ static void setup (void) {
     uint8_t pl[64];
     size_t n = 0;
     pl[n++] = RG_FEED_ALL;
+    rg_put_u16(pl + n, 0);           /* every range */
+    n += 2;
+    rg_put_u16(pl + n, 2);           /* the partition filter "lp" */
+    n += 2;
+    pl[n++] = 'l';
+    pl[n++] = 'p';
     rg_put_u16(pl + n, 3);
     n += 2;
     for (i = 0; i < 3; i++) {
@@ -97,9 +101,7 @@ static void setup (void) {
         pl[n++] = (uint8_t)v[k];
       }
     }
-    rg_token_make(secret, RG_TOKEN_FEED,
-                  feed_ctx(RG_FEED_ALL, 0, (const uint8_t *)"lp", 2), pl, n,
-                  &b);
+    rg_token_make(secret, RG_TOKEN_FEED, feed_ctx(), pl, n, &b);
   }
   FZ_CHECK(a.n == b.n && memcmp(a.p, b.p, a.n) == 0,
            "feed_ctx here no longer matches feed.c's token context");
@@ -109,19 +111,16 @@ static void setup (void) {
 
 /* Mode 0: arbitrary text is never a token. */
 static void arbitrary (const char *s, size_t n) {
+  static rg_feedtok ft;
   rg_buf pl;
-  rg_fpos pos[4];
   rg_err e;
-  int k;
   rg_buf_init(&pl);
   FZ_CHECK(rg_token_open(secret, RG_TOKEN_QUERY, 7, s, n, &pl, &e) == 400,
            "arbitrary text accepted as a query token");
   FZ_CHECK(rg_token_open(secret, RG_TOKEN_FEED, 7, s, n, &pl, &e) == 400,
            "arbitrary text accepted as a feed token");
-  for (k = 0; k < 4; k++)
-    FZ_CHECK(rg_feed_untoken(secret, &spec, 1 + (k & 1), k, NULL, 0, 1 + k, s,
-                             n, pos, &e) == 400,
-             "arbitrary text accepted as a feed continuation");
+  FZ_CHECK(rg_feed_untoken(secret, &spec, s, n, &ft, &e) == 400,
+           "arbitrary text accepted as a feed continuation");
   rg_buf_free(&pl);
 }
 
@@ -182,35 +181,35 @@ static void altered (const uint8_t *d, size_t n) {
   rg_buf_free(&pl);
 }
 
-/* Mode 2: feed positions from any payload behind a valid mac. */
+/* Mode 2: a feed read (mode, range, filter, positions) from any payload
+** behind a valid mac. */
 static void feed_payload (const uint8_t *d, size_t n) {
-  rg_fpos pos[8], again[8];
+  static rg_feedtok t, again;
   rg_buf tok, tok2;
   rg_err e;
-  int mode, range, npos, rc, i;
-  if (n < 2) return;
-  mode = 1 + (d[0] & 1);
-  range = (d[0] >> 1) & 3;
-  npos = 1 + (d[1] & 7);
+  int rc, i;
   rg_buf_init(&tok);
   rg_buf_init(&tok2);
-  rg_token_make(secret, RG_TOKEN_FEED, feed_ctx(mode, range, NULL, 0), d + 2,
-                n - 2, &tok);
-  rc = rg_feed_untoken(secret, &spec, mode, range, NULL, 0, npos, tok.p, tok.n,
-                       pos, &e);
+  rg_token_make(secret, RG_TOKEN_FEED, feed_ctx(), d, n, &tok);
+  rc = rg_feed_untoken(secret, &spec, tok.p, tok.n, &t, &e);
   FZ_CHECK(rc == 0 || rc == 400, "feed token status");
   if (rc == 0) {
-    rg_feed_token(secret, &spec, mode, range, NULL, 0, npos, pos, &tok2);
-    FZ_CHECK(rg_feed_untoken(secret, &spec, mode, range, NULL, 0, npos, tok2.p,
-                             tok2.n, again, &e) == 0,
-             "a feed token made from decoded positions is refused");
-    for (i = 0; i < npos; i++)
-      FZ_CHECK(again[i].lsn == pos[i].lsn && again[i].sub == pos[i].sub,
+    FZ_CHECK((t.mode == RG_FEED_LATEST || t.mode == RG_FEED_ALL) &&
+             t.range <= spec.nparts && !(t.range && t.lplen) &&
+             t.n == (t.range || t.lplen ? 1 : spec.nparts),
+             "a feed token decoded to a read that cannot be");
+    rg_feed_token(secret, &spec, t.mode, t.range, t.lplen ? t.lp : NULL,
+                  t.lplen, t.n, t.pos, &tok2);
+    FZ_CHECK(rg_feed_untoken(secret, &spec, tok2.p, tok2.n, &again, &e) == 0,
+             "a feed token made from a decoded read is refused");
+    FZ_CHECK(again.mode == t.mode && again.range == t.range &&
+             again.lplen == t.lplen && again.n == t.n &&
+             memcmp(again.lp, t.lp, t.lplen) == 0,
+             "a feed read does not survive a token");
+    for (i = 0; i < t.n; i++)
+      FZ_CHECK(again.pos[i].lsn == t.pos[i].lsn &&
+               again.pos[i].sub == t.pos[i].sub,
                "feed positions do not survive a token");
-    /* the same payload is no token for another read */
-    FZ_CHECK(rg_feed_untoken(secret, &spec, mode, range + 1, NULL, 0, npos,
-                             tok.p, tok.n, again, &e) == 400,
-             "a feed token was accepted for another range");
   }
   rg_buf_free(&tok);
   rg_buf_free(&tok2);
@@ -233,8 +232,7 @@ static void query_payload (const uint8_t *d, size_t n) {
   }
   if (n < 2) return;
   qi = d[0] % NQUERIES;
-  mode = q[qi]->naggs ? RG_QX_AGG : q[qi]->distinct ? RG_QX_DISTINCT
-       : q[qi]->norder ? RG_QX_SORT : RG_QX_STREAM;
+  mode = rg_query_mode(q[qi]);
   rg_buf_init(&rows);
   rg_buf_init(&offs);
   rg_buf_init(&out);

@@ -230,8 +230,53 @@ local function check_start(start, what, level)
     "seconds since the epoch", level + 1)
 end
 
-local function token_context(C, mode, range, pk)
-  return table.concat({ C.cid, mode, range, pk or "" }, "/")
+-- A feed token carries its read: mode, feed range (0: every one), the
+-- partition key filtered on (hex, empty for none) and the position in
+-- each bucket read; it is sealed for its container.
+local function token_seal(C, mode, range, pk, positions)
+  local hex = (pk or ""):gsub(".", function(ch) return ("%02x"):format(ch:byte()) end)
+  return core.token_seal(C.db.secret, "feed", "feed/" .. C.cid,
+    table.concat({ mode, range, hex, table.concat(positions, ",") }, "/"))
+end
+
+-- The read a token continues: {mode, range, pk, positions} | nil, msg, 400.
+local function token_open(C, tok)
+  local payload, err, st = core.token_open(C.db.secret, "feed", "feed/" .. C.cid, tok)
+  if not payload then return nil, err, st end
+  local mode, range, hex, list = payload:match("^(%a+_?%a*)/(%d+)/(%x*)/([%d,%-]*)$")
+  if not mode or #hex % 2 == 1 then
+    return nil, "invalid continuation token (altered, truncated, or made " ..
+      "for another read or database)", 400
+  end
+  local t = { mode = mode, range = tonumber(range), positions = {},
+    pk = #hex > 0 and hex:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end) or nil }
+  for p in list:gmatch("[^,]+") do t.positions[#t.positions + 1] = p end
+  return t
+end
+
+-- The token's read against the options given with it: the token's mode,
+-- range and partition key apply; an option naming others is 400 (as
+-- locally).
+local function from_token(t, opts, range, pkstr)
+  local function bad(msg)
+    return nil, "the continuation token continues a read " .. msg .. ", or start a new read", 400
+  end
+  if opts.mode ~= nil and opts.mode ~= t.mode then
+    return bad(('in mode "%s", not "%s": leave mode out'):format(t.mode, opts.mode))
+  end
+  if range ~= 0 and range ~= t.range then
+    if t.range ~= 0 then
+      return bad(("of feed range %d, not %d: leave feed_range out"):format(t.range, range))
+    end
+    return bad(("of %s, not of feed range %d: leave feed_range out"):format(
+      t.pk and "one partition key" or "every feed range", range))
+  end
+  if pkstr and pkstr ~= t.pk then
+    return bad(("%s, not of this partition key: leave partition_key out"):format(
+      t.pk and "of another partition key" or t.range ~= 0 and "of one feed range"
+      or "of every feed range"))
+  end
+  return true
 end
 
 local function feed_unavailable(C, mode)
@@ -257,17 +302,25 @@ local function changes(C, opts)
     local r
     pkstr, r, st = C.S:pk(opts.partition_key)
     if not pkstr then return nil, r, st end
-    buckets[1] = r
+  end
+  local positions = {}
+  if opts.continuation then         -- the token's read
+    local t
+    t, err, st = token_open(C, opts.continuation)
+    if not t then return nil, err, st end
+    ok, err, st = from_token(t, opts, range, pkstr)
+    if not ok then return nil, err, st end
+    mode, range, pkstr, positions = t.mode, t.range, t.pk, t.positions
+    err, st = feed_unavailable(C, mode)
+    if err then return nil, err, st end
+  end
+  if pkstr then                      -- its hash's top 32 bits name it
+    local b1, b2, b3, b4 = pkstr:byte(1, 4)
+    buckets[1] = layout.bucket(((b1 * 256 + b2) * 256 + b3) * 256 + b4, C.P)
   elseif range ~= 0 then buckets[1] = range - 1
   else for r = 0, C.P - 1 do buckets[#buckets + 1] = r end end
-  local ctx = token_context(C, mode, range, pkstr)
-  local positions = {}
   if opts.continuation then
-    local payload
-    payload, err, st = core.token_open(C.db.secret, "feed", ctx, opts.continuation)
-    if not payload then return nil, err, st end
-    for p in payload:gmatch("[^,]+") do positions[#positions + 1] = p end
-    if #positions ~= #buckets then
+    if #positions ~= #buckets or range > C.P then
       return nil, "invalid continuation token (altered, truncated, or made " ..
         "for another read or database)", 400
     end
@@ -319,7 +372,7 @@ local function changes(C, opts)
     elseif #got[i].entries == 0 then positions[i] = got[i].next end
   end
   local info = util.info(work, 200)
-  info.continuation = core.token_seal(C.db.secret, "feed", ctx, table.concat(positions, ","))
+  info.continuation = token_seal(C, mode, range, pkstr, positions)
   info.count = #out
   return out, info
 end
@@ -662,8 +715,7 @@ function State:ranges()
     local l = ls[r]
     local t = { range = r + 1, mode = self.mode, lag = l.lag, failures = l.failures,
       attempts = l.attempts, delivered = l.delivered,
-      continuation = core.token_seal(self.db.secret, "feed",
-        token_context(self.C, self.mode, r + 1, nil), l.ckpt) }
+      continuation = token_seal(self.C, self.mode, r + 1, nil, { l.ckpt }) }
     if l.owner and l.owner ~= "" and l.expires > now then
       t.owner, t.expires = l.owner, (l.expires - now) / 1000
     end

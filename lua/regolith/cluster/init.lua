@@ -437,7 +437,9 @@ end
 
 function Container:spec()
   util.check(self)
-  return util.decode(self.text)
+  local spec = util.decode(self.text)
+  spec.revision = nil                -- the layout's revision is internal
+  return spec
 end
 
 -- The keys of bucket r.

@@ -3,7 +3,9 @@ regolith.cluster.query: c:query on a cluster container.
 
 The query is parsed, routed and planned by the local core (S:query,
 csrc/host/cluster.c): one logical partition (one bucket) when the options
-or the WHERE name it, else every bucket.  Its source is
+or the WHERE name it (or a hierarchical key's leading levels: the
+partitions with that prefix, in one bucket), else every bucket.  Its
+source is
   scan   the bucket's partitions, in order (rg_scan over the partition
          list S, whole partitions at a time), bucket after bucket;
   terms  one index seek per term: rg_scan over the index zset x:<index>
@@ -28,6 +30,8 @@ local unpack = table.unpack or unpack
 
 local WINDOW = 16            -- buckets read per round trip in a fan-out
 local PAGE = 500             -- members (or partitions) per rg_scan call
+local FIRST = 32             -- an index phase's first members per bucket,
+                             -- when the page may be complete early
 
 local function scan_cmd(b, spec)
   local keys, argv = layout.scan_args(b, spec)
@@ -138,78 +142,98 @@ local function add_pairs(q, pairs_, index)
   end
 end
 
--- Reads every page of one bucket's range (the first reply given).
-local function rest_of(C, b, spec, first, q, index)
-  local reply = first
-  while true do
-    add_pairs(q, reply[2], index)
-    if reply[4] < spec.limit then return true end
-    local next_spec = {}
-    for k, v in pairs(spec) do next_spec[k] = v end
-    next_spec.min = "(" .. reply[1]
-    local got, err, st = scan_all(C, { { b = b, spec = next_spec } })
-    if not got then return nil, err, st end
-    reply = got[1]
-  end
+-- The spec of the next rg_scan call after a reply: past its last member.
+local function next_spec(spec, reply)
+  local s = {}
+  for k, v in pairs(spec) do s[k] = v end
+  if spec.reverse then s.max = "(" .. reply[1] else s.min = "(" .. reply[1] end
+  return s
 end
 
--- The buckets a query reads, in order.
-local function buckets_of(C, plan)
-  local out = {}
-  if plan.routed then out[1] = plan.bucket; return out end
-  for r = plan.resume_bucket or 0, C.P - 1 do out[#out + 1] = r end
-  return out
-end
-
--- Feeds the scan source: bucket by bucket, a window per round trip.
-local function run_scan(C, q, plan)
-  local buckets = buckets_of(C, plan)
-  local ph = plan.phases[1]
+-- Feeds a scan phase: the route's partitions, bucket by bucket (a window
+-- per round trip), each page of whole partitions flushed as it comes (a
+-- bucket's partitions come in the local scan's order).
+local function run_scan(C, q, plan, ph)
+  local buckets = {}
+  if plan.routed then buckets[1] = plan.bucket
+  else for r = ph.resume_bucket or 0, C.P - 1 do buckets[#buckets + 1] = r end end
   local i = 1
   while i <= #buckets do
-    local cmds, specs = {}, {}
+    local reqs = {}
     for j = i, math.min(#buckets, i + WINDOW - 1) do
       local r = buckets[j]
       local min = ph.min
-      if r == plan.resume_bucket and plan.resume_min then min = plan.resume_min end
-      specs[#specs + 1] = { min = min, max = ph.max, limit = PAGE }
-      cmds[#cmds + 1] = { b = C:bucket(r), spec = specs[#specs] }
+      if r == ph.resume_bucket and ph.resume_min then min = ph.resume_min end
+      reqs[#reqs + 1] = { b = C:bucket(r), spec = { min = min, max = ph.max, limit = PAGE } }
     end
-    local got, err, st = scan_all(C, cmds)
+    local got, err, st = scan_all(C, reqs)
     if not got then return nil, err, st end
-    for k = 1, #cmds do
-      local ok
-      ok, err, st = rest_of(C, C:bucket(buckets[i + k - 1]), specs[k], got[k], q, false)
-      if not ok then return nil, err, st end
-      local done, ferr, fst, made = q:flush(0)
-      if done == nil then return nil, ferr, fst, made end
-      if done then return true end
+    for k, req in ipairs(reqs) do
+      local reply, spec = got[k], req.spec
+      while true do
+        add_pairs(q, reply[2], false)
+        local done, ferr, fst, made = q:flush(ph.phase)
+        if done == nil then return nil, ferr, fst, made end
+        if done then return true, nil, nil, nil, true end
+        if reply[4] < spec.limit then break end
+        spec = next_spec(spec, reply)
+        local more
+        more, err, st = scan_all(C, { { b = req.b, spec = spec } })
+        if not more then return nil, err, st end
+        reply = more[1]
+      end
     end
     i = i + WINDOW
   end
   return true
 end
 
--- Feeds an index source: each phase (a term, or the range) from every
--- bucket, then the pipeline orders them.
-local function run_index(C, q, plan)
-  local buckets = buckets_of(C, plan)
-  for k, ph in ipairs(plan.phases) do
-    local phase = plan.first + k - 1
-    local cmds, specs = {}, {}
-    for j, r in ipairs(buckets) do
-      specs[j] = { path = plan.index, min = ph.min, max = ph.max, limit = PAGE }
-      cmds[j] = { b = C:bucket(r), spec = specs[j] }
+-- Feeds an index phase (a term, or a range): every bucket of the route
+-- at once, a page of members of each per round trip (small at first when
+-- the page may be complete early), merged: the pipeline is fed what no
+-- later read can precede, up to the frontier of the bucket furthest
+-- behind (Q:flush).
+local function run_merge(C, q, plan, ph)
+  local live = {}
+  if plan.routed then live[1] = { b = C:bucket(plan.bucket) }
+  else for r = 0, C.P - 1 do live[#live + 1] = { b = C:bucket(r) } end end
+  local limit = plan.stream and FIRST or PAGE
+  for _, s in ipairs(live) do
+    s.spec = { path = plan.index, min = ph.min, max = ph.max, reverse = ph.reverse }
+  end
+  while #live > 0 do
+    local reqs = {}
+    for j, s in ipairs(live) do
+      s.spec.limit = limit
+      reqs[j] = s
     end
-    local got, err, st = scan_all(C, cmds)
+    local got, err, st = scan_all(C, reqs)
     if not got then return nil, err, st end
-    for j, r in ipairs(buckets) do
-      local ok
-      ok, err, st = rest_of(C, C:bucket(r), specs[j], got[j], q, true)
-      if not ok then return nil, err, st end
+    local still, frontier = {}, {}
+    for j, s in ipairs(live) do
+      local reply = got[j]
+      add_pairs(q, reply[2], true)
+      if reply[4] >= limit then      -- more to read: it bounds the frontier
+        s.spec = next_spec(s.spec, reply)
+        still[#still + 1] = s
+        frontier[#frontier + 1] = reply[1]
+      end
     end
-    local done, ferr, fst, made = q:flush(phase)
+    live = still
+    local done, ferr, fst, made = q:flush(ph.phase, frontier)
     if done == nil then return nil, ferr, fst, made end
+    if done then return true, nil, nil, nil, true end
+    limit = math.min(PAGE, limit * 4)
+  end
+  return true
+end
+
+-- Feeds the plan's phases in order until the page is complete.
+local function run_plan(C, q, plan)
+  for _, ph in ipairs(plan.phases) do
+    local run = ph.kind == "scan" and run_scan or run_merge
+    local ok, err, st, made, done = run(C, q, plan, ph)
+    if not ok then return nil, err, st, made end
     if done then return true end
   end
   return true
@@ -220,6 +244,13 @@ end
 function Qm.page(C, sql, params, opts, internal, as_text, feed)
   local q, err, st = C.S:query(sql, params, opts, C.db.secret, internal)
   if not q then return nil, err, st end
+  local names = q:udf_names()
+  if #names > 0 then                 -- their records, run in the stepper
+    local recs
+    recs, err, st = C:udf_records(names)
+    if not recs then return nil, err, st end
+    q:use_udfs(C.db.stepper, recs)
+  end
   local ok, made
   if feed then
     ok, err, st = feed(q)
@@ -229,9 +260,7 @@ function Qm.page(C, sql, params, opts, internal, as_text, feed)
       ok = done ~= nil
     end
   else
-    local plan = q:plan()
-    if plan.source == "scan" then ok, err, st, made = run_scan(C, q, plan)
-    else ok, err, st, made = run_index(C, q, plan) end
+    ok, err, st, made = run_plan(C, q, q:plan())   -- no FROM: no phase
   end
   if not ok then return nil, err, st, made end
   return q:finish(as_text)

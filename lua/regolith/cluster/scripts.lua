@@ -5,7 +5,8 @@ cluster container.
     c:execute(name, pk, ...)   c:batch(pk, ops)   c:patch(id, pk, ops, opts)
     writes naming triggers, or meeting automatic ones
     c:create_procedure / replace_procedure / delete_procedure / procedures /
-    procedure, and the same for triggers
+    procedure, and the same for triggers and user-defined functions (udf:
+    run by queries, regolith.cluster.query)
 
 A transaction (Tx) works on one logical partition with optimistic
 concurrency: what it reads comes from Redis once (rg_read: texts, etags)
@@ -82,15 +83,36 @@ local function scripts_key(C)
   return layout.meta_key(C.db.name, "scripts:" .. C.cid)
 end
 
--- The record of procedure ("p") or trigger ("t") `name`, or nil, msg, 404.
+-- What a record's tag names: procedures ("p"), triggers ("t") and
+-- user-defined functions ("u"), and their names' description.
+local WHAT = { p = "procedure", t = "trigger", u = "user-defined function" }
+local NAME = { p = "a procedure name", t = "a trigger name", u = "a function name" }
+
+-- The record of procedure ("p"), trigger ("t") or user-defined function
+-- ("u") `name`, or nil, msg, 404.
 local function record(C, tag, name)
   local v, err, st = C.db:call("HGET", scripts_key(C), tag .. ":" .. name)
   if v == nil then return nil, err, st end
-  local what = tag == "p" and "procedure" or "trigger"
-  if v == redis.null then return nil, what .. " '" .. name .. "' not found", 404 end
+  if v == redis.null then return nil, WHAT[tag] .. " '" .. name .. "' not found", 404 end
   local rec = split_record(v)
   if not rec then return nil, "corrupt script record '" .. name .. "'", 500 end
   return rec
+end
+
+-- The records of the user-defined functions `names` (a query's), as
+-- Q:use_udfs takes them: name -> {source, version}; absent ones are left
+-- out (the call says 404).
+local function udf_records(C, names)
+  local fields = {}
+  for i, n in ipairs(names) do fields[i] = "u:" .. n end
+  local vals, err, st = C.db:call("HMGET", scripts_key(C), unpack(fields))
+  if vals == nil then return nil, err, st end
+  local out = {}
+  for i, n in ipairs(names) do
+    local rec = vals[i] ~= redis.null and split_record(vals[i])
+    if rec then out[n] = { source = rec.source, version = rec.version } end
+  end
+  return out
 end
 
 -- The container's automatic triggers, {name, type, op, rec} in name order.
@@ -608,7 +630,7 @@ local function begin(C, name, what, writes)
 end
 
 local function execute(C, name, pk, ...)
-  local ok, err, st = begin(C, name, "a procedure name", true)
+  local ok, err, st = begin(C, name, NAME.p, true)
   if not ok then return nil, err, st end
   local args = pack(...)
   if pk == nil then return nil, "the partition key value is missing", 400 end
@@ -810,7 +832,7 @@ local function put(C, tag, name, mode, rec_text)
   local res, err, st = C.db:call(unpack(redis.fcall_cmd("FCALL", "rg_meta", keys, argv)))
   if res == nil then return nil, err, st end
   C.db.scripts[C.cid] = nil
-  local what = tag == "p" and "procedure" or "trigger"
+  local what = WHAT[tag]
   if res[1] ~= "OK" then
     if res[2] == 409 then return nil, what .. " '" .. name .. "' already exists", 409 end
     if res[2] == 404 and res[3]:find("deleted", 1, true) then
@@ -822,7 +844,7 @@ local function put(C, tag, name, mode, rec_text)
 end
 
 local function check_source(C, tag, name, src)
-  local what = tag == "p" and "procedure" or "trigger"
+  local what = WHAT[tag]
   if type(src) ~= "string" then
     return nil, "the " .. what .. " source must be a string, not " .. type(src), 400
   end
@@ -832,15 +854,17 @@ local function check_source(C, tag, name, src)
   return C.db.stepper:check(what, name, src)
 end
 
-local function proc_put(mode)
+-- c:create_procedure / replace_procedure and the same for user-defined
+-- functions: tag "p" or "u".
+local function source_put(tag, mode)
   return function(C, name, src)
-    local ok, err, st = begin(C, name, "a procedure name", true)
+    local ok, err, st = begin(C, name, NAME[tag], true)
     if not ok then return nil, err, st end
     if mode then
-      ok, err, st = check_source(C, "p", name, src)
+      ok, err, st = check_source(C, tag, name, src)
       if not ok then return nil, err, st end
     end
-    return put(C, "p", name, mode, mode and ("\0\0\0" .. src))
+    return put(C, tag, name, mode, mode and ("\0\0\0" .. src))
   end
 end
 
@@ -909,7 +933,7 @@ local function getter(tag, what)
     local rec
     rec, err, st = record(C, tag, name)
     if not rec then return nil, err, st end
-    if tag == "p" then return rec.source, util.info(nil, 200) end
+    if tag ~= "t" then return rec.source, util.info(nil, 200) end
     return { type = rec.type, operation = rec.op, automatic = rec.automatic,
       source = rec.source }, util.info(nil, 200)
   end
@@ -924,16 +948,22 @@ function Sc.install(M)
   C.patch = patch
   C.write_tx = Sc.write_tx
   C.needs_triggers = Sc.needs_triggers
-  C.create_procedure = proc_put("create")
-  C.replace_procedure = proc_put("replace")
-  C.delete_procedure = deleter("p", "a procedure name")
+  C.create_procedure = source_put("p", "create")
+  C.replace_procedure = source_put("p", "replace")
+  C.delete_procedure = deleter("p", NAME.p)
   C.procedures = names("p")
-  C.procedure = getter("p", "a procedure name")
+  C.procedure = getter("p", NAME.p)
+  C.create_udf = source_put("u", "create")
+  C.replace_udf = source_put("u", "replace")
+  C.delete_udf = deleter("u", NAME.u)
+  C.udfs = names("u")
+  C.udf = getter("u", NAME.u)
+  C.udf_records = udf_records
   C.create_trigger = trig_put("create")
   C.replace_trigger = trig_put("replace")
-  C.delete_trigger = deleter("t", "a trigger name")
+  C.delete_trigger = deleter("t", NAME.t)
   C.triggers = names("t")
-  C.trigger = getter("t", "a trigger name")
+  C.trigger = getter("t", NAME.t)
 end
 
 return Sc

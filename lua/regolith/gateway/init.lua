@@ -176,8 +176,8 @@ end
 local NOT_SUPPORTED = {
   users = "users and permissions are not supported by regolith: the master "
     .. "key is the only credential",
-  offers = "throughput offers are not supported by the gateway: a budget is "
-    .. "set in Lua, with c:set_throughput or db:set_throughput "
+  offers = "throughput offers are not supported by regolith's gateway: a "
+    .. "budget is set in Lua, with c:set_throughput or db:set_throughput "
     .. "(docs/throughput.md); its 429s come through with x-ms-retry-after-ms",
 }
 

@@ -234,8 +234,10 @@ local function udfs(r, id)
   if r.method == "GET" or r.method == "DELETE" then
     fail(404, "Resource Not Found: user-defined function '" .. id .. "'")
   end
-  fail(400, "user-defined functions are not supported by regolith (its SQL "
-    .. "calls no UDFs); stored procedures and triggers are, in Lua")
+  fail(400, "JavaScript user-defined functions are not supported by "
+    .. "regolith's gateway: regolith's UDFs are Lua, created with "
+    .. "c:create_udf (docs/query.md); stored procedures and triggers are "
+    .. "Lua too")
 end
 
 -- Serves `.../<kind>` (id nil) and `.../<kind>/{id}`.
