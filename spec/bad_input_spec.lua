@@ -538,18 +538,26 @@ describe("bad input", function()
     end)
 
     it("accepts only the text it made: a token decoding to the same bytes is refused", function()
-      local qt, ft = tokens()
-      local found = 0
-      for _, pair in ipairs({ { qt, function(t) return c:query("SELECT * FROM c ORDER BY c.n", nil, { max_items = 2, continuation = t }) end },
-                              { ft, function(t) return c:changes{ max_items = 2, continuation = t } end } }) do
-        local variant = same_bytes_variant(pair[1])
-        if variant then
-          found = found + 1
-          assert(pair[2](pair[1]))
-          H.fails(400, pair[2](variant))
+      -- tokens of several lengths (positions at ids, and partition keys,
+      -- of several lengths): at least one of each kind has unused bits
+      for i = 1, 6 do assert(c:upsert({ id = ("u"):rep(i), pk = ("k"):rep(i), n = i })) end
+      local query = function(t) return c:query("SELECT * FROM c", nil, { max_items = 2, continuation = t }) end
+      local feed = function(t) return c:changes{ max_items = 2, continuation = t } end
+      local found = { 0, 0 }
+      for i = 1, 6 do
+        local _, qi = assert(c:query("SELECT * FROM c", nil, { max_items = i }))
+        local _, fi = assert(c:changes{ max_items = 1, partition_key = ("k"):rep(i) })
+        for k, pair in ipairs({ { qi.continuation, query }, { fi.continuation, feed } }) do
+          local variant = pair[1] and same_bytes_variant(pair[1])
+          if variant then
+            found[k] = found[k] + 1
+            assert(pair[2](pair[1]))
+            H.fails(400, pair[2](variant))
+          end
         end
       end
-      assert.is_true(found > 0, "no token with unused bits to alter")
+      assert.is_true(found[1] > 0, "no query token with unused bits to alter")
+      assert.is_true(found[2] > 0, "no feed token with unused bits to alter")
     end)
   end)
 end)
