@@ -334,7 +334,6 @@ powerloss: deps-test
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES)
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --writers 8 --group
 	$(RUN) tools/powerloss.lua --sync lazy --images $(POWERLOSS_IMAGES) --writers 4
-	$(RUN) tools/powerloss.lua --sync none --images $(POWERLOSS_IMAGES) --writers 2
 
 # The hammer: writers, readers and processors in several processes on one
 # database for HAMMER_SECONDS, then verify() and exact counts

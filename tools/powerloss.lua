@@ -26,10 +26,9 @@ would), and checks:
     made, the call in flight at that point applied wholly or not at all;
   - how far that point may be, by sync mode: "full", at least up to the
     last acknowledged call (nothing acknowledged is lost); "lazy", at least
-    up to the last call acknowledged before the log's last flush (every
-    second commit); "none", the same (the log is flushed at checkpoints,
-    at least one a second while a process writes): what was written last
-    may be lost, never to a damaged database.
+    up to the last call acknowledged before the database's last flush;
+    "none", anywhere (what was written last may be lost, never a damaged
+    database).
 It stops at the first image that breaks these, printing why and keeping the
 image; with --expect-loss (the self-test, run with PL_DROP_SYNC=1 so that
 no flush reaches the disk) it succeeds only if some image breaks them.
@@ -189,9 +188,7 @@ local function parse_marks(path)
       local call = by_seq[tonumber(rest)]
       call.outcome = kind
       if kind == "A" then acked_since[call.w] = call.index end
-    elseif (kind == "~S" or kind == "~D") and rest:find("regolith.wal", 1, true) then
-      -- a flush of the log: "lazy" flushes it every second commit, "none"
-      -- at its checkpoints (the data file flushed just before)
+    elseif kind == "~S" or kind == "~D" then
       for w, idx in pairs(acked_since) do flushed[w] = idx end
     end
   end
@@ -242,7 +239,8 @@ local function check_image(dir, c, db)
     end
     local last_acked = 0
     for i, call in ipairs(list) do if call.outcome == "A" then last_acked = i end end
-    local least = opts.sync == "full" and last_acked or (flushed[w] or 0)
+    local least = opts.sync == "full" and last_acked or
+      opts.sync == "lazy" and (flushed[w] or 0) or 0
     local found = wrong == 0 and least == 0
     for i, call in ipairs(list) do
       if found then break end

@@ -408,7 +408,6 @@ int rg_read_begin (rg_env *env, MDB_txn **txn, rg_err *e) {
     return 0;
   }
   if (env->broken) return broken_fail(env, e);
-  if (env->wal) rg_wal_idle(env->wal);
   if (env->rtxn_live) {              /* left live by an interrupted call */
     mdb_txn_reset(env->rtxn);
     env->rtxn_live = 0;

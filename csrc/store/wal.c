@@ -31,7 +31,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "store/env.h"
@@ -43,7 +42,6 @@
 #define LOG_LIMIT    (32u << 20)     /* checkpoint when the log is longer */
 #define CAPTURE_MAX  (64u << 20)     /* a bigger commit checkpoints instead */
 #define GROW         (1u << 20)      /* the log grows by zeros, this much */
-#define PIN_SECONDS  1.0             /* sync "none": a checkpoint this often */
 #define WAL_MAGIC    0x3130304c41574752ull  /* "RGWAL001" */
 #define REC_MAGIC    0x43524752u            /* "RGRC" */
 #define SHM_MAGIC    0x314d485347524752ull  /* "RGRGSHM1" */
@@ -77,9 +75,6 @@ struct rg_wal {
   int recovered;
   int capturing, sync, overflow, failed;
   uint64_t txnid;
-  MDB_env *mdb;
-  MDB_txn *pin;              /* sync "none": a reader at the checkpoint */
-  double pin_at;             /* when it was taken (monotonic seconds) */
   uint32_t nseg;
   rg_buf rec;
   char boot[40];
@@ -446,16 +441,14 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
   uint8_t meta[META_LEN], head[REC_HEAD];
   rg_buf rec;
   int dfd;
-  if (read_header(w->wfd, &h) != 0 || (h.flags & F_CLOSED)) return 0;
+  if (read_header(w->wfd, &h) != 0 || (h.flags & (F_UNLOGGED | F_CLOSED)))
+    return 0;
   snprintf(name, sizeof(name), "%s/data.mdb", path);
   if ((dfd = open(name, O_RDWR | O_CLOEXEC)) < 0) return 0;
   memset(&rec, 0, sizeof(rec));
   last = h.base;
   memcpy(meta, h.meta, META_LEN);
-  /* unlogged commits since the checkpoint: none is replayed, and the
-  ** meta pages go back to the checkpoint's, whose pages no commit since
-  ** could overwrite (their writers held a reader at it) */
-  for (expect = h.base + 1; !(h.flags & F_UNLOGGED); expect++) {
+  for (expect = h.base + 1;; expect++) {
     uint32_t magic, len, nseg, i;
     uint64_t epoch, txnid, sum, zero = 0;
     size_t at = REC_HEAD;
@@ -509,7 +502,6 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
 void rg_wal_close (rg_wal *w) {
   int i;
   if (w == NULL) return;
-  if (w->pin) mdb_txn_abort(w->pin);
   for (i = 0; i < 64; i++) if (reg[i].w == w) reg[i].w = NULL;
   if (w->locked) lock_shared_file(w->sfd, F_UNLCK);
   if (w->sh) munmap(w->sh, sizeof(shared));
@@ -597,7 +589,6 @@ int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
   int i, rc = 0, fd;
   if (mdb_env_get_fd(mdb, &fd) != 0) return rg_fail(e, 500, "no data file");
   w->dfd = fd;
-  w->mdb = mdb;
   mdb_env_stat(mdb, &st);
   w->psize = st.ms_psize;
   if (w->recovered) {
@@ -631,50 +622,6 @@ int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
 ** Transactions
 ** ======================================================================
 */
-static double monotonic (void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void unpin (rg_wal *w) {           /* the handle is kept, reset */
-  if (w->pin && w->pin_at != 0) mdb_txn_reset(w->pin);
-  w->pin_at = 0;
-}
-
-/*
-** Sync "none": commits are neither logged nor flushed, so after a power
-** cut the database is its last checkpoint's, which must still be whole.
-** LMDB rewrites only pages that transactions older than its oldest reader
-** freed; a reader at the checkpoint (taken while the writer lock is held
-** and nothing has committed since it) keeps every page the checkpoint's
-** tree uses out of reach of this process's commits.  Each process making
-** such commits holds its own (another's may go with its process), takes it
-** anew at a checkpoint of its own, at most PIN_SECONDS old, and lets it go
-** at a logged commit or when idle (rg_wal_idle): a reader held back keeps
-** the file from reusing what was freed since.
-*/
-static int pin (rg_wal *w, uint64_t base, rg_err *e) {
-  int rc;
-  unpin(w);
-  rc = w->pin ? mdb_txn_renew(w->pin) : mdb_txn_begin(w->mdb, NULL, MDB_RDONLY, &w->pin);
-  if (rc != 0) {
-    if (w->pin) { mdb_txn_abort(w->pin); w->pin = NULL; }
-    return rg_fail_mdb(e, rc, "a reader at the checkpoint");
-  }
-  if ((uint64_t)mdb_txn_id(w->pin) != base) {
-    unpin(w);
-    return rg_fail(e, 500, "storage failure: the checkpoint at %llu is not the "
-                   "last commit", (unsigned long long)base);
-  }
-  w->pin_at = monotonic();
-  return 0;
-}
-
-void rg_wal_idle (rg_wal *w) {
-  if (w->pin_at != 0 && monotonic() - w->pin_at >= PIN_SECONDS) unpin(w);
-}
-
 int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
   shared *sh = w->sh;
   uint64_t t = (uint64_t)mdb_txn_id(txn), last = t - 1;
@@ -684,13 +631,8 @@ int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
   w->capturing = w->overflow = w->failed = 0;
   w->nseg = 0;
   w->rec.n = 0;
-  if (sync == RG_SYNC_NONE) {
-    if (sh->unlogged && !sh->closed && w->pin_at != 0 && monotonic() - w->pin_at < PIN_SECONDS)
-      return 0;
-    if ((rc = checkpoint(w, last, F_UNLOGGED, e))) return rc;
-    return pin(w, last, e);
-  }
-  unpin(w);                /* a logged commit needs no reader held back */
+  if (sync == RG_SYNC_NONE)              /* not logged: the file is the truth */
+    return sh->unlogged && !sh->closed ? 0 : checkpoint(w, last, F_UNLOGGED, e);
   if (sh->unlogged || sh->closed || sh->next_off > LOG_LIMIT || sh->last_txnid < last ||
       sh->last_txnid > t) {
     if ((rc = checkpoint(w, last, 0, e))) return rc;

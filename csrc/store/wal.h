@@ -31,12 +31,8 @@
 **     reuse needs (a transaction may overwrite pages the commit two before
 **     it freed): never more than the last two commits are unflushed.
 **     Sync "none": commits are not logged; the first such commit after
-**     logged ones checkpoints and marks the log "unlogged", so does one a
-**     second or more after its process's last checkpoint, and the first
-**     logged commit after them checkpoints again.  A process making such
-**     commits holds a reader at its last checkpoint, so that none of them
-**     overwrites a page the checkpoint's tree uses: after a power cut the
-**     meta pages go back to the checkpoint's, and the database is whole.
+**     logged ones checkpoints and marks the log "unlogged", and the first
+**     logged commit after them checkpoints again.
 **   - A process closing the database checkpoints, marked "closed": a
 **     restart then trusts the data file, and the next commit checkpoints
 **     again before it logs.
@@ -76,9 +72,5 @@ int  rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e);
 ** status; end after its commit or abort. */
 int  rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e);
 void rg_wal_end (rg_wal *w);
-/* At a read: lets go of a reader held for sync "none" (above) once it is
-** a second old, so that an idle process does not keep the file from
-** reusing pages; its next such commit checkpoints again. */
-void rg_wal_idle (rg_wal *w);
 
 #endif
