@@ -18,6 +18,7 @@
 #   make gateway-bench the SDK's calls through the gateway beside the same
 #                     calls in Lua inside nginx, with 1, 2 and 4 workers
 #   make crash        kill writers at random moments; nothing may be lost
+#   make powerloss    disk images a power cut could leave, each checked
 #   make hammer       many processes on one database, then exact counts
 #   make fuzz         libFuzzer targets, FUZZ_SECONDS each
 #   make valgrind     every spec under valgrind (slow)
@@ -96,7 +97,7 @@ LUAJIT_INCDIR ?= /usr/include/luajit-2.1
 HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
                  test -f $(LUAJIT_INCDIR)/lua.h && echo yes)
 
-.PHONY: all test test-luajit luajit-build ctest layers tour demo bench check crash hammer \
+.PHONY: all test test-luajit luajit-build ctest layers tour demo bench check crash powerloss hammer \
         fuzz fuzz-build valgrind install clean deps-test deps-bench deps-fuzz \
         openresty explorer explorer-test install-explorer cluster-test gateway \
         gateway-stop gateway-test gateway-bench
@@ -167,7 +168,8 @@ CLUSTER_API_SPECS = $(addprefix spec/,$(addsuffix _spec.lua,items batch patch \
 # spec/cluster and the API specs under Lua 5.4, and under LuaJIT too when
 # it is installed; the fault specs (spec/cluster/faults: nodes killed,
 # slots moved, a primary added and drained) once, under Lua 5.4.  Prints
-# how long the start, the specs and the stop took.
+# how long the start, the specs and the stop took, and after a failure
+# what each node sees and the end of its log.
 cluster-test: deps-test
 	@sh tools/deps.sh $(DEPS_CLUSTER)
 	$(MAKE) all
@@ -187,6 +189,7 @@ endif
 	  busted --lua=luajit --helper=spec/cluster/helper.lua spec/cluster || rc=1; \
 	  REGOLITH_BACKEND=cluster busted --lua=luajit $(CLUSTER_API_SPECS) || rc=1; fi; \
 	t2=$$(date +%s.%N); \
+	[ $$rc = 0 ] || tools/redis-cluster.sh status $$dir; \
 	tools/redis-cluster.sh stop $$dir; \
 	t3=$$(date +%s.%N); \
 	echo "$$t0 $$t1 $$t2 $$t3" | awk '{ printf "cluster-test: start %.1f s, specs %.1f s, stop %.1f s\n", $$2-$$1, $$3-$$2, $$4-$$3 }'; \
@@ -259,9 +262,11 @@ bench: deps-bench
 	$(RUN) examples/bench/feed.lua
 	$(RUN) examples/bench/scripts.lua
 	$(RUN) examples/bench/throughput.lua
+	$(RUN) examples/bench/writers.lua
 	@mkdir -p build/bench
 	$(RUN) examples/blog/bench.lua --scale $(BENCH_SCALE) \
-	  --json build/bench/blog.json
+	  --json build/bench/blog.json --dir build/bench/blog
+	$(RUN) examples/blog/durable.lua --dir build/bench/blog
 
 # regolith in nginx workers under HTTP load, with 1, 2 and 4 workers
 # (examples/openresty/load.sh; OPENRESTY_WORKERS to choose).
@@ -317,6 +322,31 @@ crash: deps-test
 	$(MAKE) all
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync lazy
+
+# The power-loss harness (tools/powerloss.lua): writers run with
+# build/powerloss/shim.so preloaded, which journals every write and flush of
+# the database's files; build/powerloss/image makes the disk images a power
+# cut at random moments could leave (what was flushed, plus any subset of the
+# pages written since, in any order), and each is opened and checked:
+# verify() clean, nothing acknowledged lost under sync "full", and for
+# "lazy" nothing acknowledged before the last flush; with one writer, and
+# with coroutines sharing transactions (group commit).  First the self-test:
+# with every flush dropped (PL_DROP_SYNC=1) the harness must find a loss.
+POWERLOSS_IMAGES ?= 500
+build/powerloss/shim.so: tools/powerloss/shim.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g $(WARN) -D_GNU_SOURCE -shared -fPIC -o $@ $< -ldl
+
+build/powerloss/image: tools/powerloss/image.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g $(WARN) -Wno-format-truncation -D_GNU_SOURCE -o $@ $<
+
+powerloss: deps-test
+	$(MAKE) all build/powerloss/shim.so build/powerloss/image
+	PL_DROP_SYNC=1 $(RUN) tools/powerloss.lua --sync full --images 100 --expect-loss
+	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES)
+	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --writers 8 --group
+	$(RUN) tools/powerloss.lua --sync lazy --images $(POWERLOSS_IMAGES) --writers 4
 
 # The hammer: writers, readers and processors in several processes on one
 # database for HAMMER_SECONDS, then verify() and exact counts

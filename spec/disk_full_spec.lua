@@ -126,6 +126,54 @@ describe("a full disk", function()
     db:close()
   end)
 
+  it("fails a whole group commit with 507 when its transaction meets a full disk, keeping nothing of it", function()
+    if skip then pending(skip) return end
+    local dir = assert(mount("3m"))
+    local db = assert(regolith.open(dir .. "/db", { map_size = 2^20 }))
+    local c = assert(db:create_container("c", { partition_key = "/pk" }))
+    local written = fill(c, 50000)
+    local big = ("g"):rep(150000)
+    local before = assert(c:query("SELECT c.id, c._etag FROM c ORDER BY c.id"))
+    -- db:group: a small write, a raising member, a big write
+    H.fails(507, db:group({
+      function() return c:create({ id = "g-small", pk = "p1", n = 1 }) end,
+      function() error("a member that raises") end,
+      function() return c:create({ id = "g-big", pk = "p2", s = big }) end,
+    }))
+    -- and writers sharing a transaction through group_commit: every one
+    -- gets the 507 as its own write's result
+    local g = db:group_commit()
+    local results, cos = {}, {}
+    for i = 1, 4 do
+      cos[i] = coroutine.create(function()
+        results[i] = { g:run(function()
+          return c:create({ id = "w" .. i, pk = "p" .. i, s = big })
+        end) }
+      end)
+    end
+    for _ = 1, 8 do
+      for i = 1, 4 do
+        if coroutine.status(cos[i]) == "suspended" then assert(coroutine.resume(cos[i])) end
+      end
+    end
+    for i = 1, 4 do
+      assert.is_nil(results[i][1])
+      assert.are.equal(507, results[i][3], results[i][2])
+    end
+    assert.are.equal(1, g:stats().groups)
+    assert.are.same(before, (assert(c:query("SELECT c.id, c._etag FROM c ORDER BY c.id"))))
+    check_all(c, written)
+    assert(db:verify())
+    resize(dir, "16m")
+    local res = assert(db:group({
+      function() return c:create({ id = "g-small", pk = "p1", n = 1 }) end,
+      function() return c:create({ id = "g-big", pk = "p2", s = big }) end,
+    }))
+    assert.is_true(res[1][1] and res[1][2] ~= nil and res[2][2] ~= nil)
+    assert(db:verify())
+    db:close()
+  end)
+
   it("works again once there is room, keeping every acknowledged write", function()
     if skip then pending(skip) return end
     local dir = assert(mount("3m"))

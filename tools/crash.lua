@@ -43,33 +43,9 @@ local PARTS = 6
 
 local function key_of(n) return "k" .. n, "p" .. (n % PARTS) end
 
--- The procedure: two writes in one logical partition, each with its shadow.
-local PAIR = [[
-return function(ctx, a, b, seq)
-  for _, id in ipairs({ a, b }) do
-    assert(ctx:upsert({ id = id, pk = ctx.partition_key, seq = seq,
-                        u = "u" .. seq .. id, pair = seq }))
-    assert(ctx:upsert({ id = "s-" .. id, pk = ctx.partition_key, seq = seq,
-                        shadow = true }))
-  end
-  return true
-end
-]]
-
--- The trigger: after every write of a key, its shadow follows (same
--- transaction), so a key and its shadow always agree.
-local SHADOW = [[
-return function(ctx)
-  local doc = ctx:body()
-  if doc.shadow then return end
-  if ctx.operation == "delete" then
-    ctx:delete("s-" .. doc.id)
-  else
-    assert(ctx:upsert({ id = "s-" .. doc.id, pk = doc.pk, seq = doc.seq,
-                        shadow = true }))
-  end
-end
-]]
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
+local scripts = require "shadow"      -- the procedure and the trigger
+local PAIR, SHADOW = scripts.PAIR, scripts.SHADOW
 
 -- The container, its procedure and trigger, and the copy the processor
 -- keeps: "crash" mirrored into "copy", with a count of the changes applied
@@ -280,6 +256,11 @@ local function parent()
   os.execute("rm -rf '" .. dir .. "'")
   local logfile = dir .. ".log"
   assert(io.open(logfile, "w")):close()   -- a child killed before it logs
+  do  -- the containers and scripts, made here: a kill cannot split them
+    local db = assert(regolith.open(dir, { sync = opts.sync }))
+    spec(db)
+    db:close()
+  end
   local self = arg[0]
   local interp = arg[-1] or "lua5.4"
   math.randomseed(opts.seed)

@@ -5,8 +5,9 @@
 #   tools/redis-cluster.sh start DIR [BASE_PORT]   start, create, wait until ready
 #   tools/redis-cluster.sh stop DIR                stop every server it started
 #   tools/redis-cluster.sh restart DIR [PORT]      restart one node (or all six)
+#   tools/redis-cluster.sh wait DIR [SECONDS]      wait until whole again
+#   tools/redis-cluster.sh status DIR              each node's view and log end
 #   tools/redis-cluster.sh ports DIR               print the six ports
-#   tools/redis-cluster.sh wait DIR                wait until the cluster is whole
 #   tools/redis-cluster.sh add DIR                 start one more primary (no
 #                                                  slots yet) and add it; prints
 #                                                  its port
@@ -118,9 +119,11 @@ wait_ping () {
 }
 
 # Waits until every node says cluster_state:ok and every primary has
-# exactly one replica online (a node started again counts as it rejoins).
+# exactly one replica online (a node started again counts as it rejoins),
+# for at most WAIT_SECONDS of wall time (one round asks every node three
+# questions: on a loaded machine a round takes far longer than its pause).
 wait_ready () {
-  n=0
+  deadline=$((SECONDS + WAIT_SECONDS))
   while :; do
     ready=yes
     for p in "$@"; do
@@ -140,9 +143,19 @@ wait_ready () {
       fi
     done
     [ $ready = yes ] && return 0
-    n=$((n + 1))
-    [ $n -gt $((WAIT_SECONDS * 10)) ] && return 1
+    [ $SECONDS -ge $deadline ] && return 1
     sleep 0.1
+  done
+}
+
+# What each node of DIR ($1) sees and the end of its log, on stderr: printed
+# when the cluster does not become whole, so that a failed run says why.
+describe () {
+  for p in $(ports_of "$1"); do
+    echo "--- node $p: $(live_pid "$1" "$p" >/dev/null && echo running || echo 'not running')" >&2
+    redis-cli -p "$p" cluster info 2>&1 | grep -E 'cluster_state|cluster_slots_(ok|pfail|fail)' >&2
+    redis-cli -p "$p" cluster nodes 2>&1 | sed 's/^/  /' >&2
+    tail -n 15 "$1/$p/redis.log" 2>/dev/null | sed 's/^/  log: /' >&2
   done
 }
 
@@ -181,7 +194,7 @@ stop_all () {
 cmd=${1:-}
 dir=${2:-${RG_CLUSTER_DIR:-}}
 [ -n "$cmd" ] && [ -n "$dir" ] ||
-  die "usage: $0 start|stop|restart|ports|wait|add|remove DIR [PORT]"
+  die "usage: $0 start|stop|restart|wait|status|ports|add|remove DIR [PORT|SECONDS]"
 command -v redis-server >/dev/null 2>&1 ||
   die "redis-server is not installed (apt-get install redis-server redis-tools)"
 
@@ -218,7 +231,8 @@ start)
   redis-cli --cluster create $addrs --cluster-replicas 1 --cluster-yes \
     > "$dir/create.log" 2>&1 || fail "cluster create failed (see $dir/create.log)"
   # shellcheck disable=SC2086
-  wait_ready $ports || fail "the cluster did not become ready in ${WAIT_SECONDS}s"
+  wait_ready $ports ||
+    { describe "$dir"; fail "the cluster did not become ready in ${WAIT_SECONDS}s"; }
   if [ -n "${RG_CLUSTER_OWNER:-}" ]; then
     owner=$RG_CLUSTER_OWNER
     (
@@ -241,8 +255,20 @@ restart)
   done
   # shellcheck disable=SC2086
   wait_ping "$dir" $ports || die "a server did not start again"
+  # shellcheck disable=SC2086
+  wait_ready $(ports_of "$dir") ||
+    { describe "$dir"; die "the cluster did not become ready again in ${WAIT_SECONDS}s"; }
+  ;;
+wait)
+  dir=$(abs_dir "$dir") || exit 1
+  WAIT_SECONDS=${3:-$WAIT_SECONDS}
   # shellcheck disable=SC2046
-  wait_ready $(ports_of "$dir") || die "the cluster did not become ready again"
+  wait_ready $(ports_of "$dir") ||
+    { describe "$dir"; die "the cluster is not whole after ${WAIT_SECONDS}s"; }
+  ;;
+status)
+  dir=$(abs_dir "$dir") || exit 1
+  describe "$dir" 2>&1
   ;;
 ports)
   ports_of "$dir"
@@ -282,12 +308,7 @@ remove)
   grep -vx "$port" "$dir/extra_ports" > "$dir/extra_ports.new"
   mv "$dir/extra_ports.new" "$dir/extra_ports"
   ;;
-wait)
-  dir=$(abs_dir "$dir") || exit 1
-  # shellcheck disable=SC2046
-  wait_ready $(ports_of "$dir") || die "the cluster did not become whole"
-  ;;
 *)
-  die "unknown command '$cmd' (start, stop, restart, ports, wait, add, remove)"
+  die "unknown command '$cmd' (start, stop, restart, wait, status, ports, add, remove)"
   ;;
 esac

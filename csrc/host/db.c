@@ -348,6 +348,97 @@ static int db_purge_expired (lua_State *L) {
   rgl_push_info(L, &work, 200);
   return 2;
 }
+
+/*
+** db:group(fns) -> results, info | nil, msg, status
+**
+** Group commit: runs every function of the array fns in one write
+** transaction, each in a savepoint of its own, and commits once.  A member
+** that raises has its writes rolled back alone and the others go on; a
+** write that fails inside a member rolls back alone, as it always does.
+** results[i] is { true, <what fns[i] returned>, n = ... } or { false,
+** <the error>, n = 2 }.  When the transaction cannot commit (a full disk:
+** 507) or a storage failure ends it, nothing of any member is kept and the
+** call fails as one.  Members must not yield (the transaction is open) and
+** must be rerunnable (a map that runs out of room runs them all again).
+*/
+typedef struct group_q {
+  lua_State *L;
+  rg_db *d;
+  int n, i;
+} group_q;
+
+/* Stores in results (index 3) at i: { ok, values from `from` to top }. */
+static void group_result (lua_State *L, int i, int ok, int from) {
+  int k, top = lua_gettop(L);
+  lua_createtable(L, top - from + 2, 1);
+  lua_pushboolean(L, ok);
+  lua_rawseti(L, -2, 1);
+  for (k = from; k <= top; k++) {
+    lua_pushvalue(L, k);
+    lua_rawseti(L, -2, k - from + 2);
+  }
+  lua_pushinteger(L, top - from + 2);
+  lua_setfield(L, -2, "n");
+  lua_rawseti(L, 3, i);
+  lua_settop(L, from - 1);
+}
+
+static int member_body (rg_scope *s, void *ud, rg_err *e) {
+  group_q *q = (group_q *)ud;
+  lua_State *L = q->L;
+  int top = lua_gettop(L);
+  (void)s; (void)e;
+  lua_rawgeti(L, 2, q->i);
+  lua_call(L, 0, LUA_MULTRET);
+  group_result(L, q->i, 1, top + 1);
+  return 0;
+}
+
+static int group_body (rg_scope *s, void *ud, rg_err *e) {
+  group_q *q = (group_q *)ud;
+  lua_State *L = q->L;
+  int i, rc;
+  (void)s;
+  for (i = 1; i <= q->n; i++) {        /* a rerun starts afresh */
+    lua_pushnil(L);
+    lua_rawseti(L, 3, i);
+  }
+  for (i = 1; i <= q->n; i++) {
+    q->i = i;
+    rc = rg_scope_run(q->d->env, rgl_protect, L, q->d->sync, 1, member_body,
+                      q, e);
+    if (rc == RG_RAISED)               /* the error is on top */
+      group_result(L, i, 0, lua_gettop(L));
+    else if (rc) return rc;            /* the transaction failed: all fail */
+  }
+  return 0;
+}
+
+static int db_group (lua_State *L) {
+  rg_db *d = rgl_checkdb(L, 1);
+  group_q q;
+  rg_err e;
+  int i;
+  luaL_checktype(L, 2, LUA_TTABLE);
+  q.n = (int)rg_rawlen(L, 2);
+  for (i = 1; i <= q.n; i++) {
+    lua_rawgeti(L, 2, i);
+    if (!lua_isfunction(L, -1))
+      return luaL_error(L, "group: member %d is not a function", i);
+    lua_pop(L, 1);
+  }
+  if (d->readonly) return readonly_fail(L);
+  lua_settop(L, 2);
+  lua_createtable(L, q.n, 0);          /* 3: the results */
+  q.L = L;
+  q.d = d;
+  if (rgl_scope_run(L, d->env, d->sync, 0, group_body, &q, &e))
+    return rgl_push_fail(L, &e);
+  lua_settop(L, 3);
+  rgl_push_info(L, NULL, 200);
+  return 2;
+}
 /* }===================================================================== */
 
 
@@ -421,6 +512,7 @@ void rgl_db_open (lua_State *L) {
     {"backup", db_backup},
     {"purge_expired", db_purge_expired},
     {"verify", db_verify},
+    {"group", db_group},
     {NULL, NULL}
   };
   static const luaL_Reg db_meta[] = {

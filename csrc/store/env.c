@@ -66,6 +66,7 @@
 #include "store/env_int.h"
 #include "store/hooks.h"
 #include "store/throughput.h"
+#include "store/wal.h"
 
 #define DEFAULT_MAP   (64u << 20)
 #define MAP_QUANTUM   (1u << 20)
@@ -316,6 +317,8 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   env->ino = (unsigned long)st.st_ino;
   env->readonly = o->readonly;
   env->refs = 1;
+  /* before LMDB reads the file: the log, replayed after a restart */
+  if ((rc = rg_wal_open(path, o->readonly, &env->wal, e))) goto fail;
   if ((rc = mdb_env_create(&env->mdb))) goto fail_mdb;
   mdb_env_set_maxdbs(env->mdb, RG_NDB + 4);
   mdb_env_set_maxreaders(env->mdb, MAX_READERS);
@@ -326,6 +329,7 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   mdb_env_info(env->mdb, &info);
   env->map_size = info.me_mapsize;
   if ((rc = init_tables(env, 0, e))) goto fail;
+  if (env->wal && (rc = rg_wal_attach(env->wal, env->mdb, e))) goto fail;
   if ((rc = rg_tp_attach(env, e))) goto fail;
   env->next = envs;
   envs = env;
@@ -335,6 +339,7 @@ fail_mdb:
   rc = rg_fail(e, rc == EACCES ? 403 : rc == ENOSPC || rc == EDQUOT ? 507 : 500,
                "cannot open database '%s': %s", path, mdb_strerror(rc));
 fail:
+  rg_wal_close(env->wal);
   if (env->rtxn) mdb_txn_abort(env->rtxn);
   if (env->mdb) mdb_env_close(env->mdb);
   free(env->path);
@@ -350,6 +355,15 @@ void rg_env_release (rg_env *env) {
   if (env->hooks && env->hooks->release) env->hooks->release(env->hook_state);
   rg_tp_detach(env);
   if (env->rtxn) mdb_txn_abort(env->rtxn);
+  if (env->wal && !env->readonly && !env->broken) {   /* the log, closed */
+    MDB_txn *txn;
+    rg_err e;
+    if (mdb_txn_begin(env->mdb, NULL, 0, &txn) == 0) {
+      rg_wal_closing(env->wal, txn, &e);
+      mdb_txn_abort(txn);
+    }
+  }
+  rg_wal_close(env->wal);
   mdb_env_close(env->mdb);
   free(env->path);
   free(env);
@@ -481,9 +495,11 @@ static int grow_map (rg_env *env, size_t need, rg_err *e) {
   return 0;
 }
 
+/* With a log, LMDB never flushes: the log (or a checkpoint) does. */
 static void set_sync (rg_env *env, int sync) {
   mdb_env_set_flags(env->mdb, MDB_NOSYNC | MDB_NOMETASYNC, 0);
-  if (sync == RG_SYNC_LAZY) mdb_env_set_flags(env->mdb, MDB_NOMETASYNC, 1);
+  if (env->wal) mdb_env_set_flags(env->mdb, MDB_NOSYNC, 1);
+  else if (sync == RG_SYNC_LAZY) mdb_env_set_flags(env->mdb, MDB_NOMETASYNC, 1);
   else if (sync == RG_SYNC_NONE) mdb_env_set_flags(env->mdb, MDB_NOSYNC, 1);
 }
 
@@ -616,26 +632,29 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
     if (grow_map(env, env->map_size / 4, e) && env->broken) return 507;
     set_sync(env, sync);
     if ((rc = txn_begin(env, 0, &s.txn, e))) return rc;
+    if (env->wal && (rc = rg_wal_begin(env->wal, s.txn, sync, e))) {
+      mdb_txn_abort(s.txn);
+      rg_wal_end(env->wal);
+      return rc;
+    }
     env->scope = &s;
     t.s = &s;
     t.status = 0;
     rc = call_body(protect, host, &t);
     env->scope = NULL;
     rg_buf_free(&s.undo);
-    if (rc) {
+    if (rc || s.map_full || t.status != 0 || s.failed) {
       mdb_txn_abort(s.txn);
-      return RG_RAISED;
+      if (env->wal) rg_wal_end(env->wal);
     }
+    if (rc) return RG_RAISED;
     if (s.map_full) {
-      mdb_txn_abort(s.txn);
       if ((rc = grow_map(env, env->map_size, e))) return rc;
       continue;
     }
-    if (t.status != 0 || s.failed) {
-      mdb_txn_abort(s.txn);
-      return t.status ? t.status : s.failed;
-    }
+    if (t.status != 0 || s.failed) return t.status ? t.status : s.failed;
     rc = mdb_txn_commit(s.txn);
+    if (env->wal) rg_wal_end(env->wal);
     if (rc == MDB_MAP_FULL) {
       if ((rc = grow_map(env, env->map_size, e))) return rc;
       continue;

@@ -22,6 +22,7 @@ struct rg_env {
   rg_scope *scope;          /* the write scope running now, if any */
   int broken;               /* a remap failed (errno): unusable until reopened */
   uint8_t secret[16];       /* keys continuation tokens to this database */
+  struct rg_wal *wal;       /* the write-ahead log (wal.h), or NULL */
   const struct rg_hooks *hooks;    /* upward calls (hooks.h), or NULL */
   void *hook_state;
   struct rg_tpfile *tp;     /* the throughput budgets (throughput.c), or NULL */

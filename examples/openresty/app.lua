@@ -45,6 +45,7 @@ local PUMP_EVERY = 0.05        -- seconds between two timer ticks
 local PUMP_SLICE = 0.05        -- at most this long pumping in one tick
 
 local db, model                -- this worker's
+local group                    -- its writers' shared transactions, or nil
 local busy = false             -- a tick is pumping (ticks do not overlap)
 
 -- {=====================================================================
@@ -100,6 +101,7 @@ function M.init_worker()
     return
   end
   model = m
+  if os.getenv("REGOLITH_GROUP") ~= "0" then group = db:group_commit() end
   local timer_ok, terr = ngx.timer.every(PUMP_EVERY, pump)
   if not timer_ok then ngx.log(ngx.ERR, "cannot start the pump: ", terr) end
 end
@@ -128,13 +130,17 @@ local function body_object()
   return v
 end
 
--- A handler taking the body, with `field` of it set from the path.
+-- A handler taking the body, with `field` of it set from the path.  The
+-- write requests in flight in this worker share transactions (group
+-- commit): the first to come yields once, so that the others ready to run
+-- join it, and one commit, one flush, serves them all.
 local function with_body(method, field)
   return function(id)
     local body, msg, status = body_object()
     if not body then return nil, msg, status end
     if field then body[field] = id end
-    return model[method](model, body)
+    if not group then return model[method](model, body) end
+    return group:run(function() return model[method](model, body) end)
   end
 end
 

@@ -14,7 +14,8 @@
 #
 # Settings (environment): PORT (8089), DURATION (10 s), CONNECTIONS (16),
 # THREADS (2), SCALE (0.0002: 20 users), SYNC ("full"), MIX ("" for the
-# mix, "reads" for its reads alone).
+# mix, "reads" for its reads alone), GROUP (1: the write requests of a
+# worker share transactions through db:group_commit; 0: each its own).
 set -eu
 
 cd "$(dirname "$0")/../.."
@@ -27,6 +28,7 @@ THREADS=${THREADS:-2}
 SCALE=${SCALE:-0.0002}
 SYNC=${SYNC:-full}
 MIX=${MIX:-}
+GROUP=${GROUP:-1}
 WORKERS=${*:-1 2 4}
 URL=http://127.0.0.1:$PORT
 DB=$PREFIX/data/blog
@@ -44,7 +46,7 @@ make -s all LUA=luajit
 
 export LUA_PATH="$PREFIX/?.lua;$ROOT/examples/?.lua;$ROOT/lua/?.lua;$ROOT/lua/?/init.lua;;"
 export LUA_CPATH="$ROOT/build/lua5.4/?.so;;"
-export REGOLITH_DB=$DB REGOLITH_SYNC=$SYNC
+export REGOLITH_DB=$DB REGOLITH_SYNC=$SYNC REGOLITH_GROUP=$GROUP
 
 # As root, nginx would run its workers as nobody, who could not write the
 # database the loader creates: keep them as the invoking user.
@@ -104,7 +106,7 @@ $(printf '%-8s %s' "$n" "$line")"
 done
 
 echo
-echo "== summary ($(nproc) cores; latencies in ms; sync = $SYNC;" \
+echo "== summary ($(nproc) cores; latencies in ms; sync = $SYNC; group = $GROUP;" \
   "${MIX:-mix} of ${DURATION} s, $CONNECTIONS connections)"
 printf '%-8s %s\n' "workers" "results"
 echo "$SUMMARY" | sed '/^$/d'

@@ -40,7 +40,8 @@ describe("cluster database", function()
 
   it("says what it cannot do with 501", function()
     for _, r in ipairs({ { db:backup("/tmp/x") }, { db:replace_container("c", {}) },
-                         { db:set_throughput(1000) },
+                         { db:set_throughput(1000) }, { db:group({ function() end }) },
+                         { db:group_commit() },
                          { db:create_container("t", { partition_key = "/pk", throughput = 400 }) } }) do
       assert.is_nil(r[1])
       assert.are.equal(501, r[3])

@@ -61,16 +61,34 @@ function C.stop()
   end
 end
 
--- For the top of each describe block: true when the cluster runs; else
--- it marks the block pending (busted's `pending`, passed in) with why.
+-- Raises unless the cluster is whole (every node ok, every primary with
+-- its replica online) within `seconds` (90): a file's specs start from a
+-- whole cluster, whatever the one before did to it, and a cluster that
+-- stays broken fails with what each node sees rather than with the
+-- CLUSTERDOWN of whichever spec comes next.
+function C.whole(seconds)
+  if not C.dir then return end
+  local out, ok = sh("tools/redis-cluster.sh wait " .. C.dir .. " " .. (seconds or 90))
+  if not ok then error("the cluster is not whole:\n" .. out, 2) end
+end
+
+-- For the top of each describe block: true when the cluster runs (and is
+-- whole); else it marks the block pending (busted's `pending`, passed in)
+-- with why.
 function C.ready(pending)
   local seeds, why = C.ensure()
   if not seeds then pending("no Redis Cluster: " .. why) end
+  if seeds then C.whole() end
   return seeds ~= nil
 end
 
--- A client on the cluster, with the regolith library loaded.
+-- A client on the cluster, with the regolith library loaded.  The specs'
+-- clients retry for 30 s (the library's default is 10): on a loaded
+-- machine a node can miss the node timeout and be failed over in the
+-- middle of a spec, and the cluster is down until its replica takes over.
 function C.client(opts)
+  opts = opts or {}
+  if opts.retry_seconds == nil then opts.retry_seconds = 30 end
   local c = assert(redis.connect(C.seeds, opts))
   assert(layout.ensure_library(c))
   return c

@@ -374,6 +374,10 @@ end
 
 Db.replace_container = unavailable("replace_container",
   "rebuilding a container's indexes in place would need every bucket at once")
+Db.group = unavailable("group", "one transaction cannot span the slots of " ..
+  "several partitions; each write commits alone")
+Db.group_commit = unavailable("group_commit", "one transaction cannot span " ..
+  "the slots of several partitions; each write commits alone")
 
 -- db:set_throughput(nil) -> true: there is no budget to clear; a budget
 -- is 501 (throughput budgets are a local database's, docs/throughput.md).

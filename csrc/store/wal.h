@@ -1,0 +1,76 @@
+/*
+** wal.h: the write-ahead log that makes a durable commit one contiguous
+** append and one flush (store/wal.c; docs/guarantees.md).
+**
+** LMDB writes a transaction's pages where the last commit does not look,
+** then its meta page, and flushes twice; the pages are scattered, and each
+** scattered page in a flush costs far more than a contiguous one.  With
+** the log, LMDB runs without flushing (MDB_NOSYNC), and every page it
+** writes for a transaction is also copied into one record appended to the
+** log file (<dir>/regolith.wal), which is flushed once, before the meta
+** page goes to the data file.  The data file is flushed only at
+** checkpoints (when the log fills, when a commit cannot be logged, when a
+** writer finds the log behind), after which the log starts over.  After a
+** power loss, the first process to open the database copies the records
+** of the log, in order, over the data file (the pages as they were
+** committed), and then sets both meta pages to the last record's.
+**
+** What is shared by the processes using the database lives in a small
+** mapped file (<dir>/regolith.shm) that is never flushed, stamped with the
+** boot's identity: a process that finds it stamped by another boot (or
+** missing) knows the machine restarted, and recovers.
+**
+** Invariants:
+**   - A record holds every page LMDB wrote for its transaction (page
+**     images trimmed of the unused middle of branch and leaf pages), the
+**     meta page last; records have consecutive transaction ids from the
+**     checkpoint's, a checksum, and the checkpoint's epoch.
+**   - Sync "full": a commit's record is flushed before its meta page is
+**     written, so before the call returns.  Sync "lazy": the log is
+**     flushed at least every second commit, which is what LMDB's page
+**     reuse needs (a transaction may overwrite pages the commit two before
+**     it freed): never more than the last two commits are unflushed.
+**     Sync "none": commits are not logged; the first such commit after
+**     logged ones checkpoints and marks the log "unlogged", and the first
+**     logged commit after them checkpoints again.
+**   - A process closing the database checkpoints, marked "closed": a
+**     restart then trusts the data file, and the next commit checkpoints
+**     again before it logs.
+**   - Only the store sees LMDB's writes: liblmdb's calls to pwrite and
+**     writev are routed through wal.c (its import table is patched once
+**     per process); writes to files that are not a database's data file,
+**     or made outside a write scope, go straight through.  Where that is
+**     not possible (LMDB linked statically, no boot identity), there is no
+**     log and the sync modes are LMDB's own.
+*/
+
+#ifndef rg_wal_h
+#define rg_wal_h
+
+#include <lmdb.h>
+
+#include "base/support.h"
+
+typedef struct rg_wal rg_wal;
+
+/* Before LMDB opens the directory: joins the processes using it, and when
+** this is the first open since the machine started, replays the log into
+** the data file (a read-only open too, when it may write the files).
+** *out is NULL (and 0 returned) when there is no log. */
+int  rg_wal_open (const char *path, int readonly, rg_wal **out, rg_err *e);
+/* After LMDB opened it (and its tables exist): starts logging its data
+** file, from a checkpoint when this process recovered. */
+int  rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e);
+void rg_wal_close (rg_wal *w);
+/* When a process lets the database go, with the writer lock held (txn, a
+** write transaction it aborts after): a checkpoint marked "closed", so that
+** until the next logged commit the data file alone is the truth (another
+** LMDB program may then write it, and a restart replays nothing over it). */
+int  rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e);
+
+/* Around one write transaction: begin (after mdb_txn_begin) returns 0 or a
+** status; end after its commit or abort. */
+int  rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e);
+void rg_wal_end (rg_wal *w);
+
+#endif

@@ -1,0 +1,117 @@
+-- The write-ahead log (docs/guarantees.md, Power loss and OS crashes): a
+-- database directory as a restart would find it (the data file as of the
+-- last checkpoint, the log as written, no shared file) opens holding every
+-- logged commit, and a record cut short ends the replay cleanly.  The
+-- power-loss harness (make powerloss) tries thousands of such directories;
+-- this spec keeps the mechanism under every make test.
+local regolith = require "regolith"
+local H = require "helper"
+
+local function copy(from, to, name)
+  assert(H.execute(("cp '%s/%s' '%s/%s'"):format(from, name, to, name)))
+end
+
+local function u32(s, at)        -- little-endian, 1-based (LuaJIT too)
+  local a, b, c, d = s:byte(at, at + 3)
+  return a + b * 256 + c * 65536 + d * 16777216
+end
+
+-- The offsets of the log's records, in order: they start at 8 KiB, each
+-- with "RGRC" and its length; the first that is not one ends the list.
+local function records(path)
+  local f = assert(io.open(path, "rb"))
+  local all = f:read("*a")
+  f:close()
+  local list, at = {}, 8192
+  while all:sub(at + 1, at + 4) == "RGRC" do
+    list[#list + 1] = at
+    at = at + u32(all, at + 5)
+  end
+  return list
+end
+
+describe("the write-ahead log", function()
+  after_each(H.cleanup)
+
+  it("lives beside the data file", function()
+    local db, path = H.open()
+    local c = assert(db:create_container("c", { partition_key = "/pk" }))
+    assert(c:create({ id = "a", pk = "p" }))
+    db:close()
+    for _, name in ipairs({ "data.mdb", "regolith.wal", "regolith.shm" }) do
+      assert(io.open(path .. "/" .. name), name .. " is missing"):close()
+    end
+  end)
+
+  for _, sync in ipairs({ "full", "lazy" }) do
+    it("is replayed after a restart, up to its last whole record (sync " .. sync .. ")", function()
+      local db, path = H.open({ sync = sync })
+      local c = assert(db:create_container("c", { partition_key = "/pk" }))
+      assert(c:create({ id = "before", pk = "p" }))
+      db:close()
+      -- reopened: the open checkpoints, so this data file is durable
+      db = assert(regolith.open(path, { sync = sync }))
+      c = assert(db:container("c"))
+      local base = H.tmpdir()
+      assert(H.execute("mkdir -p '" .. base .. "'"))
+      copy(path, base, "data.mdb")
+      for i = 1, 20 do
+        assert(c:upsert({ id = "i" .. i, pk = "p" .. (i % 3), n = i,
+                          s = ("x"):rep(i * 50) }))
+      end
+      assert(c:delete("before", "p"))
+      local recs = records(path .. "/regolith.wal")
+      local thirteenth = recs[#recs - 21 + 13]   -- 20 upserts, 1 delete last
+      -- the restart: the data file as it was, the log as it is now, and no
+      -- shared file (it is never flushed)
+      local all = H.tmpdir()
+      assert(H.execute("mkdir -p '" .. all .. "'"))
+      copy(base, all, "data.mdb")
+      copy(path, all, "regolith.wal")
+      -- and one whose log was cut inside the record of the 13th write
+      local cut = H.tmpdir()
+      assert(H.execute("mkdir -p '" .. cut .. "'"))
+      copy(base, cut, "data.mdb")
+      copy(path, cut, "regolith.wal")
+      db:close()
+      assert(H.execute(("truncate -s %d '%s/regolith.wal'"):format(
+        thirteenth + 100, cut)))
+
+      local r = assert(regolith.open(all, { sync = sync }))
+      assert(r:verify())
+      local rc = assert(r:container("c"))
+      for i = 1, 20 do assert.are.equal(i, assert(rc:read("i" .. i, "p" .. (i % 3))).n) end
+      H.fails(404, rc:read("before", "p"))
+      r:close()
+
+      r = assert(regolith.open(cut, { sync = sync }))
+      assert(r:verify())
+      rc = assert(r:container("c"))
+      for i = 1, 12 do assert.are.equal(i, assert(rc:read("i" .. i, "p" .. (i % 3))).n) end
+      for i = 13, 20 do H.fails(404, rc:read("i" .. i, "p" .. (i % 3))) end
+      assert(rc:read("before", "p"))
+      -- and it goes on from there
+      assert(rc:create({ id = "after", pk = "p" }))
+      assert(r:verify())
+      r:close()
+    end)
+  end
+
+  it("trusts the data file after a clean close: another LMDB program's writes survive a restart", function()
+    local poke = "build/tools/lmdb_poke"
+    assert(H.execute("env -u LD_PRELOAD make -s " .. poke))
+    local db, path = H.open()
+    local c = assert(db:create_container("c", { partition_key = "/pk" }))
+    for i = 1, 10 do assert(c:create({ id = "i" .. i, pk = "p" })) end
+    db:close()
+    -- another program deletes an item's entry, LMDB's own way
+    assert(H.execute(("env -u LD_PRELOAD %s '%s' items del-first"):format(poke, path)))
+    -- the restart: the shared file is gone
+    assert(os.remove(path .. "/regolith.shm"))
+    db = assert(regolith.open(path))
+    local ok, report = db:verify()
+    assert.is_nil(ok)                    -- the deletion is still there
+    assert.matches("item", report)
+    db:close()
+  end)
+end)
