@@ -95,10 +95,16 @@ H.cluster = H.backend == "cluster"
 local cluster_dbs = {}
 local fresh = 0
 
--- The URL of a fresh database on the cluster.
+-- The URL of a fresh database on the cluster; the first one of a spec
+-- file waits until the cluster is whole (whatever ran before left it).
+local whole
 function H.cluster_url()
   local C = require "cluster.support"
   local seeds = assert(C.ensure())
+  if not whole then
+    C.whole()
+    whole = true
+  end
   fresh = fresh + 1
   return ("redis://%s/h%d_%d_%d"):format(seeds, os.time(), math.random(1e6), fresh)
 end
