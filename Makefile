@@ -347,6 +347,7 @@ powerloss: deps-test
 	PL_DROP_SYNC=1 $(RUN) tools/powerloss.lua --sync full --images 100 --expect-loss
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES)
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --writers 8 --group
+	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --procs 4
 	$(RUN) tools/powerloss.lua --sync lazy --images $(POWERLOSS_IMAGES) --writers 4
 
 # The hammer: writers, readers and processors in several processes on one

@@ -654,7 +654,11 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
     }
     if (t.status != 0 || s.failed) return t.status ? t.status : s.failed;
     rc = mdb_txn_commit(s.txn);
-    if (env->wal) rg_wal_end(env->wal);
+    if (env->wal) {
+      int st = rc == 0 ? rg_wal_durable(env->wal, e) : 0;
+      rg_wal_end(env->wal);
+      if (st) return st;
+    }
     if (rc == MDB_MAP_FULL) {
       if ((rc = grow_map(env, env->map_size, e))) return rc;
       continue;

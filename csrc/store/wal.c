@@ -22,6 +22,7 @@
 */
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -64,6 +65,12 @@ typedef struct shared {
   char boot[40];
   uint64_t epoch, next_off, base, last_txnid, last_start, synced, size;
   uint32_t unlogged, closed;
+  /* guards `synced` and `gen`, which a process flushing the log after its
+  ** commit (outside the writer lock) updates; `gen` changes whenever
+  ** records may be unmade (a checkpoint, a repair), so that a flush that
+  ** began before does not vouch for records written after */
+  pthread_mutex_t mu;
+  uint64_t gen;
 } shared;
 
 struct rg_wal {
@@ -74,6 +81,7 @@ struct rg_wal {
   int readonly;              /* recovers, never logs */
   int recovered;
   int capturing, sync, overflow, failed;
+  int pending;               /* sync "full": its record is not flushed yet */
   uint64_t txnid;
   uint32_t nseg;
   rg_buf rec;
@@ -201,8 +209,51 @@ static int grow_log (rg_wal *w, uint64_t to) {
   return 0;
 }
 
-/* Appends the record of transaction w->txnid, flushed as its sync mode
-** asks.  0, or -1 (errno) when it could not be made. */
+static void lock_mu (shared *sh) {
+  if (pthread_mutex_lock(&sh->mu) == EOWNERDEAD)   /* died holding it: */
+    pthread_mutex_consistent(&sh->mu);              /* two words, no harm */
+}
+
+/* With the writer lock held: the log is flushed up to `txnid` (a flush
+** under the lock, a checkpoint), or records from after `txnid` on may be
+** unmade (`unmade`, a repair): flushes begun before vouch for nothing. */
+static void set_synced (shared *sh, uint64_t txnid, int unmade) {
+  lock_mu(sh);
+  sh->synced = txnid;
+  if (unmade) sh->gen++;
+  pthread_mutex_unlock(&sh->mu);
+}
+
+static uint64_t synced (shared *sh) {
+  uint64_t t;
+  lock_mu(sh);
+  t = sh->synced;
+  pthread_mutex_unlock(&sh->mu);
+  return t;
+}
+
+/* Flushes the log: afterwards every record appended before it is on the
+** disk.  0, or -1 (errno). */
+static int flush_log (rg_wal *w) {
+  shared *sh = w->sh;
+  uint64_t gen, upto;
+  lock_mu(sh);
+  gen = sh->gen;
+  upto = __atomic_load_n(&sh->last_txnid, __ATOMIC_ACQUIRE);
+  pthread_mutex_unlock(&sh->mu);
+  if (fdatasync(w->wfd) != 0) return -1;
+  lock_mu(sh);
+  if (sh->gen == gen && sh->synced < upto) sh->synced = upto;
+  pthread_mutex_unlock(&sh->mu);
+  return 0;
+}
+
+/* Appends the record of transaction w->txnid, unflushed: a record of sync
+** "full" is flushed after the commit, outside the writer lock
+** (rg_wal_durable), so that other processes commit while it flushes and
+** one flush serves every record appended before it; the log is also
+** flushed before a transaction when it is more than two behind
+** (rg_wal_begin).  0, or -1 (errno) when it could not be made. */
 static int append_record (rg_wal *w) {
   shared *sh = w->sh;
   uint8_t *r = (uint8_t *)w->rec.p;
@@ -221,12 +272,9 @@ static int append_record (rg_wal *w) {
   if (off + len > sh->size && grow_log(w, off + len) != 0) return -1;
   if (pwrite(w->wfd, r, len, (off_t)off) != (ssize_t)len) return -1;
   sh->last_start = off;
-  sh->last_txnid = w->txnid;
+  __atomic_store_n(&sh->last_txnid, w->txnid, __ATOMIC_RELEASE);
   sh->next_off = off + len;
-  if (w->sync == RG_SYNC_FULL || sh->synced + 1 < w->txnid) {
-    if (fdatasync(w->wfd) != 0) return -1;
-    sh->synced = w->txnid;
-  }
+  w->pending = w->sync == RG_SYNC_FULL && synced(sh) < w->txnid;
   return 0;
 }
 
@@ -252,6 +300,12 @@ static int checkpoint (rg_wal *w, uint64_t base, unsigned flags, rg_err *e) {
   shared *sh = w->sh;
   header h;
   memset(&h, 0, sizeof(h));
+  /* the records first: until the new header is on the disk the old one
+  ** rules, and a replay from it over the flushed data file must reach the
+  ** last commit, or it would set the meta pages back behind what the data
+  ** file's flush made durable */
+  if (synced(sh) < sh->last_txnid && flush_log(w) != 0)
+    return fail_errno(e, "flushing the", "regolith.wal");
   if (fdatasync(w->dfd) != 0) return fail_errno(e, "flushing the data file for the", "checkpoint");
   if (read_meta(w->dfd, w->psize, base, h.meta) != 0)
     return rg_fail(e, 500, "storage failure: checkpoint: no meta page holds "
@@ -267,7 +321,8 @@ static int checkpoint (rg_wal *w, uint64_t base, unsigned flags, rg_err *e) {
       fdatasync(w->wfd) != 0)
     return fail_errno(e, "writing the", "checkpoint");
   sh->epoch = h.epoch;
-  sh->base = sh->last_txnid = sh->synced = base;
+  sh->base = sh->last_txnid = base;
+  set_synced(sh, base, 1);
   sh->next_off = REC_START;
   sh->last_start = 0;
   sh->unlogged = (flags & F_UNLOGGED) != 0;
@@ -595,7 +650,13 @@ int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
     shared *sh = w->sh;
     header h;
     mdb_env_info(mdb, &info);
+    pthread_mutexattr_t ma;
     memset(sh, 0, sizeof(*sh));
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&sh->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
     sh->epoch = read_header(w->wfd, &h) == 0 ? h.epoch : 0;
     sh->size = fstat(w->wfd, &fs) == 0 ? (uint64_t)fs.st_size : 0;
     rc = checkpoint(w, (uint64_t)info.me_last_txnid, 0, e);
@@ -628,7 +689,7 @@ int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
   int rc;
   w->txnid = t;
   w->sync = sync;
-  w->capturing = w->overflow = w->failed = 0;
+  w->capturing = w->overflow = w->failed = w->pending = 0;
   w->nseg = 0;
   w->rec.n = 0;
   if (sync == RG_SYNC_NONE)              /* not logged: the file is the truth */
@@ -646,8 +707,16 @@ int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
       return fail_errno(e, "repairing the", "log");
     sh->next_off = sh->last_start;
     sh->last_txnid = last;
-    if (sh->synced > last) sh->synced = last;
+    set_synced(sh, sh->synced > last ? last : sh->synced, 1);
   }
+  /* LMDB may rewrite pages that the transaction two before this one
+  ** freed: the replay must reach at least that one */
+  if (synced(sh) + 2 < t && flush_log(w) != 0) return fail_errno(e, "flushing the", "regolith.wal");
+  /* room for the record, made before anything is written: on a full disk
+  ** the transaction fails here, whole, rather than at its commit, when
+  ** LMDB has made it and only a checkpoint could make it durable */
+  if (sh->next_off + GROW > sh->size && grow_log(w, sh->next_off + GROW) != 0)
+    return fail_errno(e, "growing the", "regolith.wal");
   if (rg_buf_reserve(&w->rec, REC_HEAD) != 0) return rg_fail(e, 500, "out of memory");
   w->rec.n = REC_HEAD;
   w->capturing = 1;
@@ -658,6 +727,17 @@ int rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e) {
   if (w->readonly) return 0;
   return checkpoint(w, (uint64_t)mdb_txn_id(txn) - 1,
                     F_CLOSED | (w->sh->unlogged ? F_UNLOGGED : 0u), e);
+}
+
+int rg_wal_durable (rg_wal *w, rg_err *e) {
+  if (w->failed)
+    return rg_fail(e, 500, "storage failure: the commit is made but could not "
+                   "be flushed (its checkpoint failed)");
+  if (!w->pending || synced(w->sh) >= w->txnid) return 0;
+  if (flush_log(w) != 0)
+    return fail_errno(e, "flushing the", "regolith.wal (the commit is made; "
+                      "whether it would survive a power cut is unknown)");
+  return 0;
 }
 
 void rg_wal_end (rg_wal *w) {
