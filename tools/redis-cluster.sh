@@ -118,14 +118,16 @@ wait_ping () {
   done
 }
 
-# Waits until every node says cluster_state:ok and every primary has
-# exactly one replica online (a node started again counts as it rejoins),
+# Waits until every node says cluster_state:ok, every node gives each slot
+# to the same primary, and every primary has exactly one replica online
+# (a node started again counts as it rejoins),
 # for at most WAIT_SECONDS of wall time (one round asks every node three
 # questions: on a loaded machine a round takes far longer than its pause).
 wait_ready () {
   deadline=$((SECONDS + WAIT_SECONDS))
   while :; do
     ready=yes
+    first=""
     for p in "$@"; do
       redis-cli -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' ||
         { ready=no; break; }
@@ -135,6 +137,12 @@ wait_ready () {
       [ "$(echo "$view" | awk '$3 ~ /master/ && $9 != "" { n++ } END { print n + 0 }')" = 3 ] &&
         [ "$(echo "$view" | grep -c slave)" = 3 ] && ! echo "$view" | grep -q fail ||
         { ready=no; break; }
+      # and every node gives each slot to the same primary (a moved slot's
+      # new owner reaches the others by gossip)
+      owners=$(echo "$view" | awk '$3 ~ /master/ && $9 != "" {
+        s = $1; for (i = 9; i <= NF; i++) if ($i !~ /^\[/) s = s " " $i; print s }' | sort)
+      [ -z "$first" ] && first=$owners
+      [ "$owners" = "$first" ] || { ready=no; break; }
       info=$(redis-cli -p "$p" info replication 2>/dev/null | tr -d '\r')
       if echo "$info" | grep -q '^role:master'; then
         echo "$info" | grep -q '^slave0:.*state=online' || { ready=no; break; }
