@@ -200,6 +200,9 @@ function C.finish_migration(c, slot, from, to)
     assert(c:call_node(addr, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]))
   end
   assert(c:refresh())
+  -- every node, replicas too, learns the new owner by gossip: a failover
+  -- before a replica has learnt it would leave the slot to no one
+  C.whole(60)
 end
 
 -- Moves a whole slot to node `to`; returns the node it came from.
