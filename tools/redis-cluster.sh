@@ -118,16 +118,25 @@ wait_ping () {
   done
 }
 
-# Waits until every node says cluster_state:ok, every node gives each slot
-# to the same primary, and every primary has exactly one replica online
-# (a node started again counts as it rejoins),
+# Who serves which slots in one node's view ($1: CLUSTER NODES), one line
+# per primary with slots, sorted: equal on every node once they agree.
+slot_map () {
+  echo "$1" | awk '$3 ~ /master/ && $9 != "" {
+    line = $1; for (i = 9; i <= NF; i++) line = line " " $i; print line }' | sort
+}
+
+# Waits until every node says cluster_state:ok, every node has the same
+# view of who serves which slot (a replica promoted while its view of its
+# primary's slots lagged would leave a slot nobody serves: the cluster
+# would stay down), and every primary has exactly one replica online (a
+# node started again counts as it rejoins),
 # for at most WAIT_SECONDS of wall time (one round asks every node three
 # questions: on a loaded machine a round takes far longer than its pause).
 wait_ready () {
   deadline=$((SECONDS + WAIT_SECONDS))
   while :; do
     ready=yes
-    first=""
+    first_map=""
     for p in "$@"; do
       redis-cli -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' ||
         { ready=no; break; }
@@ -137,12 +146,9 @@ wait_ready () {
       [ "$(echo "$view" | awk '$3 ~ /master/ && $9 != "" { n++ } END { print n + 0 }')" = 3 ] &&
         [ "$(echo "$view" | grep -c slave)" = 3 ] && ! echo "$view" | grep -q fail ||
         { ready=no; break; }
-      # and every node gives each slot to the same primary (a moved slot's
-      # new owner reaches the others by gossip)
-      owners=$(echo "$view" | awk '$3 ~ /master/ && $9 != "" {
-        s = $1; for (i = 9; i <= NF; i++) if ($i !~ /^\[/) s = s " " $i; print s }' | sort)
-      [ -z "$first" ] && first=$owners
-      [ "$owners" = "$first" ] || { ready=no; break; }
+      map=$(slot_map "$view")
+      [ -n "$first_map" ] || first_map=$map
+      [ "$map" = "$first_map" ] || { ready=no; break; }
       info=$(redis-cli -p "$p" info replication 2>/dev/null | tr -d '\r')
       if echo "$info" | grep -q '^role:master'; then
         echo "$info" | grep -q '^slave0:.*state=online' || { ready=no; break; }

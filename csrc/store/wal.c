@@ -22,10 +22,11 @@
 */
 
 #include <dlfcn.h>
-#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,7 @@ typedef struct shared {
   ** began before does not vouch for records written after */
   pthread_mutex_t mu;
   uint64_t gen;
+  uint32_t mu_state;         /* 0: not made yet, 1: being made, 2: made */
 } shared;
 
 struct rg_wal {
@@ -209,7 +211,27 @@ static int grow_log (rg_wal *w, uint64_t to) {
   return 0;
 }
 
+/* The mutex is made by the first process that needs it (a shared file
+** from a build before it holds zeros there, and its processes never use
+** it): process-shared, and robust, so that a process dying while it holds
+** it leaves it usable. */
+static void make_mu (shared *sh) {
+  uint32_t zero = 0;
+  if (__atomic_compare_exchange_n(&sh->mu_state, &zero, 1, 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&sh->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
+    __atomic_store_n(&sh->mu_state, 2, __ATOMIC_RELEASE);
+  }
+  while (__atomic_load_n(&sh->mu_state, __ATOMIC_ACQUIRE) != 2) sched_yield();
+}
+
 static void lock_mu (shared *sh) {
+  if (__atomic_load_n(&sh->mu_state, __ATOMIC_ACQUIRE) != 2) make_mu(sh);
   if (pthread_mutex_lock(&sh->mu) == EOWNERDEAD)   /* died holding it: */
     pthread_mutex_consistent(&sh->mu);              /* two words, no harm */
 }
@@ -650,13 +672,7 @@ int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
     shared *sh = w->sh;
     header h;
     mdb_env_info(mdb, &info);
-    pthread_mutexattr_t ma;
     memset(sh, 0, sizeof(*sh));
-    pthread_mutexattr_init(&ma);
-    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(&sh->mu, &ma);
-    pthread_mutexattr_destroy(&ma);
     sh->epoch = read_header(w->wfd, &h) == 0 ? h.epoch : 0;
     sh->size = fstat(w->wfd, &fs) == 0 ? (uint64_t)fs.st_size : 0;
     rc = checkpoint(w, (uint64_t)info.me_last_txnid, 0, e);
