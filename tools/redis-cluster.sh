@@ -314,8 +314,32 @@ remove)
     die "$port is not a primary added to the cluster in $dir"
   base=$(cat "$dir/base_port")
   id=$(redis-cli -p "$port" cluster myid) || die "no node on $port"
-  redis-cli --cluster del-node "127.0.0.1:$base" "$id" \
-    > "$dir/$port/del.log" 2>&1 || die "del-node failed (see $dir/$port/del.log)"
+  others=$( (ports_of "$dir"; extra_ports "$dir") | grep -vx "$port")
+  deadline=$((SECONDS + WAIT_SECONDS))
+  # it must hold no slot in any node's view (views settle by gossip)
+  for p in $others; do
+    until [ -z "$(redis-cli -p "$p" cluster nodes 2>/dev/null |
+                  awk -v id="$id" '$1 == id && $9 != ""')" ]; do
+      [ $SECONDS -ge $deadline ] && die "node $p still gives slots to $port"
+      sleep 0.1
+    done
+  done
+  if ! redis-cli --cluster del-node "127.0.0.1:$base" "$id" \
+         > "$dir/$port/del.log" 2>&1; then
+    # del-node stops at the first node that answers an error: then each
+    # other node is told to forget it until it says so (or knows it no
+    # more), within WAIT_SECONDS
+    echo "redis-cluster: del-node failed ($(tail -n 1 "$dir/$port/del.log")):" \
+      "the nodes are told one by one" >&2
+    for p in $others; do
+      until out=$(redis-cli -p "$p" cluster forget "$id" 2>&1) &&
+            echo "$out" | grep -q -E '^OK|Unknown node'; do
+        [ $SECONDS -ge $deadline ] &&
+          die "node $p does not forget $port: $out (see $dir/$port/del.log)"
+        sleep 0.2
+      done
+    done
+  fi
   # del-node does not always stop the server: it is stopped by its pid
   pid=$(live_pid "$dir" "$port") && stop_pids "$pid"
   rm -f "$dir/$port/pid"
