@@ -65,11 +65,24 @@ end
 -- its replica online) within `seconds` (90): a file's specs start from a
 -- whole cluster, whatever the one before did to it, and a cluster that
 -- stays broken fails with what each node sees rather than with the
--- CLUSTERDOWN of whichever spec comes next.
+-- CLUSTERDOWN of whichever spec comes next.  A cluster found broken for
+-- good is marked (DIR/broken): every later wait of the run fails at once,
+-- so that a run whose cluster broke ends in minutes, not after a wait per
+-- spec file.
 function C.whole(seconds)
   if not C.dir then return end
+  local mark = C.dir .. "/broken"
+  local f = io.open(mark, "r")
+  if f then
+    f:close()
+    error("the cluster stayed broken earlier in this run (see " .. mark .. ")", 2)
+  end
   local out, ok = sh("tools/redis-cluster.sh wait " .. C.dir .. " " .. (seconds or 90))
-  if not ok then error("the cluster is not whole:\n" .. out, 2) end
+  if not ok then
+    f = io.open(mark, "w")
+    if f then f:write(out) f:close() end
+    error("the cluster is not whole:\n" .. out, 2)
+  end
 end
 
 -- For the top of each describe block: true when the cluster runs (and is
