@@ -308,5 +308,19 @@ end
 
 -- }==================================================================
 
+-- The fault specs' counter: procedure "inc" adds one to the item
+-- "counter" of partition "counter" of container c (which it creates, at 0)
+-- and returns the new value.
+function C.counter(c)
+  assert(c:create_procedure("inc", [[
+    return function(ctx)
+      local d = assert(ctx:read("counter"))
+      d.n = d.n + 1
+      assert(ctx:replace(d))
+      return d.n
+    end]]))
+  assert(c:create({ id = "counter", pk = "counter", n = 0 }))
+end
+
 C.redis, C.layout = redis, layout
 return C

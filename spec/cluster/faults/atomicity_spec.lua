@@ -84,13 +84,7 @@ describe("cluster atomicity", function()
 
   it("counts exactly when two processes increment one partition", function()
     c = assert(db:create_container("b", { partition_key = "/pk" }))
-    assert(c:create_procedure("inc", [[
-      return function(ctx)
-        local d = assert(ctx:read("counter"))
-        d.n = d.n + 1
-        assert(ctx:replace(d))
-      end]]))
-    assert(c:create({ id = "counter", pk = "counter", n = 0 }))
+    C.counter(c)
     local logs, kids = {}, {}
     for w = 1, 2 do
       logs[w] = os.tmpname()

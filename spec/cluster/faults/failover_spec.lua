@@ -21,14 +21,7 @@ describe("cluster failover", function()
     local db = assert(regolith.open(url, { retry_seconds = 30 }))
     local c = assert(db:create_container("w", { partition_key = "/pk",
       physical_partitions = 8 }))
-    assert(c:create_procedure("inc", [[
-      return function(ctx)
-        local d = assert(ctx:read("counter"))
-        d.n = d.n + 1
-        assert(ctx:replace(d))
-        return d.n
-      end]]))
-    assert(c:create({ id = "counter", pk = "counter", n = 0 }))
+    C.counter(c)
     local logs, kids = {}, {}
     for w = 1, 2 do
       logs[w] = os.tmpname()

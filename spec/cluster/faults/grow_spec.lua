@@ -15,13 +15,7 @@ describe("cluster growth", function()
     local db = assert(regolith.open(url, { retry_seconds = 30 }))
     local c = assert(db:create_container("w", { partition_key = "/pk",
       physical_partitions = 16 }))
-    assert(c:create_procedure("inc", [[
-      return function(ctx)
-        local d = assert(ctx:read("counter"))
-        d.n = d.n + 1
-        assert(ctx:replace(d))
-      end]]))
-    assert(c:create({ id = "counter", pk = "counter", n = 0 }))
+    C.counter(c)
     local admin = assert(C.redis.connect(C.seeds))
     local seed = admin:primaries()[1]
     local added

@@ -18,13 +18,7 @@ describe("cluster processors", function()
     local src = assert(db:create_container("src", { partition_key = "/pk",
       physical_partitions = 4 }))
     local dst = assert(db:create_container("dst", { partition_key = "/pk" }))
-    assert(dst:create_procedure("inc", [[
-      return function(ctx)
-        local d = assert(ctx:read("counter"))
-        d.n = d.n + 1
-        assert(ctx:replace(d))
-      end]]))
-    assert(dst:create({ id = "counter", pk = "counter", n = 0 }))
+    C.counter(dst)
     for i = 1, N do assert(src:create({ id = "i" .. i, pk = "k" .. i })) end
     return db, url, src, dst
   end

@@ -27,13 +27,7 @@ describe("cluster resharding", function()
     local db = assert(regolith.open(url, { retry_seconds = 30 }))
     local c = assert(db:create_container("w", { partition_key = "/pk",
       physical_partitions = 8 }))
-    assert(c:create_procedure("inc", [[
-      return function(ctx)
-        local d = assert(ctx:read("counter"))
-        d.n = d.n + 1
-        assert(ctx:replace(d))
-      end]]))
-    assert(c:create({ id = "counter", pk = "counter", n = 0 }))
+    C.counter(c)
     local seen = {}
     local p = assert(db:processor({ name = "watch", source = "w", max_items = 50,
       handler = function(changes) for _, d in ipairs(changes) do seen[d.id] = true end end }))
