@@ -154,12 +154,23 @@ else
 	@echo "LuaJIT not installed (luajit2, libluajit2-5.1-dev): specs ran under Lua 5.4 only"
 endif
 
+# The specs that describe the API, run against a Redis Cluster too
+# (REGOLITH_BACKEND=cluster: spec/helper.lua opens databases there).
+CLUSTER_API_SPECS = $(addprefix spec/,$(addsuffix _spec.lua,items batch patch \
+  procedures triggers query query_plan query_functions query_grammar \
+  query_groupby query_udf feed processor unique ttl none_pk containers \
+  bad_input))
+# (the blog's spec, the longest, runs against the cluster under Lua 5.4)
+
 # The cluster specs against a local Redis Cluster (3 primaries, 3 replicas,
 # 127.0.0.1, a random base port; tools/redis-cluster.sh) started for this
-# run and stopped by pid whatever happens (a failing spec, an interrupt);
-# under Lua 5.4, and under LuaJIT too when it is installed.  Prints how
-# long the start, the specs and the stop took, and after a failure what
-# each node sees and the end of its log.
+# run and stopped by pid whatever happens (a failing spec, an interrupt):
+# spec/cluster and the API specs under Lua 5.4, and under LuaJIT too when
+# it is installed; the fault specs (spec/cluster/faults: nodes killed,
+# slots moved, a primary added and drained) once, under Lua 5.4, last, so
+# that no other spec meets a cluster they left recovering.  Prints
+# how long the start, the specs and the stop took, and after a failure
+# what each node sees and the end of its log.
 cluster-test: deps-test
 	@sh tools/deps.sh $(DEPS_CLUSTER)
 	$(MAKE) all
@@ -173,8 +184,11 @@ endif
 	t1=$$(date +%s.%N); \
 	export REGOLITH_URL=redis://127.0.0.1:$$base/ci RG_CLUSTER_DIR=$$dir; \
 	$(BUSTED) --helper=spec/cluster/helper.lua spec/cluster; rc=$$?; \
+	REGOLITH_BACKEND=cluster $(BUSTED) $(CLUSTER_API_SPECS) spec/blog_spec.lua || rc=1; \
 	if [ "$(HAVE_LUAJIT)" = yes ]; then \
-	  busted --lua=luajit --helper=spec/cluster/helper.lua spec/cluster || rc=1; fi; \
+	  busted --lua=luajit --helper=spec/cluster/helper.lua spec/cluster || rc=1; \
+	  REGOLITH_BACKEND=cluster busted --lua=luajit $(CLUSTER_API_SPECS) || rc=1; fi; \
+	$(BUSTED) --helper=spec/cluster/helper.lua spec/cluster/faults || rc=1; \
 	t2=$$(date +%s.%N); \
 	[ $$rc = 0 ] || tools/redis-cluster.sh status $$dir; \
 	tools/redis-cluster.sh stop $$dir; \
@@ -333,8 +347,8 @@ powerloss: deps-test
 	PL_DROP_SYNC=1 $(RUN) tools/powerloss.lua --sync full --images 100 --expect-loss
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES)
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --writers 8 --group
+	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --procs 4
 	$(RUN) tools/powerloss.lua --sync lazy --images $(POWERLOSS_IMAGES) --writers 4
-	$(RUN) tools/powerloss.lua --sync none --images $(POWERLOSS_IMAGES) --writers 2
 
 # The hammer: writers, readers and processors in several processes on one
 # database for HAMMER_SECONDS, then verify() and exact counts

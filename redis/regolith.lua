@@ -30,25 +30,36 @@ KEY LAYOUT (one bucket = one slot, tag T; `pfx` = rg:<db>:{T}:<cid>:)
   pfx l          zset: latest feed, score lsn, member ref
   pfx t          zset: TTL, score expiry seconds, member ref
   pfx f          stream: all-versions feed, id <lsn>-<ordinal>, fields
-                   op, pk, id, lsn, ts, doc [, ttl_expired]
+                   op, pk, id, lsn, ts, doc [, ttl_expired]; doc is the
+                   new version, or for a delete the deleted one
   pfx lock:<pk>  string: owner of the partition lock (fairness only)
+  pfx k          hash: the bucket's live and expired-unpurged items (n) and
+                   their bytes (b)
   rg:<db>:{T}:lsn   string: the slot's last lsn, max(prev + 1, TIME in us)
   rg:<db>:{T}:dedup hash: token field -> last applied token (bytes order)
   rg:<db>:{T}:lease:<cid>:<proc>  hash: owner, expires (ms), ckpt, epoch,
-                                        attempts
+                                        attempts, failures, delivered
   rg:<db>:{T}:dead:<cid>:<proc>   list: dead letters (client's JSON text)
 
   ref(pk, id) = pk .. id .. u16be(#pk) .. u16be(#id): parsed from the end,
   so an index member (term .. ref) needs no term parser.  pk is the
   partition key's tuple of terms and terms are prefix-free (layout.c).
 
-ARGUMENT FORMAT (version 1).  Every ARGV starts with the format "1".
+ARGUMENT FORMAT (version 2).  Every ARGV starts with the format "2".
 Counts are decimal; a list is its count followed by its elements.
 
-rg_write / rg_commit  KEYS: 1 P, 2 S, 3 L, 4 N, 5 T, 6 F, 7 D, 8 LOCK,
-                            9.. X, one per path id listed in ARGV
-  ARGV: "1", pk, flags, npaths, path-id..., [commit header], nops, op...
+rg_write / rg_commit  KEYS: 1 P, 2 S, 3 L, 4 N, 5 T, 6 F, 7 D, 8 LOCK, 9 K,
+                            10.. X, one per path id listed in ARGV
+  ARGV: "2", pk, flags, max-bytes, ts-path#, lsn-path#, npaths, path-id...,
+        [commit header], nops, op...
     flags: "f" appends every change to the all-versions stream F
+    max-bytes: "" or the logical partition's size limit (403 beyond it)
+    ts-path#, lsn-path#: "" or the positions in the path list of the
+      indexes of _ts and _lsn, whose terms this function adds (the client
+      cannot know the values)
+    path ids: every index the new versions have terms in, and every one
+      the stored versions have (the client learns those from a PATHS
+      answer: a function may only touch keys it declares)
     commit header (rg_commit only):
       pv            "" no check; else the partition version read ("0": absent)
       nreads, (id, etag)...   etag "" means "was absent"; checked as read
@@ -64,10 +75,15 @@ rg_write / rg_commit  KEYS: 1 P, 2 S, 3 L, 4 N, 5 T, 6 F, 7 D, 8 LOCK,
       path#   1-based position in the path-id list; term: layout.c's bytes
       k#      the unique key's number; digest: its values' digest bytes
   reply:
-    {"OK", lsn, ts, pv, {etag or "" per op}, {written, bytes, added, removed}}
+    {"OK", lsn, ts, pv, {etag or "" per op}, {written, bytes, added,
+     removed}, {kind per op: "create" | "replace" | "delete"}}
+     (added, removed: index and unique-key entries)
     {"FAILED", op#, status, message}       nothing was written
     {"CONFLICT", message}                  pv, read set or lock: re-run
     {"DUP", token}                         already applied: nothing written
+    {"PATHS", {path-id...}}                stored versions have terms in
+                                           these undeclared indexes: call
+                                           again declaring them
   rg_write is rg_commit without the commit header and with one op.
 
 rg_read  (no-writes)  KEYS: P   ARGV: "1", id...
@@ -97,20 +113,40 @@ rg_lease  KEYS: LEASE  ARGV: "1", action, owner, lease-ms, start-ckpt, epoch
 rg_ack  KEYS: LEASE, DEAD  ARGV: "1", action, owner, epoch, from, to, payload
   fenced: ours, same epoch, not expired (else {"LOST", owner, epoch}) and
   the checkpoint still `from` (else {"MOVED", ckpt}); then
-  ckpt: ckpt = to, attempts = 0 -> {"OK", to}
-  fail: attempts + 1 -> {"OK", attempts}
+  ckpt: ckpt = to, attempts = 0, delivered + payload -> {"OK", to}
+  fail: attempts + 1, failures + 1 -> {"OK", attempts}
   dead: RPUSH DEAD payload, ckpt = to, attempts = 0 -> {"OK", to, dead count}
 
-rg_purge  KEYS: 1 T, 2 S, 3 L, 4 N, 5 F, 6.. X
-  ARGV: "1", p-prefix, flags, limit, npaths, path-id...
+rg_purge  KEYS: 1 T, 2 S, 3 L, 4 N, 5 F, 6 K, 7.. X
+  ARGV: "2", p-prefix, flags, limit, npaths, path-id...
   removes up to `limit` expired items as deletes (stream entries marked
-  ttl_expired), under one lsn.  reply: {purged, lsn}
+  ttl_expired), under one lsn.  reply: {purged, lsn}, or {"PATHS", {...}}
+  as rg_commit
+
+rg_meta  KEYS: 1 CATALOG (rg:<db>:{meta}:catalog), 2 SCRIPTS
+               (rg:<db>:{meta}:scripts:<cid>, or the catalog again)
+  ARGV: "2", action, ...
+  create name spec max  -> {"OK", cid} | {"FAILED", 409 | 403, message}
+                          catalog: n:<name> -> cid, c:<cid> -> spec text,
+                          \0cid the last cid (never reused)
+  drop name cid          -> {"OK"} | {"FAILED", 404, message}; deletes the
+                          container's scripts
+  put cid name mode record -> {"OK", version} | {"FAILED", status, message}
+                          mode "create" (409 when it exists) or "replace"
+                          (404 when not); record: "<type>\0<op>\0<auto>\0
+                          <source>", stored as "<version>\0" .. record;
+                          catalog v:<cid>, the container's scripts'
+                          version, is raised by every put and del
+  del cid name           -> {"OK"} | {"FAILED", 404, message}
+
+rg_unlock  KEYS: LOCK  ARGV: "2", owner
+  deletes the partition lock if `owner` holds it -> 1, else 0
 
 rg_version  (no-writes)  -> VERSION (also the description FUNCTION LIST shows)
 ]]
 
-local VERSION = "1.0"
-local FORMAT = "1"
+local VERSION = "2.6"
+local FORMAT = "2"
 
 -- {==================================================================
 -- Arguments
@@ -184,11 +220,22 @@ local function fmt(n)
   return string.format("%.0f", n)
 end
 
--- The next lsn of the slot: max(prev + 1, now), stored.
-local function next_lsn(nkey, now)
+-- The index term of a whole number from 1 to 2^53 (layout.c: 0x08, then
+-- the IEEE double big-endian with the sign bit flipped for positives).
+local function number_term(x)
+  local d = struct.pack(">d", x)
+  return "\8" .. string.char(d:byte(1) + 128) .. d:sub(2)
+end
+
+-- The next lsn of the slot: max(prev + 1, now); next_lsn stores it.
+local function peek_lsn(nkey, now)
   local prev = tonumber(redis.call("GET", nkey) or "0") or 0
-  local lsn = now
-  if lsn <= prev then lsn = prev + 1 end
+  if now <= prev then return prev + 1 end
+  return now
+end
+
+local function next_lsn(nkey, now)
+  local lsn = peek_lsn(nkey, now)
   redis.call("SET", nkey, fmt(lsn))
   return lsn
 end
@@ -253,9 +300,15 @@ local function apply(ctx, id, old, new, op, ttl_expired)
     end
   end
   for f in pairs(old_uniq) do
-    if not new_uniq[f] then redis.call("HDEL", P, f) end
+    if not new_uniq[f] then
+      redis.call("HDEL", P, f)
+      w.removed = w.removed + 1
+    end
   end
-  for f in pairs(new_uniq) do redis.call("HSET", P, f, id) end
+  for f in pairs(new_uniq) do
+    if not old_uniq[f] then w.added = w.added + 1 end
+    redis.call("HSET", P, f, id)
+  end
   local text = ""
   if new then
     text = stored_text(new.text, new.etag, ctx.ts, ctx.lsn)
@@ -269,16 +322,23 @@ local function apply(ctx, id, old, new, op, ttl_expired)
       redis.call("ZREM", ctx.T, r)
     end
     redis.call("ZADD", ctx.L, ctx.lsn, r)
-    if not old.stored then redis.call("HINCRBY", P, "\0n", 1) end
+    if not old.stored then
+      redis.call("HINCRBY", P, "\0n", 1)
+      redis.call("HINCRBY", ctx.K, "n", 1)
+    end
     redis.call("HINCRBY", P, "\0b", #text - (old.bytes or 0))
+    redis.call("HINCRBY", ctx.K, "b", #text - (old.bytes or 0))
     w.written = w.written + 1
     w.bytes = w.bytes + #text
   else
+    if ctx.stream then text = redis.call("HGET", P, "d:" .. id) or "" end
     redis.call("HDEL", P, "d:" .. id, "m:" .. id, "e:" .. id)
     if old.expiry then redis.call("ZREM", ctx.T, r) end
     redis.call("ZREM", ctx.L, r)
     redis.call("HINCRBY", P, "\0n", -1)
     redis.call("HINCRBY", P, "\0b", -(old.bytes or 0))
+    redis.call("HINCRBY", ctx.K, "n", -1)
+    redis.call("HINCRBY", ctx.K, "b", -(old.bytes or 0))
     w.written = w.written + 1
   end
   if ctx.stream then
@@ -346,14 +406,32 @@ local function parse_op(r, path_ids)
   return op
 end
 
+-- The path ids of stored items' terms that X does not declare.
+local function undeclared(X, metas)
+  local missing, seen = {}, {}
+  for _, m in ipairs(metas) do
+    local t = m[3]
+    for i = 1, #t, 2 do
+      if X[t[i]] == nil and not seen[t[i]] then
+        seen[t[i]] = true
+        missing[#missing + 1] = t[i]
+      end
+    end
+  end
+  return missing
+end
+
 local function commit(keys, argv, with_header)
   local r = args_of(argv)
   local ctx = { P = keys[1], S = keys[2], L = keys[3], N = keys[4], T = keys[5],
-    F = keys[6], D = keys[7], LOCK = keys[8], pk = r.str(), ord = 0,
+    F = keys[6], D = keys[7], LOCK = keys[8], K = keys[9], pk = r.str(), ord = 0,
     work = { written = 0, bytes = 0, added = 0, removed = 0 } }
   ctx.stream = r.str():find("f", 1, true) ~= nil
+  local max_bytes = tonumber(r.str())
+  local ts_pos, lsn_pos = tonumber(r.str()), tonumber(r.str())
   local path_ids
-  ctx.X, path_ids = read_paths(r, keys, 9)
+  ctx.X, path_ids = read_paths(r, keys, 10)
+  local ts_path, lsn_path = path_ids[ts_pos or 0], path_ids[lsn_pos or 0]
   local pv, reads, dedup_field, token, owner = "", {}, "", "", ""
   if with_header then
     pv = r.str()
@@ -398,14 +476,16 @@ local function commit(keys, argv, with_header)
       return { "CONFLICT", "item '" .. rd[1] .. "' changed since it was read" }
     end
   end
+  local plan, state = {}, {}  -- state[id]: what the earlier ops left
   local uniq = {}             -- field -> id holding it, as the ops go
   local function unique_holder(f)
     local h = uniq[f]
     if h == nil then h = redis.call("HGET", ctx.P, f) or false; uniq[f] = h end
-    if h and not item(h).visible then return false end
+    if h and not (state[h] or item(h)).visible then return false end
     return h
   end
-  local plan, state = {}, {}  -- state[id]: what the earlier ops left
+  local lsn = peek_lsn(ctx.N, now)
+  local pbytes = tonumber(redis.call("HGET", ctx.P, "\0b") or "0")
   for i, op in ipairs(ops) do
     local cur = state[op.id] or item(op.id)
     local visible = cur.visible
@@ -446,22 +526,49 @@ local function commit(keys, argv, with_header)
     elseif cur.stored then
       for _, f in ipairs(cur.meta[4]) do uniq[f] = false end
     end
+    local old_bytes = cur.stored and cur.bytes or 0
+    local new_bytes = new and #stored_text(new.text, string.format('"%x-%x"', lsn, i - 1),
+      now_s, lsn) or 0
+    if max_bytes and new_bytes > old_bytes and
+       pbytes - old_bytes + new_bytes > max_bytes then
+      return { "FAILED", i, 403, string.format("the logical partition is full " ..
+        "(%.0f bytes; the limit is %.0f)", pbytes, max_bytes) }
+    end
+    pbytes = pbytes - old_bytes + new_bytes
     plan[i] = { op = op, kind = kind, new = new }
     if new then
       state[op.id] = { stored = true, visible = true, etag = "(pending)",
-        meta = { "", 0, new.terms, new.uniques } }
+        meta = { "", 0, new.terms, new.uniques }, bytes = new_bytes }
     else
       state[op.id] = { stored = false, visible = false }
     end
   end
 
+  local metas = {}
+  for _, it in pairs(items) do if it.stored then metas[#metas + 1] = it.meta end end
+  local missing = undeclared(ctx.X, metas)
+  if #missing > 0 then return { "PATHS", missing } end
+
   -- every condition holds: write
   ctx.lsn = next_lsn(ctx.N, now)
   ctx.ts = now_s
-  local etags = {}
+  local etags, kinds = {}, {}
+  local touched = {}
   for i, p in ipairs(plan) do
-    local old = load_item(ctx.P, p.op.id, now_s)
+    kinds[i] = p.kind
+    -- the stored state the checks loaded, unless an earlier op changed it
+    local old = not touched[p.op.id] and items[p.op.id] or load_item(ctx.P, p.op.id, now_s)
+    touched[p.op.id] = true
     if p.new then
+      -- the terms of the system properties set now
+      if ts_path then
+        p.new.terms[#p.new.terms + 1] = ts_path
+        p.new.terms[#p.new.terms + 1] = number_term(ctx.ts)
+      end
+      if lsn_path then
+        p.new.terms[#p.new.terms + 1] = lsn_path
+        p.new.terms[#p.new.terms + 1] = number_term(ctx.lsn)
+      end
       p.new.etag = string.format('"%x-%x"', ctx.lsn, ctx.ord)
       if p.new.ttl and p.new.ttl > 0 then p.new.expiry = ctx.ts + p.new.ttl end
       etags[i] = p.new.etag
@@ -475,7 +582,7 @@ local function commit(keys, argv, with_header)
   if owner ~= "" and redis.call("GET", ctx.LOCK) == owner then redis.call("DEL", ctx.LOCK) end
   local w = ctx.work
   return { "OK", ctx.lsn, ctx.ts, fmt(ctx.lsn), etags,
-    { w.written, w.bytes, w.added, w.removed } }
+    { w.written, w.bytes, w.added, w.removed }, kinds }
 end
 
 -- }==================================================================
@@ -650,8 +757,10 @@ local function rg_ack(keys, argv)
   if s.ckpt ~= from then return { "MOVED", s.ckpt or "" } end
   if action == "ckpt" then
     redis.call("HSET", key, "ckpt", to, "attempts", 0)
+    redis.call("HINCRBY", key, "delivered", tonumber(payload) or 0)
     return { "OK", to }
   elseif action == "fail" then
+    redis.call("HINCRBY", key, "failures", 1)
     return { "OK", redis.call("HINCRBY", key, "attempts", 1) }
   elseif action == "dead" then
     local n = redis.call("RPUSH", keys[2], payload)
@@ -670,34 +779,38 @@ end
 local function rg_purge(keys, argv)
   local r = args_of(argv)
   local prefix, flags, limit = r.str(), r.str(), r.num()
-  local X = read_paths(r, keys, 6)
+  local X = read_paths(r, keys, 7)
   local now = now_us()
   local now_s = math.floor(now / 1000000)
   local due = redis.call("ZRANGEBYSCORE", keys[1], "-inf", now_s, "LIMIT", 0, limit)
   if #due == 0 then return { 0, 0 } end
+  local metas = {}
+  for _, m in ipairs(due) do
+    local pk, id = unref(m)
+    local it = load_item(prefix .. pk, id, now_s)
+    if it.stored then metas[#metas + 1] = it.meta end
+  end
+  local missing = undeclared(X, metas)
+  if #missing > 0 then return { "PATHS", missing } end
   local lsn = next_lsn(keys[4], now)
   local work = { written = 0, bytes = 0, added = 0, removed = 0 }
   local parts, order = {}, {}
-  local purged = 0
+  local purged, ord = 0, 0
   for _, m in ipairs(due) do
     local pk, id = unref(m)
     local ctx = parts[pk]
     if not ctx then
       ctx = { P = prefix .. pk, S = keys[2], L = keys[3], T = keys[1], F = keys[5],
-        X = X, pk = pk, lsn = lsn, ts = now_s, ord = 0, work = work,
+        K = keys[6], X = X, pk = pk, lsn = lsn, ts = now_s, ord = 0, work = work,
         stream = flags:find("f", 1, true) ~= nil }
       parts[pk] = ctx
       order[#order + 1] = ctx
     end
     local old = load_item(ctx.P, id, now_s)
     if old.stored and old.expiry and old.expiry <= now_s then
-      for i = 1, #old.meta[3], 2 do
-        if X[old.meta[3][i]] == nil then
-          return error({ err = "ERR regolith: the purge does not list index path " ..
-            old.meta[3][i] })
-        end
-      end
+      ctx.ord = ord                       -- one ordinal sequence per lsn
       apply(ctx, id, old, nil, "delete", true)
+      ord = ctx.ord
       purged = purged + 1
     else
       redis.call("ZREM", keys[1], m)       -- a stale entry
@@ -705,6 +818,77 @@ local function rg_purge(keys, argv)
   end
   for _, ctx in ipairs(order) do settle_partition(ctx) end
   return { purged, lsn }
+end
+
+-- }==================================================================
+
+local function rg_unlock(keys, argv)
+  local r = args_of(argv)
+  local owner = r.str()
+  if redis.call("GET", keys[1]) == owner then
+    redis.call("DEL", keys[1])
+    return 1
+  end
+  return 0
+end
+
+-- {==================================================================
+-- The catalog: containers and their scripts
+-- ===================================================================
+
+local function rg_meta(keys, argv)
+  local r = args_of(argv)
+  local action = r.str()
+  local C, SC = keys[1], keys[2]
+  if action == "create" then
+    local name, spec, max = r.str(), r.str(), tonumber(r.str())
+    if redis.call("HEXISTS", C, "n:" .. name) == 1 then
+      return { "FAILED", 409, "a container named '" .. name .. "' exists" }
+    end
+    if max then
+      local n = 0
+      for _, f in ipairs(redis.call("HKEYS", C)) do
+        if f:sub(1, 2) == "n:" then n = n + 1 end
+      end
+      if n >= max then
+        return { "FAILED", 403, "the database holds its maximum of " ..
+          fmt(max) .. " containers" }
+      end
+    end
+    local cid = redis.call("HINCRBY", C, "\0cid", 1)
+    redis.call("HSET", C, "n:" .. name, cid, "c:" .. cid, spec)
+    return { "OK", cid }
+  elseif action == "drop" then
+    local name, cid = r.str(), r.str()
+    if redis.call("HGET", C, "n:" .. name) ~= cid then
+      return { "FAILED", 404, "container '" .. name .. "' not found" }
+    end
+    redis.call("HDEL", C, "n:" .. name, "c:" .. cid, "v:" .. cid)
+    if SC ~= C then redis.call("DEL", SC) end
+    return { "OK" }
+  elseif action == "put" or action == "del" then
+    local cid, name = r.str(), r.str()
+    if redis.call("HEXISTS", C, "c:" .. cid) == 0 then
+      return { "FAILED", 404, "the container was deleted" }
+    end
+    local exists = redis.call("HEXISTS", SC, name) == 1
+    if action == "del" then
+      if not exists then return { "FAILED", 404, "'" .. name .. "' not found" } end
+      redis.call("HDEL", SC, name)
+      redis.call("HINCRBY", C, "v:" .. cid, 1)
+      return { "OK" }
+    end
+    local mode, record = r.str(), r.str()
+    if mode == "create" and exists then
+      return { "FAILED", 409, "'" .. name .. "' already exists" }
+    elseif mode == "replace" and not exists then
+      return { "FAILED", 404, "'" .. name .. "' not found" }
+    end
+    local v = redis.call("HINCRBY", C, "v:" .. cid, 1)
+    redis.call("HSET", SC, name, fmt(v) .. "\0" .. record)
+    return { "OK", v }
+  end
+  bad("meta action '" .. action .. "'")
 end
 
 -- }==================================================================
@@ -731,5 +915,7 @@ redis.register_function{ function_name = "rg_changes", callback = wrap(rg_change
 redis.register_function{ function_name = "rg_lease", callback = wrap(rg_lease) }
 redis.register_function{ function_name = "rg_ack", callback = wrap(rg_ack) }
 redis.register_function{ function_name = "rg_purge", callback = wrap(rg_purge) }
+redis.register_function{ function_name = "rg_meta", callback = wrap(rg_meta) }
+redis.register_function{ function_name = "rg_unlock", callback = wrap(rg_unlock) }
 redis.register_function{ function_name = "rg_version", flags = { "no-writes" },
   description = VERSION, callback = function() return VERSION end }

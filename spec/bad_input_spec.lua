@@ -540,23 +540,26 @@ describe("bad input", function()
     end)
 
     it("accepts only the text it made: a token decoding to the same bytes is refused", function()
-      tokens()
-      for i = 1, 3 do assert(c:upsert({ id = ("u"):rep(i), pk = "p" })) end
-      local found = 0
-      for size = 1, 8 do            -- tokens of several lengths: some have spare bits
-        local _, qi = assert(c:query("SELECT * FROM c", nil, { max_items = size }))
-        local _, fi = assert(c:changes{ max_items = size })
-        for _, pair in ipairs({ { qi.continuation, function(t) return c:query("SELECT * FROM c", nil, { max_items = size, continuation = t }) end },
-                                { fi.continuation, function(t) return c:changes{ max_items = size, continuation = t } end } }) do
+      -- tokens of several lengths (positions at ids, and partition keys,
+      -- of several lengths): at least one of each kind has unused bits
+      for i = 1, 6 do assert(c:upsert({ id = ("u"):rep(i), pk = ("k"):rep(i), n = i })) end
+      local query = function(t) return c:query("SELECT * FROM c", nil, { max_items = 2, continuation = t }) end
+      local feed = function(t) return c:changes{ max_items = 2, continuation = t } end
+      local found = { 0, 0 }
+      for i = 1, 6 do
+        local _, qi = assert(c:query("SELECT * FROM c", nil, { max_items = i }))
+        local _, fi = assert(c:changes{ max_items = 1, partition_key = ("k"):rep(i) })
+        for k, pair in ipairs({ { qi.continuation, query }, { fi.continuation, feed } }) do
           local variant = pair[1] and same_bytes_variant(pair[1])
           if variant then
-            found = found + 1
+            found[k] = found[k] + 1
             assert(pair[2](pair[1]))
             H.fails(400, pair[2](variant))
           end
         end
       end
-      assert.is_true(found > 0, "no token with unused bits to alter")
+      assert.is_true(found[1] > 0, "no query token with unused bits to alter")
+      assert.is_true(found[2] > 0, "no feed token with unused bits to alter")
     end)
   end)
 end)

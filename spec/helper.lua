@@ -83,6 +83,42 @@ function H.lua54_eval(source)
   return assert(loadstring(out))()
 end
 
+-- The backend the API specs run against: "local" (a directory, LMDB), or
+-- "cluster" (REGOLITH_BACKEND=cluster: a Redis Cluster, REGOLITH_URL
+-- naming it, else one started for the run by spec/cluster/support.lua).
+-- The specs that describe the API run against both from one source (make
+-- cluster-test); a spec of what only a local database has says so with
+-- H.local_it (pending on the cluster, with why).
+H.backend = os.getenv("REGOLITH_BACKEND") or "local"
+H.cluster = H.backend == "cluster"
+
+local cluster_dbs = {}
+local fresh = 0
+
+-- The URL of a fresh database on the cluster; the first one of a spec
+-- file waits until the cluster is whole (whatever ran before left it).
+local whole
+function H.cluster_url()
+  local C = require "cluster.support"
+  local seeds = assert(C.ensure())
+  if not whole then
+    C.whole()
+    whole = true
+  end
+  fresh = fresh + 1
+  return ("redis://%s/h%d_%d_%d"):format(seeds, os.time(), math.random(1e6), fresh)
+end
+
+-- it(), or on the cluster backend a pending spec saying why it does not
+-- apply there.
+function H.local_it(name, why, fn)
+  local api = require "busted"
+  if H.cluster then
+    return api.pending(name .. " [local only: " .. why .. "]")
+  end
+  return api.it(name, fn)
+end
+
 local dirs = {}
 
 -- A new empty directory path under /tmp (not created: open creates it).
@@ -93,18 +129,29 @@ function H.tmpdir()
   return name
 end
 
--- Opens a fresh database; returns db and its path.
+-- Opens a fresh database; returns db and its path (its URL on the
+-- cluster backend).
 function H.open(opts)
-  local path = H.tmpdir()
+  local path = H.cluster and H.cluster_url() or H.tmpdir()
   local db = assert(regolith.open(path, opts))
+  if H.cluster then cluster_dbs[#cluster_dbs + 1] = path end
   return db, path
 end
 
--- Removes every directory handed out so far.
+-- Removes every directory handed out so far (on the cluster backend: every
+-- key of the databases opened).
 function H.cleanup()
   for i = #dirs, 1, -1 do
     os.execute("rm -rf '" .. dirs[i] .. "'")
     dirs[i] = nil
+  end
+  if #cluster_dbs > 0 then
+    local redis = require "regolith.cluster.redis"
+    local C = require "cluster.support"
+    local c = assert(redis.connect(C.seeds))
+    for _, addr in ipairs(c:primaries()) do c:call_node(addr, "FLUSHALL") end
+    c:close()
+    cluster_dbs = {}
   end
 end
 

@@ -372,7 +372,8 @@ describe("procedures", function()
   end)
 
   describe("limits", function()
-    it("are set by the first open of a path; a later open naming others is 409", function()
+    H.local_it("are set by the first open of a path; a later open naming others is 409",
+      "the limits belong to one process's environment of a path", function()
       db:close()
       db = assert(regolith.open(path, { script_budget = 1000000 }))
       local again = assert(regolith.open(path))

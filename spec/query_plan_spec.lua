@@ -410,6 +410,25 @@ describe("query planning", function()
       assert.are.equal("d3", rows[12])
     end)
 
+    it("index the system properties _ts and (when a pattern names it) _lsn, which every write sets", function()
+      local w = assert(db:create_container("sys", { partition_key = "/pk", physical_partitions = 3,
+        indexing = { included = { "/*", "/_lsn/?" } } }))
+      local first = assert(w:create({ id = "a", pk = "p1" }))
+      local second = assert(w:create({ id = "b", pk = "p2" }))
+      local rows, info = agree(w, "c._lsn = @l", { l = first._lsn })
+      assert.are.same({ "a" }, rows)
+      assert.are.equal(1, info.loaded)
+      assert.are.same({ "b" }, (agree(w, "c._lsn = @l", { l = second._lsn })))
+      local moved = assert(w:replace({ id = "a", pk = "p1", v = 1 }))
+      assert.are.same({}, (agree(w, "c._lsn = @l", { l = first._lsn })))
+      assert.are.same({ "a" }, (agree(w, "c._lsn = @l", { l = moved._lsn })))
+      assert.are.same({ "a", "b" }, (agree(w, "c._ts >= @t", { t = first._ts })))
+      assert.are.same({ "a", "b" }, (agree(w, "c._lsn > 0")))
+      assert(w:delete("b", "p2"))
+      assert.are.same({ "a" }, (agree(w, "c._lsn > 0")))
+      assert(db:verify())
+    end)
+
     it("stay right when expired items are removed, and never show expired items", function()
       local t = assert(db:create_container("ttl", { partition_key = "/pk", default_ttl = -1 }))
       assert(t:create({ id = "keep", pk = "a", v = 1 }))
@@ -607,15 +626,18 @@ describe("query plans inside large partitions", function()
     table.sort(ns)
     for i = 1, 5 do assert.is_nil(rows[i].n) end
     for i = 6, 10 do assert.are.equal(ns[i - 5], rows[i].n) end
-    assert.are.equal(10, info.loaded)
+    -- a cluster knows no shapes: the items lacking n, which come first,
+    -- could be anywhere, so it sorts the partition (docs/cluster.md)
+    assert.are.equal(H.cluster and 100000 or 10, info.loaded)
     rows, info = q("SELECT TOP 10 VALUE c.n FROM c WHERE c.pk = 'big' ORDER BY c.n DESC")
     for i = 1, 10 do assert.are.equal(ns[#ns + 1 - i], rows[i]) end
     assert.are.equal(10, info.loaded)
     -- page by page, each page reads what it returns
-    local _, i1 = q("SELECT c.id FROM c WHERE c.pk = 'big' ORDER BY c.n", nil, { max_items = 25 })
+    local sql = H.cluster and "SELECT c.id FROM c WHERE c.pk = 'big' ORDER BY c.n DESC"
+                          or "SELECT c.id FROM c WHERE c.pk = 'big' ORDER BY c.n"
+    local _, i1 = q(sql, nil, { max_items = 25 })
     assert.is_true(i1.loaded <= 26, "page 1 loaded " .. i1.loaded)
-    local _, i2 = q("SELECT c.id FROM c WHERE c.pk = 'big' ORDER BY c.n", nil,
-                    { max_items = 25, continuation = i1.continuation })
+    local _, i2 = q(sql, nil, { max_items = 25, continuation = i1.continuation })
     assert.is_true(i2.loaded <= 27, "page 2 loaded " .. i2.loaded)
   end)
 
@@ -632,8 +654,13 @@ describe("query plans inside large partitions", function()
   it("reads a small partition whole, that being cheaper than any index range", function()
     local rows, info = q("SELECT VALUE c.n FROM c WHERE c.pk = 'tiny' AND c.n > 15 ORDER BY c.n")
     assert.are.same({ 16, 17, 18, 19, 20 }, rows)
-    assert.are.equal(20, info.loaded)
-    assert.are.equal(0, info.index_lookups)
+    if H.cluster then                -- sizes are unknown there: the range
+      assert.are.equal(5, info.loaded)
+      assert.are.equal(1, info.index_lookups)
+    else
+      assert.are.equal(20, info.loaded)
+      assert.are.equal(0, info.index_lookups)
+    end
   end)
 
   it("uses a composite index for equalities and a range, fixing its leading columns", function()
@@ -649,8 +676,13 @@ describe("query plans inside large partitions", function()
 
   it("intersects two equalities without a composite index through exact probes", function()
     local rows, info = q("SELECT VALUE c.id FROM c WHERE c.s = 's005' AND c.n = 40039")
-    assert.are.equal(#rows, info.loaded)
-    assert.is_true(info.index_lookups >= 2)
+    if H.cluster then                -- no probes there: one term's items
+      assert.is_true(info.loaded > #rows)
+      assert.are.equal(1, info.index_lookups)
+    else
+      assert.are.equal(#rows, info.loaded)
+      assert.is_true(info.index_lookups >= 2)
+    end
     local plain = q("SELECT VALUE c.id FROM c WHERE c.s = 's005' AND c.n + 0 = 40039")
     assert.are.same(plain, rows)
   end)
@@ -659,8 +691,12 @@ describe("query plans inside large partitions", function()
     local rows, info = q("SELECT c.g, COUNT(1) AS n FROM c WHERE c.pk = 'big' GROUP BY c.g")
     assert.are.equal(10, #rows)
     for _, r in ipairs(rows) do assert.are.equal(10000, r.n) end
-    assert.are.equal(0, info.loaded)
-    assert.are.equal(100000, info.scanned)
+    if H.cluster then                -- the pipeline groups the items there
+      assert.are.equal(100000, info.loaded)
+    else
+      assert.are.equal(0, info.loaded)
+      assert.are.equal(100000, info.scanned)
+    end
   end)
 end)
 
@@ -713,16 +749,18 @@ describe("query plans and shapes", function()
     local db = H.open({ sync = "none" })
     local c = assert(db:create_container("s", { partition_key = "/pk", physical_partitions = 2 }))
     for i = 1, 300 do assert(c:create({ id = "i" .. i, pk = "p" .. (i % 3), n = i })) end
+    -- (a cluster keeps no shapes: it sorts every item, docs/cluster.md)
+    local all = H.cluster and 300
     local rows, info = assert(c:query("SELECT TOP 2 VALUE c.id FROM c ORDER BY c.n"))
     assert.are.same({ "i1", "i2" }, rows)
-    assert.are.equal(2, info.loaded)
+    assert.are.equal(all or 2, info.loaded)
     -- an item loses n, another gets n as an object: both sort first now
     assert(c:replace({ id = "i200", pk = "p2" }))
     assert(c:patch("i150", "p0", { { op = "set", path = "/n", value = { deep = 1 } } }))
     rows, info = assert(c:query("SELECT TOP 3 VALUE c.id FROM c ORDER BY c.n"))
     table.sort(rows)
     assert.are.same({ "i1", "i150", "i200" }, rows)
-    assert.are.equal(3, info.loaded)
+    assert.are.equal(all or 3, info.loaded)
     -- descending, they come last
     rows = assert(c:query("SELECT VALUE c.id FROM c ORDER BY c.n DESC"))
     assert.are.equal(300, #rows)
@@ -734,7 +772,7 @@ describe("query plans and shapes", function()
     assert(c:patch("i150", "p0", { { op = "set", path = "/n", value = 150 } }))
     rows, info = assert(c:query("SELECT TOP 2 VALUE c.id FROM c ORDER BY c.n"))
     assert.are.same({ "i1", "i2" }, rows)
-    assert.are.equal(2, info.loaded)
+    assert.are.equal(all or 2, info.loaded)
     assert(c:delete("i1", "p1"))
     rows = assert(c:query("SELECT TOP 1 VALUE c.id FROM c ORDER BY c.n"))
     assert.are.same({ "i2" }, rows)

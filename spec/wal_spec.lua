@@ -30,20 +30,6 @@ local function records(path)
   return list
 end
 
--- A restart of the database at `path` (open in `db`, sync "none"): its
--- data file and log as the page cache holds them, no shared file, opened
--- (and verified) in a new directory as the first process after a reboot.
-local function restart_none(db, path)
-  local after = H.tmpdir()
-  assert(H.execute("mkdir -p '" .. after .. "'"))
-  copy(path, after, "data.mdb")
-  copy(path, after, "regolith.wal")
-  db:close()
-  local r = assert(regolith.open(after, { sync = "none" }))
-  assert(r:verify())
-  return r
-end
-
 describe("the write-ahead log", function()
   after_each(H.cleanup)
 
@@ -141,60 +127,6 @@ describe("the write-ahead log", function()
       copy_db:close()
     end)
   end
-
-  it("starts each bulk-load batch from a checkpoint with sync none: a restart keeps the batches before the last", function()
-    local db, path = H.open({ sync = "none" })
-    local c = assert(db:create_container("c", { partition_key = "/pk" }))
-    assert(c:create({ id = "a", pk = "p" }))
-    local docs = {}
-    for i = 1, 300 do docs[i] = { id = "d" .. i, pk = "p" .. (i % 7), n = i } end
-    local res = assert(c:bulk_load(docs, { batch = 100 }))   -- three batches
-    assert.are.equal(300, res.written)
-    local r = restart_none(db, path)
-    -- the last checkpoint came right before the third batch, whatever the
-    -- time the load took
-    assert.are.equal(201, r:stats().items)
-    assert(r:container("c"):read("d200", "p" .. (200 % 7)))
-    r:close()
-  end)
-
-  it("goes back to the last checkpoint after a restart with sync none, whole", function()
-    local db, path = H.open({ sync = "none" })
-    local c = assert(db:create_container("c", { partition_key = "/pk" }))
-    assert(c:create({ id = "a", pk = "p" }))
-    os.execute("sleep 1.1")              -- the next commit checkpoints first
-    -- commits rewriting the same items, so that LMDB has freed pages to
-    -- reuse (it must not reuse the checkpoint's)
-    local order = {}
-    for i = 1, 60 do
-      local id = "i" .. (i % 6)
-      assert(c:upsert({ id = id, pk = "p", n = i, s = ("x"):rep(900 + i) }))
-      order[i] = id
-    end
-    local r = restart_none(db, path)
-    local rc = assert(r:container("c"))
-    assert(rc:read("a", "p"))
-    -- what is there is what the first k upserts made, k < 60 (the last
-    -- commit comes after any checkpoint)
-    local held = {}
-    for i = 0, 5 do
-      local doc = rc:read("i" .. i, "p")
-      held["i" .. i] = doc and doc.n or false
-    end
-    local k
-    for j = 0, 59 do
-      local expect = {}
-      for i = 0, 5 do expect["i" .. i] = false end
-      for i = 1, j do expect[order[i]] = i end
-      local same = true
-      for id, v in pairs(expect) do same = same and held[id] == v end
-      if same then k = j; break end
-    end
-    assert.is_not_nil(k, "the items are no prefix of the commits")
-    assert(rc:create({ id = "after", pk = "p" }))
-    assert(r:verify())
-    r:close()
-  end)
 
   it("trusts the data file after a clean close: another LMDB program's writes survive a restart", function()
     local poke = "build/tools/lmdb_poke"

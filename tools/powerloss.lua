@@ -3,7 +3,7 @@ The power-loss harness: what an OS crash or a power cut can leave of a
 database, checked on many disk images.
 
   lua5.4 tools/powerloss.lua [--images N] [--per-run M] [--sync full|lazy|none]
-    [--writers K] [--group] [--seed S] [--dir DIR] [--expect-loss]
+    [--writers K] [--procs P] [--group] [--seed S] [--dir DIR] [--expect-loss]
 
 Each run copies a durable database (a container with a procedure and an
 automatic post-trigger; every second run without its write-ahead log, so
@@ -15,7 +15,8 @@ LD_PRELOAD=build/powerloss/shim.so, which records every write and flush of
 the database's files, and the writer's marks (each call's intent before it,
 "acknowledged" or "refused" after it), in one ordered journal.  With
 --writers K the calls come from K coroutines sharing the database handle,
-each on keys of its own; with --group too, they write through
+each on keys of its own (with --procs P, in each of P processes writing
+at once); with --group too, they write through
 db:group_commit, sharing transactions.  build/powerloss/image then makes M disk images
 from the journal, each at a random moment: what was flushed, plus any
 subset of the pages written since the last flush (tools/powerloss/image.c).
@@ -27,10 +28,9 @@ would), and checks:
     made, the call in flight at that point applied wholly or not at all;
   - how far that point may be, by sync mode: "full", at least up to the
     last acknowledged call (nothing acknowledged is lost); "lazy", at least
-    up to the last call acknowledged before the log's last flush (every
-    second commit); "none", the same (the log is flushed at checkpoints,
-    at least one a second while a process writes): what was written last
-    may be lost, never to a damaged database.
+    up to the last call acknowledged before the database's last flush;
+    "none", anywhere (what was written last may be lost, never a damaged
+    database).
 It stops at the first image that breaks these, printing why and keeping the
 image; with --expect-loss (the self-test, run with PL_DROP_SYNC=1 so that
 no flush reaches the disk) it succeeds only if some image breaks them.
@@ -38,7 +38,7 @@ no flush reaches the disk) it succeeds only if some image breaks them.
 
 local regolith = require "regolith"
 
-local opts = { images = 200, ["per-run"] = 25, sync = "full", writers = 1,
+local opts = { images = 200, ["per-run"] = 25, sync = "full", writers = 1, procs = 1, proc = 0,
   seed = os.time(), dir = nil, ops = nil, db = nil, marks = nil }
 local mode = "drive"
 local rest = {}
@@ -52,7 +52,7 @@ do
     elseif k then opts[k] = arg[i + 1]; i = i + 2
     else rest[#rest + 1] = arg[i]; i = i + 1 end
   end
-  for _, k in ipairs({ "images", "per-run", "writers", "seed", "ops" }) do
+  for _, k in ipairs({ "images", "per-run", "writers", "procs", "proc", "seed", "ops" }) do
     opts[k] = tonumber(opts[k])
   end
 end
@@ -74,14 +74,17 @@ local function sh(cmd)
 end
 
 --[[ The writer: --ops calls from --writers coroutines, marks through the
-shim.  Writer w owns the keys n with n % writers == w. ]]
+shim; process --proc of --procs writing at once.  Writer w (numbered
+across the processes) owns the keys n with n % (writers * procs) == w;
+call numbers are unique across the processes. ]]
 local function child()
   local db = assert(regolith.open(opts.db, { sync = opts.sync }))
   local c = assert(db:container("pl"))
   local marks = assert(io.open(opts.marks, "a"))
   marks:setvbuf("line")
-  math.randomseed(opts.seed)
-  local K = opts.writers
+  math.randomseed(opts.seed + 7919 * opts.proc)
+  local K, P = opts.writers, opts.procs
+  local W = K * P
   local seq = 0
   local function mark(line) marks:write(line, "\n") end
   local g = opts.group and db:group_commit{ yield = coroutine.yield }
@@ -91,16 +94,17 @@ local function child()
   end
   local function call(w)
     seq = seq + 1
-    local s = seq
+    local s = seq * P + opts.proc
+    w = opts.proc * K + w
     local mine = {}
-    for n = 1, KEYS do if n % K == w then mine[#mine + 1] = n end end
+    for n = 1, KEYS do if n % W == w then mine[#mine + 1] = n end end
     local n = mine[math.random(#mine)]
     local id, pk = key_of(n)
     local r = math.random(100)
     local ok
     if r <= 10 then
-      local m = n + PARTS * K
-      if m > KEYS then m = n - PARTS * K end
+      local m = n + PARTS * W
+      if m > KEYS then m = n - PARTS * W end
       if m < 1 then m = n end
       local id2 = key_of(m)
       mark(("I %d %d W %s %s %s %s"):format(s, w, id, pk, id2, pk))
@@ -209,9 +213,7 @@ local function parse_marks(path)
       local call = by_seq[tonumber(rest)]
       call.outcome = kind
       if kind == "A" then acked_since[call.w] = call.index end
-    elseif (kind == "~S" or kind == "~D") and rest:find("regolith.wal", 1, true) then
-      -- a flush of the log: "lazy" flushes it every second commit, "none"
-      -- at its checkpoints (the data file flushed just before)
+    elseif kind == "~S" or kind == "~D" then
       for w, idx in pairs(acked_since) do flushed[w] = idx end
     end
   end
@@ -262,7 +264,8 @@ local function check_image(dir, c, db)
     end
     local last_acked = 0
     for i, call in ipairs(list) do if call.outcome == "A" then last_acked = i end end
-    local least = opts.sync == "full" and last_acked or (flushed[w] or 0)
+    local least = opts.sync == "full" and last_acked or
+      opts.sync == "lazy" and (flushed[w] or 0) or 0
     local found = wrong == 0 and least == 0
     for i, call in ipairs(list) do
       if found then break end
@@ -370,13 +373,22 @@ local function drive()
       :format(shell_quote(absdir .. "/journal"), shell_quote(db_dir),
         table.concat(IGNORED, ","),
         shell_quote(absdir .. "/marks"), shell_quote(shim))
-    if not sh(("%s %s %s --child --db %s --marks %s --sync %s --ops %d --writers %d --seed %d%s")
-        :format(env, interp, self, shell_quote(db_dir), shell_quote(absdir .. "/marks"),
-          opts.sync, ops, opts.writers, seed, opts.group and " --group" or "")) then
+    -- the writer processes, at once; each one's exit status is waited for
+    local script = {}
+    for proc = 0, opts.procs - 1 do
+      script[#script + 1] = ("%s %s %s --child --db %s --marks %s --sync %s --ops %d "
+        .. "--writers %d --procs %d --proc %d --seed %d%s & p%d=$!"):format(env, interp,
+        self, shell_quote(db_dir), shell_quote(absdir .. "/marks"), opts.sync, ops,
+        opts.writers, opts.procs, proc, seed, opts.group and " --group" or "", proc)
+    end
+    local waits = {}
+    for proc = 0, opts.procs - 1 do waits[#waits + 1] = ("wait $p%d"):format(proc) end
+    if not sh(table.concat(script, "; ") .. "; rc=0; " .. table.concat(waits, " || rc=1; ")
+        .. " || rc=1; exit $rc") then
       io.stderr:write("powerloss: the writer failed\n")
       os.exit(1)
     end
-    calls = calls + ops
+    calls = calls + ops * opts.procs
     local n = math.min(opts["per-run"], opts.images - total)
     local p = io.popen(("%s --journal %s --base %s --out %s/images --images %d --seed %d"):format(
       shell_quote(image), shell_quote(absdir .. "/journal"), shell_quote(from),
@@ -424,9 +436,10 @@ local function drive()
       :format(total, drop and "" or " (PL_DROP_SYNC is not set)", opts.sync))
     os.exit(1)
   end
-  print(("powerloss: sync %s, %d writer%s%s: %d images from %d runs (%d calls), "
+  print(("powerloss: sync %s, %d writer%s%s%s: %d images from %d runs (%d calls), "
     .. "every one clean (%ds)"):format(opts.sync, opts.writers,
-    opts.writers == 1 and "" or "s", opts.group and " (group commit)" or "", total,
+    opts.writers == 1 and "" or "s",
+    opts.procs > 1 and (" in each of %d processes"):format(opts.procs) or "", opts.group and " (group commit)" or "", total,
     runs, calls, os.time() - t0))
   if not keep then sh("rm -rf " .. shell_quote(dir)) end
 end

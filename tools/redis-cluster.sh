@@ -8,6 +8,11 @@
 #   tools/redis-cluster.sh wait DIR [SECONDS]      wait until whole again
 #   tools/redis-cluster.sh status DIR              each node's view and log end
 #   tools/redis-cluster.sh ports DIR               print the six ports
+#   tools/redis-cluster.sh add DIR                 start one more primary (no
+#                                                  slots yet) and add it; prints
+#                                                  its port
+#   tools/redis-cluster.sh remove DIR PORT         forget an added primary (it
+#                                                  must hold no slot) and stop it
 #
 # DIR and BASE_PORT may also come from RG_CLUSTER_DIR and RG_CLUSTER_PORTS.
 # With RG_CLUSTER_OWNER=<pid>, start also leaves a watcher that stops the
@@ -113,14 +118,25 @@ wait_ping () {
   done
 }
 
-# Waits until every node says cluster_state:ok and every primary has
-# exactly one replica online (a node started again counts as it rejoins),
+# Who serves which slots in one node's view ($1: CLUSTER NODES), one line
+# per primary with slots, sorted: equal on every node once they agree.
+slot_map () {
+  echo "$1" | awk '$3 ~ /master/ && $9 != "" {
+    line = $1; for (i = 9; i <= NF; i++) line = line " " $i; print line }' | sort
+}
+
+# Waits until every node says cluster_state:ok, every node has the same
+# view of who serves which slot (a replica promoted while its view of its
+# primary's slots lagged would leave a slot nobody serves: the cluster
+# would stay down), and every primary has exactly one replica online (a
+# node started again counts as it rejoins),
 # for at most WAIT_SECONDS of wall time (one round asks every node three
 # questions: on a loaded machine a round takes far longer than its pause).
 wait_ready () {
   deadline=$((SECONDS + WAIT_SECONDS))
   while :; do
     ready=yes
+    first_map=""
     for p in "$@"; do
       redis-cli -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' ||
         { ready=no; break; }
@@ -130,6 +146,9 @@ wait_ready () {
       [ "$(echo "$view" | awk '$3 ~ /master/ && $9 != "" { n++ } END { print n + 0 }')" = 3 ] &&
         [ "$(echo "$view" | grep -c slave)" = 3 ] && ! echo "$view" | grep -q fail ||
         { ready=no; break; }
+      map=$(slot_map "$view")
+      [ -n "$first_map" ] || first_map=$map
+      [ "$map" = "$first_map" ] || { ready=no; break; }
       info=$(redis-cli -p "$p" info replication 2>/dev/null | tr -d '\r')
       if echo "$info" | grep -q '^role:master'; then
         echo "$info" | grep -q '^slave0:.*state=online' || { ready=no; break; }
@@ -170,20 +189,26 @@ stop_pids () {
   done
 }
 
+# The ports of the primaries added to the cluster after it was made.
+extra_ports () {
+  cat "$1/extra_ports" 2>/dev/null
+}
+
 stop_all () {
   pids=""
-  for p in $(ports_of "$1"); do
+  for p in $(ports_of "$1") $(extra_ports "$1"); do
     pid=$(live_pid "$1" "$p") && pids="$pids $pid"
   done
   # shellcheck disable=SC2086
   stop_pids $pids
-  for p in $(ports_of "$1"); do rm -f "$1/$p/pid"; done
+  for p in $(ports_of "$1") $(extra_ports "$1"); do rm -f "$1/$p/pid"; done
+  rm -f "$1/extra_ports"
 }
 
 cmd=${1:-}
 dir=${2:-${RG_CLUSTER_DIR:-}}
 [ -n "$cmd" ] && [ -n "$dir" ] ||
-  die "usage: $0 start|stop|restart|wait|status|ports DIR [PORT|SECONDS]"
+  die "usage: $0 start|stop|restart|wait|status|ports|add|remove DIR [PORT|SECONDS]"
 command -v redis-server >/dev/null 2>&1 ||
   die "redis-server is not installed (apt-get install redis-server redis-tools)"
 
@@ -262,7 +287,66 @@ status)
 ports)
   ports_of "$dir"
   ;;
+add)
+  dir=$(abs_dir "$dir") || exit 1
+  base=$(cat "$dir/base_port") || die "no cluster in $dir"
+  port=$((base + NODES))
+  # a port can be taken between the check and the bind (an outgoing
+  # connection's): then the next one is tried
+  for attempt in 1 2 3 4 5; do
+    while [ -d "$dir/$port" ] || port_busy "$port" || port_busy $((port + 10000)); do
+      port=$((port + 1))
+    done
+    start_node "$dir" "$port"
+    wait_ping "$dir" "$port" && break
+    [ $attempt = 5 ] && die "the new server did not start (see $dir/$port/redis.log)"
+  done
+  echo "$port" >> "$dir/extra_ports"
+  redis-cli --cluster add-node "127.0.0.1:$port" "127.0.0.1:$base" \
+    > "$dir/$port/add.log" 2>&1 || die "add-node failed (see $dir/$port/add.log)"
+  echo "$port"
+  ;;
+remove)
+  dir=$(abs_dir "$dir") || exit 1
+  port=${3:-}
+  # shellcheck disable=SC2015
+  [ -n "$port" ] && grep -qx "$port" "$dir/extra_ports" 2>/dev/null ||
+    die "$port is not a primary added to the cluster in $dir"
+  base=$(cat "$dir/base_port")
+  id=$(redis-cli -p "$port" cluster myid) || die "no node on $port"
+  others=$( (ports_of "$dir"; extra_ports "$dir") | grep -vx "$port")
+  deadline=$((SECONDS + WAIT_SECONDS))
+  # it must hold no slot in any node's view (views settle by gossip)
+  for p in $others; do
+    until [ -z "$(redis-cli -p "$p" cluster nodes 2>/dev/null |
+                  awk -v id="$id" '$1 == id && $9 != ""')" ]; do
+      [ $SECONDS -ge $deadline ] && die "node $p still gives slots to $port"
+      sleep 0.1
+    done
+  done
+  if ! redis-cli --cluster del-node "127.0.0.1:$base" "$id" \
+         > "$dir/$port/del.log" 2>&1; then
+    # del-node stops at the first node that answers an error: then each
+    # other node is told to forget it until it says so (or knows it no
+    # more), within WAIT_SECONDS
+    echo "redis-cluster: del-node failed ($(tail -n 1 "$dir/$port/del.log")):" \
+      "the nodes are told one by one" >&2
+    for p in $others; do
+      until out=$(redis-cli -p "$p" cluster forget "$id" 2>&1) &&
+            echo "$out" | grep -q -E '^OK|Unknown node'; do
+        [ $SECONDS -ge $deadline ] &&
+          die "node $p does not forget $port: $out (see $dir/$port/del.log)"
+        sleep 0.2
+      done
+    done
+  fi
+  # del-node does not always stop the server: it is stopped by its pid
+  pid=$(live_pid "$dir" "$port") && stop_pids "$pid"
+  rm -f "$dir/$port/pid"
+  grep -vx "$port" "$dir/extra_ports" > "$dir/extra_ports.new"
+  mv "$dir/extra_ports.new" "$dir/extra_ports"
+  ;;
 *)
-  die "unknown command '$cmd' (start, stop, restart, wait, status, ports)"
+  die "unknown command '$cmd' (start, stop, restart, wait, status, ports, add, remove)"
   ;;
 esac

@@ -327,3 +327,63 @@ int rg_patch_apply (cJSON *doc, const rg_patch_op *ops, int n, rg_err *e) {
                    "levels", RG_MAX_DEPTH);
   return 0;
 }
+
+int rg_patch_ops_parse (const cJSON *list, rg_patch_op **ops, int *nops,
+                        rg_err *e) {
+  static const char *const names[] = {
+    "add", "set", "replace", "remove", "incr", "move", NULL
+  };
+  const cJSON *it;
+  int n = 0, i = 0;
+  *ops = NULL;
+  *nops = 0;
+  if (!cJSON_IsArray(list))
+    return rg_fail(e, 400, "patch operations must be a list of tables");
+  for (it = list->child; it; it = it->next) n++;
+  if (n < 1) return rg_fail(e, 400, "a patch needs at least one operation");
+  if (n > RG_MAX_PATCH_OPS)
+    return rg_fail(e, 400, "a patch takes at most %d operations, not %d",
+                   RG_MAX_PATCH_OPS, n);
+  if ((*ops = (rg_patch_op *)calloc((size_t)n, sizeof(rg_patch_op))) == NULL)
+    return rg_fail(e, 500, "out of memory");
+  for (it = list->child; it; it = it->next, i++) {
+    rg_patch_op *op = &(*ops)[i];
+    const cJSON *f, *name = NULL, *path = NULL, *from = NULL, *value = NULL;
+    int k;
+    if (!cJSON_IsObject(it))
+      return rg_fail(e, 400, "patch operation %d is not a table", i + 1);
+    for (f = it->child; f; f = f->next) {
+      if (strcmp(f->string, "op") == 0) name = f;
+      else if (strcmp(f->string, "path") == 0) path = f;
+      else if (strcmp(f->string, "from") == 0) from = f;
+      else if (strcmp(f->string, "value") == 0) value = f;
+      else return rg_fail(e, 400, "patch operation %d: unknown field '%s'",
+                          i + 1, f->string);
+    }
+    for (k = 0; names[k]; k++)
+      if (cJSON_IsString(name) && strcmp(names[k], name->valuestring) == 0)
+        break;
+    if (names[k] == NULL)
+      return rg_fail(e, 400, "patch operation %d: op must be add, set, "
+                     "replace, remove, incr or move", i + 1);
+    op->op = k + 1;
+    if (!cJSON_IsString(path))
+      return rg_fail(e, 400, "patch operation %d: path must be a string",
+                     i + 1);
+    op->path = path->valuestring;
+    if (op->op == RG_PATCH_MOVE) {
+      if (!cJSON_IsString(from))
+        return rg_fail(e, 400, "patch operation %d: move needs a 'from' "
+                       "path", i + 1);
+      op->from = from->valuestring;
+    }
+    if (op->op != RG_PATCH_REMOVE && op->op != RG_PATCH_MOVE) {
+      if (value == NULL)
+        return rg_fail(e, 400, "patch operation %d: %s needs a value", i + 1,
+                       names[k]);
+      op->value = value;
+    }
+  }
+  *nops = n;
+  return 0;
+}

@@ -28,5 +28,11 @@ typedef struct rg_patch_op {
 /* Applies the ops in order to `doc` (modified in place); 400 with a
 ** message naming the op on any fault. */
 int rg_patch_apply (cJSON *doc, const rg_patch_op *ops, int n, rg_err *e);
+/* Reads a list of patch operations given as a JSON array of objects
+** {op, path, value, from}: *ops (malloc'd, the caller frees it even on
+** failure) borrows the strings and values of `list`, which must outlive
+** it; 400 naming the operation for anything wrong. */
+int rg_patch_ops_parse (const cJSON *list, rg_patch_op **ops, int *nops,
+                        rg_err *e);
 
 #endif

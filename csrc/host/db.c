@@ -95,17 +95,14 @@ static int readonly_fail (lua_State *L) {
 ** Containers
 ** ======================================================================
 */
-/* The stored form of a container's spec: the options at index 3 (already
-** checked for unknown keys) with the name and the current revision (a
-** replaced container keeps its own: catalog.c), validated (misuse raises),
-** in a boxed buffer left on the stack. */
-static rg_buf *spec_text (lua_State *L, const char *what, const char *name,
-                          size_t namelen) {
+rg_buf *rgl_spec_text (lua_State *L, int optsix, const char *what,
+                       const char *name, size_t namelen) {
   cJSON *j = NULL, *nm;
   rg_cspec *spec = NULL;
   rg_buf *text;
   rg_err e;
-  if (rgl_json_from_lua(L, 3, &j, &e)) luaL_error(L, "%s: %s", what, e.msg);
+  if (rgl_json_from_lua(L, optsix, &j, &e))
+    luaL_error(L, "%s: %s", what, e.msg);
   nm = rg_str_new(name, namelen);
   if (nm == NULL) { cJSON_Delete(j); luaL_error(L, "out of memory"); }
   cJSON_AddItemToObject(j, "name", nm);
@@ -142,7 +139,7 @@ static int container_call (lua_State *L, int replace) {
   luaL_checktype(L, 3, LUA_TTABLE);
   rgl_opts_check(L, 3, allowed, what);
   if (bad) return rgl_push_fail(L, &e);
-  text = spec_text(L, what, name, namelen);
+  text = rgl_spec_text(L, 3, what, name, namelen);
   if (d->readonly) return readonly_fail(L);
   if (replace)
     rc = rg_catalog_replace(d->env, d->sync, name, namelen, text->p, text->n,

@@ -42,7 +42,7 @@ static void qcall_clear (void *p) {
 ** status, partitions contacted, items loaded, index lookups, whether it
 ** fanned out. */
 /* params: nil or a table {name = value} (a leading '@' is allowed). */
-static int params_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
+int rgl_params_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
   cJSON *c, *d;
   int rc;
   *out = NULL;
@@ -78,30 +78,31 @@ static int none (const cJSON *v) {
   return cJSON_IsObject(v) && v->child == NULL;
 }
 
-/* opts.partition_key (on the stack at idx) into the request. */
-static int pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
-                        qcall *q, rg_query_req *rq, rg_err *e) {
+/* opts.partition_key (on the stack at idx) into the request; the tree is
+** kept in *own. */
+int rgl_query_pk (lua_State *L, int idx, const rg_cspec *spec, cJSON **own,
+                  rg_query_req *rq, rg_err *e) {
   int rc, i;
   cJSON *c;
   if (lua_isnil(L, idx)) return 0;
-  if ((rc = rgl_json_from_lua(L, idx, &q->pk, e))) {
+  if ((rc = rgl_json_from_lua(L, idx, own, e))) {
     char msg[sizeof(e->msg)];
     memcpy(msg, e->msg, sizeof(msg));
     return rg_fail(e, rc, "partition_key: %s", msg);
   }
-  if (none(q->pk)) { rq->has_pk = 1; return 0; }   /* every level none */
+  if (none(*own)) { rq->has_pk = 1; return 0; }    /* every level none */
   if (spec->npk == 1) {
-    if (!scalar(q->pk))
+    if (!scalar(*own))
       return rg_fail(e, 400, "a partition key value must be a string, "
                      "number, boolean or regolith.null");
-    rq->pkv[0] = q->pk;
+    rq->pkv[0] = *own;
   }
   else {
-    if (!cJSON_IsArray(q->pk) || cJSON_GetArraySize(q->pk) != spec->npk)
+    if (!cJSON_IsArray(*own) || cJSON_GetArraySize(*own) != spec->npk)
       return rg_fail(e, 400, "the partition key is hierarchical: give an "
                      "array of %d values (every level is required)",
                      spec->npk);
-    for (i = 0, c = q->pk->child; c; c = c->next, i++) {
+    for (i = 0, c = (*own)->child; c; c = c->next, i++) {
       if (!scalar(c))
         return rg_fail(e, 400, "a partition key value must be a string, "
                        "number, boolean or regolith.null");
@@ -157,8 +158,8 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
   rq.contlen = contlen;
   q = (qcall *)rgl_newbox(L, sizeof(qcall), qcall_clear);
   top = lua_gettop(L);
-  if ((rc = params_from_lua(L, pix, &q->params, &e)) ||
-      (rc = pk_from_lua(L, pkix, lc->c.spec, q, &rq, &e))) {
+  if ((rc = rgl_params_from_lua(L, pix, &q->params, &e)) ||
+      (rc = rgl_query_pk(L, pkix, lc->c.spec, &q->pk, &rq, &e))) {
     rgl_box_done(q);
     return rgl_push_fail(L, &e);
   }

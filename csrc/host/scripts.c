@@ -338,8 +338,7 @@ static int exec_body (rg_scope *s, void *ud, rg_err *e) {
 /* c:execute(name, pk, ...) -> result, info | nil, msg, status */
 static int cont_execute (lua_State *L) {
   rg_lcont *lc = rgl_checkcont(L, 1);
-  int top = lua_gettop(L), bad, nlog = 0;
-  size_t at;
+  int top = lua_gettop(L), bad;
   xcall *q;
   rg_err e;
   rg_admit a;
@@ -375,13 +374,7 @@ static int cont_execute (lua_State *L) {
   }
   rgl_json_push(L, q->result);
   rgl_account(L, lc, &a, rgl_push_info(L, &q->work, 200));
-  lua_newtable(L);
-  for (at = 0; at + 4 <= q->log.n; nlog++) {
-    uint32_t len = rg_get_u32((const uint8_t *)q->log.p + at);
-    lua_pushlstring(L, q->log.p + at + 4, len);
-    lua_rawseti(L, -2, nlog + 1);
-    at += 4 + len;
-  }
+  rgl_push_lines(L, &q->log);
   lua_setfield(L, -2, "log");
   rgl_box_done(q);
   return 2;

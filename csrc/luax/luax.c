@@ -197,3 +197,15 @@ rg_buf *rgl_newbuf (lua_State *L) {
   return b;
 }
 /* }===================================================================== */
+
+void rgl_push_lines (lua_State *L, const rg_buf *b) {
+  size_t at;
+  int n = 0;
+  lua_newtable(L);
+  for (at = 0; at + 4 <= b->n; n++) {
+    uint32_t len = rg_get_u32((const uint8_t *)b->p + at);
+    lua_pushlstring(L, b->p + at + 4, len);
+    lua_rawseti(L, -2, n + 1);
+    at += 4 + len;
+  }
+}

@@ -29,6 +29,10 @@ double rgl_push_info (lua_State *L, const rg_work *w, int status);
 ** cross_partition. */
 double rgl_push_query_info (lua_State *L, const rg_work *w, int cross);
 
+/* Pushes an array of the lines of `b`, each a u32 length and its bytes
+** (a script's ctx:log lines). */
+void rgl_push_lines (lua_State *L, const rg_buf *b);
+
 /* Adds functions to the method table (__index) of the handle type `mt`;
 ** each area (queries, scripts, the feed) registers its own methods. */
 void rgl_add_methods (lua_State *L, const char *mt, const luaL_Reg *funcs);

@@ -36,6 +36,7 @@ typedef struct rg_runtime {
   struct exec *cur;             /* the execution running now */
   autoset *autos;
   int nautos;
+  int held;                     /* a stepper's: a run holds it */
 } rg_runtime;
 
 /* The runtime of an environment, made (and its hooks installed) on first
@@ -53,5 +54,10 @@ void rg_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
 /* Calls the chunk on top in a fresh environment; leaves the function it
 ** returns (raises when it returns anything else). */
 void rg_runtime_call_chunk (lua_State *L);
+struct rg_stepper;
+
+/* A runtime of a stepper's pool that no run holds (made when all are);
+** NULL and e filled when it cannot be made. */
+rg_runtime *rg_stepper_runtime (struct rg_stepper *p, rg_err *e);
 
 #endif

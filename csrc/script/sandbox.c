@@ -136,6 +136,8 @@ struct rg_sandbox {
   int64_t deadline;            /* ms on the coarse monotonic clock */
   uintptr_t cbase;             /* the C stack where the run was armed */
   uint64_t seeds;              /* executions so far (reseeds math.random) */
+  lua_State *run;              /* a resumable run's thread, or NULL */
+  int64_t paused;              /* ms when the run yielded, 0: running */
 };
 
 
@@ -156,11 +158,18 @@ static int64_t now_ms (void) {
 
 static void hook (lua_State *L, lua_Debug *ar);
 
+/* Sets the count hook on the state and on a resumable run's thread (Lua
+** 5.4 keeps hooks per thread; LuaJIT's are global). */
+static void set_hook (rg_sandbox *sb, lua_Hook f, int count) {
+  lua_sethook(sb->S, f, f ? LUA_MASKCOUNT : 0, count);
+  if (sb->run) lua_sethook(sb->run, f, f ? LUA_MASKCOUNT : 0, count);
+}
+
 /* Marks the execution stopped and makes the hook run before every
 ** instruction from now on (lua_sethook is safe at any point). */
 static void stop (rg_sandbox *sb, int why) {
   if (sb->stop == RG_STOP_NONE) sb->stop = why;
-  lua_sethook(sb->S, hook, LUA_MASKCOUNT, 1);
+  set_hook(sb, hook, 1);
 }
 
 #if RG_LUAJIT
@@ -168,7 +177,7 @@ static void stop (rg_sandbox *sb, int why) {
 static void over (rg_sandbox *sb) {
   if (sb->collect || sb->stop != RG_STOP_NONE) return;
   sb->collect = 1;
-  lua_sethook(sb->S, hook, LUA_MASKCOUNT, 1);
+  set_hook(sb, hook, 1);
 }
 #endif
 
@@ -257,7 +266,7 @@ static void check_memory (lua_State *L, rg_sandbox *sb) {
   sb->collect = 0;
   lua_gc(L, LUA_GCCOLLECT, 0);
   if (held(sb) > sb->limit) stop(sb, RG_STOP_MEMORY);
-  else lua_sethook(sb->S, hook, LUA_MASKCOUNT, HOOK_PERIOD);
+  else set_hook(sb, hook, HOOK_PERIOD);
 #else
   (void)L; (void)sb;
 #endif
@@ -351,7 +360,8 @@ void rgl_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
   sb->collect = 0;
   sb->deadline = now_ms() + (ms < MIN_DEADLINE ? MIN_DEADLINE : ms);
   sb->armed = 1;
-  lua_sethook(sb->S, hook, LUA_MASKCOUNT, HOOK_PERIOD);
+  sb->paused = 0;
+  set_hook(sb, hook, HOOK_PERIOD);
 }
 
 int rgl_sandbox_disarm (rg_sandbox *sb) {
@@ -360,8 +370,33 @@ int rgl_sandbox_disarm (rg_sandbox *sb) {
   sb->stop = RG_STOP_NONE;
   sb->refused = 0;
   sb->collect = 0;
-  lua_sethook(sb->S, NULL, 0, 0);
+  set_hook(sb, NULL, 0);
+  sb->run = NULL;
+  sb->paused = 0;
   return why;
+}
+
+void rgl_sandbox_thread (rg_sandbox *sb, lua_State *co) {
+  sb->run = co;
+  set_hook(sb, hook, sb->stop != RG_STOP_NONE || sb->collect ? 1 :
+                     HOOK_PERIOD);
+}
+
+void rgl_sandbox_pause (rg_sandbox *sb) {
+  sb->paused = now_ms();
+}
+
+void rgl_sandbox_unpause (rg_sandbox *sb) {
+  char here;
+  if (sb->paused) sb->deadline += now_ms() - sb->paused;
+  sb->paused = 0;
+  sb->cbase = (uintptr_t)&here;
+}
+
+void rgl_sandbox_bill (rg_sandbox *sb, uint64_t n) {
+  if (!sb->armed || sb->stop != RG_STOP_NONE) return;
+  sb->spent += n;
+  if (sb->spent >= sb->budget || sb->spent < n) stop(sb, RG_STOP_BUDGET);
 }
 /* }===================================================================== */
 

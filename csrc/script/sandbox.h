@@ -32,6 +32,16 @@ rg_sandbox *rgl_sandbox_of (lua_State *S);
 /* Starts an execution's accounting: at most `budget` instructions and
 ** `memory` bytes more than the state holds now. */
 void     rgl_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory);
+/* A resumable run (stepper.c) executes in thread `co` of the state: its
+** hook is set there too.  While the run waits for its host (yielded), its
+** wall-clock deadline stands still: pause when it yields, unpause before
+** it is resumed (which also takes the C stack from there).  bill charges
+** work done outside the run; spending the budget stops the run at its
+** next instruction. */
+void     rgl_sandbox_thread (rg_sandbox *sb, lua_State *co);
+void     rgl_sandbox_pause (rg_sandbox *sb);
+void     rgl_sandbox_unpause (rg_sandbox *sb);
+void     rgl_sandbox_bill (rg_sandbox *sb, uint64_t n);
 /* Ends it; returns why it was stopped (RG_STOP_*), RG_STOP_NONE if not. */
 int      rgl_sandbox_disarm (rg_sandbox *sb);
 /* Charges work done in C; raises once the budget is spent. */

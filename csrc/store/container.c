@@ -612,3 +612,19 @@ void rg_doc_pk (const rg_cspec *c, const cJSON *doc,
     pkv[i] = i < c->npk ? rg_path_get(doc, &c->pk[i]) : NULL;
 }
 /* }===================================================================== */
+
+int rg_doc_ttl (const rg_cspec *c, const cJSON *doc, int64_t *ttl,
+                rg_err *e) {
+  const cJSON *t;
+  *ttl = 0;
+  if (!c->ttl_on) return 0;
+  *ttl = c->default_ttl;
+  t = cJSON_GetObjectItemCaseSensitive(doc, "ttl");
+  if (t != NULL && !cJSON_IsNull(t)) {
+    if (!cJSON_IsNumber(t) || !rg_num_int(t, ttl) || *ttl == 0 ||
+        *ttl < -1 || *ttl > RG_MAX_TTL)
+      return rg_fail(e, 400, "ttl must be -1 or a whole number of seconds "
+                     "from 1 to %d", RG_MAX_TTL);
+  }
+  return 0;
+}

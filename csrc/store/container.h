@@ -114,6 +114,13 @@ typedef struct rg_cont {
   rg_cspec *spec;
 } rg_cont;
 
+/* The time to live of a document: its `ttl` field, else the container's
+** default_ttl (0 when the container has none: never expires; -1: never);
+** 400 for a bad ttl field.  The item expires `ttl` seconds after its
+** write when ttl > 0. */
+int  rg_doc_ttl (const rg_cspec *c, const cJSON *doc, int64_t *ttl,
+                 rg_err *e);
+
 /* Partition-key values of a document (NULL entries are undefined). */
 void rg_doc_pk (const rg_cspec *c, const cJSON *doc,
                 const cJSON *pkv[RG_MAX_PK_PATHS]);

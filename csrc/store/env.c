@@ -504,7 +504,6 @@ int rg_read_begin (rg_env *env, MDB_txn **txn, rg_err *e) {
     return 0;
   }
   if (env->broken) return broken_fail(env, e);
-  if (env->wal) rg_wal_idle(env->wal);
   if (env->rtxn_live) {              /* left live by an interrupted call */
     mdb_txn_reset(env->rtxn);
     env->rtxn_live = 0;
@@ -747,7 +746,7 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
     /* room ahead of need; when it cannot be made the write may still fit,
     ** and running out gives MDB_MAP_FULL, then a growth that must succeed */
     if (grow_map(env, env->map_size / 4, e) && env->broken) return 507;
-    set_sync(env, RG_SYNC_MODE(sync));
+    set_sync(env, sync);
     if ((rc = txn_begin(env, 0, &s.txn, e))) return rc;
     if (env->wal && (rc = rg_wal_begin(env->wal, s.txn, sync, e))) {
       mdb_txn_abort(s.txn);
@@ -768,17 +767,14 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
     if (!s.map_full) {
       if (t.status != 0 || s.failed) return t.status ? t.status : s.failed;
       rc = mdb_txn_commit(s.txn);
-      if (env->wal) rg_wal_end(env->wal);
+      if (env->wal) {
+        int st = rc == 0 ? rg_wal_durable(env->wal, e) : 0;
+        rg_wal_end(env->wal);
+        if (st) return st;
+      }
       if (rc != MDB_MAP_FULL) return rc ? commit_fail(env, rc, e) : 0;
     }
     if ((rc = grow_map(env, env->map_size, e)) == 0) continue;
-    /* sync "none" holds back the pages freed since its checkpoint (wal.h):
-    ** once, from a fresh checkpoint, before giving up */
-    if (env->wal && !env->broken && RG_SYNC_MODE(sync) == RG_SYNC_NONE &&
-        !(sync & RG_SYNC_BULK)) {
-      sync |= RG_SYNC_BULK;
-      continue;
-    }
     return rc;
   }
   return rg_fail(e, 507, "insufficient storage: the map cannot grow enough");

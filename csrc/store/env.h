@@ -40,11 +40,6 @@ struct rg_cspec;
 struct rg_hooks;
 
 enum { RG_SYNC_FULL, RG_SYNC_LAZY, RG_SYNC_NONE };
-/* Or'ed into a scope's sync mode: a large transaction (a bulk load's
-** batch), which under sync "none" starts from a checkpoint of its own
-** (wal.h), so that the pages it frees are not held out of reuse. */
-#define RG_SYNC_BULK  0x100
-#define RG_SYNC_MODE(s) ((s) & 0xFF)
 
 typedef struct rg_open_opts {
   int sync;

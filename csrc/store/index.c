@@ -403,7 +403,7 @@ int rg_index_drop (rg_scope *s, uint32_t cid, uint64_t max, uint64_t *count,
 */
 typedef struct walker {
   MDB_txn *txn;
-  rg_env *env;
+  rg_env *env;                   /* NULL: a host's entries (no storage) */
   rg_scope *s;                   /* set: give missing path ids */
   const rg_cspec *spec;
   const char *seg[RG_MAX_DEPTH + 2];
@@ -427,6 +427,11 @@ static int start_key (walker *w, uint32_t *idp) {
   size_t len;
   int rc;
   if (w->text.oom) { w->status = rg_fail(w->e, 500, "out of memory"); return 0; }
+  if (w->env == NULL) {              /* a host's: cid | hash of the text */
+    rg_index_prefix(&w->ks->buf, w->spec->cid, rg_hash(w->text.p, w->text.n));
+    if (idp) *idp = 0;
+    return 1;
+  }
   rc = w->s ? pathid_make(w->s, w->spec->cid, w->text.p, w->text.n, id, &len,
                           w->e)
             : rg_pathid_find(w->txn, w->env, w->spec->cid, w->text.p,
@@ -574,7 +579,7 @@ static int doc_terms (MDB_txn *txn, rg_env *env, rg_scope *s,
   walk(&w, doc, 0);
   if (spec->ncp) computed_terms(&w, doc);
   composite_terms(&w, doc);
-  if (spec->revision >= 2 && w.status == 0) {
+  if (spec->revision >= 2 && w.status == 0 && env != NULL) {
     size_t start = ks->buf.n;
     uint64_t h = shape_of(&w);
     uint8_t t[8];
@@ -659,6 +664,46 @@ int rg_index_keys (MDB_txn *txn, rg_env *env, rg_scope *s,
   ks_free(&ks);
   return keys->oom ? rg_fail(e, 500, "out of memory") : 0;
 }
+
+void rg_index_prefix (rg_buf *b, uint32_t cid, uint64_t path_id) {
+  uint8_t p[RG_HOST_PREFIX];
+  rg_put_u32(p, cid);
+  rg_put_u64(p + 4, path_id);
+  rg_buf_add(b, p, RG_HOST_PREFIX);
+}
+
+uint64_t rg_index_path_id (const char *const *seg, int n) {
+  rg_buf b;
+  uint64_t h;
+  rg_buf_init(&b);
+  rg_index_path_text(&b, seg, n);
+  h = b.oom ? 0 : rg_hash(b.p ? b.p : "", b.n);
+  rg_buf_free(&b);
+  return h;
+}
+
+int rg_index_terms (const rg_cspec *spec, const cJSON *doc,
+                    void (*f) (void *ud, uint64_t id, const uint8_t *term,
+                               size_t n),
+                    void *ud) {
+  keyset ks;
+  rg_err e;
+  size_t *ord, n = 0, i;
+  ks_init(&ks);
+  if (doc_terms(NULL, NULL, NULL, spec, doc, &ks, NULL, NULL, &e) ||
+      (ord = ks_sorted(&ks, &n)) == NULL) {
+    ks_free(&ks);
+    return -1;
+  }
+  for (i = 0; i < n; i++) {         /* cid | id | term */
+    const uint8_t *p = (const uint8_t *)ks.buf.p + ks.off[ord[i]];
+    f(ud, rg_get_u64(p + 4), p + RG_HOST_PREFIX,
+      ks.len[ord[i]] - RG_HOST_PREFIX);
+  }
+  free(ord);
+  ks_free(&ks);
+  return 0;
+}
 /* }===================================================================== */
 
 
@@ -667,9 +712,8 @@ int rg_index_keys (MDB_txn *txn, rg_env *env, rg_scope *s,
 ** Unique keys
 ** ======================================================================
 */
-/* The unique-table key of unique key `u` for `doc`, into out (len). */
-size_t rg_unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
-                          const cJSON *doc, uint8_t *out) {
+void rg_unique_digest (const rg_cspec *spec, int u, const cJSON *doc,
+                       uint8_t out[16]) {
   static const uint8_t k2[16] = { 'r','e','g','o','l','i','t','h',
                                   'u','n','i','q','u','e','v','1' };
   const rg_uniq *q = &spec->uniq[u];
@@ -686,11 +730,16 @@ size_t rg_unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
     }
     else rg_term_exact(&b, v);
   }
+  rg_put_u64(out, rg_hash(b.p ? b.p : "", b.n));
+  rg_put_u64(out + 8, rg_siphash(k2, b.p ? b.p : "", b.n));
+  rg_buf_free(&b);
+}
+
+size_t rg_unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
+                      const cJSON *doc, uint8_t *out) {
   memcpy(out, k->key, k->lplen);
   out[k->lplen] = (uint8_t)u;
-  rg_put_u64(out + k->lplen + 1, rg_hash(b.p ? b.p : "", b.n));
-  rg_put_u64(out + k->lplen + 9, rg_siphash(k2, b.p ? b.p : "", b.n));
-  rg_buf_free(&b);
+  rg_unique_digest(spec, u, doc, out + k->lplen + 1);
   return k->lplen + 17;
 }
 

@@ -95,6 +95,7 @@ size_t rg_meta_key (uint8_t *out, int tag, uint32_t cid, const char *name,
 */
 #define RG_IH_EXPIRY 1
 #define RG_IHDR_MAX  13
+#define RG_IHDR_MIN  5       /* without an expiry */
 typedef struct rg_ihdr {
   uint32_t seq;
   int64_t expiry;            /* 0: never */

@@ -138,7 +138,8 @@ typedef struct plan {
   int src;
   int mode, tie_desc;
   uint32_t cid;
-  uint8_t prefix[RG_PATHID_MAX];    /* the path's (composite's) id */
+  uint8_t prefix[RG_HOST_PREFIX];   /* the path's (composite's) id; a
+                                       host's is longer (index.h) */
   size_t plen;
   int absent;                       /* no id: nothing was indexed there */
   /* SRC_TERMS: exact terms, sorted, each `tlen` bytes at `toff` */
@@ -185,6 +186,7 @@ typedef struct planner {
   char *implied;                    /* conjuncts the source guarantees */
   int force_small;                  /* from a token: -1 free, 0, 1 */
   int force_sort;                   /* a token of a sorting plan */
+  int host;                         /* rg_query_hplan: 1, or 2 (scan) */
   int status;                       /* a path dictionary read failed */
   rg_err *e;
 } planner;
@@ -242,7 +244,10 @@ static int ent_ok (size_t head, const MDB_val *k) {
 ** (P->status). */
 static int ix_id (planner *P, const char *text, size_t tn, uint8_t *out,
                   size_t *n) {
-  int rc = rg_pathid_find(P->txn, P->env, P->spec->cid, text, tn, out, n,
+  int rc;
+  *n = 0;
+  if (P->host) return 0;             /* no dictionary: no path numbers */
+  rc = rg_pathid_find(P->txn, P->env, P->spec->cid, text, tn, out, n,
                           P->e);
   if (rc == 0) return 1;
   *n = 0;
@@ -267,13 +272,18 @@ static uint32_t ix_path_num (planner *P, const char *const *seg, int nseg) {
 /* An index's key prefix, the id of a path (or of the composite `name`):
 ** into out, its length (0: no id, nothing indexed there). */
 static size_t ix_prefix (planner *P, const char *const *seg, int nseg,
-                         const char *name, uint8_t out[RG_PATHID_MAX]) {
+                         const char *name, uint8_t *out) {
   size_t n = 0;
   rg_buf t;
   rg_buf_init(&t);
   if (name) rg_buf_adds(&t, name);
   else rg_index_path_text(&t, seg, nseg);
   if (t.oom) P->status = rg_fail(P->e, 500, "out of memory");
+  else if (P->host) {                /* cid | hash of the text (index.h) */
+    rg_put_u32(out, P->spec->cid);
+    rg_put_u64(out + 4, rg_hash(t.p ? t.p : "", t.n));
+    n = RG_HOST_PREFIX;
+  }
   else ix_id(P, t.p, t.n, out, &n);
   rg_buf_free(&t);
   return n;
@@ -650,7 +660,7 @@ static int lacking_shapes (planner *P, plan *pl, const uint32_t *ids,
   MDB_cursor *cur;
   MDB_val k, v;
   int rc, n = 0, seen = 0, i;
-  if (P->spec->revision < 2) return -1;
+  if (P->spec->revision < 2 || P->host) return -1;   /* host: no shapes */
   if (pl->splen == 0 &&              /* no shape entry yet: no item */
       (pl->splen = ix_prefix(P, NULL, 0, RG_SHAPE_TEXT, pl->sprefix)) == 0)
     return P->status ? -1 : 0;
@@ -1117,6 +1127,10 @@ static int plan_order (planner *P, plan *pl, rg_err *e) {
   if (m->norder != 1 || !path_of(P, m->order[0].expr, &p) || p.arr ||
       !indexed(P, &p))
     return 0;
+  /* a host knows no shapes: the items lacking the path would be a scan of
+  ** the route, read first ascending (the sort is no dearer), last
+  ** descending (read only when the page needs them) */
+  if (P->host && !m->order[0].desc && !proves_scalar(P, &p)) return 0;
   for (i = 0; i < P->nsa; i++) {
     const sarg *s = &P->sa[i];
     if (!same_path(&s->path, &p)) continue;
@@ -1368,12 +1382,14 @@ static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
   pl->mode = rg_query_mode(P->q);
   pl->tie_desc = m->norder && m->order[0].desc;
   if (m->nsrc == 0) { pl->src = SRC_NONE; return 0; }
+  if (P->host == 2) { pl->src = SRC_SCAN; return 0; }   /* the host's */
   if (pl->routed == R_PARTITION) {   /* a small partition: read it whole */
     if (P->force_small >= 0) pl->small = P->force_small ? PH_SMALL : 0;
     else pl->small = partition_items(P, &pl->lp) <= SMALL_PARTITION
                      ? PH_SMALL : 0;
   }
-  if (!pl->small && (pl->mode == RG_QX_GROUP || pl->mode == RG_QX_DISTINCT) &&
+  if (!pl->small && !P->host &&
+      (pl->mode == RG_QX_GROUP || pl->mode == RG_QX_DISTINCT) &&
       walk_path(P, &wp)) {
     if ((rc = plan_walk(P, pl, &wp, e)) < 0) return e->status;
     if (rc == 1) return 0;
@@ -1691,19 +1707,29 @@ static size_t term_len (const uint8_t *p, size_t n, int desc, int *cut) {
 /* Where a run of entries that must be sorted on full values ends in an
 ** entry key: after the first cut term among the ORDER BY columns (0 when
 ** there is none). */
-static size_t group_len (const plan *pl, const uint8_t *key, size_t n) {
-  size_t off = pl->plen;
+/* `head`: the bytes before the terms (an index's prefix), `tail`: after
+** them (the item reference): a local index's entries and a cluster's
+** differ in both. */
+static size_t group_of (int ncols, const int *coldesc, int gcol0, int gcols,
+                        size_t head, size_t tail, const uint8_t *key,
+                        size_t n) {
+  size_t off = head;
   int col;
-  if (!pl->ordered || n < pl->plen + ENT_TAIL) return 0;
-  for (col = 0; col < pl->ncols; col++) {
+  if (n < head + tail) return 0;
+  for (col = 0; col < ncols; col++) {
     int cut;
-    size_t len = term_len(key + off, n - ENT_TAIL - off, pl->coldesc[col],
-                          &cut);
+    size_t len = term_len(key + off, n - tail - off, coldesc[col], &cut);
     if (len == 0) return 0;
     off += len;
-    if (cut && col >= pl->gcol0 && col < pl->gcol0 + pl->gcols) return off;
+    if (cut && col >= gcol0 && col < gcol0 + gcols) return off;
   }
   return 0;
+}
+
+static size_t group_len (const plan *pl, const uint8_t *key, size_t n) {
+  if (!pl->ordered) return 0;
+  return group_of(pl->ncols, pl->coldesc, pl->gcol0, pl->gcols, pl->plen,
+                  ENT_TAIL, key, n);
 }
 
 typedef struct gitem {                /* an entry of a cut group */
@@ -2125,22 +2151,21 @@ static void qstate_free (qstate *st) {
   rg_buf_free(&st->pl.hi);
 }
 
-/* The token context: container (and its spec: a plan made under another
-** indexing policy cannot be continued), text, parameters, routing. */
-static uint64_t token_context (const rg_cont *c, const rg_query_req *rq,
-                               const qstate *st) {
+uint64_t rg_query_token_context (const rg_cspec *spec,
+                                 const rg_query_req *rq, const char *ptext,
+                                 size_t plen, const rg_ikey *lp) {
   rg_buf b;
   uint8_t cid[4];
   uint64_t h;
   rg_buf_init(&b);
-  rg_put_u32(cid, c->spec->cid);
+  rg_put_u32(cid, spec->cid);
   rg_buf_add(&b, cid, 4);
-  rg_buf_add(&b, c->spec->json, strlen(c->spec->json) + 1);
+  rg_buf_add(&b, spec->json, strlen(spec->json) + 1);
   rg_buf_add(&b, rq->sql, rq->sqllen);
   rg_buf_addc(&b, 0);
-  rg_buf_add(&b, st->ptext.p, st->ptext.n);
+  rg_buf_add(&b, ptext, plen);
   rg_buf_addc(&b, 0);
-  if (rq->has_pk) rg_buf_add(&b, st->pl.lp.key, st->pl.lp.lplen);
+  if (rq->has_pk) rg_buf_add(&b, lp->key, lp->lplen);
   h = rg_hash(b.p ? b.p : "", b.n);
   rg_buf_free(&b);
   return h;
@@ -2218,7 +2243,8 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   if (rq->admit &&                   /* a prefix's hash names its range */
       (rc = rq->admit(rq->admit_ud, st.pl.routed != R_NONE, st.pl.rhash, e)))
     goto done;
-  ctx = token_context(c, rq, &st);
+  ctx = rg_query_token_context(c->spec, rq, st.ptext.p, st.ptext.n,
+                               &st.pl.lp);
   if (rq->continuation) {
     if ((rc = rg_token_open(c->env->secret, RG_TOKEN_QUERY, ctx,
                             rq->continuation, rq->contlen, &st.tok, e)))
@@ -2292,3 +2318,110 @@ void rg_query_res_free (rg_query_res *r) {
   rg_buf_free(&r->continuation);
   rg_buf_free(&r->offsets);
 }
+
+
+/*
+** {=====================================================================
+** Plans for a host that reads storage itself (cluster mode)
+** ======================================================================
+*/
+static const uint8_t *arena_copy (rg_arena *a, const rg_buf *b) {
+  uint8_t *p = (uint8_t *)rg_arena_alloc(a, b->n + 1);
+  if (p && b->n) memcpy(p, b->p, b->n);
+  return p;
+}
+
+int rg_query_hplan (const rg_query *q, const rg_qv *params,
+                    const rg_cspec *spec, const rg_query_req *rq, int scan,
+                    rg_arena *mem, rg_hplan *out, rg_err *e) {
+  planner P;
+  plan pl;
+  int rc, i;
+  memset(out, 0, sizeof(*out));
+  memset(&P, 0, sizeof(P));
+  memset(&pl, 0, sizeof(pl));
+  rg_buf_init(&pl.terms);
+  rg_buf_init(&pl.tpre);
+  rg_buf_init(&pl.lo);
+  rg_buf_init(&pl.hi);
+  P.q = q;
+  P.m = &q->blk[0];
+  P.spec = spec;
+  P.params = params;
+  P.mem = mem;
+  P.force_small = 0;                 /* never small: no size known */
+  P.host = scan ? 2 : 1;
+  rg_put_u32(pl.prefix, spec->cid);  /* a scan's: no index */
+  pl.plen = RG_HOST_PREFIX;
+  if ((rc = make_plan(&P, rq, &pl, e))) goto done;
+  out->routed = pl.routed == R_PARTITION ? RG_HROUTE_PARTITION :
+                pl.routed == R_PREFIX ? RG_HROUTE_PREFIX : RG_HROUTE_NONE;
+  out->lp = pl.lp;
+  memcpy(out->rkey, pl.rkey, pl.rklen);
+  out->rklen = pl.rklen;
+  out->bucket = pl.routed != R_NONE ? rg_range_of(pl.rhash, spec->nparts) : 0;
+  out->src = pl.src == SRC_NONE ? RG_HSRC_NONE :
+             pl.src == SRC_TERMS ? RG_HSRC_TERMS :
+             pl.src == SRC_RANGE ? RG_HSRC_RANGE : RG_HSRC_SCAN;
+  out->index_id = rg_get_u64(pl.prefix + 4);
+  out->mode = pl.mode;
+  out->tie_desc = pl.tie_desc;
+  memcpy(out->prefix, pl.prefix, RG_HOST_PREFIX);
+  out->ordered = pl.ordered;
+  out->desc = pl.desc;
+  out->uphase = pl.uphase;
+  out->ncols = pl.ncols;
+  out->gcol0 = pl.gcol0;
+  out->gcols = pl.gcols;
+  memcpy(out->coldesc, pl.coldesc, sizeof(out->coldesc));
+  if (pl.src == SRC_TERMS) {
+    const uint8_t *all = arena_copy(mem, &pl.terms);
+    out->term = (const uint8_t **)rg_arena_alloc(mem, (pl.nterms + 1) *
+                                                 sizeof(uint8_t *));
+    out->tlen = pl.tlen;
+    if (all == NULL || out->term == NULL) {
+      rc = rg_fail(e, 500, "out of memory");
+      goto done;
+    }
+    for (i = 0; i < (int)pl.nterms; i++) out->term[i] = all + pl.toff[i];
+    out->nterms = (int)pl.nterms;
+  }
+  else if (pl.src == SRC_RANGE) {
+    out->tpre = arena_copy(mem, &pl.tpre);
+    out->lo = arena_copy(mem, &pl.lo);
+    out->hi = arena_copy(mem, &pl.hi);
+    if (!out->tpre || !out->lo || !out->hi) {
+      rc = rg_fail(e, 500, "out of memory");
+      goto done;
+    }
+    out->tpre_n = pl.tpre.n;
+    out->lo_n = pl.lo.n;
+    out->hi_n = pl.hi.n;
+    out->has_lo = pl.has_lo;
+    out->has_hi = pl.has_hi;
+    out->lo_ex = pl.lo_ex;
+    out->hi_ex = pl.hi_ex;
+  }
+  if (P.m->where >= 0) {             /* what the source does not imply */
+    int32_t *conds = (int32_t *)rg_arena_alloc(mem, (size_t)(P.nconj + 1) *
+                                               sizeof(int32_t));
+    if (conds == NULL) { rc = rg_fail(e, 500, "out of memory"); goto done; }
+    for (i = 0; i < P.nconj; i++)
+      if (!P.implied[i]) conds[out->nconds++] = P.conj[i];
+    out->conds = conds;
+    out->has_conds = 1;
+  }
+done:
+  rg_buf_free(&pl.terms);
+  rg_buf_free(&pl.tpre);
+  rg_buf_free(&pl.lo);
+  rg_buf_free(&pl.hi);
+  return rc;
+}
+
+size_t rg_hplan_group (const rg_hplan *h, const uint8_t *key, size_t n) {
+  if (!h->ordered) return 0;
+  return group_of(h->ncols, h->coldesc, h->gcol0, h->gcols, RG_HOST_PREFIX,
+                  16, key, n);
+}
+/* }===================================================================== */

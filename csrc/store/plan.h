@@ -18,6 +18,8 @@
 #include "sql/sql.h"
 #include "store/container.h"
 #include "store/env.h"
+#include "store/layout.h"
+#include "sql/sql.h"
 
 typedef struct rg_query_req {
   const char *sql;
@@ -63,5 +65,76 @@ typedef struct rg_query_res {
 int  rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
                     const rg_query_req *q, rg_query_res *r, rg_err *e);
 void rg_query_res_free (rg_query_res *r);
+/* The context a query's continuation token is bound to: the container
+** and its spec (a plan made under another indexing policy cannot be
+** continued), the text, the parameters (their JSON text) and the routing
+** partition (lp, when rq->has_pk). */
+uint64_t rg_query_token_context (const rg_cspec *spec,
+                                 const rg_query_req *rq, const char *ptext,
+                                 size_t plen, const rg_ikey *lp);
+
+/*
+** A plan for a host that reads the items itself (cluster mode,
+** docs/cluster.md): the same routing and the same seek as rg_query_exec
+** would choose, except that GROUP BY and DISTINCT are left to the
+** pipeline (never read from an index alone), that a routed partition is
+** never read whole for being small (the host does not know its size), and
+** that the host knows no shapes: an ORDER BY read from an index finds the
+** items lacking its path by a scan of the route (phase `uphase`, with
+** unordered_only), so an ascending one whose WHERE does not prove the path
+** is sorted instead.  The host feeds the documents of the source to
+** the row pipeline (sql.h) with `mode`, `tie_desc` and, when `has_conds`,
+** the conjuncts `conds` to test.  Routing: `routed` (RG_HROUTE_*) with the
+** item key prefix `rkey` (cid included) the route's items start with, in
+** partition range `bucket`; `lp` the logical partition when it is one.
+** Sources:
+**   NONE   no FROM: the pipeline makes its one row (rg_qexec_once);
+**   SCAN   every item of the container, or of the route;
+**   TERMS  the index entries of `index_id` holding one of the exact terms
+**          (each a seek), narrowed to the route when routed;
+**   RANGE  the entries of `index_id` whose term starts with tpre, within
+**          lo .. hi (when has_lo / has_hi; *_ex: exclusive; a bound is a
+**          prefix: a longer term starting with it is equal to it); when
+**          `ordered`, in the ORDER BY's order (backwards when `desc`): the
+**          host merges its stores' entries by their local entry keys
+**          (`prefix` | term | hash | digest), and sorts a run of entries
+**          sharing rg_hplan_group bytes (a string cut in the terms) on the
+**          full values (rg_qexec_okey).  `uphase` 2: the items lacking a
+**          scalar at the path come after, in phase 1, by a scan.
+** With `scan`, the source is always SCAN (a host holding a whole logical
+** partition in memory, with a script's own writes).  Everything points
+** into `mem`.
+*/
+enum { RG_HSRC_NONE = 1, RG_HSRC_SCAN, RG_HSRC_TERMS, RG_HSRC_RANGE };
+enum { RG_HROUTE_NONE, RG_HROUTE_PARTITION, RG_HROUTE_PREFIX };
+
+typedef struct rg_hplan {
+  int routed;
+  rg_ikey lp;                  /* RG_HROUTE_PARTITION */
+  uint8_t rkey[RG_MAX_KEY];
+  size_t rklen;
+  int bucket;
+  int src;
+  uint64_t index_id;
+  int nterms;
+  const uint8_t **term;
+  const size_t *tlen;
+  const uint8_t *tpre, *lo, *hi;
+  size_t tpre_n, lo_n, hi_n;
+  int has_lo, has_hi, lo_ex, hi_ex;
+  int mode, tie_desc;
+  int has_conds, nconds;
+  const int32_t *conds;
+  uint8_t prefix[12];          /* cid | index id */
+  int ordered, desc, uphase;
+  int ncols, gcol0, gcols, coldesc[8];
+} rg_hplan;
+
+int rg_query_hplan (const rg_query *q, const rg_qv *params,
+                    const rg_cspec *spec, const rg_query_req *rq, int scan,
+                    rg_arena *mem, rg_hplan *out, rg_err *e);
+/* An ordered plan's entry key: how many leading bytes its run of entries
+** to sort on full values shares (0: it is in no such run). */
+size_t rg_hplan_group (const rg_hplan *h, const uint8_t *key, size_t n);
 
 #endif

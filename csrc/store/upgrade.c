@@ -405,7 +405,7 @@ static int copy_items (upg *u, size_t ci, rg_err *e) {
     }
     if (q.n == BATCH || (!more && q.n > 0)) {
       if ((rc = rg_scope_run(u->nenv, NULL, NULL,
-                             RG_SYNC_NONE | RG_SYNC_BULK, 0, items_body, &q,
+                             RG_SYNC_NONE, 0, items_body, &q,
                              e)))
         break;
       u->info->items += q.n;

@@ -25,13 +25,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "store/env.h"
@@ -43,7 +44,6 @@
 #define LOG_LIMIT    (32u << 20)     /* checkpoint when the log is longer */
 #define CAPTURE_MAX  (64u << 20)     /* a bigger commit checkpoints instead */
 #define GROW         (1u << 20)      /* the log grows by zeros, this much */
-#define PIN_SECONDS  1.0             /* sync "none": a checkpoint this often */
 #define WAL_MAGIC    0x3130304c41574752ull  /* "RGWAL001" */
 #define REC_MAGIC    0x43524752u            /* "RGRC" */
 #define SHM_MAGIC    0x314d485347524752ull  /* "RGRGSHM1" */
@@ -66,6 +66,13 @@ typedef struct shared {
   char boot[40];
   uint64_t epoch, next_off, base, last_txnid, last_start, synced, size;
   uint32_t unlogged, closed;
+  /* guards `synced` and `gen`, which a process flushing the log after its
+  ** commit (outside the writer lock) updates; `gen` changes whenever
+  ** records may be unmade (a checkpoint, a repair), so that a flush that
+  ** began before does not vouch for records written after */
+  pthread_mutex_t mu;
+  uint64_t gen;
+  uint32_t mu_state;         /* 0: not made yet, 1: being made, 2: made */
 } shared;
 
 struct rg_wal {
@@ -76,10 +83,8 @@ struct rg_wal {
   int readonly;              /* recovers, never logs */
   int recovered;
   int capturing, sync, overflow, failed;
+  int pending;               /* sync "full": its record is not flushed yet */
   uint64_t txnid;
-  MDB_env *mdb;
-  MDB_txn *pin;              /* sync "none": a reader at the checkpoint */
-  double pin_at;             /* when it was taken (monotonic seconds) */
   uint32_t nseg;
   rg_buf rec;
   char boot[40];
@@ -206,8 +211,71 @@ static int grow_log (rg_wal *w, uint64_t to) {
   return 0;
 }
 
-/* Appends the record of transaction w->txnid, flushed as its sync mode
-** asks.  0, or -1 (errno) when it could not be made. */
+/* The mutex is made by the first process that needs it (a shared file
+** from a build before it holds zeros there, and its processes never use
+** it): process-shared, and robust, so that a process dying while it holds
+** it leaves it usable. */
+static void make_mu (shared *sh) {
+  uint32_t zero = 0;
+  if (__atomic_compare_exchange_n(&sh->mu_state, &zero, 1, 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&sh->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
+    __atomic_store_n(&sh->mu_state, 2, __ATOMIC_RELEASE);
+  }
+  while (__atomic_load_n(&sh->mu_state, __ATOMIC_ACQUIRE) != 2) sched_yield();
+}
+
+static void lock_mu (shared *sh) {
+  if (__atomic_load_n(&sh->mu_state, __ATOMIC_ACQUIRE) != 2) make_mu(sh);
+  if (pthread_mutex_lock(&sh->mu) == EOWNERDEAD)   /* died holding it: */
+    pthread_mutex_consistent(&sh->mu);              /* two words, no harm */
+}
+
+/* With the writer lock held: the log is flushed up to `txnid` (a flush
+** under the lock, a checkpoint), or records from after `txnid` on may be
+** unmade (`unmade`, a repair): flushes begun before vouch for nothing. */
+static void set_synced (shared *sh, uint64_t txnid, int unmade) {
+  lock_mu(sh);
+  sh->synced = txnid;
+  if (unmade) sh->gen++;
+  pthread_mutex_unlock(&sh->mu);
+}
+
+static uint64_t synced (shared *sh) {
+  uint64_t t;
+  lock_mu(sh);
+  t = sh->synced;
+  pthread_mutex_unlock(&sh->mu);
+  return t;
+}
+
+/* Flushes the log: afterwards every record appended before it is on the
+** disk.  0, or -1 (errno). */
+static int flush_log (rg_wal *w) {
+  shared *sh = w->sh;
+  uint64_t gen, upto;
+  lock_mu(sh);
+  gen = sh->gen;
+  upto = __atomic_load_n(&sh->last_txnid, __ATOMIC_ACQUIRE);
+  pthread_mutex_unlock(&sh->mu);
+  if (fdatasync(w->wfd) != 0) return -1;
+  lock_mu(sh);
+  if (sh->gen == gen && sh->synced < upto) sh->synced = upto;
+  pthread_mutex_unlock(&sh->mu);
+  return 0;
+}
+
+/* Appends the record of transaction w->txnid, unflushed: a record of sync
+** "full" is flushed after the commit, outside the writer lock
+** (rg_wal_durable), so that other processes commit while it flushes and
+** one flush serves every record appended before it; the log is also
+** flushed before a transaction when it is more than two behind
+** (rg_wal_begin).  0, or -1 (errno) when it could not be made. */
 static int append_record (rg_wal *w) {
   shared *sh = w->sh;
   uint8_t *r = (uint8_t *)w->rec.p;
@@ -226,12 +294,9 @@ static int append_record (rg_wal *w) {
   if (off + len > sh->size && grow_log(w, off + len) != 0) return -1;
   if (pwrite(w->wfd, r, len, (off_t)off) != (ssize_t)len) return -1;
   sh->last_start = off;
-  sh->last_txnid = w->txnid;
+  __atomic_store_n(&sh->last_txnid, w->txnid, __ATOMIC_RELEASE);
   sh->next_off = off + len;
-  if (w->sync == RG_SYNC_FULL || sh->synced + 1 < w->txnid) {
-    if (fdatasync(w->wfd) != 0) return -1;
-    sh->synced = w->txnid;
-  }
+  w->pending = w->sync == RG_SYNC_FULL && synced(sh) < w->txnid;
   return 0;
 }
 
@@ -257,6 +322,12 @@ static int checkpoint (rg_wal *w, uint64_t base, unsigned flags, rg_err *e) {
   shared *sh = w->sh;
   header h;
   memset(&h, 0, sizeof(h));
+  /* the records first: until the new header is on the disk the old one
+  ** rules, and a replay from it over the flushed data file must reach the
+  ** last commit, or it would set the meta pages back behind what the data
+  ** file's flush made durable */
+  if (synced(sh) < sh->last_txnid && flush_log(w) != 0)
+    return fail_errno(e, "flushing the", "regolith.wal");
   if (fdatasync(w->dfd) != 0) return fail_errno(e, "flushing the data file for the", "checkpoint");
   if (read_meta(w->dfd, w->psize, base, h.meta) != 0)
     return rg_fail(e, 500, "storage failure: checkpoint: no meta page holds "
@@ -272,7 +343,8 @@ static int checkpoint (rg_wal *w, uint64_t base, unsigned flags, rg_err *e) {
       fdatasync(w->wfd) != 0)
     return fail_errno(e, "writing the", "checkpoint");
   sh->epoch = h.epoch;
-  sh->base = sh->last_txnid = sh->synced = base;
+  sh->base = sh->last_txnid = base;
+  set_synced(sh, base, 1);
   sh->next_off = REC_START;
   sh->last_start = 0;
   sh->unlogged = (flags & F_UNLOGGED) != 0;
@@ -446,16 +518,14 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
   uint8_t meta[META_LEN], head[REC_HEAD];
   rg_buf rec;
   int dfd;
-  if (read_header(w->wfd, &h) != 0 || (h.flags & F_CLOSED)) return 0;
+  if (read_header(w->wfd, &h) != 0 || (h.flags & (F_UNLOGGED | F_CLOSED)))
+    return 0;
   snprintf(name, sizeof(name), "%s/data.mdb", path);
   if ((dfd = open(name, O_RDWR | O_CLOEXEC)) < 0) return 0;
   memset(&rec, 0, sizeof(rec));
   last = h.base;
   memcpy(meta, h.meta, META_LEN);
-  /* unlogged commits since the checkpoint: none is replayed, and the
-  ** meta pages go back to the checkpoint's, whose pages no commit since
-  ** could overwrite (their writers held a reader at it) */
-  for (expect = h.base + 1; !(h.flags & F_UNLOGGED); expect++) {
+  for (expect = h.base + 1;; expect++) {
     uint32_t magic, len, nseg, i;
     uint64_t epoch, txnid, sum, zero = 0;
     size_t at = REC_HEAD;
@@ -509,7 +579,6 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
 void rg_wal_close (rg_wal *w) {
   int i;
   if (w == NULL) return;
-  if (w->pin) mdb_txn_abort(w->pin);
   for (i = 0; i < 64; i++) if (reg[i].w == w) reg[i].w = NULL;
   if (w->locked) lock_shared_file(w->sfd, F_UNLCK);
   if (w->sh) munmap(w->sh, sizeof(shared));
@@ -616,7 +685,6 @@ int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
   int i, rc = 0, fd;
   if (mdb_env_get_fd(mdb, &fd) != 0) return rg_fail(e, 500, "no data file");
   w->dfd = fd;
-  w->mdb = mdb;
   mdb_env_stat(mdb, &st);
   w->psize = st.ms_psize;
   if (w->recovered) {
@@ -650,68 +718,17 @@ int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
 ** Transactions
 ** ======================================================================
 */
-static double monotonic (void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void unpin (rg_wal *w) {           /* the handle is kept, reset */
-  if (w->pin && w->pin_at != 0) mdb_txn_reset(w->pin);
-  w->pin_at = 0;
-}
-
-/*
-** Sync "none": commits are neither logged nor flushed, so after a power
-** cut the database is its last checkpoint's, which must still be whole.
-** LMDB rewrites only pages that transactions older than its oldest reader
-** freed; a reader at the checkpoint (taken while the writer lock is held
-** and nothing has committed since it) keeps every page the checkpoint's
-** tree uses out of reach of this process's commits.  Each process making
-** such commits holds its own (another's may go with its process), takes it
-** anew at a checkpoint of its own, at most PIN_SECONDS old, and lets it go
-** at a logged commit or when idle (rg_wal_idle): a reader held back keeps
-** the file from reusing what was freed since.
-*/
-static int pin (rg_wal *w, uint64_t base, rg_err *e) {
-  int rc;
-  unpin(w);
-  rc = w->pin ? mdb_txn_renew(w->pin) : mdb_txn_begin(w->mdb, NULL, MDB_RDONLY, &w->pin);
-  if (rc != 0) {
-    if (w->pin) { mdb_txn_abort(w->pin); w->pin = NULL; }
-    return rg_fail_mdb(e, rc, "a reader at the checkpoint");
-  }
-  if ((uint64_t)mdb_txn_id(w->pin) != base) {
-    unpin(w);
-    return rg_fail(e, 500, "storage failure: the checkpoint at %llu is not the "
-                   "last commit", (unsigned long long)base);
-  }
-  w->pin_at = monotonic();
-  return 0;
-}
-
-void rg_wal_idle (rg_wal *w) {
-  if (w->pin_at != 0 && monotonic() - w->pin_at >= PIN_SECONDS) unpin(w);
-}
-
 int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
   shared *sh = w->sh;
   uint64_t t = (uint64_t)mdb_txn_id(txn), last = t - 1;
-  int rc, bulk = (sync & RG_SYNC_BULK) != 0;
-  sync = RG_SYNC_MODE(sync);
+  int rc;
   w->txnid = t;
   w->sync = sync;
-  w->capturing = w->overflow = w->failed = 0;
+  w->capturing = w->overflow = w->failed = w->pending = 0;
   w->nseg = 0;
   w->rec.n = 0;
-  if (sync == RG_SYNC_NONE) {
-    if (!bulk && sh->unlogged && !sh->closed && w->pin_at != 0 &&
-        monotonic() - w->pin_at < PIN_SECONDS)
-      return 0;
-    if ((rc = checkpoint(w, last, F_UNLOGGED, e))) return rc;
-    return pin(w, last, e);
-  }
-  unpin(w);                /* a logged commit needs no reader held back */
+  if (sync == RG_SYNC_NONE)              /* not logged: the file is the truth */
+    return sh->unlogged && !sh->closed ? 0 : checkpoint(w, last, F_UNLOGGED, e);
   if (sh->unlogged || sh->closed || sh->next_off > LOG_LIMIT || sh->last_txnid < last ||
       sh->last_txnid > t) {
     if ((rc = checkpoint(w, last, 0, e))) return rc;
@@ -725,8 +742,16 @@ int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
       return fail_errno(e, "repairing the", "log");
     sh->next_off = sh->last_start;
     sh->last_txnid = last;
-    if (sh->synced > last) sh->synced = last;
+    set_synced(sh, sh->synced > last ? last : sh->synced, 1);
   }
+  /* LMDB may rewrite pages that the transaction two before this one
+  ** freed: the replay must reach at least that one */
+  if (synced(sh) + 2 < t && flush_log(w) != 0) return fail_errno(e, "flushing the", "regolith.wal");
+  /* room for the record, made before anything is written: on a full disk
+  ** the transaction fails here, whole, rather than at its commit, when
+  ** LMDB has made it and only a checkpoint could make it durable */
+  if (sh->next_off + GROW > sh->size && grow_log(w, sh->next_off + GROW) != 0)
+    return fail_errno(e, "growing the", "regolith.wal");
   if (rg_buf_reserve(&w->rec, REC_HEAD) != 0) return rg_fail(e, 500, "out of memory");
   w->rec.n = REC_HEAD;
   w->capturing = 1;
@@ -737,6 +762,17 @@ int rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e) {
   if (w->readonly) return 0;
   return checkpoint(w, (uint64_t)mdb_txn_id(txn) - 1,
                     F_CLOSED | (w->sh->unlogged ? F_UNLOGGED : 0u), e);
+}
+
+int rg_wal_durable (rg_wal *w, rg_err *e) {
+  if (w->failed)
+    return rg_fail(e, 500, "storage failure: the commit is made but could not "
+                   "be flushed (its checkpoint failed)");
+  if (!w->pending || synced(w->sh) >= w->txnid) return 0;
+  if (flush_log(w) != 0)
+    return fail_errno(e, "flushing the", "regolith.wal (the commit is made; "
+                      "whether it would survive a power cut is unknown)");
+  return 0;
 }
 
 void rg_wal_end (rg_wal *w) {

@@ -25,18 +25,18 @@
 **     images trimmed of the unused middle of branch and leaf pages), the
 **     meta page last; records have consecutive transaction ids from the
 **     checkpoint's, a checksum, and the checkpoint's epoch.
-**   - Sync "full": a commit's record is flushed before its meta page is
-**     written, so before the call returns.  Sync "lazy": the log is
-**     flushed at least every second commit, which is what LMDB's page
-**     reuse needs (a transaction may overwrite pages the commit two before
-**     it freed): never more than the last two commits are unflushed.
+**   - A transaction starts with the log flushed at least up to the one two
+**     before it, which is what LMDB's page reuse needs (a transaction may
+**     overwrite pages the commit two before it freed): the replay can
+**     always reach a state whose pages are all there.  Sync "lazy" asks
+**     no more: never more than the last two commits are unflushed.
+**   - Sync "full": a commit's record is flushed before the call returns,
+**     after the commit releases the writer lock (rg_wal_durable): other
+**     processes commit meanwhile, and one flush serves every record
+**     appended before it (group commit across processes).
 **     Sync "none": commits are not logged; the first such commit after
-**     logged ones checkpoints and marks the log "unlogged", so does one a
-**     second or more after its process's last checkpoint, and the first
-**     logged commit after them checkpoints again.  A process making such
-**     commits holds a reader at its last checkpoint, so that none of them
-**     overwrites a page the checkpoint's tree uses: after a power cut the
-**     meta pages go back to the checkpoint's, and the database is whole.
+**     logged ones checkpoints and marks the log "unlogged", and the first
+**     logged commit after them checkpoints again.
 **   - A process closing the database checkpoints, marked "closed": a
 **     restart then trusts the data file, and the next commit checkpoints
 **     again before it logs.
@@ -80,16 +80,13 @@ int  rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e);
 int  rg_wal_forget (const char *path, rg_err *e);
 
 /* Around one write transaction: begin (after mdb_txn_begin) returns 0 or a
-** status; end after its commit or abort.  `sync` is the scope's mode, with
-** RG_SYNC_BULK for a large transaction: under "none" it checkpoints first
-** whatever the pin's age (a bulk load's batches would otherwise free, in a
-** second, pages that the reader at the checkpoint keeps from reuse: the
-** file grew by a fifth). */
+** status; end after its commit or abort. */
 int  rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e);
 void rg_wal_end (rg_wal *w);
-/* At a read: lets go of a reader held for sync "none" (above) once it is
-** a second old, so that an idle process does not keep the file from
-** reusing pages; its next such commit checkpoints again. */
-void rg_wal_idle (rg_wal *w);
+/* After a commit, before the call returns: sync "full" waits until its
+** record is on the disk (flushing the log unless a flush begun after the
+** record did).  0 or a status (the commit is made, its durability is not
+** known). */
+int  rg_wal_durable (rg_wal *w, rg_err *e);
 
 #endif

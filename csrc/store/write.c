@@ -291,17 +291,10 @@ static int store (rg_scope *s, const rg_cont *c, const rg_ikey *k, item *old,
 /* Expiry of a new version (0: never); 400 for a bad ttl field. */
 static int item_expiry (const rg_cspec *c, const cJSON *doc, int64_t now,
                         int64_t *expiry, rg_err *e) {
-  const cJSON *t;
-  int64_t ttl = c->default_ttl;
+  int64_t ttl;
+  int rc;
   *expiry = 0;
-  if (!c->ttl_on) return 0;
-  t = cJSON_GetObjectItemCaseSensitive(doc, "ttl");
-  if (t != NULL && !cJSON_IsNull(t)) {
-    if (!cJSON_IsNumber(t) || !rg_num_int(t, &ttl) || ttl == 0 || ttl < -1 ||
-        ttl > RG_MAX_TTL)
-      return rg_fail(e, 400, "ttl must be -1 or a whole number of seconds "
-                     "from 1 to %d", RG_MAX_TTL);
-  }
+  if ((rc = rg_doc_ttl(c, doc, &ttl, e))) return rc;
   if (ttl > 0) *expiry = now + ttl;
   return 0;
 }

@@ -6,6 +6,7 @@ The blog benchmark: the article's exercise, end to end, on this machine.
       [--json FILE] [--dir DIR] [--seed N] [--time SECONDS]
       [--sync full|lazy|none] [--no-sqlite] [--no-sqlite-json] [--svg FILE]
       [--throughput RUS] [--rate PER_SECOND] [--duration SECONDS]
+      [--url redis://HOST:PORT[,HOST:PORT...]/NAME]
 
 It generates the article's data set at scale S (1 = 100,000 users; default
 0.001), loads it into each model through the model's own commands (the
@@ -23,6 +24,10 @@ writes (C1-C4) create new users, posts, comments and likes with ids of
 their own, dated before the data set, so that they change no answer the
 checks compare.  --sync is the durability of the benchmark's writes
 (loading always runs with sync "none"); SQLite gets the same (FULL or OFF).
+--url runs the models on Redis Cluster (docs/cluster.md): model V1's
+database is NAME_V1 there, and so on; the markers that let a later run
+reuse a loaded data set stay in --dir (a database of that name is emptied
+before it is loaded).  The same checks run, and SQLite stays local.
 --json FILE writes everything as JSON.  --svg FILE draws the table as a
 picture (examples/blog/svg.lua): each request's median latency and charge,
 the article's beside regolith's for each model, on log scales.
@@ -81,7 +86,8 @@ local MODELS = {
 local USAGE = "usage: bench.lua [--scale S] [--models V1,V2,V3] " ..
   "[--json FILE] [--dir DIR] [--seed N] [--time SECONDS] " ..
   "[--sync full|lazy|none] [--no-sqlite] [--no-sqlite-json] [--svg FILE] " ..
-  "[--throughput RUS [--rate PER_SECOND] [--duration SECONDS]]"
+  "[--throughput RUS [--rate PER_SECOND] [--duration SECONDS]] " ..
+  "[--url redis://HOST:PORT[,...]/NAME]"
 
 local args = { scale = 0.001, models = "V1,V2,V3", seed = 1, time = 1,
                sync = "full", sqlite = true, sqlite_json = true }
@@ -90,7 +96,7 @@ do
   local known = { scale = "number", models = "string", json = "string",
                   dir = "string", seed = "number", time = "number",
                   sync = "string", svg = "string", throughput = "number",
-                  rate = "number", duration = "number" }
+                  rate = "number", duration = "number", url = "string" }
   while i <= #arg do
     local k = arg[i]:match("^%-%-(.+)$")
     if k == "no-sqlite" then
@@ -118,7 +124,9 @@ do
       (args.sync ~= "full" and args.sync ~= "lazy" and args.sync ~= "none") or
       (args.throughput and not (args.throughput >= 1 and
         args.throughput == math.floor(args.throughput))) or
-      not (args.rate > 0) or not (args.duration > 0) then
+      not (args.rate > 0) or not (args.duration > 0) or
+      (args.url and not args.url:match("^redis://[^/]+/[%w_%-%.]+$")) or
+      (args.url and args.throughput) then
     io.stderr:write(USAGE, "\n")
     os.exit(2)
   end
@@ -143,6 +151,14 @@ local function shell_quote(s)
 end
 
 local function rm_rf(path)
+  if path:sub(1, 8) == "redis://" then     -- a database on the cluster
+    local db = assert(regolith.open(path))
+    for _, name in ipairs(assert(db:containers())) do
+      assert(db:delete_container(name))
+    end
+    db:close()
+    return
+  end
   os.execute("rm -rf " .. shell_quote(path))
 end
 
@@ -175,6 +191,18 @@ if temporary then
   os.remove(dir)
 end
 os.execute("mkdir -p " .. shell_quote(dir))
+
+-- A model's database: a directory, or with --url a database on the
+-- cluster (the markers stay in the directory).
+local function db_path(name)
+  if args.url then return args.url .. "_" .. name end
+  return dir .. "/" .. name
+end
+
+local function marker_path(name)
+  return dir .. "/" .. name .. ".json"
+end
+
 -- }=====================================================================
 
 local gen = data.new(args.scale, args.seed)
@@ -231,8 +259,8 @@ end
 local runs = {}
 local run = 1
 for _, name in ipairs(model_names) do
-  local path = dir .. "/" .. name
-  local marker = read_json(path .. ".json")
+  local path = db_path(name)
+  local marker = read_json(marker_path(name))
   local entry = { name = name, path = path }
   if marker_ok(marker) then               -- and the database is still there
     local db = regolith.open(path, { readonly = true })
@@ -245,16 +273,16 @@ for _, name in ipairs(model_names) do
     entry.reused = true
   else
     rm_rf(path)
-    os.remove(path .. ".json")
+    os.remove(marker_path(name))
     local db = assert(regolith.open(path, { sync = "none",
-      map_size = math.max(2 ^ 26, total_items * 2048) }))
+      map_size = not args.url and math.max(2 ^ 26, total_items * 2048) or nil }))
     local m = MODELS[name].open(db)
     entry.load = load.run(m, gen, { label = "loading " .. name })
     entry.load.memory_hwm = memory_hwm()
     if m.denorm then entry.load.denorm = m.denorm end
     db:close()
-    entry.load.storage = storage_of(path)
-    if args.sqlite_json then
+    if not args.url then entry.load.storage = storage_of(path) end
+    if args.sqlite_json and not args.url then
       local sj = require "blog.sqlite_json"
       local jdb = assert(regolith.open(path, { readonly = true }))
       local progress = load.progress("loading SQLite (JSON) for " .. name,
@@ -271,7 +299,7 @@ for _, name in ipairs(model_names) do
     end
     marker = { format = FORMAT, scale = args.scale, seed = args.seed,
                items = total_items, load = entry.load, runs = 0 }
-    write_json(path .. ".json", marker)
+    write_json(marker_path(name), marker)
   end
   entry.marker = marker
   if (marker.runs or 0) + 1 > run then run = (marker.runs or 0) + 1 end
@@ -708,10 +736,10 @@ end
 local databases = {}
 for _, entry in ipairs(runs) do
   local st = entry.db:stats()
-  databases[entry.name] = { bytes = disk_bytes(entry.path),
+  databases[entry.name] = { bytes = args.url and st.bytes or disk_bytes(entry.path),
                             used_bytes = st.used_bytes, items = st.items }
   entry.marker.runs = run
-  write_json(entry.path .. ".json", entry.marker)
+  write_json(marker_path(entry.name), entry.marker)
   entry.db:close()
 end
 if sq then
@@ -789,10 +817,17 @@ for _, entry in ipairs(runs) do
   local l = entry.load
   load_seconds, load_items = load_seconds + l.seconds, load_items + l.items
   local d = databases[entry.name]
-  print(("%s: load %.1f s, %s items/s; database %.1f MB on disk " ..
-    "(%.1f MB of pages in use); verify %.1f s"):format(entry.name, l.seconds,
-    commas(math.floor(l.items / l.seconds)), d.bytes / 2 ^ 20,
-    d.used_bytes / 2 ^ 20, entry.verify_seconds))
+  if args.url then
+    print(("%s: load %.1f s, %s items/s; %.1f MB of documents in the " ..
+      "cluster; verify %.1f s"):format(entry.name, l.seconds,
+      commas(math.floor(l.items / l.seconds)), d.bytes / 2 ^ 20,
+      entry.verify_seconds))
+  else
+    print(("%s: load %.1f s, %s items/s; database %.1f MB on disk " ..
+      "(%.1f MB of pages in use); verify %.1f s"):format(entry.name, l.seconds,
+      commas(math.floor(l.items / l.seconds)), d.bytes / 2 ^ 20,
+      d.used_bytes / 2 ^ 20, entry.verify_seconds))
+  end
 end
 if sq then
   print(("SQLite: load %.1f s, %s items/s; database %.1f MB on disk"):format(

@@ -44,7 +44,7 @@ end
 -- c:query_rows(sql, params, opts) -> an iterator over every row of every
 -- page | nil, message, status.  The first page runs now, so that bad SQL
 -- gives nil, message, status; a later page's failure raises.
-function methods.container_methods.query_rows(c, sql, params, opts)
+local function query_rows(c, sql, params, opts)
   local rows, info, status = c:query(sql, params, opts)
   if not rows then return nil, info, status end
   local i, continuation, page_opts = 0, info.continuation, nil
@@ -64,6 +64,24 @@ function methods.container_methods.query_rows(c, sql, params, opts)
       i, continuation = 0, info.continuation
     end
   end
+end
+methods.container_methods.query_rows = query_rows
+
+-- regolith.open(path, opts): a local database (a directory), or, for a
+-- URL redis://host:port[,host:port...]/name, one on Redis Cluster with the
+-- same methods (regolith.cluster, docs/cluster.md).
+function M.open(path, opts)
+  if type(path) == "string" and path:sub(1, 8) == "redis://" then
+    local cluster = require "regolith.cluster"
+    if not cluster.Db.processor then
+      cluster.Container.query_rows = query_rows
+      cluster.Db.processor = processor.open
+      cluster.Db.run_processors = processor.run_all
+      cluster.Db.close_processors = processor.close_all
+    end
+    return cluster.open(path, opts)
+  end
+  return core.open(path, opts)
 end
 
 return M

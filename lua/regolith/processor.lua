@@ -27,6 +27,17 @@ local keys = require "regolith.keys"
 local C = core._processor
 local clock, sleep = C.clock, C.sleep
 
+-- Where a processor's state lives: the C core's for a local database;
+-- a database on Redis Cluster brings its own (regolith.cluster.feed), whose
+-- handlers may yield even when transactional (their writes carry
+-- idempotency tokens instead of sharing a transaction).
+local LOCAL = { new = C.new, in_transaction = C.in_transaction,
+  is_container = core.is_container }
+
+local function backend_of(db)
+  return type(db) == "table" and db.processor_backend or LOCAL
+end
+
 local M = {}
 
 local Processor = {}
@@ -126,17 +137,18 @@ function M.open(db, opts)
   local max_attempts = integer_option(opts, "max_attempts", 5, 1, 1000000,
     what)
   local source = opts.source
+  local backend = backend_of(db)
   local container, msg, status
   if type(source) == "string" then
     container, msg, status = db:container(source)
     if not container then return nil, msg, status end
-  elseif core.is_container(source) then
+  elseif backend.is_container(source) then
     container = source
   else
     error("processor: option 'source' must be a container name", 2)
   end
   local instance = opts.instance or C.instance_id()
-  local state = C.new(container, opts.name, instance, mode, max_items,
+  local state = backend.new(container, opts.name, instance, mode, max_items,
     lease_seconds, max_attempts)
   local ok
   ok, msg, status = state:init(opts)
@@ -151,7 +163,10 @@ function M.open(db, opts)
     state = state,
     transactional = opts.transactional ~= false,
     handler = opts.handler,
-    runner = runner_of(opts.handler),
+    runner = backend.handler_may_yield and function(changes, info)
+      return pcall(opts.handler, changes, info)
+    end or runner_of(opts.handler),
+    backend = backend,
     on_error = opts.on_error,
     interval = math.min(lease_seconds * 1000 / 3, RENEW_MAX),
     next_renew = 0,
@@ -246,7 +261,7 @@ function Processor:run_once()
   if self.running then
     error("processor '" .. self.name .. "' is already running", 2)
   end
-  if C.in_transaction(self.db) then
+  if self.backend.in_transaction(self.db) then
     error("processor '" .. self.name .. "' cannot run inside a transaction",
       2)
   end
@@ -399,8 +414,8 @@ function M.inspect(db, source, name, mode)
       return nil, ("no processor '%s' on '%s'"):format(name, source), 404
     end
   end
-  local state = C.new(container, name, C.instance_id(), MODES[mode], 100, 60,
-    1)
+  local state = backend_of(db).new(container, name, C.instance_id(),
+    MODES[mode], 100, 60, 1)
   local ranges
   ranges, msg, status = state:ranges()
   if not ranges then

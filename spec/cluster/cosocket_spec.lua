@@ -1,7 +1,9 @@
 -- The client over ngx.socket.tcp inside nginx (Debian's nginx with
 -- libnginx-mod-http-lua): the transport is chosen at run time, the same
--- calls work, and a slow Redis call does not block the worker.  Pending
--- when nginx or its Lua module is missing.
+-- calls work, a regolith database on the cluster works inside a request
+-- (a procedure, a query, the feed, a processor), and a slow Redis call
+-- does not block the worker.  Pending when nginx or its Lua module is
+-- missing.
 local C = require "cluster.support"
 local socket = require "socket"
 local http = require "socket.http"
@@ -29,6 +31,7 @@ http {
   client_body_temp_path tmp; proxy_temp_path tmp; fastcgi_temp_path tmp;
   uwsgi_temp_path tmp; scgi_temp_path tmp;
   lua_package_path "%s/lua/?.lua;%s/lua/?/init.lua;;";
+  lua_package_cpath "%s/build/luajit/?.so;;";
   server {
     listen 127.0.0.1:%d;
     location /calls {
@@ -57,6 +60,28 @@ http {
         ngx.say("slow ", tostring(v))
       }
     }
+    location /api {
+      content_by_lua_block {
+        local regolith = require "regolith"
+        local db = assert(regolith.open(ngx.var.arg_url))
+        local transport = db.redis.t.name
+        local c = assert(db:create_container("c", { partition_key = "/pk" }))
+        assert(c:create({ id = "a", pk = "p", n = 1 }))
+        assert(c:create_procedure("inc", "return function(ctx) " ..
+          "local d = assert(ctx:read('a')) d.n = d.n + 1 assert(ctx:replace(d)) " ..
+          "return d.n end"))
+        local n = assert(c:execute("inc", "p"))
+        local rows = assert(c:query("SELECT VALUE c.n FROM c"))
+        local changes = assert(c:changes())
+        local seen = 0
+        local p = assert(db:processor({ name = "p", source = "c",
+          handler = function(list) seen = seen + #list end }))
+        p:run({ until_idle = true })
+        local ok = db:verify()
+        db:close()
+        ngx.say(table.concat({ transport, n, rows[1], #changes, seen, tostring(ok) }, " "))
+      }
+    }
     location /ping { content_by_lua_block { ngx.say("pong") } }
   }
 }
@@ -78,7 +103,7 @@ describe("cluster client under nginx (cosockets)", function()
     for _ = 1, 5 do
       port = 20000 + math.random(30000)
       local f = assert(io.open(prefix .. "/conf/nginx.conf", "w"))
-      f:write(CONF:format(MODULES, MODULES, root, root, port))
+      f:write(CONF:format(MODULES, MODULES, root, root, root, port))
       f:close()
       local out, ok = C.sh(NGINX .. " -p " .. prefix .. "/ -c conf/nginx.conf -e logs/error.log")
       if ok then return end
@@ -108,6 +133,15 @@ describe("cluster client under nginx (cosockets)", function()
     local body = get("/calls?seeds=" .. C.seeds .. "&key=" .. key)
     local version = select(2, C.layout.library())
     assert.equal(("cosocket OK v 30 %s\n"):format(version), body)
+  end)
+
+  it("runs a regolith database on the cluster inside a request", function()
+    if not exists("build/luajit/regolith/core.so") then
+      pending("needs the LuaJIT build (make LUA=luajit)")
+      return
+    end
+    local url = "redis://" .. C.seeds .. "/" .. C.fresh_db()
+    assert.equal("cosocket 2 2 1 1 true\n", get("/api?url=" .. url))
   end)
 
   it("does not block the worker while a Redis call waits", function()

@@ -50,6 +50,15 @@ function C.ensure()
     end
     C.seeds = "127.0.0.1:" .. out:match("(%d+)%s*$")
   end
+  -- every node as a seed: a spec that kills one may still connect
+  if C.dir and not C.seeds:find(",", 1, true) then
+    local ports, ok = sh("tools/redis-cluster.sh ports " .. C.dir)
+    if ok then
+      local all = {}
+      for p in ports:gmatch("%d+") do all[#all + 1] = "127.0.0.1:" .. p end
+      if #all > 0 then C.seeds = table.concat(all, ",") end
+    end
+  end
   return C.seeds
 end
 
@@ -65,11 +74,24 @@ end
 -- its replica online) within `seconds` (90): a file's specs start from a
 -- whole cluster, whatever the one before did to it, and a cluster that
 -- stays broken fails with what each node sees rather than with the
--- CLUSTERDOWN of whichever spec comes next.
+-- CLUSTERDOWN of whichever spec comes next.  A cluster found broken for
+-- good is marked (DIR/broken): every later wait of the run fails at once,
+-- so that a run whose cluster broke ends in minutes, not after a wait per
+-- spec file.
 function C.whole(seconds)
   if not C.dir then return end
+  local mark = C.dir .. "/broken"
+  local f = io.open(mark, "r")
+  if f then
+    f:close()
+    error("the cluster stayed broken earlier in this run (see " .. mark .. ")", 2)
+  end
   local out, ok = sh("tools/redis-cluster.sh wait " .. C.dir .. " " .. (seconds or 90))
-  if not ok then error("the cluster is not whole:\n" .. out, 2) end
+  if not ok then
+    f = io.open(mark, "w")
+    if f then f:write(out) f:close() end
+    error("the cluster is not whole:\n" .. out, 2)
+  end
 end
 
 -- For the top of each describe block: true when the cluster runs (and is
@@ -200,6 +222,9 @@ function C.finish_migration(c, slot, from, to)
     assert(c:call_node(addr, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]))
   end
   assert(c:refresh())
+  -- every node, replicas too, learns the new owner by gossip: a failover
+  -- before a replica has learnt it would leave the slot to no one
+  C.whole(60)
 end
 
 -- Moves a whole slot to node `to`; returns the node it came from.
@@ -212,6 +237,98 @@ end
 -- A primary other than addr.
 function C.other_primary(c, addr)
   for _, a in ipairs(c:primaries()) do if a ~= addr then return a end end
+end
+
+-- {==================================================================
+-- Child processes and their logs (the fault specs' writers)
+-- ===================================================================
+
+-- Starts `script` (a file under spec/cluster/faults/) with args in the
+-- background; returns a handle whose :wait(seconds) waits until the
+-- child has written its last line ("done") to its log, and :lines().
+function C.spawn(script, ...)
+  local args = { ... }
+  local done = os.tmpname()
+  os.remove(done)
+  local quoted = {}
+  for i, a in ipairs(args) do quoted[i] = "'" .. tostring(a) .. "'" end
+  local cmd = H.lua_cmd("spec/cluster/faults/" .. script .. " " .. table.concat(quoted, " "))
+  os.execute("(" .. cmd .. " > " .. done .. ".out 2>&1; echo $? > " .. done .. ") &")
+  local child = { done = done }
+  function child.wait(_, seconds)
+    local socket = require "socket"
+    local deadline = socket.gettime() + (seconds or 120)
+    while socket.gettime() < deadline do
+      local f = io.open(done, "r")
+      if f then
+        local code = f:read("*l")
+        f:close()
+        local o = io.open(done .. ".out", "r")
+        local out = o and o:read("*a") or ""
+        if o then o:close() end
+        os.remove(done)
+        os.remove(done .. ".out")
+        return code == "0", out
+      end
+      socket.sleep(0.1)
+    end
+    return false, "the child did not end in time"
+  end
+  return child
+end
+
+-- The lines of a writer's log, tallied: acknowledged ids, doubtful ids,
+-- counts of increments, errors.
+function C.tally(path, into)
+  into = into or { ok = {}, doubt = {}, inc_ok = 0, inc_doubt = 0, errors = {},
+    writes = 0, done = 0 }
+  for line in io.lines(path) do
+    local tag, id, how = line:match("^(c) (%S+) (%a+)$")
+    if tag then
+      into.writes = into.writes + 1
+      if how == "ok" then into.ok[#into.ok + 1] = id else into.doubt[#into.doubt + 1] = id end
+    elseif line == "i ok" then into.inc_ok, into.writes = into.inc_ok + 1, into.writes + 1
+    elseif line == "i doubt" then into.inc_doubt, into.writes = into.inc_doubt + 1, into.writes + 1
+    elseif line == "done" then into.done = into.done + 1
+    else into.errors[#into.errors + 1] = line end
+  end
+  return into
+end
+
+-- Waits until every node agrees about the slots (redis-cli --cluster
+-- check, which rebalance insists on), up to `seconds`.
+function C.wait_agreement(addr, seconds)
+  return C.wait_until(seconds or 30, function()
+    local out = C.sh("redis-cli --cluster check " .. addr)
+    return not out:find("[ERR]", 1, true) and not out:find("[WARNING]", 1, true)
+  end)
+end
+
+-- Waits until `check()` is true (polled every 0.1 s), up to `seconds`.
+function C.wait_until(seconds, check)
+  local socket = require "socket"
+  local deadline = socket.gettime() + seconds
+  repeat
+    if check() then return true end
+    socket.sleep(0.1)
+  until socket.gettime() > deadline
+  return false
+end
+
+-- }==================================================================
+
+-- The fault specs' counter: procedure "inc" adds one to the item
+-- "counter" of partition "counter" of container c (which it creates, at 0)
+-- and returns the new value.
+function C.counter(c)
+  assert(c:create_procedure("inc", [[
+    return function(ctx)
+      local d = assert(ctx:read("counter"))
+      d.n = d.n + 1
+      assert(ctx:replace(d))
+      return d.n
+    end]]))
+  assert(c:create({ id = "counter", pk = "counter", n = 0 }))
 end
 
 C.redis, C.layout = redis, layout

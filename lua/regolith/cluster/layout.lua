@@ -16,7 +16,8 @@ spreads the containers' buckets over the slot space.
 Keys (the Functions library, redis/regolith.lua, documents each one):
     rg:<db>:{meta}:catalog | :scripts:<cid> | :secret | :proc:<name>
     rg:<db>:{T}:lsn | :dedup | :lease:<cid>:<proc> | :dead:<cid>:<proc>
-    rg:<db>:{T}:<cid>:p:<pk> | :s | :x:<path> | :l | :t | :f | :lock:<pk>
+    rg:<db>:{T}:<cid>:p:<pk> | :s | :x:<path> | :l | :t | :f | :k
+                           | :lock:<pk>
 
 The argument builders at the end produce the Functions' KEYS and ARGV
 (format 1) from what the client computes (document text, terms, unique
@@ -28,7 +29,7 @@ local redis = require "regolith.cluster.redis"
 
 local M = {}
 
-M.FORMAT = "1"
+M.FORMAT = "2"
 local floor = math.floor
 
 -- {==================================================================
@@ -97,6 +98,7 @@ function M.bucket_keys(db, cid, r, P)
   return {
     slot = slot, pfx = pfx, p_prefix = pfx .. "p:",
     S = pfx .. "s", L = pfx .. "l", T = pfx .. "t", F = pfx .. "f",
+    K = pfx .. "k",
     N = sp .. "lsn", D = sp .. "dedup",
   }
 end
@@ -163,13 +165,16 @@ end
 --   {kind = "create"|"replace"|"upsert"|"delete", id = ..., text = json,
 --    if_match = etag, ttl = seconds, terms = {{path#, term}...},
 --    uniques = {{k#, digest}...}}
--- c: {stream = true, pv = "...", reads = {{id, etag}...}, dedup = {field,
--- token}, owner = "..."} (each optional; c.header selects rg_commit).
+-- c: {stream = true, max_bytes = n, ts_path = path#, lsn_path = path#,
+-- pv = "...", reads = {{id, etag}...}, dedup = {field, token}, owner =
+-- "..."} (each optional; c.header selects rg_commit).
 function M.commit_args(b, pk, paths, ops, c)
   c = c or {}
-  local keys = { M.partition_key(b, pk), b.S, b.L, b.N, b.T, b.F, b.D, M.lock_key(b, pk) }
+  local keys = { M.partition_key(b, pk), b.S, b.L, b.N, b.T, b.F, b.D,
+    M.lock_key(b, pk), b.K }
   for _, p in ipairs(paths) do keys[#keys + 1] = M.index_key(b, p) end
-  local argv = { M.FORMAT, pk, c.stream and "f" or "", #paths }
+  local argv = { M.FORMAT, pk, c.stream and "f" or "", c.max_bytes or "",
+    c.ts_path or "", c.lsn_path or "", #paths }
   for _, p in ipairs(paths) do argv[#argv + 1] = p end
   if c.header then
     push(argv, c.pv or "", #(c.reads or {}))
@@ -218,11 +223,20 @@ function M.ack_args(lease_key, dead_key, action, owner, epoch, from, to, payload
 end
 
 function M.purge_args(b, paths, limit, stream)
-  local keys = { b.T, b.S, b.L, b.N, b.F }
+  local keys = { b.T, b.S, b.L, b.N, b.F, b.K }
   for _, p in ipairs(paths) do keys[#keys + 1] = M.index_key(b, p) end
   local argv = { M.FORMAT, b.p_prefix, stream and "f" or "", limit or 100, #paths }
   for _, p in ipairs(paths) do argv[#argv + 1] = p end
   return keys, argv
+end
+
+-- rg_meta on the catalog (and a container's scripts hash).
+function M.meta_args(db, cid, action, ...)
+  local catalog = M.meta_key(db, "catalog")
+  local scripts = cid and M.meta_key(db, "scripts:" .. tostring(cid)) or catalog
+  local argv = { M.FORMAT, action }
+  for i = 1, select("#", ...) do argv[#argv + 1] = select(i, ...) end
+  return { catalog, scripts }, argv
 end
 
 -- }==================================================================
