@@ -16,7 +16,7 @@ describe("cluster resharding", function()
   local QUERIES = {
     "SELECT VALUE COUNT(1) FROM c",
     "SELECT c.id, c.n FROM c WHERE c.n > 100 ORDER BY c.n DESC",
-    "SELECT TOP 7 c.id FROM c WHERE c.pk = 'k3' ORDER BY c.n",
+    "SELECT TOP 8 c.id, c.n FROM c WHERE c.pk = 'k3' ORDER BY c.n",
     "SELECT VALUE c.id FROM c WHERE c.n BETWEEN 10 AND 20",
     "SELECT DISTINCT VALUE c.pk FROM c",
     "SELECT VALUE c.id FROM c WHERE c.n IN (1, 2, 3, 50)",
@@ -117,11 +117,19 @@ describe("cluster resharding", function()
     for _, q in ipairs(QUERIES) do
       local a = assert(c:query(q))
       local b = assert(lc:query(q))
-      if not q:find("ORDER BY") then
-        local function key(v) return regolith.json.encode(v) end
-        table.sort(a, function(x, y) return key(x) < key(y) end)
-        table.sort(b, function(x, y) return key(x) < key(y) end)
+      if q:find("ORDER BY") then
+        -- the same order of values; items with equal values (w1-i and
+        -- w2-i) may come in another order on each backend (docs/cluster.md)
+        local function ns(rows)
+          local t = {}
+          for i, r in ipairs(rows) do t[i] = r.n end
+          return t
+        end
+        assert.are.same(ns(b), ns(a), q)
       end
+      local function key(v) return regolith.json.encode(v) end
+      table.sort(a, function(x, y) return key(x) < key(y) end)
+      table.sort(b, function(x, y) return key(x) < key(y) end)
       assert.are.same(b, a, q)
     end
     io.stderr:write(("\n  reshard: %d writes (%d in doubt), %d keys moved one by one, " ..
