@@ -231,6 +231,15 @@ describe("query planning", function()
         info.loaded)
     end)
 
+    it("seeks an equality the composite index leaves out rather than read the composite in order", function()
+      -- (g, n DESC) read in order would load every item of g = 1 to test
+      -- its name; the name's index holds the one item
+      local sql = "SELECT c.id, c.n FROM c WHERE c.g = 1 AND IS_NUMBER(c.n) AND c.name = @name ORDER BY c.n DESC"
+      local rows, info = assert(c:query(sql, { name = "name5" }))
+      assert.are.same({ { id = "i005", n = (5 * 37) % 101 } }, rows)
+      assert.are.equal(1, info.loaded)
+    end)
+
     it("orders by several keys through a composite index or by sorting, alike", function()
       local sql = "SELECT c.id, c.g, c.n FROM c WHERE IS_NUMBER(c.n) AND IS_NUMBER(c.g) ORDER BY c.g, c.n DESC"
       local rows = assert(c:query(sql))

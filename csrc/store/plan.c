@@ -1051,6 +1051,24 @@ static const sarg *column_range (planner *P, const rg_composite *ci, int s) {
   return r;
 }
 
+/* Is there an equality (or IN) the composite's `s` leading columns leave
+** out?  Seeking it reads that value's entries only, where the composite
+** read in order reads its whole run and tests each item: plan_order's rule
+** (a path's ORDER BY read is taken only without such an equality). */
+static int equality_outside (planner *P, const plan *pl,
+                             const rg_composite *ci, int s) {
+  int i, j;
+  for (i = 0; i < P->nsa; i++) {
+    const sarg *x = &P->sa[i];
+    int in = 0;
+    if (!usable(P, x) || (x->kind != SA_EQ && x->kind != SA_IN)) continue;
+    if (pl->routed != R_NONE && on_pk(P, x)) continue;
+    for (j = 0; j < s && !in; j++) in = path_is(&x->path, &ci->path[j]);
+    if (!in) return 1;
+  }
+  return 0;
+}
+
 /* Tries a composite index for the ORDER BY; 1 when planned. */
 static int plan_composite (planner *P, plan *pl, rg_err *e) {
   const rg_qblock *m = P->m;
@@ -1076,7 +1094,9 @@ static int plan_composite (planner *P, plan *pl, rg_err *e) {
       else if (rel >= 0 && r != rel) ok = 0;
       rel = r;
     }
-    if (!ok || !columns_defined(P, pl, ci, s)) continue;
+    if (!ok || equality_outside(P, pl, ci, s) ||
+        !columns_defined(P, pl, ci, s))
+      continue;
     if (composite_fixed(P, pl, ci, s, fx, e)) return -1;
     {
       const sarg *r = column_range(P, ci, s);
