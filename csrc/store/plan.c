@@ -1053,8 +1053,9 @@ static const sarg *column_range (planner *P, const rg_composite *ci, int s) {
 
 /* Is there an equality (or IN) the composite's `s` leading columns leave
 ** out?  Seeking it reads that value's entries only, where the composite
-** read in order reads its whole run and tests each item: plan_order's rule
-** (a path's ORDER BY read is taken only without such an equality). */
+** reads its whole run (in order, or bounded by a range) and tests each
+** item: plan_order's rule (a path's ORDER BY read is taken only without
+** such an equality), for plan_composite and plan_composite_filter. */
 static int equality_outside (planner *P, const plan *pl,
                              const rg_composite *ci, int s) {
   int i, j;
@@ -1123,6 +1124,7 @@ static int plan_composite_filter (planner *P, plan *pl, rg_err *e) {
     const rg_composite *cc = &P->spec->comp[c];
     const sarg *f[8], *rr;
     int k = leading_fixed(P, cc, f), cover = k;
+    if (equality_outside(P, pl, cc, k)) continue;    /* seek that instead */
     if ((rr = column_range(P, cc, k)) != NULL) cover++;
     if (cover > best_cover) { best = c; best_cover = cover; r = rr; }
   }
