@@ -13,6 +13,7 @@
 local redis = require "regolith.cluster.redis"
 local layout = require "regolith.cluster.layout"
 local H = require "helper"
+local luassert = require "luassert"
 
 local C = {}
 
@@ -293,6 +294,31 @@ function C.tally(path, into)
     else into.errors[#into.errors + 1] = line end
   end
   return into
+end
+
+-- Starts two writer processes (faults/writer.lua) on container `cont` of
+-- the database at `url`, over `parts` partition keys, with sync mode
+-- `sync` (nil: the writer's own); C.finish_writers waits for them.
+function C.start_writers(url, cont, parts, sync)
+  local w = { kids = {}, logs = {} }
+  for i = 1, 2 do
+    w.logs[i] = os.tmpname()
+    w.kids[i] = C.spawn("writer.lua", url, cont, "w" .. i, parts, w.logs[i], sync)
+  end
+  return w
+end
+
+-- Waits for the writers (60 s each), tallies their logs into one table
+-- (removing them) and checks that none of them reported an error.
+function C.finish_writers(w)
+  local t
+  for i = 1, #w.kids do
+    local done, why = w.kids[i]:wait(60)
+    luassert.is_true(done, why)
+  end
+  for i = 1, #w.logs do t = C.tally(w.logs[i], t); os.remove(w.logs[i]) end
+  luassert.are.same({}, t.errors)
+  return t
 end
 
 -- Waits until every node agrees about the slots (redis-cli --cluster

@@ -85,18 +85,8 @@ describe("cluster atomicity", function()
   it("counts exactly when two processes increment one partition", function()
     c = assert(db:create_container("b", { partition_key = "/pk" }))
     C.counter(c)
-    local logs, kids = {}, {}
-    for w = 1, 2 do
-      logs[w] = os.tmpname()
-      kids[w] = C.spawn("writer.lua", db.url, "b", "w" .. w, 3, logs[w], "none")
-    end
-    for w = 1, 2 do
-      local done, why = kids[w]:wait(60)
-      assert.is_true(done, why)
-    end
-    local t
-    for w = 1, 2 do t = C.tally(logs[w], t); os.remove(logs[w]) end
-    assert.are.same({}, t.errors)
+    local writers = C.start_writers(db.url, "b", 3, "none")
+    local t = C.finish_writers(writers)
     assert.are.equal(0, t.inc_doubt)
     assert.is_true(t.inc_ok > 20)
     assert.are.equal(t.inc_ok, assert(c:read("counter", "counter")).n)

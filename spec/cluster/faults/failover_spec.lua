@@ -22,11 +22,7 @@ describe("cluster failover", function()
     local c = assert(db:create_container("w", { partition_key = "/pk",
       physical_partitions = 8 }))
     C.counter(c)
-    local logs, kids = {}, {}
-    for w = 1, 2 do
-      logs[w] = os.tmpname()
-      kids[w] = C.spawn("writer.lua", url, "w", "w" .. w, 9, logs[w])
-    end
+    local writers = C.start_writers(url, "w", 9)
     socket.sleep(2)
     -- the primary of the counter's slot
     local _, r = c.S:pk("counter")
@@ -45,13 +41,7 @@ describe("cluster failover", function()
     local promoted = socket.gettime() - t0
     local out, ok = C.restart_node(victim)
     assert.is_true(ok, out)
-    for w = 1, 2 do
-      local done, why = kids[w]:wait(60)
-      assert.is_true(done, why)
-    end
-    local t = {}
-    for w = 1, 2 do t = C.tally(logs[w], t.ok and t or nil); os.remove(logs[w]) end
-    assert.are.same({}, t.errors)
+    local t = C.finish_writers(writers)
     assert.are.equal(2, t.done)
     -- every acknowledged create is there; the counter is within bounds
     for _, id in ipairs(t.ok) do

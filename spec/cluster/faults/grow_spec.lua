@@ -28,11 +28,7 @@ describe("cluster growth", function()
       end
     end)
     -- the writers do not wait for replicas: the new primary has none
-    local logs, kids = {}, {}
-    for w = 1, 2 do
-      logs[w] = os.tmpname()
-      kids[w] = C.spawn("writer.lua", url, "w", "w" .. w, 10, logs[w], "lazy")
-    end
+    local writers = C.start_writers(url, "w", 10, "lazy")
     local out, ok = C.sh("tools/redis-cluster.sh add " .. C.dir)
     assert.is_true(ok, out)
     added = { port = out:match("(%d+)%s*$") }
@@ -62,13 +58,7 @@ describe("cluster growth", function()
     out, ok = C.sh("tools/redis-cluster.sh remove " .. C.dir .. " " .. added.port)
     assert.is_true(ok, out)
     added = nil
-    for w = 1, 2 do
-      local done, why = kids[w]:wait(60)
-      assert.is_true(done, why)
-    end
-    local t
-    for w = 1, 2 do t = C.tally(logs[w], t); os.remove(logs[w]) end
-    assert.are.same({}, t.errors)
+    local t = C.finish_writers(writers)
     for _, id in ipairs(t.ok) do
       assert(c:read(id, "k" .. (tonumber(id:match("%-(%d+)$")) % 16)), id .. " is lost")
     end

@@ -31,11 +31,7 @@ describe("cluster resharding", function()
     local seen = {}
     local p = assert(db:processor({ name = "watch", source = "w", max_items = 50,
       handler = function(changes) for _, d in ipairs(changes) do seen[d.id] = true end end }))
-    local logs, kids = {}, {}
-    for w = 1, 2 do
-      logs[w] = os.tmpname()
-      kids[w] = C.spawn("writer.lua", url, "w", "w" .. w, 8, logs[w])
-    end
+    local writers = C.start_writers(url, "w", 8)
     local admin = assert(C.redis.connect(C.seeds))
     finally(function()           -- never leave a slot half-moved behind
       C.sh("redis-cli --cluster fix " .. admin:primaries()[1] .. " --cluster-yes")
@@ -76,13 +72,7 @@ describe("cluster resharding", function()
       "--cluster-slots 300 --cluster-yes"):format(admin:primaries()[1], ids[1], ids[2]))
     assert.is_true(ok, out)
     busy()
-    for w = 1, 2 do
-      local done, why = kids[w]:wait(60)
-      assert.is_true(done, why)
-    end
-    local t
-    for w = 1, 2 do t = C.tally(logs[w], t); os.remove(logs[w]) end
-    assert.are.same({}, t.errors)
+    local t = C.finish_writers(writers)
     assert.is_true(moved > 0)
     assert.is_true(db.redis.stats.ask + db.redis.stats.moved + db.redis.stats.tryagain > 0)
     -- nothing lost; the same items into a local database
