@@ -982,8 +982,7 @@ static int copy_dest (rg_env *env, const char *path, char *data, size_t n,
   return 0;
 }
 
-/* Flushes a directory (the names in it). */
-static int sync_dir (const char *path, rg_err *e) {
+int rg_sync_dir (const char *path, rg_err *e) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0 || fsync(fd) != 0) {
     int err = errno;
@@ -1013,7 +1012,7 @@ int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
                    strerror(rc));
   }
   close(fd);
-  return sync_dir(path, e);
+  return rg_sync_dir(path, e);
 }
 
 
@@ -1134,7 +1133,7 @@ int rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,
   snprintf(data, sizeof(data), "%s/.compact/lock.mdb", path);
   unlink(data);
   rmdir(tmp);
-  return sync_dir(path, e);        /* the name, flushed */
+  return rg_sync_dir(path, e);     /* the name, flushed */
 fail:
   if (src) mdb_txn_abort(src);
   if (dst) mdb_env_close(dst);

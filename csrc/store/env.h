@@ -158,6 +158,9 @@ uint64_t rg_scope_lsn (rg_scope *s, rg_err *e);
 /* An LMDB return code as a status (500, or 507 for a full disk). */
 int rg_fail_mdb (rg_err *e, int rc, const char *what);
 
+/* Flushes a directory (the names in it): 0 or 500. */
+int rg_sync_dir (const char *path, rg_err *e);
+
 /* A consistent, compacted hot copy into a new directory (409 if it holds
 ** a database already). */
 int rg_env_backup (rg_env *env, const char *path, rg_err *e);

@@ -662,20 +662,13 @@ int rg_wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
 int rg_wal_forget (const char *path, rg_err *e) {
   static const char *const names[] = { "regolith.wal", "regolith.shm" };
   char name[4096];
-  int i, dfd;
+  int i;
   for (i = 0; i < 2; i++) {
     snprintf(name, sizeof(name), "%s/%s", path, names[i]);
     if (unlink(name) != 0 && errno != ENOENT)
       return fail_errno(e, "removing the", name);
   }
-  if ((dfd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fsync(dfd) != 0) {
-    int err = errno;
-    if (dfd >= 0) close(dfd);
-    return rg_fail(e, 500, "storage failure: flushing the directory %s: %s",
-                   path, strerror(err));
-  }
-  close(dfd);
-  return 0;
+  return rg_sync_dir(path, e);
 }
 
 int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
