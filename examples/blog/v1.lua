@@ -91,6 +91,8 @@ local function comment_item(c)
            content = c.content, creationDate = c.creationDate }
 end
 
+M.comment_item = comment_item   -- the item a comment is (durable.lua too)
+
 local function like_item(l)
   return { id = l.id, type = "like", postId = l.postId, userId = l.userId,
            creationDate = l.creationDate }
