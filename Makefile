@@ -221,7 +221,7 @@ ctest: $(CTESTS)
 # the store with LMDB too.
 layers: $(ARCHIVES)
 	@mkdir -p build
-	sh tools/layers.sh csrc
+	sh tools/layers.sh csrc $(BUILD)/obj
 	$(CC) -shared -o $(BUILD)/lib/check_sql.so -Wl,--whole-archive \
 	  $(BUILD)/lib/libsql.a $(BUILD)/lib/libbase.a -Wl,--no-whole-archive \
 	  -Wl,--no-undefined -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -lcjson -lpcre2-8 -lm

@@ -77,7 +77,6 @@
 #include "store/plan.h"
 #include "store/scripts.h"
 
-#define CACHE     "regolith.script.cache"
 #define CTX_MT    "regolith.ctx"
 #define CTX_STEP_MT "regolith.ctx.step"
 #define STEP_BOOT "regolith.step.boot"
@@ -147,6 +146,11 @@ static int ask_query (lua_State *L, exec *x, const rg_query_req *q);
 */
 static const rg_hooks hooks;
 
+/* The release hook: the environment is closing. */
+static void release (void *st) {
+  rg_runtime_free((rg_runtime *)st);
+}
+
 /* The runner of an environment, made (and its hooks installed) on first
 ** use. */
 rg_runtime *rg_runtime_of (rg_env *env) {
@@ -161,32 +165,9 @@ rg_runtime *rg_runtime_of (rg_env *env) {
   return rt;
 }
 
-static void free_autos (rg_runtime *rt) {
-  int i, j;
-  for (i = 0; i < rt->nautos; i++) {
-    for (j = 0; j < rt->autos[i].n; j++) free(rt->autos[i].t[j].name);
-    free(rt->autos[i].t);
-  }
-  free(rt->autos);
-  rt->autos = NULL;
-  rt->nautos = 0;
-}
 
-/* The release hook: the environment is closing. */
-static void release (void *st) {
-  rg_runtime *rt = (rg_runtime *)st;
-  rgl_sandbox_free(rt->sb);
-  free_autos(rt);
-  free(rt);
-}
 
-int rg_runtime_running (const rg_runtime *rt) {
-  return rt->cur != NULL;
-}
 
-int rg_script_attach (rg_env *env, rg_err *e) {
-  return rg_runtime_of(env) ? 0 : rg_fail(e, 500, "out of memory");
-}
 
 int rg_script_limits (rg_env *env, uint64_t budget, uint64_t memory,
                       rg_err *e) {
@@ -207,11 +188,6 @@ int rg_script_limits (rg_env *env, uint64_t budget, uint64_t memory,
   return 0;
 }
 
-int rg_runtime_sandbox (rg_runtime *rt, rg_err *e) {
-  if (rt->sb == NULL && (rt->sb = rgl_sandbox_new()) == NULL)
-    return rg_fail(e, 500, "cannot create the script sandbox: out of memory");
-  return 0;
-}
 
 static const char *what_of (int kind) {
   return kind == K_PROC ? "procedure" :
@@ -277,7 +253,7 @@ static int do_read (lua_State *L) {
   const char *id, *inm = NULL;
   size_t idlen, inmlen;
   rg_ikey k;
-  MDB_val v;
+  rg_val v;
   rg_err e;
   int rc;
   rgl_opts_check(L, 3, allowed, "ctx:read");
@@ -296,8 +272,8 @@ static int do_read (lua_State *L) {
   rc = rg_item_get(s->txn, s->env, &k, s->now, &v, &e);
   if (rc == 404) s->work.read_units++;
   if (rc) return rgl_push_fail(L, &e);
-  s->work.read_units += rg_read_units(v.mv_size);
-  if (rg_json_parse((const char *)v.mv_data, v.mv_size, &x->tmp[0], &e)) {
+  s->work.read_units += rg_read_units(v.n);
+  if (rg_json_parse((const char *)v.p, v.n, &x->tmp[0], &e)) {
     rg_fail(&e, 500, "corrupt item: %s", e.msg);
     return rgl_push_fail(L, &e);
   }
@@ -701,61 +677,7 @@ static void push_ctx (lua_State *L, exec *x) {
 ** Running a script
 ** ======================================================================
 */
-/* Pushes the compiled chunk of a record (its meta key, version and
-** source), compiling it when this process has not compiled that version
-** yet. */
-void rg_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
-                            uint64_t version, const char *src, size_t len,
-                            const char *name, size_t namelen) {
-  uint8_t ver[8];
-  const char *have;
-  size_t n;
-  rg_put_u64(ver, version);
-  lua_getfield(L, LUA_REGISTRYINDEX, CACHE);
-  if (lua_isnil(L, -1)) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, CACHE);
-  }
-  lua_pushlstring(L, (const char *)key, klen);
-  lua_pushvalue(L, -1);
-  lua_rawget(L, -3);                 /* cache, key, entry */
-  if (lua_istable(L, -1)) {
-    lua_rawgeti(L, -1, 1);
-    have = lua_tolstring(L, -1, &n);
-    if (have && n == 8 && memcmp(have, ver, 8) == 0) {
-      lua_rawgeti(L, -2, 2);         /* the chunk */
-      lua_replace(L, -5);
-      lua_settop(L, lua_gettop(L) - 3);
-      return;
-    }
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);                     /* cache, key */
-  if (rgl_sandbox_load(L, src, len, name, namelen))
-    lua_error(L);                    /* the compiler's message */
-  lua_createtable(L, 2, 0);          /* cache, key, chunk, entry */
-  lua_pushlstring(L, (const char *)ver, 8);
-  lua_rawseti(L, -2, 1);
-  lua_pushvalue(L, -2);
-  lua_rawseti(L, -2, 2);
-  lua_pushvalue(L, -3);
-  lua_insert(L, -2);                 /* cache, key, chunk, key, entry */
-  lua_rawset(L, -5);
-  lua_replace(L, -3);                /* chunk, key */
-  lua_pop(L, 1);
-}
 
-/* Calls the chunk in a fresh environment; leaves the function it returns. */
-void rg_runtime_call_chunk (lua_State *L) {
-  rgl_sandbox_env(L);
-  rgl_sandbox_setenv(L, -2);
-  lua_call(L, 0, 1);
-  if (lua_type(L, -1) != LUA_TFUNCTION)
-    luaL_error(L, "the chunk must return a function, not %s",
-               luaL_typename(L, -1));
-}
 
 /* A procedure's result (on top) as JSON in x->result. */
 static void keep_result (lua_State *L, exec *x) {
@@ -1208,12 +1130,6 @@ static const rg_hooks hooks = { trigger_pre, trigger_post, release };
 #define ASK_WRITE 2
 #define ASK_QUERY 3
 
-struct rg_stepper {
-  uint64_t budget;
-  size_t memory;
-  int n;
-  rg_runtime **rt;
-};
 
 struct rg_run {
   exec x;
@@ -1442,41 +1358,8 @@ static int step_prepare (lua_State *L) {
   return 0;
 }
 
-rg_stepper *rgl_stepper_new (uint64_t budget, size_t memory) {
-  rg_stepper *p = (rg_stepper *)calloc(1, sizeof(rg_stepper));
-  if (p == NULL) return NULL;
-  p->budget = budget ? budget : RG_SCRIPT_BUDGET;
-  p->memory = memory ? memory : RG_SCRIPT_MEMORY;
-  return p;
-}
 
-void rgl_stepper_free (rg_stepper *p) {
-  int i;
-  if (p == NULL) return;
-  for (i = 0; i < p->n; i++) release(p->rt[i]);
-  free(p->rt);
-  free(p);
-}
 
-/* A sandbox of the pool that no run holds (made when all are). */
-rg_runtime *rg_stepper_runtime (rg_stepper *p, rg_err *e) {
-  rg_runtime *rt, **grown;
-  int i;
-  for (i = 0; i < p->n; i++)
-    if (!p->rt[i]->held) return p->rt[i];
-  grown = (rg_runtime **)realloc(p->rt, (size_t)(p->n + 1) * sizeof(rg_runtime *));
-  if (grown == NULL) { rg_fail(e, 500, "out of memory"); return NULL; }
-  p->rt = grown;
-  if ((rt = (rg_runtime *)calloc(1, sizeof(rg_runtime))) == NULL) {
-    rg_fail(e, 500, "out of memory");
-    return NULL;
-  }
-  rt->budget = p->budget;
-  rt->memory = p->memory;
-  if (rg_runtime_sandbox(rt, e)) { free(rt); return NULL; }
-  p->rt[p->n++] = rt;
-  return rt;
-}
 
 int rgl_stepper_check (rg_stepper *p, int tag, const char *name, size_t n,
                        const char *src, size_t len, rg_err *e) {

@@ -2,7 +2,7 @@
 ** runtime.h: the script runtime of an environment, as the files of
 ** script/ share it (private to script/).
 **
-** One runtime per database environment (runner.c): its sandbox, its
+** One runtime per database environment (runtime.c): its sandbox, its
 ** limits, the script running now, and caches.  Procedures and triggers
 ** (runner.c) and user-defined functions (udf.c) run in it; a compiled
 ** chunk is cached per record version in the sandbox's registry.
@@ -40,8 +40,12 @@ typedef struct rg_runtime {
 } rg_runtime;
 
 /* The runtime of an environment, made (and its hooks installed) on first
-** use; NULL out of memory. */
+** use; NULL out of memory (runner.c: the hooks are its).  A handle's open
+** makes it (rg_script_limits), so below runner.c the environment's hook
+** state is its runtime. */
 rg_runtime *rg_runtime_of (rg_env *env);
+/* Frees a runtime (the environment's release hook; a stepper's pool). */
+void rg_runtime_free (rg_runtime *rt);
 /* Makes the runtime's sandbox when it has none. */
 int  rg_runtime_sandbox (rg_runtime *rt, rg_err *e);
 /* Is a procedure or a trigger running now? */

@@ -126,8 +126,8 @@ static int udf_call (void *ud, const char *name, size_t n,
     if ((rc = rg_srec_get(u->txn, u->c->env, RG_MK_UDF, u->c->spec->cid,
                           name, n, &c.rec, c.key, &c.klen, e)))
       return rc;
-    if ((rt = rg_runtime_of(u->c->env)) == NULL)
-      return rg_fail(e, 500, "out of memory");
+    if ((rt = (rg_runtime *)rg_env_hook_state(u->c->env)) == NULL)
+      return rg_fail(e, 500, "the database has no script runtime");
     if ((rc = rg_runtime_sandbox(rt, e))) return rc;
   }
   L = rgl_sandbox_state(rt->sb);
@@ -172,7 +172,7 @@ static int udf_call (void *ud, const char *name, size_t n,
   return rc;
 }
 
-void rg_udfs_init (rg_udfs *u, MDB_txn *txn, const rg_cont *c) {
+void rg_udfs_init (rg_udfs *u, rg_txn *txn, const rg_cont *c) {
   memset(u, 0, sizeof(*u));
   u->iface.ud = u;
   u->iface.call = udf_call;

@@ -136,6 +136,14 @@
 #include "base/json.h"
 #include "store/layout.h"
 
+/* The tables, in the order of the enum of layout.h (kv.h says how a
+** table is declared). */
+const rg_table rg_tables[RG_NDB] = {
+  { "meta", 0 }, { "items", 0 }, { "index", RG_REF_SIZE }, { "unique", 0 },
+  { "ttl", 0 }, { "feed", 0 }, { "latest", RG_LATEST_DUP }, { "parts", 0 },
+  { "refs", 0 }
+};
+
 #define RG_ID_INLINE     200      /* ids longer than this are cut + digest */
 #define RG_ID_CUT        180
 #define RG_PK_STR_INLINE 80       /* encoded bytes of an exact pk string */

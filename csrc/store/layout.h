@@ -18,7 +18,10 @@
 
 #include "base/support.h"
 #include "store/container.h"
+#include "store/kv.h"
 
+/* The tables (rg_tables, layout.c, names each; kv.h says how to declare
+** one). */
 enum { RG_DB_META, RG_DB_ITEMS, RG_DB_INDEX, RG_DB_UNIQUE, RG_DB_TTL,
        RG_DB_FEED, RG_DB_LATEST, RG_DB_PARTS, RG_DB_REFS, RG_NDB };
 

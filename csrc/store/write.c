@@ -68,23 +68,23 @@ void rg_wres_free (rg_wres *r) {
 ** Reading items
 ** ======================================================================
 */
-int rg_item_get (MDB_txn *txn, rg_env *env, const rg_ikey *k, int64_t now,
-                 MDB_val *json, rg_err *e) {
-  MDB_val key, v;
+int rg_item_get (rg_txn *txn, rg_env *env, const rg_ikey *k, int64_t now,
+                 rg_val *json, rg_err *e) {
+  rg_val key, v;
   rg_ihdr h;
   const char *text;
   size_t n;
   int rc;
-  key.mv_data = (void *)k->key;
-  key.mv_size = k->len;
-  rc = mdb_get(txn, env->dbi[RG_DB_ITEMS], &key, &v);
-  if (rc == MDB_NOTFOUND) return rg_fail(e, 404, "item not found");
-  if (rc) return rg_fail_mdb(e, rc, "read");
-  if (rg_ihdr_get(v.mv_data, v.mv_size, &h, &text, &n))
+  key.p = (void *)k->key;
+  key.n = k->len;
+  rc = rg_kv_get(txn, RG_DB_ITEMS, key.p, key.n, &v);
+  if (rc == RG_NOTFOUND) return rg_fail(e, 404, "item not found");
+  if (rc) return rg_kv_fail(e, rc, "read");
+  if (rg_ihdr_get(v.p, v.n, &h, &text, &n))
     return rg_fail(e, 500, "corrupt item record");
   if (h.expiry != 0 && h.expiry <= now) return rg_fail(e, 404, "item not found");
-  json->mv_data = (void *)text;
-  json->mv_size = n;
+  json->p = (void *)text;
+  json->n = n;
   return 0;
 }
 
@@ -111,17 +111,17 @@ static int same_identity (const rg_cspec *c, const cJSON *doc,
 /* Loads the current version of an item, parsed. */
 static int load_item (rg_scope *s, const rg_cont *c, const rg_ikey *k,
                       const char *id, size_t idlen, item *it, rg_err *e) {
-  MDB_val key, v;
+  rg_val key, v;
   rg_ihdr h;
   const char *text;
   int rc;
   memset(it, 0, sizeof(*it));
-  key.mv_data = (void *)k->key;
-  key.mv_size = k->len;
-  rc = mdb_get(s->txn, s->env->dbi[RG_DB_ITEMS], &key, &v);
-  if (rc == MDB_NOTFOUND) return 0;
-  if (rc) return rg_scope_mdb(s, rc, "read", e);
-  if (rg_ihdr_get(v.mv_data, v.mv_size, &h, &text, &it->size))
+  key.p = (void *)k->key;
+  key.n = k->len;
+  rc = rg_kv_get(s->txn, RG_DB_ITEMS, key.p, key.n, &v);
+  if (rc == RG_NOTFOUND) return 0;
+  if (rc) return rg_scope_fail(s, rc, "read", e);
+  if (rg_ihdr_get(v.p, v.n, &h, &text, &it->size))
     return rg_fail(e, 500, "corrupt item record");
   it->expiry = h.expiry;
   it->seq = h.seq;
@@ -151,18 +151,18 @@ static int load_item (rg_scope *s, const rg_cont *c, const rg_ikey *k,
 /* Adds `dn` items and `db` bytes to a counter pair stored under a key. */
 static int bump (rg_scope *s, int dbi, const void *k, size_t kn, int64_t dn,
                  int64_t db, rg_err *e) {
-  MDB_val key, v;
+  rg_val key, v;
   uint8_t buf[16];
   uint64_t n = 0, b = 0;
   int rc;
-  key.mv_data = (void *)k;
-  key.mv_size = kn;
-  rc = mdb_get(s->txn, s->env->dbi[dbi], &key, &v);
-  if (rc == 0 && v.mv_size == 16) {
-    n = rg_get_u64((const uint8_t *)v.mv_data);
-    b = rg_get_u64((const uint8_t *)v.mv_data + 8);
+  key.p = (void *)k;
+  key.n = kn;
+  rc = rg_kv_get(s->txn, dbi, key.p, key.n, &v);
+  if (rc == 0 && v.n == 16) {
+    n = rg_get_u64((const uint8_t *)v.p);
+    b = rg_get_u64((const uint8_t *)v.p + 8);
   }
-  else if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "stats", e);
+  else if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "stats", e);
   n += (uint64_t)dn;
   b += (uint64_t)db;
   if (n == 0 && dbi == RG_DB_PARTS) return rg_del(s, dbi, k, kn, NULL, e);
@@ -174,15 +174,15 @@ static int bump (rg_scope *s, int dbi, const void *k, size_t kn, int64_t dn,
 /* Bytes now held by a logical partition. */
 static int partition_bytes (rg_scope *s, const rg_ikey *k, uint64_t *bytes,
                             rg_err *e) {
-  MDB_val key, v;
+  rg_val key, v;
   int rc;
-  key.mv_data = (void *)k->key;
-  key.mv_size = k->lplen;
+  key.p = (void *)k->key;
+  key.n = k->lplen;
   *bytes = 0;
-  rc = mdb_get(s->txn, s->env->dbi[RG_DB_PARTS], &key, &v);
-  if (rc == 0 && v.mv_size == 16)
-    *bytes = rg_get_u64((const uint8_t *)v.mv_data + 8);
-  else if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "stats", e);
+  rc = rg_kv_get(s->txn, RG_DB_PARTS, key.p, key.n, &v);
+  if (rc == 0 && v.n == 16)
+    *bytes = rg_get_u64((const uint8_t *)v.p + 8);
+  else if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "stats", e);
   return 0;
 }
 
@@ -205,7 +205,7 @@ static int new_seq (rg_scope *s, const rg_ikey *k, uint32_t *seq,
     if ((*seq = rg_scope_seq(s, e)) == 0) return s->failed;
     rg_put_u32(b, *seq);
     rc = rg_put_flags(s, RG_DB_REFS, b, 4, k->key, k->len,
-                      MDB_APPEND | MDB_NOOVERWRITE, e);
+                      RG_KV_APPEND | RG_KV_NOOVERWRITE, e);
     if (rc != RG_EXISTS) return rc;
   }
   return rg_fail(e, 507, "insufficient storage: no item seq is free");
@@ -305,31 +305,31 @@ int rg_purge_expired (rg_scope *s, const rg_cont *c, int *count, rg_err *e) {
   *count = 0;
   if (!c->spec->ttl_on) return 0;
   for (;;) {                         /* in rounds: collect, then delete */
-    MDB_cursor *cur;
-    MDB_val k, v;
+    rg_cur *cur;
+    rg_val k, v;
     rg_ikey keys[32];
     uint8_t tkeys[32][20];
     int n = 0;
-    if ((rc = mdb_cursor_open(s->txn, s->env->dbi[RG_DB_TTL], &cur)))
-      return rg_scope_mdb(s, rc, "ttl", e);
+    if ((rc = rg_cur_open(s->txn, RG_DB_TTL, &cur)))
+      return rg_scope_fail(s, rc, "ttl", e);
     rg_put_u32(from, c->spec->cid);
     rg_put_u64(from + 4, 0);
-    k.mv_data = from;
-    k.mv_size = 12;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    while (rc == 0 && n < 32 && k.mv_size == 20 && v.mv_size <= RG_MAX_KEY &&
-           rg_get_u32((const uint8_t *)k.mv_data) == c->spec->cid &&
-           (int64_t)rg_get_u64((const uint8_t *)k.mv_data + 4) <= s->now) {
+    k.p = from;
+    k.n = 12;
+    rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+    while (rc == 0 && n < 32 && k.n == 20 && v.n <= RG_MAX_KEY &&
+           rg_get_u32((const uint8_t *)k.p) == c->spec->cid &&
+           (int64_t)rg_get_u64((const uint8_t *)k.p + 4) <= s->now) {
       rg_ikey *ik = &keys[n];
       memset(ik, 0, sizeof(*ik));
-      memcpy(ik->key, v.mv_data, v.mv_size);
-      ik->len = v.mv_size;
-      memcpy(tkeys[n], k.mv_data, 20);
+      memcpy(ik->key, v.p, v.n);
+      ik->len = v.n;
+      memcpy(tkeys[n], k.p, 20);
       n++;
-      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+      rc = rg_cur_get(cur, &k, &v, RG_NEXT);
     }
-    mdb_cursor_close(cur);
-    if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "ttl", e);
+    rg_cur_close(cur);
+    if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "ttl", e);
     for (i = 0; i < n; i++) {
       item old;
       rg_ikey *ik = &keys[i];
@@ -419,15 +419,15 @@ static int rebuild_item (rg_scope *s, const rg_cont *c, const rg_cspec *from,
   uint8_t tk[24];
   rg_ikey k;
   rg_ihdr h;
-  MDB_val kv, v;
+  rg_val kv, v;
   const char *json;
   size_t n;
   int rc;
-  kv.mv_data = (void *)key;
-  kv.mv_size = klen;
-  if ((rc = mdb_get(s->txn, s->env->dbi[RG_DB_ITEMS], &kv, &v)))
-    return rg_scope_mdb(s, rc, "read", e);
-  if (rg_ihdr_get(v.mv_data, v.mv_size, &h, &json, &n))
+  kv.p = (void *)key;
+  kv.n = klen;
+  if ((rc = rg_kv_get(s->txn, RG_DB_ITEMS, kv.p, kv.n, &v)))
+    return rg_scope_fail(s, rc, "read", e);
+  if (rg_ihdr_get(v.p, v.n, &h, &json, &n))
     return rg_fail(e, 500, "corrupt item record");
   old_expiry = h.expiry;
   /* the value is copied: the writes below may move the page it is on */
@@ -492,26 +492,26 @@ int rg_cont_rebuild (rg_scope *s, const rg_cont *c, const rg_cspec *from,
   lens[0] = 4;
   n = 0;
   while (more) {                   /* chunks of keys, then their items */
-    MDB_cursor *cur;
-    MDB_val k, v;
+    rg_cur *cur;
+    rg_val k, v;
     uint8_t after[RG_MAX_KEY];
     size_t alen = n ? lens[n - 1] : 4;
     memcpy(after, n ? keys[n - 1] : prefix, alen);
-    if ((rc = mdb_cursor_open(s->txn, s->env->dbi[RG_DB_ITEMS], &cur)))
-      return rg_scope_mdb(s, rc, "items", e);
-    k.mv_data = after;
-    k.mv_size = alen;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    if (rc == 0 && n && k.mv_size == alen && memcmp(k.mv_data, after, alen) == 0)
-      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
-    for (n = 0; rc == 0 && n < REBUILD_CHUNK && k.mv_size >= 4 &&
-                memcmp(k.mv_data, prefix, 4) == 0; n++) {
-      memcpy(keys[n], k.mv_data, k.mv_size);
-      lens[n] = k.mv_size;
-      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    if ((rc = rg_cur_open(s->txn, RG_DB_ITEMS, &cur)))
+      return rg_scope_fail(s, rc, "items", e);
+    k.p = after;
+    k.n = alen;
+    rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+    if (rc == 0 && n && k.n == alen && memcmp(k.p, after, alen) == 0)
+      rc = rg_cur_get(cur, &k, &v, RG_NEXT);
+    for (n = 0; rc == 0 && n < REBUILD_CHUNK && k.n >= 4 &&
+                memcmp(k.p, prefix, 4) == 0; n++) {
+      memcpy(keys[n], k.p, k.n);
+      lens[n] = k.n;
+      rc = rg_cur_get(cur, &k, &v, RG_NEXT);
     }
-    mdb_cursor_close(cur);
-    if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "items", e);
+    rg_cur_close(cur);
+    if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "items", e);
     more = n == REBUILD_CHUNK;
     for (i = 0; i < n; i++)
       if ((rc = rebuild_item(s, c, from, keys[i], lens[i], reindex, reexpire,
@@ -926,18 +926,18 @@ static int item_fails (rg_bulk_item *it, const rg_err *ie) {
 static int bulk_seq (bulk *b, uint32_t *seq, rg_err *e) {
   rg_scope *s = b->s;
   for (;;) {
-    MDB_val k, v;
+    rg_val k, v;
     uint8_t kb[4];
     int rc;
     if (!s->seq_loaded && rg_scope_seq(s, e) == 0) return s->failed;
     if (++s->seq == 0) s->seq = 1;
     *seq = s->seq;
     rg_put_u32(kb, *seq);
-    k.mv_data = kb;
-    k.mv_size = 4;
-    rc = mdb_get(s->txn, s->env->dbi[RG_DB_REFS], &k, &v);
-    if (rc == MDB_NOTFOUND) return 0;
-    if (rc) return rg_scope_mdb(s, rc, "seq", e);
+    k.p = kb;
+    k.n = 4;
+    rc = rg_kv_get(s->txn, RG_DB_REFS, k.p, k.n, &v);
+    if (rc == RG_NOTFOUND) return 0;
+    if (rc) return rg_scope_fail(s, rc, "seq", e);
   }
 }
 
@@ -958,7 +958,7 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
   uint32_t seq = 0;
   uint8_t hdr[RG_IHDR_MAX], buf[RG_MAX_KEY + 32];
   bslot *ps;
-  MDB_val kv, vv;
+  rg_val kv, vv;
   int rc, u;
   memset(&w, 0, sizeof(w));
   w.op = RG_OP_CREATE;
@@ -967,10 +967,10 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
   if ((rc = resolve(s, c, &w, b->mode == RG_BULK_RESTORE, &k, &id, &idlen,
                     &ie)))
     return item_fails(it, &ie);
-  kv.mv_data = k.key;                /* exists, or given twice */
-  kv.mv_size = k.len;
-  rc = mdb_get(s->txn, s->env->dbi[RG_DB_ITEMS], &kv, &vv);
-  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "read", e);
+  kv.p = k.key;                /* exists, or given twice */
+  kv.n = k.len;
+  rc = rg_kv_get(s->txn, RG_DB_ITEMS, kv.p, kv.n, &vv);
+  if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "read", e);
   if (rc == 0 || map_get(b, &b->keys, k.key, k.len, 0)) {
     if (b->mode == RG_BULK_UPSERT) {
       b->later[b->nlater++] = i;
@@ -1118,10 +1118,10 @@ static int bent_cmp (const void *x, const void *y) {
   return a->vn < b->vn ? -1 : a->vn > b->vn;
 }
 
-static int cmp_val (const MDB_val *a, const void *p, size_t n) {
-  int c = memcmp(a->mv_data, p, a->mv_size < n ? a->mv_size : n);
+static int cmp_val (const rg_val *a, const void *p, size_t n) {
+  int c = memcmp(a->p, p, a->n < n ? a->n : n);
   if (c) return c;
-  return a->mv_size < n ? -1 : a->mv_size > n;
+  return a->n < n ? -1 : a->n > n;
 }
 
 /* Second pass: one table's entries, sorted, appended past its last key. */
@@ -1129,65 +1129,54 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
   rg_scope *s = b->s;
   blist *l = &b->t[db];
   int dup = db == RG_DB_INDEX || db == RG_DB_LATEST;
-  MDB_cursor *cur;
-  MDB_val lk, lv;
+  rg_cur *cur;
+  rg_val lk, lv;
   size_t i;
   int rc, appending = 0, have_last, group = 0;
   if (l->n == 0) return 0;
   sort_base = b->pool.p;
   qsort(l->v, l->n, sizeof(bent), bent_cmp);
-  if (s->savepoints) {               /* undoable, one by one */
-    for (i = 0; i < l->n; i++) {
-      const bent *x = &l->v[i];
-      rc = dup ? rg_dput(s, db, b->pool.p + x->k, x->kn, b->pool.p + x->v,
-                         x->vn, 0, e)
-               : rg_put(s, db, b->pool.p + x->k, x->kn, b->pool.p + x->v,
-                        x->vn, e);
-      if (rc) return rc;
-    }
-    return 0;
-  }
-  if ((rc = mdb_cursor_open(s->txn, s->env->dbi[db], &cur)))
-    return rg_scope_mdb(s, rc, "write", e);
-  rc = mdb_cursor_get(cur, &lk, &lv, MDB_LAST);
+  if ((rc = rg_cur_open(s->txn, db, &cur)))
+    return rg_scope_fail(s, rc, "write", e);
+  rc = rg_cur_get(cur, &lk, &lv, RG_LAST);
   have_last = rc == 0;
-  if (rc && rc != MDB_NOTFOUND) { mdb_cursor_close(cur); return rg_scope_mdb(s, rc, "write", e); }
+  if (rc && rc != RG_NOTFOUND) { rg_cur_close(cur); return rg_scope_fail(s, rc, "write", e); }
   for (i = 0; i < l->n; i++) {
     const bent *x = &l->v[i];
-    MDB_val k, v;
-    unsigned flags = dup ? MDB_NODUPDATA : 0;
+    rg_val k, v;
+    unsigned flags = 0;
     int first = !(i > 0 && l->v[i - 1].kn == x->kn &&
                   memcmp(b->pool.p + l->v[i - 1].k, b->pool.p + x->k,
                          x->kn) == 0);
-    k.mv_data = b->pool.p + x->k;
-    k.mv_size = x->kn;
-    v.mv_data = b->pool.p + x->v;
-    v.mv_size = x->vn;
+    k.p = b->pool.p + x->k;
+    k.n = x->kn;
+    v.p = b->pool.p + x->v;
+    v.n = x->vn;
     if (!appending) {
-      int c = have_last ? cmp_val(&lk, k.mv_data, k.mv_size) : -1;
+      int c = have_last ? cmp_val(&lk, k.p, k.n) : -1;
       if (c < 0) appending = 1;       /* past the last key: all that follow */
     }
-    if (appending) flags |= dup && !first ? MDB_APPENDDUP : MDB_APPEND;
+    if (appending) flags |= dup && !first ? RG_KV_APPENDDUP : RG_KV_APPEND;
     else if (dup && first && db == RG_DB_LATEST) {   /* past its last dup? */
-      MDB_val fk = k, fv;
+      rg_val fk = k, fv;
       group = 0;
-      rc = mdb_cursor_get(cur, &fk, &fv, MDB_SET_KEY);
-      if (rc == 0) rc = mdb_cursor_get(cur, &fk, &fv, MDB_LAST_DUP);
-      if (rc == 0) group = cmp_val(&fv, v.mv_data, v.mv_size) < 0;
-      else if (rc == MDB_NOTFOUND) group = 2;   /* a new key */
+      rc = rg_cur_get(cur, &fk, &fv, RG_SET);
+      if (rc == 0) rc = rg_cur_get(cur, &fk, &fv, RG_LAST_DUP);
+      if (rc == 0) group = cmp_val(&fv, v.p, v.n) < 0;
+      else if (rc == RG_NOTFOUND) group = 2;   /* a new key */
       else break;
-      if (group == 1) flags |= MDB_APPENDDUP;
+      if (group == 1) flags |= RG_KV_APPENDDUP;
     }
-    else if (dup && group) flags |= MDB_APPENDDUP;
-    rc = mdb_cursor_put(cur, &k, &v, flags);
-    if (rc == MDB_KEYEXIST && dup) rc = 0;   /* there already */
+    else if (dup && group) flags |= RG_KV_APPENDDUP;
+    rc = rg_cur_put(cur, k.p, k.n, v.p, v.n, flags);
+    if (rc == RG_KEYEXIST && dup) rc = 0;   /* there already */
     if (rc) break;
   }
   if (rc) {
-    mdb_cursor_close(cur);
-    return rg_scope_mdb(s, rc, "write", e);
+    rg_cur_close(cur);
+    return rg_scope_fail(s, rc, "write", e);
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   return 0;
 }
 

@@ -118,8 +118,8 @@ static int read_item (const rg_cont *c, const char *id, const char *pk,
                       rg_buf *out) {
   const cJSON *pkv[RG_MAX_PK_PATHS] = { NULL, NULL, NULL };
   cJSON *pkn = cJSON_CreateString(pk);
-  MDB_txn *txn;
-  MDB_val v;
+  rg_txn *txn;
+  rg_val v;
   rg_ikey k;
   int rc;
   pkv[0] = pkn;
@@ -131,7 +131,7 @@ static int read_item (const rg_cont *c, const char *id, const char *pk,
   rc = rg_item_get(txn, env, &k, rg_now(), &v, &e);
   if (rc == 0) {
     out->n = 0;
-    rg_buf_add(out, v.mv_data, v.mv_size);
+    rg_buf_add(out, v.p, v.n);
   }
   rg_read_end(env);
   return rc;
@@ -142,7 +142,7 @@ static int query (const rg_cont *c, const char *sql, size_t *count,
                   rg_work *work, rg_buf *rows) {
   rg_query_req q;
   rg_query_res r;
-  MDB_txn *txn;
+  rg_txn *txn;
   int rc;
   memset(&q, 0, sizeof(q));
   memset(&r, 0, sizeof(r));
@@ -270,7 +270,7 @@ static void test_feed (void) {
   rg_batch b;
   rg_feedq f;
   rg_buf tok;
-  MDB_txn *txn;
+  rg_txn *txn;
   char doc[64];
   int i;
   open_db(0);
