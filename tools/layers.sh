@@ -8,6 +8,29 @@
 # folder call each other, directly or through others (a call cycle).
 # Usage: tools/layers.sh [csrc [OBJDIR]]; exits 1 and names each violation.
 set -u
+
+# --self-test: a made-up tree with a cycle and an LMDB call out of place
+# must be refused (a check that cannot fail checks nothing).
+if [ "${1:-}" = "--self-test" ]; then
+  t=$(mktemp -d)
+  mkdir -p "$t/src/base" "$t/src/store" "$t/obj/store"
+  printf 'int b (int);\nint a (int x) { return x ? b(x - 1) : 0; }\n' > "$t/src/store/a.c"
+  printf 'int a (int);\nint b (int x) { return x ? a(x - 1) : 1; }\n' > "$t/src/store/b.c"
+  printf 'int mdb_get (void);\nint c (void) { return mdb_get(); }\n' > "$t/src/store/c.c"
+  for f in a b c; do
+    ${CC:-cc} -c -o "$t/obj/store/$f.o" "$t/src/store/$f.c" || { rm -rf "$t"; exit 1; }
+  done
+  mkdir -p build
+  sh "$0" "$t/src" "$t/obj" > "$t/out" 2>&1 && { echo "layers: the self-test passed a bad tree" >&2; rm -rf "$t"; exit 1; }
+  ok=1
+  grep -q 'call cycle among the files of store/' "$t/out" || ok=0
+  grep -q 'c.c:2:.*only .* call LMDB' "$t/out" || ok=0
+  rm -rf "$t"
+  [ $ok = 1 ] || { echo "layers: the self-test did not find what it planted" >&2; exit 1; }
+  echo "layers: the self-test finds a planted cycle and an LMDB call"
+  exit 0
+fi
+
 root=${1:-csrc}
 objs=${2:-}
 seam="store/local.c store/wal.c store/wal.h"

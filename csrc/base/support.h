@@ -41,7 +41,7 @@ void rg_assert_fail (const char *what, const char *file, int line);
 #ifdef RG_DEBUG
 #define rg_assert(c) ((c) ? (void)0 : rg_assert_fail(#c, __FILE__, __LINE__))
 #else
-#define rg_assert(c) ((void)0)
+#define rg_assert(c) ((void)sizeof(c))
 #endif
 
 /* An expected failure: an HTTP-like status and a message. */

@@ -130,7 +130,8 @@ rg_runtime *rg_stepper_runtime (rg_stepper *p, rg_err *e) {
   int i;
   for (i = 0; i < p->n; i++)
     if (!p->rt[i]->held) return p->rt[i];
-  grown = (rg_runtime **)realloc(p->rt, (size_t)(p->n + 1) * sizeof(rg_runtime *));
+  grown = (rg_runtime **)realloc(p->rt,
+                                 (size_t)(p->n + 1) * sizeof(rg_runtime *));
   if (grown == NULL) { rg_fail(e, 500, "out of memory"); return NULL; }
   p->rt = grown;
   if ((rt = (rg_runtime *)calloc(1, sizeof(rg_runtime))) == NULL) {

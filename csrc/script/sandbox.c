@@ -576,7 +576,8 @@ static int no_newstate = 0;
 
 static lua_State *new_state (rg_sandbox *sb) {
   lua_State *S = NULL;
-  if (!no_newstate && (S = lua_newstate(rgl_sandbox_alloc, sb)) != NULL) return S;
+  if (!no_newstate && (S = lua_newstate(rgl_sandbox_alloc, sb)) != NULL)
+    return S;
   no_newstate = 1;
   if ((S = luaL_newstate()) == NULL) return NULL;
   rgl_sandbox_adopt(S, sb);

@@ -3,12 +3,13 @@
 ** embedded, sandboxed Lua state with an instruction and a memory budget.
 **
 ** The runtime attaches itself to an environment when a handle opens it
-** (rg_script_limits), which installs the trigger hooks the write path calls (store/hooks.h); from
-** then on every write on that database runs its triggers.  Invariants: a
-** script sees only what docs/scripts.md lists; its writes commit with the
-** scope of its call or not at all; exceeding the budget (408) or the
-** memory (413) stops it for good, whatever it catches; no script error
-** ever unwinds past the runner into the store or the host.
+** (rg_script_limits), which installs the trigger hooks the write path
+** calls (store/hooks.h); from then on every write on that database runs
+** its triggers.  Invariants: a script sees only what docs/scripts.md
+** lists; its writes commit with the scope of its call or not at all;
+** exceeding the budget (408) or the memory (413) stops it for good,
+** whatever it catches; no script error ever unwinds past the runner into
+** the store or the host.
 */
 
 #ifndef rg_script_h

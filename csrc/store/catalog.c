@@ -207,8 +207,8 @@ static int history_switch (rg_scope *s, uint32_t cid, int on, rg_err *e) {
   uint64_t gone, lsn;
   int rc;
   if (!on) {
-    rg_put_u32(pre, cid);
-    if ((rc = rg_del_prefix(s, RG_DB_FEED, pre, 4, UINT64_MAX, &gone, e)))
+    if ((rc = rg_del_prefix(s, RG_DB_FEED, pre, rg_key_cid(pre, cid),
+                            UINT64_MAX, &gone, e)))
       return rc;
     return rg_del(s, RG_DB_META, key, kn, NULL, e);
   }
@@ -320,7 +320,7 @@ static int drop_items (rg_scope *s, uint32_t cid, uint64_t max,
   *count = 0;
   if ((rc = rg_cur_open(s->txn, RG_DB_ITEMS, &cur)))
     return rg_scope_fail(s, rc, "delete", e);
-  rg_put_u32(p, cid);
+  rg_key_cid(p, cid);
   while (*count < max) {
     rg_ihdr h;
     k.p = p;
@@ -328,15 +328,16 @@ static int drop_items (rg_scope *s, uint32_t cid, uint64_t max,
     rc = rg_cur_get(cur, &k, &v, RG_SEEK);
     if (rc || k.n < 4 || memcmp(k.p, p, 4) != 0) break;
     if (rg_ihdr_get(v.p, v.n, &h, NULL, NULL) == 0) {
-      uint8_t b[4];
-      rg_put_u32(b, h.seq);
-      if ((rc = rg_del(s, RG_DB_REFS, b, 4, NULL, e))) break;
+      uint8_t b[RG_REF_KEY];
+      if ((rc = rg_del(s, RG_DB_REFS, b, rg_key_ref(b, h.seq), NULL, e)))
+        break;
     }
     if ((rc = rg_cursor_del(s, cur, e))) break;
     *count += 2;
   }
   rg_cur_close(cur);
-  if (rc && rc != RG_NOTFOUND) return s->failed ? rc : rg_scope_fail(s, rc, "delete", e);
+  if (rc && rc != RG_NOTFOUND)
+    return s->failed ? rc : rg_scope_fail(s, rc, "delete", e);
   return 0;
 }
 
@@ -350,7 +351,7 @@ static int drop_body (rg_scope *s, void *ud, rg_err *e) {
   uint64_t budget = DROP_CHUNK, n;
   int db, i, rc;
   q->done = 0;
-  rg_put_u32(prefix, q->cid);
+  rg_key_cid(prefix, q->cid);
   if ((rc = drop_items(s, q->cid, budget, &n, e))) return rc;
   budget -= n < budget ? n : budget;
   if (budget && (rc = rg_index_drop(s, q->cid, budget, &n, e))) return rc;
@@ -443,7 +444,8 @@ int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
   *lsn = 0;
   rg_buf_init(&recs);
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
-  if (rg_kv_get(txn, RG_DB_META, RG_META_LSN, sizeof(RG_META_LSN) - 1, &v) == 0 &&
+  if (rg_kv_get(txn, RG_DB_META, RG_META_LSN, sizeof(RG_META_LSN) - 1,
+                &v) == 0 &&
       v.n == 8)
     *lsn = rg_get_u64((const uint8_t *)v.p);
   if ((rc = rg_cur_open(txn, RG_DB_META, &cur)) == 0) {

@@ -101,10 +101,13 @@
 int rg_feed_append (rg_scope *s, const rg_cont *c, const rg_ikey *k, int op,
                     int ttl_expired, const cJSON *doc, const rg_buf *text,
                     rg_err *e) {
-  uint8_t key[18], *p;
+  uint8_t key[RG_FEED_KEY], *p;
   rg_buf deleted;
   const char *json;
   size_t n;
+  /* the write took the scope's lsn before it wrote anything: every change
+     of one transaction is under one lsn, told apart by the ordinal */
+  rg_assert(s->lsn != 0);
   rg_buf_init(&deleted);
   if (text == NULL) {                /* a delete: keep the last version */
     rg_json_print(doc, &deleted);
@@ -116,11 +119,9 @@ int rg_feed_append (rg_scope *s, const rg_cont *c, const rg_ikey *k, int op,
     json = text->p;
     n = text->n;
   }
-  rg_put_u32(key, c->spec->cid);
-  rg_put_u16(key + 4, (uint32_t)k->range);
-  rg_put_u64(key + 6, s->lsn);
-  rg_put_u32(key + 14, s->ord);
-  p = (uint8_t *)rg_reserve(s, RG_DB_FEED, key, 18,
+  p = (uint8_t *)rg_reserve(s, RG_DB_FEED, key,
+                            rg_key_feed(key, c->spec->cid, k->range, s->lsn,
+                                        s->ord),
                             rg_feed_record_size(k, n), e);
   if (p != NULL) rg_feed_record_put(p, op, ttl_expired, s->now, k, json, n);
   rg_buf_free(&deleted);
@@ -208,12 +209,8 @@ static rg_fpos pos_after (int mode, uint64_t lsn, uint64_t sub) {
 
 /* The key of a position in a range of the feed table. */
 static size_t pos_key (uint8_t *out, uint32_t cid, int range, rg_fpos p) {
-  rg_put_u32(out, cid);
-  rg_put_u16(out + 4, (uint32_t)range);
   if (p.sub > 0xFFFFFFFFu) { p.lsn++; p.sub = 0; }
-  rg_put_u64(out + 6, p.lsn);
-  rg_put_u32(out + 14, (uint32_t)p.sub);
-  return 18;
+  return rg_key_feed(out, cid, range, p.lsn, (uint32_t)p.sub);
 }
 
 int rg_feed_mode_ok (const rg_cspec *spec, int mode, rg_err *e) {
@@ -265,7 +262,7 @@ static int head_check (head *h, int rc, int mode, uint32_t cid, int range,
 
 static int head_seek (head *h, int mode, uint32_t cid, int range, rg_fpos p,
                       const rg_fpos *until) {
-  uint8_t key[18], dup[RG_LATEST_DUP];
+  uint8_t key[RG_FEED_KEY], dup[RG_LATEST_DUP];
   int rc;
   h->k.p = key;
   if (mode == RG_FEED_ALL) {
@@ -303,7 +300,7 @@ typedef struct lookups {
 static int latest_item (rg_txn *txn, const rg_env *env, const head *h,
                         lookups *lk, rg_val *ikey, rg_val *val) {
   rg_val k;
-  uint8_t seq[4];
+  uint8_t seq[RG_REF_KEY];
   int rc;
   if (lk == NULL) {
     if ((rc = rg_ref_item(txn, (rg_env *)env, (uint32_t)h->sub, ikey)))
@@ -315,9 +312,8 @@ static int latest_item (rg_txn *txn, const rg_env *env, const head *h,
       (lk->items == NULL &&
        (rc = rg_cur_open(txn, RG_DB_ITEMS, &lk->items))))
     return rc;
-  rg_put_u32(seq, (uint32_t)h->sub);
   k.p = seq;
-  k.n = 4;
+  k.n = rg_key_ref(seq, (uint32_t)h->sub);
   if ((rc = rg_cur_get(lk->refs, &k, ikey, RG_SET))) return rc;
   return rg_cur_get(lk->items, ikey, val, RG_SET);
 }

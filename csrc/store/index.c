@@ -70,7 +70,6 @@
 #include "store/index.h"
 
 #define PCACHE_MAX   65536        /* cached path ids per environment */
-#define PTEXT_INLINE 490          /* longer texts: cut, then a digest */
 
 /* A set of keys, built in one buffer. */
 typedef struct keyset {
@@ -219,20 +218,6 @@ static void pc_add (rg_env *env, uint32_t cid, const char *text, size_t n,
   pc->used++;
 }
 
-/* The dictionary key of a path text. */
-static size_t dict_key (uint8_t *out, uint32_t cid, const char *text,
-                        size_t n) {
-  size_t k = rg_meta_key(out, RG_MK_PATH, cid, NULL, 0);
-  if (n <= PTEXT_INLINE + 9) {
-    memcpy(out + k, text, n);
-    return k + n;
-  }
-  memcpy(out + k, text, PTEXT_INLINE);
-  out[k + PTEXT_INLINE] = 0xFF;
-  rg_put_u64(out + k + PTEXT_INLINE + 1, rg_hash(text, n));
-  return k + PTEXT_INLINE + 9;
-}
-
 void rg_index_path_text (rg_buf *b, const char *const *seg, int n) {
   int i;
   for (i = 0; i < n; i++) {
@@ -261,7 +246,7 @@ int rg_pathid_find (rg_txn *txn, rg_env *env, uint32_t cid,
     return 0;
   }
   k.p = key;
-  k.n = dict_key(key, cid, text, n);
+  k.n = rg_meta_path_key(key, cid, text, n);
   rc = rg_kv_get(txn, RG_DB_META, k.p, k.n, &v);
   if (rc == RG_NOTFOUND) return 404;
   if (rc) return rg_kv_fail(e, rc, "path dictionary");
@@ -297,8 +282,8 @@ static int pathid_make (rg_scope *s, uint32_t cid, const char *text,
   *len = rg_pathid_put(out, last + 1);
   if ((rc = rg_put(s, RG_DB_META, RG_META_PATHID, sizeof(RG_META_PATHID) - 1,
                    buf, 4, e)) ||
-      (rc = rg_put(s, RG_DB_META, key, dict_key(key, cid, text, n), out, *len,
-                   e)))
+      (rc = rg_put(s, RG_DB_META, key, rg_meta_path_key(key, cid, text, n),
+                   out, *len, e)))
     return rc;
   return 0;
 }
@@ -590,8 +575,8 @@ static int doc_terms (rg_txn *txn, rg_env *env, rg_scope *s,
         si->sidlen = ks->buf.n - start;
         memcpy(si->sid, ks->buf.p + start, si->sidlen);
       }
-      rg_put_u64(t, h);
-      rg_buf_add(&ks->buf, t, 8);
+      rg_term_shape(t, h);
+      rg_buf_add(&ks->buf, t, RG_SHAPE_TERM);
       ks_end(ks, start);
     }
     if (si) {
@@ -612,13 +597,6 @@ static int shape_entry (const shapeinfo *si, const char *key, size_t n) {
          memcmp(key, si->sid, si->sidlen) == 0;
 }
 
-/* The meta key of a shape's record. */
-static size_t shape_key (uint8_t *out, uint32_t cid, uint64_t h) {
-  size_t n = rg_meta_key(out, RG_MK_SHAPE, cid, NULL, 0);
-  rg_put_u64(out + n, h);
-  return n + 8;
-}
-
 /* Records a shape in the meta table when it is new. */
 static int shape_record (rg_scope *s, const rg_cspec *spec,
                          const shapeinfo *si, rg_err *e) {
@@ -627,7 +605,7 @@ static int shape_record (rg_scope *s, const rg_cspec *spec,
   int i, rc;
   if (si->h == 0) return 0;          /* wide: no record */
   k.p = key;
-  k.n = shape_key(key, spec->cid, si->h);
+  k.n = rg_meta_shape_key(key, spec->cid, si->h);
   rc = rg_kv_get(s->txn, RG_DB_META, k.p, k.n, &v);
   if (rc == 0) return 0;
   if (rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "index", e);
@@ -667,9 +645,7 @@ int rg_index_keys (rg_txn *txn, rg_env *env, rg_scope *s,
 
 void rg_index_prefix (rg_buf *b, uint32_t cid, uint64_t path_id) {
   uint8_t p[RG_HOST_PREFIX];
-  rg_put_u32(p, cid);
-  rg_put_u64(p + 4, path_id);
-  rg_buf_add(b, p, RG_HOST_PREFIX);
+  rg_buf_add(b, p, rg_key_host_index(p, cid, path_id));
 }
 
 uint64_t rg_index_path_id (const char *const *seg, int n) {
@@ -737,10 +713,9 @@ void rg_unique_digest (const rg_cspec *spec, int u, const cJSON *doc,
 
 size_t rg_unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
                       const cJSON *doc, uint8_t *out) {
-  memcpy(out, k->key, k->lplen);
-  out[k->lplen] = (uint8_t)u;
-  rg_unique_digest(spec, u, doc, out + k->lplen + 1);
-  return k->lplen + 17;
+  uint8_t d[16];
+  rg_unique_digest(spec, u, doc, d);
+  return rg_key_unique(out, k->key, k->lplen, u, d);
 }
 
 int rg_unique_check (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
@@ -818,7 +793,7 @@ static int index_diff (rg_scope *s, const rg_cspec *os, const rg_cspec *ns,
   ks_init(&kn);
   so.h = sn.h = 0;
   so.sidlen = sn.sidlen = 0;
-  rg_put_u64(ref, rg_ref_make(k->hash, seq));
+  rg_ref_put(ref, k->hash, seq);
   if (old && (rc = doc_terms(s->txn, s->env, NULL, os, old, &ko, NULL, &so,
                              e)))
     goto done;
@@ -901,7 +876,7 @@ int rg_index_verify (rg_txn *txn, rg_env *env, const rg_cspec *spec,
   int bad = 0, u;
   rg_err e;
   ks_init(&ks);
-  rg_put_u64(ref, rg_ref_make(k->hash, seq));
+  rg_ref_put(ref, k->hash, seq);
   if (doc_terms(txn, env, NULL, spec, doc, &ks, &unknown, &si, &e) ||
       (ord = ks_sorted(&ks, &n)) == NULL ||
       rg_cur_open(txn, RG_DB_INDEX, &cur)) {
@@ -933,7 +908,7 @@ int rg_index_verify (rg_txn *txn, rg_env *env, const rg_cspec *spec,
     uint8_t sk[16];
     rg_val mk, mv;
     mk.p = sk;
-    mk.n = shape_key(sk, spec->cid, si.h);
+    mk.n = rg_meta_shape_key(sk, spec->cid, si.h);
     if (rg_kv_get(txn, RG_DB_META, mk.p, mk.n, &mv) != 0 ||
         mv.n != (size_t)si.nids * 4) {
       bad++;
@@ -1058,11 +1033,7 @@ int rg_ixcur_item (rg_ixcur *c, const rg_val *entry, rg_val *ikey) {
 }
 
 int rg_ref_item (rg_txn *txn, rg_env *env, uint32_t seq, rg_val *ikey) {
-  rg_val k;
-  uint8_t b[4];
-  rg_put_u32(b, seq);
-  k.p = b;
-  k.n = 4;
-  return rg_kv_get(txn, RG_DB_REFS, k.p, k.n, ikey);
+  uint8_t b[RG_REF_KEY];
+  return rg_kv_get(txn, RG_DB_REFS, b, rg_key_ref(b, seq), ikey);
 }
 /* }===================================================================== */

@@ -41,23 +41,16 @@
 
 /* 'l' or 'd', cid, name, 0x00: the prefix of a processor's keys. */
 size_t rg_lease_prefix (uint8_t *out, int tag, const rg_pname *p) {
-  size_t k = rg_meta_key(out, tag, p->c->spec->cid, p->name, p->namelen);
-  out[k++] = 0;
-  return k;
+  return rg_meta_proc_key(out, tag, p->c->spec->cid, p->name, p->namelen);
 }
 
 size_t rg_lease_key (uint8_t *out, const rg_pname *p, int range) {
-  size_t k = rg_lease_prefix(out, RG_MK_LEASE, p);
-  rg_put_u16(out + k, (uint32_t)range);
-  return k + 2;
+  return rg_meta_lease_key(out, rg_lease_prefix(out, RG_MK_LEASE, p), range);
 }
 
 size_t rg_lease_inst_key (uint8_t *out, const rg_pname *p) {
-  size_t k = rg_lease_prefix(out, RG_MK_LEASE, p);
-  out[k++] = 0xFF;
-  out[k++] = 0xFF;
-  memcpy(out + k, p->inst, p->instlen);
-  return k + p->instlen;
+  return rg_meta_inst_key(out, rg_lease_prefix(out, RG_MK_LEASE, p), p->inst,
+                          p->instlen);
 }
 
 static int lease_decode (const rg_val *v, rg_lease *l) {

@@ -101,7 +101,8 @@ struct rg_local {
   char *path;
   int readonly;
   size_t map_size;
-  int broken;                /* a remap failed (errno): unusable until reopened */
+  int broken;                /* a remap failed (errno): unusable until
+                                reopened */
   struct rg_wal *wal;        /* the write-ahead log (wal.h), or NULL */
   ltxn r;                    /* the cached read transaction */
   int rtxn_live;
@@ -354,8 +355,10 @@ static int l_cur_get (rg_cur *c, rg_val *k, rg_val *v, int op) {
   MDB_val key, val;
   int rc;
   rg_assert(op >= RG_FIRST && op <= RG_BOTH_RANGE);
-  if (op == RG_BOTH || op == RG_BOTH_RANGE) kv(&key, &val, k->p, k->n, v->p, v->n);
-  else if (op == RG_SEEK || op == RG_SET) kv(&key, &val, k->p, k->n, NULL, 0);
+  if (op == RG_BOTH || op == RG_BOTH_RANGE)
+    kv(&key, &val, k->p, k->n, v->p, v->n);
+  else if (op == RG_SEEK || op == RG_SET)
+    kv(&key, &val, k->p, k->n, NULL, 0);
   rc = mdb_cursor_get(C(c)->mc, &key, &val, cur_ops[op]);
   if (rc == 0) {
     k->p = key.mv_data;

@@ -280,25 +280,10 @@ static size_t ix_prefix (planner *P, const char *const *seg, int nseg,
   else rg_index_path_text(&t, seg, nseg);
   if (t.oom) P->status = rg_fail(P->e, 500, "out of memory");
   else if (P->host) {                /* cid | hash of the text (index.h) */
-    rg_put_u32(out, P->spec->cid);
-    rg_put_u64(out + 4, rg_hash(t.p ? t.p : "", t.n));
-    n = RG_HOST_PREFIX;
+    n = rg_key_host_index(out, P->spec->cid, rg_hash(t.p ? t.p : "", t.n));
   }
   else ix_id(P, t.p, t.n, out, &n);
   rg_buf_free(&t);
-  return n;
-}
-
-/* Builds into out the key: prefix | term (| the hash's top 32 bits when
-** with_hash); its length, 0 when it would not fit. */
-static size_t ix_key (uint8_t *out, size_t cap, const uint8_t *prefix,
-                      size_t plen, const uint8_t *term, size_t tn,
-                      int with_hash, uint64_t hash) {
-  size_t n = plen + tn + (with_hash ? 4 : 0);
-  if (n > cap) return 0;
-  memcpy(out, prefix, plen);
-  if (tn) memcpy(out + plen, term, tn);
-  if (with_hash) rg_put_u32(out + plen + tn, (uint32_t)(hash >> 32));
   return n;
 }
 
@@ -623,9 +608,9 @@ static int shape_present (planner *P, const plan *pl, uint64_t h) {
   rg_val k;
   size_t n;
   int rc, found = 0;
-  rg_put_u64(t, h);
-  n = ix_key(key, sizeof(key), pl->sprefix, pl->splen, t, 8,
-             pl->routed != R_NONE, pl->rhash);
+  rg_term_shape(t, h);
+  n = rg_key_index(key, sizeof(key), pl->sprefix, pl->splen, t,
+                   RG_SHAPE_TERM, pl->routed != R_NONE, pl->rhash);
   if (rg_ixcur_open(&cur, P->txn, P->env)) return 1;
   k.p = key;
   k.n = n;
@@ -665,8 +650,7 @@ static int lacking_shapes (planner *P, plan *pl, const uint32_t *ids,
       (pl->splen = ix_prefix(P, NULL, 0, RG_SHAPE_TEXT, pl->sprefix)) == 0)
     return P->status ? -1 : 0;
   if (shape_present(P, pl, 0)) found[n++] = 0;   /* wide shapes */
-  from[0] = RG_MK_SHAPE;
-  rg_put_u32(from + 1, P->spec->cid);
+  rg_meta_key(from, RG_MK_SHAPE, P->spec->cid, NULL, 0);
   if (rg_cur_open(P->txn, RG_DB_META, &cur)) return -1;
   k.p = from;
   k.n = 5;
@@ -777,7 +761,7 @@ static void plan_probes (planner *P, plan *pl, const sarg *drv) {
     rg_buf_init(&t);
     rg_qv_term(&t, &s->lo, 0, RG_TERM_MAX);
     pr = &pl->probes[pl->nprobes];
-    if (!t.oom && (pr->n = ix_key(pr->key, sizeof(pr->key), pre, pn,
+    if (!t.oom && (pr->n = rg_key_index(pr->key, sizeof(pr->key), pre, pn,
                                   (const uint8_t *)t.p, t.n, 0, 0)) != 0)
       pl->nprobes++;
     rg_buf_free(&t);
@@ -1609,10 +1593,9 @@ static int scan_items (source *S, const uint8_t *prefix, size_t plen,
 static int scan_route (source *S, int back, int phase, int uo) {
   const plan *pl = S->pl;
   uint8_t cid[4];
-  rg_put_u32(cid, pl->cid);
   if (pl->routed != R_NONE)
     return scan_items(S, pl->rkey, pl->rklen, back, phase, uo);
-  return scan_items(S, cid, 4, back, phase, uo);
+  return scan_items(S, cid, rg_key_cid(cid, pl->cid), back, phase, uo);
 }
 
 /* Does a candidate pass the probes (intersection)? */
@@ -1675,7 +1658,7 @@ static int src_terms (source *S) {
   if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return kv_fail(S, rc);
   for (; i < pl->nterms && !r; i++) {
     uint8_t key[RG_MAX_KEY + 16];
-    size_t n = ix_key(key, sizeof(key), pl->prefix, pl->plen,
+    size_t n = rg_key_index(key, sizeof(key), pl->prefix, pl->plen,
                       (const uint8_t *)pl->terms.p + pl->toff[i], pl->tlen[i],
                       pl->routed != R_NONE, pl->rhash);
     size_t tn = pl->plen + pl->tlen[i];
@@ -1886,14 +1869,14 @@ static int skip_other (source *S, rg_ixcur *cur, rg_val *k, rg_val *v,
   memcpy(key, k->p, hn);
   if (!pl->desc) {
     if (h < pl->ehash) {
-      rg_put_u32(key + hn, (uint32_t)(pl->ehash >> 32));
+      rg_ref_hash_put(key + hn, pl->ehash);
       return seek(cur, key, hn + 4, k, v);
     }
     n = after_prefix(key, hn, key);
     return n ? seek(cur, key, n, k, v) : RG_NOTFOUND;
   }
   if (h > pl->ehash) {
-    rg_put_u32(key + hn, (uint32_t)((pl->ehash | ~pl->emask) >> 32));
+    rg_ref_hash_put(key + hn, pl->ehash | ~pl->emask);
     memset(key + hn + 4, 0xFF, 4);
     return ix_seek_back(cur, key, hn + ENT_TAIL, 1, k, v);
   }
@@ -1920,12 +1903,12 @@ static int range_start (source *S, rg_ixcur *cur, rg_val *k, rg_val *v,
   }
   if (!pl->desc) {
     const rg_buf *lo = pl->has_lo ? &pl->lo : &pl->tpre;
-    n = ix_key(key, sizeof(key), pl->prefix, pl->plen, (const uint8_t *)lo->p,
-               lo->n, 0, 0);
+    n = rg_key_index(key, sizeof(key), pl->prefix, pl->plen,
+                     (const uint8_t *)lo->p, lo->n, 0, 0);
     return n ? seek(cur, key, n, k, v) : RG_NOTFOUND;
   }
   if (pl->has_hi) {                  /* after every entry of the term */
-    n = ix_key(key, sizeof(key) - ENT_TAIL - 1, pl->prefix, pl->plen,
+    n = rg_key_index(key, sizeof(key) - ENT_TAIL - 1, pl->prefix, pl->plen,
                (const uint8_t *)pl->hi.p, pl->hi.n, 0, 0);
     if (n == 0) return RG_NOTFOUND;
     if (!pl->hi_ex) { memset(key + n, 0xFF, ENT_TAIL + 1); n += ENT_TAIL + 1; }
@@ -1945,8 +1928,8 @@ static int src_range (source *S, int phase) {
   int rc, r = 0, misses = 0;
   S->w->lookups += 1 + (uint64_t)pl->nprobes;
   if (pn > RG_MAX_KEY || pl->absent) return 0;
-  ix_key(pre, sizeof(pre), pl->prefix, pl->plen, (const uint8_t *)pl->tpre.p,
-         pl->tpre.n, 0, 0);
+  rg_key_index(pre, sizeof(pre), pl->prefix, pl->plen,
+               (const uint8_t *)pl->tpre.p, pl->tpre.n, 0, 0);
   if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return kv_fail(S, rc);
   rc = range_start(S, &cur, &k, &v, phase, pre, pn);
   while (rc == 0 && starts(&k, pre, pn) && ent_ok(pl->plen, &k)) {
@@ -1999,9 +1982,9 @@ static int src_undefined (source *S, int phase) {
     uint8_t key[RG_PATHID_MAX + 16], t[8];
     size_t n;
     rg_val k, v;
-    rg_put_u64(t, pl->ushape[i]);
-    n = ix_key(key, sizeof(key), pl->sprefix, hn, t, 8, pl->routed != R_NONE,
-               pl->rhash);
+    rg_term_shape(t, pl->ushape[i]);
+    n = rg_key_index(key, sizeof(key), pl->sprefix, hn, t, RG_SHAPE_TERM,
+                     pl->routed != R_NONE, pl->rhash);
     if (S->resumed && S->rphase == phase && S->rposlen > hn + 8 &&
         memcmp(S->rpos, key, hn + 8) == 0)
       rc = seek(&cur, S->rpos, S->rposlen, &k, &v);
@@ -2053,8 +2036,8 @@ static int src_walk (source *S, int phase) {
   int rc, r = 0;
   S->w->lookups++;
   if (pn > RG_MAX_KEY || pl->absent) return 0;
-  ix_key(pre, sizeof(pre), pl->prefix, pl->plen, (const uint8_t *)pl->tpre.p,
-         pl->tpre.n, 0, 0);
+  rg_key_index(pre, sizeof(pre), pl->prefix, pl->plen,
+               (const uint8_t *)pl->tpre.p, pl->tpre.n, 0, 0);
   if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return kv_fail(S, rc);
   rc = range_start(S, &cur, &k, &v, phase, pre, pn);
   while (rc == 0 && starts(&k, pre, pn) && ent_ok(pl->plen, &k) && !r) {
@@ -2076,7 +2059,7 @@ static int src_walk (source *S, int phase) {
     n = pl->plen + pl->wskip + gn;   /* the run: entries of this value */
     memcpy(key, k.p, n);
     if (pl->routed != R_NONE && !pl->wcomp) {   /* to the route's entries */
-      rg_put_u32(key + n, (uint32_t)(pl->ehash >> 32));
+      rg_ref_hash_put(key + n, pl->ehash);
       rc = seek(&cur, key, n + 4, &k, &v);
     }
     while (rc == 0 && starts(&k, key, n) &&
@@ -2373,7 +2356,7 @@ int rg_query_hplan (const rg_query *q, const rg_qv *params,
   P.mem = mem;
   P.force_small = 0;                 /* never small: no size known */
   P.host = scan ? 2 : 1;
-  rg_put_u32(pl.prefix, spec->cid);  /* a scan's: no index */
+  rg_key_cid(pl.prefix, spec->cid);  /* a scan's: no index */
   pl.plen = RG_HOST_PREFIX;
   if ((rc = make_plan(&P, rq, &pl, e))) goto done;
   out->routed = pl.routed == R_PARTITION ? RG_HROUTE_PARTITION :

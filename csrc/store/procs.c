@@ -413,8 +413,8 @@ static int dead_letter (rg_scope *s, ckq *q, const rg_lease *l, rg_err *e) {
     seq = rg_get_u64((const uint8_t *)k.p + plen) + 1;
   rg_cur_close(cur);
   if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "dead letters", e);
-  rg_put_u64(key + plen, seq);
-  return rg_put(s, RG_DB_META, key, plen + 8, q->text.p, q->text.n, e);
+  return rg_put(s, RG_DB_META, key, rg_meta_dead_key(key, plen, seq),
+                q->text.p, q->text.n, e);
 }
 
 static int fail_body (rg_scope *s, void *ud, rg_err *e) {
@@ -635,8 +635,9 @@ static int drop_body (rg_scope *s, void *ud, rg_err *e) {
   uint8_t key[RG_LEASE_KEY_MAX + 8];
   size_t plen = rg_lease_prefix(key, RG_MK_DEAD, &q->p->id);
   int rc, gone;
-  rg_put_u64(key + plen, q->seq);
-  if ((rc = rg_del(s, RG_DB_META, key, plen + 8, &gone, e))) return rc;
+  if ((rc = rg_del(s, RG_DB_META, key, rg_meta_dead_key(key, plen, q->seq),
+                   &gone, e)))
+    return rc;
   if (!gone)
     return rg_fail(e, 404, "processor '%.*s' has no dead letter %llu",
                    (int)q->p->id.namelen, q->p->id.name,

@@ -134,10 +134,12 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
     s.env = env;
     s.now = rg_now();
     if ((rc = rg_local_begin(env->local, sync, &s.txn, e))) return rc;
+    rg_assert(env->scope == NULL);
     env->scope = &s;
     t.s = &s;
     t.status = 0;
     rc = call_body(protect, host, &t);
+    rg_assert(env->scope == &s);
     env->scope = NULL;
     if (rc || s.rerun || t.status != 0 || s.failed) {
       rg_local_abort(env->local);
@@ -173,12 +175,14 @@ int rg_scope_fail (rg_scope *s, int rc, const char *what, rg_err *e) {
 
 int rg_put (rg_scope *s, int db, const void *k, size_t kn, const void *v,
             size_t vn, rg_err *e) {
+  s->writes++;
   int rc = rg_kv_put(s->txn, db, k, kn, v, vn, 0);
   return rc ? rg_scope_fail(s, rc, "write", e) : 0;
 }
 
 int rg_put_flags (rg_scope *s, int db, const void *k, size_t kn,
                   const void *v, size_t vn, unsigned flags, rg_err *e) {
+  s->writes++;
   int rc = rg_kv_put(s->txn, db, k, kn, v, vn, flags);
   if (rc == RG_KEYEXIST) return RG_EXISTS;
   return rc ? rg_scope_fail(s, rc, "write", e) : 0;
@@ -186,6 +190,7 @@ int rg_put_flags (rg_scope *s, int db, const void *k, size_t kn,
 
 int rg_dput (rg_scope *s, int db, const void *k, size_t kn, const void *v,
              size_t vn, int append, rg_err *e) {
+  s->writes++;
   int rc = rg_kv_dput(s->txn, db, k, kn, v, vn,
                       append ? RG_KV_APPENDDUP : 0);
   if (rc == RG_KEYEXIST) return 0;       /* there already */
@@ -194,6 +199,7 @@ int rg_dput (rg_scope *s, int db, const void *k, size_t kn, const void *v,
 
 int rg_ddel (rg_scope *s, int db, const void *k, size_t kn, const void *v,
              size_t vn, int *gone, rg_err *e) {
+  s->writes++;
   int rc = rg_kv_ddel(s->txn, db, k, kn, v, vn);
   if (gone) *gone = rc == 0;
   if (rc == RG_NOTFOUND) return 0;
@@ -202,6 +208,7 @@ int rg_ddel (rg_scope *s, int db, const void *k, size_t kn, const void *v,
 
 void *rg_reserve (rg_scope *s, int db, const void *k, size_t kn, size_t vn,
                   rg_err *e) {
+  s->writes++;
   int rc;
   void *p = rg_kv_reserve(s->txn, db, k, kn, vn, &rc);
   if (p == NULL) rg_scope_fail(s, rc, "write", e);
@@ -210,6 +217,7 @@ void *rg_reserve (rg_scope *s, int db, const void *k, size_t kn, size_t vn,
 
 int rg_del (rg_scope *s, int db, const void *k, size_t kn, int *gone,
             rg_err *e) {
+  s->writes++;
   int rc = rg_kv_del(s->txn, db, k, kn);
   if (gone) *gone = rc == 0;
   if (rc == RG_NOTFOUND) return 0;
@@ -217,6 +225,7 @@ int rg_del (rg_scope *s, int db, const void *k, size_t kn, int *gone,
 }
 
 int rg_cursor_del (rg_scope *s, rg_cur *cur, rg_err *e) {
+  s->writes++;
   int rc = rg_cur_del(cur);
   return rc ? rg_scope_fail(s, rc, "delete", e) : 0;
 }
@@ -262,7 +271,8 @@ uint32_t rg_scope_seq (rg_scope *s, rg_err *e) {
   uint8_t buf[4];
   if (!s->seq_loaded) {
     uint64_t last;
-    if (counter(s, RG_META_SEQ, sizeof(RG_META_SEQ) - 1, 4, "seq", &last, e)) return 0;
+    if (counter(s, RG_META_SEQ, sizeof(RG_META_SEQ) - 1, 4, "seq", &last, e))
+      return 0;
     s->seq = (uint32_t)last;
     s->seq_loaded = 1;
   }
@@ -277,7 +287,8 @@ uint64_t rg_scope_lsn (rg_scope *s, rg_err *e) {
   if (s->lsn == 0) {
     uint8_t buf[8];
     uint64_t last;
-    if (counter(s, RG_META_LSN, sizeof(RG_META_LSN) - 1, 8, "lsn", &last, e)) return 0;
+    if (counter(s, RG_META_LSN, sizeof(RG_META_LSN) - 1, 8, "lsn", &last, e))
+      return 0;
     rg_put_u64(buf, last + 1);
     if (rg_put(s, RG_DB_META, RG_META_LSN, sizeof(RG_META_LSN) - 1, buf, 8, e))
       return 0;

@@ -66,6 +66,7 @@ struct rg_scope {
   uint32_t seq;             /* the last item seq handed out (seq_loaded) */
   int seq_loaded;
   uint32_t pathid_base;     /* path ids above this were made in the scope */
+  uint64_t writes;          /* changes made so far (rg_put ... rg_cursor_del) */
   int failed;               /* a storage error: the scope can only abort */
   int rerun;                /* the backend asked for a rerun (RG_RERUN) */
   uint32_t purged[16];      /* containers whose expired items are gone */

@@ -437,13 +437,13 @@ static void parse_set (const char *text, size_t n, const char *key,
 static void read_stored (rg_txn *txn, rg_env *env, stored *st) {
   rg_val v;
   memset(st, 0, sizeof(*st));
-  if (rg_kv_get(txn, RG_DB_META, RG_META_THROUGHPUT, sizeof(RG_META_THROUGHPUT) - 1,
-               &v) == 0 && v.n >= 8) {
+  if (rg_kv_get(txn, RG_DB_META, RG_META_THROUGHPUT,
+                sizeof(RG_META_THROUGHPUT) - 1, &v) == 0 && v.n >= 8) {
     st->version = rg_get_u64((const uint8_t *)v.p);
     parse_set((const char *)v.p + 8, v.n - 8, NULL, &st->db, NULL);
   }
-  if (rg_kv_get(txn, RG_DB_META, RG_META_CID, sizeof(RG_META_CID) - 1, &v) == 0 &&
-      v.n == 4)
+  if (rg_kv_get(txn, RG_DB_META, RG_META_CID, sizeof(RG_META_CID) - 1,
+                &v) == 0 && v.n == 4)
     st->last_cid = rg_get_u32((const uint8_t *)v.p);
 }
 
@@ -465,8 +465,8 @@ static int container_set (rg_txn *txn, rg_env *env, uint32_t cid,
                           const stored *st, rg_tpset *set, int *nparts) {
   uint8_t key[8];
   rg_val v;
-  if (rg_kv_get(txn, RG_DB_META, key, rg_meta_key(key, RG_MK_SPEC, cid, NULL, 0),
-               &v) != 0)
+  if (rg_kv_get(txn, RG_DB_META, key,
+                rg_meta_key(key, RG_MK_SPEC, cid, NULL, 0), &v) != 0)
     return -1;
   return spec_set(&v, st, set, nparts);
 }
@@ -990,8 +990,8 @@ int rg_tp_database (rg_env *env, rg_buf *out, rg_err *e) {
   rg_val v;
   int rc;
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
-  if (rg_kv_get(txn, RG_DB_META, RG_META_THROUGHPUT, sizeof(RG_META_THROUGHPUT) - 1,
-               &v) == 0 && v.n > 8)
+  if (rg_kv_get(txn, RG_DB_META, RG_META_THROUGHPUT,
+                sizeof(RG_META_THROUGHPUT) - 1, &v) == 0 && v.n > 8)
     rg_buf_add(out, (const char *)v.p + 8, v.n - 8);
   rg_read_end(env);
   return out->oom ? rg_fail(e, 500, "out of memory") : 0;

@@ -186,7 +186,10 @@ static int list_cids (upg *u, rg_err *e) {
       if (a) u->cids = a;
       b = (uint64_t *)realloc(u->counts, cap * sizeof(uint64_t));
       if (b) u->counts = b;
-      if (!a || !b) { rg_cur_close(cur); return rg_fail(e, 500, "out of memory"); }
+      if (!a || !b) {
+        rg_cur_close(cur);
+        return rg_fail(e, 500, "out of memory");
+      }
     }
     u->counts[u->ncids] = 0;
     u->cids[u->ncids++] = rg_get_u32((const uint8_t *)k.p + 1);
@@ -335,9 +338,8 @@ static int copy_items (upg *u, size_t ci, rg_err *e) {
     rc = rg_kv_fail(e, rc, "upgrade");
     goto done;
   }
-  rg_put_u32(p, u->cids[ci]);
   k.p = p;
-  k.n = 4;
+  k.n = rg_key_cid(p, u->cids[ci]);
   rc = rg_cur_get(cur, &k, &v, RG_SEEK);
   for (;;) {
     int more = rc == 0 && k.n >= 4 && memcmp(k.p, p, 4) == 0;

@@ -66,9 +66,8 @@ static uint64_t count_entries (verifier *v, int db, uint32_t cid, int dups) {
   uint64_t n = 0;
   int rc;
   if (rg_cur_open(v->txn, db, &cur)) return 0;
-  rg_put_u32(p, cid);
   k.p = p;
-  k.n = 4;
+  k.n = rg_key_cid(p, cid);
   rc = rg_cur_get(cur, &k, &d, RG_SEEK);
   while (rc == 0 && k.n >= 4 && memcmp(k.p, p, 4) == 0) {
     size_t more = 1;
@@ -152,17 +151,14 @@ static int feed_has (verifier *v, const rg_cspec *s, const rg_ikey *k,
                      uint64_t lsn, const char *id) {
   rg_cur *cur;
   rg_val key, d;
-  uint8_t p[14];
+  uint8_t p[RG_FEED_KEY];
   int rc, found = 0;
   if (rg_cur_open(v->txn, RG_DB_FEED, &cur)) return 0;
-  rg_put_u32(p, s->cid);
-  rg_put_u16(p + 4, (uint32_t)k->range);
-  rg_put_u64(p + 6, lsn);
   key.p = p;
-  key.n = 14;
+  key.n = rg_key_feed(p, s->cid, k->range, lsn, 0) - 4;  /* cid range lsn */
   rc = rg_cur_get(cur, &key, &d, RG_SEEK);
-  while (!found && rc == 0 && key.n == 18 &&
-         memcmp(key.p, p, 14) == 0) {
+  while (!found && rc == 0 && key.n == RG_FEED_KEY &&
+         memcmp(key.p, p, RG_FEED_KEY - 4) == 0) {
     rg_record r;
     if (rg_feed_record(&d, &r) == 0) {
       if (r.key != NULL)             /* the record names its item */
@@ -224,9 +220,8 @@ static void verify_container (verifier *v, const rg_cspec *s) {
     problem(v, "container '%s': cannot read items", s->name, 0);
     return;
   }
-  rg_put_u32(p, s->cid);
   k.p = p;
-  k.n = 4;
+  k.n = rg_key_cid(p, s->cid);
   rc = rg_cur_get(cur, &k, &d, RG_SEEK);
   for (; rc == 0 && k.n >= 4 && memcmp(k.p, p, 4) == 0;
        rc = rg_cur_get(cur, &k, &d, RG_NEXT)) {
@@ -278,12 +273,11 @@ static void verify_container (verifier *v, const rg_cspec *s) {
     v->problems += rg_index_verify(v->txn, v->env, s, &ik, ih.seq, doc,
                                    &nindex, &nunique, &v->report);
     if (expiry) {
-      uint8_t tk[20];
-      rg_put_u32(tk, s->cid);
-      rg_put_u64(tk + 4, (uint64_t)expiry);
-      rg_put_u64(tk + 12, rg_ikey_digest(ik.key, ik.len));
+      uint8_t tk[RG_TTL_KEY];
+      size_t tn = rg_key_ttl(tk, s->cid, expiry, rg_ikey_digest(ik.key,
+                                                                ik.len));
       nttl++;
-      if (!exists(v, RG_DB_TTL, tk, 20, NULL))
+      if (!exists(v, RG_DB_TTL, tk, tn, NULL))
         problem(v, "item '%s' expires but has no TTL entry (container %lu)",
                 id->valuestring, (unsigned long)s->cid);
     }
@@ -467,9 +461,8 @@ static void verify_owners (verifier *v, const uint32_t *cids, int n) {
         problem(v, "table entries belong to container id %s%lu, which is "
                 "not in the catalog", "", (unsigned long)cid);
       if (cid == UINT32_MAX) break;
-      rg_put_u32(next, cid + 1);     /* skip to the next container */
-      k.p = next;
-      k.n = 4;
+      k.p = next;                    /* skip to the next container */
+      k.n = rg_key_cid(next, cid + 1);
       rc = rg_cur_get(cur, &k, &d, RG_SEEK);
     }
     rg_cur_close(cur);

@@ -186,25 +186,15 @@ static int partition_bytes (rg_scope *s, const rg_ikey *k, uint64_t *bytes,
   return 0;
 }
 
-/* ttl and latest keys: cid | u16 range? | u64 | u64 digest */
-static size_t ttl_key (uint8_t *out, uint32_t cid, int64_t expiry,
-                       uint64_t digest) {
-  rg_put_u32(out, cid);
-  rg_put_u64(out + 4, (uint64_t)expiry);
-  rg_put_u64(out + 12, digest);
-  return 20;
-}
-
 /* A new item's seq, with its refs entry (seqs wrap after 2^32 creates:
 ** one still in use is skipped). */
 static int new_seq (rg_scope *s, const rg_ikey *k, uint32_t *seq,
                     rg_err *e) {
   int rc, tries;
   for (tries = 0; tries < 1000; tries++) {
-    uint8_t b[4];
+    uint8_t b[RG_REF_KEY];
     if ((*seq = rg_scope_seq(s, e)) == 0) return s->failed;
-    rg_put_u32(b, *seq);
-    rc = rg_put_flags(s, RG_DB_REFS, b, 4, k->key, k->len,
+    rc = rg_put_flags(s, RG_DB_REFS, b, rg_key_ref(b, *seq), k->key, k->len,
                       RG_KV_APPEND | RG_KV_NOOVERWRITE, e);
     if (rc != RG_EXISTS) return rc;
   }
@@ -237,19 +227,19 @@ static int store (rg_scope *s, const rg_cont *c, const rg_ikey *k, item *old,
     memcpy(val + hn, text->p, text->n);
   }
   else {
-    uint8_t b[4];
-    rg_put_u32(b, seq);
+    uint8_t b[RG_REF_KEY];
     if ((rc = rg_del(s, RG_DB_ITEMS, k->key, k->len, NULL, e)) ||
-        (rc = rg_del(s, RG_DB_REFS, b, 4, NULL, e)))
+        (rc = rg_del(s, RG_DB_REFS, b, rg_key_ref(b, seq), NULL, e)))
       return rc;
   }
   if ((rc = rg_index_update(s, spec, k, seq, old->doc, neu, e))) return rc;
   if (old->doc && old->expiry &&                /* TTL entries */
       (rc = rg_del(s, RG_DB_TTL, tk,
-                   ttl_key(tk, spec->cid, old->expiry, digest), NULL, e)))
+                   rg_key_ttl(tk, spec->cid, old->expiry, digest), NULL, e)))
     return rc;
   if (neu && expiry &&
-      (rc = rg_put(s, RG_DB_TTL, tk, ttl_key(tk, spec->cid, expiry, digest),
+      (rc = rg_put(s, RG_DB_TTL, tk,
+                   rg_key_ttl(tk, spec->cid, expiry, digest),
                 k->key, k->len, e)))
     return rc;
   if (old->doc) {                               /* latest-version entry */
@@ -312,10 +302,8 @@ int rg_purge_expired (rg_scope *s, const rg_cont *c, int *count, rg_err *e) {
     int n = 0;
     if ((rc = rg_cur_open(s->txn, RG_DB_TTL, &cur)))
       return rg_scope_fail(s, rc, "ttl", e);
-    rg_put_u32(from, c->spec->cid);
-    rg_put_u64(from + 4, 0);
     k.p = from;
-    k.n = 12;
+    k.n = rg_key_ttl(from, c->spec->cid, 0, 0) - 8;   /* cid | expiry 0 */
     rc = rg_cur_get(cur, &k, &v, RG_SEEK);
     while (rc == 0 && n < 32 && k.n == 20 && v.n <= RG_MAX_KEY &&
            rg_get_u32((const uint8_t *)k.p) == c->spec->cid &&
@@ -461,10 +449,11 @@ static int rebuild_item (rg_scope *s, const rg_cont *c, const rg_cspec *from,
     uint8_t hdr[RG_IHDR_MAX], *val;
     size_t hn = rg_ihdr_put(hdr, h.seq, expiry);
     if ((old_expiry &&
-         (rc = rg_del(s, RG_DB_TTL, tk, ttl_key(tk, spec->cid, old_expiry,
+         (rc = rg_del(s, RG_DB_TTL, tk, rg_key_ttl(tk, spec->cid, old_expiry,
                                                digest), NULL, e))) ||
         (expiry &&
-         (rc = rg_put(s, RG_DB_TTL, tk, ttl_key(tk, spec->cid, expiry, digest),
+         (rc = rg_put(s, RG_DB_TTL, tk,
+                      rg_key_ttl(tk, spec->cid, expiry, digest),
                       key, klen, e))))
       goto done;
     if ((val = (uint8_t *)rg_reserve(s, RG_DB_ITEMS, key, klen, hn + n,
@@ -487,9 +476,8 @@ int rg_cont_rebuild (rg_scope *s, const rg_cont *c, const rg_cspec *from,
   size_t lens[REBUILD_CHUNK];
   int i, n, rc, more = 1;
   if (!reindex && !reexpire) return 0;
-  rg_put_u32(prefix, c->spec->cid);
-  memcpy(keys[0], prefix, 4);
-  lens[0] = 4;
+  lens[0] = rg_key_cid(prefix, c->spec->cid);
+  memcpy(keys[0], prefix, lens[0]);
   n = 0;
   while (more) {                   /* chunks of keys, then their items */
     rg_cur *cur;
@@ -635,7 +623,8 @@ static int write_body (rg_scope *s, const rg_cont *c, const rg_wreq *w,
   rg_ikey k;
   int rc, op = w->op;
   int64_t expiry = 0;
-  uint64_t lsn, pbytes;
+  int stored = 0;
+  uint64_t lsn, pbytes, writes;
   rg_buf text;
   if ((rc = prepare(s, c, e))) return rc;
   if ((rc = resolve(s, c, w, 0, &k, &id, &idlen, e))) return rc;
@@ -686,9 +675,11 @@ static int write_body (rg_scope *s, const rg_cont *c, const rg_wreq *w,
 
   if ((rc = trigger_pre(s, c, w, op, &k, neu, e))) return rc;
 
+  writes = s->writes;             /* what the checks below may not change */
   if (*neu) {                                   /* system properties, limits */
     lsn = rg_scope_lsn(s, e);
     if (lsn == 0) return s->failed;
+    writes = s->writes;           /* (taking the scope's lsn writes it) */
     etag_of(r->etag, lsn, s->ord);
     if ((rc = set_system(*neu, r->etag, s->now, lsn, e))) return rc;
     if ((rc = item_expiry(c->spec, *neu, s->now, &expiry, e))) return rc;
@@ -714,11 +705,14 @@ static int write_body (rg_scope *s, const rg_cont *c, const rg_wreq *w,
     }
     if ((rc = rg_unique_check(s, c->spec, &k, old->doc, *neu, e))) goto done;
   }
+  stored = 1;
   if ((rc = store(s, c, &k, old, *neu, &text, expiry, op, w->ttl_expired, e)))
     goto done;
   r->status = op == RG_OP_CREATE ? 201 : op == RG_OP_DELETE ? 204 : 200;
   rc = trigger_post(s, c, w, op, &k, *neu ? *neu : old->doc, r, e);
 done:
+  /* a check that fails leaves the scope as it was (write.h) */
+  rg_assert(stored || s->failed || s->writes == writes);
   rg_buf_free(&text);
   return rc;
 }
@@ -927,14 +921,13 @@ static int bulk_seq (bulk *b, uint32_t *seq, rg_err *e) {
   rg_scope *s = b->s;
   for (;;) {
     rg_val k, v;
-    uint8_t kb[4];
+    uint8_t kb[RG_REF_KEY];
     int rc;
     if (!s->seq_loaded && rg_scope_seq(s, e) == 0) return s->failed;
     if (++s->seq == 0) s->seq = 1;
     *seq = s->seq;
-    rg_put_u32(kb, *seq);
     k.p = kb;
-    k.n = 4;
+    k.n = rg_key_ref(kb, *seq);
     rc = rg_kv_get(s->txn, RG_DB_REFS, k.p, k.n, &v);
     if (rc == RG_NOTFOUND) return 0;
     if (rc) return rg_scope_fail(s, rc, "seq", e);
@@ -1046,14 +1039,14 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
     list_add(b, RG_DB_ITEMS, off, k.len, v, hn + text->n);
   }
   {
-    uint8_t sb[4];
-    rg_put_u32(sb, seq);
-    list_add(b, RG_DB_REFS, pool_add(b, sb, 4), 4, off, k.len);
+    uint8_t sb[RG_REF_KEY];
+    size_t sn = rg_key_ref(sb, seq);
+    list_add(b, RG_DB_REFS, pool_add(b, sb, sn), sn, off, k.len);
   }
   {                                                   /* index entries */
     uint8_t ref[RG_REF_SIZE];
     size_t at = 0, ro;
-    rg_put_u64(ref, rg_ref_make(k.hash, seq));
+    rg_ref_put(ref, k.hash, seq);
     ro = pool_add(b, ref, RG_REF_SIZE);
     while (at < keys->n) {
       size_t kn = rg_get_u16((const uint8_t *)keys->p + at);
@@ -1069,8 +1062,9 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
     entry_add(b, RG_DB_LATEST, lk, kn, ld, RG_LATEST_DUP);
   }
   if (expiry) {
-    uint8_t tk[24];
-    size_t tn = ttl_key(tk, spec->cid, expiry, rg_ikey_digest(k.key, k.len));
+    uint8_t tk[RG_TTL_KEY];
+    size_t tn = rg_key_ttl(tk, spec->cid, expiry,
+                           rg_ikey_digest(k.key, k.len));
     list_add(b, RG_DB_TTL, pool_add(b, tk, tn), tn, off, k.len);
   }
   for (u = 0; u < spec->nuniq; u++) {
@@ -1080,18 +1074,15 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
     s->work.terms++;
   }
   if (spec->all_versions && b->mode != RG_BULK_RESTORE) {
-    uint8_t fk[18];
+    uint8_t fk[RG_FEED_KEY];
     size_t rn = rg_feed_record_size(&k, text->n), ro;
-    rg_put_u32(fk, spec->cid);
-    rg_put_u16(fk + 4, (uint32_t)k.range);
-    rg_put_u64(fk + 6, lsn);
-    rg_put_u32(fk + 14, s->ord);
+    size_t fn = rg_key_feed(fk, spec->cid, k.range, lsn, s->ord);
     ro = b->pool.n;
     if (rg_buf_reserve(&b->pool, rn)) return rg_fail(e, 500, "out of memory");
     rg_feed_record_put((uint8_t *)b->pool.p + ro, RG_OP_CREATE, 0, s->now, &k,
                        text->p, text->n);
     b->pool.n += rn;
-    list_add(b, RG_DB_FEED, pool_add(b, fk, 18), 18, ro, rn);
+    list_add(b, RG_DB_FEED, pool_add(b, fk, fn), fn, ro, rn);
   }
   it->status = 201;
   s->ord++;
@@ -1140,7 +1131,10 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
     return rg_scope_fail(s, rc, "write", e);
   rc = rg_cur_get(cur, &lk, &lv, RG_LAST);
   have_last = rc == 0;
-  if (rc && rc != RG_NOTFOUND) { rg_cur_close(cur); return rg_scope_fail(s, rc, "write", e); }
+  if (rc && rc != RG_NOTFOUND) {
+    rg_cur_close(cur);
+    return rg_scope_fail(s, rc, "write", e);
+  }
   for (i = 0; i < l->n; i++) {
     const bent *x = &l->v[i];
     rg_val k, v;
