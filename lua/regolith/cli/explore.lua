@@ -61,12 +61,18 @@ local function first(candidates)
 end
 
 -- regolith built for LuaJIT: $REGOLITH_LUAJIT_CPATH/regolith/core.so, the
--- checkout's build/luajit, or a LuaJIT (5.1) module path.
+-- checkout's build/luajit, the module this command loaded when it runs
+-- under LuaJIT (the LuaJIT rock's own), or a LuaJIT (5.1) module path
+-- beside a Lua 5.4 one (both rocks in one tree, or make install-explorer).
 local function luajit_module(root)
   local candidates = {}
   local env = os.getenv("REGOLITH_LUAJIT_CPATH")
   if env then candidates[#candidates + 1] = env .. "/regolith/core.so" end
   candidates[#candidates + 1] = root .. "/build/luajit/regolith/core.so"
+  if jit then
+    candidates[#candidates + 1] = package.searchpath("regolith.core",
+      package.cpath)
+  end
   for pattern in package.cpath:gmatch("[^;]+") do
     if pattern:find("5%.4") then
       candidates[#candidates + 1] = (pattern:gsub("5%.4", "5.1")
@@ -77,13 +83,16 @@ local function luajit_module(root)
   return found and dir_of(dir_of(found))
 end
 
--- The page: $REGOLITH_EXPLORER_UI, the checkout's build/explorer, or
--- PREFIX/share/regolith/explorer beside PREFIX/share/lua/5.x.
+-- The page: $REGOLITH_EXPLORER_UI, the checkout's build/explorer, the
+-- installed one beside the modules (LUADIR/regolith/explorer/www: make
+-- install, the rock), or PREFIX/share/regolith/explorer beside
+-- PREFIX/share/lua/5.x.
 local function ui_dir(root, luadir)
   local candidates = {}
   local env = os.getenv("REGOLITH_EXPLORER_UI")
   if env then candidates[#candidates + 1] = env .. "/index.html" end
   candidates[#candidates + 1] = root .. "/build/explorer/index.html"
+  candidates[#candidates + 1] = luadir .. "/regolith/explorer/www/index.html"
   local share = luadir:match("^(.*)/lua/5%.%d$")
   if share then
     candidates[#candidates + 1] = share .. "/regolith/explorer/index.html"
@@ -191,7 +200,9 @@ function M.explore(args)
   local jit = luajit_module(root)
   if not jit then
     fail(EXIT.failed, "the explorer needs regolith built for LuaJIT " ..
-      "(`make LUA=luajit`, or `make explorer`)")
+      "(`make LUA=luajit`, or `make explorer`; installed: the LuaJIT rock, " ..
+      "`luarocks --lua-version=5.1 install regolith LUA=/usr/bin/luajit " ..
+      "LUA_INCDIR=/usr/include/luajit-2.1`)")
   end
   local ui = ui_dir(root, luadir)
   if not ui then
