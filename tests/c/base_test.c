@@ -1,18 +1,20 @@
 /*
 ** base_test.c: the base and sql layers in plain C, linked with cJSON alone
-** (no LMDB, no Lua): JSON text and trees, patches, tokens, charges, and the
-** query dialect over documents held in memory.
+** (no LMDB, no Lua): JSON text and trees, patches, tokens, charges, vectors,
+** and the query dialect over documents held in memory.
 **
 ** Run by `make test` (and `make layers`): build/<lua>/tests/base_test.
 */
 
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "base/charge.h"
 #include "base/json.h"
 #include "base/patch.h"
 #include "base/token.h"
+#include "base/vec.h"
 #include "sql/sql.h"
 
 static int failures = 0, checks = 0;
@@ -151,12 +153,81 @@ static void test_sql (void) {
   rg_buf_free(&tok);
 }
 
+/* Vectors: elements, kernels against sums in double, scores, SQ8 codes,
+** the best-k list. */
+static void test_vec (void) {
+  float a[37], b[37], u[4] = { 1, 2, 3, 4 };
+  double dot = 0, l2 = 0, s;
+  int8_t i8a[3] = { 1, -2, 3 }, i8b[3] = { 4, 5, -6 };
+  uint8_t code[37];
+  float mem[38], w[37];
+  int16_t qm[37];
+  rg_sq8 q;
+  rg_sq8q qq;
+  rg_vsums sums;
+  rg_vcand cm[3];
+  rg_vbest best;
+  int i;
+  CHECK(rg_vtype_parse("Float16", 7) == RG_VT_FLOAT16);
+  CHECK(rg_vdist_parse("DotProduct", 10) == RG_VD_DOTPRODUCT);
+  CHECK(rg_vdist_parse("manhattan", 9) == -1);
+  CHECK(rg_float_to_half(1.0f) == 0x3c00 && rg_half_to_float(0x3c00) == 1.0f);
+  CHECK(rg_half_to_float(rg_float_to_half(65504.0f)) == 65504.0f);
+  CHECK(rg_half_to_float(0x0001) == 5.9604644775390625e-8f);
+  CHECK(rg_float_to_half(1.00048828125f) == 0x3c00);   /* a tie: even */
+  CHECK(rg_vput(RG_VT_FLOAT16, w, 0, 70000.0) == -1);
+  CHECK(rg_vput(RG_VT_INT8, w, 0, 128) == -1 &&
+        rg_vput(RG_VT_INT8, w, 0, 1.5) == -1 &&
+        rg_vput(RG_VT_INT8, w, 0, -128) == 0);
+  CHECK(rg_vput(RG_VT_UINT8, w, 0, -1) == -1 &&
+        rg_vput(RG_VT_UINT8, w, 0, 255) == 0);
+  for (i = 0; i < 37; i++) {
+    a[i] = (float)(i % 7) - 3.0f;
+    b[i] = (float)((i * 5) % 11) * 0.5f;
+    dot += (double)a[i] * b[i];
+    l2 += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+  }
+  CHECK(rg_vdot_f32(a, b, 37) == (float)dot);     /* small integers: exact */
+  CHECK(rg_vl2_f32(a, b, 37) == (float)l2);
+  CHECK(rg_vdot_i8(i8a, i8b, 3) == 4 - 10 - 18);
+  CHECK(rg_vl2_i8(i8a, i8b, 3) == 9 + 49 + 81);
+  rg_vsums_of(RG_VD_COSINE, RG_VT_FLOAT32, u, u, 4, -1, -1, &sums);
+  CHECK(rg_vscore(RG_VD_COSINE, &sums, &s) == 0 && s == 1.0);
+  rg_vsums_of(RG_VD_EUCLIDEAN, RG_VT_INT8, i8a, i8b, 3, -1, -1, &sums);
+  CHECK(rg_vscore(RG_VD_EUCLIDEAN, &sums, &s) == 0 && s == sqrt(139.0));
+  memset(w, 0, sizeof w);
+  rg_vsums_of(RG_VD_COSINE, RG_VT_FLOAT32, u, w, 4, -1, -1, &sums);
+  CHECK(rg_vscore(RG_VD_COSINE, &sums, &s) == -1);   /* a zero vector */
+  /* SQ8: a code ranks close vectors first */
+  rg_sq8_init(&q, 37, RG_VD_EUCLIDEAN, mem);
+  {
+    float both[74];
+    memcpy(both, a, sizeof a);
+    memcpy(both + 37, b, sizeof b);
+    CHECK(rg_sq8_train(&q, both, 2) == 0);
+  }
+  CHECK(rg_sq8_encode(&q, a, code) == 0);
+  rg_sq8_query(&q, a, qm, &qq);                /* 4 * l2 in half steps */
+  CHECK(rg_sq8_approx(&qq, code) * q.step * q.step / 4 < 0.001 * l2);
+  rg_sq8_query(&q, b, qm, &qq);
+  CHECK(fabs(rg_sq8_approx(&qq, code) * q.step * q.step / 4 - l2) <
+        0.01 * l2);
+  rg_vbest_init(&best, cm, 3);
+  CHECK(rg_vbest_offer(&best, 5, 1) && rg_vbest_offer(&best, 3, 2) &&
+        rg_vbest_offer(&best, 5, 0) && rg_vbest_offer(&best, 1, 3));
+  CHECK(!rg_vbest_offer(&best, 9, 4) && rg_vbest_bound(&best) == 5);
+  rg_vbest_sort(&best);
+  CHECK(best.n == 3 && best.c[0].id == 3 && best.c[1].id == 2 &&
+        best.c[2].id == 0);
+}
+
 int main (void) {
   test_json();
   test_patch();
   test_token();
   test_charge();
   test_sql();
+  test_vec();
   printf("base_test: %d checks, %d failed\n", checks, failures);
   return failures ? 1 : 0;
 }
