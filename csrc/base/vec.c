@@ -324,6 +324,7 @@ int rg_vscore (int d, const rg_vsums *s, double *out) {
     case RG_VD_DOTPRODUCT: r = s->ab; break;
     default: r = sqrt(s->ab); break;
   }
+  r = (float)r;                      /* scores are float32, as Cosmos DB's */
   if (!isfinite(r)) return -1;
   *out = r;
   return 0;

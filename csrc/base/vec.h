@@ -87,8 +87,9 @@ double  rg_vnorm2 (int t, const void *a, size_t n);
 ** computed otherwise (cosine only). */
 void    rg_vsums_of (int d, int t, const void *a, const void *b, size_t n,
                      double aa, double bb, rg_vsums *out);
-/* The score of a similarity from its sums; 0, or -1 when it has none (a
-** cosine with a zero vector, or a result that is not finite). */
+/* The score of a similarity from its sums, rounded to float32 (as Cosmos
+** DB's scores are); 0, or -1 when it has none (a cosine with a zero
+** vector, or a result that is not finite). */
 int     rg_vscore (int d, const rg_vsums *s, double *out);
 
 /*
