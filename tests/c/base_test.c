@@ -194,7 +194,7 @@ static void test_vec (void) {
   rg_vsums_of(RG_VD_COSINE, RG_VT_FLOAT32, u, u, 4, -1, -1, &sums);
   CHECK(rg_vscore(RG_VD_COSINE, &sums, &s) == 0 && s == 1.0);
   rg_vsums_of(RG_VD_EUCLIDEAN, RG_VT_INT8, i8a, i8b, 3, -1, -1, &sums);
-  CHECK(rg_vscore(RG_VD_EUCLIDEAN, &sums, &s) == 0 && s == sqrt(139.0));
+  CHECK(rg_vscore(RG_VD_EUCLIDEAN, &sums, &s) == 0 && s == (float)sqrt(139.0));
   memset(w, 0, sizeof w);
   rg_vsums_of(RG_VD_COSINE, RG_VT_FLOAT32, u, w, 4, -1, -1, &sums);
   CHECK(rg_vscore(RG_VD_COSINE, &sums, &s) == -1);   /* a zero vector */
