@@ -15,6 +15,7 @@
 #include "base/patch.h"
 #include "base/token.h"
 #include "base/vec.h"
+#include "base/vgraph.h"
 #include "sql/sql.h"
 
 static int failures = 0, checks = 0;
@@ -221,6 +222,83 @@ static void test_vec (void) {
         best.c[2].id == 0);
 }
 
+/* The diskANN graph over arrays: exact neighbours found on a small set,
+** the lists' invariants kept through inserts and deletes. */
+#define TG_N 400
+#define TG_D 8
+static uint32_t tg_adj[TG_N][RG_VG_MAX_DEGREE];
+static int tg_nadj[TG_N];
+static uint8_t tg_code[TG_N][TG_D], tg_live[TG_N];
+
+static int tg_get_adj (void *ud, uint32_t v, uint32_t *out, int *n) {
+  (void)ud;
+  *n = tg_nadj[v];
+  memcpy(out, tg_adj[v], (size_t)*n * sizeof(uint32_t));
+  return 0;
+}
+
+static int tg_put_adj (void *ud, uint32_t v, const uint32_t *a, int n) {
+  (void)ud;
+  tg_nadj[v] = n;
+  if (n) memcpy(tg_adj[v], a, (size_t)n * sizeof(uint32_t));
+  return 0;
+}
+
+static int tg_get_code (void *ud, uint32_t v, const uint8_t **code) {
+  (void)ud;
+  *code = tg_live[v] ? tg_code[v] : NULL;
+  return 0;
+}
+
+static void test_vgraph (void) {
+  rg_vgio io = { NULL, tg_get_adj, tg_put_adj, tg_get_code };
+  float lo[TG_D + 1], x[TG_N][TG_D];
+  rg_sq8 sq;
+  rg_vgraph g;
+  uint32_t s = 1, v;
+  int i, j, k, bad = 0, found = 0;
+  for (v = 0; v < TG_N; v++)
+    for (j = 0; j < TG_D; j++) {
+      s = s * 1103515245u + 12345u;
+      x[v][j] = (float)((s >> 16) % 1000) / 100.0f;
+    }
+  rg_sq8_init(&sq, TG_D, RG_VD_EUCLIDEAN, lo);
+  CHECK(rg_sq8_train(&sq, &x[0][0], TG_N) == 0);
+  rg_vgraph_init(&g, &io, &sq, 8, 32);
+  for (v = 0; v < TG_N; v++) {
+    rg_sq8_encode(&sq, x[v], tg_code[v]);
+    tg_live[v] = 1;
+    CHECK(rg_vgraph_insert(&g, v) == 0);
+  }
+  for (v = 0; v < TG_N; v += 3) {     /* a third deleted */
+    CHECK(rg_vgraph_delete(&g, v) == 0);
+    tg_live[v] = 0;
+    tg_nadj[v] = 0;
+  }
+  for (v = 0; v < TG_N; v++) {
+    if (!tg_live[v]) continue;
+    bad += tg_nadj[v] > 8 || tg_nadj[v] == 0;
+    for (j = 0; j < tg_nadj[v]; j++) {
+      bad += tg_adj[v][j] == v;
+      for (k = 0; k < j; k++) bad += tg_adj[v][k] == tg_adj[v][j];
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(g.entry != RG_VG_NONE && tg_live[g.entry]);
+  for (v = 1; v < TG_N; v += 7) {     /* each live point finds itself */
+    int16_t w[TG_D];
+    rg_sq8q qq;
+    rg_vcand out[4];
+    size_t n;
+    if (!tg_live[v]) continue;
+    rg_sq8_query(&sq, x[v], w, &qq);
+    CHECK(rg_vgraph_search(&g, &qq, 16, 4, NULL, NULL, out, &n) == 0);
+    for (i = 0; i < (int)n; i++) found += out[i].id == v;
+    for (i = 0; i < (int)n; i++) CHECK(tg_live[out[i].id]);
+  }
+  CHECK(found >= 36);                 /* of the 38 live ones probed */
+}
+
 int main (void) {
   test_json();
   test_patch();
@@ -228,6 +306,7 @@ int main (void) {
   test_charge();
   test_sql();
   test_vec();
+  test_vgraph();
   printf("base_test: %d checks, %d failed\n", checks, failures);
   return failures ? 1 : 0;
 }
