@@ -377,6 +377,7 @@ FUZZ_LIBS_query_fuzz = sql base
 FUZZ_LIBS_json_fuzz  = luax store sql base
 FUZZ_LIBS_patch_fuzz = base
 FUZZ_LIBS_token_fuzz = store sql base
+FUZZ_LIBS_vector_fuzz = base
 
 build/fuzz/obj/%.o: csrc/%.c
 	@mkdir -p $(dir $@)

@@ -370,6 +370,8 @@ int rg_vgraph_delete (rg_vgraph *g, uint32_t v) {
       if ((rc = g->io.get_code(g->io.ud, vadj[i], &c))) return rc;
       if (c != NULL && vadj[i] != v) g->entry = vadj[i];
     }
+    if (g->entry == RG_VG_NONE && (rc = g->io.any(g->io.ud, v, &g->entry)))
+      return rc;
   }
   memset(&x, 0, sizeof(x));
   if (code != NULL && g->entry != RG_VG_NONE) {

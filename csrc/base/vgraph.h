@@ -56,6 +56,9 @@ typedef struct rg_vgio {
   int (*put_adj) (void *ud, uint32_t v, const uint32_t *adj, int n);
   /* the code of v; *code NULL when the slot is free */
   int (*get_code) (void *ud, uint32_t v, const uint8_t **code);
+  /* some node of the graph other than v, into *out (RG_VG_NONE: none):
+  ** the entry point's successor when it goes and left no neighbour */
+  int (*any) (void *ud, uint32_t v, uint32_t *out);
 } rg_vgio;
 
 typedef struct rg_vgraph {
@@ -83,8 +86,9 @@ typedef struct rg_vglist {
 ** empty, v becomes the entry point. */
 int rg_vgraph_insert (rg_vgraph *g, uint32_t v);
 /* Removes node v (its code still readable; the caller frees the slot
-** after): 0 or a status.  When v was the entry point, *entry is the new
-** one (RG_VG_NONE: the graph is now empty). */
+** after): 0 or a status.  When v was the entry point, g->entry becomes
+** one of its neighbours, or any other node (RG_VG_NONE: the graph is now
+** empty); the caller stores it. */
 int rg_vgraph_delete (rg_vgraph *g, uint32_t v);
 
 /* Searches for the query (rg_sq8_query made from it): the best `k` nodes

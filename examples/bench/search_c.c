@@ -85,6 +85,14 @@ static int m_get_code (void *ud, uint32_t v, const uint8_t **code) {
   return 0;
 }
 
+static int m_any (void *ud, uint32_t v, uint32_t *out) {
+  mem *m = (mem *)ud;
+  size_t i;
+  *out = RG_VG_NONE;
+  for (i = 0; i < N; i++) if (m->live[i] && i != v) { *out = (uint32_t)i; break; }
+  return 0;
+}
+
 static void mem_init (mem *m) {
   m->adj = calloc(N * RG_VG_MAX_DEGREE, sizeof(uint32_t));
   m->nadj = calloc(N, 1);
@@ -160,7 +168,7 @@ static void graph_run (rg_vgraph *g, const rg_sq8 *sq, size_t L, size_t rr,
 
 static void build (rg_vgraph *g, mem *m, const rg_sq8 *sq, const uint32_t *order,
                    size_t n, int degree, int blist, const char *what) {
-  rg_vgio io = { m, m_get_adj, m_put_adj, m_get_code };
+  rg_vgio io = { m, m_get_adj, m_put_adj, m_get_code, m_any };
   size_t i;
   double t;
   rg_vgraph_init(g, &io, sq, degree, blist);

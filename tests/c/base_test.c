@@ -250,8 +250,16 @@ static int tg_get_code (void *ud, uint32_t v, const uint8_t **code) {
   return 0;
 }
 
+static int tg_any (void *ud, uint32_t v, uint32_t *out) {
+  uint32_t i;
+  (void)ud;
+  *out = RG_VG_NONE;
+  for (i = 0; i < TG_N; i++) if (tg_live[i] && i != v) { *out = i; break; }
+  return 0;
+}
+
 static void test_vgraph (void) {
-  rg_vgio io = { NULL, tg_get_adj, tg_put_adj, tg_get_code };
+  rg_vgio io = { NULL, tg_get_adj, tg_put_adj, tg_get_code, tg_any };
   float lo[TG_D + 1], x[TG_N][TG_D];
   rg_sq8 sq;
   rg_vgraph g;
