@@ -234,10 +234,17 @@ int rg_query_vectors (rg_query *q, const rg_qv *params, rg_err *e) {
         return rg_fail(e, 400, "parameter @%.*s: %s",
                        (int)(p->n > 40 ? 40 : p->n), p->s, msg);
     }
-    if (vd->blk >= 0) {
-      rg_qblock *b = &q->blk[vd->blk];
-      if (b->norder == 1 && b->order[0].expr == vd->call)
-        b->order[0].desc = rg_vdist_higher(vd->dist);
+  }
+  for (i = 0; i < q->nblk; i++) {      /* every key that is a call, most
+                                          similar first (ORDER BY RANK's
+                                          too) */
+    rg_qblock *b = &q->blk[i];
+    int k;
+    for (k = 0; k < b->norder; k++) {
+      const rg_qexpr *ex = &q->ex[b->order[k].expr];
+      if (ex->k == RG_QE_CALL && ex->op == RG_QF_VECTORDISTANCE &&
+          ex->slot >= 0)
+        b->order[k].desc = rg_vdist_higher(q->vd[ex->slot].dist);
     }
   }
   q->vd_bound = 1;
