@@ -212,6 +212,22 @@ describe("vector search", function()
       assert.are.same({ "east", "northeast" }, rows)
     end)
 
+    it("runs from the command, which prints the scores", function()
+      if H.cluster then return end             -- the command opens a directory
+      local dir
+      db:close()
+      db, dir = H.open()
+      c = assert(db:create_container("v", { partition_key = "/pk" }))
+      assert(c:create({ id = "east", pk = "a", v = { 1, 0 } }))
+      assert(c:create({ id = "north", pk = "a", v = { 0, 1 } }))
+      local out, ok = H.run(("bin/regolith query '%s' v %q -p 'q=[1,0]' 2>/dev/null"):format(dir,
+        "SELECT c.id, VectorDistance(c.v, @q) AS score FROM c ORDER BY VectorDistance(c.v, @q)"))
+      assert.is_true(ok, out)
+      local first, second = out:match("^(%b{})\n(%b{})")
+      assert.are.same({ id = "east", score = 1 }, regolith.json.decode(first))
+      assert.are.same({ id = "north", score = 0 }, regolith.json.decode(second))
+    end)
+
     it("takes no ASC or DESC and no other key", function()
       for _, sql in ipairs({
         "SELECT * FROM c ORDER BY VectorDistance(c.v, [1, 0]) DESC",
