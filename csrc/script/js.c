@@ -625,6 +625,24 @@ static const char *es_syntax (const char *s, size_t n, int *line) {
   }
   return NULL;
 }
+/* Is the source one function and nothing after it but semicolons?
+** (Duktape's function compiler stops at the first function's end.) */
+static int one_function (const char *s, size_t n) {
+  size_t i = 0;
+  int depth = 0, opened = 0;
+  tok p = {0, 0}, t;
+  for (;;) {
+    int regex_ok = p.n == 0 || (p.n == 1 && strchr("(,=:[!&|?{};+-*%<>~^", s[p.at])) ||
+                   tok_is(s, p, "return") || tok_is(s, p, "typeof");
+    t = next_tok(s, n, &i, regex_ok);
+    if (t.n == 0) return 1;
+    if (opened && depth == 0 && !(t.n == 1 && s[t.at] == ';')) return 0;
+    if (t.n == 1 && s[t.at] == '{') depth++, opened = 1;
+    else if (t.n == 1 && s[t.at] == '}') depth--;
+    p = t;
+  }
+}
+
 /* }===================================================================== */
 
 
@@ -684,6 +702,8 @@ static duk_ret_t compile_main (duk_context *thr, void *ud) {
   duk_push_lstring(thr, c->src, c->len);
   duk_push_lstring(thr, c->name, c->namelen);
   duk_compile(thr, DUK_COMPILE_FUNCTION);
+  if (!one_function(c->src, c->len))
+    (void)duk_error(thr, DUK_ERR_SYNTAX_ERROR, "code after the function's end");
   return 1;
 }
 
