@@ -58,6 +58,7 @@ build = {
     ["regolith.gateway.auth"] = "lua/regolith/gateway/auth.lua",
     ["regolith.gateway.catalog"] = "lua/regolith/gateway/catalog.lua",
     ["regolith.gateway.items"] = "lua/regolith/gateway/items.lua",
+    ["regolith.gateway.offers"] = "lua/regolith/gateway/offers.lua",
     ["regolith.gateway.policy"] = "lua/regolith/gateway/policy.lua",
     ["regolith.gateway.scripts"] = "lua/regolith/gateway/scripts.lua",
     ["regolith.gateway.wire"] = "lua/regolith/gateway/wire.lua",

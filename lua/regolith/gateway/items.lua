@@ -38,7 +38,7 @@ end
 -- A partition key in its wire form (a JSON array, or its decoded value) as
 -- regolith takes it: the value for a single path, an array of values for
 -- a hierarchical key, the none value {} for [{}] (or []).
-function M.pk_value(e, v, what)
+function M.pk_value(e, v, what, prefix)
   if type(v) == "string" then
     local d, msg = json.decode(v)
     if d == nil then fail(400, what .. " is not JSON: " .. tostring(msg)) end
@@ -53,23 +53,25 @@ function M.pk_value(e, v, what)
     if #v ~= 1 then fail(400, what .. " holds one value for this container") end
     return v[1]
   end
-  if #v ~= n then
-    fail(400, what .. " must hold a value for each of the " .. n .. " levels "
-      .. "(regolith has no prefix partition keys)")
+  if #v ~= n and not (prefix and #v < n) then
+    fail(400, what .. " must hold a value for each of the " .. n .. " levels"
+      .. (prefix and "" or " (a prefix of the levels is taken by queries)"))
   end
   return v
 end
 
--- The request's partition key (x-ms-documentdb-partitionkey), or nil.
-function M.partition_key(r, e, required)
+-- The request's partition key (x-ms-documentdb-partitionkey; that of a
+-- RID-addressed item when it has none), or nil.
+function M.partition_key(r, e, required, prefix)
   local h = header(r, "x-ms-documentdb-partitionkey")
+  if h == nil and r.rid_pk ~= nil then return r.rid_pk end
   if h == nil then
     if required then
       fail(400, "the request needs a partition key (x-ms-documentdb-partitionkey)")
     end
     return nil
   end
-  return M.pk_value(e, h, "x-ms-documentdb-partitionkey")
+  return M.pk_value(e, h, "x-ms-documentdb-partitionkey", prefix)
 end
 
 -- The trigger named by an include header (regolith runs one of each kind).
@@ -128,20 +130,47 @@ local function path_value(doc, path)
   return v
 end
 
--- Gives an item the resource fields the service's items have: _rid (the
--- container's RID and 8 bytes of a digest of the id and partition key),
--- _self and _attachments; Python's SDK reads _self to keep session tokens.
+-- An item's RID: the container's RID and the JSON text of [id, the
+-- partition key's values] ({} for an undefined level), in base64 with "/"
+-- written "-".  It is made from what names the item, so that a RID-addressed
+-- path names the item again (M.rid_item); an item deleted and created
+-- again has the same RID.
+local function item_rid(e, doc)
+  local key = { doc.id }
+  for i, path in ipairs(e.paths) do
+    local v = path_value(doc, path)
+    key[i + 1] = v == nil and regolith.object() or v
+  end
+  return (ngx.encode_base64(e.ridbytes .. assert(json.encode(key))):gsub("/", "-"))
+end
+
+-- The id and partition key (as pk_value gives it) an item RID of the
+-- container names, or nil.
+function M.rid_item(e, rid)
+  local bytes = ngx.decode_base64((rid:gsub("%-", "/")))
+  if not bytes or #bytes <= #e.ridbytes or bytes:sub(1, #e.ridbytes) ~= e.ridbytes then
+    return nil
+  end
+  local key = json.decode(bytes:sub(#e.ridbytes + 1))
+  if type(key) ~= "table" or type(key[1]) ~= "string" or #key ~= #e.paths + 1 then
+    return nil
+  end
+  local pk = { (table.unpack or unpack)(key, 2) }
+  local allnone = true
+  for _, v in ipairs(pk) do allnone = allnone and none(v) end
+  if allnone then return key[1], regolith.object() end
+  if #e.paths == 1 then return key[1], pk[1] end
+  return key[1], pk
+end
+
+-- Gives an item the resource fields the service's items have: _rid,
+-- _self and _attachments; Python's SDK reads _self to keep session tokens
+-- and addresses items by it.
 function M.decorate(e, doc)
   if type(doc) ~= "table" or type(doc.id) ~= "string" or not doc._etag then
     return doc
   end
-  local key = { doc.id }
-  for i, path in ipairs(e.paths) do
-    local v = path_value(doc, path)
-    key[i + 1] = v == nil and "{}" or (json.encode(v) or "")
-  end
-  local digest = ngx.md5_bin(table.concat(key, "\0")):sub(1, 8)
-  local rid = ngx.encode_base64(e.ridbytes .. digest):gsub("/", "-")
+  local rid = item_rid(e, doc)
   doc._rid = rid
   doc._self = "dbs/" .. e.dbrid .. "/colls/" .. e.rid .. "/docs/" .. rid .. "/"
   doc._attachments = "attachments/"
@@ -437,7 +466,7 @@ end
 -- Runs a query on a container; `sql`, `params` from the body, or SELECT *.
 local function run_query(r, e, sql, params)
   local o = {
-    partition_key = M.partition_key(r, e),
+    partition_key = M.partition_key(r, e, false, true),
     max_items = wire.max_items(r, PAGE, PAGE_MAX),
     continuation = header(r, "x-ms-continuation"),
   }
