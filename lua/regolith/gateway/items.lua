@@ -463,10 +463,98 @@ local function metrics(info, ms)
       ms, ms, info.loaded or 0, info.count or 0)
 end
 
+-- {---------------------------------------------------------------------
+-- A prefix of a hierarchical key.  regolith routes a query to the
+-- partitions of a prefix when its WHERE fixes the first levels (docs/
+-- query.md, Routing); a request naming a prefix in its partition key
+-- header gets those equalities added to its WHERE, on parameters, so that
+-- it is routed and filtered as the same query written in Lua would be.
+
+local KEYWORDS = { WHERE = true, ORDER = true, GROUP = true, OFFSET = true,
+                   LIMIT = true, JOIN = true }
+
+-- The top-level words of a query with their positions (strings and
+-- parenthesized parts skipped).
+local function words(sql)
+  local out, i, depth, n = {}, 1, 0, #sql
+  while i <= n do
+    local c = sql:sub(i, i)
+    if c == "'" or c == '"' then
+      local j = i + 1
+      while j <= n and sql:sub(j, j) ~= c do
+        if sql:sub(j, j) == "\\" then j = j + 1 end
+        j = j + 1
+      end
+      i = j + 1
+    elseif c == "(" or c == "[" then depth = depth + 1; i = i + 1
+    elseif c == ")" or c == "]" then depth = depth - 1; i = i + 1
+    elseif c:match("[%a_]") then
+      local w = sql:match("^[%w_]+", i)
+      if depth == 0 then out[#out + 1] = { w = w, at = i } end
+      i = i + #w
+    else i = i + 1 end
+  end
+  return out
+end
+
+-- The query with the prefix's equalities added, and its parameters.
+local function with_prefix(e, sql, params, prefix)
+  local ws, alias, from = words(sql), nil, nil
+  for k, t in ipairs(ws) do
+    if t.w:upper() == "FROM" then
+      from = k
+      local a, b, c = ws[k + 1], ws[k + 2], ws[k + 3]
+      if b and b.w:upper() == "AS" then alias = c and c.w
+      elseif b and not KEYWORDS[b.w:upper()] and b.w:upper() ~= "IN" then alias = b.w
+      elseif b and b.w:upper() == "IN" then alias = nil
+      else alias = a and a.w end
+      break
+    end
+  end
+  if not alias then
+    fail(400, "a query on a prefix of the partition key needs FROM <alias> "
+      .. "(not FROM x IN ...)")
+  end
+  params = params or {}
+  local conds = {}
+  for i, v in ipairs(prefix) do
+    local name = "__pk" .. i
+    local ref = alias
+    for seg in e.paths[i]:gmatch("[^/]+") do
+      seg = seg:gsub("~1", "/"):gsub("~0", "~")
+      ref = ref .. "[" .. json.encode(seg) .. "]"
+    end
+    conds[#conds + 1] = ref .. " = @" .. name
+    params[name] = v
+  end
+  local cond = table.concat(conds, " AND ")
+  local where, tail
+  for k = from + 1, #ws do
+    local u = ws[k].w:upper()
+    if u == "WHERE" and not where then where = ws[k]
+    elseif (u == "ORDER" or u == "GROUP" or u == "OFFSET") and not tail then tail = ws[k] end
+  end
+  local stop = tail and tail.at - 1 or #sql
+  if where then
+    local body = sql:sub(where.at + 5, stop)
+    sql = sql:sub(1, where.at - 1) .. "WHERE " .. cond .. " AND (" .. body .. ") "
+      .. sql:sub(stop + 1)
+  else
+    sql = sql:sub(1, stop) .. " WHERE " .. cond .. " " .. sql:sub(stop + 1)
+  end
+  return sql, params
+end
+-- }---------------------------------------------------------------------
+
 -- Runs a query on a container; `sql`, `params` from the body, or SELECT *.
 local function run_query(r, e, sql, params)
+  local pk = M.partition_key(r, e, false, true)
+  if type(pk) == "table" and pk ~= regolith.null and not none(pk) and #pk < #e.paths then
+    sql, params = with_prefix(e, sql, params, pk)
+    pk = nil
+  end
   local o = {
-    partition_key = M.partition_key(r, e, false, true),
+    partition_key = pk,
     max_items = wire.max_items(r, PAGE, PAGE_MAX),
     continuation = header(r, "x-ms-continuation"),
   }
