@@ -449,6 +449,18 @@ describe("JavaScript scripts", function()
       assert.are.equal(2, #r)
     end)
 
+    it("have the parts of the later library the engine lacks that Cosmos DB's has", function()
+      assert(c:create_procedure("lib", [==[
+        function lib() {
+          getContext().getResponse().setBody([[1, 2, 3].find(function (x) { return x > 1; }),
+            [1, NaN].includes(NaN), [1, 2, 3].findIndex(function (x) { return x == 3; }),
+            Object.values({ a: 1, b: 2 }), Object.entries({ a: 1 }), "5".padStart(3, "0"),
+            Array.from("ab"), Array.of(7, 8), new Array(3).fill(0), "abc".startsWith("ab")]);
+        }]==]))
+      assert.are.same({ 2, true, 2, { 1, 2 }, { { "a", 1 } }, "005", { "a", "b" }, { 7, 8 },
+                        { 0, 0, 0 }, true }, assert(c:execute("lib", "p")))
+    end)
+
     it("log with console.log, and keep the log apart from the result", function()
       assert(c:create_procedure("log", [[
         function log(x) { console.log("x is %s and %d", x, 4.5, "extra"); console.log({a: 1});
