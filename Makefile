@@ -268,6 +268,7 @@ bench: deps-bench
 	$(RUN) examples/bench/query.lua
 	$(RUN) examples/bench/feed.lua
 	$(RUN) examples/bench/scripts.lua
+	$(RUN) examples/bench/scripts_js.lua
 	$(RUN) examples/bench/throughput.lua
 	$(RUN) examples/bench/writers.lua
 	@mkdir -p build/bench
