@@ -321,7 +321,8 @@ int rg_js_native_check (void) {
 }
 
 /*
-** The watchdog: one thread per process, made at the first run, which
+** The watchdog: one thread per process, made at the first run (and ended
+** with the process's last heap: heaps_add), which
 ** sleeps until the deadline of the run armed now and, if it is still the
 ** same run then, zeroes its instruction countdown every millisecond until
 ** it is disarmed.  `gen` names the armed run; the countdown is a plain int
@@ -330,7 +331,9 @@ int rg_js_native_check (void) {
 */
 static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wd_cond = PTHREAD_COND_INITIALIZER;
-static pid_t wd_pid;
+static pid_t wd_pid;                 /* the process the thread runs in */
+static pthread_t wd_thread;
+static int wd_heaps, wd_quit;        /* heaps alive; the thread must end */
 static struct { uint64_t gen; int64_t deadline; volatile duk_int_t *counter; }
   wd;
 
@@ -340,6 +343,7 @@ static void *watchdog (void *arg) {
   for (;;) {
     struct timespec ts;
     int64_t t;
+    if (wd_quit) break;
     if (wd.counter == NULL) {
       pthread_cond_wait(&wd_cond, &wd_lock);
       continue;
@@ -359,20 +363,42 @@ static void *watchdog (void *arg) {
     if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
     pthread_cond_timedwait(&wd_cond, &wd_lock, &ts);
   }
+  pthread_mutex_unlock(&wd_lock);
   return NULL;
+}
+
+/* A heap is made or freed: the thread ends with the last heap of the
+** process (joined, so that it never outlives the module's code, which
+** the host may unload once its databases are closed). */
+static void heaps_add (int d) {
+  int join;
+  pthread_mutex_lock(&wd_lock);
+  wd_heaps += d;
+  join = wd_heaps == 0 && wd_pid == getpid();
+  if (join) {
+    wd_quit = 1;
+    pthread_cond_signal(&wd_cond);
+  }
+  pthread_mutex_unlock(&wd_lock);
+  if (join) {
+    pthread_join(wd_thread, NULL);
+    pthread_mutex_lock(&wd_lock);
+    wd_pid = 0;
+    wd_quit = 0;
+    pthread_mutex_unlock(&wd_lock);
+  }
 }
 
 /* Starts watching a run (making the thread in this process when it has
 ** none: a fork leaves the parent's behind). */
 static void watch (rg_js *js) {
   pthread_mutex_lock(&wd_lock);
-  if (wd_pid != getpid()) {
-    pthread_t t;
+  if (wd_pid != getpid()) {         /* none yet, or the parent's (a fork) */
     pthread_attr_t a;
     pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&a, 64 << 10);
-    if (pthread_create(&t, &a, watchdog, NULL) == 0) wd_pid = getpid();
+    wd_quit = 0;
+    if (pthread_create(&wd_thread, &a, watchdog, NULL) == 0) wd_pid = getpid();
     pthread_attr_destroy(&a);
   }
   wd.gen++;
@@ -468,6 +494,7 @@ static void free_fns (rg_js *js) {
 
 void rg_js_free (rg_js *js) {
   if (js == NULL) return;
+  heaps_add(-1);
   if (js->ctx) duk_destroy_heap(js->ctx);
   drop_blocks(js);
   free_fns(js);
@@ -498,6 +525,7 @@ static rg_js *heap_of (rg_runtime *rt, rg_err *e) {
     js->all.next = js->all.prev = &js->all;
     rg_buf_init(&js->text);
     rt->js = js;
+    heaps_add(1);
   }
   if (js->ctx == NULL &&
       (js->ctx = duk_create_heap(js_alloc, js_realloc, js_free, js,
