@@ -10,6 +10,7 @@
 #   make demo         install what is missing, build, run the blog example:
 #                     the article's three models beside its table (examples/blog)
 #   make bench        benchmarks (examples/bench/), and the blog at a larger scale
+#   make bench-search the search bench alone (vectors beside hnswlib and FAISS)
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
 #   make openresty    the blog over HTTP from nginx workers, under wrk's load
 #   make gateway      the Cosmos DB REST API on 127.0.0.1:8081 (docs/gateway.md);
@@ -103,7 +104,7 @@ HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
 .PHONY: all test test-luajit luajit-build ctest layers tour demo bench check crash powerloss hammer \
         fuzz fuzz-build valgrind install clean deps-test deps-bench deps-fuzz \
         openresty explorer explorer-test install-explorer cluster-test gateway \
-        gateway-stop gateway-test gateway-bench
+        gateway-stop gateway-test gateway-bench bench-search
 
 .SECONDEXPANSION:
 
@@ -262,6 +263,14 @@ build/bench/raw_lmdb: examples/bench/raw_lmdb.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=c99 -D_GNU_SOURCE -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) -o $@ $< $(LIBS)
 
+# The search bench's C programs (examples/bench/search_data.c, search_c.c):
+# the data generator and the C-level vector searches, on the base archive.
+build/bench/search_%: examples/bench/search_%.c $(BUILD)/lib/libbase.a
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $^ -lm
+
+DEPS_SEARCH_BENCH = python3-hnswlib python3-faiss python3-numpy
+
 bench: deps-bench
 	$(MAKE) all build/bench/raw_lmdb
 	$(RUN) examples/bench/items.lua
@@ -275,6 +284,13 @@ bench: deps-bench
 	$(RUN) examples/blog/bench.lua --scale $(BENCH_SCALE) \
 	  --json build/bench/blog.json --dir build/bench/blog
 	$(RUN) examples/blog/durable.lua --dir build/bench/blog
+	$(MAKE) bench-search
+
+# The search bench alone (examples/bench/search.lua; docs/search.md).
+bench-search: deps-bench
+	@sh tools/deps.sh $(DEPS_SEARCH_BENCH)
+	$(MAKE) all build/bench/search_data build/bench/search_c
+	$(RUN) examples/bench/search.lua
 
 # regolith in nginx workers under HTTP load, with 1, 2 and 4 workers
 # (examples/openresty/load.sh; OPENRESTY_WORKERS to choose).
@@ -384,6 +400,7 @@ FUZZ_LIBS_query_fuzz = sql base
 FUZZ_LIBS_json_fuzz  = luax store sql base
 FUZZ_LIBS_patch_fuzz = base
 FUZZ_LIBS_token_fuzz = store sql base
+FUZZ_LIBS_vector_fuzz = base
 
 build/fuzz/obj/%.o: csrc/%.c
 	@mkdir -p $(dir $@)
