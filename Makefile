@@ -48,6 +48,9 @@ LMDB_LIBDIR  ?= /usr/lib
 CJSON_LIBDIR ?= /usr/lib
 PCRE2_INCDIR ?= /usr/include
 PCRE2_LIBDIR ?= /usr/lib
+# Duktape's amalgamated source, compiled by csrc/script/jsengine.c with
+# regolith's configuration (Debian's duktape-dev installs it here)
+DUKTAPE_DIR  ?= /usr/share/duktape
 
 ifeq ($(LUA),luajit)
 LUA_INCDIR ?= /usr/include/luajit-2.1
@@ -74,9 +77,9 @@ BINDIR  ?= $(PREFIX)/bin
 WARN     = -std=c99 -Wall -Wextra -Wno-unused-parameter
 ALL_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden \
              -MMD -MP -Icsrc -I$(LUA_INCDIR) -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) \
-             -I$(PCRE2_INCDIR)
+             -I$(PCRE2_INCDIR) -I$(DUKTAPE_DIR)
 LIBS     = -L$(LMDB_LIBDIR) -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -llmdb -lcjson \
-           -lpcre2-8
+           -lpcre2-8 -lpthread -lm
 
 # The C core, one folder per layer (csrc/README.md): base, sql and store
 # never include a Lua header; luax, script and host are the Lua side.
@@ -91,7 +94,7 @@ ARCHIVES = $(BUILD)/lib/libstore.a $(BUILD)/lib/libsql.a \
 
 # Debian packages: the build, the tests, the benchmarks
 DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev libpcre2-dev \
-             lua5.4
+             lua5.4 duktape-dev
 DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev \
              lua-argparse lua-readline lua-sql-sqlite3
 DEPS_BENCH = $(DEPS_TEST)
@@ -119,6 +122,9 @@ all: $(MODULE)
 $(BUILD)/obj/%.o: csrc/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# Duktape's own source is not held to the project's warnings.
+$(BUILD)/obj/script/jsengine.o: WARN = -std=c99 -w
 
 -include $(OBJ:.o=.d)
 
@@ -280,6 +286,7 @@ bench: deps-bench
 	$(RUN) examples/bench/query.lua
 	$(RUN) examples/bench/feed.lua
 	$(RUN) examples/bench/scripts.lua
+	$(RUN) examples/bench/scripts_js.lua
 	$(RUN) examples/bench/throughput.lua
 	$(RUN) examples/bench/writers.lua
 	@mkdir -p build/bench
