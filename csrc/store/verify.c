@@ -342,7 +342,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
       problem(v, "container '%s': the index holds entries no item needs (%lu "
               "expected)", s->name, (unsigned long)nindex);
   }
-  if (s->nvix) v->problems += rg_vindex_verify(v->txn, v->env, s, &v->report);
+  v->problems += rg_vindex_verify(v->txn, v->env, s, &v->report);
   if (!s->all_versions && count_prefix(v, RG_DB_FEED, s->cid) != 0)
     problem(v, "container '%s' keeps no all-versions feed, but the feed "
             "table holds %lu records of it", s->name,

@@ -189,12 +189,25 @@ corrupt:
   return rg_fail(e, 500, "corrupt vector index header ('%s')", m->text);
 }
 
+/* An index left empty keeps nothing: its free slots and header go. */
+static int vx_clear (vx *x) {
+  uint8_t k[VX_KEY];
+  uint64_t n;
+  int rc;
+  key(x, k, T_FREE, 0);
+  if ((rc = rg_del_prefix(x->s, RG_DB_VECTOR, k, 17, UINT64_MAX, &n, x->e)))
+    return rc;
+  x->cptr = NULL;
+  return del(x, k, key(x, k, T_HDR, 0));
+}
+
 static int vx_save (vx *x) {
   uint8_t k[VX_KEY], h[VX_HDR_FIXED + 1 + 4 * (4096 + 1)];
   uint16_t dims = (uint16_t)x->dims, degree = VX_DEGREE;
   size_t n = VX_HDR_FIXED + 1;
   uint64_t lsn = rg_scope_lsn(x->s, x->e);
   if (lsn == 0) return x->s->failed ? x->s->failed : 500;
+  if (x->count == 0) return vx_clear(x);
   x->gen = lsn;
   memset(h, 0, sizeof h);
   h[0] = VX_VERSION;
@@ -1114,7 +1127,14 @@ static int verify_one (vx *x, rg_buf *report) {
                 x->emb->text, vid);
       if (x->kind == RG_VIX_DISKANN) {
         uint32_t adj[RG_VG_MAX_DEGREE];
+        uint8_t k[VX_KEY];
+        MDB_val val;
         int na, i, j;
+        if (get(x, k, key(x, k, T_ADJ, vid), &val) != 0) {
+          PROBLEM("vector index '%s': slot %u is not in the graph",
+                  x->emb->text, vid);
+          continue;
+        }
         if (g_get_adj(x, vid, adj, &na)) {
           PROBLEM("vector index '%s': slot %u has a bad neighbour list",
                   x->emb->text, vid);
@@ -1183,10 +1203,44 @@ int rg_vindex_verify_item (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
   return problems;
 }
 
+/* Does a key of the vector table belong to one of the container's
+** indexes, in a form the format has? */
+static int known_key (const rg_cspec *spec, const uint8_t *k, size_t n) {
+  int i;
+  if (n != 17 && n != VX_KEY) return 0;
+  if ((n == 17) != (k[16] == T_HDR)) return 0;
+  if (!strchr("hxcafs", k[16])) return 0;
+  for (i = 0; i < spec->nvix; i++)
+    if (rg_get_u32(k + 4) == rg_vindex_id(&spec->vemb[spec->vix[i].embed]))
+      return 1;
+  return 0;
+}
+
 int rg_vindex_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
                       rg_buf *report) {
-  int i, problems = 0;
+  int i, problems = 0, rc;
   rg_err e;
+  MDB_cursor *cur;
+  if (mdb_cursor_open(txn, env->dbi[RG_DB_VECTOR], &cur) == 0) {
+    MDB_val kv, v;
+    uint8_t p4[4];
+    uint64_t stray = 0;
+    rg_put_u32(p4, spec->cid);
+    kv.mv_data = p4;
+    kv.mv_size = 4;
+    for (rc = mdb_cursor_get(cur, &kv, &v, MDB_SET_RANGE); rc == 0;
+         rc = mdb_cursor_get(cur, &kv, &v, MDB_NEXT)) {
+      if (kv.mv_size < 4 || memcmp(kv.mv_data, p4, 4) != 0) break;
+      if (!known_key(spec, (const uint8_t *)kv.mv_data, kv.mv_size)) stray++;
+    }
+    mdb_cursor_close(cur);
+    if (stray) {
+      rg_buf_addf(report, "container '%s': the vector table holds %lu "
+                  "entries no vector index needs\n", spec->name,
+                  (unsigned long)stray);
+      problems++;
+    }
+  }
   for (i = 0; i < spec->nvix; i++) {
     const rg_vembed *m = &spec->vemb[spec->vix[i].embed];
     uint8_t p8[8];
