@@ -2222,6 +2222,10 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
   pl->vs.brute = vd->brute;
   pl->vs.quant_mult = vd->quant_mult;
   pl->vs.search_mult = vd->search_mult;
+  {
+    rg_scope *sc = rg_env_scope(P->env);
+    pl->vs.in_scope = sc != NULL && sc->txn == P->txn;
+  }
   pl->vwant = (size_t)(top + off);
   pl->src = SRC_VECTOR;
   pl->mode = RG_QX_SORT;

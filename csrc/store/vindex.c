@@ -29,9 +29,19 @@
 ** BV and BC fill one 4 KB page (a block is one overflow page, read in
 ** place).  Slots are given from the free ones first (lowest), then at
 ** `top`.  `count` is the live slots; `gen` the lsn of the last change.
+**
+** The code cache.  A search in a read transaction reads codes through a
+** process-wide cache of code blocks, one per index instance, named by the
+** database's secret and P and valid for one `gen`: copies made as blocks
+** are first read, dropped whole when the stored gen moves on.  Only read
+** transactions fill it (they see committed states alone, each gen's
+** one); a write's scope reads the table.  Its memory is bounded
+** (RG_VX_CACHE bytes in all): past that, blocks are read in place, so an
+** index never needs to fit in memory.
 */
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +55,7 @@
 #define VX_DEGREE  32
 #define VX_KEY     21            /* P | type | u32 */
 #define VX_HDR_FIXED 30
+#define RG_VX_CACHE  ((size_t)512 << 20)
 
 enum { T_HDR = 'h', T_VEC = 'x', T_CODE = 'c', T_ADJ = 'a', T_FREE = 'f',
        T_SEQ = 's' };
@@ -79,6 +90,7 @@ typedef struct vx {
   const uint8_t *cptr;
   rg_err *e;
   uint64_t vectors_read, codes_read, nodes_read, nodes_written;
+  struct vcache *cache;      /* reads: the code cache, pinned */
 } vx;
 
 static size_t key (const vx *x, uint8_t *k, int type, uint32_t n) {
@@ -114,7 +126,11 @@ uint32_t rg_vindex_id (const rg_vembed *m) {
   return (uint32_t)rg_hash(m->text, strlen(m->text));
 }
 
+static void cache_unpin (struct vcache *c);
+
 static void vx_free (vx *x) {
+  cache_unpin(x->cache);
+  x->cache = NULL;
   free(x->lo);
   free(x->wide);
   free(x->code);
@@ -402,6 +418,118 @@ static int alloc_slot (vx *x, uint32_t *vid) {
 
 /*
 ** {=====================================================================
+** The code cache
+** ======================================================================
+*/
+typedef struct vcache {
+  uint8_t id[32];            /* the database's secret | P */
+  uint64_t gen;
+  size_t nblocks, bsize;
+  uint8_t **blocks;          /* NULL: not read yet; EMPTY: no block */
+  int refs, stale;
+  struct vcache *next;
+} vcache;
+
+static uint8_t empty_block;
+#define EMPTY (&empty_block)
+static vcache *caches;
+static size_t cache_bytes;
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void cache_drop (vcache *c) {
+  size_t i;
+  for (i = 0; i < c->nblocks; i++)
+    if (c->blocks[i] && c->blocks[i] != EMPTY) {
+      free(c->blocks[i]);
+      cache_bytes -= c->bsize;
+    }
+  free(c->blocks);
+  free(c);
+}
+
+/* The cache of x's instance at its gen, pinned (NULL: none to be had). */
+static vcache *cache_pin (vx *x) {
+  vcache *c, **pp;
+  uint8_t id[32];
+  size_t nblocks = x->top / x->bc + 1;
+  memcpy(id, x->env->secret, 16);
+  memcpy(id + 16, x->p, 16);
+  pthread_mutex_lock(&cache_mu);
+  for (pp = &caches; (c = *pp) != NULL; pp = &c->next)
+    if (!c->stale && memcmp(c->id, id, 32) == 0) break;
+  if (c && (c->gen != x->gen || c->nblocks < nblocks)) {   /* moved on */
+    c->stale = 1;
+    *pp = c->next;
+    if (c->refs == 0) cache_drop(c);
+    c = NULL;
+  }
+  if (c == NULL && (c = (vcache *)calloc(1, sizeof(vcache))) != NULL) {
+    memcpy(c->id, id, 32);
+    c->gen = x->gen;
+    c->nblocks = nblocks;
+    c->bsize = cblock_size(x);
+    if ((c->blocks = (uint8_t **)calloc(nblocks, sizeof(uint8_t *))) == NULL) {
+      free(c);
+      c = NULL;
+    } else {
+      c->next = caches;
+      caches = c;
+    }
+  }
+  if (c) c->refs++;
+  pthread_mutex_unlock(&cache_mu);
+  return c;
+}
+
+static void cache_unpin (vcache *c) {
+  if (c == NULL) return;
+  pthread_mutex_lock(&cache_mu);
+  if (--c->refs == 0 && c->stale) cache_drop(c);
+  pthread_mutex_unlock(&cache_mu);
+}
+
+/* Block b of the cache: its copy (read and kept on first use), EMPTY, or
+** NULL when it cannot be kept (the caller reads the table). */
+static const uint8_t *cache_block (vx *x, uint32_t b) {
+  vcache *c = x->cache;
+  uint8_t *p;
+  uint8_t k[VX_KEY];
+  MDB_val v;
+  if (b >= c->nblocks) return EMPTY;
+  p = __atomic_load_n(&c->blocks[b], __ATOMIC_ACQUIRE);
+  if (p) return p;
+  if (get(x, k, key(x, k, T_CODE, b), &v) != 0) p = EMPTY;
+  else if (v.mv_size != c->bsize) return NULL;
+  else {
+    pthread_mutex_lock(&cache_mu);
+    if (cache_bytes + c->bsize <= RG_VX_CACHE &&
+        (p = (uint8_t *)malloc(c->bsize)) != NULL) {
+      memcpy(p, v.mv_data, c->bsize);
+      cache_bytes += c->bsize;
+    }
+    pthread_mutex_unlock(&cache_mu);
+    if (p == NULL) return NULL;
+  }
+  {
+    uint8_t *expect = NULL;
+    if (!__atomic_compare_exchange_n(&c->blocks[b], &expect, p, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      if (p != EMPTY) {              /* another reader kept it first */
+        pthread_mutex_lock(&cache_mu);
+        cache_bytes -= c->bsize;
+        pthread_mutex_unlock(&cache_mu);
+        free(p);
+      }
+      p = expect;
+    }
+  }
+  return p;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
 ** The graph's storage
 ** ======================================================================
 */
@@ -440,6 +568,11 @@ static int g_get_code (void *ud, uint32_t v, const uint8_t **code) {
   uint32_t b = (uint32_t)(v / x->bc), seq;
   size_t i = v % x->bc;
   *code = NULL;
+  if (x->cache && (x->cptr == NULL || x->cblock != b)) {
+    const uint8_t *p = cache_block(x, b);
+    if (p == EMPTY) return 0;
+    if (p) { x->cptr = p; x->cblock = b; }
+  }
   if (x->cptr == NULL || x->cblock != b) {
     uint8_t k[VX_KEY];
     MDB_val val;
@@ -886,13 +1019,31 @@ static int search_codes (sstate *st, const rg_sq8q *qq) {
   if (cand == NULL) return rg_fail(x->e, 500, "out of memory");
   rg_vbest_init(&best, cand, want);
   memset(&c, 0, sizeof(c));
-  while ((rc = vcur_next(x, &c, T_CODE, &b, &v)) == 0) {
-    const uint8_t *blk = (const uint8_t *)v.mv_data;
+  b = 0;
+  for (;;) {
+    const uint8_t *blk;
     size_t j;
-    if (v.mv_size != cblock_size(x)) {
-      rc = rg_fail(x->e, 500, "corrupt vector index block ('%s')",
-                   x->emb->text);
-      break;
+    if (x->cache) {                  /* the cached blocks, in order */
+      if (b > x->top / x->bc) { rc = 1; break; }
+      blk = cache_block(x, b);
+      if (blk == EMPTY) { b++; continue; }
+      if (blk == NULL) {
+        uint8_t k[VX_KEY];
+        if ((rc = get(x, k, key(x, k, T_CODE, b), &v)) != 0) {
+          if (rc != MDB_NOTFOUND) break;
+          b++;
+          continue;
+        }
+        blk = (const uint8_t *)v.mv_data;
+      }
+    } else {
+      if ((rc = vcur_next(x, &c, T_CODE, &b, &v)) != 0) break;
+      if (v.mv_size != cblock_size(x)) {
+        rc = rg_fail(x->e, 500, "corrupt vector index block ('%s')",
+                     x->emb->text);
+        break;
+      }
+      blk = (const uint8_t *)v.mv_data;
     }
     for (j = 0; j < x->bc; j++) {
       uint32_t seq;
@@ -905,6 +1056,7 @@ static int search_codes (sstate *st, const rg_sq8q *qq) {
                                           (size_t)x->dims * j),
                      (uint32_t)(b * x->bc + j));
     }
+    if (x->cache) b++;
   }
   vcur_close(&c);
   if (rc == 1) {
@@ -1032,6 +1184,8 @@ int rg_vindex_search (MDB_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
       cap = nc;
     }
     if ((rc = vx_open(&x, env, txn, NULL, q->spec, m, shard, e))) return rc;
+    if (x.found && x.trained && !q->brute && q->in_scope == 0)
+      x.cache = cache_pin(&x);
     rc = x.found ? search_one(&x, q) : 0;
     q->vectors_read += x.vectors_read;
     q->codes_read += x.codes_read;

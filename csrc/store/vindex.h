@@ -63,6 +63,8 @@ typedef struct rg_vsearch {
   int search_mult;           /* searchListSizeMultiplier (0: 10) */
   int (*accept) (void *ud, uint32_t seq);
   void *aud;
+  int in_scope;              /* the transaction is a write scope's (it
+                                reads no cache) */
   /* out */
   rg_vhit *hit;              /* malloc'd, k of them at most */
   size_t nhit;
