@@ -351,6 +351,21 @@ describe("vector search", function()
       assert(k:upsert({ id = "x", pk = "p4", v = "no longer a vector" }))
       for i = 8, 300 do assert(k:delete("i" .. i, "p" .. (i % 5))) end
       assert.is_true(db:verify())
+      -- a procedure's writes and its triggers' go through the same path
+      assert(k:create_procedure("put", [[return function(ctx, doc)
+        assert(ctx:create(doc)) return ctx:query("SELECT TOP 1 VALUE c.id FROM c "
+          .. "ORDER BY VectorDistance(c.v, @q)", { q = doc.v })[1] end]]))
+      assert.are.equal("proc", (k:execute("put", "p1",
+        { id = "proc", pk = "p1", v = near })))
+      assert.are.equal("proc", best())
+      assert(k:create_trigger("tweak", { type = "pre", source = [[
+        return function(ctx)
+          local doc = ctx:body()
+          doc.v[1] = doc.v[1] + 5
+          ctx:set_body(doc)
+        end]] }))
+      assert(k:upsert({ id = "proc", pk = "p1", v = near }, { pre_trigger = "tweak" }))
+      assert.are_not.equal("proc", best())
       -- what the transaction undoes, the index never saw
       local ok = pcall(db.group, db, function()
         assert(k:create({ id = "gone", pk = "p1", v = near }))
@@ -359,6 +374,21 @@ describe("vector search", function()
       assert.is_false(ok)
       assert.are_not.equal("gone", best())
       assert.is_true(db:verify())
+    end)
+
+    it("drops an expired item's slot", function()
+      local k = assert(db:create_container("t", { partition_key = "/pk", default_ttl = -1,
+        vector_embeddings = { { path = "/v", dimensions = 2 } },
+        indexing = { vector_indexes = { { path = "/v", type = "flat" } } } }))
+      assert(k:create({ id = "brief", pk = "p", ttl = 1, v = { 1, 0 } }))
+      assert(k:create({ id = "stays", pk = "p", v = { 0, 1 } }))
+      assert.are.equal("brief", top(k, { 1, 0 })[1].id)
+      os.execute("sleep 2.2")
+      assert.are.equal("stays", top(k, { 1, 0 })[1].id)   -- invisible at once
+      assert(db:purge_expired())
+      assert.is_true(db:verify())
+      assert.are.same({ "stays" }, assert(k:query("SELECT VALUE c.id FROM c "
+        .. "ORDER BY VectorDistance(c.v, [1, 0], true)")))
     end)
 
     for _, case in ipairs({
