@@ -85,9 +85,13 @@ typedef struct vx {
   /* a work buffer: one vector widened, one code */
   float *wide;
   uint8_t *code;
-  /* the code blocks read since the last put (pointers valid until one) */
+  /* the code block read last, and the code blocks read since the last put
+  ** (pointers valid until one: `epoch` counts the puts) */
   uint32_t cblock;
   const uint8_t *cptr;
+  const uint8_t **bptr;
+  uint32_t *bepoch, epoch;
+  size_t nbptr;
   rg_err *e;
   uint64_t vectors_read, codes_read, nodes_read, nodes_written;
   struct vcache *cache;      /* reads: the code cache, pinned */
@@ -114,11 +118,13 @@ static int get (vx *x, const uint8_t *k, size_t kn, MDB_val *v) {
 
 static int put (vx *x, const uint8_t *k, size_t kn, const void *v, size_t vn) {
   x->cptr = NULL;                    /* pointers read so far may move */
+  x->epoch++;
   return rg_put(x->s, RG_DB_VECTOR, k, kn, v, vn, x->e);
 }
 
 static int del (vx *x, const uint8_t *k, size_t kn) {
   x->cptr = NULL;
+  x->epoch++;
   return rg_del(x->s, RG_DB_VECTOR, k, kn, NULL, x->e);
 }
 
@@ -131,6 +137,10 @@ static void cache_unpin (struct vcache *c);
 static void vx_free (vx *x) {
   cache_unpin(x->cache);
   x->cache = NULL;
+  free(x->bptr);
+  free(x->bepoch);
+  x->bptr = NULL;
+  x->bepoch = NULL;
   free(x->lo);
   free(x->wide);
   free(x->code);
@@ -573,6 +583,11 @@ static int g_get_code (void *ud, uint32_t v, const uint8_t **code) {
     if (p == EMPTY) return 0;
     if (p) { x->cptr = p; x->cblock = b; }
   }
+  if ((x->cptr == NULL || x->cblock != b) && b < x->nbptr &&
+      x->bepoch[b] == x->epoch + 1) {
+    x->cptr = x->bptr[b];            /* read since the last put */
+    x->cblock = b;
+  }
   if (x->cptr == NULL || x->cblock != b) {
     uint8_t k[VX_KEY];
     MDB_val val;
@@ -584,6 +599,24 @@ static int g_get_code (void *ud, uint32_t v, const uint8_t **code) {
                      x->emb->text);
     x->cptr = (const uint8_t *)val.mv_data;
     x->cblock = b;
+    if (b >= x->nbptr) {             /* room for every block there is */
+      size_t n = (size_t)x->top / x->bc + 1, i;
+      const uint8_t **np;
+      uint32_t *ne;
+      if (n <= b) n = (size_t)b + 1;
+      np = (const uint8_t **)realloc(x->bptr, n * sizeof(*np));
+      if (np) x->bptr = np;
+      ne = np ? (uint32_t *)realloc(x->bepoch, n * sizeof(*ne)) : NULL;
+      if (ne) {
+        x->bepoch = ne;
+        for (i = x->nbptr; i < n; i++) ne[i] = 0;
+        x->nbptr = n;
+      }
+    }
+    if (b < x->nbptr) {
+      x->bptr[b] = x->cptr;
+      x->bepoch[b] = x->epoch + 1;
+    }
   }
   x->codes_read++;
   memcpy(&seq, x->cptr + 4 * i, 4);
