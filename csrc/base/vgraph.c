@@ -34,6 +34,8 @@ void rg_vgraph_init (rg_vgraph *g, const rg_vgio *io, const rg_sq8 *sq,
   g->sq = sq;
   g->degree = degree < 2 ? 2 : degree > RG_VG_MAX_DEGREE ? RG_VG_MAX_DEGREE
                                                          : degree;
+  g->max_degree = g->degree + g->degree / 4;
+  if (g->max_degree > RG_VG_MAX_DEGREE) g->max_degree = RG_VG_MAX_DEGREE;
   g->build_list = build_list < g->degree ? g->degree : build_list;
   g->alpha = 1.2f;
   g->entry = RG_VG_NONE;
@@ -304,7 +306,7 @@ static int add_edge (rg_vgraph *g, uint32_t p, uint32_t v) {
   g->adj_reads++;
   for (i = 0; i < n; i++) if (adj[i] == v) return 0;
   adj[n++] = v;
-  if (n <= g->degree) {
+  if (n <= g->max_degree) {
     g->adj_writes++;
     return g->io.put_adj(g->io.ud, p, adj, n);
   }

@@ -1328,7 +1328,7 @@ static int verify_one (vx *x, rg_buf *report) {
           continue;
         }
         for (i = 0; i < na; i++) {
-          if (adj[i] == vid || na > VX_DEGREE)
+          if (adj[i] == vid || na > VX_DEGREE + VX_DEGREE / 4)
             PROBLEM("vector index '%s': slot %u's neighbour list is not a "
                     "graph's", x->emb->text, vid);
           for (j = 0; j < i; j++)
