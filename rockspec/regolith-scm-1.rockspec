@@ -91,6 +91,7 @@ build = {
         "csrc/store/throughput.c",
         "csrc/store/upgrade.c",
         "csrc/store/verify.c",
+        "csrc/store/vindex.c",
         "csrc/store/vpolicy.c",
         "csrc/store/write.c",
         "csrc/store/wal.c",
