@@ -160,7 +160,7 @@ static int expanded_add (expanded *x, float key, uint32_t id) {
 ** all those measured; `exp` (may be NULL) the nodes expanded. */
 static int greedy (rg_vgraph *g, const target *t, size_t list,
                    int (*accept) (void *, uint32_t), void *aud, rg_vbest *best,
-                   expanded *exp, uint32_t skip) {
+                   expanded *exp, uint32_t skip, rg_vcand *top, size_t *ntop) {
   rg_vglist l;
   vset seen;
   uint32_t adj[RG_VG_MAX_DEGREE];
@@ -212,6 +212,11 @@ static int greedy (rg_vgraph *g, const target *t, size_t list,
     }
   }
 done:
+  if (rc == 0 && top) {              /* the list itself: the best it kept */
+    size_t i, n = *ntop < l.n ? *ntop : l.n;
+    for (i = 0; i < n; i++) top[i] = l.c[i];
+    *ntop = n;
+  }
   free(l.c);
   free(l.done);
   free(seen.slot);
@@ -228,8 +233,12 @@ int rg_vgraph_search (rg_vgraph *g, const rg_sq8q *q, size_t list, size_t k,
   t.code = NULL;
   t.n = g->sq->n;
   if (list < k) list = k;
+  if (accept == NULL) {              /* every node a result: the list's */
+    *n = k;
+    return greedy(g, &t, list, NULL, NULL, NULL, NULL, RG_VG_NONE, out, n);
+  }
   rg_vbest_init(&best, out, k);
-  rc = greedy(g, &t, list, accept, aud, &best, NULL, RG_VG_NONE);
+  rc = greedy(g, &t, list, accept, aud, &best, NULL, RG_VG_NONE, NULL, NULL);
   rg_vbest_sort(&best);
   *n = best.n;
   return rc;
@@ -335,7 +344,8 @@ int rg_vgraph_insert (rg_vgraph *g, uint32_t v) {
   t.code = code;
   t.n = g->sq->n;
   memset(&x, 0, sizeof(x));
-  if ((rc = greedy(g, &t, (size_t)g->build_list, NULL, NULL, NULL, &x, v)))
+  if ((rc = greedy(g, &t, (size_t)g->build_list, NULL, NULL, NULL, &x, v,
+                   NULL, NULL)))
     goto done;
   if ((ids = (uint32_t *)malloc((x.n + 1) * sizeof(uint32_t))) == NULL) {
     rc = 500;
@@ -380,7 +390,8 @@ int rg_vgraph_delete (rg_vgraph *g, uint32_t v) {
     t.q = NULL;
     t.code = code;
     t.n = g->sq->n;
-    if ((rc = greedy(g, &t, (size_t)g->build_list, NULL, NULL, NULL, &x, v)))
+    if ((rc = greedy(g, &t, (size_t)g->build_list, NULL, NULL, NULL, &x, v,
+                     NULL, NULL)))
       goto fail;
   }
   if (vset_init(&done, x.n + 1) != 0) { rc = 500; goto fail; }
