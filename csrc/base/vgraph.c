@@ -167,7 +167,10 @@ static int greedy (rg_vgraph *g, const target *t, size_t list,
   const uint8_t *code;
   size_t first = 0;
   int rc = 0, n, i;
-  if (g->entry == RG_VG_NONE) return 0;
+  if (g->entry == RG_VG_NONE) {      /* an empty graph: nothing to give */
+    if (ntop) *ntop = 0;
+    return 0;
+  }
   l.c = (rg_vcand *)malloc(list * sizeof(rg_vcand));
   l.done = (uint8_t *)malloc(list);
   l.n = 0;
