@@ -4,7 +4,7 @@
 -- graph), by hnswlib and FAISS on the same files in the same run
 -- (search_anchor.py under /usr/bin/python3, Debian's python3-hnswlib and
 -- python3-faiss), and through the SQL API from Lua (what a user gets).
--- One query at a time, one thread.
+-- One query at a time, one thread, timed in CPU time (os.clock).
 --
 --   lua5.4 examples/bench/search.lua [--n N] [--queries Q] [--sql-queries S]
 --                                    [--dir DIR]
