@@ -54,7 +54,7 @@
 #define VX_BLOCK   4060          /* bytes of a block's value */
 #define VX_DEGREE  32
 #define VX_KEY     21            /* P | type | u32 */
-#define VX_HDR_FIXED 30
+#define VX_HDR_FIXED 32          /* the header before the trained flag */
 #define RG_VX_CACHE  ((size_t)512 << 20)
 
 enum { T_HDR = 'h', T_VEC = 'x', T_CODE = 'c', T_ADJ = 'a', T_FREE = 'f',
@@ -191,7 +191,7 @@ static int vx_open (vx *x, rg_env *env, MDB_txn *txn, rg_scope *s,
   {
     const uint8_t *h = (const uint8_t *)v.mv_data;
     uint16_t dims;
-    if (v.mv_size < VX_HDR_FIXED || h[0] != VX_VERSION) goto corrupt;
+    if (v.mv_size < VX_HDR_FIXED + 1 || h[0] != VX_VERSION) goto corrupt;
     memcpy(&dims, h + 4, 2);
     if (dims != m->dims || h[1] != x->kind || h[2] != m->dtype ||
         h[3] != m->dist)
@@ -201,7 +201,7 @@ static int vx_open (vx *x, rg_env *env, MDB_txn *txn, rg_scope *s,
     memcpy(&x->nfree, h + 16, 4);
     memcpy(&x->entry, h + 20, 4);
     memcpy(&x->gen, h + 24, 8);
-    x->trained = h[30] != 0;
+    x->trained = h[VX_HDR_FIXED] != 0;
     if (x->trained) {
       if (v.mv_size != VX_HDR_FIXED + 1 + 4 * ((size_t)dims + 1)) goto corrupt;
       memcpy(x->lo, h + VX_HDR_FIXED + 1, 4 * (size_t)dims);
@@ -247,7 +247,7 @@ static int vx_save (vx *x) {
   memcpy(h + 16, &x->nfree, 4);
   memcpy(h + 20, &x->entry, 4);
   memcpy(h + 24, &x->gen, 8);
-  h[30] = (uint8_t)x->trained;
+  h[VX_HDR_FIXED] = (uint8_t)x->trained;
   if (x->trained) {
     memcpy(h + n, x->lo, 4 * (size_t)x->dims);
     memcpy(h + n + 4 * (size_t)x->dims, &x->sq.step, 4);
@@ -489,6 +489,21 @@ static vcache *cache_pin (vx *x) {
   if (c) c->refs++;
   pthread_mutex_unlock(&cache_mu);
   return c;
+}
+
+/* The caches go with the module (an unloaded module leaves no block). */
+#if defined(__GNUC__)
+__attribute__((destructor))
+#endif
+static void cache_free_all (void) {
+  vcache *c, *next;
+  pthread_mutex_lock(&cache_mu);
+  for (c = caches; c; c = next) {
+    next = c->next;
+    if (c->refs == 0) cache_drop(c);
+  }
+  caches = NULL;
+  pthread_mutex_unlock(&cache_mu);
 }
 
 static void cache_unpin (vcache *c) {
