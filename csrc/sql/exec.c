@@ -100,6 +100,7 @@ struct rg_qexec {
   int fast;                          /* SELECT * streamed, nothing to test */
   /* bounds of the page's work (0: none): documents and rows, bytes */
   uint64_t max_rows, made;
+  uint64_t passed;                   /* SORT: rows past the WHERE */
   size_t max_bytes, held;
   int count_only;                    /* COUNT(literal)s, nothing to test */
   int32_t uo_expr;                   /* what unordered_only documents test */
@@ -568,6 +569,7 @@ static void sift_up (hentry *h, size_t i) {
 static void sort_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
   rg_qv v;
   hentry probe;
+  x->passed++;
   order_key(x, d, ord, 1);
   if (x->key.oom) { oom(x); return; }
   if (x->resumed) {
@@ -834,6 +836,10 @@ void rg_qexec_limits (rg_qexec *x, uint64_t max_rows, size_t max_bytes) {
   x->max_rows = max_rows;
   x->max_bytes = max_bytes;
   x->ctx.max_made = max_rows;
+}
+
+uint64_t rg_qexec_passed (const rg_qexec *x) {
+  return x->passed;
 }
 
 uint64_t rg_qexec_made (const rg_qexec *x) {

@@ -384,6 +384,9 @@ void rg_qexec_udf (rg_qexec *x, const rg_qudf *u);
 ** the work done so far. */
 void rg_qexec_limits (rg_qexec *x, uint64_t max_rows, size_t max_bytes);
 uint64_t rg_qexec_made (const rg_qexec *x);
+/* SORT: the rows that passed the WHERE so far (a source that reads its
+** items best first stops once the page's TOP has them). */
+uint64_t rg_qexec_passed (const rg_qexec *x);
 /* Does the pipeline need the documents' text (0: it only counts them, so
 ** a source may feed blank documents)? */
 int  rg_qexec_needs_text (const rg_qexec *x);
