@@ -393,6 +393,34 @@ describe("vector search", function()
       assert.is_true(db:verify())
     end)
 
+    it("keeps one index per shard key value, and searches one when the WHERE names it", function()
+      local k = assert(db:create_container("s", { partition_key = "/pk",
+        vector_embeddings = { { path = "/v", dimensions = DIMS } },
+        indexing = { vector_indexes = { { path = "/v", type = "quantizedFlat",
+                                          shard_key = { "/tenant" } } } } }))
+      local batch = {}
+      for i = 1, 3 * N do
+        batch[#batch + 1] = { id = "i" .. i, pk = "p" .. (i % 5), tenant = "t" .. (i % 3),
+                              v = vec(i) }
+        if #batch == 500 then assert(k:bulk_load(batch)); batch = {} end
+      end
+      if #batch > 0 then assert(k:bulk_load(batch)) end
+      local sql = "SELECT TOP 5 c.id, c.tenant FROM c %s ORDER BY VectorDistance(c.v, @q%s)"
+      local q = vec(9001)
+      local one, ione = assert(k:query(sql:format("WHERE c.tenant = 't1'", ""), { q = q },
+        nil))
+      local exact = assert(k:query(sql:format("WHERE c.tenant = 't1'", ", true"), { q = q }))
+      local _, iall = assert(k:query(sql:format("", ""), { q = q }))
+      assert.are.same(exact, one)
+      for _, r in ipairs(one) do assert.are.equal("t1", r.tenant) end
+      assert.is_true(ione.vector_codes < iall.vector_codes / 2)   -- one shard read
+      -- an item that changes tenant changes shard
+      assert(k:upsert({ id = "i3", pk = "p3", tenant = "t2", v = q }))
+      assert.are.equal("i3", (assert(k:query(sql:format("WHERE c.tenant = 't2'", ""),
+        { q = q })))[1].id)
+      assert.is_true(db:verify())
+    end)
+
     it("drops an expired item's slot", function()
       local k = assert(db:create_container("t", { partition_key = "/pk", default_ttl = -1,
         vector_embeddings = { { path = "/v", dimensions = 2 } },

@@ -800,7 +800,10 @@ static int remove_item (vx *x, uint32_t seq) {
   return 0;
 }
 
-/* The shard of a document (0 without a shard key). */
+/* The shard of a document (0 without a shard key): the hash of the
+** terms (layout.c's encoding) of its values at the shard key's paths,
+** 0x01 for one that is no scalar; the planner hashes a query's values the
+** same way (rg_vindex_shard_hash). */
 static uint64_t shard_of (const rg_vindex *ix, const cJSON *doc) {
   rg_buf b;
   uint64_t h;
@@ -809,12 +812,16 @@ static uint64_t shard_of (const rg_vindex *ix, const cJSON *doc) {
   rg_buf_init(&b);
   for (i = 0; i < ix->nshard; i++) {
     const cJSON *v = rg_path_get(doc, &ix->shard[i]);
-    if (v) rg_json_print(v, &b);
-    else rg_buf_adds(&b, "undefined");
-    rg_buf_addc(&b, 0);
+    if (v == NULL || cJSON_IsArray(v) || cJSON_IsObject(v)) rg_buf_addc(&b, 1);
+    else rg_term(&b, v, 0);
   }
-  h = rg_hash(b.p ? b.p : "", b.n);
+  h = rg_vindex_shard_hash(b.p, b.n);
   rg_buf_free(&b);
+  return h;
+}
+
+uint64_t rg_vindex_shard_hash (const void *terms, size_t n) {
+  uint64_t h = rg_hash(terms ? terms : "", n);
   return h ? h : 1;
 }
 
@@ -1222,7 +1229,9 @@ int rg_vindex_search (MDB_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
   if (m->index < 0) return rg_fail(e, 500, "no vector index on '%s'", m->text);
   rg_put_u32(p8, q->spec->cid);
   rg_put_u32(p8 + 4, rg_vindex_id(m));
+  if (q->one_shard) shard = q->shard;
   while ((rc = next_shard(txn, env, p8, shard, &shard, e)) == 0) {
+    if (q->one_shard && shard != q->shard) break;   /* that shard is empty */
     vx x;
     if (cap < q->nhit + q->k) {
       size_t nc = (q->nhit + q->k) * 2;
@@ -1240,7 +1249,7 @@ int rg_vindex_search (MDB_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
     q->nodes_read += x.nodes_read;
     vx_free(&x);
     if (rc) return rc;
-    if (shard == UINT64_MAX) break;
+    if (shard == UINT64_MAX || q->one_shard) break;
     shard++;
   }
   if (rc < 0 || rc > 1) return rc;
