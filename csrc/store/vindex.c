@@ -110,6 +110,7 @@ static int get (vx *x, const uint8_t *k, size_t kn, MDB_val *v) {
   int rc;
   kv.mv_data = (void *)k;
   kv.mv_size = kn;
+  if (x->env->dbi[RG_DB_VECTOR] == RG_DBI_NONE) return MDB_NOTFOUND;
   rc = mdb_get(x->txn, x->env->dbi[RG_DB_VECTOR], &kv, v);
   if (rc == MDB_NOTFOUND) return MDB_NOTFOUND;
   if (rc) return rg_fail_mdb(x->e, rc, "read a vector index");
@@ -646,6 +647,7 @@ static int g_any (void *ud, uint32_t v, uint32_t *out) {
   uint8_t k[VX_KEY];
   int rc;
   *out = RG_VG_NONE;
+  if (x->env->dbi[RG_DB_VECTOR] == RG_DBI_NONE) return 0;
   if ((rc = mdb_cursor_open(x->txn, x->env->dbi[RG_DB_VECTOR], &cur)))
     return rg_fail_mdb(x->e, rc, "read a vector index");
   kv.mv_data = k;
@@ -914,6 +916,7 @@ static int vcur_next (vx *x, vcur *c, int type, uint32_t *n, MDB_val *val) {
   MDB_val kv;
   int rc;
   if (c->c == NULL) {
+    if (x->env->dbi[RG_DB_VECTOR] == RG_DBI_NONE) return 1;
     if ((rc = mdb_cursor_open(x->txn, x->env->dbi[RG_DB_VECTOR], &c->c)))
       return rg_fail_mdb(x->e, rc, "read a vector index");
     key(x, c->k, type, 0);
@@ -1202,6 +1205,7 @@ static int next_shard (MDB_txn *txn, rg_env *env, const uint8_t *p8,
   MDB_val kv, v;
   uint8_t k[VX_KEY];
   int rc;
+  if (env->dbi[RG_DB_VECTOR] == RG_DBI_NONE) return 1;
   if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_VECTOR], &cur)))
     return rg_fail_mdb(e, rc, "read a vector index");
   memcpy(k, p8, 8);
@@ -1432,7 +1436,8 @@ int rg_vindex_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
   int i, problems = 0, rc;
   rg_err e;
   MDB_cursor *cur;
-  if (mdb_cursor_open(txn, env->dbi[RG_DB_VECTOR], &cur) == 0) {
+  if (env->dbi[RG_DB_VECTOR] != RG_DBI_NONE &&
+      mdb_cursor_open(txn, env->dbi[RG_DB_VECTOR], &cur) == 0) {
     MDB_val kv, v;
     uint8_t p4[4];
     uint64_t stray = 0;
