@@ -66,7 +66,7 @@ ALL_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden \
              -MMD -MP -Icsrc -I$(LUA_INCDIR) -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) \
              -I$(PCRE2_INCDIR)
 LIBS     = -L$(LMDB_LIBDIR) -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -llmdb -lcjson \
-           -lpcre2-8
+           -lpcre2-8 -lstemmer
 
 # The C core, one folder per layer (csrc/README.md): base, sql and store
 # never include a Lua header; luax, script and host are the Lua side.
@@ -81,6 +81,7 @@ ARCHIVES = $(BUILD)/lib/libstore.a $(BUILD)/lib/libsql.a \
 
 # Debian packages: the build, the tests, the benchmarks
 DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev libpcre2-dev \
+             libstemmer-dev \
              lua5.4
 DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev \
              lua-argparse lua-readline
@@ -206,7 +207,7 @@ $(BUILD)/tests/base_test: tests/c/base_test.c $(BUILD)/lib/libsql.a \
                           $(BUILD)/lib/libbase.a
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $^ -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -lcjson \
-	  -lpcre2-8 -lm
+	  -lpcre2-8 -lstemmer -lm
 
 $(BUILD)/tests/store_test: tests/c/store_test.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
@@ -224,7 +225,7 @@ layers: $(ARCHIVES)
 	sh tools/layers.sh csrc
 	$(CC) -shared -o $(BUILD)/lib/check_sql.so -Wl,--whole-archive \
 	  $(BUILD)/lib/libsql.a $(BUILD)/lib/libbase.a -Wl,--no-whole-archive \
-	  -Wl,--no-undefined -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -lcjson -lpcre2-8 -lm
+	  -Wl,--no-undefined -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -lcjson -lpcre2-8 -lstemmer -lm
 	$(CC) -shared -o $(BUILD)/lib/check_store.so -Wl,--whole-archive \
 	  $(ARCHIVES) -Wl,--no-whole-archive -Wl,--no-undefined $(LIBS) -lm
 	$(MAKE) ctest

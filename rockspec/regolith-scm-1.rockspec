@@ -25,6 +25,7 @@ external_dependencies = {
   LMDB = { header = "lmdb.h", library = "lmdb" },
   CJSON = { header = "cjson/cJSON.h", library = "cjson" },
   PCRE2 = { header = "pcre2.h", library = "pcre2-8" },
+  STEMMER = { header = "libstemmer.h", library = "stemmer" },
 }
 build = {
   type = "builtin",
@@ -72,8 +73,10 @@ build = {
         "csrc/sql/eval.c",
         "csrc/sql/exec.c",
         "csrc/sql/filter.c",
+        "csrc/sql/fts.c",
         "csrc/sql/func.c",
         "csrc/sql/parse.c",
+        "csrc/sql/text.c",
         "csrc/sql/time.c",
         "csrc/store/catalog.c",
         "csrc/store/container.c",
@@ -110,9 +113,10 @@ build = {
       },
       defines = { "_GNU_SOURCE" },
       incdirs = { "csrc", "$(LMDB_INCDIR)", "$(CJSON_INCDIR)",
-                  "$(PCRE2_INCDIR)" },
-      libdirs = { "$(LMDB_LIBDIR)", "$(CJSON_LIBDIR)", "$(PCRE2_LIBDIR)" },
-      libraries = { "lmdb", "cjson", "pcre2-8" },
+                  "$(PCRE2_INCDIR)", "$(STEMMER_INCDIR)" },
+      libdirs = { "$(LMDB_LIBDIR)", "$(CJSON_LIBDIR)", "$(PCRE2_LIBDIR)",
+                  "$(STEMMER_LIBDIR)" },
+      libraries = { "lmdb", "cjson", "pcre2-8", "stemmer" },
     },
   },
 }

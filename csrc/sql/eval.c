@@ -958,6 +958,10 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
         if (x->aggs) *out = x->aggs[ex->slot];
         return;
       }
+      if (ex->op >= RG_QF_FULLTEXTCONTAINS && ex->op <= RG_QF_RRF) {
+        rg_qfts_call(x, e, out);     /* full text: its own arguments */
+        return;
+      }
       if (n > 8) {
         args = (rg_qv *)rg_arena_alloc(x->scratch, (size_t)n * sizeof(rg_qv));
         if (args == NULL) return;
