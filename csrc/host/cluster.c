@@ -117,7 +117,7 @@ static int l_spec_check (lua_State *L) {
   static const char *const allowed[] = {
     "partition_key", "physical_partitions", "indexing", "unique_keys",
     "default_ttl", "max_partition_bytes", "change_feed",
-    "computed_properties", "throughput", NULL
+    "computed_properties", "throughput", "full_text", "fullTextPolicy", NULL
   };
   const char *name;
   size_t n;

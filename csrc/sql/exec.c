@@ -901,12 +901,12 @@ static void row (rg_qexec *x, const rg_qdoc *d) {
     int i;
     for (i = 0; i < x->nconds; i++) {
       rg_qeval(&x->ctx, x->conds[i], &v);
-      if (v.t != RG_QV_TRUE) return;
+      if (v.t != RG_QV_TRUE) { eval_failed(x); return; }
     }
   }
   else if (x->m->where >= 0) {
     rg_qeval(&x->ctx, x->m->where, &v);
-    if (v.t != RG_QV_TRUE) return;
+    if (v.t != RG_QV_TRUE) { eval_failed(x); return; }
   }
   if (eval_failed(x)) return;
   switch (x->mode) {
