@@ -88,6 +88,7 @@ build = {
         "csrc/store/plan.c",
         "csrc/store/procs.c",
         "csrc/store/scripts.c",
+        "csrc/store/search.c",
         "csrc/store/throughput.c",
         "csrc/store/upgrade.c",
         "csrc/store/verify.c",
