@@ -378,6 +378,7 @@ FUZZ_LIBS_query_fuzz = sql base
 FUZZ_LIBS_json_fuzz  = luax store sql base
 FUZZ_LIBS_patch_fuzz = base
 FUZZ_LIBS_token_fuzz = store sql base
+FUZZ_LIBS_text_fuzz  = sql base
 
 build/fuzz/obj/%.o: csrc/%.c
 	@mkdir -p $(dir $@)
