@@ -199,7 +199,8 @@ endif
 
 # The plain C tests (tests/c): the lower layers' archives, linked with no
 # Lua (base_test: not even LMDB).
-CTESTS = $(BUILD)/tests/base_test $(BUILD)/tests/store_test
+CTESTS = $(BUILD)/tests/base_test $(BUILD)/tests/store_test \
+         $(BUILD)/tests/ftindex_test
 TEST_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -Icsrc -I$(LMDB_INCDIR) \
               -I$(CJSON_INCDIR) -I$(PCRE2_INCDIR)
 
@@ -212,6 +213,11 @@ $(BUILD)/tests/base_test: tests/c/base_test.c $(BUILD)/lib/libsql.a \
 $(BUILD)/tests/store_test: tests/c/store_test.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $^ $(LIBS) -lm
+
+$(BUILD)/tests/ftindex_test: tests/c/ftindex_test.c tests/c/memkv.h \
+                             $(ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/c/ftindex_test.c $(ARCHIVES) $(LIBS) -lm
 
 ctest: $(CTESTS)
 	@for t in $(CTESTS); do $$t || exit 1; done

@@ -1,0 +1,1334 @@
+/*
+** ftindex.c: the full-text index (ftindex.h): posting blocks, lengths and
+** statistics in one ordered table; the writer that merges a transaction's
+** changes into it; block-max MaxScore for the top k; intersections.
+**
+** Blocks carry, instead of one (max tf, min dl) pair, the "competitive"
+** pairs of their postings (the Pareto front: no pair beaten on both tf and
+** dl by another), at most FRONT of them (neighbours merged into one pair
+** taking the larger tf and the smaller dl, which still bounds both), so
+** that a block's bound is the best BM25 factor any of its postings can
+** reach under the current average length.  The writer recomputes the
+** front of every block it rewrites from the lengths table.
+*/
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/ftindex.h"
+
+#define FRONT       4                /* competitive pairs of a block */
+#define MAX_TERM    RG_TEXT_MAX_TOKEN
+#define KEY_MAX     (1 + 4 + MAX_TERM + 1 + 4)
+#define MAX_QUERY   64               /* terms of a search */
+#define END         UINT32_MAX
+
+/*
+** {=====================================================================
+** Encoding
+** ======================================================================
+*/
+static size_t put_varint (uint8_t *p, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) { p[n++] = (uint8_t)(v | 0x80); v >>= 7; }
+  p[n++] = (uint8_t)v;
+  return n;
+}
+
+/* Reads a varint: 0, or -1 past the end or too long. */
+static int get_varint (const uint8_t **p, const uint8_t *end, uint64_t *v) {
+  uint64_t r = 0;
+  int shift = 0;
+  while (*p < end && shift < 64) {
+    uint8_t b = *(*p)++;
+    r |= (uint64_t)(b & 0x7F) << shift;
+    if (!(b & 0x80)) { *v = r; return 0; }
+    shift += 7;
+  }
+  return -1;
+}
+
+static size_t key_head (uint8_t *k, uint8_t kind, uint32_t fid) {
+  k[0] = kind;
+  rg_put_u32(k + 1, fid);
+  return 5;
+}
+
+/* 'P' | fid | term | 00 (the prefix of a term's blocks) */
+static size_t key_term (uint8_t *k, uint8_t kind, uint32_t fid,
+                        const char *t, size_t n) {
+  size_t m = key_head(k, kind, fid);
+  memcpy(k + m, t, n);
+  m += n;
+  if (kind == 'P') k[m++] = 0;
+  return m;
+}
+
+typedef struct pair { uint32_t tf, dl; } pair;
+
+typedef struct block {
+  uint32_t n;
+  uint32_t doc[RG_FTI_BLOCK];
+  uint32_t tf[RG_FTI_BLOCK];
+  pair front[FRONT];
+  int nfront;
+} block;
+
+static int decode_block (uint32_t first, const uint8_t *p, size_t len,
+                         block *b) {
+  const uint8_t *end = p + len;
+  uint64_t n, v, w;
+  uint32_t i, d = first;
+  if (get_varint(&p, end, &n) || n == 0 || n > RG_FTI_BLOCK) return -1;
+  if (get_varint(&p, end, &v) || v == 0 || v > FRONT) return -1;
+  b->nfront = (int)v;
+  for (i = 0; i < (uint32_t)b->nfront; i++) {
+    if (get_varint(&p, end, &v) || get_varint(&p, end, &w)) return -1;
+    b->front[i].tf = (uint32_t)v;
+    b->front[i].dl = (uint32_t)w;
+  }
+  b->n = (uint32_t)n;
+  b->doc[0] = first;
+  for (i = 1; i < b->n; i++) {
+    if (get_varint(&p, end, &v) || v == 0 || v > (uint64_t)(END - 1 - d))
+      return -1;
+    d += (uint32_t)v;
+    b->doc[i] = d;
+  }
+  for (i = 0; i < b->n; i++) {
+    if (get_varint(&p, end, &v) || v == 0 || v > UINT32_MAX) return -1;
+    b->tf[i] = (uint32_t)v;
+  }
+  return p == end ? 0 : -1;
+}
+
+static size_t encode_block (const uint32_t *doc, const uint32_t *tf,
+                            uint32_t n, const pair *front, int nf,
+                            uint8_t *out) {
+  size_t m = 0;
+  uint32_t i;
+  int j;
+  m += put_varint(out + m, n);
+  m += put_varint(out + m, (uint64_t)nf);
+  for (j = 0; j < nf; j++) {
+    m += put_varint(out + m, front[j].tf);
+    m += put_varint(out + m, front[j].dl);
+  }
+  for (i = 1; i < n; i++) m += put_varint(out + m, doc[i] - doc[i - 1]);
+  for (i = 0; i < n; i++) m += put_varint(out + m, tf[i]);
+  return m;
+}
+
+static int pair_cmp (const void *a, const void *b) {
+  const pair *x = (const pair *)a, *y = (const pair *)b;
+  if (x->dl != y->dl) return x->dl < y->dl ? -1 : 1;
+  return x->tf > y->tf ? -1 : x->tf < y->tf;
+}
+
+/* The competitive pairs of n (tf, dl) pairs (sorted in place), merged down
+** to at most FRONT; their count. */
+static int make_front (pair *p, size_t n, pair *out) {
+  size_t i;
+  int m = 0;
+  qsort(p, n, sizeof(pair), pair_cmp);
+  for (i = 0; i < n; i++) {          /* dl ascending: keep rising tf */
+    if (m && p[i].tf <= out[m - 1].tf) continue;
+    if (m == FRONT) {                /* merge the last two */
+      out[m - 1].tf = p[i].tf;
+      continue;
+    }
+    out[m++] = p[i];
+  }
+  return m;
+}
+
+/* BM25's factor for a pair (rg_bm25_term without the idf). */
+static double factor (uint32_t tf, uint32_t dl, double avgdl) {
+  return rg_bm25_term(1.0, tf, dl, avgdl);
+}
+
+static double front_bound (const pair *f, int n, double avgdl) {
+  double best = 0;
+  int i;
+  for (i = 0; i < n; i++) {
+    double s = factor(f[i].tf, f[i].dl, avgdl);
+    if (s > best) best = s;
+  }
+  return best;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Lengths and statistics
+** ======================================================================
+*/
+#define NORM_SHIFT 7
+#define NORM_N     (1u << NORM_SHIFT)
+
+/* A document's length plus one (0: not indexed), through a one-block
+** cache; 0, or a status. */
+typedef struct norms {
+  const rg_kv *kv;
+  uint32_t fid, blk;
+  int have;
+  uint8_t v[NORM_N * 4];
+  rg_fti_work *work;
+} norms;
+
+static int norm_get (norms *c, uint32_t doc, uint32_t *dl1) {
+  uint32_t blk = doc >> NORM_SHIFT;
+  if (!c->have || c->blk != blk) {
+    uint8_t k[9];
+    rg_slice v;
+    int rc;
+    key_head(k, 'N', c->fid);
+    rg_put_u32(k + 5, blk);
+    rc = c->kv->get(c->kv->ud, k, 9, &v);
+    if (rc > 1) return rc;
+    if (rc == 1 || v.n != sizeof(c->v)) memset(c->v, 0, sizeof(c->v));
+    else memcpy(c->v, v.p, sizeof(c->v));
+    c->blk = blk;
+    c->have = 1;
+  }
+  *dl1 = rg_get_u32(c->v + 4 * (doc & (NORM_N - 1)));
+  return 0;
+}
+
+static int read_stats (const rg_kv *kv, uint32_t fid, uint64_t *docs,
+                       uint64_t *tokens) {
+  uint8_t k[5];
+  rg_slice v;
+  int rc;
+  key_head(k, 'S', fid);
+  rc = kv->get(kv->ud, k, 5, &v);
+  *docs = *tokens = 0;
+  if (rc > 1) return rc;
+  if (rc == 0 && v.n == 16) {
+    *docs = rg_get_u64(v.p);
+    *tokens = rg_get_u64(v.p + 8);
+  }
+  return 0;
+}
+
+typedef struct thead { uint64_t df; pair front[FRONT]; int nfront; } thead;
+
+/* A term's header: 0 (found), 1 (none), or a status. */
+static int read_thead (const rg_kv *kv, uint32_t fid, const char *t,
+                       size_t n, thead *h) {
+  uint8_t k[KEY_MAX];
+  rg_slice v;
+  const uint8_t *p, *end;
+  uint64_t a, b;
+  int rc, i;
+  memset(h, 0, sizeof(*h));
+  rc = kv->get(kv->ud, k, key_term(k, 'T', fid, t, n), &v);
+  if (rc) return rc;
+  p = v.p;
+  end = v.p + v.n;
+  if (get_varint(&p, end, &h->df) || get_varint(&p, end, &a) || a > FRONT)
+    return 1;
+  h->nfront = (int)a;
+  for (i = 0; i < h->nfront; i++) {
+    if (get_varint(&p, end, &a) || get_varint(&p, end, &b)) return 1;
+    h->front[i].tf = (uint32_t)a;
+    h->front[i].dl = (uint32_t)b;
+  }
+  return 0;
+}
+
+int rg_fti_stats (const rg_kv *kv, uint32_t fid, const char *const *terms,
+                  const size_t *lens, int nterms, uint64_t *docs,
+                  uint64_t *tokens, uint64_t *df, rg_err *e) {
+  int i, rc;
+  if ((rc = read_stats(kv, fid, docs, tokens)))
+    return rg_fail(e, rc, "full-text index: storage failed");
+  for (i = 0; i < nterms; i++) {
+    thead h;
+    if ((rc = read_thead(kv, fid, terms[i], lens[i], &h)) > 1)
+      return rg_fail(e, rc, "full-text index: storage failed");
+    df[i] = rc == 0 ? h.df : 0;
+  }
+  return 0;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Writing
+** ======================================================================
+*/
+typedef struct op {                  /* one pending change of a term */
+  uint32_t doc, tf, seq, dl;         /* tf 0: removed */
+} op;
+
+typedef struct pterm {
+  char *t;
+  uint32_t n;
+  op *ops;
+  size_t nops, cap;
+} pterm;
+
+typedef struct dop { uint32_t doc, dl1, seq; } dop;   /* dl1 0: removed */
+
+/* Postings merged, waiting to be cut into blocks. */
+typedef struct run {
+  uint32_t doc[2 * RG_FTI_BLOCK], tf[2 * RG_FTI_BLOCK], dl[2 * RG_FTI_BLOCK];
+} run;
+
+struct rg_fti_writer {
+  rg_kv kv;
+  uint32_t fid;
+  int lang;
+  rg_analyzer an;
+  pterm *terms;                      /* open addressing, power of 2 */
+  size_t nterms, cap;
+  dop *docs;
+  size_t ndocs, dcap;
+  int64_t ddocs, dtokens;            /* statistics' changes */
+  uint32_t seq;
+  int oom;
+  /* the document being analyzed */
+  struct { char *t; uint32_t n, tf; } *cur;
+  size_t ncur, ccap;
+  uint32_t dl;
+};
+
+int rg_fti_writer_new (rg_fti_writer **out, const rg_kv *kv, uint32_t fid,
+                       int lang) {
+  rg_fti_writer *w = (rg_fti_writer *)calloc(1, sizeof(*w));
+  *out = NULL;
+  if (w == NULL) return 500;
+  w->kv = *kv;
+  w->fid = fid;
+  w->lang = lang;
+  rg_analyzer_init(&w->an);
+  *out = w;
+  return 0;
+}
+
+void rg_fti_writer_free (rg_fti_writer *w) {
+  size_t i;
+  if (w == NULL) return;
+  for (i = 0; i < w->cap; i++) {
+    free(w->terms[i].t);
+    free(w->terms[i].ops);
+  }
+  free(w->terms);
+  free(w->docs);
+  for (i = 0; i < w->ccap; i++) free(w->cur[i].t);
+  free(w->cur);
+  rg_analyzer_free(&w->an);
+  free(w);
+}
+
+static uint64_t hash_of (const char *s, size_t n) {
+  return rg_hash(s, n);
+}
+
+static pterm *term_slot (rg_fti_writer *w, const char *t, size_t n) {
+  size_t i;
+  if ((w->nterms + 1) * 2 > w->cap) {
+    size_t cap = w->cap ? w->cap * 2 : 1024, j;
+    pterm *nt = (pterm *)calloc(cap, sizeof(pterm));
+    if (nt == NULL) return NULL;
+    for (j = 0; j < w->cap; j++) {
+      pterm *o = &w->terms[j];
+      if (o->t == NULL) continue;
+      for (i = hash_of(o->t, o->n) & (cap - 1); nt[i].t; i = (i + 1) & (cap - 1)) {}
+      nt[i] = *o;
+    }
+    free(w->terms);
+    w->terms = nt;
+    w->cap = cap;
+  }
+  for (i = hash_of(t, n) & (w->cap - 1); w->terms[i].t;
+       i = (i + 1) & (w->cap - 1))
+    if (w->terms[i].n == n && memcmp(w->terms[i].t, t, n) == 0)
+      return &w->terms[i];
+  if ((w->terms[i].t = (char *)malloc(n + 1)) == NULL) return NULL;
+  memcpy(w->terms[i].t, t, n);
+  w->terms[i].n = (uint32_t)n;
+  w->nterms++;
+  return &w->terms[i];
+}
+
+/* Collects one document's distinct terms and counts (few: a scan). */
+static int cur_term (void *ud, const char *t, size_t n, uint32_t pos) {
+  rg_fti_writer *w = (rg_fti_writer *)ud;
+  size_t i;
+  (void)pos;
+  w->dl++;
+  for (i = 0; i < w->ncur; i++)
+    if (w->cur[i].n == n && memcmp(w->cur[i].t, t, n) == 0) {
+      w->cur[i].tf++;
+      return 0;
+    }
+  if (w->ncur == w->ccap) {
+    size_t cap = w->ccap ? w->ccap * 2 : 64;
+    void *p = realloc(w->cur, cap * sizeof(*w->cur));
+    if (p == NULL) return -1;
+    w->cur = p;
+    memset(w->cur + w->ccap, 0, (cap - w->ccap) * sizeof(*w->cur));
+    w->ccap = cap;
+  }
+  if (w->cur[w->ncur].t == NULL || w->cur[w->ncur].n < n) {
+    free(w->cur[w->ncur].t);
+    if ((w->cur[w->ncur].t = (char *)malloc(MAX_TERM + 1)) == NULL) return -1;
+  }
+  memcpy(w->cur[w->ncur].t, t, n);
+  w->cur[w->ncur].n = (uint32_t)n;
+  w->cur[w->ncur].tf = 1;
+  w->ncur++;
+  return 0;
+}
+
+static int change (rg_fti_writer *w, uint32_t doc, const char *text,
+                   size_t n, int add) {
+  size_t i;
+  w->ncur = 0;
+  w->dl = 0;
+  if (rg_text_analyze(&w->an, w->lang, 1, text, n, cur_term, w)) return 500;
+  for (i = 0; i < w->ncur; i++) {
+    pterm *p = term_slot(w, w->cur[i].t, w->cur[i].n);
+    if (p == NULL) return 500;
+    if (p->nops == p->cap) {
+      size_t cap = p->cap ? p->cap * 2 : 4;
+      op *o = (op *)realloc(p->ops, cap * sizeof(op));
+      if (o == NULL) return 500;
+      p->ops = o;
+      p->cap = cap;
+    }
+    p->ops[p->nops].doc = doc;
+    p->ops[p->nops].tf = add ? w->cur[i].tf : 0;
+    p->ops[p->nops].seq = w->seq;
+    p->ops[p->nops].dl = w->dl;
+    p->nops++;
+  }
+  if (w->ndocs == w->dcap) {
+    size_t cap = w->dcap ? w->dcap * 2 : 256;
+    dop *d = (dop *)realloc(w->docs, cap * sizeof(dop));
+    if (d == NULL) return 500;
+    w->docs = d;
+    w->dcap = cap;
+  }
+  w->docs[w->ndocs].doc = doc;
+  w->docs[w->ndocs].dl1 = add ? w->dl + 1 : 0;
+  w->docs[w->ndocs].seq = w->seq++;
+  w->ndocs++;
+  w->ddocs += add ? 1 : -1;
+  w->dtokens += add ? (int64_t)w->dl : -(int64_t)w->dl;
+  return 0;
+}
+
+int rg_fti_add (rg_fti_writer *w, uint32_t doc, const char *text, size_t n) {
+  return change(w, doc, text, n, 1);
+}
+
+int rg_fti_remove (rg_fti_writer *w, uint32_t doc, const char *text,
+                   size_t n) {
+  return change(w, doc, text, n, 0);
+}
+
+static int op_cmp (const void *a, const void *b) {
+  const op *x = (const op *)a, *y = (const op *)b;
+  if (x->doc != y->doc) return x->doc < y->doc ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int dop_cmp (const void *a, const void *b) {
+  const dop *x = (const dop *)a, *y = (const dop *)b;
+  if (x->doc != y->doc) return x->doc < y->doc ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int pterm_cmp (const void *a, const void *b) {
+  const pterm *x = *(const pterm *const *)a, *y = *(const pterm *const *)b;
+  int c = memcmp(x->t, y->t, x->n < y->n ? x->n : y->n);
+  if (c) return c;
+  return x->n < y->n ? -1 : x->n > y->n;
+}
+
+/* The lengths table: each document's last change wins. */
+static int flush_norms (rg_fti_writer *w, rg_fti_work *work) {
+  size_t i = 0;
+  uint8_t k[9], v[NORM_N * 4];
+  qsort(w->docs, w->ndocs, sizeof(dop), dop_cmp);
+  while (i < w->ndocs) {
+    uint32_t blk = w->docs[i].doc >> NORM_SHIFT;
+    rg_slice old;
+    int rc, any = 0;
+    size_t j;
+    key_head(k, 'N', w->fid);
+    rg_put_u32(k + 5, blk);
+    rc = w->kv.get(w->kv.ud, k, 9, &old);
+    if (rc > 1) return rc;
+    if (rc == 0 && old.n == sizeof(v)) memcpy(v, old.p, sizeof(v));
+    else memset(v, 0, sizeof(v));
+    for (; i < w->ndocs && (w->docs[i].doc >> NORM_SHIFT) == blk; i++)
+      rg_put_u32(v + 4 * (w->docs[i].doc & (NORM_N - 1)), w->docs[i].dl1);
+    for (j = 0; j < NORM_N; j++) if (rg_get_u32(v + 4 * j)) any = 1;
+    rc = any ? w->kv.put(w->kv.ud, k, 9, v, sizeof(v))
+             : w->kv.del(w->kv.ud, k, 9);
+    if (rc > 1) return rc;
+    if (work) { work->blocks_written++; work->bytes_written += sizeof(v); }
+  }
+  return 0;
+}
+
+/* Writes n postings as blocks of at most RG_FTI_BLOCK.  dl[i] is the
+** length of a posting written in this flush, or END for one that was
+** stored: `exact` looks those up in the lengths table (after removals, so
+** that a block's bound tightens again); otherwise the stored block's
+** front `oldf` stands for them (a bound of theirs already).  Each block's
+** front is added to the term's (tf_front). */
+static int write_blocks (rg_fti_writer *w, norms *nc, const uint8_t *prefix,
+                         size_t plen, const run *all, uint32_t n, int exact, const pair *oldf, int noldf,
+                         pair *tfront, int *ntf, rg_fti_work *work) {
+  uint8_t k[KEY_MAX], *v;
+  pair ps[RG_FTI_BLOCK + FRONT * 2], front[FRONT];
+  uint32_t at = 0;
+  int rc = 0;
+  v = (uint8_t *)malloc((size_t)RG_FTI_BLOCK * 10 + FRONT * 20 + 10);
+  if (v == NULL) return 500;
+  memcpy(k, prefix, plen);
+  while (at < n) {
+    uint32_t take = n - at, i, np = 0;
+    int nf, old_in = 0, j;
+    size_t vn;
+    if (take > RG_FTI_BLOCK) {       /* split evenly, not 128 + a sliver */
+      uint32_t parts = (take + RG_FTI_BLOCK - 1) / RG_FTI_BLOCK;
+      take = (take + parts - 1) / parts;
+    }
+    for (i = 0; i < take; i++) {
+      uint32_t d = all->dl[at + i];
+      if (d == END) {
+        if (!exact) { old_in = 1; continue; }
+        if ((rc = norm_get(nc, all->doc[at + i], &d))) goto done;
+        d = d ? d - 1 : 0;
+      }
+      ps[np].tf = all->tf[at + i];
+      ps[np++].dl = d;
+    }
+    if (old_in) for (j = 0; j < noldf; j++) ps[np++] = oldf[j];
+    nf = make_front(ps, np, front);
+    for (j = 0; j < nf; j++) tfront[(*ntf)++] = front[j];
+    if (*ntf > RG_FTI_BLOCK) *ntf = make_front(tfront, (size_t)*ntf, tfront);
+    vn = encode_block(all->doc + at, all->tf + at, take, front, nf, v);
+    rg_put_u32(k + plen, all->doc[at]);
+    if ((rc = w->kv.put(w->kv.ud, k, plen + 4, v, vn)) > 1) goto done;
+    rc = 0;
+    if (work) { work->blocks_written++; work->bytes_written += vn + plen + 4; }
+    at += take;
+  }
+done:
+  free(v);
+  return rc;
+}
+
+/* Merges one term's changes into its blocks and header. */
+static int flush_term (rg_fti_writer *w, pterm *p, norms *nc,
+                       rg_fti_work *work) {
+  uint8_t prefix[KEY_MAX], k[KEY_MAX];
+  size_t plen = key_term(prefix, 'P', w->fid, p->t, p->n), i = 0, j;
+  void *cur = w->kv.open(w->kv.ud);
+  block *old = NULL;
+  run *neu = NULL;
+  pair front_all[RG_FTI_BLOCK + 2 * FRONT], tf_front[FRONT];
+  int nf_all = 0, rc = 0;
+  int64_t ddf = 0;
+  thead h;
+  uint8_t hv[16 + FRONT * 10];
+  size_t hn;
+  if (cur == NULL) return 500;
+  old = (block *)malloc(sizeof(block));
+  neu = (run *)malloc(sizeof(run));
+  if (old == NULL || neu == NULL) { rc = 500; goto done; }
+  qsort(p->ops, p->nops, sizeof(op), op_cmp);
+  for (i = j = 0; i < p->nops; i++) {          /* the last change wins */
+    if (j && p->ops[j - 1].doc == p->ops[i].doc) p->ops[j - 1] = p->ops[i];
+    else p->ops[j++] = p->ops[i];
+  }
+  p->nops = j;
+  if ((rc = read_thead(&w->kv, w->fid, p->t, p->n, &h)) > 1) goto done;
+  i = 0;
+  while (i < p->nops) {
+    rg_slice ko, vo;
+    uint32_t lo = p->ops[i].doc, first = 0, limit = END;
+    int have = 0, r, exact = 0;
+    size_t a, b, m;
+    /* the block holding lo: the last whose first doc <= lo, else the
+    ** term's first block (lo comes before it) */
+    memcpy(k, prefix, plen);
+    rg_put_u32(k + plen, lo);
+    r = w->kv.seek(cur, k, plen + 4, &ko, &vo);
+    if (r > 1) { rc = r; goto done; }
+    if (r == 0 && ko.n == plen + 4 && memcmp(ko.p, prefix, plen) == 0 &&
+        rg_get_u32(ko.p + plen) == lo)
+      have = 1;
+    else {
+      int r2 = w->kv.prev(cur, &ko, &vo);
+      if (r2 > 1) { rc = r2; goto done; }
+      if (r2 == 0 && ko.n == plen + 4 && memcmp(ko.p, prefix, plen) == 0)
+        have = 1;
+      else if (r == 0) {             /* back to the one seek found */
+        r2 = w->kv.seek(cur, k, plen + 4, &ko, &vo);
+        if (r2 > 1) { rc = r2; goto done; }
+        have = r2 == 0 && ko.n == plen + 4 &&
+               memcmp(ko.p, prefix, plen) == 0;
+      }
+    }
+    old->n = 0;
+    if (have) {
+      first = rg_get_u32(ko.p + plen);
+      if (decode_block(first, vo.p, vo.n, old)) {
+        rc = 500;
+        goto done;
+      }
+      if (work) { work->blocks_read++; work->postings_read += old->n; }
+      /* the next block's first doc bounds the changes this block takes */
+      r = w->kv.next(cur, &ko, &vo);
+      if (r > 1) { rc = r; goto done; }
+      if (r == 0 && ko.n == plen + 4 && memcmp(ko.p, prefix, plen) == 0)
+        limit = rg_get_u32(ko.p + plen);
+      memcpy(k, prefix, plen);
+      rg_put_u32(k + plen, first);
+      if ((r = w->kv.del(w->kv.ud, k, plen + 4)) > 1) { rc = r; goto done; }
+    }
+    /* merge old postings with the changes below limit; a removal or a
+    ** replacement makes the fronts exact again (from the lengths) */
+    a = 0;
+    m = 0;
+    for (b = i; b < p->nops && p->ops[b].doc < limit; b++) {}
+    {
+      size_t c, x = 0;
+      for (c = i; c < b; c++) {
+        while (x < old->n && old->doc[x] < p->ops[c].doc) x++;
+        if (p->ops[c].tf == 0 || (x < old->n && old->doc[x] == p->ops[c].doc))
+          exact = 1;
+      }
+    }
+    while (a < old->n || i < b) {
+      if (m == 2 * RG_FTI_BLOCK) {   /* flush a full run */
+        if ((rc = write_blocks(w, nc, prefix, plen, neu, (uint32_t)m,
+                               exact, old->front, old->nfront, front_all,
+                               &nf_all, work)))
+          goto done;
+        m = 0;
+      }
+      if (i < b && (a == old->n || p->ops[i].doc <= old->doc[a])) {
+        int replaced = a < old->n && p->ops[i].doc == old->doc[a];
+        if (replaced) { a++; ddf--; }
+        if (p->ops[i].tf) {
+          neu->doc[m] = p->ops[i].doc;
+          neu->dl[m] = p->ops[i].dl;
+          neu->tf[m++] = p->ops[i].tf;
+          ddf++;
+        }
+        i++;
+      }
+      else {
+        neu->doc[m] = old->doc[a];
+        neu->dl[m] = END;
+        neu->tf[m++] = old->tf[a++];
+      }
+    }
+    if (m && (rc = write_blocks(w, nc, prefix, plen, neu, (uint32_t)m,
+                                exact, old->front, old->nfront, front_all,
+                                &nf_all, work)))
+      goto done;
+    exact = 0;
+  }
+  /* the header: df, and a front covering every block written and the
+  ** one stored (blocks not rewritten keep theirs, which the old covered) */
+  if (h.df + ddf == 0 || (int64_t)h.df + ddf < 0) {
+    if ((rc = w->kv.del(w->kv.ud, k, key_term(k, 'T', w->fid, p->t, p->n)))
+        > 1)
+      goto done;
+    rc = 0;
+  }
+  else {
+    int nf, q;
+    for (q = 0; q < h.nfront; q++) front_all[nf_all++] = h.front[q];
+    nf = make_front(front_all, (size_t)nf_all, tf_front);
+    hn = put_varint(hv, (uint64_t)((int64_t)h.df + ddf));
+    hn += put_varint(hv + hn, (uint64_t)nf);
+    for (q = 0; q < nf; q++) {
+      hn += put_varint(hv + hn, tf_front[q].tf);
+      hn += put_varint(hv + hn, tf_front[q].dl);
+    }
+    if ((rc = w->kv.put(w->kv.ud, k, key_term(k, 'T', w->fid, p->t, p->n),
+                        hv, hn)) > 1)
+      goto done;
+    rc = 0;
+  }
+done:
+  w->kv.close(cur);
+  free(old);
+  free(neu);
+  return rc;
+}
+
+int rg_fti_flush (rg_fti_writer *w, rg_fti_work *work, rg_err *e) {
+  pterm **order = NULL;
+  norms nc;
+  size_t i, n = 0;
+  int rc;
+  uint64_t docs, tokens;
+  uint8_t k[5], v[16];
+  if (w->ndocs == 0) return 0;
+  if ((rc = flush_norms(w, work)))
+    return rg_fail(e, rc, "full-text index: storage failed");
+  memset(&nc, 0, sizeof(nc));
+  nc.kv = &w->kv;
+  nc.fid = w->fid;
+  nc.work = work;
+  order = (pterm **)malloc((w->nterms + 1) * sizeof(pterm *));
+  if (order == NULL) return rg_fail(e, 500, "out of memory");
+  for (i = 0; i < w->cap; i++) if (w->terms[i].t) order[n++] = &w->terms[i];
+  qsort(order, n, sizeof(pterm *), pterm_cmp);
+  for (i = 0; i < n; i++)
+    if ((rc = flush_term(w, order[i], &nc, work))) {
+      free(order);
+      return rg_fail(e, rc, "full-text index: %s", rc == 500 ?
+                     "a block is corrupt, or out of memory" :
+                     "storage failed");
+    }
+  free(order);
+  if ((rc = read_stats(&w->kv, w->fid, &docs, &tokens)))
+    return rg_fail(e, rc, "full-text index: storage failed");
+  docs = (uint64_t)((int64_t)docs + w->ddocs);
+  tokens = (uint64_t)((int64_t)tokens + w->dtokens);
+  key_head(k, 'S', w->fid);
+  rg_put_u64(v, docs);
+  rg_put_u64(v + 8, tokens);
+  rc = docs ? w->kv.put(w->kv.ud, k, 5, v, 16) : w->kv.del(w->kv.ud, k, 5);
+  if (rc > 1) return rg_fail(e, rc, "full-text index: storage failed");
+  /* ready for the next transaction */
+  for (i = 0; i < w->cap; i++) {
+    free(w->terms[i].t);
+    free(w->terms[i].ops);
+  }
+  memset(w->terms, 0, w->cap * sizeof(pterm));
+  w->nterms = 0;
+  w->ndocs = 0;
+  w->ddocs = w->dtokens = 0;
+  return 0;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Searching
+** ======================================================================
+*/
+typedef struct tcur {
+  const rg_kv *kv;
+  void *cur;
+  uint8_t prefix[KEY_MAX];
+  size_t plen;
+  int qi;                            /* the term's place in the query */
+  double idf, ub;                    /* the term's bound */
+  block b;
+  uint32_t i;
+  double bub;                        /* the current block's bound */
+  uint32_t doc;                      /* current posting; END past the end */
+  rg_fti_work *work;
+  double avgdl;
+} tcur;
+
+static int tc_load (tcur *t, const rg_slice *ko, const rg_slice *vo) {
+  if (ko->n != t->plen + 4 || memcmp(ko->p, t->prefix, t->plen) != 0) {
+    t->doc = END;
+    return 0;
+  }
+  if (decode_block(rg_get_u32(ko->p + t->plen), vo->p, vo->n, &t->b))
+    return 500;
+  if (t->work) { t->work->blocks_read++; t->work->postings_read += t->b.n; }
+  t->bub = t->idf * front_bound(t->b.front, t->b.nfront, t->avgdl);
+  t->i = 0;
+  t->doc = t->b.doc[0];
+  return 0;
+}
+
+static int tc_open (tcur *t) {
+  rg_slice ko, vo;
+  int r;
+  uint8_t k[KEY_MAX];
+  memcpy(k, t->prefix, t->plen);
+  rg_put_u32(k + t->plen, 0);
+  if ((t->cur = t->kv->open(t->kv->ud)) == NULL) return 500;
+  r = t->kv->seek(t->cur, k, t->plen + 4, &ko, &vo);
+  if (r == 1) { t->doc = END; return 0; }
+  if (r) return r;
+  return tc_load(t, &ko, &vo);
+}
+
+static int tc_next_block (tcur *t) {
+  rg_slice ko, vo;
+  int r = t->kv->next(t->cur, &ko, &vo);
+  if (r == 1) { t->doc = END; return 0; }
+  if (r) return r;
+  return tc_load(t, &ko, &vo);
+}
+
+static int tc_next (tcur *t) {
+  if (++t->i < t->b.n) { t->doc = t->b.doc[t->i]; return 0; }
+  return tc_next_block(t);
+}
+
+/* Positions t at the block holding d, or the first block after it, and
+** there at the first posting >= d; a seek, for long skips. */
+static int tc_seek (tcur *t, uint32_t d) {
+  uint8_t k[KEY_MAX];
+  rg_slice ko, vo;
+  int r;
+  memcpy(k, t->prefix, t->plen);
+  rg_put_u32(k + t->plen, d);
+  r = t->kv->seek(t->cur, k, t->plen + 4, &ko, &vo);
+  if (r > 1) return r;
+  if (r == 0 && ko.n == t->plen + 4 && memcmp(ko.p, t->prefix, t->plen) == 0
+      && rg_get_u32(ko.p + t->plen) == d)
+    return tc_load(t, &ko, &vo);
+  r = t->kv->prev(t->cur, &ko, &vo);   /* the block before: first < d */
+  if (r > 1) return r;
+  if (r == 0 && ko.n == t->plen + 4 &&
+      memcmp(ko.p, t->prefix, t->plen) == 0) {
+    if ((r = tc_load(t, &ko, &vo))) return r;
+    if (t->b.doc[t->b.n - 1] >= d) return 1;   /* d is in it: search */
+  }
+  else if (r == 1) { t->doc = END; return 0; }
+  r = t->kv->next(t->cur, &ko, &vo);
+  if (r == 1) { t->doc = END; return 0; }
+  if (r) return r;
+  return tc_load(t, &ko, &vo);
+}
+
+/* Moves t to its first posting >= d. */
+static int tc_advance (tcur *t, uint32_t d) {
+  uint32_t lo, hi;
+  int r;
+  if (t->doc == END || t->doc >= d) return 0;
+  if (t->b.doc[t->b.n - 1] < d) {
+    rg_slice ko, vo;
+    r = t->kv->next(t->cur, &ko, &vo);         /* the next block, often */
+    if (r == 1) { t->doc = END; return 0; }
+    if (r) return r;
+    if (ko.n != t->plen + 4 || memcmp(ko.p, t->prefix, t->plen) != 0) {
+      t->doc = END;
+      return 0;
+    }
+    if ((r = tc_load(t, &ko, &vo))) return r;
+    if (t->doc >= d) return 0;
+    if (t->b.doc[t->b.n - 1] < d) {            /* further: seek */
+      if ((r = tc_seek(t, d)) == 0) return 0;
+      if (r != 1) return r;
+    }
+  }
+  lo = t->i;
+  hi = t->b.n - 1;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (t->b.doc[mid] < d) lo = mid + 1;
+    else hi = mid;
+  }
+  t->i = lo;
+  t->doc = t->b.doc[lo];
+  return 0;
+}
+
+/* The k best: a min-heap by (score, -doc), and the ties of its least. */
+typedef struct topk {
+  rg_fti_hit *h;
+  size_t n, k;
+  rg_fti_hit *ties;
+  size_t nties, capties;
+} topk;
+
+static int worse (const rg_fti_hit *a, const rg_fti_hit *b) {
+  return a->score < b->score || (a->score == b->score && a->doc > b->doc);
+}
+
+static void heap_down (rg_fti_hit *h, size_t n, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    rg_fti_hit t;
+    if (l < n && worse(&h[l], &h[m])) m = l;
+    if (r < n && worse(&h[r], &h[m])) m = r;
+    if (m == i) return;
+    t = h[i]; h[i] = h[m]; h[m] = t;
+    i = m;
+  }
+}
+
+static void heap_up (rg_fti_hit *h, size_t i) {
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    rg_fti_hit t;
+    if (!worse(&h[i], &h[p])) return;
+    t = h[i]; h[i] = h[p]; h[p] = t;
+    i = p;
+  }
+}
+
+static double threshold (const topk *t) {
+  return t->n < t->k ? -1.0 : t->h[0].score;
+}
+
+/* Offers a hit: kept when it beats the least, or ties with it (the
+** caller's own order decides ties, so every tie is handed on). */
+static int offer (topk *t, uint32_t doc, double score) {
+  rg_fti_hit x;
+  x.doc = doc;
+  x.score = score;
+  if (t->n < t->k) {
+    t->h[t->n] = x;
+    heap_up(t->h, t->n++);
+    return 0;
+  }
+  if (score == t->h[0].score) {
+    if (t->nties == t->capties) {
+      size_t cap = t->capties ? t->capties * 2 : 16;
+      rg_fti_hit *p = (rg_fti_hit *)realloc(t->ties, cap * sizeof(*p));
+      if (p == NULL) return 500;
+      t->ties = p;
+      t->capties = cap;
+    }
+    t->ties[t->nties++] = x;
+    return 0;
+  }
+  if (score < t->h[0].score) return 0;
+  {
+    double least = t->h[0].score;
+    rg_fti_hit out = t->h[0];
+    t->h[0] = x;
+    heap_down(t->h, t->n, 0);
+    if (t->h[0].score == least) {    /* the one pushed out still ties */
+      if (t->nties == t->capties) {
+        size_t cap = t->capties ? t->capties * 2 : 16;
+        rg_fti_hit *p = (rg_fti_hit *)realloc(t->ties, cap * sizeof(*p));
+        if (p == NULL) return 500;
+        t->ties = p;
+        t->capties = cap;
+      }
+      t->ties[t->nties++] = out;
+    }
+    else t->nties = 0;               /* the least rose: no tie remains */
+  }
+  return 0;
+}
+
+static int hit_cmp (const void *a, const void *b) {
+  const rg_fti_hit *x = (const rg_fti_hit *)a, *y = (const rg_fti_hit *)b;
+  if (x->score != y->score) return x->score > y->score ? -1 : 1;
+  return x->doc < y->doc ? -1 : x->doc > y->doc;
+}
+
+static int ub_cmp (const void *a, const void *b) {
+  const tcur *x = *(const tcur *const *)a, *y = *(const tcur *const *)b;
+  return x->ub < y->ub ? -1 : x->ub > y->ub;
+}
+
+typedef struct search {
+  const rg_kv *kv;
+  uint32_t fid;
+  int n;
+  tcur *t;
+  tcur *by[MAX_QUERY];               /* ascending bounds */
+  uint32_t tf[MAX_QUERY];            /* by query place, of the candidate */
+  norms nc;
+  double avgdl;
+  rg_fti_work *work;
+} search;
+
+static int open_search (search *s, const rg_kv *kv, uint32_t fid,
+                        const char *const *terms, const size_t *lens, int n,
+                        rg_fti_work *work) {
+  uint64_t docs, tokens;
+  int i, rc;
+  memset(s, 0, sizeof(*s));
+  if (n > MAX_QUERY) return 400;
+  s->kv = kv;
+  s->fid = fid;
+  s->n = n;
+  s->work = work;
+  s->nc.kv = kv;
+  s->nc.fid = fid;
+  s->t = (tcur *)calloc((size_t)n + 1, sizeof(tcur));
+  if (s->t == NULL) return 500;
+  if ((rc = read_stats(kv, fid, &docs, &tokens))) return rc;
+  s->avgdl = docs ? (double)tokens / (double)docs : 0;
+  for (i = 0; i < n; i++) {
+    tcur *t = &s->t[i];
+    thead h;
+    if (lens[i] > MAX_TERM) return 400;
+    t->kv = kv;
+    t->qi = i;
+    t->work = work;
+    t->avgdl = s->avgdl;
+    t->plen = key_term(t->prefix, 'P', fid, terms[i], lens[i]);
+    if ((rc = read_thead(kv, fid, terms[i], lens[i], &h)) > 1) return rc;
+    t->idf = rg_bm25_idf(docs, rc == 0 ? h.df : 0);
+    t->ub = rc == 0 ? t->idf * front_bound(h.front, h.nfront, s->avgdl) : 0;
+    if (rc == 1) { t->doc = END; t->bub = 0; }
+    else if ((rc = tc_open(t))) return rc;
+    s->by[i] = t;
+  }
+  qsort(s->by, (size_t)n, sizeof(tcur *), ub_cmp);
+  return 0;
+}
+
+static void close_search (search *s) {
+  int i;
+  if (s->t)
+    for (i = 0; i < s->n; i++)
+      if (s->t[i].cur) s->kv->close(s->t[i].cur);
+  free(s->t);
+}
+
+/* The full score of doc from the tfs gathered (in query order, as the
+** query pipeline adds them). */
+static int full_score (search *s, uint32_t doc, double *out) {
+  uint32_t dl1;
+  double score = 0;
+  int i, rc;
+  if ((rc = norm_get(&s->nc, doc, &dl1))) return rc;
+  for (i = 0; i < s->n; i++)
+    score += rg_bm25_term(s->t[i].idf, s->tf[i], dl1 ? dl1 - 1 : 0,
+                          s->avgdl);
+  if (s->work) s->work->docs_scored++;
+  *out = score;
+  return 0;
+}
+
+/* Any of the terms: block-max MaxScore.  Terms in ascending bound order;
+** the first `ne` of them (non-essential) cannot lift a document above
+** the threshold alone, so candidates come from the others. */
+static int search_any (search *s, topk *top,
+                       int (*accept) (void *, uint32_t, rg_err *), void *ud,
+                       rg_err *e) {
+  double prefix[MAX_QUERY + 1];
+  int i, rc, ne = 0;
+  prefix[0] = 0;
+  for (i = 0; i < s->n; i++) prefix[i + 1] = prefix[i] + s->by[i]->ub;
+  for (;;) {
+    double th = threshold(top), score, bound;
+    uint32_t d = END, lim = END;
+    int k;
+    while (ne < s->n && prefix[ne + 1] < th) ne++;
+    if (ne == s->n) break;           /* nothing can enter any more */
+    for (k = ne; k < s->n; k++) if (s->by[k]->doc < d) d = s->by[k]->doc;
+    if (d == END) break;
+    /* the essential terms' blocks: skip all of them at once when their
+    ** bounds together cannot reach the threshold */
+    bound = prefix[ne];
+    for (k = ne; k < s->n; k++) {
+      tcur *t = s->by[k];
+      if (t->doc == END) continue;
+      bound += t->bub;
+      if (t->b.doc[t->b.n - 1] < lim) lim = t->b.doc[t->b.n - 1];
+    }
+    if (bound < th) {
+      for (k = ne; k < s->n; k++)
+        if ((rc = tc_advance(s->by[k], lim == END ? END : lim + 1)))
+          return rg_fail(e, rc, "full-text index: storage failed");
+      continue;
+    }
+    memset(s->tf, 0, sizeof(uint32_t) * (size_t)s->n);
+    bound = prefix[ne];
+    for (k = ne; k < s->n; k++) {
+      tcur *t = s->by[k];
+      if (t->doc == d) {
+        s->tf[t->qi] = t->b.tf[t->i];
+        bound += t->bub;
+      }
+    }
+    if (bound >= th) {
+      /* the non-essential terms, largest bound first, while they can */
+      for (k = ne - 1; k >= 0; k--) {
+        tcur *t = s->by[k];
+        if ((rc = tc_advance(t, d)))
+          return rg_fail(e, rc, "full-text index: storage failed");
+        if (t->doc == d) s->tf[t->qi] = t->b.tf[t->i];
+      }
+      if ((rc = full_score(s, d, &score)))
+        return rg_fail(e, rc, "full-text index: storage failed");
+      if (score >= th && score > 0) {
+        int ok = 1;
+        if (accept) {
+          int r = accept(ud, d, e);
+          if (r < 0) return e->status ? e->status : 500;
+          ok = r == 0;
+        }
+        if (ok && (rc = offer(top, d, score)))
+          return rg_fail(e, rc, "out of memory");
+      }
+    }
+    for (k = ne; k < s->n; k++)
+      if (s->by[k]->doc == d && (rc = tc_next(s->by[k])))
+        return rg_fail(e, rc, "full-text index: storage failed");
+  }
+  return 0;
+}
+
+/* All of the terms: a leapfrog over the lists, rarest first, with the
+** blocks' bounds skipping what cannot reach the threshold. */
+static int search_all (search *s, topk *top,
+                       int (*accept) (void *, uint32_t, rg_err *), void *ud,
+                       uint32_t **docs, size_t *ndocs, rg_err *e) {
+  size_t cap = 0;
+  int rc, k;
+  if (s->n == 0) return 0;
+  for (;;) {
+    uint32_t d = 0, lim = END;
+    double bound = 0, th = top ? threshold(top) : -1, score;
+    int same = 1;
+    for (k = 0; k < s->n; k++) {
+      if (s->t[k].doc == END) return 0;
+      if (s->t[k].doc > d) d = s->t[k].doc;
+    }
+    for (k = 0; k < s->n; k++) {
+      if ((rc = tc_advance(&s->t[k], d)))
+        return rg_fail(e, rc, "full-text index: storage failed");
+      if (s->t[k].doc == END) return 0;
+      if (s->t[k].doc != d) same = 0;
+    }
+    if (!same) continue;
+    if (top) {
+      for (k = 0; k < s->n; k++) {
+        tcur *t = &s->t[k];
+        bound += t->bub;
+        if (t->b.doc[t->b.n - 1] < lim) lim = t->b.doc[t->b.n - 1];
+      }
+      if (bound < th) {              /* none of these blocks' docs can */
+        for (k = 0; k < s->n; k++)
+          if ((rc = tc_advance(&s->t[k], lim == END ? END : lim + 1)))
+            return rg_fail(e, rc, "full-text index: storage failed");
+        continue;
+      }
+      for (k = 0; k < s->n; k++) s->tf[k] = s->t[k].b.tf[s->t[k].i];
+      if ((rc = full_score(s, d, &score)))
+        return rg_fail(e, rc, "full-text index: storage failed");
+      if (score >= th) {
+        int ok = 1;
+        if (accept) {
+          int r = accept(ud, d, e);
+          if (r < 0) return e->status ? e->status : 500;
+          ok = r == 0;
+        }
+        if (ok && (rc = offer(top, d, score)))
+          return rg_fail(e, rc, "out of memory");
+      }
+    }
+    else {
+      if (*ndocs == cap) {
+        size_t nc = cap ? cap * 2 : 256;
+        uint32_t *p = (uint32_t *)realloc(*docs, nc * sizeof(uint32_t));
+        if (p == NULL) return rg_fail(e, 500, "out of memory");
+        *docs = p;
+        cap = nc;
+      }
+      (*docs)[(*ndocs)++] = d;
+    }
+    if ((rc = tc_next(&s->t[0])))
+      return rg_fail(e, rc, "full-text index: storage failed");
+  }
+}
+
+int rg_fti_topk (const rg_kv *kv, uint32_t fid, const char *const *terms,
+                 const size_t *lens, int nterms, int all, size_t k,
+                 int (*accept) (void *ud, uint32_t doc, rg_err *e),
+                 void *ud, rg_fti_hit *out, size_t *nout,
+                 rg_fti_work *work, rg_err *e) {
+  search s;
+  topk top;
+  int rc;
+  size_t i;
+  *nout = 0;
+  if (k == 0 || nterms == 0) return 0;
+  memset(&top, 0, sizeof(top));
+  top.k = k;
+  top.h = (rg_fti_hit *)malloc(k * sizeof(rg_fti_hit));
+  if (top.h == NULL) return rg_fail(e, 500, "out of memory");
+  if ((rc = open_search(&s, kv, fid, terms, lens, nterms, work))) {
+    rc = rg_fail(e, rc, rc == 400 ? "a search has at most 64 terms" :
+                 "full-text index: storage failed");
+    goto done;
+  }
+  s.nc.work = work;
+  rc = all ? search_all(&s, &top, accept, ud, NULL, NULL, e)
+           : search_any(&s, &top, accept, ud, e);
+  if (rc) goto done;
+  qsort(top.h, top.n, sizeof(rg_fti_hit), hit_cmp);
+  for (i = 0; i < top.n; i++) out[i] = top.h[i];
+  *nout = top.n;
+  /* ties of the least beyond k are left to the caller's order: the
+  ** first k by (score, doc) are returned */
+done:
+  close_search(&s);
+  free(top.h);
+  free(top.ties);
+  return rc;
+}
+
+static int u32_cmp (const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+int rg_fti_docs (const rg_kv *kv, uint32_t fid, const char *const *terms,
+                 const size_t *lens, int nterms, int all, uint32_t **docs,
+                 size_t *n, rg_fti_work *work, rg_err *e) {
+  search s;
+  int rc, i;
+  *docs = NULL;
+  *n = 0;
+  if ((rc = open_search(&s, kv, fid, terms, lens, nterms, work))) {
+    close_search(&s);
+    return rg_fail(e, rc, rc == 400 ? "a search has at most 64 terms" :
+                   "full-text index: storage failed");
+  }
+  if (all) rc = search_all(&s, NULL, NULL, NULL, docs, n, e);
+  else {
+    size_t cap = 0, j, m = 0;
+    for (i = 0; i < s.n && rc == 0; i++) {
+      tcur *t = &s.t[i];
+      while (t->doc != END) {
+        if (*n == cap) {
+          size_t nc = cap ? cap * 2 : 256;
+          uint32_t *p = (uint32_t *)realloc(*docs, nc * sizeof(uint32_t));
+          if (p == NULL) { rc = rg_fail(e, 500, "out of memory"); break; }
+          *docs = p;
+          cap = nc;
+        }
+        (*docs)[(*n)++] = t->doc;
+        if ((rc = tc_next(t))) {
+          rc = rg_fail(e, rc, "full-text index: storage failed");
+          break;
+        }
+      }
+    }
+    if (rc == 0 && *n) {
+      qsort(*docs, *n, sizeof(uint32_t), u32_cmp);
+      for (j = 0; j < *n; j++)
+        if (m == 0 || (*docs)[m - 1] != (*docs)[j]) (*docs)[m++] = (*docs)[j];
+      *n = m;
+    }
+  }
+  close_search(&s);
+  if (rc) { free(*docs); *docs = NULL; *n = 0; }
+  return rc;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Verifying
+** ======================================================================
+*/
+int rg_fti_verify (const rg_kv *kv, uint32_t fid, rg_err *e) {
+  uint8_t k[9];
+  void *cur = kv->open(kv->ud);
+  rg_slice ko, vo;
+  block *b = (block *)malloc(sizeof(block));
+  norms nc;
+  uint64_t docs = 0, tokens = 0, sd, st, df = 0;
+  uint8_t term[KEY_MAX];
+  size_t tn = 0;
+  uint32_t last = 0;
+  int r, rc = 0, have_term = 0;
+  memset(&nc, 0, sizeof(nc));
+  nc.kv = kv;
+  nc.fid = fid;
+  if (cur == NULL || b == NULL) { rc = rg_fail(e, 500, "out of memory"); goto done; }
+  /* lengths: the statistics' sums */
+  key_head(k, 'N', fid);
+  for (r = kv->seek(cur, k, 5, &ko, &vo); r == 0 && ko.n == 9 &&
+       memcmp(ko.p, k, 5) == 0; r = kv->next(cur, &ko, &vo)) {
+    uint32_t j;
+    if (vo.n != NORM_N * 4) {
+      rc = rg_fail(e, 500, "full-text index: a lengths block is corrupt");
+      goto done;
+    }
+    for (j = 0; j < NORM_N; j++) {
+      uint32_t v = rg_get_u32(vo.p + 4 * j);
+      if (v) { docs++; tokens += v - 1; }
+    }
+  }
+  if (r > 1) { rc = rg_fail(e, r, "full-text index: storage failed"); goto done; }
+  if ((r = read_stats(kv, fid, &sd, &st))) {
+    rc = rg_fail(e, r, "full-text index: storage failed");
+    goto done;
+  }
+  if (sd != docs || st != tokens) {
+    rc = rg_fail(e, 500, "full-text index: statistics (%llu documents, %llu "
+                 "terms) disagree with the lengths (%llu, %llu)",
+                 (unsigned long long)sd, (unsigned long long)st,
+                 (unsigned long long)docs, (unsigned long long)tokens);
+    goto done;
+  }
+  /* postings: order, disjoint blocks, lengths, each term's df */
+  key_head(k, 'P', fid);
+  for (r = kv->seek(cur, k, 5, &ko, &vo);; r = kv->next(cur, &ko, &vo)) {
+    int at_end = r != 0 || ko.n < 10 || memcmp(ko.p, k, 5) != 0;
+    size_t this_n = at_end ? 0 : ko.n - 4;
+    uint32_t i, first;
+    if (r > 1) { rc = rg_fail(e, r, "full-text index: storage failed"); goto done; }
+    if (have_term && (at_end || this_n != tn || memcmp(ko.p, term, tn))) {
+      thead h;
+      /* the term ended: its header's df */
+      int hr = read_thead(kv, fid, (const char *)term + 5, tn - 6, &h);
+      if (hr > 1) { rc = rg_fail(e, hr, "full-text index: storage failed"); goto done; }
+      if (hr == 1 || h.df != df) {
+        rc = rg_fail(e, 500, "full-text index: the df of a term disagrees "
+                     "with its postings");
+        goto done;
+      }
+      have_term = 0;
+    }
+    if (at_end) break;
+    if (!have_term) {
+      memcpy(term, ko.p, this_n);
+      tn = this_n;
+      if (term[tn - 1] != 0) {
+        rc = rg_fail(e, 500, "full-text index: a posting key is corrupt");
+        goto done;
+      }
+      have_term = 1;
+      df = 0;
+      last = 0;
+    }
+    first = rg_get_u32(ko.p + this_n);
+    if (decode_block(first, vo.p, vo.n, b) || (df && first <= last)) {
+      rc = rg_fail(e, 500, "full-text index: a posting block is corrupt or "
+                   "out of order");
+      goto done;
+    }
+    for (i = 0; i < b->n; i++) {
+      uint32_t dl1;
+      if ((r = norm_get(&nc, b->doc[i], &dl1))) {
+        rc = rg_fail(e, r, "full-text index: storage failed");
+        goto done;
+      }
+      if (dl1 == 0 || dl1 - 1 < b->tf[i]) {
+        rc = rg_fail(e, 500, "full-text index: document %u has a posting "
+                     "(tf %u, term %.*s) but no length, or a shorter one (%u)",
+                     (unsigned)b->doc[i], (unsigned)b->tf[i], (int)(tn - 6),
+                     (const char *)term + 5, (unsigned)dl1);
+        goto done;
+      }
+    }
+    last = b->doc[b->n - 1];
+    df += b->n;
+  }
+done:
+  if (cur) kv->close(cur);
+  free(b);
+  return rc;
+}
+/* }===================================================================== */
