@@ -85,7 +85,7 @@ DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev libpcre2-dev \
              lua5.4
 DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev \
              lua-argparse lua-readline
-DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system
+DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system libsqlite3-dev
 DEPS_FUZZ  = $(DEPS_TEST) clang libclang-rt-14-dev
 DEPS_VALGRIND = $(DEPS_TEST) valgrind
 DEPS_CLUSTER = redis-server redis-tools lua-socket nginx libnginx-mod-http-lua
@@ -100,6 +100,7 @@ HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
 
 .PHONY: all test test-luajit luajit-build ctest layers tour demo bench check crash powerloss hammer \
         fuzz fuzz-build valgrind install clean deps-test deps-bench deps-fuzz \
+        bench-search \
         openresty explorer explorer-test install-explorer cluster-test gateway \
         gateway-stop gateway-test gateway-bench
 
@@ -263,8 +264,23 @@ build/bench/raw_lmdb: examples/bench/raw_lmdb.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=c99 -D_GNU_SOURCE -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) -o $@ $< $(LIBS)
 
+build/bench/search_text: examples/bench/search_text.c $(ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=c99 -D_GNU_SOURCE -Icsrc -I$(LMDB_INCDIR) -o $@ $< \
+	  $(ARCHIVES) $(LIBS) -lsqlite3 -lm
+
+# The search bench (examples/bench/search_text.c; SEARCH_DOCS documents):
+# full text against SQLite FTS5, and hybrid fusion, on one seeded corpus.
+SEARCH_DOCS ?= 200000
+bench-search: deps-bench
+	$(MAKE) all build/bench/search_text
+	@mkdir -p build/bench/search
+	nice build/bench/search_text build/bench/search --docs $(SEARCH_DOCS) \
+	  --json build/bench/search.json
+
 bench: deps-bench
 	$(MAKE) all build/bench/raw_lmdb
+	$(MAKE) bench-search
 	$(RUN) examples/bench/items.lua
 	$(RUN) examples/bench/query.lua
 	$(RUN) examples/bench/feed.lua

@@ -10,6 +10,7 @@
 */
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -114,26 +115,63 @@ static const char *const en_stop[] = {
   "you're", "you've", "your", "yours", "yourself", "yourselves", "z", "zero"
 };
 
-static int stop_cmp (const void *k, const void *e) {
-  return strcmp((const char *)k, *(const char *const *)e);
+#define NSTOP (sizeof(en_stop) / sizeof(en_stop[0]))
+#define STOP_SLOTS 2048              /* a power of 2, over 3x NSTOP */
+
+/* The stopwords in an open-addressing table of their indexes + 1, made
+** once per process. */
+static uint16_t stop_slot[STOP_SLOTS];
+static pthread_once_t stop_once = PTHREAD_ONCE_INIT;
+
+static uint32_t stop_hash (const char *w, size_t n) {
+  uint32_t h = 2166136261u;
+  size_t i;
+  for (i = 0; i < n; i++) h = (h ^ (unsigned char)w[i]) * 16777619u;
+  return h;
+}
+
+static void stop_init (void) {
+  size_t i;
+  for (i = 0; i < NSTOP; i++) {
+    uint32_t j = stop_hash(en_stop[i], strlen(en_stop[i])) & (STOP_SLOTS - 1);
+    while (stop_slot[j]) j = (j + 1) & (STOP_SLOTS - 1);
+    stop_slot[j] = (uint16_t)(i + 1);
+  }
 }
 
 int rg_text_stopword (int lang, const char *w, size_t n) {
-  char key[RG_TEXT_MAX_TOKEN + 1];
+  uint32_t j;
   if (lang != RG_LANG_EN_US || n > 16) return 0;   /* the longest has 13 */
-  memcpy(key, w, n);
-  key[n] = '\0';
-  return bsearch(key, en_stop, sizeof(en_stop) / sizeof(en_stop[0]),
-                 sizeof(en_stop[0]), stop_cmp) != NULL;
+  pthread_once(&stop_once, stop_init);
+  for (j = stop_hash(w, n) & (STOP_SLOTS - 1); stop_slot[j];
+       j = (j + 1) & (STOP_SLOTS - 1)) {
+    const char *t = en_stop[stop_slot[j] - 1];
+    if (strncmp(t, w, n) == 0 && t[n] == '\0') return 1;
+  }
+  return 0;
 }
 
 void rg_analyzer_init (rg_analyzer *a) {
   memset(a, 0, sizeof(*a));
 }
 
+#define CACHE_SETS 4096             /* of two ways; a power of 2 */
+#define CACHE_WORD 21                /* longer words are stemmed each time */
+
+typedef struct stem_entry {
+  uint8_t lang, wn, sn;              /* wn 0: empty */
+  char w[CACHE_WORD], s[CACHE_WORD];
+} stem_entry;
+
+struct rg_stemcache {
+  stem_entry e[CACHE_SETS][2];
+  uint8_t older[CACHE_SETS];         /* the way to replace next */
+};
+
 void rg_analyzer_free (rg_analyzer *a) {
   int i;
   for (i = 0; i < RG_LANG_COUNT; i++) sb_stemmer_delete(a->sb[i]);
+  free(a->cache);
   memset(a, 0, sizeof(*a));
 }
 
@@ -236,16 +274,44 @@ static long fold (long cp) {
 static int emit (rg_analyzer *a, int lang, int stem, const char *w,
                  size_t n, uint32_t pos, rg_text_fn fn, void *ud) {
   const sb_symbol *st;
+  stem_entry *ce = NULL;
+  size_t sn;
   if (n == 0 || rg_text_stopword(lang, w, n)) return 0;
   if (!stem) return fn(ud, w, n, pos);
+  if (a->cache == NULL)              /* no cache: stem every word */
+    a->cache = (struct rg_stemcache *)calloc(1, sizeof(struct rg_stemcache));
+  if (a->cache && n <= CACHE_WORD) {
+    uint32_t h = 2166136261u ^ (uint32_t)lang, set;
+    size_t i;
+    int way;
+    for (i = 0; i < n; i++) h = (h ^ (unsigned char)w[i]) * 16777619u;
+    set = h & (CACHE_SETS - 1);
+    for (way = 0; way < 2; way++) {
+      ce = &a->cache->e[set][way];
+      if (ce->wn == n && ce->lang == lang && memcmp(ce->w, w, n) == 0) {
+        a->cache->older[set] = (uint8_t)!way;
+        return fn(ud, ce->s, ce->sn, pos);
+      }
+    }
+    way = a->cache->older[set];
+    ce = &a->cache->e[set][way];
+    a->cache->older[set] = (uint8_t)!way;
+  }
   if (a->sb[lang] == NULL) {
     a->sb[lang] = sb_stemmer_new(langs[lang].algo, NULL);
     if (a->sb[lang] == NULL) { a->oom = 1; return -1; }
   }
   st = sb_stemmer_stem(a->sb[lang], (const sb_symbol *)w, (int)n);
   if (st == NULL) { a->oom = 1; return -1; }
-  return fn(ud, (const char *)st, (size_t)sb_stemmer_length(a->sb[lang]),
-            pos);
+  sn = (size_t)sb_stemmer_length(a->sb[lang]);
+  if (ce && sn <= CACHE_WORD) {
+    ce->lang = (uint8_t)lang;
+    ce->wn = (uint8_t)n;
+    ce->sn = (uint8_t)sn;
+    memcpy(ce->w, w, n);
+    memcpy(ce->s, st, sn);
+  }
+  return fn(ud, (const char *)st, sn, pos);
 }
 
 int rg_text_analyze (rg_analyzer *a, int lang, int stem, const char *s,
@@ -258,7 +324,20 @@ int rg_text_analyze (rg_analyzer *a, int lang, int stem, const char *s,
   if (lang < 0 || lang >= RG_LANG_COUNT) lang = RG_LANG_EN_US;
   while (i < n) {
     long cp;
-    size_t k = utf8_next(p + i, n - i, &cp);
+    size_t k;
+    if (p[i] < 0x80) {               /* ASCII, most text: no decoding */
+      unsigned c = p[i];
+      if ((c | 32) - 'a' < 26 || c - '0' < 10) {
+        if (wn + 1 > RG_TEXT_MAX_TOKEN) over = 1;
+        else w[wn++] = (char)(c - 'A' < 26 ? c + 32 : c);
+        in = 1;
+        i++;
+        continue;
+      }
+      cp = (long)c;
+      k = 1;
+    }
+    else k = utf8_next(p + i, n - i, &cp);
     if (word_cp(cp)) {
       char b[4];
       size_t bl = utf8_put(b, fold(cp));

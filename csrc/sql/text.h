@@ -51,9 +51,13 @@ const char *rg_text_lang_name (int lang);
 /* Is the folded word a stopword of the language? */
 int  rg_text_stopword (int lang, const char *w, size_t n);
 
-/* An analyzer: stemmers made on first use, and scratch. */
+/* An analyzer: stemmers made on first use, and a cache of the last stems
+** (direct-mapped by a hash of language and word: most words of a text are
+** the few frequent ones of its language). */
+struct rg_stemcache;
 typedef struct rg_analyzer {
   struct sb_stemmer *sb[RG_LANG_COUNT];
+  struct rg_stemcache *cache;
   int oom;
 } rg_analyzer;
 

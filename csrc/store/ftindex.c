@@ -55,70 +55,146 @@ static size_t key_head (uint8_t *k, uint8_t kind, uint32_t fid) {
   return 5;
 }
 
-/* 'P' | fid | term | 00 (the prefix of a term's blocks) */
-static size_t key_term (uint8_t *k, uint8_t kind, uint32_t fid,
-                        const char *t, size_t n) {
-  size_t m = key_head(k, kind, fid);
+/* 'P' | fid | term | 00: the prefix of a term's blocks */
+static size_t key_term (uint8_t *k, uint32_t fid, const char *t, size_t n) {
+  size_t m = key_head(k, 'P', fid);
   memcpy(k + m, t, n);
   m += n;
-  if (kind == 'P') k[m++] = 0;
+  k[m++] = 0;
   return m;
 }
 
 typedef struct pair { uint32_t tf, dl; } pair;
 
-typedef struct block {
-  uint32_t n;
-  uint32_t doc[RG_FTI_BLOCK];
-  uint32_t tf[RG_FTI_BLOCK];
+/* A term's header, in its last block. */
+typedef struct thead {
+  uint64_t df;
   pair front[FRONT];
   int nfront;
+} thead;
+
+/* A block's head: what precedes its postings. */
+typedef struct bhead {
+  uint32_t n, first, last;
+  pair front[FRONT];
+  int nfront;
+  int is_last;
+  thead th;                          /* is_last */
+  const uint8_t *post;               /* its postings' bytes */
+  size_t plen;
+} bhead;
+
+typedef struct block {
+  bhead h;
+  uint32_t doc[RG_FTI_BLOCK];
+  uint32_t tf[RG_FTI_BLOCK];
 } block;
+
+static int get_pairs (const uint8_t **p, const uint8_t *end, pair *f,
+                      int *nf) {
+  uint64_t v, w;
+  int i;
+  if (get_varint(p, end, &v) || v == 0 || v > FRONT) return -1;
+  *nf = (int)v;
+  for (i = 0; i < *nf; i++) {
+    if (get_varint(p, end, &v) || get_varint(p, end, &w) || v == 0 ||
+        v > UINT32_MAX || w > UINT32_MAX)
+      return -1;
+    f[i].tf = (uint32_t)v;
+    f[i].dl = (uint32_t)w;
+  }
+  return 0;
+}
+
+static size_t put_pairs (uint8_t *out, const pair *f, int nf) {
+  size_t m = put_varint(out, (uint64_t)nf);
+  int i;
+  for (i = 0; i < nf; i++) {
+    m += put_varint(out + m, f[i].tf);
+    m += put_varint(out + m, f[i].dl);
+  }
+  return m;
+}
+
+static int decode_head (uint32_t first, const uint8_t *p, size_t len,
+                        bhead *h) {
+  const uint8_t *end = p + len;
+  uint64_t v, span;
+  if (get_varint(&p, end, &v) || (v >> 1) == 0 || (v >> 1) > RG_FTI_BLOCK)
+    return -1;
+  h->n = (uint32_t)(v >> 1);
+  h->is_last = (int)(v & 1);
+  if (get_varint(&p, end, &span) || span > (uint64_t)(END - 1 - first) ||
+      (h->n == 1) != (span == 0))
+    return -1;
+  h->first = first;
+  h->last = first + (uint32_t)span;
+  if (get_pairs(&p, end, h->front, &h->nfront)) return -1;
+  if (h->is_last) {
+    if (get_varint(&p, end, &h->th.df) || h->th.df == 0 ||
+        get_pairs(&p, end, h->th.front, &h->th.nfront))
+      return -1;
+  }
+  h->post = p;
+  h->plen = (size_t)(end - p);
+  return 0;
+}
 
 static int decode_block (uint32_t first, const uint8_t *p, size_t len,
                          block *b) {
-  const uint8_t *end = p + len;
-  uint64_t n, v, w;
+  const uint8_t *q, *end;
+  uint64_t v, w;
   uint32_t i, d = first;
-  if (get_varint(&p, end, &n) || n == 0 || n > RG_FTI_BLOCK) return -1;
-  if (get_varint(&p, end, &v) || v == 0 || v > FRONT) return -1;
-  b->nfront = (int)v;
-  for (i = 0; i < (uint32_t)b->nfront; i++) {
-    if (get_varint(&p, end, &v) || get_varint(&p, end, &w)) return -1;
-    b->front[i].tf = (uint32_t)v;
-    b->front[i].dl = (uint32_t)w;
-  }
-  b->n = (uint32_t)n;
-  b->doc[0] = first;
-  for (i = 1; i < b->n; i++) {
-    if (get_varint(&p, end, &v) || v == 0 || v > (uint64_t)(END - 1 - d))
+  if (decode_head(first, p, len, &b->h)) return -1;
+  q = b->h.post;
+  end = q + b->h.plen;
+  for (i = 0; i < b->h.n; i++) {     /* delta << 1 | (tf > 1) [, tf] */
+    uint64_t delta;
+    if (get_varint(&q, end, &v)) return -1;
+    delta = v >> 1;
+    if (i == 0 ? delta != 0 : (delta == 0 || delta > (uint64_t)(END - 1 - d)))
       return -1;
-    d += (uint32_t)v;
+    d += (uint32_t)delta;
     b->doc[i] = d;
+    if (v & 1) {
+      if (get_varint(&q, end, &w) || w < 2 || w > UINT32_MAX) return -1;
+      b->tf[i] = (uint32_t)w;
+    }
+    else b->tf[i] = 1;
   }
-  for (i = 0; i < b->n; i++) {
-    if (get_varint(&p, end, &v) || v == 0 || v > UINT32_MAX) return -1;
-    b->tf[i] = (uint32_t)v;
-  }
-  return p == end ? 0 : -1;
+  return q == end && d == b->h.last ? 0 : -1;
 }
 
-static size_t encode_block (const uint32_t *doc, const uint32_t *tf,
-                            uint32_t n, const pair *front, int nf,
-                            uint8_t *out) {
+/* Encodes postings (prev: the doc before the first, 0 for a block's
+** first posting); their bytes. */
+static size_t encode_posts (const uint32_t *doc, const uint32_t *tf,
+                            uint32_t n, uint32_t prev, uint8_t *out) {
   size_t m = 0;
   uint32_t i;
-  int j;
-  m += put_varint(out + m, n);
-  m += put_varint(out + m, (uint64_t)nf);
-  for (j = 0; j < nf; j++) {
-    m += put_varint(out + m, front[j].tf);
-    m += put_varint(out + m, front[j].dl);
+  for (i = 0; i < n; i++) {
+    uint64_t delta = prev ? doc[i] - prev : 0;
+    m += put_varint(out + m, delta << 1 | (tf[i] > 1));
+    if (tf[i] > 1) m += put_varint(out + m, tf[i]);
+    prev = doc[i];
   }
-  for (i = 1; i < n; i++) m += put_varint(out + m, doc[i] - doc[i - 1]);
-  for (i = 0; i < n; i++) m += put_varint(out + m, tf[i]);
   return m;
 }
+
+/* A block's head (th: the term's header when it is the last block). */
+static size_t encode_head (uint32_t n, uint32_t span, const pair *front,
+                           int nf, const thead *th, uint8_t *out) {
+  size_t m = put_varint(out, (uint64_t)n << 1 | (th != NULL));
+  m += put_varint(out + m, span);
+  m += put_pairs(out + m, front, nf);
+  if (th) {
+    m += put_varint(out + m, th->df);
+    m += put_pairs(out + m, th->front, th->nfront);
+  }
+  return m;
+}
+
+#define HEAD_MAX (3 * 10 + 2 * (1 + FRONT * 10))
+#define VALUE_MAX (HEAD_MAX + RG_FTI_BLOCK * 10)
 
 static int pair_cmp (const void *a, const void *b) {
   const pair *x = (const pair *)a, *y = (const pair *)b;
@@ -127,14 +203,14 @@ static int pair_cmp (const void *a, const void *b) {
 }
 
 /* The competitive pairs of n (tf, dl) pairs (sorted in place), merged down
-** to at most FRONT; their count. */
+** to at most FRONT; their count (out may be p). */
 static int make_front (pair *p, size_t n, pair *out) {
   size_t i;
   int m = 0;
   qsort(p, n, sizeof(pair), pair_cmp);
   for (i = 0; i < n; i++) {          /* dl ascending: keep rising tf */
     if (m && p[i].tf <= out[m - 1].tf) continue;
-    if (m == FRONT) {                /* merge the last two */
+    if (m == FRONT) {                /* merge into the last */
       out[m - 1].tf = p[i].tf;
       continue;
     }
@@ -157,6 +233,25 @@ static double front_bound (const pair *f, int n, double avgdl) {
   }
   return best;
 }
+
+static int in_term (const rg_slice *k, const uint8_t *prefix, size_t plen) {
+  return k->n == plen + 4 && memcmp(k->p, prefix, plen) == 0;
+}
+
+/* Puts the cursor on a term's last block: 0 (ko, vo set), 1 (the term has
+** none), or a status. */
+static int last_block (const rg_kv *kv, void *cur, const uint8_t *prefix,
+                       size_t plen, rg_slice *ko, rg_slice *vo) {
+  uint8_t k[KEY_MAX];
+  int r;
+  memcpy(k, prefix, plen);
+  rg_put_u32(k + plen, END);
+  r = kv->seek(cur, k, plen + 4, ko, vo);
+  if (r > 1) return r;
+  r = kv->prev(cur, ko, vo);
+  if (r > 1) return r;
+  return r == 0 && in_term(ko, prefix, plen) ? 0 : 1;
+}
 /* }===================================================================== */
 
 
@@ -175,7 +270,6 @@ typedef struct norms {
   uint32_t fid, blk;
   int have;
   uint8_t v[NORM_N * 4];
-  rg_fti_work *work;
 } norms;
 
 static int norm_get (norms *c, uint32_t doc, uint32_t *dl1) {
@@ -213,44 +307,41 @@ static int read_stats (const rg_kv *kv, uint32_t fid, uint64_t *docs,
   return 0;
 }
 
-typedef struct thead { uint64_t df; pair front[FRONT]; int nfront; } thead;
-
-/* A term's header: 0 (found), 1 (none), or a status. */
-static int read_thead (const rg_kv *kv, uint32_t fid, const char *t,
-                       size_t n, thead *h) {
-  uint8_t k[KEY_MAX];
-  rg_slice v;
-  const uint8_t *p, *end;
-  uint64_t a, b;
-  int rc, i;
+/* A term's header: 0 (found), 1 (no such term), or a status. */
+static int read_thead (const rg_kv *kv, void *cur, uint32_t fid,
+                       const char *t, size_t n, thead *h) {
+  uint8_t prefix[KEY_MAX];
+  size_t plen = key_term(prefix, fid, t, n);
+  rg_slice ko, vo;
+  bhead bh;
+  int r;
   memset(h, 0, sizeof(*h));
-  rc = kv->get(kv->ud, k, key_term(k, 'T', fid, t, n), &v);
-  if (rc) return rc;
-  p = v.p;
-  end = v.p + v.n;
-  if (get_varint(&p, end, &h->df) || get_varint(&p, end, &a) || a > FRONT)
-    return 1;
-  h->nfront = (int)a;
-  for (i = 0; i < h->nfront; i++) {
-    if (get_varint(&p, end, &a) || get_varint(&p, end, &b)) return 1;
-    h->front[i].tf = (uint32_t)a;
-    h->front[i].dl = (uint32_t)b;
-  }
+  if ((r = last_block(kv, cur, prefix, plen, &ko, &vo))) return r;
+  if (decode_head(rg_get_u32(ko.p + plen), vo.p, vo.n, &bh) || !bh.is_last)
+    return 500;
+  *h = bh.th;
   return 0;
 }
 
 int rg_fti_stats (const rg_kv *kv, uint32_t fid, const char *const *terms,
                   const size_t *lens, int nterms, uint64_t *docs,
                   uint64_t *tokens, uint64_t *df, rg_err *e) {
+  void *cur;
   int i, rc;
   if ((rc = read_stats(kv, fid, docs, tokens)))
     return rg_fail(e, rc, "full-text index: storage failed");
+  if ((cur = kv->open(kv->ud)) == NULL) return rg_fail(e, 500, "out of memory");
   for (i = 0; i < nterms; i++) {
     thead h;
-    if ((rc = read_thead(kv, fid, terms[i], lens[i], &h)) > 1)
-      return rg_fail(e, rc, "full-text index: storage failed");
+    if (lens[i] > MAX_TERM) { df[i] = 0; continue; }
+    if ((rc = read_thead(kv, cur, fid, terms[i], lens[i], &h)) > 1) {
+      kv->close(cur);
+      return rg_fail(e, rc, "full-text index: %s", rc == 500 ?
+                     "a block is corrupt" : "storage failed");
+    }
     df[i] = rc == 0 ? h.df : 0;
   }
+  kv->close(cur);
   return 0;
 }
 /* }===================================================================== */
@@ -274,7 +365,8 @@ typedef struct pterm {
 
 typedef struct dop { uint32_t doc, dl1, seq; } dop;   /* dl1 0: removed */
 
-/* Postings merged, waiting to be cut into blocks. */
+/* Postings merged, waiting to be cut into blocks; dl END: a stored
+** posting's (unknown here). */
 typedef struct run {
   uint32_t doc[2 * RG_FTI_BLOCK], tf[2 * RG_FTI_BLOCK], dl[2 * RG_FTI_BLOCK];
 } run;
@@ -290,11 +382,18 @@ struct rg_fti_writer {
   size_t ndocs, dcap;
   int64_t ddocs, dtokens;            /* statistics' changes */
   uint32_t seq;
-  int oom;
-  /* the document being analyzed */
+  /* the document being analyzed: its distinct terms, and their hash */
   struct { char *t; uint32_t n, tf; } *cur;
   size_t ncur, ccap;
+  uint32_t *hslot, hcap;             /* indexes into cur, END empty */
   uint32_t dl;
+  /* flushing */
+  block *old;
+  run *neu;
+  uint8_t *val;                      /* VALUE_MAX bytes */
+  void *kc;                          /* one cursor for the whole flush */
+  pair tfront[RG_FTI_BLOCK + 2 * FRONT];
+  int ntfront;                       /* the fronts of the blocks written */
 };
 
 int rg_fti_writer_new (rg_fti_writer **out, const rg_kv *kv, uint32_t fid,
@@ -306,6 +405,13 @@ int rg_fti_writer_new (rg_fti_writer **out, const rg_kv *kv, uint32_t fid,
   w->fid = fid;
   w->lang = lang;
   rg_analyzer_init(&w->an);
+  w->old = (block *)malloc(sizeof(block));
+  w->neu = (run *)malloc(sizeof(run));
+  w->val = (uint8_t *)malloc(VALUE_MAX);
+  if (w->old == NULL || w->neu == NULL || w->val == NULL) {
+    rg_fti_writer_free(w);
+    return 500;
+  }
   *out = w;
   return 0;
 }
@@ -321,12 +427,19 @@ void rg_fti_writer_free (rg_fti_writer *w) {
   free(w->docs);
   for (i = 0; i < w->ccap; i++) free(w->cur[i].t);
   free(w->cur);
+  free(w->hslot);
+  free(w->old);
+  free(w->neu);
+  free(w->val);
   rg_analyzer_free(&w->an);
   free(w);
 }
 
-static uint64_t hash_of (const char *s, size_t n) {
-  return rg_hash(s, n);
+static uint32_t fnv (const char *s, size_t n) {
+  uint32_t h = 2166136261u;
+  size_t i;
+  for (i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  return h;
 }
 
 static pterm *term_slot (rg_fti_writer *w, const char *t, size_t n) {
@@ -338,14 +451,14 @@ static pterm *term_slot (rg_fti_writer *w, const char *t, size_t n) {
     for (j = 0; j < w->cap; j++) {
       pterm *o = &w->terms[j];
       if (o->t == NULL) continue;
-      for (i = hash_of(o->t, o->n) & (cap - 1); nt[i].t; i = (i + 1) & (cap - 1)) {}
+      for (i = fnv(o->t, o->n) & (cap - 1); nt[i].t; i = (i + 1) & (cap - 1)) {}
       nt[i] = *o;
     }
     free(w->terms);
     w->terms = nt;
     w->cap = cap;
   }
-  for (i = hash_of(t, n) & (w->cap - 1); w->terms[i].t;
+  for (i = fnv(t, n) & (w->cap - 1); w->terms[i].t;
        i = (i + 1) & (w->cap - 1))
     if (w->terms[i].n == n && memcmp(w->terms[i].t, t, n) == 0)
       return &w->terms[i];
@@ -356,17 +469,33 @@ static pterm *term_slot (rg_fti_writer *w, const char *t, size_t n) {
   return &w->terms[i];
 }
 
-/* Collects one document's distinct terms and counts (few: a scan). */
+/* Collects one document's distinct terms and counts. */
 static int cur_term (void *ud, const char *t, size_t n, uint32_t pos) {
   rg_fti_writer *w = (rg_fti_writer *)ud;
-  size_t i;
+  uint32_t h = fnv(t, n), i;
+  size_t j;
   (void)pos;
   w->dl++;
-  for (i = 0; i < w->ncur; i++)
-    if (w->cur[i].n == n && memcmp(w->cur[i].t, t, n) == 0) {
-      w->cur[i].tf++;
+  if ((w->ncur + 1) * 2 > w->hcap) { /* grow, and rehash */
+    uint32_t cap = w->hcap ? w->hcap * 2 : 256, *nh;
+    if ((nh = (uint32_t *)malloc(cap * sizeof(uint32_t))) == NULL) return -1;
+    memset(nh, 0xFF, cap * sizeof(uint32_t));
+    for (j = 0; j < w->ncur; j++) {
+      for (i = fnv(w->cur[j].t, w->cur[j].n) & (cap - 1); nh[i] != END;
+           i = (i + 1) & (cap - 1)) {}
+      nh[i] = (uint32_t)j;
+    }
+    free(w->hslot);
+    w->hslot = nh;
+    w->hcap = cap;
+  }
+  for (i = h & (w->hcap - 1); w->hslot[i] != END; i = (i + 1) & (w->hcap - 1)) {
+    size_t c = w->hslot[i];
+    if (w->cur[c].n == n && memcmp(w->cur[c].t, t, n) == 0) {
+      w->cur[c].tf++;
       return 0;
     }
+  }
   if (w->ncur == w->ccap) {
     size_t cap = w->ccap ? w->ccap * 2 : 64;
     void *p = realloc(w->cur, cap * sizeof(*w->cur));
@@ -375,13 +504,13 @@ static int cur_term (void *ud, const char *t, size_t n, uint32_t pos) {
     memset(w->cur + w->ccap, 0, (cap - w->ccap) * sizeof(*w->cur));
     w->ccap = cap;
   }
-  if (w->cur[w->ncur].t == NULL || w->cur[w->ncur].n < n) {
-    free(w->cur[w->ncur].t);
-    if ((w->cur[w->ncur].t = (char *)malloc(MAX_TERM + 1)) == NULL) return -1;
-  }
+  if (w->cur[w->ncur].t == NULL &&
+      (w->cur[w->ncur].t = (char *)malloc(MAX_TERM + 1)) == NULL)
+    return -1;
   memcpy(w->cur[w->ncur].t, t, n);
   w->cur[w->ncur].n = (uint32_t)n;
   w->cur[w->ncur].tf = 1;
+  w->hslot[i] = (uint32_t)w->ncur;
   w->ncur++;
   return 0;
 }
@@ -389,8 +518,10 @@ static int cur_term (void *ud, const char *t, size_t n, uint32_t pos) {
 static int change (rg_fti_writer *w, uint32_t doc, const char *text,
                    size_t n, int add) {
   size_t i;
+  if (doc == 0 || doc == END) return 400;
   w->ncur = 0;
   w->dl = 0;
+  if (w->hslot) memset(w->hslot, 0xFF, w->hcap * sizeof(uint32_t));
   if (rg_text_analyze(&w->an, w->lang, 1, text, n, cur_term, w)) return 500;
   for (i = 0; i < w->ncur; i++) {
     pterm *p = term_slot(w, w->cur[i].t, w->cur[i].n);
@@ -479,21 +610,29 @@ static int flush_norms (rg_fti_writer *w, rg_fti_work *work) {
   return 0;
 }
 
-/* Writes n postings as blocks of at most RG_FTI_BLOCK.  dl[i] is the
-** length of a posting written in this flush, or END for one that was
-** stored: `exact` looks those up in the lengths table (after removals, so
-** that a block's bound tightens again); otherwise the stored block's
-** front `oldf` stands for them (a bound of theirs already).  Each block's
-** front is added to the term's (tf_front). */
+static void add_front (rg_fti_writer *w, const pair *f, int nf) {
+  int j;
+  for (j = 0; j < nf; j++) w->tfront[w->ntfront++] = f[j];
+  if (w->ntfront > RG_FTI_BLOCK)
+    w->ntfront = make_front(w->tfront, (size_t)w->ntfront, w->tfront);
+}
+
+/*
+** Writes n postings of a run as blocks of at most RG_FTI_BLOCK, none of
+** them the term's last (the term's last block gets its header after).
+** A stored posting's length (dl END) is looked up when `exact` (after a
+** removal, so that a block's bound tightens again); otherwise the stored
+** block's front `oldf` stands for the stored postings.  *took is set when
+** a block written has the key `old_first`.
+*/
 static int write_blocks (rg_fti_writer *w, norms *nc, const uint8_t *prefix,
-                         size_t plen, const run *all, uint32_t n, int exact, const pair *oldf, int noldf,
-                         pair *tfront, int *ntf, rg_fti_work *work) {
-  uint8_t k[KEY_MAX], *v;
-  pair ps[RG_FTI_BLOCK + FRONT * 2], front[FRONT];
+                         size_t plen, const run *all, uint32_t n, int exact,
+                         const pair *oldf, int noldf, uint32_t old_first,
+                         int *took, rg_fti_work *work) {
+  uint8_t k[KEY_MAX];
+  pair ps[RG_FTI_BLOCK + FRONT], front[FRONT];
   uint32_t at = 0;
-  int rc = 0;
-  v = (uint8_t *)malloc((size_t)RG_FTI_BLOCK * 10 + FRONT * 20 + 10);
-  if (v == NULL) return 500;
+  int rc;
   memcpy(k, prefix, plen);
   while (at < n) {
     uint32_t take = n - at, i, np = 0;
@@ -507,7 +646,7 @@ static int write_blocks (rg_fti_writer *w, norms *nc, const uint8_t *prefix,
       uint32_t d = all->dl[at + i];
       if (d == END) {
         if (!exact) { old_in = 1; continue; }
-        if ((rc = norm_get(nc, all->doc[at + i], &d))) goto done;
+        if ((rc = norm_get(nc, all->doc[at + i], &d))) return rc;
         d = d ? d - 1 : 0;
       }
       ps[np].tf = all->tf[at + i];
@@ -515,118 +654,211 @@ static int write_blocks (rg_fti_writer *w, norms *nc, const uint8_t *prefix,
     }
     if (old_in) for (j = 0; j < noldf; j++) ps[np++] = oldf[j];
     nf = make_front(ps, np, front);
-    for (j = 0; j < nf; j++) tfront[(*ntf)++] = front[j];
-    if (*ntf > RG_FTI_BLOCK) *ntf = make_front(tfront, (size_t)*ntf, tfront);
-    vn = encode_block(all->doc + at, all->tf + at, take, front, nf, v);
+    add_front(w, front, nf);
+    vn = encode_head(take, all->doc[at + take - 1] - all->doc[at], front, nf,
+                     NULL, w->val);
+    vn += encode_posts(all->doc + at, all->tf + at, take, 0, w->val + vn);
     rg_put_u32(k + plen, all->doc[at]);
-    if ((rc = w->kv.put(w->kv.ud, k, plen + 4, v, vn)) > 1) goto done;
-    rc = 0;
+    if (all->doc[at] == old_first) *took = 1;
+    if ((rc = w->kv.put(w->kv.ud, k, plen + 4, w->val, vn)) > 1) return rc;
     if (work) { work->blocks_written++; work->bytes_written += vn + plen + 4; }
     at += take;
   }
-done:
-  free(v);
-  return rc;
+  return 0;
 }
 
-/* Merges one term's changes into its blocks and header. */
+/* Rewrites the term's last block with the header (df, and a front that
+** covers every block): after a general merge.  df 0: the term is gone. */
+static int put_header (rg_fti_writer *w, const uint8_t *prefix, size_t plen,
+                       uint64_t df, const thead *old, rg_fti_work *work) {
+  rg_slice ko, vo;
+  thead th;
+  block *b = w->old;
+  uint8_t k[KEY_MAX];
+  size_t vn;
+  int r, j;
+  if (df == 0) return 0;
+  if ((r = last_block(&w->kv, w->kc, prefix, plen, &ko, &vo)) == 1) return 500;
+  if (r) return r;
+  memcpy(k, ko.p, ko.n);
+  if (decode_block(rg_get_u32(ko.p + plen), vo.p, vo.n, b)) return 500;
+  if (work) { work->blocks_read++; work->postings_read += b->h.n; }
+  add_front(w, b->h.front, b->h.nfront);
+  for (j = 0; old && j < old->nfront; j++) w->tfront[w->ntfront++] = old->front[j];
+  th.df = df;
+  th.nfront = make_front(w->tfront, (size_t)w->ntfront, th.front);
+  vn = encode_head(b->h.n, b->h.last - b->h.first, b->h.front, b->h.nfront,
+                   &th, w->val);
+  vn += encode_posts(b->doc, b->tf, b->h.n, 0, w->val + vn);
+  if ((r = w->kv.put(w->kv.ud, k, plen + 4, w->val, vn)) > 1) return r;
+  if (work) { work->blocks_written++; work->bytes_written += vn + plen + 4; }
+  return 0;
+}
+
+/* Appends postings (all past the term's last) to its last block, found at
+** the cursor (ko, vo): the stored postings are copied as bytes; only what
+** no longer fits goes to new blocks.  The last block written carries the
+** header. */
+static int append (rg_fti_writer *w, const uint8_t *prefix, size_t plen,
+                   const rg_slice *ko, const rg_slice *vo, const op *ops,
+                   size_t nops, rg_fti_work *work) {
+  bhead h;
+  uint32_t first = rg_get_u32(ko->p + plen), room, fit, i;
+  uint8_t k[KEY_MAX];
+  pair ps[RG_FTI_BLOCK + FRONT], front[FRONT];
+  thead th;
+  size_t vn;
+  int r, nf;
+  memcpy(k, ko->p, ko->n);
+  if (decode_head(first, vo->p, vo->n, &h) || !h.is_last) return 500;
+  th = h.th;
+  th.df += nops;
+  room = RG_FTI_BLOCK - h.n;
+  fit = nops < room ? (uint32_t)nops : room;
+  for (i = 0; i < fit; i++) { ps[i].tf = ops[i].tf; ps[i].dl = ops[i].dl; }
+  for (r = 0; r < h.nfront; r++) ps[fit + r] = h.front[r];
+  nf = make_front(ps, fit + (uint32_t)h.nfront, front);
+  /* the term's front: the old one and every new posting's */
+  for (i = 0; i < nops; i++) {
+    w->tfront[w->ntfront].tf = ops[i].tf;
+    w->tfront[w->ntfront++].dl = ops[i].dl;
+    if (w->ntfront > RG_FTI_BLOCK)
+      w->ntfront = make_front(w->tfront, (size_t)w->ntfront, w->tfront);
+  }
+  add_front(w, th.front, th.nfront);
+  th.nfront = make_front(w->tfront, (size_t)w->ntfront, th.front);
+  {                                  /* the last block, grown */
+    run *nr = w->neu;
+    uint8_t *v = w->val;
+    for (i = 0; i < fit; i++) { nr->doc[i] = ops[i].doc; nr->tf[i] = ops[i].tf; }
+    vn = encode_head(h.n + fit, (fit ? nr->doc[fit - 1] : h.last) - first,
+                     front, nf, fit == nops ? &th : NULL, v);
+    memcpy(v + vn, h.post, h.plen);
+    vn += h.plen;
+    vn += encode_posts(nr->doc, nr->tf, fit, h.last, v + vn);
+    if ((r = w->kv.put(w->kv.ud, k, plen + 4, v, vn)) > 1) return r;
+    if (work) {
+      work->blocks_read++;
+      work->blocks_written++;
+      work->bytes_written += vn + plen + 4;
+    }
+  }
+  if (fit < nops) {                  /* the rest: new blocks, then header */
+    run *nr = w->neu;
+    size_t at = fit;
+    int took = 0;
+    while (at < nops) {
+      uint32_t m = nops - at < 2 * RG_FTI_BLOCK ? (uint32_t)(nops - at)
+                                                : 2 * RG_FTI_BLOCK;
+      for (i = 0; i < m; i++) {
+        nr->doc[i] = ops[at + i].doc;
+        nr->tf[i] = ops[at + i].tf;
+        nr->dl[i] = ops[at + i].dl;
+      }
+      if ((r = write_blocks(w, NULL, prefix, plen, nr, m, 0, NULL, 0, END,
+                            &took, work)))
+        return r;
+      at += m;
+    }
+    w->ntfront = 0;
+    return put_header(w, prefix, plen, th.df, &th, work);
+  }
+  return 0;
+}
+
+/* Merges one term's changes into its blocks. */
 static int flush_term (rg_fti_writer *w, pterm *p, norms *nc,
                        rg_fti_work *work) {
   uint8_t prefix[KEY_MAX], k[KEY_MAX];
-  size_t plen = key_term(prefix, 'P', w->fid, p->t, p->n), i = 0, j;
-  void *cur = w->kv.open(w->kv.ud);
-  block *old = NULL;
-  run *neu = NULL;
-  pair front_all[RG_FTI_BLOCK + 2 * FRONT], tf_front[FRONT];
-  int nf_all = 0, rc = 0;
-  int64_t ddf = 0;
+  size_t plen = key_term(prefix, w->fid, p->t, p->n), i = 0, j;
+  block *old = w->old;
+  run *neu = w->neu;
+  int rc = 0, adds = 1, r;
+  int64_t df = 0;
   thead h;
-  uint8_t hv[16 + FRONT * 10];
-  size_t hn;
-  if (cur == NULL) return 500;
-  old = (block *)malloc(sizeof(block));
-  neu = (run *)malloc(sizeof(run));
-  if (old == NULL || neu == NULL) { rc = 500; goto done; }
-  qsort(p->ops, p->nops, sizeof(op), op_cmp);
+  rg_slice ko, vo;
+  w->ntfront = 0;
+  if (p->nops > 1) qsort(p->ops, p->nops, sizeof(op), op_cmp);
   for (i = j = 0; i < p->nops; i++) {          /* the last change wins */
     if (j && p->ops[j - 1].doc == p->ops[i].doc) p->ops[j - 1] = p->ops[i];
     else p->ops[j++] = p->ops[i];
   }
   p->nops = j;
-  if ((rc = read_thead(&w->kv, w->fid, p->t, p->n, &h)) > 1) goto done;
+  for (i = 0; i < p->nops; i++) if (p->ops[i].tf == 0) adds = 0;
+  r = last_block(&w->kv, w->kc, prefix, plen, &ko, &vo);
+  if (r > 1) return r;
+  memset(&h, 0, sizeof(h));
+  if (r == 0) {
+    bhead bh;
+    if (decode_head(rg_get_u32(ko.p + plen), vo.p, vo.n, &bh) || !bh.is_last)
+      return 500;
+    h = bh.th;
+    if (adds && p->ops[0].doc > bh.last)     /* appends: the usual case */
+      return append(w, prefix, plen, &ko, &vo, p->ops, p->nops, work);
+  }
+  df = (int64_t)h.df;
   i = 0;
   while (i < p->nops) {
-    rg_slice ko, vo;
     uint32_t lo = p->ops[i].doc, first = 0, limit = END;
-    int have = 0, r, exact = 0;
+    int have = 0, exact = 0, took = 0;
     size_t a, b, m;
     /* the block holding lo: the last whose first doc <= lo, else the
     ** term's first block (lo comes before it) */
     memcpy(k, prefix, plen);
     rg_put_u32(k + plen, lo);
-    r = w->kv.seek(cur, k, plen + 4, &ko, &vo);
-    if (r > 1) { rc = r; goto done; }
-    if (r == 0 && ko.n == plen + 4 && memcmp(ko.p, prefix, plen) == 0 &&
-        rg_get_u32(ko.p + plen) == lo)
+    r = w->kv.seek(w->kc, k, plen + 4, &ko, &vo);
+    if (r > 1) return r;
+    if (r == 0 && in_term(&ko, prefix, plen) && rg_get_u32(ko.p + plen) == lo)
       have = 1;
     else {
-      int r2 = w->kv.prev(cur, &ko, &vo);
-      if (r2 > 1) { rc = r2; goto done; }
-      if (r2 == 0 && ko.n == plen + 4 && memcmp(ko.p, prefix, plen) == 0)
-        have = 1;
+      int r2 = w->kv.prev(w->kc, &ko, &vo);
+      if (r2 > 1) return r2;
+      if (r2 == 0 && in_term(&ko, prefix, plen)) have = 1;
       else if (r == 0) {             /* back to the one seek found */
-        r2 = w->kv.seek(cur, k, plen + 4, &ko, &vo);
-        if (r2 > 1) { rc = r2; goto done; }
-        have = r2 == 0 && ko.n == plen + 4 &&
-               memcmp(ko.p, prefix, plen) == 0;
+        r2 = w->kv.seek(w->kc, k, plen + 4, &ko, &vo);
+        if (r2 > 1) return r2;
+        have = r2 == 0 && in_term(&ko, prefix, plen);
       }
     }
-    old->n = 0;
+    old->h.n = 0;
+    old->h.nfront = 0;
     if (have) {
       first = rg_get_u32(ko.p + plen);
-      if (decode_block(first, vo.p, vo.n, old)) {
-        rc = 500;
-        goto done;
-      }
-      if (work) { work->blocks_read++; work->postings_read += old->n; }
+      if (decode_block(first, vo.p, vo.n, old)) return 500;
+      if (work) { work->blocks_read++; work->postings_read += old->h.n; }
       /* the next block's first doc bounds the changes this block takes */
-      r = w->kv.next(cur, &ko, &vo);
-      if (r > 1) { rc = r; goto done; }
-      if (r == 0 && ko.n == plen + 4 && memcmp(ko.p, prefix, plen) == 0)
-        limit = rg_get_u32(ko.p + plen);
-      memcpy(k, prefix, plen);
-      rg_put_u32(k + plen, first);
-      if ((r = w->kv.del(w->kv.ud, k, plen + 4)) > 1) { rc = r; goto done; }
+      r = w->kv.next(w->kc, &ko, &vo);
+      if (r > 1) return r;
+      if (r == 0 && in_term(&ko, prefix, plen)) limit = rg_get_u32(ko.p + plen);
     }
-    /* merge old postings with the changes below limit; a removal or a
-    ** replacement makes the fronts exact again (from the lengths) */
-    a = 0;
-    m = 0;
+    /* merge the stored postings with the changes below limit; a removal
+    ** or a replacement makes the fronts exact again (from the lengths) */
     for (b = i; b < p->nops && p->ops[b].doc < limit; b++) {}
     {
       size_t c, x = 0;
       for (c = i; c < b; c++) {
-        while (x < old->n && old->doc[x] < p->ops[c].doc) x++;
-        if (p->ops[c].tf == 0 || (x < old->n && old->doc[x] == p->ops[c].doc))
+        while (x < old->h.n && old->doc[x] < p->ops[c].doc) x++;
+        if (p->ops[c].tf == 0 ||
+            (x < old->h.n && old->doc[x] == p->ops[c].doc))
           exact = 1;
       }
     }
-    while (a < old->n || i < b) {
-      if (m == 2 * RG_FTI_BLOCK) {   /* flush a full run */
-        if ((rc = write_blocks(w, nc, prefix, plen, neu, (uint32_t)m,
-                               exact, old->front, old->nfront, front_all,
-                               &nf_all, work)))
-          goto done;
+    a = m = 0;
+    while (a < old->h.n || i < b) {
+      if (m == 2 * RG_FTI_BLOCK) {   /* write a full run */
+        if ((rc = write_blocks(w, nc, prefix, plen, neu, (uint32_t)m, exact,
+                               old->h.front, old->h.nfront,
+                               have ? first : END, &took, work)))
+          return rc;
         m = 0;
       }
-      if (i < b && (a == old->n || p->ops[i].doc <= old->doc[a])) {
-        int replaced = a < old->n && p->ops[i].doc == old->doc[a];
-        if (replaced) { a++; ddf--; }
+      if (i < b && (a == old->h.n || p->ops[i].doc <= old->doc[a])) {
+        if (a < old->h.n && p->ops[i].doc == old->doc[a]) { a++; df--; }
         if (p->ops[i].tf) {
           neu->doc[m] = p->ops[i].doc;
           neu->dl[m] = p->ops[i].dl;
           neu->tf[m++] = p->ops[i].tf;
-          ddf++;
+          df++;
         }
         i++;
       }
@@ -636,47 +868,25 @@ static int flush_term (rg_fti_writer *w, pterm *p, norms *nc,
         neu->tf[m++] = old->tf[a++];
       }
     }
-    if (m && (rc = write_blocks(w, nc, prefix, plen, neu, (uint32_t)m,
-                                exact, old->front, old->nfront, front_all,
-                                &nf_all, work)))
-      goto done;
-    exact = 0;
-  }
-  /* the header: df, and a front covering every block written and the
-  ** one stored (blocks not rewritten keep theirs, which the old covered) */
-  if (h.df + ddf == 0 || (int64_t)h.df + ddf < 0) {
-    if ((rc = w->kv.del(w->kv.ud, k, key_term(k, 'T', w->fid, p->t, p->n)))
-        > 1)
-      goto done;
-    rc = 0;
-  }
-  else {
-    int nf, q;
-    for (q = 0; q < h.nfront; q++) front_all[nf_all++] = h.front[q];
-    nf = make_front(front_all, (size_t)nf_all, tf_front);
-    hn = put_varint(hv, (uint64_t)((int64_t)h.df + ddf));
-    hn += put_varint(hv + hn, (uint64_t)nf);
-    for (q = 0; q < nf; q++) {
-      hn += put_varint(hv + hn, tf_front[q].tf);
-      hn += put_varint(hv + hn, tf_front[q].dl);
+    if (m && (rc = write_blocks(w, nc, prefix, plen, neu, (uint32_t)m, exact,
+                                old->h.front, old->h.nfront,
+                                have ? first : END, &took, work)))
+      return rc;
+    if (have && !took) {             /* the stored block's key is gone */
+      memcpy(k, prefix, plen);
+      rg_put_u32(k + plen, first);
+      if ((r = w->kv.del(w->kv.ud, k, plen + 4)) > 1) return r;
     }
-    if ((rc = w->kv.put(w->kv.ud, k, key_term(k, 'T', w->fid, p->t, p->n),
-                        hv, hn)) > 1)
-      goto done;
-    rc = 0;
   }
-done:
-  w->kv.close(cur);
-  free(old);
-  free(neu);
-  return rc;
+  if (df < 0) return 500;
+  return put_header(w, prefix, plen, (uint64_t)df, &h, work);
 }
 
 int rg_fti_flush (rg_fti_writer *w, rg_fti_work *work, rg_err *e) {
   pterm **order = NULL;
   norms nc;
   size_t i, n = 0;
-  int rc;
+  int rc = 0;
   uint64_t docs, tokens;
   uint8_t k[5], v[16];
   if (w->ndocs == 0) return 0;
@@ -685,19 +895,21 @@ int rg_fti_flush (rg_fti_writer *w, rg_fti_work *work, rg_err *e) {
   memset(&nc, 0, sizeof(nc));
   nc.kv = &w->kv;
   nc.fid = w->fid;
-  nc.work = work;
   order = (pterm **)malloc((w->nterms + 1) * sizeof(pterm *));
   if (order == NULL) return rg_fail(e, 500, "out of memory");
   for (i = 0; i < w->cap; i++) if (w->terms[i].t) order[n++] = &w->terms[i];
   qsort(order, n, sizeof(pterm *), pterm_cmp);
-  for (i = 0; i < n; i++)
-    if ((rc = flush_term(w, order[i], &nc, work))) {
-      free(order);
-      return rg_fail(e, rc, "full-text index: %s", rc == 500 ?
-                     "a block is corrupt, or out of memory" :
-                     "storage failed");
-    }
+  if ((w->kc = w->kv.open(w->kv.ud)) == NULL) {
+    free(order);
+    return rg_fail(e, 500, "out of memory");
+  }
+  for (i = 0; i < n && rc == 0; i++) rc = flush_term(w, order[i], &nc, work);
+  w->kv.close(w->kc);
+  w->kc = NULL;
   free(order);
+  if (rc)
+    return rg_fail(e, rc, "full-text index: %s", rc == 500 ?
+                   "a block is corrupt, or out of memory" : "storage failed");
   if ((rc = read_stats(&w->kv, w->fid, &docs, &tokens)))
     return rg_fail(e, rc, "full-text index: storage failed");
   docs = (uint64_t)((int64_t)docs + w->ddocs);
@@ -748,8 +960,8 @@ static int tc_load (tcur *t, const rg_slice *ko, const rg_slice *vo) {
   }
   if (decode_block(rg_get_u32(ko->p + t->plen), vo->p, vo->n, &t->b))
     return 500;
-  if (t->work) { t->work->blocks_read++; t->work->postings_read += t->b.n; }
-  t->bub = t->idf * front_bound(t->b.front, t->b.nfront, t->avgdl);
+  if (t->work) { t->work->blocks_read++; t->work->postings_read += t->b.h.n; }
+  t->bub = t->idf * front_bound(t->b.h.front, t->b.h.nfront, t->avgdl);
   t->i = 0;
   t->doc = t->b.doc[0];
   return 0;
@@ -761,7 +973,6 @@ static int tc_open (tcur *t) {
   uint8_t k[KEY_MAX];
   memcpy(k, t->prefix, t->plen);
   rg_put_u32(k + t->plen, 0);
-  if ((t->cur = t->kv->open(t->kv->ud)) == NULL) return 500;
   r = t->kv->seek(t->cur, k, t->plen + 4, &ko, &vo);
   if (r == 1) { t->doc = END; return 0; }
   if (r) return r;
@@ -777,7 +988,7 @@ static int tc_next_block (tcur *t) {
 }
 
 static int tc_next (tcur *t) {
-  if (++t->i < t->b.n) { t->doc = t->b.doc[t->i]; return 0; }
+  if (++t->i < t->b.h.n) { t->doc = t->b.doc[t->i]; return 0; }
   return tc_next_block(t);
 }
 
@@ -799,7 +1010,7 @@ static int tc_seek (tcur *t, uint32_t d) {
   if (r == 0 && ko.n == t->plen + 4 &&
       memcmp(ko.p, t->prefix, t->plen) == 0) {
     if ((r = tc_load(t, &ko, &vo))) return r;
-    if (t->b.doc[t->b.n - 1] >= d) return 1;   /* d is in it: search */
+    if (t->b.doc[t->b.h.n - 1] >= d) return 1;   /* d is in it: search */
   }
   else if (r == 1) { t->doc = END; return 0; }
   r = t->kv->next(t->cur, &ko, &vo);
@@ -813,7 +1024,7 @@ static int tc_advance (tcur *t, uint32_t d) {
   uint32_t lo, hi;
   int r;
   if (t->doc == END || t->doc >= d) return 0;
-  if (t->b.doc[t->b.n - 1] < d) {
+  if (t->b.doc[t->b.h.n - 1] < d) {
     rg_slice ko, vo;
     r = t->kv->next(t->cur, &ko, &vo);         /* the next block, often */
     if (r == 1) { t->doc = END; return 0; }
@@ -824,13 +1035,13 @@ static int tc_advance (tcur *t, uint32_t d) {
     }
     if ((r = tc_load(t, &ko, &vo))) return r;
     if (t->doc >= d) return 0;
-    if (t->b.doc[t->b.n - 1] < d) {            /* further: seek */
+    if (t->b.doc[t->b.h.n - 1] < d) {            /* further: seek */
       if ((r = tc_seek(t, d)) == 0) return 0;
       if (r != 1) return r;
     }
   }
   lo = t->i;
-  hi = t->b.n - 1;
+  hi = t->b.h.n - 1;
   while (lo < hi) {
     uint32_t mid = (lo + hi) / 2;
     if (t->b.doc[mid] < d) lo = mid + 1;
@@ -970,8 +1181,10 @@ static int open_search (search *s, const rg_kv *kv, uint32_t fid,
     t->qi = i;
     t->work = work;
     t->avgdl = s->avgdl;
-    t->plen = key_term(t->prefix, 'P', fid, terms[i], lens[i]);
-    if ((rc = read_thead(kv, fid, terms[i], lens[i], &h)) > 1) return rc;
+    t->plen = key_term(t->prefix, fid, terms[i], lens[i]);
+    if ((t->cur = kv->open(kv->ud)) == NULL) return 500;
+    if ((rc = read_thead(kv, t->cur, fid, terms[i], lens[i], &h)) > 1)
+      return rc;
     t->idf = rg_bm25_idf(docs, rc == 0 ? h.df : 0);
     t->ub = rc == 0 ? t->idf * front_bound(h.front, h.nfront, s->avgdl) : 0;
     if (rc == 1) { t->doc = END; t->bub = 0; }
@@ -1030,7 +1243,7 @@ static int search_any (search *s, topk *top,
       tcur *t = s->by[k];
       if (t->doc == END) continue;
       bound += t->bub;
-      if (t->b.doc[t->b.n - 1] < lim) lim = t->b.doc[t->b.n - 1];
+      if (t->b.doc[t->b.h.n - 1] < lim) lim = t->b.doc[t->b.h.n - 1];
     }
     if (bound < th) {
       for (k = ne; k < s->n; k++)
@@ -1102,7 +1315,7 @@ static int search_all (search *s, topk *top,
       for (k = 0; k < s->n; k++) {
         tcur *t = &s->t[k];
         bound += t->bub;
-        if (t->b.doc[t->b.n - 1] < lim) lim = t->b.doc[t->b.n - 1];
+        if (t->b.doc[t->b.h.n - 1] < lim) lim = t->b.doc[t->b.h.n - 1];
       }
       if (bound < th) {              /* none of these blocks' docs can */
         for (k = 0; k < s->n; k++)
@@ -1159,7 +1372,6 @@ int rg_fti_topk (const rg_kv *kv, uint32_t fid, const char *const *terms,
                  "full-text index: storage failed");
     goto done;
   }
-  s.nc.work = work;
   rc = all ? search_all(&s, &top, accept, ud, NULL, NULL, e)
            : search_any(&s, &top, accept, ud, e);
   if (rc) goto done;
@@ -1231,17 +1443,21 @@ int rg_fti_docs (const rg_kv *kv, uint32_t fid, const char *const *terms,
 ** Verifying
 ** ======================================================================
 */
+static int vfail (rg_err *e, int rc, const char *what) {
+  return rg_fail(e, rc == 500 || rc == 0 ? 500 : rc, "full-text index: %s",
+                 rc > 1 && rc != 500 ? "storage failed" : what);
+}
+
 int rg_fti_verify (const rg_kv *kv, uint32_t fid, rg_err *e) {
-  uint8_t k[9];
+  uint8_t k[9], term[KEY_MAX];
   void *cur = kv->open(kv->ud);
   rg_slice ko, vo;
   block *b = (block *)malloc(sizeof(block));
   norms nc;
-  uint64_t docs = 0, tokens = 0, sd, st, df = 0;
-  uint8_t term[KEY_MAX];
+  uint64_t docs = 0, tokens = 0, sd, st, df = 0, hdf = 0;
   size_t tn = 0;
   uint32_t last = 0;
-  int r, rc = 0, have_term = 0;
+  int r, rc = 0, have_term = 0, last_seen = 0;
   memset(&nc, 0, sizeof(nc));
   nc.kv = kv;
   nc.fid = fid;
@@ -1251,20 +1467,14 @@ int rg_fti_verify (const rg_kv *kv, uint32_t fid, rg_err *e) {
   for (r = kv->seek(cur, k, 5, &ko, &vo); r == 0 && ko.n == 9 &&
        memcmp(ko.p, k, 5) == 0; r = kv->next(cur, &ko, &vo)) {
     uint32_t j;
-    if (vo.n != NORM_N * 4) {
-      rc = rg_fail(e, 500, "full-text index: a lengths block is corrupt");
-      goto done;
-    }
+    if (vo.n != NORM_N * 4) { rc = vfail(e, 500, "a lengths block is corrupt"); goto done; }
     for (j = 0; j < NORM_N; j++) {
       uint32_t v = rg_get_u32(vo.p + 4 * j);
       if (v) { docs++; tokens += v - 1; }
     }
   }
-  if (r > 1) { rc = rg_fail(e, r, "full-text index: storage failed"); goto done; }
-  if ((r = read_stats(kv, fid, &sd, &st))) {
-    rc = rg_fail(e, r, "full-text index: storage failed");
-    goto done;
-  }
+  if (r > 1) { rc = vfail(e, r, ""); goto done; }
+  if ((r = read_stats(kv, fid, &sd, &st))) { rc = vfail(e, r, ""); goto done; }
   if (sd != docs || st != tokens) {
     rc = rg_fail(e, 500, "full-text index: statistics (%llu documents, %llu "
                  "terms) disagree with the lengths (%llu, %llu)",
@@ -1272,21 +1482,20 @@ int rg_fti_verify (const rg_kv *kv, uint32_t fid, rg_err *e) {
                  (unsigned long long)docs, (unsigned long long)tokens);
     goto done;
   }
-  /* postings: order, disjoint blocks, lengths, each term's df */
+  /* postings: order, disjoint blocks, lengths, each term's header in its
+  ** last block only, with its df */
   key_head(k, 'P', fid);
   for (r = kv->seek(cur, k, 5, &ko, &vo);; r = kv->next(cur, &ko, &vo)) {
     int at_end = r != 0 || ko.n < 10 || memcmp(ko.p, k, 5) != 0;
     size_t this_n = at_end ? 0 : ko.n - 4;
     uint32_t i, first;
-    if (r > 1) { rc = rg_fail(e, r, "full-text index: storage failed"); goto done; }
+    if (r > 1) { rc = vfail(e, r, ""); goto done; }
     if (have_term && (at_end || this_n != tn || memcmp(ko.p, term, tn))) {
-      thead h;
-      /* the term ended: its header's df */
-      int hr = read_thead(kv, fid, (const char *)term + 5, tn - 6, &h);
-      if (hr > 1) { rc = rg_fail(e, hr, "full-text index: storage failed"); goto done; }
-      if (hr == 1 || h.df != df) {
-        rc = rg_fail(e, 500, "full-text index: the df of a term disagrees "
-                     "with its postings");
+      if (!last_seen || hdf != df) {
+        rc = rg_fail(e, 500, "full-text index: the term '%.*s' has %s",
+                     (int)(tn - 6), (const char *)term + 5, last_seen ?
+                     "a df other than its postings'" : "no header in its "
+                     "last block");
         goto done;
       }
       have_term = 0;
@@ -1295,36 +1504,34 @@ int rg_fti_verify (const rg_kv *kv, uint32_t fid, rg_err *e) {
     if (!have_term) {
       memcpy(term, ko.p, this_n);
       tn = this_n;
-      if (term[tn - 1] != 0) {
-        rc = rg_fail(e, 500, "full-text index: a posting key is corrupt");
-        goto done;
-      }
+      if (term[tn - 1] != 0) { rc = vfail(e, 500, "a posting key is corrupt"); goto done; }
       have_term = 1;
       df = 0;
       last = 0;
+      last_seen = 0;
     }
     first = rg_get_u32(ko.p + this_n);
-    if (decode_block(first, vo.p, vo.n, b) || (df && first <= last)) {
-      rc = rg_fail(e, 500, "full-text index: a posting block is corrupt or "
-                   "out of order");
+    if (decode_block(first, vo.p, vo.n, b) || (df && first <= last) ||
+        last_seen) {
+      rc = rg_fail(e, 500, "full-text index: a block of '%.*s' is corrupt, "
+                   "out of order, or after the one holding the header",
+                   (int)(tn - 6), (const char *)term + 5);
       goto done;
     }
-    for (i = 0; i < b->n; i++) {
+    for (i = 0; i < b->h.n; i++) {
       uint32_t dl1;
-      if ((r = norm_get(&nc, b->doc[i], &dl1))) {
-        rc = rg_fail(e, r, "full-text index: storage failed");
-        goto done;
-      }
+      if ((r = norm_get(&nc, b->doc[i], &dl1))) { rc = vfail(e, r, ""); goto done; }
       if (dl1 == 0 || dl1 - 1 < b->tf[i]) {
         rc = rg_fail(e, 500, "full-text index: document %u has a posting "
-                     "(tf %u, term %.*s) but no length, or a shorter one (%u)",
+                     "(tf %u, term %.*s) but no length, or a shorter one",
                      (unsigned)b->doc[i], (unsigned)b->tf[i], (int)(tn - 6),
-                     (const char *)term + 5, (unsigned)dl1);
+                     (const char *)term + 5);
         goto done;
       }
     }
-    last = b->doc[b->n - 1];
-    df += b->n;
+    if (b->h.is_last) { last_seen = 1; hdf = b->h.th.df; }
+    last = b->h.last;
+    df += b->h.n;
   }
 done:
   if (cur) kv->close(cur);

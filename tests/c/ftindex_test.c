@@ -236,12 +236,12 @@ int main (void) {
   CHECK(rg_fti_flush(w, NULL, &e) == 0);
   CHECK(rg_fti_verify(&kv, 7, &e) == 0);
   check_queries(&kv);
-  /* damage: a block's doc delta changed, then a header's df */
+  /* damage: a block's flag of the term's header flipped */
   {
     size_t i;
     int damaged = 0;
     for (i = 0; i < m.n && !damaged; i++)
-      if (m.e[i].k[0] == 'T') { m.e[i].v[0] ^= 1; damaged = 1; }
+      if (m.e[i].k[0] == 'P') { m.e[i].v[0] ^= 1; damaged = 1; }
     CHECK(damaged);
     CHECK(rg_fti_verify(&kv, 7, &e) == 500);
   }
