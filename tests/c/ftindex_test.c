@@ -252,6 +252,6 @@ int main (void) {
     for (d = 1; d <= NDOC + 1; d++) free(live[d]);
   }
   rg_analyzer_free(&an);
-  printf("ftindex_test: %d checks, %d failures\n", checks, failures);
+  printf("ftindex_test: %d checks, %d failed\n", checks, failures);
   return failures ? 1 : 0;
 }
