@@ -82,6 +82,7 @@ build = {
         "csrc/store/container.c",
         "csrc/store/env.c",
         "csrc/store/feed.c",
+        "csrc/store/ftindex.c",
         "csrc/store/index.c",
         "csrc/store/layout.c",
         "csrc/store/lease.c",

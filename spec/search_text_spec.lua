@@ -119,6 +119,13 @@ describe("full-text search", function()
       assert.are.same({ "3", "4" }, got)
     end)
 
+    it("filters with FullTextContains and ranks with FullTextScore (the reference's example)", function()
+      assert(c:create({ id = "6", pk = "b", text = "A red bicycle bell and a red bicycle lamp" }))
+      assert.are.same({ "6", "1", "2" }, ids([[SELECT TOP 10 VALUE c.id FROM c
+        WHERE FullTextContains(c.text, "red")
+        ORDER BY RANK FullTextScore(c.text, "red", "bicycle")]]))
+    end)
+
     it("takes search terms from parameters", function()
       assert.are.same({ "2" }, ids(
         "SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, @w)", { w = "skateboards" }))

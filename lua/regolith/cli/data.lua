@@ -160,7 +160,8 @@ function M.query(args)
   local c = common.container(db, args.container)
   local rows, info, status = c:query(sql, params, {
     partition_key = pk_of(args), max_items = args.max_items,
-    continuation = args.continuation })
+    continuation = args.continuation,
+    full_text_score_scope = args.score_scope })
   check(rows, info, status)
   for _, row in ipairs(rows) do common.write_json(row) end
   common.note_info(info)

@@ -106,6 +106,9 @@ local function build()
     "token goes to stderr.", nil, tonumber):argname("N")
   c:option("-c --continuation", "Continue from this token (same query " ..
     "and parameters)."):argname("TOKEN")
+  c:option("--score-scope", "FullTextScore's statistics: container (the " ..
+    "default) or local (the logical partition of --partition-key)."):choices(
+    { "container", "local" })
 
   -- import and export -----------------------------------------------------
   c = p:command("import", "Load items from JSON lines or a JSON array. " ..
