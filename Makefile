@@ -84,8 +84,8 @@ DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev libpcre2-dev \
              libstemmer-dev \
              lua5.4
 DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev \
-             lua-argparse lua-readline
-DEPS_BENCH = $(DEPS_TEST) lua-sql-sqlite3 lua-system libsqlite3-dev
+             lua-argparse lua-readline lua-sql-sqlite3
+DEPS_BENCH = $(DEPS_TEST) libsqlite3-dev
 DEPS_FUZZ  = $(DEPS_TEST) clang libclang-rt-14-dev
 DEPS_VALGRIND = $(DEPS_TEST) valgrind
 DEPS_CLUSTER = redis-server redis-tools lua-socket nginx libnginx-mod-http-lua
