@@ -238,6 +238,8 @@ describe("full-text search", function()
       local _, plain = assert(c:query("SELECT * FROM c"))
       local _, ranked = assert(c:query("SELECT * FROM c ORDER BY RANK FullTextScore(c.text, 'bell')"))
       assert.are.equal(2 * plain.loaded, ranked.loaded)
+      assert.are.equal(plain.loaded, ranked.full_text_loaded)
+      assert.is_nil(plain.full_text_loaded)
       assert.is_true(ranked.charge > plain.charge)
     end)
 

@@ -65,6 +65,7 @@ void rg_work_add (rg_work *out, const rg_work *w) {
   out->loaded += w->loaded;
   out->loaded_bytes += w->loaded_bytes;
   out->scripts += w->scripts;
+  out->text_loaded += w->text_loaded;
 }
 
 void rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before) {
@@ -79,6 +80,7 @@ void rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before) {
   out->loaded_bytes = after->loaded_bytes - before->loaded_bytes;
   out->scanned = after->scanned - before->scanned;
   out->scripts = after->scripts - before->scripts;
+  out->text_loaded = after->text_loaded - before->text_loaded;
 }
 
 /* The read units of one item of `bytes` bytes. */

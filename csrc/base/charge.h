@@ -26,6 +26,8 @@ typedef struct rg_work {
   uint64_t loaded_bytes;
   uint64_t scanned;         /* index entries a query answered from alone */
   uint64_t scripts;         /* procedure and trigger runs */
+  uint64_t text_loaded;     /* items read for full-text statistics (also
+                               counted in loaded: they cost the same) */
 } rg_work;
 
 /* The charge of the work, in request units, rounded to hundredths. */

@@ -193,6 +193,7 @@ static int src_stats (void *ud, const char *path, size_t n, int lang,
     if (h.expiry == 0 || h.expiry > f->now) {
       f->w->loaded++;
       f->w->loaded_bytes += v.mv_size;
+      f->w->text_loaded++;
       if (rg_ftacc_doc(acc, json, jn)) { rc = -2; break; }
     }
     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
