@@ -127,6 +127,14 @@ describe("full-text search", function()
         ORDER BY RANK FullTextScore(c.text, "red", "bicycle")]]))
     end)
 
+    it("takes full_text_score_scope = container or local as a query option, nothing else", function()
+      assert(c:query("SELECT VALUE c.id FROM c", nil, { full_text_score_scope = "local" }))
+      assert(c:query("SELECT VALUE c.id FROM c", nil, { full_text_score_scope = "container" }))
+      assert.has_error(function()
+        c:query("SELECT VALUE c.id FROM c", nil, { full_text_score_scope = "galaxy" })
+      end)
+    end)
+
     it("takes search terms from parameters", function()
       assert.are.same({ "2" }, ids(
         "SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, @w)", { w = "skateboards" }))

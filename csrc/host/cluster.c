@@ -638,7 +638,7 @@ static int query_gc (lua_State *L) {
 }
 
 static const char *const query_opts[] = {
-  "partition_key", "max_items", "continuation", NULL
+  "partition_key", "max_items", "continuation", "full_text_score_scope", NULL
 };
 
 /* S:query(sql, params, opts, secret, internal) -> Q | nil, msg, status.
