@@ -404,8 +404,10 @@ FUZZ_LIBS_text_fuzz  = sql base
 
 build/fuzz/obj/%.o: csrc/%.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined \
-	  -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_FLAGS) -MMD -MP \
+	  -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+
+-include $(wildcard build/fuzz/obj/*/*.d)
 
 build/fuzz/lib/lib%.a: $$(call layer_objs,build/fuzz/obj,$$*)
 	@mkdir -p $(dir $@)

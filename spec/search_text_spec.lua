@@ -135,6 +135,18 @@ describe("full-text search", function()
       end)
     end)
 
+    it("serves computed properties, as a deterministic function", function()
+      local cp = assert(db:create_container("cp", { partition_key = "/pk",
+        computed_properties = { { name = "cp_bike",
+          query = "SELECT VALUE FullTextContains(c.text, 'bicycle') FROM c" } } }))
+      assert(cp:create({ id = "1", pk = "a", text = "two bicycles" }))
+      assert(cp:create({ id = "2", pk = "a", text = "a kayak" }))
+      assert.are.same({ "1" }, assert(cp:query("SELECT VALUE c.id FROM c WHERE c.cp_bike = true")))
+      assert.matches("nondeterministic", select(2, pcall(db.create_container, db, "cp2",
+        { partition_key = "/pk", computed_properties = { { name = "cp_s",
+          query = "SELECT VALUE FullTextScore(c.text, 'x') FROM c" } } })))
+    end)
+
     it("takes search terms from parameters", function()
       assert.are.same({ "2" }, ids(
         "SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, @w)", { w = "skateboards" }))

@@ -779,6 +779,7 @@ static void computed (rg_qctx *x, int k, rg_qv *out) {
     bind[1] = x->doc;
     c.now_ticks = x->now_ticks;
     rg_qeval(&c, cq->sel[cq->blk[0].sel0].expr, &x->cpv[k]);
+    rg_qfts_free(&c);                /* a FullTextContains' analyses */
     x->cpdone[k] = 1;
   }
   *out = x->cpv[k];
