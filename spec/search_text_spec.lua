@@ -312,6 +312,27 @@ describe("full-text search", function()
       assert.are.same({ "y", "x", "z" }, seen)
     end)
 
+    H.local_it("fuses FullTextScore with VectorDistance, each in its own direction",
+      "FullTextScore's statistics are not read on a cluster yet", function()
+      local h = assert(db:create_container("hy", { partition_key = "/pk" }))
+      assert(h:create({ id = "x", pk = "a", text = "bell bell", v = { 1, 0 } }))
+      assert(h:create({ id = "y", pk = "a", text = "bell", v = { 0, 1 } }))
+      assert(h:create({ id = "z", pk = "a", text = "saddle", v = { 0.9, 0.1 } }))
+      local function order(sql)
+        return assert(h:query(sql, { q = { 0, 1 } }))
+      end
+      -- cosine to (0, 1): y, z, x; text: x, y.  x 1/61 + 1/63, y 1/62 + 1/61
+      assert.are.same({ "y", "x", "z" }, order([[SELECT VALUE c.id FROM c ORDER BY RANK
+        RRF(FullTextScore(c.text, 'bell'), VectorDistance(c.v, @q))]]))
+      -- euclidean: the nearest (lowest) first, so y still ranks first
+      assert.are.same({ "y", "x", "z" }, order([[SELECT VALUE c.id FROM c ORDER BY RANK
+        RRF(FullTextScore(c.text, 'bell'),
+            VectorDistance(c.v, @q, false, {distanceFunction: 'euclidean'}))]]))
+      -- weights: the text's ranking three times the vector's
+      assert.are.same({ "x", "y", "z" }, order([[SELECT VALUE c.id FROM c ORDER BY RANK
+        RRF(FullTextScore(c.text, 'bell'), VectorDistance(c.v, @q), [3, 1])]]))
+    end)
+
     it("is refused outside ORDER BY RANK and with bad arguments", function()
       assert.matches("only be the key of ORDER BY RANK", H.fails(400, c:query(
         "SELECT VALUE RRF(FullTextScore(c.text, 'a'), FullTextScore(c.text, 'b')) FROM c")))

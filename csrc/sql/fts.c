@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/vec.h"
 #include "sql/sql_int.h"
 #include "sql/text.h"
 
@@ -142,19 +143,11 @@ static int is_const (const rg_query *q, int32_t e) {
   }
 }
 
-static const char *fname (int fn) {
-  const rg_qfinfo *f;
-  for (f = rg_qfuncs; f->name; f++)
-    if (f->fn == fn) return f->name;
-  return "?";
-}
-
 /* A function whose value ranks rows: FullTextScore, VectorDistance. */
 static int scoring (const rg_query *q, int32_t e) {
   const rg_qexpr *ex = &q->ex[e];
   if (ex->k != RG_QE_CALL) return 0;
-  return ex->op == RG_QF_FULLTEXTSCORE ||
-         strcmp(fname(ex->op), "VECTORDISTANCE") == 0;
+  return ex->op == RG_QF_FULLTEXTSCORE || ex->op == RG_QF_VECTORDISTANCE;
 }
 
 /* Writes the path ("/a/b") of a property of the FROM item into out;
@@ -252,12 +245,14 @@ int rg_qfts_check (const rg_query *q, rg_err *err) {
 }
 
 int rg_qfts_rank_desc (const rg_query *q, const rg_qv *params, int32_t e) {
+  const rg_qexpr *ex = &q->ex[e];
   (void)params;
-  (void)q;
-  (void)e;
-  /* FullTextScore: higher is better.  VectorDistance: its similarity
-  ** score, higher is better except for euclidean, which the vector
-  ** functions decide (a higher distance ranks lower). */
+  /* FullTextScore: higher is better.  VectorDistance: as its similarity
+  ** says (euclidean: a lower distance is better), final once
+  ** rg_query_vectors has run, which it has before a pipeline is made */
+  if (ex->k == RG_QE_CALL && ex->op == RG_QF_VECTORDISTANCE &&
+      ex->slot >= 0 && q->vd)
+    return rg_vdist_higher(q->vd[ex->slot].dist);
   return 1;
 }
 

@@ -240,7 +240,7 @@ static int in_term (const rg_slice *k, const uint8_t *prefix, size_t plen) {
 
 /* Puts the cursor on a term's last block: 0 (ko, vo set), 1 (the term has
 ** none), or a status. */
-static int last_block (const rg_kv *kv, void *cur, const uint8_t *prefix,
+static int last_block (const rg_ftkv *kv, void *cur, const uint8_t *prefix,
                        size_t plen, rg_slice *ko, rg_slice *vo) {
   uint8_t k[KEY_MAX];
   int r;
@@ -266,7 +266,7 @@ static int last_block (const rg_kv *kv, void *cur, const uint8_t *prefix,
 /* A document's length plus one (0: not indexed), through a one-block
 ** cache; 0, or a status. */
 typedef struct norms {
-  const rg_kv *kv;
+  const rg_ftkv *kv;
   uint32_t fid, blk;
   int have;
   uint8_t v[NORM_N * 4];
@@ -291,7 +291,7 @@ static int norm_get (norms *c, uint32_t doc, uint32_t *dl1) {
   return 0;
 }
 
-static int read_stats (const rg_kv *kv, uint32_t fid, uint64_t *docs,
+static int read_stats (const rg_ftkv *kv, uint32_t fid, uint64_t *docs,
                        uint64_t *tokens) {
   uint8_t k[5];
   rg_slice v;
@@ -308,7 +308,7 @@ static int read_stats (const rg_kv *kv, uint32_t fid, uint64_t *docs,
 }
 
 /* A term's header: 0 (found), 1 (no such term), or a status. */
-static int read_thead (const rg_kv *kv, void *cur, uint32_t fid,
+static int read_thead (const rg_ftkv *kv, void *cur, uint32_t fid,
                        const char *t, size_t n, thead *h) {
   uint8_t prefix[KEY_MAX];
   size_t plen = key_term(prefix, fid, t, n);
@@ -323,7 +323,7 @@ static int read_thead (const rg_kv *kv, void *cur, uint32_t fid,
   return 0;
 }
 
-int rg_fti_stats (const rg_kv *kv, uint32_t fid, const char *const *terms,
+int rg_fti_stats (const rg_ftkv *kv, uint32_t fid, const char *const *terms,
                   const size_t *lens, int nterms, uint64_t *docs,
                   uint64_t *tokens, uint64_t *df, rg_err *e) {
   void *cur;
@@ -372,7 +372,7 @@ typedef struct run {
 } run;
 
 struct rg_fti_writer {
-  rg_kv kv;
+  rg_ftkv kv;
   uint32_t fid;
   int lang;
   rg_analyzer an;
@@ -396,7 +396,7 @@ struct rg_fti_writer {
   int ntfront;                       /* the fronts of the blocks written */
 };
 
-int rg_fti_writer_new (rg_fti_writer **out, const rg_kv *kv, uint32_t fid,
+int rg_fti_writer_new (rg_fti_writer **out, const rg_ftkv *kv, uint32_t fid,
                        int lang) {
   rg_fti_writer *w = (rg_fti_writer *)calloc(1, sizeof(*w));
   *out = NULL;
@@ -939,7 +939,7 @@ int rg_fti_flush (rg_fti_writer *w, rg_fti_work *work, rg_err *e) {
 ** ======================================================================
 */
 typedef struct tcur {
-  const rg_kv *kv;
+  const rg_ftkv *kv;
   void *cur;
   uint8_t prefix[KEY_MAX];
   size_t plen;
@@ -1145,7 +1145,7 @@ static int ub_cmp (const void *a, const void *b) {
 }
 
 typedef struct search {
-  const rg_kv *kv;
+  const rg_ftkv *kv;
   uint32_t fid;
   int n;
   tcur *t;
@@ -1156,7 +1156,7 @@ typedef struct search {
   rg_fti_work *work;
 } search;
 
-static int open_search (search *s, const rg_kv *kv, uint32_t fid,
+static int open_search (search *s, const rg_ftkv *kv, uint32_t fid,
                         const char *const *terms, const size_t *lens, int n,
                         rg_fti_work *work) {
   uint64_t docs, tokens;
@@ -1352,7 +1352,7 @@ static int search_all (search *s, topk *top,
   }
 }
 
-int rg_fti_topk (const rg_kv *kv, uint32_t fid, const char *const *terms,
+int rg_fti_topk (const rg_ftkv *kv, uint32_t fid, const char *const *terms,
                  const size_t *lens, int nterms, int all, size_t k,
                  int (*accept) (void *ud, uint32_t doc, rg_err *e),
                  void *ud, rg_fti_hit *out, size_t *nout,
@@ -1392,7 +1392,7 @@ static int u32_cmp (const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-int rg_fti_docs (const rg_kv *kv, uint32_t fid, const char *const *terms,
+int rg_fti_docs (const rg_ftkv *kv, uint32_t fid, const char *const *terms,
                  const size_t *lens, int nterms, int all, uint32_t **docs,
                  size_t *n, rg_fti_work *work, rg_err *e) {
   search s;
@@ -1448,7 +1448,7 @@ static int vfail (rg_err *e, int rc, const char *what) {
                  rc > 1 && rc != 500 ? "storage failed" : what);
 }
 
-int rg_fti_verify (const rg_kv *kv, uint32_t fid, rg_err *e) {
+int rg_fti_verify (const rg_ftkv *kv, uint32_t fid, rg_err *e) {
   uint8_t k[9], term[KEY_MAX];
   void *cur = kv->open(kv->ud);
   rg_slice ko, vo;

@@ -4,7 +4,7 @@
 ** and the searches over them (block-max WAND for the top k by BM25,
 ** intersections for FullTextContainsAll).
 **
-** The index reaches its table only through rg_kv (get, put, delete and an
+** The index reaches its table only through rg_ftkv (get, put, delete and an
 ** ordered cursor), so that any storage with those operations inside a
 ** transaction can hold it.  Values returned by get and the cursor are
 ** valid until the next operation on that table or cursor (LMDB's rule):
@@ -65,7 +65,7 @@ typedef struct rg_slice {
 ** (0, or 1 past the end).  Any other return is a failure status (500 with
 ** e filled by the table).
 */
-typedef struct rg_kv {
+typedef struct rg_ftkv {
   void *ud;
   int  (*get) (void *ud, const uint8_t *k, size_t kn, rg_slice *v);
   int  (*put) (void *ud, const uint8_t *k, size_t kn, const uint8_t *v,
@@ -77,7 +77,7 @@ typedef struct rg_kv {
   int  (*next) (void *cur, rg_slice *ko, rg_slice *vo);
   int  (*prev) (void *cur, rg_slice *ko, rg_slice *vo);
   void (*close) (void *cur);
-} rg_kv;
+} rg_ftkv;
 
 /* The work an index operation did, for charges and `info`. */
 typedef struct rg_fti_work {
@@ -93,7 +93,7 @@ typedef struct rg_fti_work {
 ** rg_fti_remove the text it was indexed with.  0, or a status.
 */
 typedef struct rg_fti_writer rg_fti_writer;
-int  rg_fti_writer_new (rg_fti_writer **out, const rg_kv *kv, uint32_t fid,
+int  rg_fti_writer_new (rg_fti_writer **out, const rg_ftkv *kv, uint32_t fid,
                         int lang);
 int  rg_fti_add (rg_fti_writer *w, uint32_t doc, const char *text, size_t n);
 int  rg_fti_remove (rg_fti_writer *w, uint32_t doc, const char *text,
@@ -103,7 +103,7 @@ void rg_fti_writer_free (rg_fti_writer *w);
 
 /* The statistics of BM25 for analyzed terms: documents, their terms, each
 ** term's df.  0, or a status. */
-int  rg_fti_stats (const rg_kv *kv, uint32_t fid, const char *const *terms,
+int  rg_fti_stats (const rg_ftkv *kv, uint32_t fid, const char *const *terms,
                    const size_t *lens, int nterms, uint64_t *docs,
                    uint64_t *tokens, uint64_t *df, rg_err *e);
 
@@ -120,7 +120,7 @@ typedef struct rg_fti_hit {
   double score;
 } rg_fti_hit;
 
-int  rg_fti_topk (const rg_kv *kv, uint32_t fid, const char *const *terms,
+int  rg_fti_topk (const rg_ftkv *kv, uint32_t fid, const char *const *terms,
                   const size_t *lens, int nterms, int all, size_t k,
                   int (*accept) (void *ud, uint32_t doc, rg_err *e),
                   void *ud, rg_fti_hit *out, size_t *nout,
@@ -128,12 +128,12 @@ int  rg_fti_topk (const rg_kv *kv, uint32_t fid, const char *const *terms,
 
 /* Every document holding all (or any) of the terms, ascending, into a
 ** malloc'd array (*docs, *n).  0, or a status. */
-int  rg_fti_docs (const rg_kv *kv, uint32_t fid, const char *const *terms,
+int  rg_fti_docs (const rg_ftkv *kv, uint32_t fid, const char *const *terms,
                   const size_t *lens, int nterms, int all, uint32_t **docs,
                   size_t *n, rg_fti_work *work, rg_err *e);
 
 /* Checks the invariants of one fid's entries: 0, or 500 naming the first
 ** broken one. */
-int  rg_fti_verify (const rg_kv *kv, uint32_t fid, rg_err *e);
+int  rg_fti_verify (const rg_ftkv *kv, uint32_t fid, rg_err *e);
 
 #endif

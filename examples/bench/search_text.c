@@ -14,7 +14,7 @@
 **             regolith's bulk_load)
 **   regolith  the documents in an LMDB table and their full-text index
 **             (store/ftindex.c) in another, written in the same LMDB
-**             transactions of --batch documents, through the rg_kv table
+**             transactions of --batch documents, through the rg_ftkv table
 **             interface the index is written against
 **
 ** Then, for 300 random pairs of terms in two bands of document frequency
@@ -178,7 +178,7 @@ static void make_docs (size_t n) {
 
 /*
 ** {=====================================================================
-** rg_kv over an LMDB table (what the engine's table seam will give)
+** rg_ftkv over an LMDB table (what the engine's table seam will give)
 ** ======================================================================
 */
 typedef struct lkv { MDB_txn *txn; MDB_dbi dbi; } lkv;
@@ -260,7 +260,7 @@ static void l_close (void *cur) {
   mdb_cursor_close(c->c);
   free(c);
 }
-static void l_iface (lkv *l, rg_kv *kv) {
+static void l_iface (lkv *l, rg_ftkv *kv) {
   kv->ud = l;
   kv->get = l_get;
   kv->put = l_put;
@@ -344,7 +344,7 @@ int main (int argc, char **argv) {
   MDB_dbi dbd, dbf;
   MDB_txn *txn;
   lkv l;
-  rg_kv kv;
+  rg_ftkv kv;
   rg_err e;
   sqlite3 *db;
   double t0, reg_build, fts_build, reg_cpu = 0, fts_cpu = 0;

@@ -1,6 +1,6 @@
 /*
 ** ftindex_test.c: the full-text index (store/ftindex.c) against a brute
-** force, over an ordered table held in memory (memkv.h, the rg_kv a test
+** force, over an ordered table held in memory (memkv.h, the rg_ftkv a test
 ** or a benchmark can use without storage).
 **
 ** A seeded corpus of documents over a Zipf vocabulary is added, replaced
@@ -90,7 +90,7 @@ static int hit_order (const void *a, const void *b) {
 
 static rg_analyzer an;
 
-static void check_queries (const rg_kv *kv) {
+static void check_queries (const rg_ftkv *kv) {
   rg_err e;
   int round;
   for (round = 0; round < 12; round++) {
@@ -191,7 +191,7 @@ static void check_queries (const rg_kv *kv) {
 
 int main (void) {
   memkv m;
-  rg_kv kv;
+  rg_ftkv kv;
   rg_fti_writer *w;
   rg_err e;
   int tx;

@@ -1,5 +1,5 @@
 /*
-** memkv.h: an ordered table in memory behind rg_kv (store/ftindex.h), for
+** memkv.h: an ordered table in memory behind rg_ftkv (store/ftindex.h), for
 ** tests: a sorted array, binary search, copies of keys and values.  After
 ** a seek that finds nothing, prev gives the last key (as the interface
 ** asks).
@@ -142,7 +142,7 @@ static void memkv_free (memkv *m) {
   free(m->e);
 }
 
-static void memkv_iface (memkv *m, rg_kv *kv) {
+static void memkv_iface (memkv *m, rg_ftkv *kv) {
   kv->ud = m;
   kv->get = memkv_get;
   kv->put = memkv_put;

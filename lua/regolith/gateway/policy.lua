@@ -14,11 +14,19 @@ what").
     fullTextPolicy {defaultLanguage,             full_text {default_language,
       fullTextPaths [{path, language}]}            paths [{path, language}]}
     indexingPolicy.fullTextIndexes [{path}]      indexing.full_text [paths]
+    vectorEmbeddingPolicy                        vector_embeddings
+      {vectorEmbeddings [{path, dataType,          [{path, data_type, dimensions,
+      dimensions, distanceFunction}]}               distance_function}]
+    indexingPolicy.vectorIndexes [{path, type,   indexing.vector_indexes [{path,
+      quantizationByteSize,                        type, quantization_byte_size,
+      indexingSearchListSize,                      indexing_search_list_size,
+      vectorIndexShardKey}]                        shard_key}]
 
 A gateway container has one physical partition (the one partition key range
 the gateway shows).  What regolith has no use for (conflictResolutionPolicy,
-geospatialConfig) is kept as given; what it cannot do (spatial and vector
-indexes, vector embeddings) is refused.
+geospatialConfig) is kept as given; what it cannot do (spatial indexes)
+is refused.  The vector parts are handed over in Cosmos DB's spelling: the
+core takes it as the Lua API does (docs/search.md).
 ]]
 
 local regolith = require "regolith"
@@ -107,7 +115,7 @@ end
 local function indexing(ip)
   if not present(ip) then return nil end
   if type(ip) ~= "table" then fail(400, "indexingPolicy must be an object") end
-  for _, k in ipairs({ "spatialIndexes", "vectorIndexes" }) do
+  for _, k in ipairs({ "spatialIndexes" }) do
     if #list(ip[k], "indexingPolicy." .. k) > 0 then
       fail(400, "indexingPolicy." .. k .. " is not supported by regolith")
     end
@@ -142,6 +150,10 @@ local function indexing(ip)
   end
   if #composite > 0 then out.composite = composite end
   out.full_text = M.full_text_indexes(ip.fullTextIndexes)
+  -- vector indexes: as given (the core reads Cosmos DB's spelling)
+  if #list(ip.vectorIndexes, "indexingPolicy.vectorIndexes") > 0 then
+    out.vectorIndexes = ip.vectorIndexes
+  end
   if #out.included == 0 then out.included = nil end
   if #out.excluded == 0 then out.excluded = nil end
   return out
@@ -188,10 +200,9 @@ function M.spec(def)
     if minutes > 0 then spec.change_feed = { retention = minutes * 60 } end
   end
   spec.full_text = M.full_text_policy(def.fullTextPolicy)
-  for _, k in ipairs({ "vectorEmbeddingPolicy" }) do
-    if present(def[k]) and next(def[k]) ~= nil then
-      fail(400, k .. " is not supported by regolith")
-    end
+  -- the vector embedding policy: as given (the core reads this spelling)
+  if present(def.vectorEmbeddingPolicy) then
+    spec.vectorEmbeddingPolicy = def.vectorEmbeddingPolicy
   end
   return spec
 end
@@ -236,6 +247,26 @@ function M.definition(id, spec, base)
     def.indexingPolicy.compositeIndexes = comp
   end
   M.full_text_definition(def, spec)
+  -- vector search, in Cosmos DB's spelling
+  if ix.vector_indexes then
+    local vix = {}
+    for i, x in ipairs(ix.vector_indexes) do
+      vix[i] = { path = x.path, type = x.type,
+                 quantizationByteSize = x.quantization_byte_size,
+                 indexingSearchListSize = x.indexing_search_list_size,
+                 vectorIndexShardKey = x.shard_key }
+    end
+    def.indexingPolicy.vectorIndexes = vix
+  end
+  if spec.vector_embeddings then
+    local emb = {}
+    for i, m in ipairs(spec.vector_embeddings) do
+      emb[i] = { path = m.path, dataType = m.data_type or "float32",
+                 dimensions = m.dimensions or 1536,
+                 distanceFunction = m.distance_function or "cosine" }
+    end
+    def.vectorEmbeddingPolicy = { vectorEmbeddings = emb }
+  end
   local keys = {}
   for i, k in ipairs(spec.unique_keys or {}) do keys[i] = { paths = k } end
   def.uniqueKeyPolicy = { uniqueKeys = regolith.array(keys) }
