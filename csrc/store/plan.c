@@ -94,6 +94,7 @@
 #include "store/index.h"
 #include "store/plan.h"
 #include "store/vindex.h"
+#include "store/search.h"
 
 #define QMAX_SEGS        32
 #define SMALL_PARTITION  256     /* items: read the partition whole */
@@ -2352,6 +2353,7 @@ typedef struct qstate {
   rg_buf ptext, tok;
   rg_qexec *x;
   plan pl;
+  rg_ftsrc fts;                      /* full-text statistics (search.h) */
 } qstate;
 
 static void qstate_free (qstate *st) {
@@ -2474,6 +2476,14 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
                          st.tok.n, e)))
     goto done;
   rg_qexec_limits(st.x, rq->max_rows, rq->max_bytes);
+  {                                  /* full-text statistics: the scope */
+    uint8_t cid[4];
+    rg_put_u32(cid, c->spec->cid);
+    if (rq->fts_local && st.pl.routed == R_PARTITION)
+      rg_ftsrc_init(&st.fts, txn, c, st.pl.rkey, st.pl.rklen, now, &r->work);
+    else rg_ftsrc_init(&st.fts, txn, c, cid, 4, now, &r->work);
+    rg_qexec_text(st.x, &st.fts.iface);
+  }
   if (c->spec->ncp) rg_qexec_computed(st.x, c->spec->cp, c->spec->ncp);
   if (rq->udf) rg_qexec_udf(st.x, rq->udf);
   if (st.q->blk[0].where >= 0) {     /* test only what the source does not
