@@ -29,12 +29,6 @@ static int is_scalar (int t) {
 ** Evaluation
 ** ======================================================================
 */
-void rg_qctx_fail (rg_qctx *x, int status, const char *msg) {
-  if (x->status) return;
-  x->status = status;
-  rg_fail(&x->err, status, "%s", msg);
-}
-
 static void compare (int op, const rg_qv *a, const rg_qv *b, rg_qv *out) {
   int c;
   *out = undef;
@@ -133,6 +127,7 @@ static void computed (rg_qctx *x, int k, rg_qv *out) {
     bind[1] = x->doc;
     c.now_ticks = x->now_ticks;
     rg_qeval(&c, cq->sel[cq->blk[0].sel0].expr, &x->cpv[k]);
+    rg_qfts_free(&c);                /* a FullTextContains' analyses */
     x->cpdone[k] = 1;
   }
   *out = x->cpv[k];
@@ -323,8 +318,11 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
         args = (rg_qv *)rg_arena_alloc(x->scratch, (size_t)n * sizeof(rg_qv));
         if (args == NULL) return;
       }
+      if (ex->op == RG_QF_RRF) n = 0;    /* it fails: ORDER BY RANK's alone */
       for (i = 0; i < n; i++) rg_qeval(x, x->q->list[ex->list + i], &args[i]);
-      rg_qcall(x, ex->op, args, n, out);
+      if (ex->op >= RG_QF_FULLTEXTCONTAINS && ex->op <= RG_QF_RRF)
+        rg_qfts_call(x, e, args, n, out);   /* prepared once per query */
+      else rg_qcall(x, ex->op, args, n, out);
       return;
     }
     case RG_QE_UDF: udf(x, ex, out); return;

@@ -41,8 +41,10 @@
 **
 ** Declaring a table: a name in the enum of layout.h (before RG_NDB), a
 ** row in rg_tables (layout.c: its name in the database and its duplicate
-** size, 0 for one value per key), and its key format in layout.c's
-** essay.  A database opened for writing gets the tables it lacks.
+** size, 0 for one value per key; `late` when databases of the format
+** already exist), and its key format in layout.c's essay.  A database
+** opened for writing gets the tables it lacks; one opened read-only reads
+** a late table it lacks as empty (and refuses to open without any other).
 */
 
 #ifndef rg_kv_h
@@ -63,6 +65,9 @@ typedef struct rg_val {
 typedef struct rg_table {
   const char *name;          /* its name in the database */
   unsigned dupsize;          /* sorted duplicates of this size; 0: none */
+  int late;                  /* added after databases of this format were
+                                made: one opened read-only without it reads
+                                it as empty */
 } rg_table;
 extern const struct rg_table rg_tables[];
 

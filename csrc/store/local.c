@@ -93,9 +93,13 @@ typedef struct lcur {
   int tb;
 } lcur;
 
+/* The handle of a table a read-only open found missing (a late one,
+** kv.h): read as empty. */
+#define DBI_NONE ((MDB_dbi)~0u)
+
 struct rg_local {
   MDB_env *mdb;
-  MDB_dbi dbi[RG_NDB];
+  MDB_dbi dbi[RG_NDB];       /* DBI_NONE: a late table this file lacks */
   const unsigned *dupsize;   /* per table (0: plain) */
   int ntables;
   char *path;
@@ -216,6 +220,7 @@ static int l_get (rg_txn *tx, int tb, const void *k, size_t kn, rg_val *v) {
   rg_assert(tb >= 0 && tb < t->l->ntables);
   key.mv_data = (void *)k;
   key.mv_size = kn;
+  if (t->l->dbi[tb] == DBI_NONE) return RG_NOTFOUND;
   rc = mdb_get(t->mdb, t->l->dbi[tb], &key, &val);
   v->p = val.mv_data;
   v->n = val.mv_size;
@@ -329,7 +334,9 @@ static int l_cur_open (rg_txn *tx, int tb, rg_cur **out) {
   *out = NULL;
   rg_assert(tb >= 0 && tb < t->l->ntables);
   if (c == NULL) return ENOMEM;
-  if ((rc = mdb_cursor_open(t->mdb, t->l->dbi[tb], &c->mc))) {
+  c->mc = NULL;                      /* a missing late table: empty */
+  if (t->l->dbi[tb] != DBI_NONE &&
+      (rc = mdb_cursor_open(t->mdb, t->l->dbi[tb], &c->mc))) {
     free(c);
     return rc;
   }
@@ -341,7 +348,7 @@ static int l_cur_open (rg_txn *tx, int tb, rg_cur **out) {
 }
 
 static void l_cur_close (rg_cur *c) {
-  mdb_cursor_close(C(c)->mc);
+  if (C(c)->mc) mdb_cursor_close(C(c)->mc);
   free(c);
 }
 
@@ -355,6 +362,7 @@ static int l_cur_get (rg_cur *c, rg_val *k, rg_val *v, int op) {
   MDB_val key, val;
   int rc;
   rg_assert(op >= RG_FIRST && op <= RG_BOTH_RANGE);
+  if (C(c)->mc == NULL) return RG_NOTFOUND;
   if (op == RG_BOTH || op == RG_BOTH_RANGE)
     kv(&key, &val, k->p, k->n, v->p, v->n);
   else if (op == RG_SEEK || op == RG_SET)
@@ -371,7 +379,7 @@ static int l_cur_get (rg_cur *c, rg_val *k, rg_val *v, int op) {
 
 static int l_cur_count (rg_cur *c, size_t *n) {
   size_t count = 0;
-  int rc = mdb_cursor_count(C(c)->mc, &count);
+  int rc = C(c)->mc ? mdb_cursor_count(C(c)->mc, &count) : RG_NOTFOUND;
   *n = (size_t)count;
   return rc;
 }
@@ -575,6 +583,10 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
     if (i == RG_DB_META) continue;
     rc = mdb_dbi_open(txn, rg_tables[i].name,
                       db_flags(l, i) | (create ? MDB_CREATE : 0), &l->dbi[i]);
+    if (rc == MDB_NOTFOUND && l->readonly && rg_tables[i].late) {
+      l->dbi[i] = DBI_NONE;          /* made before it: read as empty */
+      continue;
+    }
     if (rc == MDB_NOTFOUND) {
       mdb_txn_abort(txn);
       if (!create && !l->readonly) return init_tables(l, 1, secret, e);
@@ -968,6 +980,7 @@ int rg_local_tables (rg_local *l, rg_txn *tx, rg_table_stat out[],
   mdb_env_stat(l->mdb, &st);
   psize = st.ms_psize;
   for (i = 0; i < RG_NDB && rc == 0; i++) {
+    if (l->dbi[i] == DBI_NONE) continue;        /* a table not there */
     if ((rc = mdb_stat(txn, l->dbi[i], &st))) break;
     out[i].entries = st.ms_entries;
     out[i].bytes = psize * (st.ms_branch_pages + st.ms_leaf_pages +
@@ -1115,8 +1128,9 @@ int rg_local_compact (rg_local *l, const char *path, uint64_t *bytes,
   if ((rc = mdb_env_open(dst, tmp, MDB_NOSYNC, 0644))) goto fail;
   if ((rc = mdb_txn_begin(l->mdb, NULL, MDB_RDONLY, &src))) goto fail;
   for (i = 0; i < RG_NDB && rc == 0; i++)
-    rc = compact_table(src, dst, l->dbi[i], rg_tables[i].name,
-                       db_flags(l, i), &entries);
+    if (l->dbi[i] != DBI_NONE)
+      rc = compact_table(src, dst, l->dbi[i], rg_tables[i].name,
+                         db_flags(l, i), &entries);
   mdb_txn_abort(src);
   src = NULL;
   if (rc) goto fail;

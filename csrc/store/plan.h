@@ -47,6 +47,9 @@ typedef struct rg_query_req {
   ** returns (429) ends the query with nothing read */
   int (*admit) (void *ud, int routed, uint64_t hash, rg_err *e);
   void *admit_ud;
+  /* FullTextScore's statistics over the routed logical partition only
+  ** (Cosmos's FullTextScoreScope Local); 0: the whole container */
+  int fts_local;
 } rg_query_req;
 
 typedef struct rg_query_res {
