@@ -26,11 +26,11 @@ local function wait_until(fn, seconds)
   return fn()
 end
 
--- curl without the sanitizers' runtime that make check preloads: under it
--- curl's --max-time alarm can deadlock curl for good (seen: 15 minutes)
 local function http_code(port)
-  local out = H.run(("env -u LD_PRELOAD curl -s -o /dev/null -w " ..
-    "'%%{http_code}' --max-time 2 http://127.0.0.1:%d/ 2>/dev/null"):format(port))
+  -- (without the sanitizer build's preloaded runtime: curl hangs at its
+  -- exit under it)
+  local out = H.run(("env -u LD_PRELOAD curl -s -o /dev/null -w '%%{http_code}' --max-time 2 " ..
+    "http://127.0.0.1:%d/ 2>/dev/null"):format(port))
   return out
 end
 
