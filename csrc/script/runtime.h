@@ -48,7 +48,8 @@ typedef struct rg_runtime {
 ** makes it (rg_script_limits), so below runner.c the environment's hook
 ** state is its runtime. */
 rg_runtime *rg_runtime_of (rg_env *env);
-/* Frees a runtime (the environment's release hook; a stepper's pool). */
+/* Frees a runtime and what it holds, its sandbox and JavaScript heap (the
+** environment's release hook; a stepper's pool). */
 void rg_runtime_free (rg_runtime *rt);
 /* Makes the runtime's sandbox when it has none. */
 int  rg_runtime_sandbox (rg_runtime *rt, rg_err *e);
