@@ -523,6 +523,9 @@ static int charged_op (lua_State *L, lua_CFunction f) {
   before = x->s->work;
   n = f(L);
   rg_work_diff(&w, &x->s->work, &before);
+  /* the memory the transaction holds until its commit is bounded: the
+  ** host's, not the script's, so no budget of the script sees it */
+  if (x->s->dirty > RG_MAX_TXN_DIRTY) rgl_sandbox_stop(L, RG_STOP_WRITES);
   rgl_sandbox_charge(L, OP_COST + (uint64_t)(rg_charge(&w) * RU_COST));
   return n;
 }
@@ -801,14 +804,18 @@ static int exec_main (lua_State *L) {
 static int outcome (exec *x, lua_State *L, int rc, int why, rg_err *e) {
   const char *what = what_of(x->kind);
   int n = (int)x->namelen;
-  if (why == RG_STOP_BUDGET)
-    return rg_fail(e, 408, "%s '%.*s' exceeded its instruction budget "
-                   "(%llu instructions)", what, n, x->name,
-                   (unsigned long long)x->rt->budget);
+  char lim[64];
+  if (why == RG_STOP_BUDGET || why == RG_STOP_TIME)
+    return rg_fail(e, 408, "%s '%.*s' exceeded its %s", what, n, x->name,
+                   rgl_sandbox_exceeded(x->rt->sb, why, lim, sizeof(lim)));
   if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM)
     return rg_fail(e, 413, "%s '%.*s' exceeded its memory budget "
                    "(%llu bytes)", what, n, x->name,
                    (unsigned long long)x->rt->memory);
+  if (why == RG_STOP_WRITES)
+    return rg_fail(e, 413, "%s '%.*s' exceeded the write limit of its "
+                   "transaction (%llu bytes)", what, n, x->name,
+                   (unsigned long long)RG_MAX_TXN_DIRTY);
   if (why == RG_STOP_ABORT)
     return rg_fail(e, x->status, "%s '%.*s' aborted: %s", what, n, x->name,
                    x->err.msg);
@@ -975,10 +982,12 @@ static int check_with (rg_runtime *rt, int tag, const char *name, size_t n,
   if (rc == LUA_OK) rc = lua_pcall(L, 1, 0, 0);
   else rc = -rc;                     /* the compiler failed */
   why = rgl_sandbox_disarm(rt->sb);
-  if (why == RG_STOP_BUDGET)
-    rc = rg_fail(e, 408, "%s '%.*s' exceeded its instruction budget while "
-                 "loading (%llu instructions)", what, (int)n, name,
-                 (unsigned long long)rt->budget);
+  if (why == RG_STOP_BUDGET || why == RG_STOP_TIME) {
+    char lim[64];
+    rc = rg_fail(e, 408, "%s '%.*s' exceeded its %s while loading", what,
+                 (int)n, name,
+                 rgl_sandbox_exceeded(rt->sb, why, lim, sizeof(lim)));
+  }
   else if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM || rc == -LUA_ERRMEM)
     rc = rg_fail(e, 413, "%s '%.*s' exceeded its memory budget while "
                  "loading (%llu bytes)", what, (int)n, name,

@@ -794,6 +794,21 @@ static void kv (MDB_val *key, MDB_val *val, const void *k, size_t kn,
   val->mv_size = vn;
 }
 
+/* What a write of key and value adds to the memory its transaction holds
+** until the commit (LMDB's dirty pages): a value too big to share a leaf
+** page is given pages of its own, which LMDB never spills before the
+** commit (it bounds its dirty pages by their count, not their size); any
+** other write makes its leaf page dirty (4 KiB) unless an earlier write
+** of the transaction did: writes in key order share pages, writes spread
+** over a large table do not, so each counts as at least a quarter page.
+** Deleting counts as writing the key. */
+static uint64_t rg_dirty_cost (size_t kn, size_t vn) {
+  const size_t page = 4096, nodemax = 2038;     /* LMDB 0.9, 4 KiB pages */
+  size_t n = kn + vn + 16;
+  if (kn + vn + 8 > nodemax) return (vn + 16 + page - 1) / page * page + kn;
+  return n < page / 4 ? page / 4 : n;
+}
+
 /* mdb_put, then again without the `retry` flags when they made it give
 ** MDB_KEYEXIST (MDB_APPEND, MDB_APPENDDUP: the key was not past the end). */
 static int put_retry (rg_scope *s, int db, const void *k, size_t kn,
@@ -819,6 +834,7 @@ int rg_put_flags (rg_scope *s, int db, const void *k, size_t kn,
                   const void *v, size_t vn, unsigned flags, rg_err *e) {
   int rc;
   if (s->savepoints && (rc = undo_record(s, db, k, kn, e))) return rc;
+  s->dirty += rg_dirty_cost(kn, vn);
   rc = put_retry(s, db, k, kn, v, vn, flags, MDB_APPEND);
   if (rc == MDB_KEYEXIST) return RG_EXISTS;
   if (rc) return rg_scope_mdb(s, rc, "write", e);
@@ -830,6 +846,7 @@ int rg_dput (rg_scope *s, int db, const void *k, size_t kn, const void *v,
   int rc = put_retry(s, db, k, kn, v, vn,
                      MDB_NODUPDATA | (append ? MDB_APPENDDUP : 0),
                      MDB_APPENDDUP);
+  s->dirty += rg_dirty_cost(kn, vn);
   if (rc == MDB_KEYEXIST) return 0;      /* there already */
   if (rc) return rg_scope_mdb(s, rc, "write", e);
   if (s->savepoints) return undo_add(s, db, UNDO_DUP_ADDED, k, kn, v, vn, e);
@@ -841,6 +858,7 @@ int rg_ddel (rg_scope *s, int db, const void *k, size_t kn, const void *v,
   MDB_val key, val;
   int rc;
   kv(&key, &val, k, kn, v, vn);
+  s->dirty += rg_dirty_cost(kn, 0);
   rc = mdb_del(s->txn, s->env->dbi[db], &key, &val);
   if (gone) *gone = rc == 0;
   if (rc == MDB_NOTFOUND) return 0;
@@ -854,6 +872,7 @@ void *rg_reserve (rg_scope *s, int db, const void *k, size_t kn, size_t vn,
   MDB_val key, val;
   int rc;
   if (s->savepoints && undo_record(s, db, k, kn, e)) return NULL;
+  s->dirty += rg_dirty_cost(kn, vn);
   key.mv_data = (void *)k;
   key.mv_size = kn;
   val.mv_size = vn;
@@ -871,6 +890,7 @@ int rg_del (rg_scope *s, int db, const void *k, size_t kn, int *gone,
   if (s->savepoints && (rc = undo_record(s, db, k, kn, e))) return rc;
   key.mv_data = (void *)k;
   key.mv_size = kn;
+  s->dirty += rg_dirty_cost(kn, 0);
   rc = mdb_del(s->txn, s->env->dbi[db], &key, NULL);
   if (gone) *gone = rc == 0;
   if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "delete", e);
@@ -888,6 +908,7 @@ int rg_cursor_del (rg_scope *s, int db, MDB_cursor *cur, rg_err *e) {
                       : undo_record(s, db, k.mv_data, k.mv_size, e);
     if (rc) return rc;
   }
+  s->dirty += rg_dirty_cost(0, 0);
   if ((rc = mdb_cursor_del(cur, 0))) return rg_scope_mdb(s, rc, "delete", e);
   return 0;
 }
