@@ -65,6 +65,7 @@ build = {
       sources = {
         "csrc/base/arena.c",
         "csrc/base/charge.c",
+        "csrc/base/deadline.c",
         "csrc/base/json.c",
         "csrc/base/patch.c",
         "csrc/base/support.c",

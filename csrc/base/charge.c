@@ -25,6 +25,10 @@
 **                 + 0.01 RU per index entry counted without loading its
 **                 item, where a GROUP BY or DISTINCT is answered from the
 **                 index alone (one document stands for a run of entries)
+**                 + 0.1 RU per 1,000 steps of LIKE and RegexMatch beyond
+**                 a pass over their input and pattern (which loading the
+**                 item pays for): a pattern that backtracks costs what it
+**                 does, about as much per step as a loaded byte
 **   scripts       1 RU per procedure or trigger run, plus what it does
 **   change feed   a read (c:changes, or a processor's batch: the handler's
 **                 info.charge) costs 0.5 RU per feed range it reads (one
@@ -49,7 +53,7 @@ double rg_charge (const rg_work *w) {
     0.2 * (double)w->terms +
     2.5 * (double)w->partitions + 0.5 * (double)w->lookups +
     0.1 * (double)w->loaded + 0.1 * ((double)w->loaded_bytes / 1024.0) +
-    0.01 * (double)w->scanned +
+    0.01 * (double)w->scanned + 0.0001 * (double)w->steps +
     1.0 * (double)w->scripts;
   return floor(ru * 100.0 + 0.5) / 100.0;
 }
@@ -64,6 +68,8 @@ void rg_work_add (rg_work *out, const rg_work *w) {
   out->partitions += w->partitions;
   out->loaded += w->loaded;
   out->loaded_bytes += w->loaded_bytes;
+  out->scanned += w->scanned;
+  out->steps += w->steps;
   out->scripts += w->scripts;
 }
 
@@ -78,6 +84,7 @@ void rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before) {
   out->loaded = after->loaded - before->loaded;
   out->loaded_bytes = after->loaded_bytes - before->loaded_bytes;
   out->scanned = after->scanned - before->scanned;
+  out->steps = after->steps - before->steps;
   out->scripts = after->scripts - before->scripts;
 }
 

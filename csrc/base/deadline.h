@@ -7,17 +7,22 @@
 ** machine, which makes the work wait, does not make it fail: what is
 ** bounded is the work itself.
 **
-** Reading a thread's CPU clock is a system call (about 100 ns), too dear
-** for a check made every hundred instructions or every document; the
-** coarse monotonic clock is read through the vDSO for a few ns.  Since a
-** thread cannot use more CPU time than wall time passes, the limit cannot
-** have been reached before `gate`, the wall-clock instant at which the
-** time left would be over if the thread ran all along: rg_deadline_passed
-** reads the coarse clock only, until the gate, then the CPU clock, and
-** moves the gate by the CPU time still left.  So a deadline costs one
-** CPU clock read when it starts, and a few more only in work that runs to
-** its limit, which is then noticed within one tick of the coarse clock
-** (4 ms) of the check that follows it.
+** Reading a thread's CPU clock is a system call (2 us on the reference
+** machine, a virtual one), too dear for every query; the coarse monotonic
+** clock is read through the vDSO in tens of ns.  A thread cannot use more
+** CPU time than wall time passes, so:
+**   - the CPU clock is first read (`ref`) only when the work has lasted
+**     REF_MS of wall time: the CPU it took before counts as that wall
+**     time, an upper bound; work that ends sooner never reads it;
+**   - then the limit cannot have been reached before `gate`, the instant
+**     at which the time left would be over if the thread ran all along:
+**     rg_deadline_passed reads the coarse clock only, until the gate, then
+**     the CPU clock, and moves the gate by the CPU time still left.
+** So a deadline costs a coarse clock read when it starts and at every
+** check, and a few CPU clock reads in work that runs to its limit, which
+** is noticed within one tick of the coarse clock (4 ms) of the check that
+** follows it.  The count errs only towards stopping early, by at most the
+** time the thread waited during its first REF_MS.
 **
 ** Work that stops to wait for its host (a resumable script run waiting
 ** for storage) is paused: the CPU its thread spends meanwhile is not its
@@ -33,10 +38,11 @@
 
 typedef struct rg_deadline {
   int64_t limit;      /* ns of CPU time the work may take; 0: no limit */
-  int64_t used;       /* ns of CPU taken before the current stretch */
-  int64_t start;      /* the thread's CPU clock when the stretch began */
+  int64_t used;       /* ns of CPU taken before `ref` (or the stretch) */
+  int64_t wall;       /* ms, coarse: when the current stretch began */
+  int64_t ref;        /* the thread's CPU clock once read, or -1 */
   int64_t gate;       /* ms, coarse monotonic: no check before */
-  int passed;
+  int paused, passed;
 } rg_deadline;
 
 /* The coarse monotonic clock, in ms. */

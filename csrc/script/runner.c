@@ -468,6 +468,7 @@ static int do_query (lua_State *L) {
   rgl_sandbox_left(L, &left, &room);
   q.max_rows = left / ROW_COST + 1;
   q.max_bytes = room;
+  q.deadline = rgl_sandbox_deadline(x->rt->sb);
   if (x->step) return ask_query(L, x, &q);
   memset(&x->qres, 0, sizeof(x->qres));
   x->qlive = 1;
@@ -480,8 +481,10 @@ static int do_query (lua_State *L) {
   }
   if (rc == 408 && x->qres.made > q.max_rows)
     rgl_sandbox_stop(L, RG_STOP_BUDGET);
+  if (rc == 408 && q.deadline && q.deadline->passed)
+    rgl_sandbox_stop(L, RG_STOP_TIME);
   if (rc == 413) rgl_sandbox_stop(L, RG_STOP_MEMORY);
-  rgl_sandbox_charge(L, x->qres.made * ROW_COST);
+  rgl_sandbox_charge(L, x->qres.made * ROW_COST + x->qres.work.steps);
   if (rc) return rgl_push_fail(L, &e);
   s->work.read_units += x->qres.work.read_units;
   s->work.lookups += x->qres.work.lookups;
@@ -489,6 +492,7 @@ static int do_query (lua_State *L) {
   s->work.loaded += x->qres.work.loaded;
   s->work.loaded_bytes += x->qres.work.loaded_bytes;
   s->work.scanned += x->qres.work.scanned;
+  s->work.steps += x->qres.work.steps;
   rgl_sandbox_charge(L, x->qres.rows.n / 8);
   /* straight into the sandbox, whose allocator counts it: a tree of the
   ** page would be host memory many times the text */
@@ -1610,9 +1614,10 @@ fail:
 static int read_reply (lua_State *H, rg_run *r, int idx) {
   static const char *const counters[] = {
     "read_units", "written", "write_bytes", "write_extra_kb", "terms",
-    "lookups", "partitions", "loaded", "loaded_bytes", "scripts", NULL
+    "lookups", "partitions", "loaded", "loaded_bytes", "scripts", "steps",
+    NULL
   };
-  uint64_t *w[10];
+  uint64_t *w[11];
   size_t n;
   const char *s;
   int i;
@@ -1620,6 +1625,7 @@ static int read_reply (lua_State *H, rg_run *r, int idx) {
   w[2] = &r->work.write_bytes; w[3] = &r->work.write_extra_kb;
   w[4] = &r->work.terms; w[5] = &r->work.lookups; w[6] = &r->work.partitions;
   w[7] = &r->work.loaded; w[8] = &r->work.loaded_bytes; w[9] = &r->work.scripts;
+  w[10] = &r->work.steps;
   luaL_checktype(H, idx, LUA_TTABLE);
   lua_getfield(H, idx, "status");
   r->status = (int)luaL_optinteger(H, -1, 200);

@@ -393,6 +393,10 @@ const char *rgl_sandbox_exceeded (rg_sandbox *sb, int why, char *buf,
   return buf;
 }
 
+rg_deadline *rgl_sandbox_deadline (rg_sandbox *sb) {
+  return sb->armed ? &sb->time : NULL;
+}
+
 void rgl_sandbox_thread (rg_sandbox *sb, lua_State *co) {
   sb->run = co;
   set_hook(sb, hook, sb->stop != RG_STOP_NONE || sb->collect ? 1 :

@@ -19,6 +19,7 @@
 
 #include "luax/compat.h"
 
+#include "base/deadline.h"
 #include "base/support.h"
 
 typedef struct rg_sandbox rg_sandbox;
@@ -50,6 +51,9 @@ int      rgl_sandbox_disarm (rg_sandbox *sb);
 ** (N instructions)" or "time limit (T s of CPU)"; in buf. */
 const char *rgl_sandbox_exceeded (rg_sandbox *sb, int why, char *buf,
                                   size_t n);
+/* The CPU time the armed execution may still take (base/deadline.h), for
+** work it asks of C (its queries). */
+rg_deadline *rgl_sandbox_deadline (rg_sandbox *sb);
 /* Charges work done in C; raises once the budget is spent. */
 void     rgl_sandbox_charge (lua_State *S, uint64_t n);
 /* Stops the execution for good (RG_STOP_ABORT...) and raises. */

@@ -31,6 +31,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/arena.h"
+#include "base/deadline.h"
 #include "base/support.h"
 
 /* Value types, in the order ORDER BY ranks them (arrays and objects rank
@@ -347,6 +348,11 @@ void rg_qexec_udf (rg_qexec *x, const rg_qudf *u);
 ** the work done so far. */
 void rg_qexec_limits (rg_qexec *x, uint64_t max_rows, size_t max_bytes);
 uint64_t rg_qexec_made (const rg_qexec *x);
+/* Bounds the CPU time of the page's work (NULL: none): 408 once it is
+** spent, checked at every document, row and 2^20 steps of LIKE. */
+void rg_qexec_deadline (rg_qexec *x, rg_deadline *d);
+/* The evaluation work to charge (rg_work's `steps`). */
+uint64_t rg_qexec_steps (const rg_qexec *x);
 /* Does the pipeline need the documents' text (0: it only counts them, so
 ** a source may feed blank documents)? */
 int  rg_qexec_needs_text (const rg_qexec *x);

@@ -101,6 +101,11 @@ typedef struct rg_qctx {
   uint64_t max_made;
   uint64_t docid;                      /* DocumentId of the document */
   struct rg_qrx *rx;                   /* compiled patterns (func.c) */
+  /* the work of LIKE and RegexMatch beyond a pass over their input (a
+  ** linear pass is paid for by loading the document): charged as the
+  ** rg_work counter `steps`; the CPU time the query may take, or NULL */
+  uint64_t steps;
+  rg_deadline *deadline;
   /* the first failure (a UDF's, a bound), 0 while none */
   int status;
   rg_err *e;
@@ -120,6 +125,12 @@ void rg_qsubquery (rg_qctx *x, const rg_qexpr *ex, rg_qv *out);
 void rg_qblock_run (rg_qctx *x, int blk, int kind, rg_qv *out);
 /* Fails the evaluation (the first failure is kept). */
 void rg_qctx_fail (rg_qctx *x, int status, const char *msg);
+/* Has the query used its time?  Then it fails with 408 (returns 1); 1
+** also once the evaluation has failed. */
+int  rg_qctx_late (rg_qctx *x);
+/* Counts `steps` of evaluation work, of which `linear` are free (see
+** `steps` above), and asks rg_qctx_late. */
+int  rg_qctx_work (rg_qctx *x, uint64_t steps, uint64_t linear);
 
 /* Date and time (time.c): "YYYY-MM-DDThh:mm:ss.fffffffZ" strings and ticks
 ** (100 ns since 0001-01-01).  0 when the text is not one. */
@@ -131,8 +142,9 @@ int64_t rg_dt_now_ticks (void);
 #define RG_UNIX_EPOCH_TICKS 621355968000000000LL
 void rg_qtime_call (rg_qctx *x, int fn, const rg_qv *a, int n, rg_qv *out);
 
-/* LIKE (func.c): does s match the pattern (escape 0: none)? */
-int  rg_like (const char *s, size_t n, const char *p, size_t pn,
+/* LIKE (func.c): does s match the pattern (escape 0: none)?  1 or 0; -1
+** when the query must stop (its time is up). */
+int  rg_like (rg_qctx *x, const char *s, size_t n, const char *p, size_t pn,
               unsigned esc);
 
 #endif

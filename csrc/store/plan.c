@@ -2278,6 +2278,7 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
                          st.tok.n, e)))
     goto done;
   rg_qexec_limits(st.x, rq->max_rows, rq->max_bytes);
+  rg_qexec_deadline(st.x, rq->deadline);
   if (c->spec->ncp) rg_qexec_computed(st.x, c->spec->cp, c->spec->ncp);
   if (rq->udf) rg_qexec_udf(st.x, rq->udf);
   if (st.q->blk[0].where >= 0) {     /* test only what the source does not
@@ -2311,6 +2312,7 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   if (S.probe) mdb_cursor_close(S.probe);
   rg_buf_free(&S.okey);
   rg_buf_free(&S.doc);
+  r->work.steps += rg_qexec_steps(st.x);
   if (rc < 0 || rc > 1) goto done;
   st.tok.n = 0;
   if ((rc = rg_qexec_finish(st.x, &r->rows, &r->offsets, &r->count, &st.tok,
