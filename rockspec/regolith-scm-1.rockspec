@@ -84,6 +84,7 @@ build = {
         "csrc/store/layout.c",
         "csrc/store/lease.c",
         "csrc/store/plan.c",
+        "csrc/store/preflight.c",
         "csrc/store/procs.c",
         "csrc/store/scripts.c",
         "csrc/store/throughput.c",

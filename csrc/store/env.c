@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "store/env_int.h"
+#include "store/preflight.h"
 #include "store/hooks.h"
 #include "store/upgrade.h"
 #include "store/throughput.h"
@@ -346,8 +347,11 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   env->ino = (unsigned long)st.st_ino;
   env->readonly = o->readonly;
   env->refs = 1;
-  /* before LMDB reads the file: the log, replayed after a restart */
+  /* before LMDB reads the file: its checks (preflight.h), and the log,
+  ** replayed after a restart */
+  if ((rc = rg_preflight_log(path, o->readonly, e))) goto fail;
   if ((rc = rg_wal_open(path, o->readonly, &env->wal, e))) goto fail;
+  if ((rc = rg_preflight_map(path, e))) goto fail;
   if ((rc = mdb_env_create(&env->mdb))) goto fail_mdb;
   mdb_env_set_maxdbs(env->mdb, RG_NDB + 4);
   mdb_env_set_maxreaders(env->mdb, MAX_READERS);

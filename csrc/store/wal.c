@@ -659,6 +659,18 @@ int rg_wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
   return readonly ? 0 : rc;       /* read-only: what it can, or the file as is */
 }
 
+uint64_t rg_wal_base (const char *path) {
+  char name[4096];
+  header h;
+  uint64_t base = 0;
+  int fd;
+  snprintf(name, sizeof(name), "%s/regolith.wal", path);
+  if ((fd = open(name, O_RDONLY | O_CLOEXEC)) < 0) return 0;
+  if (read_header(fd, &h) == 0) base = h.base;
+  close(fd);
+  return base;
+}
+
 int rg_wal_forget (const char *path, rg_err *e) {
   static const char *const names[] = { "regolith.wal", "regolith.shm" };
   char name[4096];

@@ -72,6 +72,11 @@ void rg_wal_close (rg_wal *w);
 ** LMDB program may then write it, and a restart replays nothing over it). */
 int  rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e);
 
+/* The transaction of the last checkpoint the log at `path` names (the
+** data file was flushed there: it can hold no older one), read without
+** joining the database; 0 when there is no log or no whole header. */
+uint64_t rg_wal_base (const char *path);
+
 /* The data file of the database at `path` was replaced by another file (a
 ** compacted copy moved into place, an upgrade): the log and the shared
 ** file, which describe the file that was there, are removed and the

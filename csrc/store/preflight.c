@@ -1,0 +1,164 @@
+/*
+** preflight.c: what opening a database checks before LMDB maps its data
+** file (preflight.h says what and why; pages.h the format it reads).
+*/
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store/pages.h"
+#include "store/preflight.h"
+#include "store/wal.h"
+
+#define MIN_PSIZE 512
+#define MAX_PSIZE 65536
+
+/* One meta page at `off` (psize bytes are read; its page size is what its
+** FREE tree's pad says). */
+static void meta_at (int fd, uint64_t off, rg_meta *m) {
+  uint8_t b[RG_PG_HDR + RG_META_LEN];
+  const uint8_t *mm = b + RG_PG_HDR;
+  int i;
+  memset(m, 0, sizeof(*m));
+  if (pread(fd, b, sizeof(b), (off_t)off) != (ssize_t)sizeof(b)) return;
+  if (!(rg_le16(b + RG_PG_FLAGS) & RG_PG_META) ||
+      rg_le32(mm + RG_META_MAGIC) != RG_MDB_MAGIC ||
+      rg_le32(mm + RG_META_VERSION) != RG_MDB_VERSION)
+    return;
+  m->psize = rg_le32(mm + RG_META_DBS + RG_DB_PAD);
+  m->txnid = rg_le64(mm + RG_META_TXNID);
+  m->last_pg = rg_le64(mm + RG_META_LASTPG);
+  for (i = 0; i < 2; i++) {
+    const uint8_t *db = mm + RG_META_DBS + i * RG_META_DB;
+    m->root[i] = rg_le64(db + RG_DB_ROOT);
+    m->depth[i] = rg_le16(db + RG_DB_DEPTH);
+    m->entries[i] = rg_le64(db + RG_DB_ENTRIES);
+  }
+  m->ok = m->psize >= MIN_PSIZE && m->psize <= MAX_PSIZE &&
+          (m->psize & (m->psize - 1)) == 0;
+}
+
+int rg_meta_read (int fd, uint64_t size, rg_meta m[2]) {
+  (void)size;
+  meta_at(fd, 0, &m[0]);
+  if (!m[0].ok) { memset(&m[1], 0, sizeof(m[1])); return -1; }
+  meta_at(fd, m[0].psize, &m[1]);    /* LMDB takes the first one's size */
+  if (!m[1].ok) return -1;
+  return m[1].txnid > m[0].txnid ? 1 : 0;
+}
+
+static int damaged (rg_err *e, const char *path, const char *what,
+                    const char *advice) {
+  return rg_fail(e, 500, "the database '%s' is damaged: %s; %s", path, what,
+                 advice);
+}
+
+#define RESTORE "restore it from a backup (`regolith verify` says the same)"
+
+/* Opens data.mdb read-only: its descriptor and size, or -1 (errno). */
+static int open_data (const char *path, uint64_t *size) {
+  char name[4096];
+  struct stat st;
+  int fd;
+  snprintf(name, sizeof(name), "%s/data.mdb", path);
+  if ((fd = open(name, O_RDONLY | O_CLOEXEC)) < 0) return -1;
+  if (fstat(fd, &st) != 0) { close(fd); return -1; }
+  *size = (uint64_t)st.st_size;
+  return fd;
+}
+
+int rg_preflight_log (const char *path, int readonly, rg_err *e) {
+  char what[256];
+  uint64_t base = rg_wal_base(path), size = 0;
+  rg_meta m[2];
+  int fd, best;
+  (void)readonly;
+  if ((fd = open_data(path, &size)) < 0) {
+    if (errno != ENOENT || base == 0) return 0;   /* LMDB says, or new */
+    snprintf(what, sizeof(what), "data.mdb is missing, while its log "
+             "(regolith.wal) names transaction %llu",
+             (unsigned long long)base);
+    return damaged(e, path, what, "the data file was removed: " RESTORE
+                   "; opening it would start an empty database in its place");
+  }
+  if (size == 0) {
+    close(fd);
+    if (base == 0) return 0;         /* made, never written: LMDB will */
+    snprintf(what, sizeof(what), "data.mdb is empty, while its log "
+             "(regolith.wal) names transaction %llu",
+             (unsigned long long)base);
+    return damaged(e, path, what, "the data file was emptied: " RESTORE
+                   "; opening it would start an empty database in its place");
+  }
+  best = rg_meta_read(fd, size, m);
+  close(fd);
+  if (best < 0) {
+    snprintf(what, sizeof(what), "meta page %d of data.mdb does not check "
+             "out (not an LMDB 0.9 meta page: its flags, magic, version or "
+             "page size)", m[0].ok ? 1 : 0);
+    return damaged(e, path, what, RESTORE);
+  }
+  if (m[best].txnid < base) {
+    snprintf(what, sizeof(what), "data.mdb holds transaction %llu, older "
+             "than %llu, where its log (regolith.wal) says it was flushed",
+             (unsigned long long)m[best].txnid, (unsigned long long)base);
+    return damaged(e, path, what, "the data file was replaced by an older "
+                   "copy; if that copy is meant to be the database (a "
+                   "restored backup), remove regolith.wal and regolith.shm "
+                   "first, else " RESTORE);
+  }
+  return 0;
+}
+
+int rg_preflight_map (const char *path, rg_err *e) {
+  char what[320];
+  uint64_t size = 0, need;
+  rg_meta m[2];
+  int fd, best, i;
+  if ((fd = open_data(path, &size)) < 0 || size == 0) {
+    if (fd >= 0) close(fd);
+    return 0;                        /* a new database: LMDB makes it */
+  }
+  best = rg_meta_read(fd, size, m);
+  close(fd);
+  if (best < 0) {
+    snprintf(what, sizeof(what), "meta page %d of data.mdb does not check "
+             "out (not an LMDB 0.9 meta page: its flags, magic, version or "
+             "page size)", m[0].ok ? 1 : 0);
+    return damaged(e, path, what, RESTORE);
+  }
+  need = (m[best].last_pg + 1) * m[best].psize;
+  if (m[best].last_pg < 1 || m[best].last_pg > (UINT64_MAX >> 17)) {
+    snprintf(what, sizeof(what), "the newest meta page of data.mdb "
+             "(transaction %llu) names an impossible last page, %llu",
+             (unsigned long long)m[best].txnid,
+             (unsigned long long)m[best].last_pg);
+    return damaged(e, path, what, RESTORE);
+  }
+  if (size < need) {
+    snprintf(what, sizeof(what), "data.mdb is %llu bytes, shorter than the "
+             "%llu its last transaction (%llu) uses: it was cut short",
+             (unsigned long long)size, (unsigned long long)need,
+             (unsigned long long)m[best].txnid);
+    return damaged(e, path, what, RESTORE);
+  }
+  for (i = 0; i < 2; i++) {
+    uint64_t r = m[best].root[i];
+    if (r == RG_PG_INVALID ? m[best].entries[i] != 0
+                           : r < 2 || r > m[best].last_pg ||
+                             m[best].depth[i] == 0 || m[best].depth[i] > 64) {
+      snprintf(what, sizeof(what), "the newest meta page of data.mdb "
+               "(transaction %llu) names an impossible %s tree (root page "
+               "%llu, depth %u, %llu entries)",
+               (unsigned long long)m[best].txnid, i ? "main" : "free-page",
+               (unsigned long long)r, m[best].depth[i],
+               (unsigned long long)m[best].entries[i]);
+      return damaged(e, path, what, RESTORE);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,48 @@
+/*
+** preflight.h: what opening a database checks before LMDB maps its data
+** file (store/preflight.c; docs/guarantees.md, A damaged file).
+**
+** LMDB 0.9 trusts its file: it maps data.mdb and reads the pages its
+** newest meta page names.  A file shorter than that meta says is a SIGBUS
+** at the first page past its end, which kills the host; a data file
+** removed or emptied while the database's other files remain is taken for
+** a new database, and every item is gone without a word.  Opening
+** therefore checks, in two steps, and refuses with 500 and a message
+** saying what is wrong (and what to do) instead:
+**   - before the log is replayed (rg_preflight_log): the data file is
+**     there, not empty, with meta pages that check out, and holds at least
+**     the transaction of the log's last checkpoint (the data file was
+**     flushed there: an older one is another file, put in its place).  A
+**     replay over a file that is not the one its log describes would write
+**     that file's pages over it.  A directory with neither a data file nor
+**     a log is a new database;
+**   - after it, before LMDB maps the file (rg_preflight_map): the newest
+**     meta page's page size, last page and tree roots are possible, and the
+**     file is as long as its last page says.
+** Both only read; a read-only open is checked the same way.
+*/
+
+#ifndef rg_preflight_h
+#define rg_preflight_h
+
+#include "base/support.h"
+
+int rg_preflight_log (const char *path, int readonly, rg_err *e);
+int rg_preflight_map (const char *path, rg_err *e);
+
+/* What a meta page holds, and whether it checks out. */
+typedef struct rg_meta {
+  int ok;                      /* magic, version, page size possible */
+  unsigned psize;
+  uint64_t txnid, last_pg;
+  uint64_t root[2];            /* FREE and MAIN trees (RG_PG_INVALID: empty) */
+  unsigned depth[2];
+  uint64_t entries[2];
+} rg_meta;
+
+/* Reads the two meta pages of the data file open at fd (size bytes): m[0],
+** m[1]; returns the index of the one LMDB would use, or -1 when LMDB would
+** refuse the file (either fails its checks, as LMDB needs both). */
+int rg_meta_read (int fd, uint64_t size, rg_meta m[2]);
+
+#endif
