@@ -62,14 +62,15 @@ describe("a damaged database", function()
 
   -- Both kinds of open refuse with 500 and `what` in the message, and the
   -- command line's verify reports it and exits 1.
-  local function refused(what)
-    for _, ro in ipairs({ true, false }) do
+  local function refused(what, modes)
+    for _, ro in ipairs(modes or { true, false }) do
       local out, clean = probe(ro)
       assert(clean, "the process died: " .. out)
       assert.matches("^refused\t500\t", out)
       assert.matches("the database '" .. dir .. "' is damaged: ", out, 1, true)
       assert.matches(what, out, 1, true)
     end
+    if modes then return end            -- the command opens read-only
     local cmd = ("%s bin/regolith verify '%s' 2>&1; echo \"exit=$?\""):format(H.interpreter(), dir)
     local p = io.popen(cmd)
     local out = p:read("a")
@@ -122,6 +123,73 @@ describe("a damaged database", function()
     local out, clean = probe(true)
     assert(clean, out)
     assert.matches("^opened\t" .. ITEMS .. "\ttrue", out)
+  end)
+
+  it("refuses a data file emptied together with its log: regolith.id remembers the database", function()
+    truncate("data.mdb", 0)
+    assert(os.remove(dir .. "/regolith.wal"))
+    assert(os.remove(dir .. "/regolith.shm"))
+    refused("data.mdb is empty, while regolith.id says the directory holds a database")
+    assert.are.equal(0, size("data.mdb"))
+  end)
+
+  it("refuses the data file of another database put in this one's place", function()
+    local other = H.tmpdir()
+    local db = assert(regolith.open(other))
+    assert(db:create_container("t", { partition_key = "/pk" }))
+    db:close()
+    assert(os.execute(("cp '%s/data.mdb' '%s/data.mdb'"):format(other, dir)))
+    assert(os.remove(dir .. "/regolith.wal"))
+    refused("data.mdb is another database than the one regolith.id says the directory holds")
+  end)
+
+  it("refuses a damaged regolith.id rather than take it for none", function()
+    local f = assert(io.open(dir .. "/regolith.id", "r+b"))
+    f:seek("set", 9)
+    f:write("\255")
+    f:close()
+    refused("regolith.id, which names the database the directory holds, does not check out")
+  end)
+
+  describe("after a crash, its log", function()
+    -- The files as a crash leaves them: copied while the database is open
+    -- after its last commit, so that the next open replays the log
+    local function crashed()
+      os.execute("rm -rf '" .. dir .. "'")
+      local live = H.tmpdir()
+      local db = assert(regolith.open(live))
+      local c = assert(db:create_container("t", { partition_key = "/pk" }))
+      for i = 1, 300 do assert(c:create({ id = "i" .. i, pk = "p" .. (i % 5), v = i })) end
+      assert(os.execute(("cp -r '%s' '%s'"):format(live, dir)))
+      db:close()
+      assert(os.remove(dir .. "/regolith.shm"))    -- as after a restart
+    end
+
+    it("is replayed whole", function()
+      crashed()
+      local out, clean = probe(true)
+      assert(clean, out)
+      assert.matches("^opened\t300\ttrue", out)
+    end)
+
+    it("refuses a record damaged in its middle rather than roll the database back", function()
+      crashed()
+      local f = assert(io.open(dir .. "/regolith.wal", "r+b"))
+      f:seek("set", 8192 + 48)
+      local b = f:read(1)
+      f:seek("set", 8192 + 48)
+      f:write(string.char((b:byte() + 1) % 256))
+      f:close()
+      -- (a read-only open without regolith.shm replays nothing: it reads the
+      -- data file as it is)
+      refused("its log (regolith.wal) does not check out at byte 8192", { false })
+    end)
+
+    it("refuses a log cut short rather than roll the database back", function()
+      crashed()
+      truncate("regolith.wal", 8192 + 20000)
+      refused("the log was cut short or damaged", { false })
+    end)
   end)
 
   it("refuses a data file whose meta page does not check out", function()

@@ -362,6 +362,8 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   mdb_env_info(env->mdb, &info);
   env->map_size = info.me_mapsize;
   if ((rc = init_tables(env, 0, e))) goto fail;
+  if ((rc = rg_preflight_identity(path, env->secret, o->readonly, e)))
+    goto fail;
   if (env->wal && (rc = rg_wal_attach(env->wal, env->mdb, e))) goto fail;
   if ((rc = rg_tp_attach(env, e))) goto fail;
   env->next = envs;

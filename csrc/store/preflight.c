@@ -10,12 +10,57 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store/env.h"
 #include "store/pages.h"
 #include "store/preflight.h"
 #include "store/wal.h"
 
 #define MIN_PSIZE 512
 #define MAX_PSIZE 65536
+#define ID_MAGIC  0x3130444947524752ull  /* "RGRGID01" */
+
+/*
+** regolith.id: magic u64 | hash of the secret u64 | hash of both u64 (the
+** machine's byte order, as the data file).  Returns 0 (and *h), 1 when
+** there is none, -1 when it is there but does not check out.
+*/
+static int id_read (const char *path, uint64_t *h) {
+  char name[4096];
+  uint64_t w[3];
+  ssize_t got;
+  int fd;
+  snprintf(name, sizeof(name), "%s/regolith.id", path);
+  if ((fd = open(name, O_RDONLY | O_CLOEXEC)) < 0) return errno == ENOENT;
+  got = read(fd, w, sizeof(w));
+  close(fd);
+  if (got != (ssize_t)sizeof(w) || w[0] != ID_MAGIC ||
+      w[2] != rg_hash(w, 16))
+    return -1;
+  *h = w[1];
+  return 0;
+}
+
+static int id_write (const char *path, uint64_t h, rg_err *e) {
+  char name[4096], tmp[4112];
+  uint64_t w[3];
+  int fd, ok;
+  w[0] = ID_MAGIC;
+  w[1] = h;
+  w[2] = rg_hash(w, 16);
+  snprintf(name, sizeof(name), "%s/regolith.id", path);
+  snprintf(tmp, sizeof(tmp), "%s.%d", name, (int)getpid());
+  if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+    return rg_fail(e, 500, "cannot write '%s': %s", tmp, strerror(errno));
+  ok = write(fd, w, sizeof(w)) == (ssize_t)sizeof(w) && fsync(fd) == 0;
+  close(fd);
+  if (!ok || rename(tmp, name) != 0) {
+    int err = errno;
+    unlink(tmp);
+    return rg_fail(e, err == ENOSPC || err == EDQUOT ? 507 : 500,
+                   "cannot write '%s': %s", name, strerror(err));
+  }
+  return rg_sync_dir(path, e);
+}
 
 /* One meta page at `off` (psize bytes are read; its page size is what its
 ** FREE tree's pad says). */
@@ -71,26 +116,48 @@ static int open_data (const char *path, uint64_t *size) {
   return fd;
 }
 
+/* What says that the directory held a database: its log's checkpoint,
+** or regolith.id (0: nothing does; -1: regolith.id is damaged). */
+static int held (const char *path, uint64_t base, char *what, size_t n,
+                 const char *file) {
+  uint64_t h;
+  int id = id_read(path, &h);
+  if (id < 0) return -1;
+  if (base)
+    snprintf(what, n, "%s, while its log (regolith.wal) names transaction "
+             "%llu", file, (unsigned long long)base);
+  else if (id == 0)
+    snprintf(what, n, "%s, while regolith.id says the directory holds a "
+             "database", file);
+  return base || id == 0;
+}
+
+static int id_damaged (rg_err *e, const char *path) {
+  return damaged(e, path, "regolith.id, which names the database the "
+                 "directory holds, does not check out", "if the data file "
+                 "is the database, remove regolith.id (it is written again), "
+                 "else " RESTORE);
+}
+
 int rg_preflight_log (const char *path, int readonly, rg_err *e) {
   char what[256];
   uint64_t base = rg_wal_base(path), size = 0;
   rg_meta m[2];
-  int fd, best;
+  int fd, best, h;
   (void)readonly;
   if ((fd = open_data(path, &size)) < 0) {
-    if (errno != ENOENT || base == 0) return 0;   /* LMDB says, or new */
-    snprintf(what, sizeof(what), "data.mdb is missing, while its log "
-             "(regolith.wal) names transaction %llu",
-             (unsigned long long)base);
+    if (errno != ENOENT) return 0;             /* LMDB says what */
+    if ((h = held(path, base, what, sizeof(what), "data.mdb is missing")) < 0)
+      return id_damaged(e, path);
+    if (h == 0) return 0;                      /* a new database */
     return damaged(e, path, what, "the data file was removed: " RESTORE
                    "; opening it would start an empty database in its place");
   }
   if (size == 0) {
     close(fd);
-    if (base == 0) return 0;         /* made, never written: LMDB will */
-    snprintf(what, sizeof(what), "data.mdb is empty, while its log "
-             "(regolith.wal) names transaction %llu",
-             (unsigned long long)base);
+    if ((h = held(path, base, what, sizeof(what), "data.mdb is empty")) < 0)
+      return id_damaged(e, path);
+    if (h == 0) return 0;            /* made, never written: LMDB will */
     return damaged(e, path, what, "the data file was emptied: " RESTORE
                    "; opening it would start an empty database in its place");
   }
@@ -160,5 +227,20 @@ int rg_preflight_map (const char *path, rg_err *e) {
       return damaged(e, path, what, RESTORE);
     }
   }
+  return 0;
+}
+
+int rg_preflight_identity (const char *path, const uint8_t secret[16],
+                           int readonly, rg_err *e) {
+  uint64_t h, mine = rg_hash(secret, 16);
+  int id = id_read(path, &h);
+  if (id < 0) return id_damaged(e, path);
+  if (id == 1) return readonly ? 0 : id_write(path, mine, e);
+  if (h != mine)
+    return damaged(e, path, "data.mdb is another database than the one "
+                   "regolith.id says the directory holds: it was replaced",
+                   "if that file is meant to be the database (a restored "
+                   "backup of another), remove regolith.id, regolith.wal and "
+                   "regolith.shm first, else " RESTORE);
   return 0;
 }

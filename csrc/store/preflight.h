@@ -20,6 +20,16 @@
 **     meta page's page size, last page and tree roots are possible, and the
 **     file is as long as its last page says.
 ** Both only read; a read-only open is checked the same way.
+**
+** A directory remembers the database it holds: regolith.id (written when
+** a read-write open finds it missing, made whole by a rename and flushed)
+** holds a hash of the database's secret, the 16 random bytes made with it.
+** So a data file emptied or removed while regolith.id remains is refused
+** even when the log is gone too, and once the secret is read
+** (rg_preflight_identity) a data file of another database put in the
+** place of this one is refused.  A damaged regolith.id is refused rather
+** than taken for none.  To make a directory hold another database on
+** purpose (a restored backup of another), remove regolith.id with the log.
 */
 
 #ifndef rg_preflight_h
@@ -29,6 +39,10 @@
 
 int rg_preflight_log (const char *path, int readonly, rg_err *e);
 int rg_preflight_map (const char *path, rg_err *e);
+/* Once the database's secret is read: regolith.id names this database, or
+** is written (read-write) when missing. */
+int rg_preflight_identity (const char *path, const uint8_t secret[16],
+                           int readonly, rg_err *e);
 
 /* What a meta page holds, and whether it checks out. */
 typedef struct rg_meta {

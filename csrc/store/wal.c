@@ -506,43 +506,138 @@ static int lock_shared_file (int fd, int type) {
   return 0;
 }
 
+/* The record at `off` into rec, when it is whole: the transaction
+** `expect` of epoch `epoch`, its checksum right.  Its length, or 0. */
+static uint32_t whole_record (rg_wal *w, uint64_t off, uint64_t expect,
+                              uint64_t epoch, rg_buf *rec) {
+  uint8_t head[REC_HEAD];
+  uint32_t magic, len;
+  uint64_t ep, txnid, sum, zero = 0;
+  if (pread(w->wfd, head, REC_HEAD, (off_t)off) != REC_HEAD) return 0;
+  memcpy(&magic, head, 4);
+  memcpy(&len, head + 4, 4);
+  memcpy(&ep, head + 8, 8);
+  memcpy(&txnid, head + 16, 8);
+  memcpy(&sum, head + 32, 8);
+  if (magic != REC_MAGIC || ep != epoch || txnid != expect ||
+      len < REC_HEAD || len > CAPTURE_MAX + 4096 || len % 8) return 0;
+  rec->n = 0;
+  if (rg_buf_reserve(rec, len) != 0) return 0;
+  if (pread(w->wfd, rec->p, len, (off_t)off) != (ssize_t)len) return 0;
+  memcpy((uint8_t *)rec->p + 32, &zero, 8);
+  if (hash64((const uint8_t *)rec->p, len) != sum) return 0;
+  rec->n = len;
+  return len;
+}
+
+/*
+** Where the records end at `off` (the next one, `expect`, is not whole):
+** an end, or damage?  A crash leaves the last record torn, and may leave
+** the one after it whole (a transaction starts once the log is flushed up
+** to the one two before it: the disk may keep N + 1 and lose N), never
+** one further on.  So a whole record of a transaction from expect + 2 on
+** further in the log means a record in the middle was damaged; replaying
+** up to it would set the database back and lose commits that were made
+** durable.  Returns that transaction, or 0.
+*/
+static uint64_t later_record (rg_wal *w, uint64_t off, uint64_t expect,
+                              uint64_t epoch) {
+  uint8_t buf[65536];
+  rg_buf rec;
+  uint64_t found = 0;
+  ssize_t got;
+  memset(&rec, 0, sizeof(rec));
+  for (off += 8; !found && (got = pread(w->wfd, buf, sizeof(buf),
+                                        (off_t)off)) >= REC_HEAD;
+       off += (uint64_t)got - REC_HEAD) {
+    size_t i;
+    for (i = 0; i + REC_HEAD <= (size_t)got && !found; i += 8) {
+      uint32_t magic;
+      uint64_t ep, txnid;
+      memcpy(&magic, buf + i, 4);
+      if (magic != REC_MAGIC) continue;
+      memcpy(&ep, buf + i + 8, 8);
+      memcpy(&txnid, buf + i + 16, 8);
+      if (ep == epoch && txnid >= expect + 2 && txnid < expect + (1u << 30) &&
+          whole_record(w, off + i, txnid, epoch, &rec))
+        found = txnid;
+    }
+    if ((size_t)got < sizeof(buf)) break;
+  }
+  rg_buf_free(&rec);
+  return found;
+}
+
+/* The newest transaction either meta page of the data file names. */
+static uint64_t data_txnid (int dfd, unsigned psize) {
+  uint64_t t, best = 0;
+  uint8_t m[META_LEN];
+  int i;
+  for (i = 0; i < 2; i++)
+    if (pread(dfd, m, META_LEN, (off_t)i * psize + META_OFF) == META_LEN) {
+      memcpy(&t, m + META_TXNID, 8);
+      if (t > best) best = t;
+    }
+  return best;
+}
+
 /*
 ** Replays the log into the data file: every whole record from the header's
 ** base on, in order, then both meta pages set to the last one's.  Run by
-** the first process after a restart, before LMDB opens the file.
+** the first process after a restart, before LMDB opens the file.  The
+** records are checked first, and nothing is written when the log is
+** damaged in its middle (later_record): the database is refused instead.
 */
 static int recover (rg_wal *w, const char *path, rg_err *e) {
   header h;
   char name[4096];
-  uint64_t off = REC_START, expect, last;
-  uint8_t meta[META_LEN], head[REC_HEAD];
+  uint64_t off, expect, last, later;
+  uint8_t meta[META_LEN];
+  uint32_t len;
   rg_buf rec;
   int dfd;
   if (read_header(w->wfd, &h) != 0 || (h.flags & (F_UNLOGGED | F_CLOSED)))
     return 0;
   snprintf(name, sizeof(name), "%s/data.mdb", path);
-  if ((dfd = open(name, O_RDWR | O_CLOEXEC)) < 0) return 0;
   memset(&rec, 0, sizeof(rec));
+  for (off = REC_START, expect = h.base + 1;
+       (len = whole_record(w, off, expect, h.epoch, &rec)) != 0; expect++)
+    off += len;
+  if ((later = later_record(w, off, expect, h.epoch)) != 0) {
+    rg_buf_free(&rec);
+    return rg_fail(e, 500, "the database '%s' is damaged: its log "
+                   "(regolith.wal) does not check out at byte %llu (the "
+                   "record of transaction %llu), and holds transaction %llu "
+                   "further on; replaying only what comes before would lose "
+                   "commits made durable: restore it from a backup", path,
+                   (unsigned long long)off, (unsigned long long)expect,
+                   (unsigned long long)later);
+  }
+  if ((dfd = open(name, O_RDWR | O_CLOEXEC)) < 0) {
+    rg_buf_free(&rec);
+    return 0;
+  }
+  /* the data file's meta pages, written after the log's record (flushed
+  ** first under sync "full"; under "lazy" up to two commits behind), may
+  ** not be more than two transactions past the log's end */
+  if ((later = data_txnid(dfd, h.psize)) > expect + 1) {
+    rg_buf_free(&rec);
+    close(dfd);
+    return rg_fail(e, 500, "the database '%s' is damaged: its log "
+                   "(regolith.wal) ends at transaction %llu, while the data "
+                   "file holds transaction %llu: the log was cut short or "
+                   "damaged, and replaying it would lose commits made "
+                   "durable: restore it from a backup", path,
+                   (unsigned long long)(expect - 1),
+                   (unsigned long long)later);
+  }
   last = h.base;
   memcpy(meta, h.meta, META_LEN);
-  for (expect = h.base + 1;; expect++) {
-    uint32_t magic, len, nseg, i;
-    uint64_t epoch, txnid, sum, zero = 0;
+  for (off = REC_START, expect = h.base + 1;
+       (len = whole_record(w, off, expect, h.epoch, &rec)) != 0; expect++) {
     size_t at = REC_HEAD;
-    if (pread(w->wfd, head, REC_HEAD, (off_t)off) != REC_HEAD) break;
-    memcpy(&magic, head, 4);
-    memcpy(&len, head + 4, 4);
-    memcpy(&epoch, head + 8, 8);
-    memcpy(&txnid, head + 16, 8);
-    memcpy(&nseg, head + 24, 4);
-    memcpy(&sum, head + 32, 8);
-    if (magic != REC_MAGIC || epoch != h.epoch || txnid != expect ||
-        len < REC_HEAD || len > CAPTURE_MAX + 4096) break;
-    rec.n = 0;
-    if (rg_buf_reserve(&rec, len) != 0) break;
-    if (pread(w->wfd, rec.p, len, (off_t)off) != (ssize_t)len) break;
-    memcpy((uint8_t *)rec.p + 32, &zero, 8);
-    if (hash64((const uint8_t *)rec.p, len) != sum) break;
+    uint32_t nseg, i;
+    memcpy(&nseg, (uint8_t *)rec.p + 24, 4);
     for (i = 0; i < nseg && at + 16 <= len; i++) {
       uint64_t soff;
       uint32_t slen;
@@ -557,7 +652,7 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
       }
       at += (slen + 7) / 8 * 8;
     }
-    last = txnid;
+    last = expect;
     off += len;
   }
   rg_buf_free(&rec);
