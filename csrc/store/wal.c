@@ -767,10 +767,12 @@ uint64_t rg_wal_base (const char *path) {
 }
 
 int rg_wal_forget (const char *path, rg_err *e) {
-  static const char *const names[] = { "regolith.wal", "regolith.shm" };
+  /* and the identity of the file that was there (preflight.h) */
+  static const char *const names[] = { "regolith.wal", "regolith.shm",
+                                        "regolith.id" };
   char name[4096];
   int i;
-  for (i = 0; i < 2; i++) {
+  for (i = 0; i < 3; i++) {
     snprintf(name, sizeof(name), "%s/%s", path, names[i]);
     if (unlink(name) != 0 && errno != ENOENT)
       return fail_errno(e, "removing the", name);

@@ -78,9 +78,9 @@ int  rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e);
 uint64_t rg_wal_base (const char *path);
 
 /* The data file of the database at `path` was replaced by another file (a
-** compacted copy moved into place, an upgrade): the log and the shared
-** file, which describe the file that was there, are removed and the
-** directory flushed, so that no replay ever writes that file's pages over
+** compacted copy moved into place, an upgrade): the log, the shared file
+** and regolith.id (preflight.h), which describe the file that was there,
+** are removed and the directory flushed, so that no replay ever writes that file's pages over
 ** the new one.  Only where no process has the database open. */
 int  rg_wal_forget (const char *path, rg_err *e);
 
