@@ -386,7 +386,9 @@ FUZZ_LIBS_damage_fuzz = host script luax store sql base
 build/fuzz/obj/%.o: csrc/%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined \
-	  -c $< -o $@
+	  -MMD -MP -c $< -o $@
+
+-include $(patsubst csrc/%.c,build/fuzz/obj/%.d,$(SRC))
 
 build/fuzz/lib/lib%.a: $$(call layer_objs,build/fuzz/obj,$$*)
 	@mkdir -p $(dir $@)

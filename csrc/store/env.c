@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "store/env_int.h"
+#include "store/pagewalk.h"
 #include "store/preflight.h"
 #include "store/hooks.h"
 #include "store/upgrade.h"
@@ -112,6 +113,11 @@ int rg_fail_mdb (rg_err *e, int rc, const char *what) {
   if (rc == ENOSPC || rc == EDQUOT)
     return rg_fail(e, 507, "insufficient storage: %s: %s", what,
                    mdb_strerror(rc));
+  if (rc == MDB_CORRUPTED && rg_guard_why)  /* the guard's (guard.h) */
+    return rg_fail(e, 500, "the database is damaged: %s: page %llu of "
+                   "data.mdb does not check out (%s); `regolith verify` "
+                   "walks the file", what, (unsigned long long)rg_guard_pgno,
+                   rg_guard_why);
   return rg_fail(e, 500, "storage failure: %s: %s", what, mdb_strerror(rc));
 }
 
@@ -148,7 +154,47 @@ static int remap (rg_env *env, size_t size, rg_err *e) {
     return env->broken ? broken_fail(env, e)
                        : rg_fail_mdb(e, rc, "growing the map");
   }
+  rg_guard_remap(env->guard);
   return 0;
+}
+
+static int txn_begin (rg_env *env, unsigned flags, MDB_txn **txn,
+                      rg_err *e);
+
+/* Stamps the checksum of every page in use that lacks one or holds a
+** stale one, with the writer's lock held (no page changes meanwhile), and
+** says so in regolith.id. */
+static int stamp_all (rg_env *env, rg_err *e) {
+  MDB_txn *txn;
+  uint64_t n, at;
+  int rc, fd;
+  if (mdb_env_get_fd(env->mdb, &fd) != 0) return 0;
+  if ((rc = txn_begin(env, 0, &txn, e))) return rc;
+  at = (uint64_t)mdb_txn_id(txn) - 1;  /* the last one committed */
+  rc = rg_pages_stamp(fd, &n, e);
+  mdb_txn_abort(txn);
+  if (rc == 0) {                     /* else the next open stamps again */
+    rg_err ignored;
+    rg_preflight_stamped(env->path, env->secret, at, &ignored);
+  }
+  return rc;
+}
+
+/* Guards the map LMDB made (guard.h), once a read transaction showed
+** that liblmdb lays its transactions out as the guard reads them. */
+static rg_guard *guard_map (MDB_env *mdb, int sums) {
+  static int checked;
+  MDB_stat st;
+  MDB_txn *txn;
+  int fd;
+  if (!checked && mdb_txn_begin(mdb, NULL, MDB_RDONLY, &txn) == 0) {
+    checked = 1;
+    rg_guard_layout(txn, (uint64_t)mdb_txn_id(txn), 2);
+    mdb_txn_abort(txn);
+  }
+  if (mdb_env_get_fd(mdb, &fd) != 0) return NULL;
+  mdb_env_stat(mdb, &st);
+  return rg_guard_open(fd, st.ms_psize, sums);
 }
 
 /* Begins a transaction, adopting a map another process has grown. */
@@ -313,7 +359,7 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   struct stat st;
   rg_env *env;
   MDB_envinfo info;
-  int rc, dead;
+  int rc, dead, sums;
   unsigned flags;
   *out = NULL;
   if (!o->readonly && mkdir(path, 0755) != 0 && errno != EEXIST)
@@ -358,12 +404,23 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   mdb_env_set_mapsize(env->mdb, o->map_size ? o->map_size : DEFAULT_MAP);
   flags = MDB_NOTLS | (o->readonly ? MDB_RDONLY : 0);
   if ((rc = mdb_env_open(env->mdb, path, flags, 0644))) goto fail_mdb;
+  env->guard = guard_map(env->mdb, 0);
   mdb_reader_check(env->mdb, &dead);
   mdb_env_info(env->mdb, &info);
   env->map_size = info.me_mapsize;
   if ((rc = init_tables(env, 0, e))) goto fail;
-  if ((rc = rg_preflight_identity(path, env->secret, o->readonly, e)))
+  mdb_env_info(env->mdb, &info);
+  if ((rc = rg_preflight_identity(path, env->secret,
+                                  (uint64_t)info.me_last_txnid, o->readonly,
+                                  &sums, e)))
     goto fail;
+  /* the pages' checksums: stamped again where something else wrote
+  ** (pagecheck.h), then checked; only a process whose writes stamp them
+  ** (the log's hooks are in: env->wal) can trust its own */
+  if (!sums && !o->readonly && env->wal && (rc = stamp_all(env, e)))
+    goto fail;
+  env->sums = env->wal && (sums || !o->readonly);
+  rg_guard_sums(env->guard, env->sums);
   if (env->wal && (rc = rg_wal_attach(env->wal, env->mdb, e))) goto fail;
   if ((rc = rg_tp_attach(env, e))) goto fail;
   env->next = envs;
@@ -376,6 +433,7 @@ fail_mdb:
 fail:
   rg_wal_close(env->wal);
   if (env->rtxn) mdb_txn_abort(env->rtxn);
+  rg_guard_close(env->guard);
   if (env->mdb) mdb_env_close(env->mdb);
   free(env->path);
   free(env);
@@ -395,11 +453,16 @@ void rg_env_release (rg_env *env) {
     rg_err e;
     if (mdb_txn_begin(env->mdb, NULL, 0, &txn) == 0) {
       rg_wal_closing(env->wal, txn, &e);
+      /* every commit of this process stamped its pages: as far as the
+      ** file goes now, they all carry their checksums */
+      rg_preflight_stamped(env->path, env->secret,
+                           (uint64_t)mdb_txn_id(txn) - 1, &e);
       mdb_txn_abort(txn);
     }
   }
   rg_wal_close(env->wal);
   rg_pcache_free(env->pcache);
+  rg_guard_close(env->guard);
   mdb_env_close(env->mdb);
   free(env->path);
   free(env);
@@ -1023,6 +1086,7 @@ int rg_sync_dir (const char *path, rg_err *e) {
 
 int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
   char data[4096];
+  uint64_t stamped;
   int rc, fd;
   if ((rc = copy_dest(env, path, data, sizeof(data), e))) return rc;
   /* a log left there belongs to no file of the directory (wal.h) */
@@ -1037,6 +1101,12 @@ int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
     unlink(data);
     return rg_fail(e, 500, "storage failure: flushing the backup: %s",
                    strerror(rc));
+  }
+  /* the copy numbers its pages anew: their checksums, made anew too */
+  if ((rc = rg_pages_stamp(fd, &stamped, e))) {
+    close(fd);
+    unlink(data);
+    return rc;
   }
   close(fd);
   return rg_sync_dir(path, e);
@@ -1144,6 +1214,15 @@ int rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,
   *bytes = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
   mdb_env_close(dst);
   dst = NULL;
+  {                                  /* the copy's pages, checksummed */
+    uint64_t stamped;
+    int fd = open(from, O_RDWR | O_CLOEXEC);
+    rc = fd < 0 ? rg_fail(e, 500, "cannot open '%s': %s", from,
+                          strerror(errno))
+                : rg_pages_stamp(fd, &stamped, e);
+    if (fd >= 0) close(fd);
+    if (rc) { unlink(from); return rc; }
+  }
   /* a log left in the directory describes no file that is there: it must
      never be replayed over the copy (wal.h) */
   if ((rc = rg_wal_forget(path, e))) {

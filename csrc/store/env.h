@@ -31,6 +31,7 @@
 
 #include <lmdb.h>
 
+#include "store/guarded.h"
 #include "base/charge.h"
 #include "base/support.h"
 

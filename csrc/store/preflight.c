@@ -12,6 +12,7 @@
 
 #include "store/env.h"
 #include "store/pages.h"
+#include "store/pagewalk.h"
 #include "store/preflight.h"
 #include "store/wal.h"
 
@@ -20,13 +21,14 @@
 #define ID_MAGIC  0x3130444947524752ull  /* "RGRGID01" */
 
 /*
-** regolith.id: magic u64 | hash of the secret u64 | hash of both u64 (the
-** machine's byte order, as the data file).  Returns 0 (and *h), 1 when
-** there is none, -1 when it is there but does not check out.
+** regolith.id: magic u64 | hash of the secret u64 | the transaction up to
+** which every page carries its checksum u64 | hash of the three u64 (the
+** machine's byte order, as the data file).  Returns 0 (and *h, *through),
+** 1 when there is none, -1 when it is there but does not check out.
 */
-static int id_read (const char *path, uint64_t *h) {
+static int id_read (const char *path, uint64_t *h, uint64_t *through) {
   char name[4096];
-  uint64_t w[3];
+  uint64_t w[4];
   ssize_t got;
   int fd;
   snprintf(name, sizeof(name), "%s/regolith.id", path);
@@ -34,24 +36,28 @@ static int id_read (const char *path, uint64_t *h) {
   got = read(fd, w, sizeof(w));
   close(fd);
   if (got != (ssize_t)sizeof(w) || w[0] != ID_MAGIC ||
-      w[2] != rg_hash(w, 16))
+      w[3] != rg_hash(w, 24))
     return -1;
   *h = w[1];
+  *through = w[2];
   return 0;
 }
 
-static int id_write (const char *path, uint64_t h, rg_err *e) {
+/* Writes regolith.id whole (a rename); flushed when `flush`. */
+static int id_write (const char *path, uint64_t h, uint64_t through,
+                     int flush, rg_err *e) {
   char name[4096], tmp[4112];
-  uint64_t w[3];
+  uint64_t w[4];
   int fd, ok;
   w[0] = ID_MAGIC;
   w[1] = h;
-  w[2] = rg_hash(w, 16);
+  w[2] = through;
+  w[3] = rg_hash(w, 24);
   snprintf(name, sizeof(name), "%s/regolith.id", path);
   snprintf(tmp, sizeof(tmp), "%s.%d", name, (int)getpid());
   if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
     return rg_fail(e, 500, "cannot write '%s': %s", tmp, strerror(errno));
-  ok = write(fd, w, sizeof(w)) == (ssize_t)sizeof(w) && fsync(fd) == 0;
+  ok = write(fd, w, sizeof(w)) == (ssize_t)sizeof(w) && (!flush || fsync(fd) == 0);
   close(fd);
   if (!ok || rename(tmp, name) != 0) {
     int err = errno;
@@ -59,7 +65,7 @@ static int id_write (const char *path, uint64_t h, rg_err *e) {
     return rg_fail(e, err == ENOSPC || err == EDQUOT ? 507 : 500,
                    "cannot write '%s': %s", name, strerror(err));
   }
-  return rg_sync_dir(path, e);
+  return flush ? rg_sync_dir(path, e) : 0;
 }
 
 /* One meta page at `off` (psize bytes are read; its page size is what its
@@ -120,8 +126,8 @@ static int open_data (const char *path, uint64_t *size) {
 ** or regolith.id (0: nothing does; -1: regolith.id is damaged). */
 static int held (const char *path, uint64_t base, char *what, size_t n,
                  const char *file) {
-  uint64_t h;
-  int id = id_read(path, &h);
+  uint64_t h, through;
+  int id = id_read(path, &h, &through);
   if (id < 0) return -1;
   if (base)
     snprintf(what, n, "%s, while its log (regolith.wal) names transaction "
@@ -141,7 +147,7 @@ static int id_damaged (rg_err *e, const char *path) {
 
 int rg_preflight_log (const char *path, int readonly, rg_err *e) {
   char what[256];
-  uint64_t base = rg_wal_base(path), size = 0;
+  uint64_t base = rg_wal_base(path, NULL), size = 0;
   rg_meta m[2];
   int fd, best, h;
   (void)readonly;
@@ -231,16 +237,28 @@ int rg_preflight_map (const char *path, rg_err *e) {
 }
 
 int rg_preflight_identity (const char *path, const uint8_t secret[16],
-                           int readonly, rg_err *e) {
-  uint64_t h, mine = rg_hash(secret, 16);
-  int id = id_read(path, &h);
+                           uint64_t txnid, int readonly, int *sums,
+                           rg_err *e) {
+  uint64_t h, through, mine = rg_hash(secret, 16);
+  int id = id_read(path, &h, &through);
+  *sums = 0;
   if (id < 0) return id_damaged(e, path);
-  if (id == 1) return readonly ? 0 : id_write(path, mine, e);
-  if (h != mine)
+  if (id == 0 && h != mine)
     return damaged(e, path, "data.mdb is another database than the one "
                    "regolith.id says the directory holds: it was replaced",
                    "if that file is meant to be the database (a restored "
                    "backup of another), remove regolith.id, regolith.wal and "
                    "regolith.shm first, else " RESTORE);
+  *sums = id == 0 && through == txnid;
+  if (id == 1 && !readonly) {
+    /* what cannot be written (a full disk) is written by a later open */
+    rg_err ignored;
+    id_write(path, mine, 0, 1, &ignored);
+  }
   return 0;
+}
+
+int rg_preflight_stamped (const char *path, const uint8_t secret[16],
+                          uint64_t txnid, rg_err *e) {
+  return id_write(path, rg_hash(secret, 16), txnid, 0, e);
 }

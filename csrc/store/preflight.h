@@ -23,7 +23,9 @@
 **
 ** A directory remembers the database it holds: regolith.id (written when
 ** a read-write open finds it missing, made whole by a rename and flushed)
-** holds a hash of the database's secret, the 16 random bytes made with it.
+** holds a hash of the database's secret, the 16 random bytes made with it,
+** and the transaction up to which every page in use carries its checksum
+** (pagecheck.h).
 ** So a data file emptied or removed while regolith.id remains is refused
 ** even when the log is gone too, and once the secret is read
 ** (rg_preflight_identity) a data file of another database put in the
@@ -40,9 +42,19 @@
 int rg_preflight_log (const char *path, int readonly, rg_err *e);
 int rg_preflight_map (const char *path, rg_err *e);
 /* Once the database's secret is read: regolith.id names this database, or
-** is written (read-write) when missing. */
+** is written (read-write) when missing.  *sums: every page in use carries
+** its checksum (regolith.id says so for the transaction txnid the file
+** holds); else the checksums are to be stamped again (rg_pages_stamp,
+** read-write) or not checked (read-only). */
 int rg_preflight_identity (const char *path, const uint8_t secret[16],
-                           int readonly, rg_err *e);
+                           uint64_t txnid, int readonly, int *sums,
+                           rg_err *e);
+/* Records that every page in use carries its checksum at transaction
+** txnid (written when the checksums were stamped, and by a process letting
+** the database go: a crash or another program's writes leave regolith.id
+** behind the file, and the next open stamps them again). */
+int rg_preflight_stamped (const char *path, const uint8_t secret[16],
+                          uint64_t txnid, rg_err *e);
 
 /* What a meta page holds, and whether it checks out. */
 typedef struct rg_meta {

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "store/env.h"
+#include "store/pagecheck.h"
 #include "store/wal.h"
 
 #define HDR_SLOT     4096
@@ -359,11 +360,28 @@ static int checkpoint (rg_wal *w, uint64_t base, unsigned flags, rg_err *e) {
 ** The hooks on liblmdb
 ** ======================================================================
 */
-static rg_wal *logging (int fd) {
+static rg_wal *data_file (int fd) {
   int i;
   for (i = 0; i < 64; i++)
-    if (reg[i].w && reg[i].fd == fd) return reg[i].w->capturing ? reg[i].w : NULL;
+    if (reg[i].w && reg[i].fd == fd) return reg[i].w;
   return NULL;
+}
+
+static rg_wal *logging (int fd) {
+  rg_wal *w = data_file(fd);
+  return w && w->capturing ? w : NULL;
+}
+
+/* Every page (or overflow run) LMDB writes to a data file gets its
+** checksum (pagecheck.h) on its way, before the log copies it: each write
+** is one page or run, the meta pages aside. */
+static void stamp (int fd, const void *buf, size_t n, off_t off) {
+  rg_wal *w = data_file(fd);
+  if (w && w->psize && (uint64_t)off >= 2u * w->psize && n >= w->psize &&
+      n % w->psize == 0) {
+    rg_page_stamp((uint8_t *)(uintptr_t)buf, n);
+    rg_guard_written(fd, (uint64_t)off, n);     /* guard.h */
+  }
 }
 
 /* The meta page: the commit's last write.  The record goes to the log
@@ -386,6 +404,7 @@ static ssize_t commit_meta (rg_wal *w, int fd, const void *buf, size_t n,
 
 static ssize_t hook_pwrite (int fd, const void *buf, size_t n, off_t off) {
   rg_wal *w = logging(fd);
+  stamp(fd, buf, n, off);
   if (w == NULL) return pwrite(fd, buf, n, off);
   if ((uint64_t)off < 2u * w->psize) return commit_meta(w, fd, buf, n, off);
   capture(w, (const uint8_t *)buf, n, (uint64_t)off);
@@ -396,9 +415,12 @@ static ssize_t hook_writev (int fd, const struct iovec *iov, int cnt) {
   rg_wal *w = logging(fd);
   off_t at;
   int i;
-  if (w != NULL && (at = lseek(fd, 0, SEEK_CUR)) >= 0)
+  if (data_file(fd) != NULL && (at = lseek(fd, 0, SEEK_CUR)) >= 0)
     for (i = 0; i < cnt; i++) {
-      capture(w, (const uint8_t *)iov[i].iov_base, iov[i].iov_len, (uint64_t)at);
+      stamp(fd, iov[i].iov_base, iov[i].iov_len, at);
+      if (w != NULL)
+        capture(w, (const uint8_t *)iov[i].iov_base, iov[i].iov_len,
+                (uint64_t)at);
       at += (off_t)iov[i].iov_len;
     }
   return writev(fd, iov, cnt);
@@ -754,14 +776,18 @@ int rg_wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
   return readonly ? 0 : rc;       /* read-only: what it can, or the file as is */
 }
 
-uint64_t rg_wal_base (const char *path) {
+uint64_t rg_wal_base (const char *path, int *closed) {
   char name[4096];
   header h;
   uint64_t base = 0;
   int fd;
+  if (closed) *closed = 0;
   snprintf(name, sizeof(name), "%s/regolith.wal", path);
   if ((fd = open(name, O_RDONLY | O_CLOEXEC)) < 0) return 0;
-  if (read_header(fd, &h) == 0) base = h.base;
+  if (read_header(fd, &h) == 0) {
+    base = h.base;
+    if (closed) *closed = (h.flags & F_CLOSED) != 0;
+  }
   close(fd);
   return base;
 }

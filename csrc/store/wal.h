@@ -74,8 +74,10 @@ int  rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e);
 
 /* The transaction of the last checkpoint the log at `path` names (the
 ** data file was flushed there: it can hold no older one), read without
-** joining the database; 0 when there is no log or no whole header. */
-uint64_t rg_wal_base (const char *path);
+** joining the database; 0 when there is no log or no whole header.
+** *closed (when given): the checkpoint was a process letting the database
+** go (whatever committed since was not written through this library). */
+uint64_t rg_wal_base (const char *path, int *closed);
 
 /* The data file of the database at `path` was replaced by another file (a
 ** compacted copy moved into place, an upgrade): the log, the shared file

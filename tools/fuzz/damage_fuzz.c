@@ -35,6 +35,7 @@
 ** each call protected: an error raised or returned is an answer; a signal,
 ** a sanitizer report or a run past libFuzzer's -timeout is a failure.
 **
+** FZ_KEEP=dir keeps a copy of the damaged files of the last input run.
 ** It links every layer, the Lua binding included, with the Lua library:
 **   make fuzz FUZZ_SECONDS=60      (from the top of the checkout: the
 **                                   target loads lua/regolith)
@@ -60,7 +61,7 @@ int luaopen_regolith_core (lua_State *L);
 ** the meta pages): LMDB 0.9 follows what it finds there, so these wait
 ** for the reads to be guarded; until then the damages are those opening
 ** checks (the meta pages, a short file, the log, the lock file). */
-#define PAGE_DAMAGE 0
+#define PAGE_DAMAGE 1
 
 #define FZ_CHECK(cond, what) \
   do { if (!(cond)) { fprintf(stderr, "check failed: %s (%s:%d)\n", what, \
@@ -422,6 +423,12 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size) {
   damage(&work, &r);
   rm_dir(scratch);
   write_files(&work);
+  if (getenv("FZ_KEEP")) {             /* the damaged files, for a look */
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -r '%s' '%s'",
+             getenv("FZ_KEEP"), scratch, getenv("FZ_KEEP"));
+    if (system(cmd) != 0) fprintf(stderr, "FZ_KEEP: cannot copy\n");
+  }
   probe((mode & 2) != 0, 1);
   probe(0, 0);
   rm_dir(scratch);
