@@ -41,7 +41,7 @@ for dir in "$root"/*/; do
             echo "$f:$n: $layer/ includes $inc, a layer above it"
           fi
           case "$inc" in
-            store/env_int.h|sql/sql_int.h|script/sandbox.h|script/runtime.h|host/binding.h)
+            store/env_int.h|sql/sql_int.h|script/sandbox.h|script/runtime.h|script/js.h|script/jsconf.h|host/binding.h)
               [ "$to" != "$layer" ] &&
                 echo "$f:$n: $inc is private to $to/"
               ;;

@@ -147,6 +147,15 @@ double rgl_push_query_info (lua_State *L, const rg_work *w, int cross) {
   lua_setfield(L, -2, "index_lookups");
   lua_pushinteger(L, (lua_Integer)w->scanned);
   lua_setfield(L, -2, "scanned");
+  if (w->vector_read || w->codes || w->nodes) {   /* what a vector index
+                                                     search read */
+    lua_pushinteger(L, (lua_Integer)w->vector_read);
+    lua_setfield(L, -2, "vector_bytes");
+    lua_pushinteger(L, (lua_Integer)w->codes);
+    lua_setfield(L, -2, "vector_codes");
+    lua_pushinteger(L, (lua_Integer)w->nodes);
+    lua_setfield(L, -2, "vector_nodes");
+  }
   lua_pushboolean(L, cross);
   lua_setfield(L, -2, "cross_partition");
   return charge;

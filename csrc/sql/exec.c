@@ -100,6 +100,7 @@ struct rg_qexec {
   int fast;                          /* SELECT * streamed, nothing to test */
   /* bounds of the page's work (0: none): documents and rows, bytes */
   uint64_t max_rows, made;
+  uint64_t passed;                   /* SORT: rows past the WHERE */
   size_t max_bytes, held;
   int count_only;                    /* COUNT(literal)s, nothing to test */
   int32_t uo_expr;                   /* what unordered_only documents test */
@@ -246,6 +247,9 @@ int rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
   x->ctx.made = &x->made;
   x->ctx.e = e;
   *out = x;
+  if (q->nvd && !q->vd_bound && (rc = rg_query_vectors((rg_query *)q, params,
+                                                      e)))
+    return rc;
   x->ctx.bind = (rg_qv *)calloc((size_t)q->nslots + 1, sizeof(rg_qv));
   x->ctx.aggs = (rg_qv *)calloc((size_t)q->naggs + 1, sizeof(rg_qv));
   if (x->ctx.bind == NULL || x->ctx.aggs == NULL)
@@ -331,6 +335,7 @@ void rg_qexec_free (rg_qexec *x) {
   free(x->ctx.cpv);
   free(x->ctx.cpdone);
   rg_qrx_free(x->ctx.rx);
+  rg_qvcache_free(x->ctx.vcache);
   rg_buf_free(&x->rpos);
   rg_buf_free(&x->rokey);
   rg_buf_free(&x->rows);
@@ -567,6 +572,7 @@ static void sift_up (hentry *h, size_t i) {
 static void sort_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
   rg_qv v;
   hentry probe;
+  x->passed++;
   order_key(x, d, ord, 1);
   if (x->key.oom) { oom(x); return; }
   if (x->resumed) {
@@ -833,6 +839,10 @@ void rg_qexec_limits (rg_qexec *x, uint64_t max_rows, size_t max_bytes) {
   x->max_rows = max_rows;
   x->max_bytes = max_bytes;
   x->ctx.max_made = max_rows;
+}
+
+uint64_t rg_qexec_passed (const rg_qexec *x) {
+  return x->passed;
 }
 
 uint64_t rg_qexec_made (const rg_qexec *x) {

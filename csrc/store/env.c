@@ -78,7 +78,8 @@
 #define FULL_ROOM     (1u << 20)     /* less free than this: the disk is full */
 
 static const char *const dbnames[RG_NDB] = {
-  "meta", "items", "index", "unique", "ttl", "feed", "latest", "parts", "refs"
+  "meta", "items", "index", "unique", "ttl", "feed", "latest", "parts", "refs",
+  "vector"
 };
 
 /* Tables holding sorted duplicates (one key, many fixed-size values). */

@@ -20,7 +20,9 @@
 #include "store/container.h"
 
 enum { RG_DB_META, RG_DB_ITEMS, RG_DB_INDEX, RG_DB_UNIQUE, RG_DB_TTL,
-       RG_DB_FEED, RG_DB_LATEST, RG_DB_PARTS, RG_DB_REFS, RG_NDB };
+       RG_DB_FEED, RG_DB_LATEST, RG_DB_PARTS, RG_DB_REFS,
+       RG_DB_VECTOR,                 /* vector indexes (vindex.c) */
+       RG_NDB };
 
 /* The format this build writes and reads (format 1 databases are read
 ** only by the upgrade, upgrade.c). */

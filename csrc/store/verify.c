@@ -35,6 +35,7 @@
 #include "store/lease.h"
 #include "store/pagewalk.h"
 #include "store/verify.h"
+#include "store/vindex.h"
 
 #define MAX_PROBLEMS 50
 
@@ -278,6 +279,9 @@ static void verify_container (verifier *v, const rg_cspec *s) {
     }
     v->problems += rg_index_verify(v->txn, v->env, s, &ik, ih.seq, doc,
                                    &nindex, &nunique, &v->report);
+    if (s->nvix)
+      v->problems += rg_vindex_verify_item(v->txn, v->env, s, ih.seq, doc,
+                                           &v->report);
     if (expiry) {
       uint8_t tk[20];
       rg_put_u32(tk, s->cid);
@@ -339,6 +343,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
       problem(v, "container '%s': the index holds entries no item needs (%lu "
               "expected)", s->name, (unsigned long)nindex);
   }
+  v->problems += rg_vindex_verify(v->txn, v->env, s, &v->report);
   if (!s->all_versions && count_prefix(v, RG_DB_FEED, s->cid) != 0)
     problem(v, "container '%s' keeps no all-versions feed, but the feed "
             "table holds %lu records of it", s->name,
