@@ -406,7 +406,8 @@ FUZZ_TIMEOUT ?= 60
 FUZZ_LUALIB  ?= -llua5.4
 FUZZ_FLAGS    = -g -O1 -std=c99 -D_GNU_SOURCE -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer -Icsrc -I$(LUA_INCDIR) \
-                -I$(LMDB_INCDIR) -I$(CJSON_INCDIR)
+                -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) -I$(PCRE2_INCDIR) \
+                -I$(DUKTAPE_DIR)
 FUZZ_TARGETS  = $(basename $(notdir $(wildcard tools/fuzz/*.c)))
 
 FUZZ_LIBS_query_fuzz = sql base

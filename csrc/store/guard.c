@@ -261,6 +261,30 @@ void rg_guard_written (int fd, uint64_t off, size_t n) {
   }
 }
 
+int rg_guard_value (const void *p, size_t n) {
+  uintptr_t a = (uintptr_t)p;
+  int i, top = nslots;
+  for (i = 0; i < top; i++) {
+    rg_guard *g = __atomic_load_n(&guards[i], __ATOMIC_ACQUIRE);
+    const uint8_t *head;
+    uintptr_t lo;
+    if (g == NULL || g->off) continue;
+    lo = (uintptr_t)g->map;
+    if (a < lo || a >= lo + g->mapsize) continue;
+    if (n <= g->psize - RG_PG_HDR) return 0;        /* inside its page */
+    head = (const uint8_t *)p - RG_PG_HDR;          /* an overflow run's */
+    if (((uintptr_t)head - lo) % g->psize != 0 ||
+        !(rg_le16(head + RG_PG_FLAGS) & RG_PG_OVERFLOW) ||
+        (uint64_t)rg_le32(head + 12) * g->psize - RG_PG_HDR < n) {
+      rg_guard_pgno = ((uintptr_t)head - lo) / g->psize;
+      rg_guard_why = "a value is longer than its overflow run";
+      return -1;
+    }
+    return 0;
+  }
+  return 0;                            /* not in a map: LMDB's own memory */
+}
+
 void rg_guard_sums (rg_guard *g, int on) {
   if (g) g->sums = on;
 }

@@ -66,6 +66,11 @@ void      rg_guard_remap (rg_guard *g);
 ** open at fd: they are whole (they are what it had in memory), and open
 ** without a check, so that new pages cost no fault. */
 void      rg_guard_written (int fd, uint64_t off, size_t n);
+/* A value LMDB gave (n bytes at p): when it lies in a guarded map and is
+** longer than a page, the overflow run before it holds it all (a node's
+** size is not checked against its run when the page is).  0, or -1 with
+** rg_guard_pgno and rg_guard_why set. */
+int       rg_guard_value (const void *p, size_t n);
 /* Turns the checking of the pages' checksums on or off. */
 void      rg_guard_sums (rg_guard *g, int on);
 void      rg_guard_close (rg_guard *g);

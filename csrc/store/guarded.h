@@ -23,9 +23,16 @@
 
 #define RG_G_RC(rc) ((rc) == RG_GUARD_DAMAGED ? MDB_CORRUPTED : (rc))
 
+/* A value given is as long as the pages that hold it (guard.h). */
+#define RG_G_VALUE(rc, v) \
+  do { if ((rc) == 0 && (v) && rg_guard_value((v)->mv_data, \
+                                              (v)->mv_size) != 0) \
+         (rc) = MDB_CORRUPTED; } while (0)
+
 static inline int rg_g_get (MDB_txn *t, MDB_dbi d, MDB_val *k, MDB_val *v) {
   int rc;
   RG_GUARDED(rc, mdb_get(t, d, k, v));
+  RG_G_VALUE(rc, v);
   return RG_G_RC(rc);
 }
 
@@ -53,6 +60,7 @@ static inline int rg_g_cursor_get (MDB_cursor *c, MDB_val *k, MDB_val *v,
                                    MDB_cursor_op op) {
   int rc;
   RG_GUARDED(rc, mdb_cursor_get(c, k, v, op));
+  RG_G_VALUE(rc, v);
   return RG_G_RC(rc);
 }
 
