@@ -54,6 +54,10 @@ local function start(db)
   local pid = slurp(pidf):match("%d+")
   assert(wait_until(function() return http_code(port) == "200" end, 20),
     "the explorer did not answer: " .. slurp(err))
+  -- the command says where nginx runs once it answers: wait for the line
+  assert(wait_until(function()
+    return slurp(err):match("runs with (%S+)/nginx%.conf")
+  end, 10), "the command did not say where nginx runs: " .. slurp(err))
   local prefix = slurp(err):match("runs with (%S+)/nginx%.conf")
   local nginx = slurp(prefix .. "/nginx.pid"):match("%d+")
   assert(nginx and alive(nginx))

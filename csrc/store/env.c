@@ -114,6 +114,9 @@ int rg_fail_mdb (rg_err *e, int rc, const char *what) {
   if (rc == ENOSPC || rc == EDQUOT)
     return rg_fail(e, 507, "insufficient storage: %s: %s", what,
                    mdb_strerror(rc));
+  if (rc == MDB_CORRUPTED && rg_guard_why && rg_guard_pgno == 0)
+    return rg_fail(e, 500, "the database is damaged: %s: %s; `regolith "
+                   "verify` walks the file", what, rg_guard_why);
   if (rc == MDB_CORRUPTED && rg_guard_why)  /* the guard's (guard.h) */
     return rg_fail(e, 500, "the database is damaged: %s: page %llu of "
                    "data.mdb does not check out (%s); `regolith verify` "
@@ -179,6 +182,15 @@ static int stamp_all (rg_env *env, rg_err *e) {
     rg_preflight_stamped(env->path, env->secret, at, &ignored);
   }
   return rc;
+}
+
+/* LMDB's assert callback: a check of its own failed on what it read
+** (guard.h). */
+static void lmdb_assert (MDB_env *mdb, const char *msg) {
+  rg_env *env;
+  for (env = envs; env; env = env->next)
+    if (env->mdb == mdb) env->damaged = 1;
+  rg_guard_fail(msg);
 }
 
 /* Guards the map LMDB made (guard.h), once a read transaction showed
@@ -400,6 +412,7 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   if ((rc = rg_wal_open(path, o->readonly, &env->wal, e))) goto fail;
   if ((rc = rg_preflight_map(path, e))) goto fail;
   if ((rc = mdb_env_create(&env->mdb))) goto fail_mdb;
+  mdb_env_set_assert(env->mdb, lmdb_assert);
   mdb_env_set_maxdbs(env->mdb, RG_NDB + 4);
   mdb_env_set_maxreaders(env->mdb, MAX_READERS);
   mdb_env_set_mapsize(env->mdb, o->map_size ? o->map_size : DEFAULT_MAP);
@@ -805,6 +818,12 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
     return rg_fail(e, 403, "the database is open read-only");
   if (env->scope != NULL)
     return run_nested(protect, host, env, savepoint, &t, e);
+  /* LMDB's state after a call it could not finish is not to be written
+  ** from again, nor is a tree found damaged to be written into */
+  if (env->damaged || rg_guard_met(env->guard))
+    return rg_fail(e, 500, "the database '%s' is damaged: writes are refused "
+                   "until it is opened again (`regolith verify` walks the "
+                   "file)", env->path);
   if (env->rtxn_live) {              /* nothing may hold the old map */
     mdb_txn_reset(env->rtxn);
     env->rtxn_live = 0;

@@ -34,6 +34,7 @@ struct rg_guard {
   size_t nseen;                        /* bytes of `seen` */
   volatile int off;                    /* opened whole: no more checks */
   int sums;                            /* check the pages' checksums */
+  volatile int met;                    /* a damaged page was met */
 };
 
 __thread rg_gframe *rg_guard_top;
@@ -110,6 +111,7 @@ static uint64_t file_pages (rg_guard *g) {
 static int damaged (rg_guard *g, uint64_t pg, uint64_t n, const char *why,
                     int readable) {
   rg_gframe *f = rg_guard_top;
+  g->met = 1;
   if (f) {
     f->pgno = pg;
     f->why = why;
@@ -278,11 +280,26 @@ int rg_guard_value (const void *p, size_t n) {
         (uint64_t)rg_le32(head + 12) * g->psize - RG_PG_HDR < n) {
       rg_guard_pgno = ((uintptr_t)head - lo) / g->psize;
       rg_guard_why = "a value is longer than its overflow run";
+      g->met = 1;
       return -1;
     }
     return 0;
   }
   return 0;                            /* not in a map: LMDB's own memory */
+}
+
+void rg_guard_fail (const char *what) {
+  static __thread char msg[240];
+  rg_gframe *f = rg_guard_top;
+  if (f == NULL) return;               /* LMDB aborts, as it would have */
+  snprintf(msg, sizeof(msg), "LMDB found it inconsistent (%s)", what);
+  f->pgno = 0;
+  f->why = msg;
+  siglongjmp(f->jb, 1);
+}
+
+int rg_guard_met (const rg_guard *g) {
+  return g != NULL && g->met;
 }
 
 void rg_guard_sums (rg_guard *g, int on) {

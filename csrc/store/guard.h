@@ -71,6 +71,12 @@ void      rg_guard_written (int fd, uint64_t off, size_t n);
 ** size is not checked against its run when the page is).  0, or -1 with
 ** rg_guard_pgno and rg_guard_why set. */
 int       rg_guard_value (const void *p, size_t n);
+/* LMDB's own check of its state failed (its assert callback, before it
+** would abort the process): inside a guarded call, the call ends as on a
+** damaged page; outside one, returns (and LMDB aborts). */
+void      rg_guard_fail (const char *what);
+/* Has the map met a damaged page? */
+int       rg_guard_met (const rg_guard *g);
 /* Turns the checking of the pages' checksums on or off. */
 void      rg_guard_sums (rg_guard *g, int on);
 void      rg_guard_close (rg_guard *g);
