@@ -23,6 +23,7 @@
 #include "store/pages.h"
 
 #define MAX_GUARDS 64
+#define CLUSTER    16                  /* pages opened together, at most */
 
 struct rg_guard {
   struct rg_guard *retired;            /* closed guards, kept (see close) */
@@ -30,6 +31,9 @@ struct rg_guard {
   volatile size_t mapsize;
   int fd;
   unsigned psize;
+  const uint8_t *volatile shadow;      /* the file mapped again, to check */
+  size_t shadowsize;
+  volatile uint64_t pages;             /* the file's pages, last looked */
   uint8_t *volatile seen;              /* a bit per page: checked, readable */
   size_t nseen;                        /* bytes of `seen` */
   volatile int off;                    /* opened whole: no more checks */
@@ -89,11 +93,13 @@ static void mark (rg_guard *g, uint64_t pg, uint64_t n) {
 }
 
 /* Pages the file may hold: as far as the newest meta page's last page, and
-** no further than the file goes. */
-static uint64_t file_pages (rg_guard *g) {
+** no further than the file goes (looked at again when a page lies past
+** what it held the last time). */
+static uint64_t file_pages (rg_guard *g, uint64_t pg) {
   struct stat st;
   uint64_t inmeta = 0, infile, last;
   int i;
+  if (pg < g->pages) return g->pages;
   for (i = 0; i < 2; i++) {
     const uint8_t *m = g->map + (size_t)i * g->psize + RG_PG_HDR;
     if (rg_le32(m + RG_META_MAGIC) != RG_MDB_MAGIC) continue;
@@ -102,7 +108,7 @@ static uint64_t file_pages (rg_guard *g) {
   }
   infile = fstat(g->fd, &st) == 0 ? (uint64_t)st.st_size / g->psize : 0;
   if (infile > g->mapsize / g->psize) infile = g->mapsize / g->psize;
-  return inmeta && inmeta < infile ? inmeta : infile;
+  return g->pages = inmeta && inmeta < infile ? inmeta : infile;
 }
 
 /* Leaves the guarded call that touched a damaged page.  Outside one, lets
@@ -123,35 +129,47 @@ static int damaged (rg_guard *g, uint64_t pg, uint64_t n, const char *why,
   return 1;
 }
 
-/* The first touch of page pg: check it, open it (or its run).  0 when the
-** fault is not the guard's to handle. */
+/* Whether page q (as the shadow shows it) may be followed: NULL, or what
+** is wrong with it; *run, the pages it spans. */
+static const char *check_one (rg_guard *g, uint64_t q, uint64_t pages,
+                              uint64_t *run) {
+  const uint8_t *p = g->shadow + q * g->psize;
+  const char *why = rg_page_check(p, q, g->psize, pages, run);
+  if (why == rg_page_badsum && !g->sums)
+    why = rg_page_check_nosum(p, q, g->psize, pages, run);
+  if (why == NULL && (rg_le16(p + RG_PG_FLAGS) & RG_PG_OVERFLOW) &&
+      g->sums && rg_page_has_sum(p) &&
+      rg_le16(p + 8) != rg_page_sum(p, *run * g->psize))
+    why = rg_page_badsum;
+  return why;
+}
+
+/* The first touch of page pg: check it and open it (or its run), with
+** the pages around it in its cluster that pass their checks too (one
+** fault and one mprotect for them all, and the kernel maps them together:
+** a page that does not pass, such as the middle of an overflow run, stays
+** closed and is checked when it is touched).  0 when the fault is not the
+** guard's to handle. */
 static int check (rg_guard *g, uint64_t pg) {
-  uint8_t *p = g->map + pg * g->psize;
-  uint64_t pages = file_pages(g), run = 1;
+  uint64_t pages = file_pages(g, pg), run, lo, hi, b0, b1;
   const char *why;
   if (pg >= pages)
     return damaged(g, pg, 1, "it lies past the end of the file", 0);
-  if (mprotect(p, g->psize, PROT_READ) != 0) {
+  why = check_one(g, pg, pages, &run);
+  if (why) return damaged(g, pg, run, why, 1);
+  b0 = pg & ~(uint64_t)(CLUSTER - 1);
+  b1 = b0 + CLUSTER < pages ? b0 + CLUSTER : pages;
+  lo = pg;
+  hi = pg + run;
+  while (hi < b1 && !seen(g, hi) && check_one(g, hi, pages, &run) == NULL &&
+         hi + run <= b1)
+    hi += run;
+  while (lo > b0 && lo > 2 && !seen(g, lo - 1) &&
+         check_one(g, lo - 1, pages, &run) == NULL && run == 1)
+    lo--;
+  if (mprotect(g->map + lo * g->psize, (hi - lo) * g->psize, PROT_READ) != 0)
     give_up(g, "a page cannot be opened (too many mappings?)");
-    return 1;
-  }
-  why = rg_page_check(p, pg, g->psize, pages, &run);
-  if (why == rg_page_badsum && !g->sums)
-    why = rg_page_check_nosum(p, pg, g->psize, pages, &run);
-  if (why == NULL && (rg_le16(p + RG_PG_FLAGS) & RG_PG_OVERFLOW)) {
-    if (run > 1 && mprotect(p, run * g->psize, PROT_READ) != 0) {
-      give_up(g, "a page cannot be opened (too many mappings?)");
-      return 1;
-    }
-    if (g->sums && rg_page_has_sum(p) &&
-        rg_le16(p + 8) != rg_page_sum(p, run * g->psize))
-      why = rg_page_badsum;
-  }
-  if (why) {
-    mprotect(p, run * g->psize, PROT_NONE);
-    return damaged(g, pg, run, why, 1);
-  }
-  mark(g, pg, run);
+  else mark(g, lo, hi - lo);
   return 1;
 }
 
@@ -176,6 +194,12 @@ static void on_fault (int sig, siginfo_t *si, void *ctx) {
     uintptr_t lo;
     uint64_t pg;
     if (g == NULL || g->off) continue;
+    lo = (uintptr_t)g->shadow;
+    if (lo && a >= lo && a < lo + g->mapsize) {   /* a check read past the */
+      damaged(g, (a - lo) / g->psize, 1,          /* end of the file */
+              "it lies past the end of the file", 0);
+      break;
+    }
     lo = (uintptr_t)g->map;
     if (a < lo || a >= lo + g->mapsize) continue;
     pg = (a - lo) / g->psize;
@@ -198,15 +222,24 @@ static int protect (rg_guard *g) {
   return mprotect(g->map + meta, g->mapsize - meta, PROT_NONE);
 }
 
+/* (Re)makes the shadow: the file mapped a second time, read by the checks
+** (the guarded map stays closed until a page passed).  LMDB changes its
+** map only with no transaction of the process live: no check runs. */
 static int set_map (rg_guard *g, void *map, size_t mapsize) {
   size_t need = (mapsize / g->psize + 7) / 8;
   uint8_t *s = g->seen;
+  void *sh = mmap(NULL, mapsize, PROT_READ, MAP_SHARED, g->fd, 0);
+  if (sh == MAP_FAILED) return -1;
   if (need > g->nseen) {
     s = (uint8_t *)calloc(need, 1);
-    if (s == NULL) return -1;
+    if (s == NULL) { munmap(sh, mapsize); return -1; }
   }
   else memset(s, 0, g->nseen);
   g->mapsize = 0;                      /* the handler skips it meanwhile */
+  if (g->shadow) munmap((void *)g->shadow, g->shadowsize);
+  g->shadow = (const uint8_t *)sh;
+  g->shadowsize = mapsize;
+  g->pages = 0;
   if (s != g->seen) {
     uint8_t *old = g->seen;
     g->seen = s;
@@ -219,8 +252,17 @@ static int set_map (rg_guard *g, void *map, size_t mapsize) {
   return 0;
 }
 
+/* Is a mapping at lo one of the guards' shadows? */
+static int a_shadow (unsigned long lo) {
+  int i;
+  for (i = 0; i < nslots; i++)
+    if (guards[i] && (unsigned long)guards[i]->shadow == lo) return 1;
+  return 0;
+}
+
 /* Where the file open at fd is mapped (LMDB does not say): its mapping in
-** /proc/self/maps, found by device and inode.  0, or -1 when none. */
+** /proc/self/maps, found by device and inode, not a shadow.  0, or -1 when
+** none.  Under mu. */
 static int find_map (int fd, void **map, size_t *size) {
   struct stat st;
   char line[512];
@@ -234,7 +276,7 @@ static int find_map (int fd, void **map, size_t *size) {
     if (sscanf(line, "%lx-%lx %*s %lx %x:%x %lu", &lo, &hi, &off, &maj, &mnr,
                &ino) == 6 &&
         ino == (unsigned long)st.st_ino && off == 0 &&
-        makedev(maj, mnr) == st.st_dev) {
+        makedev(maj, mnr) == st.st_dev && !a_shadow(lo)) {
       *map = (void *)lo;
       *size = hi - lo;
       found = 0;
@@ -311,23 +353,26 @@ rg_guard *rg_guard_open (int fd, unsigned psize, int sums) {
   void *map;
   size_t mapsize;
   int i;
-  if (layout != 1 || find_map(fd, &map, &mapsize) != 0) return NULL;
-  if (getenv("REGOLITH_NO_GUARD") || psize == 0 ||
-      psize % (unsigned)sysconf(_SC_PAGESIZE) != 0 ||
-      (uintptr_t)map % (uintptr_t)sysconf(_SC_PAGESIZE) != 0)
+  if (layout != 1 || getenv("REGOLITH_NO_GUARD") || psize == 0 ||
+      psize % (unsigned)sysconf(_SC_PAGESIZE) != 0)
     return NULL;
   if ((g = (rg_guard *)calloc(1, sizeof(rg_guard))) == NULL) return NULL;
   g->fd = fd;
   g->psize = psize;
   g->sums = sums;
-  if (set_map(g, map, mapsize) != 0) { free(g); return NULL; }
   pthread_mutex_lock(&mu);
-  if (!install()) i = MAX_GUARDS;
-  else
-    for (i = 0; i < MAX_GUARDS; i++)
-      if (guards[i] == NULL) break;
+  if (!install() || find_map(fd, &map, &mapsize) != 0 ||
+      (uintptr_t)map % (uintptr_t)sysconf(_SC_PAGESIZE) != 0 ||
+      set_map(g, map, mapsize) != 0) {
+    pthread_mutex_unlock(&mu);
+    free(g);
+    return NULL;
+  }
+  for (i = 0; i < MAX_GUARDS; i++)
+    if (guards[i] == NULL) break;
   if (i == MAX_GUARDS || protect(g) != 0) {
     pthread_mutex_unlock(&mu);
+    munmap((void *)g->shadow, g->shadowsize);
     free(g->seen);
     free(g);
     return NULL;
@@ -363,6 +408,8 @@ void rg_guard_close (rg_guard *g) {
   free(g->seen);
   g->seen = NULL;
   g->nseen = 0;
+  if (g->shadow) munmap((void *)g->shadow, g->shadowsize);
+  g->shadow = NULL;
   g->retired = retired;
   retired = g;
   pthread_mutex_unlock(&mu);

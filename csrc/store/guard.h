@@ -9,16 +9,20 @@
 ** file (SIGBUS), or make it copy a node of impossible size into a page it
 ** writes (a heap overflow, silent).  So the map is made inaccessible, and
 ** the first access to a page faults: the fault handler checks the page
-** (pagecheck.h) and, when it passes, makes it readable (an overflow run
-** whole) and lets the access go on; the page is never checked again.  When
+** (pagecheck.h) as a second map of the file (the shadow) shows it and,
+** when it passes, makes it readable (an overflow run whole, and the pages
+** around it in its cluster of 16 that pass their checks too) and lets the
+** access go on; the page is never checked again.  When
 ** it does not pass, the LMDB call that touched it is abandoned: every call
 ** into LMDB runs inside RG_GUARDED, which returns RG_GUARD_DAMAGED instead
 ** of the call's own result, and the caller aborts its transaction (LMDB's
 ** own state for it is then garbage; nothing else is).  A fault in the map
 ** outside a guarded call (none is expected) lets the page be read as it is.
+** A page is readable only once it passed: no other thread reads it before.
 **
-** Costs: a fault, a check and an mprotect the first time a process touches
-** a page (a few us); nothing after, so reads run as before.  Each readable
+** Costs: a fault, the checks of a cluster and an mprotect the first time a
+** process touches a cluster of pages (about 15 us); nothing after, so reads
+** run as before.  Each readable
 ** island of pages is one kernel mapping; past vm.max_map_count (65,530)
 ** an mprotect fails and the guard opens the whole map (and says so once
 ** on stderr), as it does when the handlers cannot be installed.
