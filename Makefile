@@ -79,7 +79,7 @@ ALL_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden \
              -MMD -MP -Icsrc -I$(LUA_INCDIR) -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) \
              -I$(PCRE2_INCDIR) -I$(DUKTAPE_DIR)
 LIBS     = -L$(LMDB_LIBDIR) -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -llmdb -lcjson \
-           -lpcre2-8 -lpthread -lm
+           -lpcre2-8 -lstemmer -lpthread -lm
 
 # The C core, one folder per layer (csrc/README.md): base, sql and store
 # never include a Lua header; luax, script and host are the Lua side.
@@ -94,10 +94,11 @@ ARCHIVES = $(BUILD)/lib/libstore.a $(BUILD)/lib/libsql.a \
 
 # Debian packages: the build, the tests, the benchmarks
 DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev libpcre2-dev \
+             libstemmer-dev \
              lua5.4 duktape-dev
 DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev \
              lua-argparse lua-readline lua-sql-sqlite3
-DEPS_BENCH = $(DEPS_TEST)
+DEPS_BENCH = $(DEPS_TEST) libsqlite3-dev
 DEPS_FUZZ  = $(DEPS_TEST) clang libclang-rt-14-dev
 DEPS_VALGRIND = $(DEPS_TEST) valgrind
 DEPS_CLUSTER = redis-server redis-tools lua-socket nginx libnginx-mod-http-lua
@@ -112,6 +113,7 @@ HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
 
 .PHONY: dist rock install-test all test test-luajit luajit-build ctest layers tour demo bench check crash powerloss hammer \
         fuzz fuzz-build valgrind install clean deps-test deps-bench deps-fuzz \
+        bench-search-text \
         openresty explorer explorer-test install-explorer cluster-test gateway \
         gateway-stop gateway-test gateway-bench bench-search
 
@@ -175,7 +177,7 @@ endif
 CLUSTER_API_SPECS = $(addprefix spec/,$(addsuffix _spec.lua,items batch patch \
   procedures triggers query query_plan query_functions query_grammar \
   query_groupby query_udf feed processor unique ttl none_pk containers \
-  bad_input))
+  bad_input search_text))
 # (the blog's spec, the longest, runs against the cluster under Lua 5.4)
 
 # The cluster specs against a local Redis Cluster (3 primaries, 3 replicas,
@@ -214,7 +216,8 @@ endif
 
 # The plain C tests (tests/c): the lower layers' archives, linked with no
 # Lua (base_test: not even LMDB).
-CTESTS = $(BUILD)/tests/base_test $(BUILD)/tests/store_test
+CTESTS = $(BUILD)/tests/base_test $(BUILD)/tests/store_test \
+         $(BUILD)/tests/ftindex_test
 TEST_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -Icsrc -I$(LMDB_INCDIR) \
               -I$(CJSON_INCDIR) -I$(PCRE2_INCDIR)
 
@@ -222,11 +225,16 @@ $(BUILD)/tests/base_test: tests/c/base_test.c $(BUILD)/lib/libsql.a \
                           $(BUILD)/lib/libbase.a
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $^ -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -lcjson \
-	  -lpcre2-8 -lm
+	  -lpcre2-8 -lstemmer -lm
 
 $(BUILD)/tests/store_test: tests/c/store_test.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $^ $(LIBS) -lm
+
+$(BUILD)/tests/ftindex_test: tests/c/ftindex_test.c tests/c/memkv.h \
+                             $(ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/c/ftindex_test.c $(ARCHIVES) $(LIBS) -lm
 
 ctest: $(CTESTS)
 	@for t in $(CTESTS); do $$t || exit 1; done
@@ -240,7 +248,7 @@ layers: $(ARCHIVES)
 	sh tools/layers.sh csrc
 	$(CC) -shared -o $(BUILD)/lib/check_sql.so -Wl,--whole-archive \
 	  $(BUILD)/lib/libsql.a $(BUILD)/lib/libbase.a -Wl,--no-whole-archive \
-	  -Wl,--no-undefined -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -lcjson -lpcre2-8 -lm
+	  -Wl,--no-undefined -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -lcjson -lpcre2-8 -lstemmer -lm
 	$(CC) -shared -o $(BUILD)/lib/check_store.so -Wl,--whole-archive \
 	  $(ARCHIVES) -Wl,--no-whole-archive -Wl,--no-undefined $(LIBS) -lm
 	$(MAKE) ctest
@@ -272,6 +280,21 @@ build/bench/raw_lmdb: examples/bench/raw_lmdb.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=c99 -D_GNU_SOURCE -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) -o $@ $< $(LIBS)
 
+build/bench/search_text: examples/bench/search_text.c $(ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=c99 -D_GNU_SOURCE -Icsrc -I$(LMDB_INCDIR) -o $@ $< \
+	  $(ARCHIVES) $(LIBS) -lsqlite3 -lm
+
+# The full-text part of the search bench (examples/bench/search_text.c;
+# SEARCH_DOCS documents), run by bench-search:
+# full text against SQLite FTS5, and hybrid fusion, on one seeded corpus.
+SEARCH_DOCS ?= 200000
+bench-search-text: deps-bench
+	$(MAKE) all build/bench/search_text
+	@mkdir -p build/bench/search
+	nice build/bench/search_text build/bench/search --docs $(SEARCH_DOCS) \
+	  --json build/bench/search.json
+
 # The search bench's C programs (examples/bench/search_data.c, search_c.c):
 # the data generator and the C-level vector searches, on the base archive.
 build/bench/search_%: examples/bench/search_%.c $(BUILD)/lib/libbase.a
@@ -300,6 +323,7 @@ bench-search: deps-bench
 	@sh tools/deps.sh $(DEPS_SEARCH_BENCH)
 	$(MAKE) all build/bench/search_data build/bench/search_c
 	$(RUN) examples/bench/search.lua
+	$(MAKE) bench-search-text
 
 # regolith in nginx workers under HTTP load, with 1, 2 and 4 workers
 # (examples/openresty/load.sh; OPENRESTY_WORKERS to choose).
@@ -415,14 +439,15 @@ FUZZ_LIBS_json_fuzz  = luax store sql base
 FUZZ_LIBS_patch_fuzz = base
 FUZZ_LIBS_token_fuzz = store sql base
 FUZZ_LIBS_damage_fuzz = host script luax store sql base
+FUZZ_LIBS_text_fuzz  = sql base
 FUZZ_LIBS_vector_fuzz = base
 
 build/fuzz/obj/%.o: csrc/%.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined \
-	  -MMD -MP -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_FLAGS) -MMD -MP \
+	  -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
 
--include $(patsubst csrc/%.c,build/fuzz/obj/%.d,$(SRC))
+-include $(wildcard build/fuzz/obj/*/*.d)
 
 build/fuzz/lib/lib%.a: $$(call layer_objs,build/fuzz/obj,$$*)
 	@mkdir -p $(dir $@)

@@ -52,6 +52,11 @@ local function start(db)
   assert(H.execute(("sh -c '%s' </dev/null >/dev/null 2>&1 &"):format(inner)))
   assert(wait_until(function() return slurp(pidf):match("%d+") end, 10))
   local pid = slurp(pidf):match("%d+")
+  -- its own nginx first (the line naming its prefix), then the port: a
+  -- server of another program on that port must not pass for it
+  assert(wait_until(function()
+    return slurp(err):match("runs with (%S+)/nginx%.conf") ~= nil
+  end, 20), "the explorer did not start: " .. slurp(err))
   assert(wait_until(function() return http_code(port) == "200" end, 20),
     "the explorer did not answer: " .. slurp(err))
   -- the command says where nginx runs once it answers: wait for the line

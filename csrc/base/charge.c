@@ -88,6 +88,7 @@ void rg_work_add (rg_work *out, const rg_work *w) {
   out->nodes += w->nodes;
   out->vector_written += w->vector_written;
   out->nodes_written += w->nodes_written;
+  out->text_loaded += w->text_loaded;
 }
 
 void rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before) {
@@ -108,6 +109,7 @@ void rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before) {
   out->nodes = after->nodes - before->nodes;
   out->vector_written = after->vector_written - before->vector_written;
   out->nodes_written = after->nodes_written - before->nodes_written;
+  out->text_loaded = after->text_loaded - before->text_loaded;
 }
 
 /* The read units of one item of `bytes` bytes. */

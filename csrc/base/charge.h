@@ -32,6 +32,8 @@ typedef struct rg_work {
   uint64_t nodes;           /* graph neighbour lists read */
   uint64_t vector_written;  /* bytes of vectors a write indexed or removed */
   uint64_t nodes_written;   /* graph neighbour lists written */
+  uint64_t text_loaded;     /* items read for full-text statistics (also
+                               counted in loaded: they cost the same) */
 } rg_work;
 
 /* The charge of the work, in request units, rounded to hundredths. */

@@ -18,6 +18,7 @@
 #define RG_MAX_PK_PATHS    3
 #define RG_MAX_PARTITIONS  256
 #define RG_MAX_PATH_SEGS   16             /* segments in a declared path */
+#define RG_MAX_FT_PATHS    64             /* paths of a full-text policy */
 #define RG_MAX_KEY         511            /* LMDB's compiled-in key limit */
 #define RG_MAX_SQL         (512u << 10)
 #define RG_MAX_TTL         2147483647     /* seconds (about 68 years) */

@@ -67,6 +67,7 @@
 #include "sql/sql.h"
 #include "store/index.h"
 #include "store/plan.h"
+#include "store/search.h"
 
 #define SPEC_MT    "regolith.cluster.spec"
 #define QUERY_MT   "regolith.cluster.query"
@@ -117,7 +118,7 @@ static int l_spec_check (lua_State *L) {
   static const char *const allowed[] = {
     "partition_key", "physical_partitions", "indexing", "unique_keys",
     "default_ttl", "max_partition_bytes", "change_feed",
-    "computed_properties", "throughput", NULL
+    "computed_properties", "throughput", "full_text", "fullTextPolicy", NULL
   };
   const char *name;
   size_t n;
@@ -578,6 +579,7 @@ typedef struct lquery {
   rg_udfs udfs;                      /* Q:use_udfs: the records in urec, */
   rg_buf urec;                       /* run in the stepper at pref */
   int pref;
+  rg_qtext text;                     /* full text: the policy's languages */
 } lquery;
 
 static void lquery_free (lua_State *L, lquery *lq) {
@@ -607,6 +609,23 @@ static void lquery_free (lua_State *L, lquery *lq) {
   rg_buf_free(&lq->offsets);
 }
 
+/* Full text on a cluster: the policy's languages; FullTextScore's
+** statistics, which need a pass over the container, are not read from
+** Redis yet (docs/search.md). */
+static int cl_text_lang (void *ud, const char *path, size_t n) {
+  return rg_ftpolicy_lang((const rg_cspec *)ud, path, n);
+}
+
+static int cl_text_stats (void *ud, const char *path, size_t n, int lang,
+                          const char *const *terms, const size_t *lens,
+                          int nterms, uint64_t *docs, uint64_t *tokens,
+                          uint64_t *df, rg_err *e) {
+  (void)ud; (void)path; (void)n; (void)lang; (void)terms; (void)lens;
+  (void)nterms; (void)docs; (void)tokens; (void)df;
+  return rg_fail(e, 501, "FullTextScore is not available on a Redis "
+                 "Cluster yet (its statistics are not read there)");
+}
+
 static lquery *checkquery (lua_State *L, int idx) {
   lquery *lq = (lquery *)luaL_checkudata(L, idx, QUERY_MT);
   if (lq->q == NULL) luaL_error(L, "attempt to use a finished query");
@@ -619,7 +638,7 @@ static int query_gc (lua_State *L) {
 }
 
 static const char *const query_opts[] = {
-  "partition_key", "max_items", "continuation", NULL
+  "partition_key", "max_items", "continuation", "full_text_score_scope", NULL
 };
 
 /* S:query(sql, params, opts, secret, internal) -> Q | nil, msg, status.
@@ -704,6 +723,10 @@ static int spec_query (lua_State *L) {
                          lq->tok.n, &e)))
     goto fail;
   rg_qexec_limits(lq->x, rq.max_rows, rq.max_bytes);
+  lq->text.ud = (void *)sp;
+  lq->text.lang = cl_text_lang;
+  lq->text.stats = cl_text_stats;
+  rg_qexec_text(lq->x, &lq->text);
   if (sp->ncp) rg_qexec_computed(lq->x, sp->cp, sp->ncp);
   if (lq->pl.has_conds) rg_qexec_conds(lq->x, lq->pl.conds, lq->pl.nconds);
   lq->resumed = rg_qexec_resume(lq->x, &lq->rphase, &lq->rpos,

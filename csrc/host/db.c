@@ -129,7 +129,7 @@ static int container_call (lua_State *L, int replace) {
   static const char *const allowed[] = {
     "partition_key", "physical_partitions", "indexing", "unique_keys",
     "default_ttl", "max_partition_bytes", "change_feed",
-    "computed_properties", "throughput",
+    "computed_properties", "throughput", "full_text", "fullTextPolicy",
     "vector_embeddings", "vectorEmbeddingPolicy", NULL
   };
   const char *what = replace ? "replace_container" : "create_container";

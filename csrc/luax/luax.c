@@ -158,6 +158,10 @@ double rgl_push_query_info (lua_State *L, const rg_work *w, int cross) {
   }
   lua_pushboolean(L, cross);
   lua_setfield(L, -2, "cross_partition");
+  if (w->text_loaded) {              /* what FullTextScore's statistics read */
+    lua_pushinteger(L, (lua_Integer)w->text_loaded);
+    lua_setfield(L, -2, "full_text_loaded");
+  }
   return charge;
 }
 /* }===================================================================== */

@@ -792,6 +792,7 @@ static void computed (rg_qctx *x, int k, rg_qv *out) {
     bind[1] = x->doc;
     c.now_ticks = x->now_ticks;
     rg_qeval(&c, cq->sel[cq->blk[0].sel0].expr, &x->cpv[k]);
+    rg_qfts_free(&c);                /* a FullTextContains' analyses */
     x->cpdone[k] = 1;
   }
   *out = x->cpv[k];
@@ -969,6 +970,10 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
       int i, n = ex->nlist;
       if (RG_QF_ISAGG(ex->op)) {     /* the result of the accumulation */
         if (x->aggs) *out = x->aggs[ex->slot];
+        return;
+      }
+      if (ex->op >= RG_QF_FULLTEXTCONTAINS && ex->op <= RG_QF_RRF) {
+        rg_qfts_call(x, e, out);     /* full text: its own arguments */
         return;
       }
       if (ex->op == RG_QF_VECTORDISTANCE) {   /* the vectors alone: the

@@ -93,6 +93,8 @@ typedef struct rg_qctx {
   rg_qv *cpv;
   uint8_t *cpdone;
   const rg_qudf *udf;
+  const rg_qtext *text;                /* full-text statistics, or NULL */
+  struct rg_qfts *fts;                 /* full-text state (fts.c) */
   /* time: the query's fixed now (static functions), in ticks */
   int64_t now_ticks;
   uint64_t rand;
@@ -133,6 +135,19 @@ int  rg_qctx_late (rg_qctx *x);
 /* Counts `steps` of evaluation work, of which `linear` are free (see
 ** `steps` above), and asks rg_qctx_late. */
 int  rg_qctx_work (rg_qctx *x, uint64_t steps, uint64_t linear);
+
+/* Full text (fts.c): a FullText* or RRF call node evaluated; the row
+** changed (its texts' analyses are dropped); the state freed.  Parse-time
+** checks of the calls and of ORDER BY RANK (400).  RRF's components and
+** weights (at most max; the count), and whether a component ranks higher
+** values first. */
+void rg_qfts_call (rg_qctx *x, int32_t e, rg_qv *out);
+void rg_qfts_newdoc (rg_qctx *x);
+void rg_qfts_free (rg_qctx *x);
+int  rg_qfts_check (const rg_query *q, rg_err *e);
+int  rg_qfts_rrf (const rg_query *q, const rg_qv *params, int32_t e,
+                  int32_t *comp, double *w, int max);
+int  rg_qfts_rank_desc (const rg_query *q, const rg_qv *params, int32_t e);
 
 /* Date and time (time.c): "YYYY-MM-DDThh:mm:ss.fffffffZ" strings and ticks
 ** (100 ns since 0001-01-01).  0 when the text is not one. */

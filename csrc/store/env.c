@@ -291,6 +291,10 @@ static int init_tables (rg_env *env, int create, rg_err *e) {
     if (i == RG_DB_META) continue;
     rc = mdb_dbi_open(txn, dbnames[i], db_flags(i) | (create ? MDB_CREATE : 0),
                       &env->dbi[i]);
+    if (rc == MDB_NOTFOUND && env->readonly && i == RG_DB_VECTOR) {
+      env->dbi[i] = RG_DBI_NONE;     /* made before vector indexes: none */
+      continue;
+    }
     if (rc == MDB_NOTFOUND) {
       mdb_txn_abort(txn);
       if (!create && !env->readonly) return init_tables(env, 1, e);
@@ -552,6 +556,7 @@ int rg_env_tables (rg_env *env, rg_table_stat out[], uint64_t *free_bytes,
   mdb_env_stat(env->mdb, &st);
   psize = st.ms_psize;
   for (i = 0; i < RG_NDB && rc == 0; i++) {
+    if (env->dbi[i] == RG_DBI_NONE) continue;     /* a table not there */
     if ((rc = mdb_stat(txn, env->dbi[i], &st))) break;
     out[i].entries = st.ms_entries;
     out[i].bytes = psize * (st.ms_branch_pages + st.ms_leaf_pages +
@@ -1224,8 +1229,9 @@ int rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,
   if ((rc = mdb_env_open(dst, tmp, MDB_NOSYNC, 0644))) goto fail;
   if ((rc = mdb_txn_begin(env->mdb, NULL, MDB_RDONLY, &src))) goto fail;
   for (i = 0; i < RG_NDB && rc == 0; i++)
-    rc = compact_table(src, dst, env->dbi[i], dbnames[i], db_flags(i),
-                       &entries);
+    if (env->dbi[i] != RG_DBI_NONE)
+      rc = compact_table(src, dst, env->dbi[i], dbnames[i], db_flags(i),
+                         &entries);
   mdb_txn_abort(src);
   src = NULL;
   if (rc) goto fail;

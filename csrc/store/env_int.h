@@ -33,6 +33,11 @@ struct rg_env {
   struct rg_env *next;
 };
 
+/* The handle of a table a read-only open found missing: the `vector`
+** table of a database made before vector indexes (vindex.c reads it as
+** empty). */
+#define RG_DBI_NONE ((MDB_dbi)~0u)
+
 /* Frees the path-id cache of an environment (index.c). */
 void rg_pcache_free (struct rg_pcache *pc);
 

@@ -94,6 +94,7 @@
 #include "store/index.h"
 #include "store/plan.h"
 #include "store/vindex.h"
+#include "store/search.h"
 
 #define QMAX_SEGS        32
 #define SMALL_PARTITION  256     /* items: read the partition whole */
@@ -2186,7 +2187,8 @@ static int64_t count_value (planner *P, int32_t e) {
 ** best items, in SORT mode, instead of the plan made.  Not when the query
 ** is routed to one partition (its items are read: there are few), nor
 ** when an index seek serves the WHERE unless filterPriority is 0 (the
-** seek finds the few items that pass, each then scored exactly). */
+** seek finds the few items that pass, each then scored exactly) or the
+** WHERE fixes the index's shard key (that shard alone is searched). */
 static int plan_vector (planner *P, plan *pl, rg_err *e) {
   const rg_qblock *m = P->m;
   const rg_qexpr *call;
@@ -2195,6 +2197,8 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
   qpath path;
   int64_t top, off = 0;
   void *query;
+  int one_shard = 0;
+  uint64_t shard = 0;
   if (m->norder != 1 || m->ngroup || m->naggs || m->distinct ||
       pl->routed != R_NONE || P->host)
     return 0;
@@ -2206,7 +2210,29 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
   if (emb == NULL || emb->index < 0 || vd->dist != emb->dist ||
       vd->dtype != emb->dtype)
     return 0;
-  if (pl->src != SRC_SCAN && vd->filter_priority != 0) return 0;
+  {                                  /* a WHERE that fixes the shard key: its
+                                        shard alone */
+    const rg_vindex *ix = &P->spec->vix[emb->index];
+    rg_buf t;
+    int i, j, fixed = ix->nshard > 0;
+    rg_buf_init(&t);
+    for (i = 0; fixed && i < ix->nshard; i++) {
+      const sarg *eq = NULL;
+      for (j = 0; j < P->nsa; j++)
+        if (P->sa[j].kind == SA_EQ && scalar(&P->sa[j].lo) &&
+            path_is(&P->sa[j].path, &ix->shard[i]))
+          eq = &P->sa[j];
+      if (eq) rg_qv_term(&t, &eq->lo, 0, RG_TERM_MAX);
+      else fixed = 0;
+    }
+    if (t.oom) { rg_buf_free(&t); return rg_fail(e, 500, "out of memory"); }
+    if (fixed) {
+      one_shard = 1;
+      shard = rg_vindex_shard_hash(t.p, t.n);
+    }
+    rg_buf_free(&t);
+  }
+  if (pl->src != SRC_SCAN && vd->filter_priority != 0 && !one_shard) return 0;
   if (m->top >= 0) top = count_value(P, m->top);
   else if (m->limit >= 0) top = count_value(P, m->limit);
   else return 0;
@@ -2222,10 +2248,13 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
   pl->vs.brute = vd->brute;
   pl->vs.quant_mult = vd->quant_mult;
   pl->vs.search_mult = vd->search_mult;
+  pl->vs.one_shard = one_shard;
+  pl->vs.shard = shard;
   {
     rg_scope *sc = rg_env_scope(P->env);
     pl->vs.in_scope = sc != NULL && sc->txn == P->txn;
   }
+
   pl->vwant = (size_t)(top + off);
   pl->src = SRC_VECTOR;
   pl->mode = RG_QX_SORT;
@@ -2324,6 +2353,7 @@ typedef struct qstate {
   rg_buf ptext, tok;
   rg_qexec *x;
   plan pl;
+  rg_ftsrc fts;                      /* full-text statistics (search.h) */
 } qstate;
 
 static void qstate_free (qstate *st) {
@@ -2447,6 +2477,15 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
     goto done;
   rg_qexec_limits(st.x, rq->max_rows, rq->max_bytes);
   rg_qexec_deadline(st.x, rq->deadline);
+  {                                  /* full-text statistics: the scope */
+    uint8_t cid[4];
+    rg_put_u32(cid, c->spec->cid);
+    if (rq->fts_local && st.pl.routed == R_PARTITION)
+      rg_ftsrc_init(&st.fts, txn, c, st.pl.rkey, st.pl.rklen, now, &r->work);
+    else rg_ftsrc_init(&st.fts, txn, c, cid, 4, now, &r->work);
+    st.fts.deadline = rq->deadline;
+    rg_qexec_text(st.x, &st.fts.iface);
+  }
   if (c->spec->ncp) rg_qexec_computed(st.x, c->spec->cp, c->spec->ncp);
   if (rq->udf) rg_qexec_udf(st.x, rq->udf);
   if (st.q->blk[0].where >= 0) {     /* test only what the source does not

@@ -49,6 +49,9 @@ typedef struct rg_query_req {
   void *admit_ud;
   /* the CPU time the query may take (408 beyond), or NULL: no limit */
   rg_deadline *deadline;
+  /* FullTextScore's statistics over the routed logical partition only
+  ** (Cosmos's FullTextScoreScope Local); 0: the whole container */
+  int fts_local;
 } rg_query_req;
 
 typedef struct rg_query_res {

@@ -110,6 +110,7 @@ static int get (vx *x, const uint8_t *k, size_t kn, MDB_val *v) {
   int rc;
   kv.mv_data = (void *)k;
   kv.mv_size = kn;
+  if (x->env->dbi[RG_DB_VECTOR] == RG_DBI_NONE) return MDB_NOTFOUND;
   rc = mdb_get(x->txn, x->env->dbi[RG_DB_VECTOR], &kv, v);
   if (rc == MDB_NOTFOUND) return MDB_NOTFOUND;
   if (rc) return rg_fail_mdb(x->e, rc, "read a vector index");
@@ -646,6 +647,7 @@ static int g_any (void *ud, uint32_t v, uint32_t *out) {
   uint8_t k[VX_KEY];
   int rc;
   *out = RG_VG_NONE;
+  if (x->env->dbi[RG_DB_VECTOR] == RG_DBI_NONE) return 0;
   if ((rc = mdb_cursor_open(x->txn, x->env->dbi[RG_DB_VECTOR], &cur)))
     return rg_fail_mdb(x->e, rc, "read a vector index");
   kv.mv_data = k;
@@ -800,7 +802,10 @@ static int remove_item (vx *x, uint32_t seq) {
   return 0;
 }
 
-/* The shard of a document (0 without a shard key). */
+/* The shard of a document (0 without a shard key): the hash of the
+** terms (layout.c's encoding) of its values at the shard key's paths,
+** 0x01 for one that is no scalar; the planner hashes a query's values the
+** same way (rg_vindex_shard_hash). */
 static uint64_t shard_of (const rg_vindex *ix, const cJSON *doc) {
   rg_buf b;
   uint64_t h;
@@ -809,12 +814,16 @@ static uint64_t shard_of (const rg_vindex *ix, const cJSON *doc) {
   rg_buf_init(&b);
   for (i = 0; i < ix->nshard; i++) {
     const cJSON *v = rg_path_get(doc, &ix->shard[i]);
-    if (v) rg_json_print(v, &b);
-    else rg_buf_adds(&b, "undefined");
-    rg_buf_addc(&b, 0);
+    if (v == NULL || cJSON_IsArray(v) || cJSON_IsObject(v)) rg_buf_addc(&b, 1);
+    else rg_term(&b, v, 0);
   }
-  h = rg_hash(b.p ? b.p : "", b.n);
+  h = rg_vindex_shard_hash(b.p, b.n);
   rg_buf_free(&b);
+  return h;
+}
+
+uint64_t rg_vindex_shard_hash (const void *terms, size_t n) {
+  uint64_t h = rg_hash(terms ? terms : "", n);
   return h ? h : 1;
 }
 
@@ -907,6 +916,7 @@ static int vcur_next (vx *x, vcur *c, int type, uint32_t *n, MDB_val *val) {
   MDB_val kv;
   int rc;
   if (c->c == NULL) {
+    if (x->env->dbi[RG_DB_VECTOR] == RG_DBI_NONE) return 1;
     if ((rc = mdb_cursor_open(x->txn, x->env->dbi[RG_DB_VECTOR], &c->c)))
       return rg_fail_mdb(x->e, rc, "read a vector index");
     key(x, c->k, type, 0);
@@ -1195,6 +1205,7 @@ static int next_shard (MDB_txn *txn, rg_env *env, const uint8_t *p8,
   MDB_val kv, v;
   uint8_t k[VX_KEY];
   int rc;
+  if (env->dbi[RG_DB_VECTOR] == RG_DBI_NONE) return 1;
   if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_VECTOR], &cur)))
     return rg_fail_mdb(e, rc, "read a vector index");
   memcpy(k, p8, 8);
@@ -1222,7 +1233,9 @@ int rg_vindex_search (MDB_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
   if (m->index < 0) return rg_fail(e, 500, "no vector index on '%s'", m->text);
   rg_put_u32(p8, q->spec->cid);
   rg_put_u32(p8 + 4, rg_vindex_id(m));
+  if (q->one_shard) shard = q->shard;
   while ((rc = next_shard(txn, env, p8, shard, &shard, e)) == 0) {
+    if (q->one_shard && shard != q->shard) break;   /* that shard is empty */
     vx x;
     if (cap < q->nhit + q->k) {
       size_t nc = (q->nhit + q->k) * 2;
@@ -1240,7 +1253,7 @@ int rg_vindex_search (MDB_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
     q->nodes_read += x.nodes_read;
     vx_free(&x);
     if (rc) return rc;
-    if (shard == UINT64_MAX) break;
+    if (shard == UINT64_MAX || q->one_shard) break;
     shard++;
   }
   if (rc < 0 || rc > 1) return rc;
@@ -1423,7 +1436,8 @@ int rg_vindex_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
   int i, problems = 0, rc;
   rg_err e;
   MDB_cursor *cur;
-  if (mdb_cursor_open(txn, env->dbi[RG_DB_VECTOR], &cur) == 0) {
+  if (env->dbi[RG_DB_VECTOR] != RG_DBI_NONE &&
+      mdb_cursor_open(txn, env->dbi[RG_DB_VECTOR], &cur) == 0) {
     MDB_val kv, v;
     uint8_t p4[4];
     uint64_t stray = 0;

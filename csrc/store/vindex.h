@@ -65,6 +65,9 @@ typedef struct rg_vsearch {
   void *aud;
   int in_scope;              /* the transaction is a write scope's (it
                                 reads no cache) */
+  int one_shard;             /* search that shard alone (the WHERE fixes
+                                the shard key's values) */
+  uint64_t shard;
   /* out */
   rg_vhit *hit;              /* malloc'd, k of them at most */
   size_t nhit;
@@ -73,6 +76,9 @@ typedef struct rg_vsearch {
 } rg_vsearch;
 
 int  rg_vindex_search (MDB_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e);
+/* The shard of the terms (layout.c's encoding, concatenated; 0x01 for
+** a value that is no scalar) of the shard key's values. */
+uint64_t rg_vindex_shard_hash (const void *terms, size_t n);
 /* The id of an embedding's indexes in their keys (vindex.c's format). */
 uint32_t rg_vindex_id (const rg_vembed *m);
 void rg_vsearch_free (rg_vsearch *q);

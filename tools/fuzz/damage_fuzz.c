@@ -7,8 +7,9 @@
 ** template): a container with the default indexing, one keeping the
 ** all-versions feed with a unique key and a composite index, items of a
 ** few bytes to a few pages (overflow pages), replaced, patched and deleted
-** (so that the free-page tree is not empty), a procedure, a trigger and a
-** processor's checkpoint.  Its files are kept twice: copied while the
+** (so that the free-page tree is not empty), a container with a diskANN
+** vector index and text, a procedure, a trigger and a processor's
+** checkpoint.  Its files are kept twice: copied while the
 ** database is open after its last commit (the log then holds records a
 ** restart replays, as after a crash), and after it was closed.
 **
@@ -30,9 +31,9 @@
 ** the input chooses the template (even: as after a
 ** crash; odd: closed) and whether the first open is read-only.  The files
 ** are written into a scratch directory (under /dev/shm when there is one)
-** and the database is opened, every item read, queries of each kind run,
-** the feed read, a write and a procedure tried, verify run, and closed,
-** each call protected: an error raised or returned is an answer; a signal,
+** and the database is opened, every item read, queries of each kind run
+** (vector and full-text searches too), the feed read, a write and a
+** procedure tried, verify run, and closed, each call protected: an error raised or returned is an answer; a signal,
 ** a sanitizer report or a run past libFuzzer's -timeout is a failure.
 **
 ** FZ_KEEP=dir keeps a copy of the damaged files of the last input run.
@@ -106,6 +107,14 @@ static const char *const lua_code =
   "    assert(t:patch('i' .. i, 'p' .. i % 7, { { op = 'set', path = '/v', value = -i } }))\n"
   "    assert(f:replace({ id = 'j' .. i, pk = 'q' .. i % 3, v = i * 2, u = 'w' .. i }))\n"
   "  end\n"
+  "  local v = assert(db:create_container('v', { partition_key = '/pk',\n"
+  "    vector_embeddings = { { path = '/e', dimensions = 4,\n"
+  "                            distance_function = 'cosine' } },\n"
+  "    indexing = { vector_indexes = { { path = '/e', type = 'diskANN' } } } }))\n"
+  "  for i = 1, 30 do\n"
+  "    assert(v:create({ id = 'k' .. i, pk = 'r' .. i % 2, text = 'word' .. i % 5 ..\n"
+  "      ' shared words', e = { i % 3 + 1, i % 5, i % 7 - 3, 1 } }))\n"
+  "  end\n"
   "  assert(t:create_procedure('bump', [[return function(ctx, id, pk)\n"
   "    local d = assert(ctx:read(id, pk)) d.v = (d.v or 0) + 1\n"
   "    return assert(ctx:replace(d)) end]]))\n"
@@ -146,6 +155,8 @@ static const char *const lua_code =
   "      try(c.query, c, 'SELECT VALUE t FROM c JOIN t IN c.tags WHERE t = \"b\"')\n"
   "      try(c.query, c, 'SELECT * FROM c WHERE c.pk = \"q1\" AND c.v > 3 ORDER BY c.v',\n"
   "          nil, { partition_key = 'q1' })\n"
+  "      try(c.query, c, 'SELECT TOP 5 c.id FROM c ORDER BY VectorDistance(c.e, [1, 2, 0, 1])')\n"
+  "      try(c.query, c, 'SELECT TOP 5 c.id FROM c ORDER BY RANK FullTextScore(c.text, \"word2\")')\n"
   "      try(c.changes, c, { start = 'beginning' })\n"
   "      try(c.changes, c, { start = 'beginning', mode = 'all_versions' })\n"
   "      if not readonly then\n"

@@ -168,7 +168,8 @@ function M.query(args)
   local c = common.container(db, args.container)
   local rows, info, status = c:query(sql, params, {
     partition_key = pk_of(args), max_items = args.max_items,
-    continuation = args.continuation })
+    continuation = args.continuation,
+    full_text_score_scope = args.score_scope })
   check(rows, info, status)
   if args.format == "table" then
     for _, line in ipairs(grid.lines(rows)) do print(line) end
