@@ -415,6 +415,27 @@ void rg_guard_close (rg_guard *g) {
   pthread_mutex_unlock(&mu);
 }
 
+/* The library unloaded (the interpreter closing its state unloads it after
+** every database was closed): the closed guards are freed, and the
+** handlers, which would point into unmapped code, are put back when no
+** guard is open. */
+__attribute__((destructor)) static void unload (void) {
+  rg_guard *g;
+  int i, open = 0;
+  pthread_mutex_lock(&mu);
+  for (i = 0; i < MAX_GUARDS; i++) open |= guards[i] != NULL;
+  if (installed == 1 && !open) {
+    sigaction(SIGSEGV, &old_segv, NULL);
+    sigaction(SIGBUS, &old_bus, NULL);
+    installed = 0;
+  }
+  while ((g = retired) != NULL) {
+    retired = g->retired;
+    free(g);
+  }
+  pthread_mutex_unlock(&mu);
+}
+
 /*
 ** {=====================================================================
 ** Transactions left by a damaged page (LMDB 0.9's layout)
