@@ -33,7 +33,6 @@ struct rg_guard {
   unsigned psize;
   const uint8_t *volatile shadow;      /* the file mapped again, to check */
   size_t shadowsize;
-  volatile uint64_t pages;             /* the file's pages, last looked */
   uint8_t *volatile seen;              /* a bit per page: checked, readable */
   size_t nseen;                        /* bytes of `seen` */
   volatile int off;                    /* opened whole: no more checks */
@@ -93,13 +92,13 @@ static void mark (rg_guard *g, uint64_t pg, uint64_t n) {
 }
 
 /* Pages the file may hold: as far as the newest meta page's last page, and
-** no further than the file goes (looked at again when a page lies past
-** what it held the last time). */
-static uint64_t file_pages (rg_guard *g, uint64_t pg) {
+** no further than the file goes.  Looked at for every check: another
+** process's commits make the file and its trees longer (a count kept from
+** an earlier check took their new pages for pages past the end). */
+static uint64_t file_pages (rg_guard *g) {
   struct stat st;
   uint64_t inmeta = 0, infile, last;
   int i;
-  if (pg < g->pages) return g->pages;
   for (i = 0; i < 2; i++) {
     const uint8_t *m = g->map + (size_t)i * g->psize + RG_PG_HDR;
     if (rg_le32(m + RG_META_MAGIC) != RG_MDB_MAGIC) continue;
@@ -108,7 +107,7 @@ static uint64_t file_pages (rg_guard *g, uint64_t pg) {
   }
   infile = fstat(g->fd, &st) == 0 ? (uint64_t)st.st_size / g->psize : 0;
   if (infile > g->mapsize / g->psize) infile = g->mapsize / g->psize;
-  return g->pages = inmeta && inmeta < infile ? inmeta : infile;
+  return inmeta && inmeta < infile ? inmeta : infile;
 }
 
 /* Leaves the guarded call that touched a damaged page.  Outside one, lets
@@ -151,7 +150,7 @@ static const char *check_one (rg_guard *g, uint64_t q, uint64_t pages,
 ** closed and is checked when it is touched).  0 when the fault is not the
 ** guard's to handle. */
 static int check (rg_guard *g, uint64_t pg) {
-  uint64_t pages = file_pages(g, pg), run, lo, hi, b0, b1;
+  uint64_t pages = file_pages(g), run, lo, hi, b0, b1;
   const char *why;
   if (pg >= pages)
     return damaged(g, pg, 1, "it lies past the end of the file", 0);
@@ -239,7 +238,6 @@ static int set_map (rg_guard *g, void *map, size_t mapsize) {
   if (g->shadow) munmap((void *)g->shadow, g->shadowsize);
   g->shadow = (const uint8_t *)sh;
   g->shadowsize = mapsize;
-  g->pages = 0;
   if (s != g->seen) {
     uint8_t *old = g->seen;
     g->seen = s;
