@@ -37,6 +37,7 @@
 
 #include "store/env.h"
 #include "store/pagecheck.h"
+#include "store/pages.h"
 #include "store/wal.h"
 
 #define HDR_SLOT     4096
@@ -384,6 +385,24 @@ static void stamp (int fd, const void *buf, size_t n, off_t off) {
   }
 }
 
+/* LMDB counts in a meta page's last page every page its transaction took,
+** written or not: a page taken and given back within the transaction (a
+** loose page) is never written, and when it is the last one the file ends
+** short of it.  The file is made that long (a hole) before the meta page
+** naming it is written, so that a data file shorter than its meta page
+** says is damage (preflight.h), never LMDB's bookkeeping.  buf: n bytes of
+** a meta page written at off (LMDB writes its tail only). */
+static int fit_meta (int fd, unsigned psize, const uint8_t *buf, size_t n,
+                     uint64_t off) {
+  struct stat st;
+  uint64_t at = (off < psize ? 0 : psize) + RG_PG_HDR + RG_META_LASTPG, need;
+  if (at < off || at + 8 > off + n) return 0;
+  need = (rg_le64(buf + (at - off)) + 1) * psize;
+  if (fstat(fd, &st) != 0) return -1;
+  if ((uint64_t)st.st_size >= need) return 0;
+  return ftruncate(fd, (off_t)need);
+}
+
 /* The meta page: the commit's last write.  The record goes to the log
 ** (flushed), then the meta page to the data file.  A record that cannot be
 ** logged (a full disk, a commit too big to copy) makes the commit durable
@@ -403,8 +422,11 @@ static ssize_t commit_meta (rg_wal *w, int fd, const void *buf, size_t n,
 }
 
 static ssize_t hook_pwrite (int fd, const void *buf, size_t n, off_t off) {
-  rg_wal *w = logging(fd);
+  rg_wal *w = logging(fd), *d = data_file(fd);
   stamp(fd, buf, n, off);
+  if (d && d->psize && (uint64_t)off < 2u * d->psize &&
+      fit_meta(fd, d->psize, (const uint8_t *)buf, n, (uint64_t)off) != 0)
+    return -1;                       /* LMDB fails the commit (errno) */
   if (w == NULL) return pwrite(fd, buf, n, off);
   if ((uint64_t)off < 2u * w->psize) return commit_meta(w, fd, buf, n, off);
   capture(w, (const uint8_t *)buf, n, (uint64_t)off);
@@ -683,7 +705,8 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
     return rg_fail(e, 500, "storage failure: replaying the log: the meta page "
                    "of transaction %llu is missing", (unsigned long long)last);
   }
-  if (pwrite(dfd, meta, META_LEN, META_OFF) != META_LEN ||
+  if (fit_meta(dfd, h.psize, meta, META_LEN, META_OFF) != 0 ||
+      pwrite(dfd, meta, META_LEN, META_OFF) != META_LEN ||
       pwrite(dfd, meta, META_LEN, (off_t)h.psize + META_OFF) != META_LEN ||
       fdatasync(dfd) != 0) {
     close(dfd);
