@@ -94,12 +94,18 @@ describe("a damaged database", function()
     -- LMDB counts in the last page the pages a transaction took and gave
     -- back (never written): such a file ended short of it, and was refused
     -- when opened again
+    local function u64(s, at)           -- little-endian (LuaJIT: no unpack)
+      local n = 0
+      for i = at + 7, at, -1 do n = n * 256 + s:byte(i) end
+      return n
+    end
     local function short()
       local f = assert(io.open(dir .. "/data.mdb", "rb"))
       local best, last = -1, 0
       for m = 0, 1 do
-        f:seek("set", m * 4096 + 16 + 120)
-        local l, t = string.unpack("<I8I8", f:read(16))
+        f:seek("set", m * 4096 + 16 + 120)   -- the meta's last page, txnid
+        local b = f:read(16)
+        local l, t = u64(b, 1), u64(b, 9)
         if t > best then best, last = t, l end
       end
       local size = f:seek("end")
