@@ -56,13 +56,20 @@
 **     (string.rep of an empty string, table.move, table.concat, table.sort,
 **     utf8.len, tonumber, ...) are wrapped to charge their work before
 **     they do it; converting a value to JSON costs 32 a value (runner.c
-**     charges ctx's storage operations by their request charge).
-**     Spending the budget stops the execution (408).  As a backstop for
-**     single instructions that do work in proportion to their operands
-**     without allocating (comparing two huge strings, copying a million
-**     varargs), the hook and every charge also stop an execution that runs
-**     longer than the budget would take at 50 million instructions a
-**     second (and at least 5 s).
+**     charges ctx's storage operations by their request charge).  The
+**     weights were measured (examples/bench/runaway.lua) so that each
+**     spends its budget in about the time a tight loop does.  Spending the
+**     budget stops the execution (408);
+**   - time: for single instructions that do work in proportion to their
+**     operands without allocating (comparing two huge strings) and for
+**     what the weights still undercount, the hook and every charge also
+**     stop an execution (408) that has taken more CPU time than its budget
+**     would at TIME_RATE instructions a second (5 s for the default
+**     budget), and at least MIN_TIME (base/deadline.h: CPU time, so that a
+**     busy machine does not stop a script its budget lets run).  The hook
+**     runs every HOOK_PERIOD = 100 instructions, so the stop comes at most
+**     a hundred instructions late: 0.1 s for comparisons of two strings of
+**     the whole memory budget.
 ** A stop cannot be caught: the hook is set to run before every instruction
 ** and raises again each time, and the allocator refuses every growth after
 ** a memory stop, so a script's pcall handler fails at once and the error
@@ -95,10 +102,12 @@
 */
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/deadline.h"
 #include "base/json.h"
 #include "luax/luajson.h"
 #include "luax/luax.h"
@@ -108,10 +117,12 @@
 #include "luajit.h"
 #endif
 
-#define HOOK_PERIOD   1000
+#define HOOK_PERIOD   100
 #define ALLOC_COST    12             /* an allocation costs 12 ... */
 #define ALLOC_SHIFT   4              /* ... plus 1/16 per byte */
-#define MIN_DEADLINE  5000           /* ms */
+#define CALL_COST     24             /* a charged library call, at least */
+#define TIME_RATE     200000000      /* instructions a second of CPU ... */
+#define MIN_TIME      1000000000     /* ... and at least 1 s (ns) */
 #define CSTACK_MAX    (2u << 20)     /* C stack a run may use, bytes */
 #define TEMPLATE      "regolith.sandbox.template"
 #define ENV_MT        "regolith.sandbox.env"
@@ -133,11 +144,10 @@ struct rg_sandbox {
   int sysalloc;                /* LuaJIT without GC64: LuaJIT's allocator */
   int stop;                    /* RG_STOP_* once the execution must end */
   uint64_t spent, budget;      /* instructions */
-  int64_t deadline;            /* ms on the coarse monotonic clock */
+  rg_deadline time;            /* the CPU time the execution may take */
   uintptr_t cbase;             /* the C stack where the run was armed */
   uint64_t seeds;              /* executions so far (reseeds math.random) */
   lua_State *run;              /* a resumable run's thread, or NULL */
-  int64_t paused;              /* ms when the run yielded, 0: running */
 };
 
 
@@ -146,16 +156,6 @@ struct rg_sandbox {
 ** Accounting: the allocator, the hook, charges
 ** ======================================================================
 */
-static int64_t now_ms (void) {
-  struct timespec ts;
-#if defined(CLOCK_MONOTONIC_COARSE)
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-#else
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-#endif
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void hook (lua_State *L, lua_Debug *ar);
 
 /* Sets the count hook on the state and on a resumable run's thread (Lua
@@ -244,6 +244,8 @@ static const char *stop_message (int why) {
   switch (why) {
     case RG_STOP_BUDGET: return "instruction budget exceeded";
     case RG_STOP_MEMORY: return "memory budget exceeded";
+    case RG_STOP_TIME: return "time limit exceeded";
+    case RG_STOP_WRITES: return "transaction write limit exceeded";
     default: return "aborted";
   }
 }
@@ -279,8 +281,8 @@ static void hook (lua_State *L, lua_Debug *ar) {
   if (sb->collect) check_memory(L, sb);    /* an overdraft: not a period */
   else if (sb->stop == RG_STOP_NONE) {
     sb->spent += HOOK_PERIOD;
-    if (sb->spent >= sb->budget || now_ms() > sb->deadline)
-      stop(sb, RG_STOP_BUDGET);
+    if (sb->spent >= sb->budget) stop(sb, RG_STOP_BUDGET);
+    else if (rg_deadline_passed(&sb->time)) stop(sb, RG_STOP_TIME);
     else if (sb->sysalloc) check_memory(L, sb);
   }
   if (sb->stop != RG_STOP_NONE) raise_stop(L, sb);
@@ -291,8 +293,8 @@ void rgl_sandbox_charge (lua_State *L, uint64_t n) {
   if (!sb->armed) return;
   if (sb->stop == RG_STOP_NONE) {
     sb->spent += n;
-    if (sb->spent >= sb->budget || sb->spent < n || now_ms() > sb->deadline)
-      stop(sb, RG_STOP_BUDGET);
+    if (sb->spent >= sb->budget || sb->spent < n) stop(sb, RG_STOP_BUDGET);
+    else if (rg_deadline_passed(&sb->time)) stop(sb, RG_STOP_TIME);
     else if (sb->sysalloc) check_memory(L, sb);
   }
   if (sb->stop != RG_STOP_NONE) raise_stop(L, sb);
@@ -347,9 +349,15 @@ static size_t add_sat (size_t a, size_t b) {
   return a + b < a ? (size_t)-1 : a + b;
 }
 
+/* The CPU time an execution of `budget` instructions may take, ns. */
+static int64_t time_limit (uint64_t budget) {
+  double ns = (double)budget * (1e9 / TIME_RATE);
+  if (ns < MIN_TIME) return MIN_TIME;
+  return ns > 9e18 ? INT64_MAX : (int64_t)ns;
+}
+
 void rgl_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
   char here;
-  int64_t ms = (int64_t)(budget / 50000);
   sb->cbase = (uintptr_t)&here;
   sb->limit = add_sat(held(sb), memory);
   sb->hard = add_sat(sb->limit, memory);
@@ -358,9 +366,8 @@ void rgl_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
   sb->stop = RG_STOP_NONE;
   sb->refused = 0;
   sb->collect = 0;
-  sb->deadline = now_ms() + (ms < MIN_DEADLINE ? MIN_DEADLINE : ms);
+  rg_deadline_start(&sb->time, time_limit(budget));
   sb->armed = 1;
-  sb->paused = 0;
   set_hook(sb, hook, HOOK_PERIOD);
 }
 
@@ -372,8 +379,22 @@ int rgl_sandbox_disarm (rg_sandbox *sb) {
   sb->collect = 0;
   set_hook(sb, NULL, 0);
   sb->run = NULL;
-  sb->paused = 0;
   return why;
+}
+
+const char *rgl_sandbox_exceeded (rg_sandbox *sb, int why, char *buf,
+                                  size_t n) {
+  if (why == RG_STOP_TIME)
+    snprintf(buf, n, "time limit (%.2f s of CPU)",
+             (double)sb->time.limit / 1e9);
+  else
+    snprintf(buf, n, "instruction budget (%llu instructions)",
+             (unsigned long long)sb->budget);
+  return buf;
+}
+
+rg_deadline *rgl_sandbox_deadline (rg_sandbox *sb) {
+  return sb->armed ? &sb->time : NULL;
 }
 
 void rgl_sandbox_thread (rg_sandbox *sb, lua_State *co) {
@@ -383,13 +404,12 @@ void rgl_sandbox_thread (rg_sandbox *sb, lua_State *co) {
 }
 
 void rgl_sandbox_pause (rg_sandbox *sb) {
-  sb->paused = now_ms();
+  rg_deadline_pause(&sb->time);
 }
 
 void rgl_sandbox_unpause (rg_sandbox *sb) {
   char here;
-  if (sb->paused) sb->deadline += now_ms() - sb->paused;
-  sb->paused = 0;
+  rg_deadline_resume(&sb->time);
   sb->cbase = (uintptr_t)&here;
 }
 
@@ -440,14 +460,29 @@ static double explicit_range (lua_State *L, int a, int b) {
   return j >= i ? (double)j - (double)i + 1 : 0;
 }
 
-/* Without our allocator nothing refuses a growth: a result known to be
-** larger than the room left (after a full collection) stops the execution
-** before it is built. */
+/* A result known to be larger than the room left (after a full
+** collection) stops the execution before it is built, and before its work
+** is charged: it is the memory that it lacks (and without our allocator
+** nothing would refuse the growth). */
 static void need (lua_State *L, double bytes) {
   rg_sandbox *sb = rgl_sandbox_of(L);
-  if (!sb->sysalloc || bytes <= (double)room(sb)) return;
+  if (!sb->armed || bytes <= (double)room(sb)) return;
   lua_gc(L, LUA_GCCOLLECT, 0);
   if (bytes > (double)room(sb)) rgl_sandbox_stop(L, RG_STOP_MEMORY);
+}
+
+/* The mean length of the strings among the first n values of the table
+** at 1 (a comparison of two strings reads up to their length), looked at
+** in at most 64 places. */
+static double mean_len (lua_State *L, double n) {
+  double sum = 0;
+  lua_Integer i, k = 0, stride = n > 64 ? (lua_Integer)(n / 64) : 1;
+  for (i = 1; i <= (lua_Integer)n && k < 64; i += stride, k++) {
+    lua_rawgeti(L, 1, i);
+    sum += (double)strlen_at(L, -1);
+    lua_pop(L, 1);
+  }
+  return k ? sum / (double)k : 0;
 }
 
 static int charged (lua_State *L) {
@@ -458,7 +493,7 @@ static int charged (lua_State *L) {
       double n = (double)luaL_checkinteger(L, 2);
       size_t l = strlen_at(L, 1), lsep = strlen_at(L, 3);
       if (n > 0) {
-        cost = n / 8 + n * ((double)l + (double)lsep) / 16;
+        cost = 4 * CALL_COST + n / 2 + n * ((double)l + (double)lsep) / 6;
         need(L, n * ((double)l + (double)lsep));
       }
       break;
@@ -467,7 +502,7 @@ static int charged (lua_State *L) {
     case W_SORT:
       if (lua_type(L, 1) == LUA_TTABLE) {
         double n = (double)rg_rawlen(L, 1);
-        cost = n * (log(n + 1) / log(2.0) + 1);
+        cost = n * (log(n + 1) / log(2.0) + 1) * (4 + mean_len(L, n) / 32);
       }
       break;
     case W_MOVE: {
@@ -475,13 +510,13 @@ static int charged (lua_State *L) {
       if (e >= f) cost = (double)e - (double)f + 1;
       break;
     }
-    case W_CONCAT: cost = explicit_range(L, 3, 4); break;
+    case W_CONCAT: cost = 3 * explicit_range(L, 3, 4); break;
     case W_UNPACK: cost = explicit_range(L, 2, 3); break;
     case W_ARITH:
       cost = (double)(strlen_at(L, 1) + strlen_at(L, 2)) / 16;
       break;
     case W_SIZE1:
-      if (lua_type(L, 1) == LUA_TTABLE) cost = (double)rg_rawlen(L, 1);
+      if (lua_type(L, 1) == LUA_TTABLE) cost = 2 * (double)rg_rawlen(L, 1);
       break;
   }
   rgl_sandbox_charge(L, clamp(cost) + 1);
@@ -516,7 +551,7 @@ static int t_insert (lua_State *L) {
       pos = luaL_checkinteger(L, 2);
       luaL_argcheck(L, (lua_Unsigned)pos - 1u < (lua_Unsigned)e, 2,
                     "position out of bounds");
-      rgl_sandbox_charge(L, (uint64_t)(e - pos) + 1);
+      rgl_sandbox_charge(L, 2 * (uint64_t)(e - pos) + 1);
       for (i = e; i > pos; i--) {
         lua_geti(L, 1, i - 1);
         lua_seti(L, 1, i);
@@ -537,7 +572,7 @@ static int t_remove (lua_State *L) {
   if (pos != size)
     luaL_argcheck(L, (lua_Unsigned)pos - 1u <= (lua_Unsigned)size, 2,
                   "position out of bounds");
-  if (size > pos) rgl_sandbox_charge(L, (uint64_t)(size - pos) + 1);
+  if (size > pos) rgl_sandbox_charge(L, 2 * (uint64_t)(size - pos) + 1);
   lua_geti(L, 1, pos);
   for (; pos < size; pos++) {
     lua_geti(L, 1, pos + 1);

@@ -681,6 +681,19 @@ void rg_qctx_fail (rg_qctx *x, int status, const char *msg) {
   rg_fail(&x->err, status, "%s", msg);
 }
 
+int rg_qctx_late (rg_qctx *x) {
+  if (x->status) return 1;
+  if (x->deadline == NULL || !rg_deadline_passed(x->deadline)) return 0;
+  x->status = rg_fail(&x->err, 408, "the query exceeded its time limit "
+                      "(%.2f s of CPU)", (double)x->deadline->limit / 1e9);
+  return 1;
+}
+
+int rg_qctx_work (rg_qctx *x, uint64_t steps, uint64_t linear) {
+  if (steps > linear) x->steps += steps - linear;
+  return rg_qctx_late(x);
+}
+
 static void compare (int op, const rg_qv *a, const rg_qv *b, rg_qv *out) {
   int c;
   *out = undef;
@@ -947,8 +960,8 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
         esc = cp;
       }
       {
-        int m = rg_like(a.s, a.n, b.s, b.n, esc);
-        rg_qv_bool(out, ex->op ? !m : m);
+        int m = rg_like(x, a.s, a.n, b.s, b.n, esc);
+        if (m >= 0) rg_qv_bool(out, ex->op ? !m : m);
       }
       return;
     }
@@ -1255,6 +1268,7 @@ static void sr_row (subrun *r) {
       return;
     }
   }
+  if (rg_qctx_late(x)) { r->stop = 1; return; }
   if (b->where >= 0) {
     rg_qeval(x, b->where, &v);
     if (v.t != RG_QV_TRUE) return;

@@ -64,6 +64,8 @@
 #include <unistd.h>
 
 #include "store/env_int.h"
+#include "store/pagewalk.h"
+#include "store/preflight.h"
 #include "store/hooks.h"
 #include "store/upgrade.h"
 #include "store/throughput.h"
@@ -112,6 +114,14 @@ int rg_fail_mdb (rg_err *e, int rc, const char *what) {
   if (rc == ENOSPC || rc == EDQUOT)
     return rg_fail(e, 507, "insufficient storage: %s: %s", what,
                    mdb_strerror(rc));
+  if (rc == MDB_CORRUPTED && rg_guard_why && rg_guard_pgno == 0)
+    return rg_fail(e, 500, "the database is damaged: %s: %s; `regolith "
+                   "verify` walks the file", what, rg_guard_why);
+  if (rc == MDB_CORRUPTED && rg_guard_why)  /* the guard's (guard.h) */
+    return rg_fail(e, 500, "the database is damaged: %s: page %llu of "
+                   "data.mdb does not check out (%s); `regolith verify` "
+                   "walks the file", what, (unsigned long long)rg_guard_pgno,
+                   rg_guard_why);
   return rg_fail(e, 500, "storage failure: %s: %s", what, mdb_strerror(rc));
 }
 
@@ -148,7 +158,56 @@ static int remap (rg_env *env, size_t size, rg_err *e) {
     return env->broken ? broken_fail(env, e)
                        : rg_fail_mdb(e, rc, "growing the map");
   }
+  rg_guard_remap(env->guard);
   return 0;
+}
+
+static int txn_begin (rg_env *env, unsigned flags, MDB_txn **txn,
+                      rg_err *e);
+
+/* Stamps the checksum of every page in use that lacks one or holds a
+** stale one, with the writer's lock held (no page changes meanwhile), and
+** says so in regolith.id. */
+static int stamp_all (rg_env *env, rg_err *e) {
+  MDB_txn *txn;
+  uint64_t n, at;
+  int rc, fd;
+  if (mdb_env_get_fd(env->mdb, &fd) != 0) return 0;
+  if ((rc = txn_begin(env, 0, &txn, e))) return rc;
+  at = (uint64_t)mdb_txn_id(txn) - 1;  /* the last one committed */
+  rc = rg_pages_stamp(fd, &n, e);
+  mdb_txn_abort(txn);
+  if (rc == 0) {                     /* else the next open stamps again */
+    rg_err ignored;
+    rg_preflight_stamped(env->path, env->secret, at, &ignored);
+  }
+  return rc;
+}
+
+/* LMDB's assert callback: a check of its own failed on what it read
+** (guard.h). */
+static void lmdb_assert (MDB_env *mdb, const char *msg) {
+  rg_env *env;
+  for (env = envs; env; env = env->next)
+    if (env->mdb == mdb) env->damaged = 1;
+  rg_guard_fail(msg);
+}
+
+/* Guards the map LMDB made (guard.h), once a read transaction showed
+** that liblmdb lays its transactions out as the guard reads them. */
+static rg_guard *guard_map (MDB_env *mdb, int sums) {
+  static int checked;
+  MDB_stat st;
+  MDB_txn *txn;
+  int fd;
+  if (!checked && mdb_txn_begin(mdb, NULL, MDB_RDONLY, &txn) == 0) {
+    checked = 1;
+    rg_guard_layout(txn, (uint64_t)mdb_txn_id(txn), 2);
+    mdb_txn_abort(txn);
+  }
+  if (mdb_env_get_fd(mdb, &fd) != 0) return NULL;
+  mdb_env_stat(mdb, &st);
+  return rg_guard_open(fd, st.ms_psize, sums);
 }
 
 /* Begins a transaction, adopting a map another process has grown. */
@@ -317,7 +376,7 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   struct stat st;
   rg_env *env;
   MDB_envinfo info;
-  int rc, dead;
+  int rc, dead, sums;
   unsigned flags;
   *out = NULL;
   if (!o->readonly && mkdir(path, 0755) != 0 && errno != EEXIST)
@@ -351,18 +410,35 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   env->ino = (unsigned long)st.st_ino;
   env->readonly = o->readonly;
   env->refs = 1;
-  /* before LMDB reads the file: the log, replayed after a restart */
+  /* before LMDB reads the file: its checks (preflight.h), and the log,
+  ** replayed after a restart */
+  if ((rc = rg_preflight_log(path, o->readonly, e))) goto fail;
   if ((rc = rg_wal_open(path, o->readonly, &env->wal, e))) goto fail;
+  if ((rc = rg_preflight_map(path, e))) goto fail;
   if ((rc = mdb_env_create(&env->mdb))) goto fail_mdb;
+  mdb_env_set_assert(env->mdb, lmdb_assert);
   mdb_env_set_maxdbs(env->mdb, RG_NDB + 4);
   mdb_env_set_maxreaders(env->mdb, MAX_READERS);
   mdb_env_set_mapsize(env->mdb, o->map_size ? o->map_size : DEFAULT_MAP);
   flags = MDB_NOTLS | (o->readonly ? MDB_RDONLY : 0);
   if ((rc = mdb_env_open(env->mdb, path, flags, 0644))) goto fail_mdb;
+  env->guard = guard_map(env->mdb, 0);
   mdb_reader_check(env->mdb, &dead);
   mdb_env_info(env->mdb, &info);
   env->map_size = info.me_mapsize;
   if ((rc = init_tables(env, 0, e))) goto fail;
+  mdb_env_info(env->mdb, &info);
+  if ((rc = rg_preflight_identity(path, env->secret,
+                                  (uint64_t)info.me_last_txnid, o->readonly,
+                                  &sums, e)))
+    goto fail;
+  /* the pages' checksums: stamped again where something else wrote
+  ** (pagecheck.h), then checked; only a process whose writes stamp them
+  ** (the log's hooks are in: env->wal) can trust its own */
+  if (!sums && !o->readonly && env->wal && (rc = stamp_all(env, e)))
+    goto fail;
+  env->sums = env->wal && (sums || !o->readonly);
+  rg_guard_sums(env->guard, env->sums);
   if (env->wal && (rc = rg_wal_attach(env->wal, env->mdb, e))) goto fail;
   if ((rc = rg_tp_attach(env, e))) goto fail;
   env->next = envs;
@@ -375,6 +451,7 @@ fail_mdb:
 fail:
   rg_wal_close(env->wal);
   if (env->rtxn) mdb_txn_abort(env->rtxn);
+  rg_guard_close(env->guard);
   if (env->mdb) mdb_env_close(env->mdb);
   free(env->path);
   free(env);
@@ -394,11 +471,16 @@ void rg_env_release (rg_env *env) {
     rg_err e;
     if (mdb_txn_begin(env->mdb, NULL, 0, &txn) == 0) {
       rg_wal_closing(env->wal, txn, &e);
+      /* every commit of this process stamped its pages: as far as the
+      ** file goes now, they all carry their checksums */
+      rg_preflight_stamped(env->path, env->secret,
+                           (uint64_t)mdb_txn_id(txn) - 1, &e);
       mdb_txn_abort(txn);
     }
   }
   rg_wal_close(env->wal);
   rg_pcache_free(env->pcache);
+  rg_guard_close(env->guard);
   mdb_env_close(env->mdb);
   free(env->path);
   free(env);
@@ -741,6 +823,12 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
     return rg_fail(e, 403, "the database is open read-only");
   if (env->scope != NULL)
     return run_nested(protect, host, env, savepoint, &t, e);
+  /* LMDB's state after a call it could not finish is not to be written
+  ** from again, nor is a tree found damaged to be written into */
+  if (env->damaged || rg_guard_met(env->guard))
+    return rg_fail(e, 500, "the database '%s' is damaged: writes are refused "
+                   "until it is opened again (`regolith verify` walks the "
+                   "file)", env->path);
   if (env->rtxn_live) {              /* nothing may hold the old map */
     mdb_txn_reset(env->rtxn);
     env->rtxn_live = 0;
@@ -800,6 +888,21 @@ static void kv (MDB_val *key, MDB_val *val, const void *k, size_t kn,
   val->mv_size = vn;
 }
 
+/* What a write of key and value adds to the memory its transaction holds
+** until the commit (LMDB's dirty pages): a value too big to share a leaf
+** page is given pages of its own, which LMDB never spills before the
+** commit (it bounds its dirty pages by their count, not their size); any
+** other write makes its leaf page dirty (4 KiB) unless an earlier write
+** of the transaction did: writes in key order share pages, writes spread
+** over a large table do not, so each counts as at least a quarter page.
+** Deleting counts as writing the key. */
+static uint64_t rg_dirty_cost (size_t kn, size_t vn) {
+  const size_t page = 4096, nodemax = 2038;     /* LMDB 0.9, 4 KiB pages */
+  size_t n = kn + vn + 16;
+  if (kn + vn + 8 > nodemax) return (vn + 16 + page - 1) / page * page + kn;
+  return n < page / 4 ? page / 4 : n;
+}
+
 /* mdb_put, then again without the `retry` flags when they made it give
 ** MDB_KEYEXIST (MDB_APPEND, MDB_APPENDDUP: the key was not past the end). */
 static int put_retry (rg_scope *s, int db, const void *k, size_t kn,
@@ -825,6 +928,7 @@ int rg_put_flags (rg_scope *s, int db, const void *k, size_t kn,
                   const void *v, size_t vn, unsigned flags, rg_err *e) {
   int rc;
   if (s->savepoints && (rc = undo_record(s, db, k, kn, e))) return rc;
+  s->dirty += rg_dirty_cost(kn, vn);
   rc = put_retry(s, db, k, kn, v, vn, flags, MDB_APPEND);
   if (rc == MDB_KEYEXIST) return RG_EXISTS;
   if (rc) return rg_scope_mdb(s, rc, "write", e);
@@ -836,6 +940,7 @@ int rg_dput (rg_scope *s, int db, const void *k, size_t kn, const void *v,
   int rc = put_retry(s, db, k, kn, v, vn,
                      MDB_NODUPDATA | (append ? MDB_APPENDDUP : 0),
                      MDB_APPENDDUP);
+  s->dirty += rg_dirty_cost(kn, vn);
   if (rc == MDB_KEYEXIST) return 0;      /* there already */
   if (rc) return rg_scope_mdb(s, rc, "write", e);
   if (s->savepoints) return undo_add(s, db, UNDO_DUP_ADDED, k, kn, v, vn, e);
@@ -847,6 +952,7 @@ int rg_ddel (rg_scope *s, int db, const void *k, size_t kn, const void *v,
   MDB_val key, val;
   int rc;
   kv(&key, &val, k, kn, v, vn);
+  s->dirty += rg_dirty_cost(kn, 0);
   rc = mdb_del(s->txn, s->env->dbi[db], &key, &val);
   if (gone) *gone = rc == 0;
   if (rc == MDB_NOTFOUND) return 0;
@@ -860,6 +966,7 @@ void *rg_reserve (rg_scope *s, int db, const void *k, size_t kn, size_t vn,
   MDB_val key, val;
   int rc;
   if (s->savepoints && undo_record(s, db, k, kn, e)) return NULL;
+  s->dirty += rg_dirty_cost(kn, vn);
   key.mv_data = (void *)k;
   key.mv_size = kn;
   val.mv_size = vn;
@@ -877,6 +984,7 @@ int rg_del (rg_scope *s, int db, const void *k, size_t kn, int *gone,
   if (s->savepoints && (rc = undo_record(s, db, k, kn, e))) return rc;
   key.mv_data = (void *)k;
   key.mv_size = kn;
+  s->dirty += rg_dirty_cost(kn, 0);
   rc = mdb_del(s->txn, s->env->dbi[db], &key, NULL);
   if (gone) *gone = rc == 0;
   if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "delete", e);
@@ -894,6 +1002,7 @@ int rg_cursor_del (rg_scope *s, int db, MDB_cursor *cur, rg_err *e) {
                       : undo_record(s, db, k.mv_data, k.mv_size, e);
     if (rc) return rc;
   }
+  s->dirty += rg_dirty_cost(0, 0);
   if ((rc = mdb_cursor_del(cur, 0))) return rg_scope_mdb(s, rc, "delete", e);
   return 0;
 }
@@ -1002,6 +1111,7 @@ int rg_sync_dir (const char *path, rg_err *e) {
 
 int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
   char data[4096];
+  uint64_t stamped;
   int rc, fd;
   if ((rc = copy_dest(env, path, data, sizeof(data), e))) return rc;
   /* a log left there belongs to no file of the directory (wal.h) */
@@ -1016,6 +1126,12 @@ int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
     unlink(data);
     return rg_fail(e, 500, "storage failure: flushing the backup: %s",
                    strerror(rc));
+  }
+  /* the copy numbers its pages anew: their checksums, made anew too */
+  if ((rc = rg_pages_stamp(fd, &stamped, e))) {
+    close(fd);
+    unlink(data);
+    return rc;
   }
   close(fd);
   return rg_sync_dir(path, e);
@@ -1124,6 +1240,15 @@ int rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,
   *bytes = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
   mdb_env_close(dst);
   dst = NULL;
+  {                                  /* the copy's pages, checksummed */
+    uint64_t stamped;
+    int fd = open(from, O_RDWR | O_CLOEXEC);
+    rc = fd < 0 ? rg_fail(e, 500, "cannot open '%s': %s", from,
+                          strerror(errno))
+                : rg_pages_stamp(fd, &stamped, e);
+    if (fd >= 0) close(fd);
+    if (rc) { unlink(from); return rc; }
+  }
   /* a log left in the directory describes no file that is there: it must
      never be replayed over the copy (wal.h) */
   if ((rc = rg_wal_forget(path, e))) {

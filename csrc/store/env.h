@@ -31,6 +31,7 @@
 
 #include <lmdb.h>
 
+#include "store/guarded.h"
 #include "base/charge.h"
 #include "base/support.h"
 
@@ -103,6 +104,10 @@ struct rg_scope {
   int map_full;             /* set when LMDB ran out of map: grow, rerun */
   uint32_t purged[16];      /* containers whose expired items are gone */
   int npurged;
+  /* what its writes hold in memory until the commit (LMDB's dirty pages):
+  ** each entry put or deleted, and the pages of a value too big to share
+  ** a leaf; a script's transaction is bounded by it (RG_MAX_TXN_DIRTY) */
+  uint64_t dirty;
 };
 
 /* The body of a scope: returns 0 (commit) or a status (abort). */

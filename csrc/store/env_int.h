@@ -23,6 +23,9 @@ struct rg_env {
   int broken;               /* a remap failed (errno): unusable until reopened */
   uint8_t secret[16];       /* keys continuation tokens to this database */
   struct rg_wal *wal;       /* the write-ahead log (wal.h), or NULL */
+  struct rg_guard *guard;   /* the map's guard (guard.h), or NULL */
+  int sums;                 /* the pages' checksums are checked */
+  int damaged;              /* LMDB's own check failed: no more writes */
   const struct rg_hooks *hooks;    /* upward calls (hooks.h), or NULL */
   struct rg_pcache *pcache;        /* path ids known to be given (index.c) */
   void *hook_state;

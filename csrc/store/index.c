@@ -972,6 +972,7 @@ int rg_ixcur_open (rg_ixcur *c, MDB_txn *txn, rg_env *env) {
   c->txn = txn;
   c->env = env;
   c->cur = c->refs = NULL;
+  c->nbuf = 0;
   if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_INDEX], &c->cur))) return rc;
   if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_REFS], &c->refs))) {
     mdb_cursor_close(c->cur);
@@ -994,8 +995,20 @@ static int flat (rg_ixcur *c, const MDB_val *key, const MDB_val *dup,
   memcpy(c->buf, key->mv_data, key->mv_size);
   memcpy(c->buf + key->mv_size, dup->mv_data, RG_REF_SIZE);
   k->mv_data = c->buf;
-  k->mv_size = key->mv_size + RG_REF_SIZE;
+  k->mv_size = c->nbuf = key->mv_size + RG_REF_SIZE;
   return 0;
+}
+
+/* The entry key | dup (dup RG_REF_SIZE bytes) against the n bytes at b,
+** as flat bytes: < 0, 0, > 0. */
+static int flat_cmp (const MDB_val *key, const MDB_val *dup,
+                      const uint8_t *b, size_t n) {
+  size_t kn = key->mv_size, m = kn < n ? kn : n, all = kn + RG_REF_SIZE;
+  int c = memcmp(key->mv_data, b, m);
+  if (c || kn >= n) return c ? c : 1;
+  m = n - kn < RG_REF_SIZE ? n - kn : RG_REF_SIZE;
+  if ((c = memcmp(dup->mv_data, b + kn, m)) != 0) return c;
+  return all > n ? 1 : all < n ? -1 : 0;
 }
 
 /* Positions on the first entry >= the flat bytes `want`: the first key
@@ -1036,7 +1049,7 @@ static int seek (rg_ixcur *c, const MDB_val *want, MDB_val *key,
 
 int rg_ixcur_get (rg_ixcur *c, MDB_val *k, int op) {
   MDB_val key, dup;
-  int rc;
+  int rc, order = 0;
   switch (op) {
     case RG_IX_SEEK: rc = seek(c, k, &key, &dup); break;
     case RG_IX_NEXT: rc = mdb_cursor_get(c->cur, &key, &dup, MDB_NEXT); break;
@@ -1044,6 +1057,15 @@ int rg_ixcur_get (rg_ixcur *c, MDB_val *k, int op) {
     default: rc = mdb_cursor_get(c->cur, &key, &dup, MDB_LAST); break;
   }
   if (rc) return rc;
+  if (dup.mv_size != RG_REF_SIZE) return MDB_CORRUPTED;
+  if (op == RG_IX_SEEK)
+    order = flat_cmp(&key, &dup, (const uint8_t *)k->mv_data, k->mv_size) >= 0;
+  else if (op == RG_IX_NEXT || op == RG_IX_PREV) {
+    int c0 = c->nbuf ? flat_cmp(&key, &dup, c->buf, c->nbuf) : 0;
+    order = !c->nbuf || (op == RG_IX_NEXT ? c0 > 0 : c0 < 0);
+  }
+  else order = 1;
+  if (!order) return MDB_CORRUPTED;
   return flat(c, &key, &dup, k);
 }
 

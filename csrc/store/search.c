@@ -176,7 +176,7 @@ static int src_stats (void *ud, const char *path, size_t n, int lang,
     return rg_fail(e, 500, "out of memory");
   if ((rc = mdb_cursor_open(f->txn, f->c->env->dbi[RG_DB_ITEMS], &cur))) {
     rg_ftacc_free(acc);
-    return rg_fail(e, 500, "storage: %s", mdb_strerror(rc));
+    return rg_fail_mdb(e, rc, "read the items for FullTextScore");
   }
   k.mv_data = f->prefix;
   k.mv_size = f->plen;
@@ -196,13 +196,17 @@ static int src_stats (void *ud, const char *path, size_t n, int lang,
       f->w->text_loaded++;
       if (rg_ftacc_doc(acc, json, jn)) { rc = -2; break; }
     }
+    if (f->deadline && rg_deadline_passed(f->deadline)) { rc = -3; break; }
     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
   }
   mdb_cursor_close(cur);
   if (rc == -1) rc = rg_fail(e, 500, "corrupt item record");
   else if (rc == -2) rc = rg_fail(e, 500, "out of memory");
+  else if (rc == -3)
+    rc = rg_fail(e, 408, "the query exceeded its time limit (%.2f s of CPU)",
+                 (double)f->deadline->limit / 1e9);
   else if (rc && rc != MDB_NOTFOUND)
-    rc = rg_fail(e, 500, "storage: %s", mdb_strerror(rc));
+    rc = rg_fail_mdb(e, rc, "read the items for FullTextScore");
   else {
     rc = 0;
     rg_ftacc_result(acc, docs, tokens, df);
