@@ -421,23 +421,29 @@ hammer: all
 
 # libFuzzer targets (tools/fuzz/<target>.c): each is built with clang, with
 # ASan and UBSan, against the layer archives it names in FUZZ_LIBS_<target>
-# (instrumented archives of base, sql, store and luax under build/fuzz/lib;
-# only luax needs the Lua library), then run for FUZZ_SECONDS on a scratch
+# (instrumented archives of the layers under build/fuzz/lib; luax and
+# those above need the Lua library), then run for FUZZ_SECONDS on a scratch
 # corpus seeded from tools/fuzz/corpus/<target>/ (and <target>.dict if
-# present).  A crash stops the run and leaves its input in build/fuzz/crash-*.
+# present).  A crash, or an input running past FUZZ_TIMEOUT seconds, stops
+# the run and leaves its input in build/fuzz/crash-* (timeout-*).
+# damage_fuzz damages a real database and opens, reads, queries, writes
+# and verifies it (docs/guarantees.md, A damaged file).
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
 FUZZ_MAXLEN  ?= 4096
+FUZZ_TIMEOUT ?= 60
 FUZZ_LUALIB  ?= -llua5.4
 FUZZ_FLAGS    = -g -O1 -std=c99 -D_GNU_SOURCE -DRG_DEBUG -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer -Icsrc -I$(LUA_INCDIR) \
-                -I$(LMDB_INCDIR) -I$(CJSON_INCDIR)
+                -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) -I$(PCRE2_INCDIR) \
+                -I$(DUKTAPE_DIR)
 FUZZ_TARGETS  = $(basename $(notdir $(wildcard tools/fuzz/*.c)))
 
 FUZZ_LIBS_query_fuzz = sql base
 FUZZ_LIBS_json_fuzz  = luax store sql base
 FUZZ_LIBS_patch_fuzz = base
 FUZZ_LIBS_token_fuzz = store sql base
+FUZZ_LIBS_damage_fuzz = host script luax store sql base
 FUZZ_LIBS_text_fuzz  = sql base
 FUZZ_LIBS_vector_fuzz = base
 
@@ -472,7 +478,8 @@ fuzz: deps-fuzz
 	  mkdir -p build/fuzz/corpus/$$t; \
 	  dict=""; [ -f tools/fuzz/$$t.dict ] && dict="-dict=tools/fuzz/$$t.dict"; \
 	  build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAXLEN) \
-	    -artifact_prefix=build/fuzz/ -print_final_stats=1 $$dict \
+	    -timeout=$(FUZZ_TIMEOUT) -artifact_prefix=build/fuzz/ \
+	    -print_final_stats=1 $$dict \
 	    build/fuzz/corpus/$$t tools/fuzz/corpus/$$t || exit 1; \
 	done
 
@@ -528,7 +535,9 @@ build/explorer/index.html: $(EXPLORER_PAGE) build/npm/package-lock.json
 	} > build/explorer/vendor/VERSIONS
 
 # The page in a real browser: Debian's Chromium driven by playwright-core
-# (explorer/browser_test.js) against the blog's data set.
+# (explorer/browser_test.js) against the blog's data set; then the explorer
+# and the gateway under hostile clients (spec/servers_spec.lua, which
+# needs nginx and the page, so `make test` leaves it pending).
 DEPS_BROWSER = chromium
 explorer-test: explorer
 	@sh tools/deps.sh $(DEPS_BROWSER)
@@ -536,6 +545,7 @@ explorer-test: explorer
 	$(RUN) tools/blog_db.lua build/explorer-test/blog 0.0001
 	NODE_PATH=build/npm/node_modules node explorer/browser_test.js \
 	  build/explorer-test/blog build/explorer-test
+	SERVERS_SPEC=1 $(BUSTED) spec/servers_spec.lua
 	$(BUSTED) spec/explore_spec.lua
 
 # The Data Explorer's page: explorer/www in a release tarball, else the

@@ -263,6 +263,32 @@ describe("full-text search", function()
       assert.is_true(ranked.charge > plain.charge)
     end)
 
+    H.local_it("stops the statistics' pass at the query's time limit, not after it",
+      "FullTextScore's statistics are not read on a cluster yet", function()
+      local path = H.tmpdir()
+      local tdb = assert(regolith.open(path))
+      local tc = assert(tdb:create_container("f", { partition_key = "/pk" }))
+      local words = {}
+      for i = 1, 4000 do words[i] = "w" .. i end
+      local text = table.concat(words, " ")
+      for i = 1, 150 do assert(tc:create({ id = "i" .. i, pk = "big", text = text })) end
+      assert(tc:create({ id = "s", pk = "small", text = "w1 w2" }))
+      -- the query reads one item, its statistics the 151 of the container
+      local sql = "SELECT TOP 1 c.id FROM c WHERE c.pk = 'small' " ..
+                  "ORDER BY RANK FullTextScore(c.text, 'w1')"
+      local t0 = os.clock()
+      assert.are.same({ { id = "s" } }, (assert(tc:query(sql))))
+      local pass = os.clock() - t0
+      tdb:close()
+      tdb = assert(regolith.open(path, { query_time = pass / 20 }))
+      tc = assert(tdb:container("f"))
+      t0 = os.clock()
+      assert.matches("the query exceeded its time limit", H.fails(408, tc:query(sql)))
+      -- once the pass ran to its end, and the query stopped after it
+      assert.is_true(os.clock() - t0 < pass / 2, "the pass ran on")
+      tdb:close()
+    end)
+
     it("refuses what ORDER BY RANK and FullTextScore cannot take", function()
       assert.matches("ORDER BY RANK takes", H.fails(400, c:query("SELECT * FROM c ORDER BY RANK c.text")))
       assert.matches("property path of the FROM item", H.fails(400, c:query(

@@ -25,6 +25,7 @@ typedef struct rg_work {
   uint64_t loaded;          /* items loaded by queries */
   uint64_t loaded_bytes;
   uint64_t scanned;         /* index entries a query answered from alone */
+  uint64_t steps;           /* LIKE and RegexMatch work beyond a linear pass */
   uint64_t scripts;         /* procedure and trigger runs */
   uint64_t vector_read;     /* bytes of exact vectors a search read */
   uint64_t codes;           /* codes a vector search read */

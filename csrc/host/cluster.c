@@ -1290,6 +1290,7 @@ static int query_finish (lua_State *L) {
   }
   if (rg_qexec_finish(lq->x, &lq->rows, &lq->offsets, &count, &lq->tok, &e))
     return rgl_push_fail(L, &e);
+  lq->work.steps = rg_qexec_steps(lq->x);
   if (as_text) lua_pushlstring(L, lq->rows.p ? lq->rows.p : "[]",
                                lq->rows.p ? lq->rows.n : 2);
   else {
@@ -1335,6 +1336,8 @@ static int query_finish (lua_State *L) {
     lua_setfield(L, -2, "loaded");
     lua_pushinteger(L, (lua_Integer)lq->work.loaded_bytes);
     lua_setfield(L, -2, "loaded_bytes");
+    lua_pushinteger(L, (lua_Integer)lq->work.steps);
+    lua_setfield(L, -2, "steps");
     lua_setfield(L, -2, "work");
   }
   lquery_free(L, lq);
@@ -1589,20 +1592,21 @@ static int l_token_open (lua_State *L) {
 }
 
 /* core.charge({read_units, written, write_extra_kb, terms, lookups,
-** partitions, loaded, loaded_bytes, scripts}) -> request units */
+** partitions, loaded, loaded_bytes, scripts, steps}) -> request units */
 static int l_charge (lua_State *L) {
   static const char *const names[] = {
     "read_units", "written", "write_extra_kb", "terms", "lookups",
-    "partitions", "loaded", "loaded_bytes", "scripts", NULL
+    "partitions", "loaded", "loaded_bytes", "scripts", "steps", NULL
   };
   rg_work w;
-  uint64_t *f[9];
+  uint64_t *f[10];
   int i;
   luaL_checktype(L, 1, LUA_TTABLE);
   memset(&w, 0, sizeof(w));
   f[0] = &w.read_units; f[1] = &w.written; f[2] = &w.write_extra_kb;
   f[3] = &w.terms; f[4] = &w.lookups; f[5] = &w.partitions;
   f[6] = &w.loaded; f[7] = &w.loaded_bytes; f[8] = &w.scripts;
+  f[9] = &w.steps;
   for (i = 0; names[i]; i++) {
     lua_getfield(L, 1, names[i]);
     *f[i] = (uint64_t)luaL_optinteger(L, -1, 0);

@@ -139,6 +139,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
                  int fts_local) {
   rg_lcont *lc = rgl_checkcont(L, cix);
   rg_query_req rq;
+  rg_deadline dl;
   qadmit qa;
   qcall *q;
   rg_err e;
@@ -166,6 +167,10 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
     return rgl_push_fail(L, &e);
   }
   rq.params = q->params;
+  if (lc->db->query_time > 0) {
+    rg_deadline_start(&dl, (int64_t)(lc->db->query_time * 1e9));
+    rq.deadline = &dl;
+  }
   do {                               /* again after a 429 waited out */
     if (rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) {
       rq.admit = query_admit;

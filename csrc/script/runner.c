@@ -303,6 +303,7 @@ static int part_query (rg_scope *s, const rg_cont *c, rg_query_req *q,
   s->work.loaded += res->work.loaded;
   s->work.loaded_bytes += res->work.loaded_bytes;
   s->work.scanned += res->work.scanned;
+  s->work.steps += res->work.steps;
   return 0;
 }
 
@@ -485,14 +486,17 @@ static int do_query (lua_State *L) {
   rgl_sandbox_left(L, &left, &room);
   q.max_rows = left / ROW_COST + 1;
   q.max_bytes = room;
+  q.deadline = rgl_sandbox_deadline(x->rt->sb);
   if (x->step) return ask_query(L, x, &q);
   memset(&x->qres, 0, sizeof(x->qres));
   x->qlive = 1;
   rc = part_query(s, x->c, &q, &x->qres, &e);
   if (rc == 408 && x->qres.made > q.max_rows)
     rgl_sandbox_stop(L, RG_STOP_BUDGET);
+  if (rc == 408 && q.deadline && q.deadline->passed)
+    rgl_sandbox_stop(L, RG_STOP_TIME);
   if (rc == 413) rgl_sandbox_stop(L, RG_STOP_MEMORY);
-  rgl_sandbox_charge(L, x->qres.made * ROW_COST);
+  rgl_sandbox_charge(L, x->qres.made * ROW_COST + x->qres.work.steps);
   if (rc) return rgl_push_fail(L, &e);
   rgl_sandbox_charge(L, x->qres.rows.n / 8);
   /* straight into the sandbox, whose allocator counts it: a tree of the
@@ -526,6 +530,9 @@ static int charged_op (lua_State *L, lua_CFunction f) {
   before = x->s->work;
   n = f(L);
   rg_work_diff(&w, &x->s->work, &before);
+  /* the memory the transaction holds until its commit is bounded: the
+  ** host's, not the script's, so no budget of the script sees it */
+  if (rg_kv_pending(x->s->txn) > RG_MAX_TXN_DIRTY) rgl_sandbox_stop(L, RG_STOP_WRITES);
   rgl_sandbox_charge(L, OP_COST + (uint64_t)(rg_charge(&w) * RU_COST));
   return n;
 }
@@ -739,14 +746,18 @@ static int exec_main (lua_State *L) {
 static int outcome (exec *x, lua_State *L, int rc, int why, rg_err *e) {
   const char *what = what_of(x->kind);
   int n = (int)x->namelen;
-  if (why == RG_STOP_BUDGET)
-    return rg_fail(e, 408, "%s '%.*s' exceeded its instruction budget "
-                   "(%llu instructions)", what, n, x->name,
-                   (unsigned long long)x->rt->budget);
+  char lim[64];
+  if (why == RG_STOP_BUDGET || why == RG_STOP_TIME)
+    return rg_fail(e, 408, "%s '%.*s' exceeded its %s", what, n, x->name,
+                   rgl_sandbox_exceeded(x->rt->sb, why, lim, sizeof(lim)));
   if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM)
     return rg_fail(e, 413, "%s '%.*s' exceeded its memory budget "
                    "(%llu bytes)", what, n, x->name,
                    (unsigned long long)x->rt->memory);
+  if (why == RG_STOP_WRITES)
+    return rg_fail(e, 413, "%s '%.*s' exceeded the write limit of its "
+                   "transaction (%llu bytes)", what, n, x->name,
+                   (unsigned long long)RG_MAX_TXN_DIRTY);
   if (why == RG_STOP_ABORT)
     return rg_fail(e, x->status, "%s '%.*s' aborted: %s", what, n, x->name,
                    x->err.msg);
@@ -965,10 +976,12 @@ static int check_with (rg_runtime *rt, int tag, const char *name, size_t n,
   if (rc == LUA_OK) rc = lua_pcall(L, 1, 0, 0);
   else rc = -rc;                     /* the compiler failed */
   why = rgl_sandbox_disarm(rt->sb);
-  if (why == RG_STOP_BUDGET)
-    rc = rg_fail(e, 408, "%s '%.*s' exceeded its instruction budget while "
-                 "loading (%llu instructions)", what, (int)n, name,
-                 (unsigned long long)rt->budget);
+  if (why == RG_STOP_BUDGET || why == RG_STOP_TIME) {
+    char lim[64];
+    rc = rg_fail(e, 408, "%s '%.*s' exceeded its %s while loading", what,
+                 (int)n, name,
+                 rgl_sandbox_exceeded(rt->sb, why, lim, sizeof(lim)));
+  }
   else if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM || rc == -LUA_ERRMEM)
     rc = rg_fail(e, 413, "%s '%.*s' exceeded its memory budget while "
                  "loading (%llu bytes)", what, (int)n, name,
@@ -1566,9 +1579,10 @@ fail:
 static int read_reply (lua_State *H, rg_run *r, int idx) {
   static const char *const counters[] = {
     "read_units", "written", "write_bytes", "write_extra_kb", "terms",
-    "lookups", "partitions", "loaded", "loaded_bytes", "scripts", NULL
+    "lookups", "partitions", "loaded", "loaded_bytes", "scripts", "steps",
+    NULL
   };
-  uint64_t *w[10];
+  uint64_t *w[11];
   size_t n;
   const char *s;
   int i;
@@ -1576,6 +1590,7 @@ static int read_reply (lua_State *H, rg_run *r, int idx) {
   w[2] = &r->work.write_bytes; w[3] = &r->work.write_extra_kb;
   w[4] = &r->work.terms; w[5] = &r->work.lookups; w[6] = &r->work.partitions;
   w[7] = &r->work.loaded; w[8] = &r->work.loaded_bytes; w[9] = &r->work.scripts;
+  w[10] = &r->work.steps;
   luaL_checktype(H, idx, LUA_TTABLE);
   lua_getfield(H, idx, "status");
   r->status = (int)luaL_optinteger(H, -1, 200);

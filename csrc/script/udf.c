@@ -154,10 +154,12 @@ static int udf_call (void *ud, const char *name, size_t n,
     lua_pushlightuserdata(L, &c);
     rc = lua_pcall(L, 1, 0, 0);
     why = rgl_sandbox_stopped(L);
-    if (why == RG_STOP_BUDGET)
-      rc = rg_fail(e, 408, "user-defined function '%.*s' exceeded the "
-                   "instruction budget (%llu instructions)", (int)n, name,
-                   (unsigned long long)rt->budget);
+    if (why == RG_STOP_BUDGET || why == RG_STOP_TIME) {
+      char lim[64];
+      rc = rg_fail(e, 408, "user-defined function '%.*s' exceeded the %s",
+                   (int)n, name,
+                   rgl_sandbox_exceeded(rt->sb, why, lim, sizeof(lim)));
+    }
     else if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM)
       rc = rg_fail(e, 413, "user-defined function '%.*s' exceeded the memory "
                    "budget (%llu bytes)", (int)n, name,

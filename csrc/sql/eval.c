@@ -295,8 +295,8 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
         esc = cp;
       }
       {
-        int m = rg_like(a.s, a.n, b.s, b.n, esc);
-        rg_qv_bool(out, ex->op ? !m : m);
+        int m = rg_like(x, a.s, a.n, b.s, b.n, esc);
+        if (m >= 0) rg_qv_bool(out, ex->op ? !m : m);
       }
       return;
     }
@@ -602,6 +602,7 @@ static void sr_row (subrun *r) {
       return;
     }
   }
+  if (rg_qctx_late(x)) { r->stop = 1; return; }
   if (b->where >= 0) {
     rg_qeval(x, b->where, &v);
     if (v.t != RG_QV_TRUE) return;

@@ -403,9 +403,12 @@ static int oom (rg_qexec *x) {
   return x->status;
 }
 
-/* Counts a document fed or a row made against the bound; 1 when the page
-** must stop (408). */
+static int eval_failed (rg_qexec *x);
+
+/* Counts a document fed or a row made against the bound, and asks whether
+** the page has used its time; 1 when the page must stop (408). */
 static int meter_rows (rg_qexec *x) {
+  if (rg_qctx_late(&x->ctx)) return eval_failed(x);
   if (++x->made <= x->max_rows || x->max_rows == 0) return 0;
   if (!x->status)
     x->status = rg_fail(x->e, 408, "the query read or made more than %llu "
@@ -997,6 +1000,14 @@ uint64_t rg_qexec_passed (const rg_qexec *x) {
 
 uint64_t rg_qexec_made (const rg_qexec *x) {
   return x->made;
+}
+
+void rg_qexec_deadline (rg_qexec *x, rg_deadline *d) {
+  x->ctx.deadline = d;
+}
+
+uint64_t rg_qexec_steps (const rg_qexec *x) {
+  return x->ctx.steps;
 }
 
 void rg_qexec_conds (rg_qexec *x, const int32_t *conds, int n) {

@@ -31,6 +31,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/arena.h"
+#include "base/deadline.h"
 #include "base/support.h"
 
 /* Value types, in the order ORDER BY ranks them (arrays and objects rank
@@ -420,6 +421,11 @@ void rg_qexec_text (rg_qexec *x, const rg_qtext *t);
 ** the work done so far. */
 void rg_qexec_limits (rg_qexec *x, uint64_t max_rows, size_t max_bytes);
 uint64_t rg_qexec_made (const rg_qexec *x);
+/* Bounds the CPU time of the page's work (NULL: none): 408 once it is
+** spent, checked at every document, row and 2^20 steps of LIKE. */
+void rg_qexec_deadline (rg_qexec *x, rg_deadline *d);
+/* The evaluation work to charge (rg_work's `steps`). */
+uint64_t rg_qexec_steps (const rg_qexec *x);
 /* SORT: the rows that passed the WHERE so far (a source that reads its
 ** items best first stops once the page's TOP has them). */
 uint64_t rg_qexec_passed (const rg_qexec *x);

@@ -19,8 +19,8 @@
 ** (objects in any member order) have equal bytes.  This file is below the
 ** rest of sql/: the parser (parse.c), evaluation (eval.c), the functions
 ** (func.c, time.c, fts.c) and the pipeline (exec.c) build on it, and it
-** calls none of them; so do the two helpers every one of them reports
-** failures with (the last section).
+** calls none of them; so do the helpers every one of them reports
+** failures and checks the time limit with (the last section).
 */
 
 #include <locale.h>
@@ -676,6 +676,19 @@ void rg_qctx_fail (rg_qctx *x, int status, const char *msg) {
   if (x->status) return;
   x->status = status;
   rg_fail(&x->err, status, "%s", msg);
+}
+
+int rg_qctx_late (rg_qctx *x) {
+  if (x->status) return 1;
+  if (x->deadline == NULL || !rg_deadline_passed(x->deadline)) return 0;
+  x->status = rg_fail(&x->err, 408, "the query exceeded its time limit "
+                      "(%.2f s of CPU)", (double)x->deadline->limit / 1e9);
+  return 1;
+}
+
+int rg_qctx_work (rg_qctx *x, uint64_t steps, uint64_t linear) {
+  if (steps > linear) x->steps += steps - linear;
+  return rg_qctx_late(x);
 }
 
 void rg_query_where (const char *sql, size_t off, int *line, int *col) {

@@ -125,6 +125,7 @@ typedef struct rg_kv_ops {
   size_t (*savepoint) (rg_txn *t);
   int (*rollback) (rg_txn *t, size_t mark);
   void (*release) (rg_txn *t, size_t mark);
+  uint64_t (*pending) (rg_txn *t);
 } rg_kv_ops;
 
 /* A transaction and a cursor begin with their backend's table: the
@@ -205,6 +206,13 @@ static inline int rg_kv_rollback (rg_txn *t, size_t mark) {
 }
 static inline void rg_kv_release (rg_txn *t, size_t mark) {
   t->ops->release(t, mark);
+}
+
+/* The memory a write transaction's writes hold until its commit, bytes
+** (the backend's estimate; a savepoint's rollback takes nothing back):
+** what bounds a script's transaction (RG_MAX_TXN_DIRTY, base/limits.h). */
+static inline uint64_t rg_kv_pending (rg_txn *t) {
+  return t->ops->pending(t);
 }
 
 /* A failure code as a status and a message about `what` (500, or 507 for

@@ -2458,12 +2458,14 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
                          st.tok.n, e)))
     goto done;
   rg_qexec_limits(st.x, rq->max_rows, rq->max_bytes);
+  rg_qexec_deadline(st.x, rq->deadline);
   {                                  /* full-text statistics: the scope */
     uint8_t cid[4];
     rg_put_u32(cid, c->spec->cid);
     if (rq->fts_local && st.pl.routed == R_PARTITION)
       rg_ftsrc_init(&st.fts, txn, c, st.pl.rkey, st.pl.rklen, now, &r->work);
     else rg_ftsrc_init(&st.fts, txn, c, cid, 4, now, &r->work);
+    st.fts.deadline = rq->deadline;
     rg_qexec_text(st.x, &st.fts.iface);
   }
   if (c->spec->ncp) rg_qexec_computed(st.x, c->spec->cp, c->spec->ncp);
@@ -2499,6 +2501,7 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   if (S.probe) rg_cur_close(S.probe);
   rg_buf_free(&S.okey);
   rg_buf_free(&S.doc);
+  r->work.steps += rg_qexec_steps(st.x);
   if (rc < 0 || rc > 1) goto done;
   st.tok.n = 0;
   if ((rc = rg_qexec_finish(st.x, &r->rows, &r->offsets, &r->count, &st.tok,

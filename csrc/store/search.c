@@ -175,7 +175,7 @@ static int src_stats (void *ud, const char *path, size_t n, int lang,
     return rg_fail(e, 500, "out of memory");
   if ((rc = rg_cur_open(f->txn, RG_DB_ITEMS, &cur))) {
     rg_ftacc_free(acc);
-    return rg_kv_fail(e, rc, "full-text statistics");
+    return rg_kv_fail(e, rc, "read the items for FullTextScore");
   }
   k.p = f->prefix;
   k.n = f->plen;
@@ -194,13 +194,17 @@ static int src_stats (void *ud, const char *path, size_t n, int lang,
       f->w->text_loaded++;
       if (rg_ftacc_doc(acc, json, jn)) { rc = -2; break; }
     }
+    if (f->deadline && rg_deadline_passed(f->deadline)) { rc = -3; break; }
     rc = rg_cur_get(cur, &k, &v, RG_NEXT);
   }
   rg_cur_close(cur);
   if (rc == -1) rc = rg_fail(e, 500, "corrupt item record");
   else if (rc == -2) rc = rg_fail(e, 500, "out of memory");
+  else if (rc == -3)
+    rc = rg_fail(e, 408, "the query exceeded its time limit (%.2f s of CPU)",
+                 (double)f->deadline->limit / 1e9);
   else if (rc && rc != RG_NOTFOUND)
-    rc = rg_kv_fail(e, rc, "full-text statistics");
+    rc = rg_kv_fail(e, rc, "read the items for FullTextScore");
   else {
     rc = 0;
     rg_ftacc_result(acc, docs, tokens, df);

@@ -13,13 +13,15 @@
 ** query, by one pass over the items of the container, or of the routed
 ** logical partition when the request asks for that scope.  Every item the
 ** pass reads is counted in the query's work (it is charged like the
-** query's own reads, and `info` shows it).
+** query's own reads, and `info` shows it), and the pass ends with the
+** query's 408 when the query's CPU time limit passes during it.
 */
 
 #ifndef rg_search_h
 #define rg_search_h
 
 #include "base/charge.h"
+#include "base/deadline.h"
 #include "sql/sql.h"
 #include "store/container.h"
 #include "store/kv.h"
@@ -59,6 +61,7 @@ typedef struct rg_ftsrc {
   size_t plen;
   int64_t now;
   rg_work *w;
+  rg_deadline *deadline;            /* the query's, or NULL */
 } rg_ftsrc;
 
 void rg_ftsrc_init (rg_ftsrc *f, rg_txn *txn, const rg_cont *c,
