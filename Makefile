@@ -477,7 +477,8 @@ fuzz: deps-fuzz
 	  echo "== $$t ($(FUZZ_SECONDS)s)"; \
 	  mkdir -p build/fuzz/corpus/$$t; \
 	  dict=""; [ -f tools/fuzz/$$t.dict ] && dict="-dict=tools/fuzz/$$t.dict"; \
-	  build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAXLEN) \
+	  supp=""; [ -f tools/fuzz/$$t.lsan ] && supp="suppressions=tools/fuzz/$$t.lsan"; \
+	  LSAN_OPTIONS="$$supp" build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAXLEN) \
 	    -timeout=$(FUZZ_TIMEOUT) -artifact_prefix=build/fuzz/ \
 	    -print_final_stats=1 $$dict \
 	    build/fuzz/corpus/$$t tools/fuzz/corpus/$$t || exit 1; \
