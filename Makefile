@@ -240,12 +240,15 @@ ctest: $(CTESTS)
 	@for t in $(CTESTS); do $$t || exit 1; done
 
 # The layering of the C core (csrc/README.md): includes point down only,
-# only store/ calls LMDB, and the lower layers link without Lua: every
+# no call cycle among the files of a folder, only the files behind the
+# store's seam call LMDB (tools/layers.sh, which first checks itself on a
+# planted bad tree), and the lower layers link without Lua: every
 # object of base and sql with cJSON (and PCRE2, RegexMatch's) alone, and of
 # the store with LMDB too.
 layers: $(ARCHIVES)
 	@mkdir -p build
-	sh tools/layers.sh csrc
+	sh tools/layers.sh --self-test
+	sh tools/layers.sh csrc $(BUILD)/obj
 	$(CC) -shared -o $(BUILD)/lib/check_sql.so -Wl,--whole-archive \
 	  $(BUILD)/lib/libsql.a $(BUILD)/lib/libbase.a -Wl,--no-whole-archive \
 	  -Wl,--no-undefined -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -lcjson -lpcre2-8 -lstemmer -lm
@@ -346,11 +349,13 @@ GATEWAY_BENCH_WORKERS ?= 1 2 4
 gateway-bench:
 	sh test/sdk/bench.sh $(GATEWAY_BENCH_WORKERS)
 
-# The sanitizer build: the same sources with ASan and UBSan, loaded into the
-# stock interpreter by preloading the ASan runtime.
+# The sanitizer build: the same sources with ASan and UBSan, and the
+# assertions on (-DRG_DEBUG, base/support.h), loaded into the stock
+# interpreter by preloading the ASan runtime.  A debug build of one's own:
+# make BUILD=build/debug CFLAGS="-O0 -g -DRG_DEBUG".
 check: deps-test
 	$(MAKE) all BUILD=build/asan \
-	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  CFLAGS="-O1 -g -DRG_DEBUG -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  LIBS="$(LIBS) -fsanitize=address,undefined"
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
@@ -428,7 +433,7 @@ FUZZ_SECONDS ?= 30
 FUZZ_MAXLEN  ?= 4096
 FUZZ_TIMEOUT ?= 60
 FUZZ_LUALIB  ?= -llua5.4
-FUZZ_FLAGS    = -g -O1 -std=c99 -D_GNU_SOURCE -fno-sanitize-recover=all \
+FUZZ_FLAGS    = -g -O1 -std=c99 -D_GNU_SOURCE -DRG_DEBUG -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer -Icsrc -I$(LUA_INCDIR) \
                 -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) -I$(PCRE2_INCDIR) \
                 -I$(DUKTAPE_DIR)

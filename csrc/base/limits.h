@@ -25,7 +25,7 @@
 #define RG_MAX_INSTANCE    200            /* bytes of a processor instance name */
 #define RG_DEFAULT_PARTITION_BYTES (20ull << 30)
 /* what the transaction of a procedure or a trigger may write, as the
-** memory it holds until the commit (store/env.h, rg_scope.dirty): 413 */
+** memory it holds until the commit (store/kv.h, rg_kv_pending): 413 */
 #define RG_MAX_TXN_DIRTY   (64ull << 20)
 /* seconds of CPU a query page may take by default (open's query_time):
 ** 408 */

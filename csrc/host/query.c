@@ -143,7 +143,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
   qadmit qa;
   qcall *q;
   rg_err e;
-  MDB_txn *txn;
+  rg_txn *txn;
   size_t i, *off;
   int rc, top;
   memset(&rq, 0, sizeof(rq));

@@ -24,6 +24,26 @@
 
 typedef struct rg_sandbox rg_sandbox;
 
+/* A sandbox, as sandbox.c (its state and environment) and budget.c (its
+** accounting) share it. */
+struct rg_sandbox {
+  lua_State *S;
+  size_t used;                 /* bytes the state holds */
+  size_t limit;                /* while armed: the most it may hold */
+  size_t hard;                 /* LuaJIT: the limit plus the overdraft */
+  int armed;
+  int refused;                 /* a growth was refused, not yet retried */
+  int collect;                 /* LuaJIT: over the limit, the hook collects */
+  int sysalloc;                /* LuaJIT without GC64: LuaJIT's allocator */
+  int stop;                    /* RG_STOP_* once the execution must end */
+  uint64_t spent, budget;      /* instructions */
+  rg_deadline time;            /* the CPU time the execution may take */
+  uintptr_t cbase;             /* the C stack where the run was armed */
+  uint64_t seeds;              /* executions so far (reseeds math.random) */
+  lua_State *run;              /* a resumable run's thread, or NULL */
+};
+
+
 enum { RG_STOP_NONE, RG_STOP_BUDGET, RG_STOP_MEMORY, RG_STOP_ABORT,
        RG_STOP_TIME, RG_STOP_WRITES };
 
@@ -31,6 +51,13 @@ rg_sandbox *rgl_sandbox_new (void);                 /* NULL: out of memory */
 void        rgl_sandbox_free (rg_sandbox *sb);
 lua_State  *rgl_sandbox_state (rg_sandbox *sb);
 rg_sandbox *rgl_sandbox_of (lua_State *S);
+/* The allocator of a sandbox's state (ud: the sandbox); where a state
+** cannot take it (LuaJIT without GC64), rgl_sandbox_adopt records the
+** sandbox in the state made without it (budget.c). */
+void       *rgl_sandbox_alloc (void *ud, void *p, size_t osize, size_t nsize);
+void        rgl_sandbox_adopt (lua_State *S, rg_sandbox *sb);
+/* The bytes an armed execution may still allocate ((size_t)-1: not armed). */
+size_t      rgl_sandbox_room (rg_sandbox *sb);
 /* Starts an execution's accounting: at most `budget` instructions and
 ** `memory` bytes more than the state holds now. */
 void     rgl_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory);

@@ -131,8 +131,8 @@ static int udf_call (void *ud, const char *name, size_t n,
     if ((rc = rg_srec_get(u->txn, u->c->env, RG_MK_UDF, u->c->spec->cid,
                           name, n, &c.rec, c.key, &c.klen, e)))
       return rc;
-    if ((rt = rg_runtime_of(u->c->env)) == NULL)
-      return rg_fail(e, 500, "out of memory");
+    if ((rt = (rg_runtime *)rg_env_hook_state(u->c->env)) == NULL)
+      return rg_fail(e, 500, "the database has no script runtime");
     if (rg_js_is(c.rec.src, c.rec.len))
       return rg_js_udf(rt, u, name, n, &c.rec, c.key, c.klen, args, lens,
                        nargs, out, e);
@@ -183,7 +183,7 @@ static int udf_call (void *ud, const char *name, size_t n,
   return rc;
 }
 
-void rg_udfs_init (rg_udfs *u, MDB_txn *txn, const rg_cont *c) {
+void rg_udfs_init (rg_udfs *u, rg_txn *txn, const rg_cont *c) {
   memset(u, 0, sizeof(*u));
   u->iface.ud = u;
   u->iface.call = udf_call;
@@ -203,7 +203,9 @@ void rg_udfs_host (rg_udfs *u, rg_stepper *pool, uint32_t cid,
 }
 
 void rg_udfs_done (rg_udfs *u) {
-  if (u->js_armed) rg_js_udfs_done(u->c ? rg_runtime_of(u->c->env) : NULL, u);
+  if (u->js_armed)
+    rg_js_udfs_done(u->c ? (rg_runtime *)rg_env_hook_state(u->c->env) : NULL,
+                    u);
   if (u->armed) {
     lua_State *L = rgl_sandbox_state(u->rt->sb);
     int why = rgl_sandbox_disarm(u->rt->sb);

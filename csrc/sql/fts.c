@@ -357,8 +357,9 @@ static int lang_of (rg_qctx *x, const char *path, size_t n) {
   return l < 0 || l >= RG_LANG_COUNT ? RG_LANG_EN_US : l;
 }
 
-/* Analyzes call node e once per query; NULL after a failure. */
-static ftcall *prepare (rg_qctx *x, int32_t e) {
+/* Analyzes call node e (its arguments' values: args) once per query;
+** NULL after a failure. */
+static ftcall *prepare (rg_qctx *x, int32_t e, const rg_qv *args) {
   const rg_query *q = x->q;
   const rg_qexpr *ex = &q->ex[e];
   const int32_t *a = rg_qargs(q, ex);
@@ -391,8 +392,7 @@ static ftcall *prepare (rg_qctx *x, int32_t e) {
     col.t = (ftterm *)rg_arena_alloc(&f->mem, MAX_QTERMS * sizeof(ftterm));
     if (col.t == NULL) { x->scratch->oom = 1; return NULL; }
     for (i = 1; i < ex->nlist; i++) {
-      rg_qv v;
-      rg_qeval(x, a[i], &v);
+      rg_qv v = args[i];
       if (v.t == RG_QV_ARR) {        /* the older form: an array */
         const rg_qnode *el = v.node + 1;
         uint32_t k;
@@ -453,8 +453,7 @@ static ftcall *prepare (rg_qctx *x, int32_t e) {
                                        (size_t)c->nph * sizeof(ftphrase));
     if (c->ph == NULL) { x->scratch->oom = 1; return NULL; }
     for (i = 0; i < c->nph; i++) {
-      rg_qv v;
-      rg_qeval(x, a[i + 1], &v);
+      rg_qv v = args[i + 1];
       if ((r = read_phrase(x, f, c->lang, &v, &c->ph[i]))) {
         if (r < 0) x->scratch->oom = 1;
         return NULL;
@@ -546,7 +545,8 @@ static int has_phrase (const ftdoc *d, const ftphrase *ph) {
   return 0;
 }
 
-void rg_qfts_call (rg_qctx *x, int32_t e, rg_qv *out) {
+void rg_qfts_call (rg_qctx *x, int32_t e, const rg_qv *args, int n,
+                   rg_qv *out) {
   const rg_qexpr *ex = &x->q->ex[e];
   ftcall *c;
   ftdoc *d;
@@ -557,8 +557,9 @@ void rg_qfts_call (rg_qctx *x, int32_t e, rg_qv *out) {
     rg_qctx_fail(x, 400, "RRF can only be the key of ORDER BY RANK");
     return;
   }
-  if ((c = prepare(x, e)) == NULL) return;
-  rg_qeval(x, x->q->list[ex->list], &v);
+  rg_assert(n == ex->nlist);
+  if ((c = prepare(x, e, args)) == NULL) return;
+  v = args[0];
   if (v.t != RG_QV_STR) {
     if (ex->op != RG_QF_FULLTEXTSCORE) rg_qv_bool(out, 0);
     return;

@@ -94,17 +94,6 @@ static const char *const reserved[] = {
 ** Errors
 ** ======================================================================
 */
-void rg_query_where (const char *sql, size_t off, int *line, int *col) {
-  size_t i;
-  *line = 1;
-  *col = 1;
-  for (i = 0; i < off; i++) {
-    unsigned char c = (unsigned char)sql[i];
-    if (c == '\n') { (*line)++; *col = 1; }
-    else if ((c & 0xC0) != 0x80) (*col)++;
-  }
-}
-
 /* A short description of the current token, for messages. */
 static void describe (pstate *P, char *out, size_t size) {
   const token *t = &P->t;

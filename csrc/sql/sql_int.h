@@ -136,12 +136,14 @@ int  rg_qctx_late (rg_qctx *x);
 ** `steps` above), and asks rg_qctx_late. */
 int  rg_qctx_work (rg_qctx *x, uint64_t steps, uint64_t linear);
 
-/* Full text (fts.c): a FullText* or RRF call node evaluated; the row
+/* Full text (fts.c): a FullText* or RRF call node evaluated (given the
+** values of all its arguments, evaluated by eval.c; none for RRF); the row
 ** changed (its texts' analyses are dropped); the state freed.  Parse-time
 ** checks of the calls and of ORDER BY RANK (400).  RRF's components and
 ** weights (at most max; the count), and whether a component ranks higher
 ** values first. */
-void rg_qfts_call (rg_qctx *x, int32_t e, rg_qv *out);
+void rg_qfts_call (rg_qctx *x, int32_t e, const rg_qv *args, int n,
+                   rg_qv *out);
 void rg_qfts_newdoc (rg_qctx *x);
 void rg_qfts_free (rg_qctx *x);
 int  rg_qfts_check (const rg_query *q, rg_err *e);

@@ -66,6 +66,7 @@
 
 #include "base/json.h"
 #include "store/container.h"
+#include "store/layout.h"
 #include "store/search.h"
 
 
@@ -650,3 +651,35 @@ int rg_doc_ttl (const rg_cspec *c, const cJSON *doc, int64_t *ttl,
   }
   return 0;
 }
+
+
+/*
+** {=====================================================================
+** Containers in a transaction
+** ======================================================================
+*/
+int rg_cont_alive (rg_txn *txn, const rg_cont *c, rg_err *e) {
+  uint8_t mk[8];
+  rg_val k, v;
+  int rc;
+  k.p = mk;
+  k.n = rg_meta_key(mk, RG_MK_SPEC, c->spec->cid, NULL, 0);
+  rc = rg_kv_get(txn, RG_DB_META, k.p, k.n, &v);
+  if (rc == RG_NOTFOUND)
+    return rg_fail(e, 404, "container '%s' has been deleted", c->spec->name);
+  if (rc) return rg_kv_fail(e, rc, "catalog");
+  if (v.n != strlen(c->spec->json) ||
+      memcmp(v.p, c->spec->json, v.n) != 0) {
+    cJSON *j = NULL;                  /* replaced: adopt the stored spec */
+    rg_cspec *fresh = NULL;
+    if (rg_json_parse((const char *)v.p, v.n, &j, e) ||
+        rg_cspec_build(j, c->spec->cid, &fresh, e)) {
+      cJSON_Delete(j);
+      return rg_fail(e, 500, "corrupt container spec: %s", e->msg);
+    }
+    cJSON_Delete(j);
+    rg_cspec_adopt(c->spec, fresh);
+  }
+  return 0;
+}
+/* }===================================================================== */

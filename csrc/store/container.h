@@ -16,6 +16,7 @@
 
 #include "base/support.h"
 #include "sql/sql.h"
+#include "store/kv.h"
 
 struct rg_env;
 struct rg_ftpolicy;                 /* store/search.h */
@@ -164,6 +165,11 @@ typedef struct rg_cont {
   struct rg_env *env;
   rg_cspec *spec;
 } rg_cont;
+
+/* Does the container still exist in this transaction? (404 if not)  When
+** its spec was replaced (rg_catalog_replace), the handle's spec adopts the
+** stored one first, so every call works with the spec of its transaction. */
+int rg_cont_alive (rg_txn *txn, const rg_cont *c, rg_err *e);
 
 /* The time to live of a document: its `ttl` field, else the container's
 ** default_ttl (0 when the container has none: never expires; -1: never);

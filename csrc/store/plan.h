@@ -67,7 +67,7 @@ typedef struct rg_query_res {
 /* Runs one page of a query in `txn` (a read transaction, or a scope's);
 ** expired items are invisible as of `now`.  400 for bad SQL (the message
 ** names the position and what was expected), bad parameters or tokens. */
-int  rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
+int  rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
                     const rg_query_req *q, rg_query_res *r, rg_err *e);
 void rg_query_res_free (rg_query_res *r);
 /* The context a query's continuation token is bound to: the container

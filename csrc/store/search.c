@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "sql/text.h"
-#include "store/env_int.h"
 #include "store/layout.h"
 #include "store/search.h"
 
@@ -169,44 +168,43 @@ static int src_stats (void *ud, const char *path, size_t n, int lang,
                       uint64_t *df, rg_err *e) {
   rg_ftsrc *f = (rg_ftsrc *)ud;
   rg_ftacc *acc;
-  MDB_cursor *cur;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_val k, v;
   int rc;
   if (rg_ftacc_new(&acc, path, n, lang, terms, lens, nterms))
     return rg_fail(e, 500, "out of memory");
-  if ((rc = mdb_cursor_open(f->txn, f->c->env->dbi[RG_DB_ITEMS], &cur))) {
+  if ((rc = rg_cur_open(f->txn, RG_DB_ITEMS, &cur))) {
     rg_ftacc_free(acc);
-    return rg_fail_mdb(e, rc, "read the items for FullTextScore");
+    return rg_kv_fail(e, rc, "read the items for FullTextScore");
   }
-  k.mv_data = f->prefix;
-  k.mv_size = f->plen;
-  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  while (rc == 0 && k.mv_size >= f->plen &&
-         memcmp(k.mv_data, f->prefix, f->plen) == 0) {
+  k.p = f->prefix;
+  k.n = f->plen;
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  while (rc == 0 && k.n >= f->plen && memcmp(k.p, f->prefix, f->plen) == 0) {
     rg_ihdr h;
     const char *json;
     size_t jn;
-    if (rg_ihdr_get(v.mv_data, v.mv_size, &h, &json, &jn)) {
+    if (rg_ihdr_get(v.p, v.n, &h, &json, &jn)) {
       rc = -1;
       break;
     }
     if (h.expiry == 0 || h.expiry > f->now) {
       f->w->loaded++;
-      f->w->loaded_bytes += v.mv_size;
+      f->w->loaded_bytes += v.n;
       f->w->text_loaded++;
       if (rg_ftacc_doc(acc, json, jn)) { rc = -2; break; }
     }
     if (f->deadline && rg_deadline_passed(f->deadline)) { rc = -3; break; }
-    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   if (rc == -1) rc = rg_fail(e, 500, "corrupt item record");
   else if (rc == -2) rc = rg_fail(e, 500, "out of memory");
   else if (rc == -3)
     rc = rg_fail(e, 408, "the query exceeded its time limit (%.2f s of CPU)",
                  (double)f->deadline->limit / 1e9);
-  else if (rc && rc != MDB_NOTFOUND)
-    rc = rg_fail_mdb(e, rc, "read the items for FullTextScore");
+  else if (rc && rc != RG_NOTFOUND)
+    rc = rg_kv_fail(e, rc, "read the items for FullTextScore");
   else {
     rc = 0;
     rg_ftacc_result(acc, docs, tokens, df);
@@ -215,7 +213,7 @@ static int src_stats (void *ud, const char *path, size_t n, int lang,
   return rc;
 }
 
-void rg_ftsrc_init (rg_ftsrc *f, MDB_txn *txn, const rg_cont *c,
+void rg_ftsrc_init (rg_ftsrc *f, rg_txn *txn, const rg_cont *c,
                     const uint8_t *prefix, size_t plen, int64_t now,
                     rg_work *w) {
   memset(f, 0, sizeof(*f));

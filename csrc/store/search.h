@@ -20,12 +20,11 @@
 #ifndef rg_search_h
 #define rg_search_h
 
-#include <lmdb.h>
-
 #include "base/charge.h"
 #include "base/deadline.h"
 #include "sql/sql.h"
 #include "store/container.h"
+#include "store/kv.h"
 
 typedef struct rg_ftpath {
   char *path;                       /* "/text" */
@@ -56,7 +55,7 @@ int  rg_ftpolicy_lang (const rg_cspec *s, const char *path, size_t n);
 ** container's or the route's), read in `txn`, counted in `w`. */
 typedef struct rg_ftsrc {
   rg_qtext iface;
-  MDB_txn *txn;
+  rg_txn *txn;
   const rg_cont *c;
   uint8_t prefix[RG_MAX_KEY];
   size_t plen;
@@ -65,7 +64,7 @@ typedef struct rg_ftsrc {
   rg_deadline *deadline;            /* the query's, or NULL */
 } rg_ftsrc;
 
-void rg_ftsrc_init (rg_ftsrc *f, MDB_txn *txn, const rg_cont *c,
+void rg_ftsrc_init (rg_ftsrc *f, rg_txn *txn, const rg_cont *c,
                     const uint8_t *prefix, size_t plen, int64_t now,
                     rg_work *w);
 

@@ -1,9 +1,9 @@
 /*
 ** vindex.c: vector indexes in the store (vindex.h says what they keep).
 **
-** Storage format (the `vector` table; integers big-endian in keys, host
-** order in values, as every LMDB file is of one architecture).  An index
-** instance is named by a 16-byte prefix
+** Storage format (the `vector` table, whose keys layout.c builds;
+** integers big-endian in keys, host order in values, as a database file
+** is of one architecture).  An index instance is named by a 16-byte prefix
 **
 **     P = cid u32 | ixid u32 | shard u64
 **
@@ -47,18 +47,17 @@
 
 #include "base/json.h"
 #include "base/vgraph.h"
-#include "store/env_int.h"
+#include "store/layout.h"
 #include "store/vindex.h"
 
 #define VX_VERSION 1
 #define VX_BLOCK   4060          /* bytes of a block's value */
 #define VX_DEGREE  32
-#define VX_KEY     21            /* P | type | u32 */
 #define VX_HDR_FIXED 32          /* the header before the trained flag */
 #define RG_VX_CACHE  ((size_t)512 << 20)
 
-enum { T_HDR = 'h', T_VEC = 'x', T_CODE = 'c', T_ADJ = 'a', T_FREE = 'f',
-       T_SEQ = 's' };
+enum { T_HDR = RG_VK_HEADER, T_VEC = RG_VK_VECTORS, T_CODE = RG_VK_CODES,
+       T_ADJ = RG_VK_ADJ, T_FREE = RG_VK_FREE, T_SEQ = RG_VK_SLOT };
 
 
 /*
@@ -68,11 +67,13 @@ enum { T_HDR = 'h', T_VEC = 'x', T_CODE = 'c', T_ADJ = 'a', T_FREE = 'f',
 */
 typedef struct vx {
   rg_env *env;
-  MDB_txn *txn;
+  rg_txn *txn;
   rg_scope *s;               /* NULL: reading */
   const rg_vembed *emb;
   const rg_vindex *ix;
-  uint8_t p[16];
+  uint32_t cid, ixid;
+  uint64_t shard;
+  uint8_t p[16];             /* the instance's prefix */
   /* the header */
   int found, trained;
   uint32_t count, top, nfree, entry;
@@ -98,22 +99,13 @@ typedef struct vx {
 } vx;
 
 static size_t key (const vx *x, uint8_t *k, int type, uint32_t n) {
-  memcpy(k, x->p, 16);
-  k[16] = (uint8_t)type;
-  if (type == T_HDR) return 17;
-  rg_put_u32(k + 17, n);
-  return VX_KEY;
+  return rg_key_vector(k, x->cid, x->ixid, x->shard, type, n);
 }
 
-static int get (vx *x, const uint8_t *k, size_t kn, MDB_val *v) {
-  MDB_val kv;
-  int rc;
-  kv.mv_data = (void *)k;
-  kv.mv_size = kn;
-  if (x->env->dbi[RG_DB_VECTOR] == RG_DBI_NONE) return MDB_NOTFOUND;
-  rc = mdb_get(x->txn, x->env->dbi[RG_DB_VECTOR], &kv, v);
-  if (rc == MDB_NOTFOUND) return MDB_NOTFOUND;
-  if (rc) return rg_fail_mdb(x->e, rc, "read a vector index");
+static int get (vx *x, const uint8_t *k, size_t kn, rg_val *v) {
+  int rc = rg_kv_get(x->txn, RG_DB_VECTOR, k, kn, v);
+  if (rc == RG_NOTFOUND) return RG_NOTFOUND;
+  if (rc) return rg_kv_fail(x->e, rc, "read a vector index");
   return 0;
 }
 
@@ -152,11 +144,11 @@ static void vx_free (vx *x) {
 
 /* Opens the index of embedding `m` (its index ix) and shard in a txn,
 ** reading the header (absent: an empty index). */
-static int vx_open (vx *x, rg_env *env, MDB_txn *txn, rg_scope *s,
+static int vx_open (vx *x, rg_env *env, rg_txn *txn, rg_scope *s,
                     const rg_cspec *c, const rg_vembed *m, uint64_t shard,
                     rg_err *e) {
-  uint8_t k[VX_KEY];
-  MDB_val v;
+  uint8_t k[RG_VECTOR_KEY];
+  rg_val v;
   int rc;
   memset(x, 0, sizeof(*x));
   x->env = env;
@@ -175,9 +167,10 @@ static int vx_open (vx *x, rg_env *env, MDB_txn *txn, rg_scope *s,
   x->bc = VX_BLOCK / (4 + (size_t)m->dims);
   if (x->bc == 0) x->bc = 1;
   x->entry = RG_VG_NONE;
-  rg_put_u32(x->p, c->cid);
-  rg_put_u32(x->p + 4, rg_vindex_id(m));
-  rg_put_u64(x->p + 8, shard);
+  x->cid = c->cid;
+  x->ixid = rg_vindex_id(m);
+  x->shard = shard;
+  key(x, x->p, 0, 0);
   x->lo = (float *)calloc(rg_sq8_floats((size_t)m->dims), sizeof(float));
   x->wide = (float *)malloc(sizeof(float) * (size_t)m->dims);
   x->code = (uint8_t *)malloc((size_t)m->dims);
@@ -187,12 +180,12 @@ static int vx_open (vx *x, rg_env *env, MDB_txn *txn, rg_scope *s,
   }
   rg_sq8_init(&x->sq, (size_t)m->dims, m->dist, x->lo);
   rc = get(x, k, key(x, k, T_HDR, 0), &v);
-  if (rc == MDB_NOTFOUND) return 0;
+  if (rc == RG_NOTFOUND) return 0;
   if (rc) { vx_free(x); return rc; }
   {
-    const uint8_t *h = (const uint8_t *)v.mv_data;
+    const uint8_t *h = (const uint8_t *)v.p;
     uint16_t dims;
-    if (v.mv_size < VX_HDR_FIXED + 1 || h[0] != VX_VERSION) goto corrupt;
+    if (v.n < VX_HDR_FIXED + 1 || h[0] != VX_VERSION) goto corrupt;
     memcpy(&dims, h + 4, 2);
     if (dims != m->dims || h[1] != x->kind || h[2] != m->dtype ||
         h[3] != m->dist)
@@ -204,7 +197,7 @@ static int vx_open (vx *x, rg_env *env, MDB_txn *txn, rg_scope *s,
     memcpy(&x->gen, h + 24, 8);
     x->trained = h[VX_HDR_FIXED] != 0;
     if (x->trained) {
-      if (v.mv_size != VX_HDR_FIXED + 1 + 4 * ((size_t)dims + 1)) goto corrupt;
+      if (v.n != VX_HDR_FIXED + 1 + 4 * ((size_t)dims + 1)) goto corrupt;
       memcpy(x->lo, h + VX_HDR_FIXED + 1, 4 * (size_t)dims);
       memcpy(&x->sq.step, h + VX_HDR_FIXED + 1 + 4 * (size_t)dims, 4);
     }
@@ -218,7 +211,7 @@ corrupt:
 
 /* An index left empty keeps nothing: its free slots and header go. */
 static int vx_clear (vx *x) {
-  uint8_t k[VX_KEY];
+  uint8_t k[RG_VECTOR_KEY];
   uint64_t n;
   int rc;
   key(x, k, T_FREE, 0);
@@ -229,7 +222,7 @@ static int vx_clear (vx *x) {
 }
 
 static int vx_save (vx *x) {
-  uint8_t k[VX_KEY], h[VX_HDR_FIXED + 1 + 4 * (4096 + 1)];
+  uint8_t k[RG_VECTOR_KEY], h[VX_HDR_FIXED + 1 + 4 * (4096 + 1)];
   uint16_t dims = (uint16_t)x->dims, degree = VX_DEGREE;
   size_t n = VX_HDR_FIXED + 1;
   uint64_t lsn = rg_scope_lsn(x->s, x->e);
@@ -304,15 +297,15 @@ static const void *kvec (vx *x, const uint8_t *vec) {
 /* A copy of block `b` of `type` (zeroed when absent) into `out` (size). */
 static int read_block (vx *x, int type, uint32_t b, uint8_t *out,
                        size_t size) {
-  uint8_t k[VX_KEY];
-  MDB_val v;
+  uint8_t k[RG_VECTOR_KEY];
+  rg_val v;
   int rc = get(x, k, key(x, k, type, b), &v);
-  if (rc == MDB_NOTFOUND) { memset(out, 0, size); return 0; }
+  if (rc == RG_NOTFOUND) { memset(out, 0, size); return 0; }
   if (rc) return rc;
-  if (v.mv_size != size)
+  if (v.n != size)
     return rg_fail(x->e, 500, "corrupt vector index block ('%s')",
                    x->emb->text);
-  memcpy(out, v.mv_data, size);
+  memcpy(out, v.p, size);
   return 0;
 }
 
@@ -322,7 +315,7 @@ static size_t cblock_size (const vx *x) { return x->bc * (4 + (size_t)x->dims); 
 /* Sets slot vid's exact vector (seq 0: empties it). */
 static int set_vector (vx *x, uint32_t vid, uint32_t seq, const uint8_t *vec) {
   size_t size = vblock_size(x), i = vid % x->bv;
-  uint8_t k[VX_KEY], *blk = (uint8_t *)malloc(size);
+  uint8_t k[RG_VECTOR_KEY], *blk = (uint8_t *)malloc(size);
   uint32_t b = (uint32_t)(vid / x->bv);
   double norm = 0;
   int rc, any = 0;
@@ -339,7 +332,7 @@ static int set_vector (vx *x, uint32_t vid, uint32_t seq, const uint8_t *vec) {
     any |= s != 0;
   }
   key(x, k, T_VEC, b);
-  rc = any ? put(x, k, VX_KEY, blk, size) : del(x, k, VX_KEY);
+  rc = any ? put(x, k, RG_VECTOR_KEY, blk, size) : del(x, k, RG_VECTOR_KEY);
 done:
   free(blk);
   return rc;
@@ -348,7 +341,7 @@ done:
 /* Sets slot vid's code (seq 0: empties it). */
 static int set_code (vx *x, uint32_t vid, uint32_t seq, const uint8_t *code) {
   size_t size = cblock_size(x), i = vid % x->bc;
-  uint8_t k[VX_KEY], *blk = (uint8_t *)malloc(size);
+  uint8_t k[RG_VECTOR_KEY], *blk = (uint8_t *)malloc(size);
   uint32_t b = (uint32_t)(vid / x->bc);
   int rc, any = 0;
   if (blk == NULL) return rg_fail(x->e, 500, "out of memory");
@@ -362,7 +355,7 @@ static int set_code (vx *x, uint32_t vid, uint32_t seq, const uint8_t *code) {
     any |= s != 0;
   }
   key(x, k, T_CODE, b);
-  rc = any ? put(x, k, VX_KEY, blk, size) : del(x, k, VX_KEY);
+  rc = any ? put(x, k, RG_VECTOR_KEY, blk, size) : del(x, k, RG_VECTOR_KEY);
 done:
   free(blk);
   return rc;
@@ -372,55 +365,55 @@ done:
 ** *vec NULL for an empty slot. */
 static int vector_of (vx *x, uint32_t vid, const uint8_t **vec, uint32_t *seq,
                       double *norm) {
-  uint8_t k[VX_KEY];
-  MDB_val v;
+  uint8_t k[RG_VECTOR_KEY];
+  rg_val v;
   size_t i = vid % x->bv;
   int rc = get(x, k, key(x, k, T_VEC, (uint32_t)(vid / x->bv)), &v);
   *vec = NULL;
-  if (rc == MDB_NOTFOUND) return 0;
+  if (rc == RG_NOTFOUND) return 0;
   if (rc) return rc;
-  if (v.mv_size != vblock_size(x))
+  if (v.n != vblock_size(x))
     return rg_fail(x->e, 500, "corrupt vector index block ('%s')",
                    x->emb->text);
   x->vectors_read++;
-  memcpy(seq, (const uint8_t *)v.mv_data + 4 * i, 4);
+  memcpy(seq, (const uint8_t *)v.p + 4 * i, 4);
   if (*seq == 0) return 0;
-  memcpy(norm, (const uint8_t *)v.mv_data + 4 * x->bv + 8 * i, 8);
-  *vec = (const uint8_t *)v.mv_data + 12 * x->bv + x->vb * i;
+  memcpy(norm, (const uint8_t *)v.p + 4 * x->bv + 8 * i, 8);
+  *vec = (const uint8_t *)v.p + 12 * x->bv + x->vb * i;
   return 0;
 }
 
 static int slot_of (vx *x, uint32_t seq, uint32_t *vid) {
-  uint8_t k[VX_KEY];
-  MDB_val v;
+  uint8_t k[RG_VECTOR_KEY];
+  rg_val v;
   int rc = get(x, k, key(x, k, T_SEQ, seq), &v);
   if (rc) return rc;
-  if (v.mv_size != 4)
+  if (v.n != 4)
     return rg_fail(x->e, 500, "corrupt vector index slot map");
-  memcpy(vid, v.mv_data, 4);
+  memcpy(vid, v.p, 4);
   return 0;
 }
 
 /* A free slot: the lowest freed one, else the next at `top`. */
 static int alloc_slot (vx *x, uint32_t *vid) {
-  MDB_cursor *cur;
-  MDB_val kv, v;
-  uint8_t k[VX_KEY];
+  rg_cur *cur;
+  rg_val kv, v;
+  uint8_t k[RG_VECTOR_KEY];
   int rc;
   if (x->nfree == 0) { *vid = x->top++; return 0; }
-  if ((rc = mdb_cursor_open(x->txn, x->env->dbi[RG_DB_VECTOR], &cur)))
-    return rg_fail_mdb(x->e, rc, "read a vector index");
-  kv.mv_data = k;
-  kv.mv_size = key(x, k, T_FREE, 0);
-  rc = mdb_cursor_get(cur, &kv, &v, MDB_SET_RANGE);
-  if (rc == 0 && (kv.mv_size != VX_KEY || memcmp(kv.mv_data, k, 17) != 0))
-    rc = MDB_NOTFOUND;
-  if (rc == 0) *vid = rg_get_u32((const uint8_t *)kv.mv_data + 17);
-  mdb_cursor_close(cur);
-  if (rc == MDB_NOTFOUND)
+  if ((rc = rg_cur_open(x->txn, RG_DB_VECTOR, &cur)))
+    return rg_kv_fail(x->e, rc, "read a vector index");
+  kv.p = k;
+  kv.n = key(x, k, T_FREE, 0);
+  rc = rg_cur_get(cur, &kv, &v, RG_SEEK);
+  if (rc == 0 && (kv.n != RG_VECTOR_KEY || memcmp(kv.p, k, 17) != 0))
+    rc = RG_NOTFOUND;
+  if (rc == 0) *vid = rg_get_u32((const uint8_t *)kv.p + 17);
+  rg_cur_close(cur);
+  if (rc == RG_NOTFOUND)
     return rg_fail(x->e, 500, "corrupt vector index: a free slot counted "
                    "and missing ('%s')", x->emb->text);
-  if (rc) return rg_fail_mdb(x->e, rc, "read a vector index");
+  if (rc) return rg_kv_fail(x->e, rc, "read a vector index");
   x->nfree--;
   return del(x, k, key(x, k, T_FREE, *vid));
 }
@@ -463,7 +456,7 @@ static vcache *cache_pin (vx *x) {
   vcache *c, **pp;
   uint8_t id[32];
   size_t nblocks = x->top / x->bc + 1;
-  memcpy(id, x->env->secret, 16);
+  memcpy(id, rg_env_secret(x->env), 16);
   memcpy(id + 16, x->p, 16);
   pthread_mutex_lock(&cache_mu);
   for (pp = &caches; (c = *pp) != NULL; pp = &c->next)
@@ -519,18 +512,18 @@ static void cache_unpin (vcache *c) {
 static const uint8_t *cache_block (vx *x, uint32_t b) {
   vcache *c = x->cache;
   uint8_t *p;
-  uint8_t k[VX_KEY];
-  MDB_val v;
+  uint8_t k[RG_VECTOR_KEY];
+  rg_val v;
   if (b >= c->nblocks) return EMPTY;
   p = __atomic_load_n(&c->blocks[b], __ATOMIC_ACQUIRE);
   if (p) return p;
   if (get(x, k, key(x, k, T_CODE, b), &v) != 0) p = EMPTY;
-  else if (v.mv_size != c->bsize) return NULL;
+  else if (v.n != c->bsize) return NULL;
   else {
     pthread_mutex_lock(&cache_mu);
     if (cache_bytes + c->bsize <= RG_VX_CACHE &&
         (p = (uint8_t *)malloc(c->bsize)) != NULL) {
-      memcpy(p, v.mv_data, c->bsize);
+      memcpy(p, v.p, c->bsize);
       cache_bytes += c->bsize;
     }
     pthread_mutex_unlock(&cache_mu);
@@ -561,16 +554,16 @@ static const uint8_t *cache_block (vx *x, uint32_t b) {
 */
 static int g_get_adj (void *ud, uint32_t v, uint32_t *out, int *n) {
   vx *x = (vx *)ud;
-  uint8_t k[VX_KEY];
-  MDB_val val;
+  uint8_t k[RG_VECTOR_KEY];
+  rg_val val;
   int rc = get(x, k, key(x, k, T_ADJ, v), &val);
   *n = 0;
-  if (rc == MDB_NOTFOUND) return 0;
+  if (rc == RG_NOTFOUND) return 0;
   if (rc) return rc;
   x->nodes_read++;
   {
-    const uint8_t *p = (const uint8_t *)val.mv_data;
-    if (val.mv_size < 1 || val.mv_size != 1 + 4 * (size_t)p[0] ||
+    const uint8_t *p = (const uint8_t *)val.p;
+    if (val.n < 1 || val.n != 1 + 4 * (size_t)p[0] ||
         p[0] > RG_VG_MAX_DEGREE)
       return rg_fail(x->e, 500, "corrupt vector index graph ('%s')",
                      x->emb->text);
@@ -582,7 +575,7 @@ static int g_get_adj (void *ud, uint32_t v, uint32_t *out, int *n) {
 
 static int g_put_adj (void *ud, uint32_t v, const uint32_t *adj, int n) {
   vx *x = (vx *)ud;
-  uint8_t k[VX_KEY], val[1 + 4 * RG_VG_MAX_DEGREE];
+  uint8_t k[RG_VECTOR_KEY], val[1 + 4 * RG_VG_MAX_DEGREE];
   x->nodes_written++;
   val[0] = (uint8_t)n;
   if (n) memcpy(val + 1, adj, 4 * (size_t)n);
@@ -605,15 +598,15 @@ static int g_get_code (void *ud, uint32_t v, const uint8_t **code) {
     x->cblock = b;
   }
   if (x->cptr == NULL || x->cblock != b) {
-    uint8_t k[VX_KEY];
-    MDB_val val;
+    uint8_t k[RG_VECTOR_KEY];
+    rg_val val;
     int rc = get(x, k, key(x, k, T_CODE, b), &val);
-    if (rc == MDB_NOTFOUND) return 0;
+    if (rc == RG_NOTFOUND) return 0;
     if (rc) return rc;
-    if (val.mv_size != cblock_size(x))
+    if (val.n != cblock_size(x))
       return rg_fail(x->e, 500, "corrupt vector index block ('%s')",
                      x->emb->text);
-    x->cptr = (const uint8_t *)val.mv_data;
+    x->cptr = (const uint8_t *)val.p;
     x->cblock = b;
     if (b >= x->nbptr) {             /* room for every block there is */
       size_t n = (size_t)x->top / x->bc + 1, i;
@@ -642,27 +635,26 @@ static int g_get_code (void *ud, uint32_t v, const uint8_t **code) {
 
 static int g_any (void *ud, uint32_t v, uint32_t *out) {
   vx *x = (vx *)ud;
-  MDB_cursor *cur;
-  MDB_val kv, val;
-  uint8_t k[VX_KEY];
+  rg_cur *cur;
+  rg_val kv, val;
+  uint8_t k[RG_VECTOR_KEY];
   int rc;
   *out = RG_VG_NONE;
-  if (x->env->dbi[RG_DB_VECTOR] == RG_DBI_NONE) return 0;
-  if ((rc = mdb_cursor_open(x->txn, x->env->dbi[RG_DB_VECTOR], &cur)))
-    return rg_fail_mdb(x->e, rc, "read a vector index");
-  kv.mv_data = k;
-  kv.mv_size = key(x, k, T_SEQ, 0);
-  for (rc = mdb_cursor_get(cur, &kv, &val, MDB_SET_RANGE); rc == 0;
-       rc = mdb_cursor_get(cur, &kv, &val, MDB_NEXT)) {
+  if ((rc = rg_cur_open(x->txn, RG_DB_VECTOR, &cur)))
+    return rg_kv_fail(x->e, rc, "read a vector index");
+  kv.p = k;
+  kv.n = key(x, k, T_SEQ, 0);
+  for (rc = rg_cur_get(cur, &kv, &val, RG_SEEK); rc == 0;
+       rc = rg_cur_get(cur, &kv, &val, RG_NEXT)) {
     uint32_t w;
-    if (kv.mv_size != VX_KEY || memcmp(kv.mv_data, k, 17) != 0) break;
-    if (val.mv_size != 4) continue;
-    memcpy(&w, val.mv_data, 4);
+    if (kv.n != RG_VECTOR_KEY || memcmp(kv.p, k, 17) != 0) break;
+    if (val.n != 4) continue;
+    memcpy(&w, val.p, 4);
     if (w != v) { *out = w; break; }
   }
-  mdb_cursor_close(cur);
-  return rc == 0 || rc == MDB_NOTFOUND ? 0
-                                       : rg_fail_mdb(x->e, rc, "read a vector index");
+  rg_cur_close(cur);
+  return rc == 0 || rc == RG_NOTFOUND ? 0
+                                       : rg_kv_fail(x->e, rc, "read a vector index");
 }
 
 static void graph_of (vx *x, rg_vgraph *g) {
@@ -686,9 +678,9 @@ static void graph_of (vx *x, rg_vgraph *g) {
 /* Codes for every stored vector, and (diskANN) the graph over them: what
 ** the index does when it reaches RG_VX_TRAIN vectors. */
 static int train (vx *x) {
-  MDB_cursor *cur;
-  MDB_val kv, v;
-  uint8_t k[VX_KEY];
+  rg_cur *cur;
+  rg_val kv, v;
+  uint8_t k[RG_VECTOR_KEY];
   float *sample = NULL;
   uint32_t *vids = NULL, *seqs = NULL;
   size_t n = 0, cap = (size_t)x->count + 1, i;
@@ -697,19 +689,19 @@ static int train (vx *x) {
   vids = (uint32_t *)malloc(cap * sizeof(uint32_t));
   seqs = (uint32_t *)malloc(cap * sizeof(uint32_t));
   if (!sample || !vids || !seqs) { rc = rg_fail(x->e, 500, "out of memory"); goto done; }
-  if ((rc = mdb_cursor_open(x->txn, x->env->dbi[RG_DB_VECTOR], &cur))) {
-    rc = rg_fail_mdb(x->e, rc, "read a vector index");
+  if ((rc = rg_cur_open(x->txn, RG_DB_VECTOR, &cur))) {
+    rc = rg_kv_fail(x->e, rc, "read a vector index");
     goto done;
   }
-  kv.mv_data = k;
-  kv.mv_size = key(x, k, T_VEC, 0);
-  for (rc = mdb_cursor_get(cur, &kv, &v, MDB_SET_RANGE); rc == 0;
-       rc = mdb_cursor_get(cur, &kv, &v, MDB_NEXT)) {
-    const uint8_t *blk = (const uint8_t *)v.mv_data;
+  kv.p = k;
+  kv.n = key(x, k, T_VEC, 0);
+  for (rc = rg_cur_get(cur, &kv, &v, RG_SEEK); rc == 0;
+       rc = rg_cur_get(cur, &kv, &v, RG_NEXT)) {
+    const uint8_t *blk = (const uint8_t *)v.p;
     uint32_t b;
-    if (kv.mv_size != VX_KEY || memcmp(kv.mv_data, k, 17) != 0) break;
-    if (v.mv_size != vblock_size(x)) { rc = -1; break; }
-    b = rg_get_u32((const uint8_t *)kv.mv_data + 17);
+    if (kv.n != RG_VECTOR_KEY || memcmp(kv.p, k, 17) != 0) break;
+    if (v.n != vblock_size(x)) { rc = -1; break; }
+    b = rg_get_u32((const uint8_t *)kv.p + 17);
     for (i = 0; i < x->bv && n < cap; i++) {
       uint32_t seq;
       memcpy(&seq, blk + 4 * i, 4);
@@ -721,9 +713,9 @@ static int train (vx *x) {
       n++;
     }
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   if (rc == -1) { rc = rg_fail(x->e, 500, "corrupt vector index block"); goto done; }
-  if (rc != MDB_NOTFOUND && rc != 0) { rc = rg_fail_mdb(x->e, rc, "read a vector index"); goto done; }
+  if (rc != RG_NOTFOUND && rc != 0) { rc = rg_kv_fail(x->e, rc, "read a vector index"); goto done; }
   if ((rc = rg_sq8_train(&x->sq, sample, n)) != 0) {
     rc = rg_fail(x->e, 500, "out of memory");
     goto done;
@@ -753,7 +745,7 @@ done:
 }
 
 static int add_item (vx *x, uint32_t seq, const uint8_t *vec) {
-  uint8_t k[VX_KEY], vb[4];
+  uint8_t k[RG_VECTOR_KEY], vb[4];
   uint32_t vid = 0;
   int rc;
   if ((rc = alloc_slot(x, &vid)) || (rc = set_vector(x, vid, seq, vec)))
@@ -777,10 +769,10 @@ static int add_item (vx *x, uint32_t seq, const uint8_t *vec) {
 }
 
 static int remove_item (vx *x, uint32_t seq) {
-  uint8_t k[VX_KEY];
+  uint8_t k[RG_VECTOR_KEY];
   uint32_t vid;
   int rc = slot_of(x, seq, &vid);
-  if (rc == MDB_NOTFOUND) return 0;  /* it had no vector here */
+  if (rc == RG_NOTFOUND) return 0;  /* it had no vector here */
   if (rc) return rc;
   if (x->kind == RG_VIX_DISKANN && x->trained) {
     rg_vgraph g;
@@ -905,34 +897,33 @@ int rg_vindex_reindex (rg_scope *s, const rg_cspec *from, const rg_cspec *to,
 */
 /* A cursor over the records of one type of an index instance. */
 typedef struct vcur {
-  MDB_cursor *c;
-  uint8_t k[VX_KEY];
+  rg_cur *c;
+  uint8_t k[RG_VECTOR_KEY];
   int started;
 } vcur;
 
 /* The next record of `type` under x's prefix: 0 (*vid, *val), 1 when
 ** there are no more, or a status. */
-static int vcur_next (vx *x, vcur *c, int type, uint32_t *n, MDB_val *val) {
-  MDB_val kv;
+static int vcur_next (vx *x, vcur *c, int type, uint32_t *n, rg_val *val) {
+  rg_val kv;
   int rc;
   if (c->c == NULL) {
-    if (x->env->dbi[RG_DB_VECTOR] == RG_DBI_NONE) return 1;
-    if ((rc = mdb_cursor_open(x->txn, x->env->dbi[RG_DB_VECTOR], &c->c)))
-      return rg_fail_mdb(x->e, rc, "read a vector index");
+    if ((rc = rg_cur_open(x->txn, RG_DB_VECTOR, &c->c)))
+      return rg_kv_fail(x->e, rc, "read a vector index");
     key(x, c->k, type, 0);
-    kv.mv_data = c->k;
-    kv.mv_size = VX_KEY;
-    rc = mdb_cursor_get(c->c, &kv, val, MDB_SET_RANGE);
-  } else rc = mdb_cursor_get(c->c, &kv, val, MDB_NEXT);
-  if (rc == MDB_NOTFOUND) return 1;
-  if (rc) return rg_fail_mdb(x->e, rc, "read a vector index");
-  if (kv.mv_size != VX_KEY || memcmp(kv.mv_data, c->k, 17) != 0) return 1;
-  *n = rg_get_u32((const uint8_t *)kv.mv_data + 17);
+    kv.p = c->k;
+    kv.n = RG_VECTOR_KEY;
+    rc = rg_cur_get(c->c, &kv, val, RG_SEEK);
+  } else rc = rg_cur_get(c->c, &kv, val, RG_NEXT);
+  if (rc == RG_NOTFOUND) return 1;
+  if (rc) return rg_kv_fail(x->e, rc, "read a vector index");
+  if (kv.n != RG_VECTOR_KEY || memcmp(kv.p, c->k, 17) != 0) return 1;
+  *n = rg_get_u32((const uint8_t *)kv.p + 17);
   return 0;
 }
 
 static void vcur_close (vcur *c) {
-  if (c->c) mdb_cursor_close(c->c);
+  if (c->c) rg_cur_close(c->c);
   c->c = NULL;
 }
 
@@ -970,15 +961,15 @@ static int exact (sstate *st, uint32_t vid, double *score, uint32_t *seq,
 static int scan_exact (sstate *st, rg_vbest *best) {
   vx *x = st->x;
   vcur c;
-  MDB_val v;
+  rg_val v;
   uint32_t b;
   size_t seen = 0;
   int rc;
   memset(&c, 0, sizeof(c));
   while ((rc = vcur_next(x, &c, T_VEC, &b, &v)) == 0) {
-    const uint8_t *blk = (const uint8_t *)v.mv_data;
+    const uint8_t *blk = (const uint8_t *)v.p;
     size_t i;
-    if (v.mv_size != vblock_size(x)) {
+    if (v.n != vblock_size(x)) {
       rc = rg_fail(x->e, 500, "corrupt vector index block ('%s')",
                    x->emb->text);
       break;
@@ -1071,7 +1062,7 @@ static int search_codes (sstate *st, const rg_sq8q *qq) {
   rg_vcand *cand = (rg_vcand *)malloc((want + 1) * sizeof(rg_vcand));
   rg_vbest best;
   vcur c;
-  MDB_val v;
+  rg_val v;
   uint32_t b;
   int rc = 0;
   if (cand == NULL) return rg_fail(x->e, 500, "out of memory");
@@ -1086,22 +1077,22 @@ static int search_codes (sstate *st, const rg_sq8q *qq) {
       blk = cache_block(x, b);
       if (blk == EMPTY) { b++; continue; }
       if (blk == NULL) {
-        uint8_t k[VX_KEY];
+        uint8_t k[RG_VECTOR_KEY];
         if ((rc = get(x, k, key(x, k, T_CODE, b), &v)) != 0) {
-          if (rc != MDB_NOTFOUND) break;
+          if (rc != RG_NOTFOUND) break;
           b++;
           continue;
         }
-        blk = (const uint8_t *)v.mv_data;
+        blk = (const uint8_t *)v.p;
       }
     } else {
       if ((rc = vcur_next(x, &c, T_CODE, &b, &v)) != 0) break;
-      if (v.mv_size != cblock_size(x)) {
+      if (v.n != cblock_size(x)) {
         rc = rg_fail(x->e, 500, "corrupt vector index block ('%s')",
                      x->emb->text);
         break;
       }
-      blk = (const uint8_t *)v.mv_data;
+      blk = (const uint8_t *)v.p;
     }
     for (j = 0; j < x->bc; j++) {
       uint32_t seq;
@@ -1199,31 +1190,27 @@ static int hit_cmp_lower (const void *a, const void *b) {
 }
 
 /* The next shard of an index at or after `from`: 0 (*shard), 1 when none. */
-static int next_shard (MDB_txn *txn, rg_env *env, const uint8_t *p8,
+static int next_shard (rg_txn *txn, uint32_t cid, uint32_t ixid,
                        uint64_t from, uint64_t *shard, rg_err *e) {
-  MDB_cursor *cur;
-  MDB_val kv, v;
-  uint8_t k[VX_KEY];
+  rg_cur *cur;
+  rg_val kv, v;
+  uint8_t k[RG_VECTOR_KEY];
   int rc;
-  if (env->dbi[RG_DB_VECTOR] == RG_DBI_NONE) return 1;
-  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_VECTOR], &cur)))
-    return rg_fail_mdb(e, rc, "read a vector index");
-  memcpy(k, p8, 8);
-  rg_put_u64(k + 8, from);
-  kv.mv_data = k;
-  kv.mv_size = 16;
-  rc = mdb_cursor_get(cur, &kv, &v, MDB_SET_RANGE);
-  if (rc == 0 && (kv.mv_size < 17 || memcmp(kv.mv_data, p8, 8) != 0))
-    rc = MDB_NOTFOUND;
-  if (rc == 0) *shard = rg_get_u64((const uint8_t *)kv.mv_data + 8);
-  mdb_cursor_close(cur);
-  if (rc == MDB_NOTFOUND) return 1;
-  return rc ? rg_fail_mdb(e, rc, "read a vector index") : 0;
+  if ((rc = rg_cur_open(txn, RG_DB_VECTOR, &cur)))
+    return rg_kv_fail(e, rc, "read a vector index");
+  kv.p = k;
+  kv.n = rg_key_vector(k, cid, ixid, from, 0, 0);
+  rc = rg_cur_get(cur, &kv, &v, RG_SEEK);
+  if (rc == 0 && (kv.n < 17 || memcmp(kv.p, k, 8) != 0))
+    rc = RG_NOTFOUND;
+  if (rc == 0) *shard = rg_get_u64((const uint8_t *)kv.p + 8);
+  rg_cur_close(cur);
+  if (rc == RG_NOTFOUND) return 1;
+  return rc ? rg_kv_fail(e, rc, "read a vector index") : 0;
 }
 
-int rg_vindex_search (MDB_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
+int rg_vindex_search (rg_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
   const rg_vembed *m = &q->spec->vemb[q->embed];
-  uint8_t p8[8];
   uint64_t shard = 0;
   size_t cap = 0;
   int rc;
@@ -1231,10 +1218,9 @@ int rg_vindex_search (MDB_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
   q->more = 0;
   q->hit = NULL;
   if (m->index < 0) return rg_fail(e, 500, "no vector index on '%s'", m->text);
-  rg_put_u32(p8, q->spec->cid);
-  rg_put_u32(p8 + 4, rg_vindex_id(m));
   if (q->one_shard) shard = q->shard;
-  while ((rc = next_shard(txn, env, p8, shard, &shard, e)) == 0) {
+  while ((rc = next_shard(txn, q->spec->cid, rg_vindex_id(m), shard, &shard,
+                          e)) == 0) {
     if (q->one_shard && shard != q->shard) break;   /* that shard is empty */
     vx x;
     if (cap < q->nhit + q->k) {
@@ -1281,18 +1267,18 @@ void rg_vsearch_free (rg_vsearch *q) {
 ** graph; returns the problems found. */
 static int verify_one (vx *x, rg_buf *report) {
   vcur c;
-  MDB_val v;
+  rg_val v;
   uint32_t n, live = 0, frees = 0;
   int problems = 0, rc;
 #define PROBLEM(...) do { problems++; rg_buf_addf(report, __VA_ARGS__); \
                           rg_buf_addc(report, '\n'); } while (0)
   memset(&c, 0, sizeof(c));
   while ((rc = vcur_next(x, &c, T_VEC, &n, &v)) == 0) {
-    const uint8_t *blk = (const uint8_t *)v.mv_data;
+    const uint8_t *blk = (const uint8_t *)v.p;
     size_t i;
-    if (v.mv_size != vblock_size(x)) {
+    if (v.n != vblock_size(x)) {
       PROBLEM("vector index '%s': block %u has %zu bytes", x->emb->text, n,
-              (size_t)v.mv_size);
+              (size_t)v.n);
       continue;
     }
     for (i = 0; i < x->bv; i++) {
@@ -1342,8 +1328,8 @@ static int verify_one (vx *x, rg_buf *report) {
                 x->emb->text, vid);
       if (x->kind == RG_VIX_DISKANN) {
         uint32_t adj[RG_VG_MAX_DEGREE];
-        uint8_t k[VX_KEY];
-        MDB_val val;
+        uint8_t k[RG_VECTOR_KEY];
+        rg_val val;
         int na, i, j;
         if (get(x, k, key(x, k, T_ADJ, vid), &val) != 0) {
           PROBLEM("vector index '%s': slot %u is not in the graph",
@@ -1374,7 +1360,7 @@ static int verify_one (vx *x, rg_buf *report) {
   return problems;
 }
 
-int rg_vindex_verify_item (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
+int rg_vindex_verify_item (rg_txn *txn, rg_env *env, const rg_cspec *spec,
                            uint32_t seq, const cJSON *doc, rg_buf *report) {
   int i, problems = 0;
   rg_err e;
@@ -1422,34 +1408,32 @@ int rg_vindex_verify_item (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
 ** indexes, in a form the format has? */
 static int known_key (const rg_cspec *spec, const uint8_t *k, size_t n) {
   int i;
-  if (n != 17 && n != VX_KEY) return 0;
+  if (n != 17 && n != RG_VECTOR_KEY) return 0;
   if ((n == 17) != (k[16] == T_HDR)) return 0;
-  if (!strchr("hxcafs", k[16])) return 0;
+  if (k[16] == 0 || !strchr("hxcafs", k[16])) return 0;
   for (i = 0; i < spec->nvix; i++)
     if (rg_get_u32(k + 4) == rg_vindex_id(&spec->vemb[spec->vix[i].embed]))
       return 1;
   return 0;
 }
 
-int rg_vindex_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
+int rg_vindex_verify (rg_txn *txn, rg_env *env, const rg_cspec *spec,
                       rg_buf *report) {
   int i, problems = 0, rc;
   rg_err e;
-  MDB_cursor *cur;
-  if (env->dbi[RG_DB_VECTOR] != RG_DBI_NONE &&
-      mdb_cursor_open(txn, env->dbi[RG_DB_VECTOR], &cur) == 0) {
-    MDB_val kv, v;
+  rg_cur *cur;
+  if (rg_cur_open(txn, RG_DB_VECTOR, &cur) == 0) {
+    rg_val kv, v;
     uint8_t p4[4];
     uint64_t stray = 0;
-    rg_put_u32(p4, spec->cid);
-    kv.mv_data = p4;
-    kv.mv_size = 4;
-    for (rc = mdb_cursor_get(cur, &kv, &v, MDB_SET_RANGE); rc == 0;
-         rc = mdb_cursor_get(cur, &kv, &v, MDB_NEXT)) {
-      if (kv.mv_size < 4 || memcmp(kv.mv_data, p4, 4) != 0) break;
-      if (!known_key(spec, (const uint8_t *)kv.mv_data, kv.mv_size)) stray++;
+    kv.p = p4;
+    kv.n = rg_key_cid(p4, spec->cid);
+    for (rc = rg_cur_get(cur, &kv, &v, RG_SEEK); rc == 0;
+         rc = rg_cur_get(cur, &kv, &v, RG_NEXT)) {
+      if (kv.n < 4 || memcmp(kv.p, p4, 4) != 0) break;
+      if (!known_key(spec, (const uint8_t *)kv.p, kv.n)) stray++;
     }
-    mdb_cursor_close(cur);
+    rg_cur_close(cur);
     if (stray) {
       rg_buf_addf(report, "container '%s': the vector table holds %lu "
                   "entries no vector index needs\n", spec->name,
@@ -1459,11 +1443,9 @@ int rg_vindex_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
   }
   for (i = 0; i < spec->nvix; i++) {
     const rg_vembed *m = &spec->vemb[spec->vix[i].embed];
-    uint8_t p8[8];
     uint64_t shard = 0;
-    rg_put_u32(p8, spec->cid);
-    rg_put_u32(p8 + 4, rg_vindex_id(m));
-    while (next_shard(txn, env, p8, shard, &shard, &e) == 0) {
+    while (next_shard(txn, spec->cid, rg_vindex_id(m), shard, &shard,
+                      &e) == 0) {
       vx x;
       if (vx_open(&x, env, txn, NULL, spec, m, shard, &e)) {
         rg_buf_addf(report, "vector index '%s': %s\n", m->text, e.msg);

@@ -75,7 +75,7 @@ typedef struct rg_vsearch {
   uint64_t vectors_read, codes_read, nodes_read;
 } rg_vsearch;
 
-int  rg_vindex_search (MDB_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e);
+int  rg_vindex_search (rg_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e);
 /* The shard of the terms (layout.c's encoding, concatenated; 0x01 for
 ** a value that is no scalar) of the shard key's values. */
 uint64_t rg_vindex_shard_hash (const void *terms, size_t n);
@@ -87,11 +87,11 @@ void rg_vsearch_free (rg_vsearch *q);
 ** (each item with a vector has exactly one slot, holding its vector, the
 ** right code and seq; every list is well formed); problems are appended
 ** to `report`, and counted. */
-int rg_vindex_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
+int rg_vindex_verify (rg_txn *txn, rg_env *env, const rg_cspec *spec,
                       rg_buf *report);
 /* The same for one item: it has a slot, holding its vector, exactly when
 ** its document holds a vector for the index. */
-int rg_vindex_verify_item (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
+int rg_vindex_verify_item (rg_txn *txn, rg_env *env, const rg_cspec *spec,
                            uint32_t seq, const cJSON *doc, rg_buf *report);
 
 #endif

@@ -35,7 +35,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "store/env.h"
+#include "store/guarded.h"
+#include "store/local.h"
 #include "store/pagecheck.h"
 #include "store/pages.h"
 #include "store/wal.h"
@@ -50,7 +51,8 @@
 #define REC_MAGIC    0x43524752u            /* "RGRC" */
 #define SHM_MAGIC    0x314d485347524752ull  /* "RGRGSHM1" */
 #define META_OFF     16              /* the meta after the page header */
-#define META_LEN     136             /* sizeof(MDB_meta), LMDB 0.9 */
+#define META_LEN     136             /* sizeof(MDB_meta), LMDB 0.9 (checked
+                                        against mdb_version at open) */
 #define META_TXNID   128             /* mm_txnid inside it */
 #define F_UNLOGGED   1u             /* commits since are not logged */
 #define F_CLOSED     2u             /* no commit since: the data file is whole */
@@ -728,6 +730,17 @@ void rg_wal_close (rg_wal *w) {
   free(w);
 }
 
+int rg_wal_check_lmdb (int major, int minor, int patch, rg_err *e) {
+  if (major == 0 && minor == 9 && MDB_VERSION_MAJOR == 0 &&
+      MDB_VERSION_MINOR == 9)
+    return 0;
+  return rg_fail(e, 500, "liblmdb %d.%d.%d is not the LMDB 0.9 whose page "
+                 "and meta layout the write-ahead log reads (built against "
+                 "%d.%d.%d): it can neither log nor replay this database's "
+                 "commits", major, minor, patch, MDB_VERSION_MAJOR,
+                 MDB_VERSION_MINOR, MDB_VERSION_PATCH);
+}
+
 static int wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
   char name[4096];
   struct stat st;
@@ -795,7 +808,13 @@ static int wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
 }
 
 int rg_wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
-  int rc = wal_open(path, readonly, out, e);
+  int major, minor, patch, rc;
+  *out = NULL;
+  /* the layout the log reads and writes is LMDB 0.9's: a library of
+     another would have its pages misread, and a replay write them wrong */
+  mdb_version(&major, &minor, &patch);
+  if ((rc = rg_wal_check_lmdb(major, minor, patch, e))) return rc;
+  rc = wal_open(path, readonly, out, e);
   return readonly ? 0 : rc;       /* read-only: what it can, or the file as is */
 }
 

@@ -62,6 +62,10 @@ typedef struct rg_wal rg_wal;
 ** the data file (a read-only open too, when it may write the files).
 ** *out is NULL (and 0 returned) when there is no log. */
 int  rg_wal_open (const char *path, int readonly, rg_wal **out, rg_err *e);
+/* 0 when a liblmdb of this version (mdb_version's numbers) has the page
+** and meta layout the log was built for (LMDB 0.9), else 500 and why:
+** rg_wal_open refuses such a library. */
+int  rg_wal_check_lmdb (int major, int minor, int patch, rg_err *e);
 /* After LMDB opened it (and its tables exist): starts logging its data
 ** file, from a checkpoint when this process recovered. */
 int  rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e);
