@@ -244,8 +244,9 @@ ctest: $(CTESTS)
 # store's seam call LMDB (tools/layers.sh, which first checks itself on a
 # planted bad tree), and the lower layers link without Lua: every
 # object of base and sql with cJSON (and PCRE2, RegexMatch's) alone, and of
-# the store with LMDB too.
-layers: $(ARCHIVES)
+# the store with LMDB too.  It builds the whole module first, so that the
+# objects it reads are those of the sources, every folder's included.
+layers: $(ARCHIVES) $(MODULE)
 	@mkdir -p build
 	sh tools/layers.sh --self-test
 	sh tools/layers.sh csrc $(BUILD)/obj
