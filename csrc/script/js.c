@@ -157,7 +157,7 @@ static void arm (rg_js *js, rg_runtime *rt, duk_context *thr) {
   js->spent = 0;
   js->limit = js->held + rt->memory < js->held ? (size_t)-1
               : js->held + rt->memory;
-  js->start = rg_js_now();
+  js->start = rg_coarse_ms();
   js->deadline = js->start + (ms > MIN_DEADLINE ? ms : MIN_DEADLINE);
   js->stop = RG_STOP_NONE;
   js->refused = 0;
@@ -786,7 +786,7 @@ static duk_ret_t h_accepted (duk_context *thr) {
              > js->budget / ACCEPT_LEFT &&
            (js->limit > js->held ? js->limit - js->held : 0)
              > js->memory / ACCEPT_LEFT &&
-           rg_js_now() < js->deadline -
+           rg_coarse_ms() < js->deadline -
                          (js->deadline - js->start) / ACCEPT_LEFT;
   duk_push_boolean(thr, ok);
   return 1;

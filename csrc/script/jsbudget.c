@@ -19,16 +19,6 @@ __thread rg_js *rg_js_current;
 ** The allocator, the budgets, the watchdog
 ** ======================================================================
 */
-int64_t rg_js_now (void) {
-  struct timespec ts;
-#if defined(CLOCK_MONOTONIC_COARSE)
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-#else
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-#endif
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Stops the run for good: its thread interrupts at the next instruction
 ** (and the interrupt answers "stop" from then on). */
 void rg_js_stop (rg_js *js, int why) {
@@ -41,7 +31,7 @@ void rg_js_stop (rg_js *js, int why) {
 void rg_js_spend (rg_js *js, uint64_t n) {
   js->spent += n;
   if (js->spent > js->budget) rg_js_stop(js, RG_STOP_BUDGET);
-  if ((++js->checks & 63) == 0 && rg_js_now() > js->deadline)
+  if ((++js->checks & 63) == 0 && rg_coarse_ms() > js->deadline)
     rg_js_stop(js, RG_STOP_BUDGET);
 }
 
@@ -111,7 +101,7 @@ int rg_js_interrupt (void *ud) {
   if (!js->armed) return 0;
   if (js->stop == RG_STOP_NONE) {
     js->spent += INTERRUPT;
-    if (js->spent > js->budget || rg_js_now() > js->deadline)
+    if (js->spent > js->budget || rg_coarse_ms() > js->deadline)
       rg_js_stop(js, RG_STOP_BUDGET);
   }
   return js->stop != RG_STOP_NONE;
@@ -156,7 +146,7 @@ static void *watchdog (void *arg) {
       pthread_cond_wait(&wd_cond, &wd_lock);
       continue;
     }
-    t = rg_js_now();
+    t = rg_coarse_ms();
     if (t < wd.deadline) {
       clock_gettime(CLOCK_REALTIME, &ts);
       t = wd.deadline - t;

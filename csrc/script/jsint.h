@@ -18,6 +18,7 @@
 #include "script/jsconf.h"
 #include <duktape.h>
 
+#include "base/deadline.h"
 #include "script/js.h"
 #include "store/write.h"
 
@@ -80,14 +81,10 @@ typedef struct rg_js {
   jmp_buf *fatal;
 } rg_js;
 
-/* The heap running now in this thread (the native check has no argument). */
-
 /* The heap running now in this thread (the native check has no argument;
 ** js.c sets it while a run is armed). */
 extern __thread rg_js *rg_js_current;
 
-/* Milliseconds of a monotonic clock. */
-int64_t rg_js_now (void);
 /* Stops the run for good (RG_STOP_*): its thread interrupts at the next
 ** instruction, and the interrupt answers "stop" from then on. */
 void rg_js_stop (rg_js *js, int why);
