@@ -145,6 +145,15 @@ static int id_damaged (rg_err *e, const char *path) {
                  "else " RESTORE);
 }
 
+/* Neither meta page of data.mdb checks out. */
+static int bad_meta (rg_err *e, const char *path, const rg_meta m[2]) {
+  char what[160];
+  snprintf(what, sizeof(what), "meta page %d of data.mdb does not check "
+           "out (not an LMDB 0.9 meta page: its flags, magic, version or "
+           "page size)", m[0].ok ? 1 : 0);
+  return damaged(e, path, what, RESTORE);
+}
+
 int rg_preflight_log (const char *path, int readonly, rg_err *e) {
   char what[256];
   uint64_t base = rg_wal_base(path, NULL), size = 0;
@@ -169,12 +178,7 @@ int rg_preflight_log (const char *path, int readonly, rg_err *e) {
   }
   best = rg_meta_read(fd, size, m);
   close(fd);
-  if (best < 0) {
-    snprintf(what, sizeof(what), "meta page %d of data.mdb does not check "
-             "out (not an LMDB 0.9 meta page: its flags, magic, version or "
-             "page size)", m[0].ok ? 1 : 0);
-    return damaged(e, path, what, RESTORE);
-  }
+  if (best < 0) return bad_meta(e, path, m);
   if (m[best].txnid < base) {
     snprintf(what, sizeof(what), "data.mdb holds transaction %llu, older "
              "than %llu, where its log (regolith.wal) says it was flushed",
@@ -198,12 +202,7 @@ int rg_preflight_map (const char *path, rg_err *e) {
   }
   best = rg_meta_read(fd, size, m);
   close(fd);
-  if (best < 0) {
-    snprintf(what, sizeof(what), "meta page %d of data.mdb does not check "
-             "out (not an LMDB 0.9 meta page: its flags, magic, version or "
-             "page size)", m[0].ok ? 1 : 0);
-    return damaged(e, path, what, RESTORE);
-  }
+  if (best < 0) return bad_meta(e, path, m);
   need = (m[best].last_pg + 1) * m[best].psize;
   if (m[best].last_pg < 1 || m[best].last_pg > (UINT64_MAX >> 17)) {
     snprintf(what, sizeof(what), "the newest meta page of data.mdb "
