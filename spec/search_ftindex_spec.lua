@@ -1,0 +1,201 @@
+-- The full-text index in the store: a container whose indexing names a
+-- full-text path keeps an index of its texts in the write's transaction
+-- (every write path), answers FullTextScore's statistics from it with the
+-- scan's exact figures, is built and dropped by a container replace, and
+-- is checked by db:verify().  Each query runs on an indexed container and
+-- on one without the index holding the same items: results, order and
+-- scores must be the same.
+local regolith = require "regolith"
+local H = require "helper"
+
+describe("the full-text index", function()
+  local db, path, ix, scan
+
+  local words = { "bell", "lamp", "saddle", "rope", "lantern", "kettle",
+                  "anchor", "compass", "ladder", "barrel" }
+
+  -- a seeded text of 3 to 14 words
+  local seed = 7
+  local function rnd(n)
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    return seed % n + 1
+  end
+  local function text()
+    local t = {}
+    for i = 1, rnd(12) + 2 do t[i] = words[rnd(rnd(#words))] end
+    return table.concat(t, " ")
+  end
+
+  local function opts(indexed)
+    return { partition_key = "/pk", default_ttl = -1,
+             full_text = { paths = { { path = "/text" }, { path = "/note" } } },
+             indexing = indexed and { full_text = { "/text" } } or nil }
+  end
+
+  local function rows_of(k, sql, params, qopts)
+    local rows, info, status = k:query(sql, params, qopts)
+    assert(rows, ("%s -> %s (%s)"):format(sql, tostring(info), tostring(status)))
+    return rows, info
+  end
+
+  local queries = {
+    "SELECT c.id, FullTextScore(c.text, 'bell', 'lamp') AS s FROM c ORDER BY RANK FullTextScore(c.text, 'bell', 'lamp')",
+    "SELECT TOP 5 c.id, FullTextScore(c.text, 'rope') AS s FROM c ORDER BY RANK FullTextScore(c.text, 'rope')",
+    "SELECT c.id, FullTextScore(c.text, 'anchors', 'kettle', 'nothing') AS s FROM c WHERE FullTextContainsAny(c.text, 'anchor', 'kettle') ORDER BY RANK FullTextScore(c.text, 'anchors', 'kettle', 'nothing')",
+    "SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, 'saddle rope')",
+    "SELECT VALUE c.id FROM c WHERE FullTextContainsAll(c.text, 'ladder', 'barrel')",
+    "SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, {term: 'lantrn', distance: 1})",
+    "SELECT c.id FROM c ORDER BY RANK RRF(FullTextScore(c.text, 'compass'), FullTextScore(c.text, 'bell', 'barrel'))",
+    "SELECT c.id, FullTextScore(c.text, 'bell') AS s FROM c WHERE c.pk = 'p1' ORDER BY RANK FullTextScore(c.text, 'bell')",
+  }
+
+  -- every query gives the same rows on both containers; the indexed one's
+  -- statistics come from the index (nothing loaded for them)
+  local function same(what, scanned)
+    for _, sql in ipairs(queries) do
+      local a, ai = rows_of(ix, sql)
+      local b = rows_of(scan, sql)
+      assert.are.same(b, a, what .. ": " .. sql)
+      if sql:find("FullTextScore") and not sql:find("'p1'") and not scanned then
+        assert.is_nil(ai.full_text_loaded, sql)
+      end
+    end
+    local a = rows_of(ix, queries[8], nil, { full_text_score_scope = "local" })
+    local b = rows_of(scan, queries[8], nil, { full_text_score_scope = "local" })
+    assert.are.same(b, a, what .. ": the local scope")
+  end
+
+  local function both(f)
+    f(ix)
+    f(scan)
+  end
+
+  before_each(function()
+    db, path = H.open()
+    ix = assert(db:create_container("ix", opts(true)))
+    scan = assert(db:create_container("scan", opts(false)))
+    seed = 7
+    local batch = {}
+    for i = 1, 60 do
+      batch[i] = { id = "d" .. i, pk = "p" .. (i % 4), text = text(), note = "bell" }
+    end
+    batch[61] = { id = "empty", pk = "p1", text = "the of and" }
+    batch[62] = { id = "notext", pk = "p1", text = 42 }
+    batch[63] = { id = "none", pk = "p2" }
+    both(function(k) assert(k:bulk_load(batch)) end)
+  end)
+
+  after_each(function()
+    db:close()
+    H.cleanup()
+  end)
+
+  it("gives the statistics and scores a scan gives, from the index", function()
+    same("after a bulk load")
+    local _, info = rows_of(ix, queries[1])
+    assert.is_true(info.full_text_read > 0)
+    local _, sinfo = rows_of(scan, queries[1])
+    assert.is_true(sinfo.full_text_loaded >= 63)
+    assert.is_true(info.charge < sinfo.charge)
+    assert.is_true(db:verify())
+  end)
+
+  it("follows every kind of write in the write's transaction", function()
+    both(function(k)
+      assert(k:create({ id = "new", pk = "p1", text = "bell bell bell lamp" }))
+      assert(k:replace({ id = "d1", pk = "p1", text = "rope rope saddle" }))
+      assert(k:upsert({ id = "d2", pk = "p2", text = "compass" }))
+      assert(k:upsert({ id = "up", pk = "p2", text = "lantern kettle" }))
+      assert(k:patch("d3", "p3", { { op = "set", path = "/text", value = "ladder barrel bell" } }))
+      assert(k:patch("d5", "p1", { { op = "remove", path = "/text" } }))
+      assert(k:patch("notext", "p1", { { op = "set", path = "/text", value = "anchor" } }))
+      assert(k:delete("d6", "p2"))
+      assert(k:batch("p3", { { op = "create", doc = { id = "b", pk = "p3", text = "bell rope" } },
+                             { op = "delete", id = "d7" } }))
+    end)
+    same("after single writes and a batch")
+    both(function(k)
+      assert(k:create_procedure("put", [[return function(ctx, doc)
+        assert(ctx:create(doc))
+        return ctx:query("SELECT VALUE FullTextScore(c.text, 'kettle') FROM c "
+          .. "WHERE c.id = @id ORDER BY RANK FullTextScore(c.text, 'kettle')", { id = doc.id })[1] end]]))
+      assert(k:create_trigger("louder", { type = "pre", source = [[
+        return function(ctx)
+          local doc = ctx:body()
+          doc.text = doc.text .. " kettle"
+          ctx:set_body(doc)
+        end]] }))
+    end)
+    local a = ix:execute("put", "p1", { id = "proc", pk = "p1", text = "kettle lamp" })
+    local b = scan:execute("put", "p1", { id = "proc", pk = "p1", text = "kettle lamp" })
+    assert.are.equal(b, a)
+    both(function(k)
+      assert(k:upsert({ id = "proc", pk = "p1", text = "saddle" }, { pre_trigger = "louder" }))
+    end)
+    same("after a procedure and a trigger")
+    -- what a transaction undoes, the index never saw
+    local ok = pcall(db.group, db, function()
+      assert(ix:create({ id = "gone", pk = "p1", text = "bell bell bell bell" }))
+      error("undo")
+    end)
+    assert.is_false(ok)
+    same("after a rollback")
+    assert.is_true(db:verify())
+  end)
+
+  it("leaves out an expired item at once, and drops it when purged", function()
+    both(function(k)
+      assert(k:create({ id = "brief", pk = "p1", ttl = 1, text = "bell bell bell" }))
+    end)
+    same("before the expiry")
+    os.execute("sleep 2.1")
+    same("expired, not purged (the scan's statistics)", true)
+    assert(db:purge_expired())
+    same("purged")
+    local _, info = rows_of(ix, queries[1])
+    assert.is_nil(info.full_text_loaded)
+    assert.is_true(db:verify())
+  end)
+
+  it("is built by a replace that adds it and dropped by one that removes it", function()
+    assert(db:replace_container("scan", opts(true)))
+    scan = db:container("scan")
+    local _, info = rows_of(scan, queries[1])
+    assert.is_nil(info.full_text_loaded)
+    assert.is_true(db:verify())
+    assert(db:replace_container("ix", opts(false)))
+    ix, scan = scan, db:container("ix")
+    same("after a replace built one index and dropped the other")
+    assert.is_true(db:verify())
+    -- another language is another index
+    local o = opts(true)
+    o.full_text.paths[1].language = "fr-FR"
+    assert(db:replace_container("scan", o))
+    local fr = rows_of(db:container("scan"), queries[1])
+    assert.is_true(#fr > 0)
+    assert.is_true(db:verify())
+  end)
+
+  it("lets verify find a damaged full-text table", function()
+    if H.cluster then return end
+    assert(H.execute("env -u LD_PRELOAD make -s build/tools/lmdb_poke"))
+    db:close()
+    assert(H.execute(("build/tools/lmdb_poke '%s' fulltext del-first"):format(path)))
+    db = assert(regolith.open(path))
+    local ok, report = db:verify()
+    assert.is_nil(ok)
+    assert.truthy(report:find("full-text index", 1, true), report)
+  end)
+
+  it("opens read-only a database made before full-text indexes", function()
+    if H.cluster then return end
+    assert(H.execute("env -u LD_PRELOAD make -s build/tools/lmdb_poke"))
+    db:close()
+    assert(H.execute(("build/tools/lmdb_poke '%s' fulltext drop"):format(path)))
+    db = assert(regolith.open(path, { readonly = true }))
+    assert(db:container("scan"):query(queries[4]))
+    db:close()
+    db = assert(regolith.open(path))
+    assert(db:container("scan"):query(queries[4]))
+  end)
+end)
