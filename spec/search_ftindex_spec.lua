@@ -47,6 +47,11 @@ describe("the full-text index", function()
     "SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, {term: 'lantrn', distance: 1})",
     "SELECT c.id FROM c ORDER BY RANK RRF(FullTextScore(c.text, 'compass'), FullTextScore(c.text, 'bell', 'barrel'))",
     "SELECT c.id, FullTextScore(c.text, 'bell') AS s FROM c WHERE c.pk = 'p1' ORDER BY RANK FullTextScore(c.text, 'bell')",
+    "SELECT VALUE c.id FROM c WHERE FullTextContainsAll(c.text, 'Bells', {term: 'compas', distance: 1})",
+    "SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, 'the of')",
+    "SELECT VALUE c.id FROM c WHERE FullTextContainsAny(c.text, 'the', 'kettles') AND FullTextContains(c.note, 'bell')",
+    "SELECT VALUE c.id FROM c WHERE FullTextContainsAny(c.text, {term: 'ropes', distance: 0}, 'anchor lantern')",
+    "SELECT VALUE c.id FROM c WHERE c.pk = 'p2' AND FullTextContainsAll(c.text, 'lamp', 'bell')",
   }
 
   -- every query gives the same rows on both containers; the indexed one's
@@ -59,6 +64,26 @@ describe("the full-text index", function()
       if sql:find("FullTextScore") and not sql:find("'p1'") and not scanned then
         assert.is_nil(ai.full_text_loaded, sql)
       end
+    end
+    -- a WHERE's full-text condition reads the items the index names alone
+    local a1, ai = rows_of(ix, queries[5])
+    local _, bi = rows_of(scan, queries[5])
+    assert.is_true(ai.loaded < bi.loaded and ai.full_text_read > 0, what)
+    assert.is_true(ai.loaded >= #a1)
+    -- pages: the same rows and tokens that a scan's pages give
+    for _, sql in ipairs({ queries[4], queries[5], queries[3],
+      "SELECT VALUE c.id FROM c WHERE FullTextContainsAny(c.text, 'rope', 'bell') AND c.pk != 'p0'" }) do
+      local pages = {}
+      for _, k in ipairs({ ix, scan }) do
+        local all, token = {}, nil
+        repeat
+          local rows, info = rows_of(k, sql, nil, { max_items = 3, continuation = token })
+          for _, r in ipairs(rows) do all[#all + 1] = r end
+          token = info.continuation
+        until not token
+        pages[#pages + 1] = all
+      end
+      assert.are.same(pages[2], pages[1], what .. ", in pages: " .. sql)
     end
     local a = rows_of(ix, queries[8], nil, { full_text_score_scope = "local" })
     local b = rows_of(scan, queries[8], nil, { full_text_score_scope = "local" })

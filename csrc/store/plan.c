@@ -103,7 +103,7 @@
 #define PH_SMALL         0x80    /* phase bit: the partition read whole */
 
 enum { SRC_NONE = 1, SRC_SCAN, SRC_TERMS, SRC_RANGE, SRC_WALK,
-       SRC_VECTOR };
+       SRC_VECTOR, SRC_TEXT };
 enum { SA_EQ = 1, SA_IN, SA_PREFIX, SA_RANGE };
 enum { R_NONE, R_PARTITION, R_PREFIX };          /* routing */
 
@@ -176,6 +176,8 @@ typedef struct plan {
   /* SRC_VECTOR: the best items of a vector index (vindex.h) */
   rg_vsearch vs;
   size_t vwant;                     /* rows the page's TOP needs */
+  /* SRC_TEXT: the items a full-text index says can pass (search.h) */
+  rg_ftplan ft;
 } plan;
 
 typedef struct planner {
@@ -2298,6 +2300,74 @@ static int src_vector (source *S) {
 /* }===================================================================== */
 
 
+/*
+** {=====================================================================
+** Full-text candidates
+** ======================================================================
+*/
+/* A scan's plan whose WHERE holds a full-text condition on an indexed
+** path (search.c chooses): the items the index names, fed as the scan
+** feeds them. */
+static int plan_text (planner *P, plan *pl, rg_err *e) {
+  int r;
+  if (pl->src != SRC_SCAN || pl->small || P->host) return 0;
+  r = rg_ftindex_plan(P->txn, P->spec, P->q, P->params, P->conj, P->nconj,
+                      P->mem, &pl->ft, e);
+  if (r < 0) return -r;
+  if (r == 1) pl->src = SRC_TEXT;
+  return 0;
+}
+
+/* The candidates' items in key order (a scan's order and positions, from
+** where the previous page ended). */
+static int src_text (source *S) {
+  uint32_t *seqs = NULL;
+  size_t n = 0, i, nk = 0;
+  size_t *off = NULL;
+  tslice *keys = NULL;
+  rg_buf b;
+  int rc, r = 0;
+  rg_buf_init(&b);
+  if ((rc = rg_ftindex_docs(S->txn, &S->pl->ft, &seqs, &n, S->w, S->e)))
+    return rc;
+  if (n && ((off = (size_t *)malloc(n * sizeof(size_t))) == NULL ||
+            (keys = (tslice *)malloc(n * sizeof(tslice))) == NULL)) {
+    r = rg_fail(S->e, 500, "out of memory");
+    goto done;
+  }
+  for (i = 0; i < n; i++) {
+    rg_val ik;
+    rc = rg_ref_item(S->txn, S->env, seqs[i], &ik);
+    if (rc == RG_NOTFOUND) continue;
+    if (rc) { r = kv_fail(S, rc); goto done; }
+    off[nk] = b.n;
+    keys[nk++].n = ik.n;
+    rg_buf_add(&b, ik.p, ik.n);
+  }
+  if (b.oom) { r = rg_fail(S->e, 500, "out of memory"); goto done; }
+  for (i = 0; i < nk; i++) keys[i].p = b.p + off[i];
+  if (nk) qsort(keys, nk, sizeof(tslice), tslice_cmp);
+  for (i = 0; i < nk && r == 0; i++) {
+    if (S->resumed && S->rphase == 0) {
+      tslice at;
+      at.p = (const char *)S->rpos;
+      at.n = S->rposlen;
+      if (tslice_cmp(&keys[i], &at) < 0) continue;
+    }
+    r = feed(S, (const uint8_t *)keys[i].p, keys[i].n, NULL,
+             (const uint8_t *)keys[i].p, keys[i].n, 0, 0, 1);
+  }
+  if (r == 1) r = 0;
+done:
+  free(seqs);
+  free(off);
+  free(keys);
+  rg_buf_free(&b);
+  return r;
+}
+/* }===================================================================== */
+
+
 static int run (source *S) {
   const plan *pl = S->pl;
   int r = 0;
@@ -2306,6 +2376,7 @@ static int run (source *S) {
     case SRC_SCAN: return scan_route(S, 0, 0, 0);
     case SRC_TERMS: return src_terms(S);
     case SRC_VECTOR: return src_vector(S);
+    case SRC_TEXT: return src_text(S);
     default: {
       int (*main) (source *, int) = pl->src == SRC_WALK ? src_walk
                                                          : src_range;
@@ -2442,6 +2513,7 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   if ((rc = make_plan(&P, rq, &st.pl, e))) goto done;
   if (P.status) { rc = P.status; goto done; }   /* the path dictionary */
   if (c->spec->nvix && (rc = plan_vector(&P, &st.pl, e))) goto done;
+  if (c->spec->ft && (rc = plan_text(&P, &st.pl, e))) goto done;
   if (rq->admit &&                   /* a prefix's hash names its range */
       (rc = rq->admit(rq->admit_ud, st.pl.routed != R_NONE, st.pl.rhash, e)))
     goto done;

@@ -596,6 +596,48 @@ static int src_stats (void *ud, const char *path, size_t n, int lang,
   return rc;
 }
 
+static int plan_lang (void *ud, const char *path, size_t n) {
+  return rg_ftpolicy_lang((const rg_cspec *)ud, path, n);
+}
+
+int rg_ftindex_plan (rg_txn *txn, const rg_cspec *spec, const rg_query *q,
+                     const rg_qv *params, const int32_t *conj, int nconj,
+                     rg_arena *mem, rg_ftplan *out, rg_err *e) {
+  int i, r, built;
+  if (spec->ft == NULL) return 0;
+  out->spec = spec;
+  for (i = 0; i < nconj; i++) {
+    r = rg_qfts_terms(q, params, conj[i], plan_lang, (void *)spec, mem,
+                      &out->t);
+    if (r < 0) return -rg_fail(e, 500, "out of memory");
+    if (r == 0) continue;
+    out->fp = rg_ftindex_of(spec, out->t.path, out->t.plen, -1);
+    if (out->fp == NULL) continue;
+    if ((r = is_built(txn, spec->cid, rg_ftindex_id(out->fp), &built, e)))
+      return -r;
+    if (built) return 1;
+  }
+  return 0;
+}
+
+int rg_ftindex_docs (rg_txn *txn, const rg_ftplan *p,
+                     uint32_t **seqs, size_t *n, rg_work *w, rg_err *e) {
+  rg_fti_seam st;
+  rg_ftkv kv;
+  rg_fti_work fw;
+  int rc;
+  *seqs = NULL;
+  *n = 0;
+  if (p->t.none) return 0;
+  memset(&fw, 0, sizeof(fw));
+  rg_fti_seam_init(&kv, &st, txn);
+  rc = rg_fti_docs(&kv, fid_of(p->spec, p->fp), p->t.t, p->t.len, p->t.n,
+                   p->t.all, seqs, n, &fw, e);
+  w->text_read += 1 + fw.blocks_read;
+  if (rc && st.rc) return rg_kv_fail(e, st.rc, "read a full-text index");
+  return rc;
+}
+
 void rg_ftsrc_init (rg_ftsrc *f, rg_txn *txn, const rg_cont *c,
                     const uint8_t *prefix, size_t plen, int64_t now,
                     rg_work *w) {

@@ -93,6 +93,24 @@ int  rg_ftindex_count (const rg_cspec *s, const cJSON *doc, uint64_t *docs);
 int  rg_ftindex_verify (rg_txn *txn, const rg_cspec *s, const uint64_t *docs,
                         rg_buf *report);
 
+/*
+** Queries.  rg_ftindex_plan finds, among a WHERE's conjuncts, a full-text
+** condition (FullTextContains, All, Any: rg_qfts_terms) on a path whose
+** index is built: 1 and *out, or 0.  rg_ftindex_docs gives the seqs of
+** the items that can pass it (ascending, malloc'd), counting the index
+** records read in w->text_read.  0, or a status.
+*/
+typedef struct rg_ftplan {
+  const rg_cspec *spec;
+  const rg_ftpath *fp;
+  rg_qftterms t;
+} rg_ftplan;
+int rg_ftindex_plan (rg_txn *txn, const rg_cspec *spec, const rg_query *q,
+                     const rg_qv *params, const int32_t *conj, int nconj,
+                     rg_arena *mem, rg_ftplan *out, rg_err *e);
+int rg_ftindex_docs (rg_txn *txn, const rg_ftplan *p,
+                     uint32_t **seqs, size_t *n, rg_work *w, rg_err *e);
+
 /* A query's source of full-text statistics: items under `prefix` (the
 ** container's or the route's), read in `txn`, counted in `w`. */
 typedef struct rg_ftsrc {
