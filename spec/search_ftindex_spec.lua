@@ -52,6 +52,12 @@ describe("the full-text index", function()
     "SELECT VALUE c.id FROM c WHERE FullTextContainsAny(c.text, 'the', 'kettles') AND FullTextContains(c.note, 'bell')",
     "SELECT VALUE c.id FROM c WHERE FullTextContainsAny(c.text, {term: 'ropes', distance: 0}, 'anchor lantern')",
     "SELECT VALUE c.id FROM c WHERE c.pk = 'p2' AND FullTextContainsAll(c.text, 'lamp', 'bell')",
+    "SELECT TOP 3 c.id, FullTextScore(c.text, 'bell', 'lamp') AS s FROM c ORDER BY RANK FullTextScore(c.text, 'bell', 'lamp')",
+    "SELECT TOP 4 c.id, FullTextScore(c.text, 'saddle') AS s FROM c WHERE c.pk != 'p0' ORDER BY RANK FullTextScore(c.text, 'saddle')",
+    "SELECT TOP 50 c.id, FullTextScore(c.text, 'compass') AS s FROM c ORDER BY RANK FullTextScore(c.text, 'compass')",
+    "SELECT c.id, FullTextScore(c.text, 'kettle') AS s FROM c ORDER BY RANK FullTextScore(c.text, 'kettle') OFFSET 2 LIMIT 3",
+    "SELECT TOP 5 VALUE c.id FROM c ORDER BY RANK FullTextScore(c.text, ['ladder', 'nothing', 'barrels'])",
+    "SELECT TOP 2 c.id, FullTextScore(c.text, 'bell') AS s FROM c WHERE FullTextContains(c.text, 'lamp') ORDER BY RANK FullTextScore(c.text, 'bell')",
   }
 
   -- every query gives the same rows on both containers; the indexed one's
@@ -65,13 +71,23 @@ describe("the full-text index", function()
         assert.is_nil(ai.full_text_loaded, sql)
       end
     end
+    -- a ranking with TOP reads the index's best items alone
+    local r1, ri = rows_of(ix, queries[14])
+    local _, rs = rows_of(scan, queries[14])
+    assert.is_true(scanned or ri.loaded < rs.loaded, what)
+    assert.is_true(ri.loaded >= #r1)
+    local p1 = rows_of(ix, "SELECT TOP 3 VALUE c.id FROM c ORDER BY RANK FullTextScore(c.text, @t)",
+                       { t = { "rope", "anchor" } })
+    local p2 = rows_of(scan, "SELECT TOP 3 VALUE c.id FROM c ORDER BY RANK FullTextScore(c.text, @t)",
+                       { t = { "rope", "anchor" } })
+    assert.are.same(p2, p1, what .. ": terms as a parameter")
     -- a WHERE's full-text condition reads the items the index names alone
     local a1, ai = rows_of(ix, queries[5])
     local _, bi = rows_of(scan, queries[5])
     assert.is_true(ai.loaded < bi.loaded and ai.full_text_read > 0, what)
     assert.is_true(ai.loaded >= #a1)
     -- pages: the same rows and tokens that a scan's pages give
-    for _, sql in ipairs({ queries[4], queries[5], queries[3],
+    for _, sql in ipairs({ queries[4], queries[5], queries[3], queries[17], queries[16],
       "SELECT VALUE c.id FROM c WHERE FullTextContainsAny(c.text, 'rope', 'bell') AND c.pk != 'p0'" }) do
       local pages = {}
       for _, k in ipairs({ ix, scan }) do

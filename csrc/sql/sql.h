@@ -364,7 +364,9 @@ typedef struct rg_qtext {
 ** distinct terms; `none`: no row can pass).  Fuzzy arguments (a distance
 ** above 0) are left out of All's terms and make Any's unanswerable, as do
 ** more than 64 terms in Any.  1 when answerable, 0 when not, -1 out of
-** memory.  The call itself is still tested on every row. */
+** memory.  The call itself is still tested on every row.  For a
+** FullTextScore call, its distinct terms in order (all 0): the rows with a
+** score above 0 hold one of them. */
 typedef struct rg_qftterms {
   char path[512];
   size_t plen;

@@ -638,6 +638,77 @@ int rg_ftindex_docs (rg_txn *txn, const rg_ftplan *p,
   return rc;
 }
 
+int rg_ftindex_rank_plan (rg_txn *txn, const rg_cspec *spec,
+                          const rg_query *q, const rg_qv *params,
+                          int32_t call, int64_t now, rg_arena *mem,
+                          rg_ftplan *out, rg_err *e) {
+  rg_ftsrc f;
+  rg_cont c;
+  rg_work w;
+  int r, exp;
+  if (spec->ft == NULL) return 0;
+  out->spec = spec;
+  r = rg_qfts_terms(q, params, call, plan_lang, (void *)spec, mem, &out->t);
+  if (r < 0) return -rg_fail(e, 500, "out of memory");
+  if (r == 0 ||
+      (out->fp = rg_ftindex_of(spec, out->t.path, out->t.plen, -1)) == NULL)
+    return 0;
+  if ((r = is_built(txn, spec->cid, rg_ftindex_id(out->fp), &exp, e)))
+    return -r;
+  if (!exp) return 0;
+  memset(&c, 0, sizeof(c));
+  memset(&w, 0, sizeof(w));
+  memset(&f, 0, sizeof(f));
+  c.spec = (rg_cspec *)spec;
+  f.txn = txn;
+  f.c = &c;
+  f.now = now;
+  f.w = &w;
+  if ((r = expired_unpurged(&f, &exp, e))) return -r;
+  return !exp;
+}
+
+int rg_ftindex_topk (rg_txn *txn, const rg_ftplan *p, size_t k,
+                     uint32_t **seqs, double **scores, size_t *n,
+                     rg_work *w, rg_err *e) {
+  rg_fti_seam st;
+  rg_ftkv kv;
+  rg_fti_work fw;
+  rg_fti_hit *hit;
+  size_t i;
+  int rc;
+  *seqs = NULL;
+  *scores = NULL;
+  *n = 0;
+  if ((hit = (rg_fti_hit *)malloc((k ? k : 1) * sizeof(*hit))) == NULL ||
+      (*seqs = (uint32_t *)malloc((k ? k : 1) * sizeof(uint32_t))) == NULL ||
+      (*scores = (double *)malloc((k ? k : 1) * sizeof(double))) == NULL) {
+    free(hit);
+    free(*seqs);
+    *seqs = NULL;
+    return rg_fail(e, 500, "out of memory");
+  }
+  memset(&fw, 0, sizeof(fw));
+  rg_fti_seam_init(&kv, &st, txn);
+  rc = rg_fti_topk(&kv, fid_of(p->spec, p->fp), p->t.t, p->t.len, p->t.n, 0,
+                   k, NULL, NULL, hit, n, &fw, e);
+  w->text_read += 1 + fw.blocks_read;
+  for (i = 0; rc == 0 && i < *n; i++) {
+    (*seqs)[i] = hit[i].doc;
+    (*scores)[i] = hit[i].score;
+  }
+  free(hit);
+  if (rc) {
+    free(*seqs);
+    free(*scores);
+    *seqs = NULL;
+    *scores = NULL;
+    *n = 0;
+    if (st.rc) return rg_kv_fail(e, st.rc, "read a full-text index");
+  }
+  return rc;
+}
+
 void rg_ftsrc_init (rg_ftsrc *f, rg_txn *txn, const rg_cont *c,
                     const uint8_t *prefix, size_t plen, int64_t now,
                     rg_work *w) {

@@ -110,6 +110,19 @@ int rg_ftindex_plan (rg_txn *txn, const rg_cspec *spec, const rg_query *q,
                      rg_arena *mem, rg_ftplan *out, rg_err *e);
 int rg_ftindex_docs (rg_txn *txn, const rg_ftplan *p,
                      uint32_t **seqs, size_t *n, rg_work *w, rg_err *e);
+/* ORDER BY RANK FullTextScore(path, ...) over a path whose index is built,
+** when the query's statistics are the index's (the container's scope, no
+** item expired unpurged at `now`): 1 and *out, or 0.  rg_ftindex_topk
+** gives the best k items by the score the query computes, best first
+** (seqs and scores, malloc'd; fewer than k: every item with a score above
+** 0).  0, or a status. */
+int rg_ftindex_rank_plan (rg_txn *txn, const rg_cspec *spec,
+                          const rg_query *q, const rg_qv *params,
+                          int32_t call, int64_t now, rg_arena *mem,
+                          rg_ftplan *out, rg_err *e);
+int rg_ftindex_topk (rg_txn *txn, const rg_ftplan *p, size_t k,
+                     uint32_t **seqs, double **scores, size_t *n,
+                     rg_work *w, rg_err *e);
 
 /* A query's source of full-text statistics: items under `prefix` (the
 ** container's or the route's), read in `txn`, counted in `w`. */
