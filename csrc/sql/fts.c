@@ -605,6 +605,15 @@ void rg_qfts_call (rg_qctx *x, int32_t e, const rg_qv *args, int n,
 */
 #define MAX_ITERMS 64        /* terms of an index search (ftindex.h) */
 
+static int collect_init (collect *c, rg_arena *mem, int distinct) {
+  memset(c, 0, sizeof(*c));
+  c->a = mem;
+  c->cap = MAX_QTERMS;
+  c->distinct = distinct;
+  c->t = (ftterm *)rg_arena_alloc(mem, MAX_QTERMS * sizeof(ftterm));
+  return c->t == NULL ? -1 : 0;
+}
+
 static int terms_out (const collect *c, rg_arena *mem, rg_qftterms *out) {
   int i;
   out->n = c->n;
@@ -661,12 +670,7 @@ static int score_terms (const rg_query *q, const rg_qv *params,
   rg_analyzer an;
   collect c;
   int i, r = 1;
-  memset(&c, 0, sizeof(c));
-  c.a = mem;
-  c.cap = MAX_QTERMS;
-  c.distinct = 1;
-  c.t = (ftterm *)rg_arena_alloc(mem, MAX_QTERMS * sizeof(ftterm));
-  if (c.t == NULL) return -1;
+  if (collect_init(&c, mem, 1)) return -1;
   rg_analyzer_init(&an);
   for (i = 1; i < ex->nlist && r == 1; i++)
     if (!arg_strings(q, params, q->list[ex->list + i], &an, lang, &c, &r))
@@ -701,12 +705,7 @@ int rg_qfts_terms (const rg_query *q, const rg_qv *params, int32_t e,
     return score_terms(q, params, ex, l, mem, out);
   any = ex->op == RG_QF_FULLTEXTCONTAINSANY;
   out->all = !any;
-  memset(&c, 0, sizeof(c));
-  c.a = mem;
-  c.cap = MAX_QTERMS;
-  c.distinct = 1;
-  c.t = (ftterm *)rg_arena_alloc(mem, MAX_QTERMS * sizeof(ftterm));
-  if (c.t == NULL) return -1;
+  if (collect_init(&c, mem, 1)) return -1;
   rg_analyzer_init(&an);
   for (i = 1; i < ex->nlist && r == 1; i++) {
     const rg_qexpr *a = &q->ex[q->list[ex->list + i]];
@@ -725,11 +724,7 @@ int rg_qfts_terms (const rg_query *q, const rg_qv *params, int32_t e,
       ** already taken adds nothing */
       int phrase_terms = 0;
       collect d;
-      memset(&d, 0, sizeof(d));
-      d.a = mem;
-      d.cap = MAX_QTERMS;
-      d.t = (ftterm *)rg_arena_alloc(mem, MAX_QTERMS * sizeof(ftterm));
-      if (d.t == NULL) r = -1;
+      if (collect_init(&d, mem, 0)) r = -1;
       else if (rg_text_analyze(&an, l, 1, v->s, v->n, add_term, &d) < 0)
         r = -1;
       else phrase_terms = d.n;
