@@ -217,6 +217,26 @@ describe("the full-text index", function()
     assert.is_true(db:verify())
   end)
 
+  it("ranks with TOP through the index, then the WHERE's candidates, as a scan does", function()
+    local batch = {}
+    for i = 1, 600 do                -- more than a ranking's TOP reads whole
+      batch[i] = { id = ("m%03d"):format(i), pk = "q" .. (i % 5),
+                   text = (i == 77 and "common rare" or i % 3 == 0 and "common lamp" or "common") }
+    end
+    both(function(k) assert(k:bulk_load(batch)) end)
+    for _, sql in ipairs({
+      "SELECT TOP 3 c.id, FullTextScore(c.text, 'rare') AS s FROM c WHERE FullTextContains(c.text, 'common') ORDER BY RANK FullTextScore(c.text, 'rare')",
+      "SELECT TOP 5 c.id, FullTextScore(c.text, 'rare', 'lamp') AS s FROM c WHERE FullTextContainsAny(c.text, 'common', 'bell') ORDER BY RANK FullTextScore(c.text, 'rare', 'lamp')",
+      "SELECT c.id, FullTextScore(c.text, 'rare') AS s FROM c WHERE FullTextContains(c.text, 'common') ORDER BY RANK FullTextScore(c.text, 'rare') OFFSET 140 LIMIT 4",
+    }) do
+      local a, ai = rows_of(ix, sql)
+      local b, bi = rows_of(scan, sql)
+      assert.are.same(b, a, sql)
+      assert.is_true(ai.full_text_read > 0 and ai.loaded <= bi.loaded, sql)
+    end
+    assert.is_true(db:verify())
+  end)
+
   it("lets verify find a damaged full-text table", function()
     if H.cluster then return end
     assert(H.execute("env -u LD_PRELOAD make -s build/tools/lmdb_poke"))

@@ -176,9 +176,11 @@ typedef struct plan {
   /* SRC_VECTOR: the best items of a vector index (vindex.h) */
   rg_vsearch vs;
   size_t vwant;                     /* rows the page's TOP needs */
-  /* SRC_TEXT: the items a full-text index says can pass (search.h), or
-  ** (ftwant > 0) its best items for ORDER BY RANK FullTextScore */
-  rg_ftplan ft;
+  /* SRC_TEXT: the items a full-text index says can pass the WHERE
+  ** (search.h; ftwhere), or (ftwant > 0) its best items for ORDER BY RANK
+  ** FullTextScore (ft), then those that can pass (ftwhere) or all */
+  rg_ftplan ft, ftw;
+  int ftwhere;
   size_t ftwant;                    /* rows the page's TOP needs */
 } plan;
 
@@ -2314,7 +2316,12 @@ static int plan_text (planner *P, plan *pl, int local, int64_t now,
                       rg_err *e) {
   const rg_qblock *m = P->m;
   int r;
+  size_t want = 0;
   if (pl->src != SRC_SCAN || pl->small || P->host) return 0;
+  r = rg_ftindex_plan(P->txn, P->spec, P->q, P->params, P->conj, P->nconj,
+                      P->mem, &pl->ftw, e);
+  if (r < 0) return -r;
+  pl->ftwhere = r;
   if (m->rank && m->norder == 1 && !local && !m->ngroup && !m->naggs &&
       !m->distinct && (m->top >= 0 || m->limit >= 0)) {
     int64_t top = count_value(P, m->top >= 0 ? m->top : m->limit), off = 0;
@@ -2323,17 +2330,20 @@ static int plan_text (planner *P, plan *pl, int local, int64_t now,
       r = rg_ftindex_rank_plan(P->txn, P->spec, P->q, P->params,
                                m->order[0].expr, now, P->mem, &pl->ft, e);
       if (r < 0) return -r;
-      if (r == 1) {
-        pl->src = SRC_TEXT;
-        pl->ftwant = (size_t)(top + off);
-        return 0;
-      }
+      if (r == 1) want = (size_t)(top + off);
     }
   }
-  r = rg_ftindex_plan(P->txn, P->spec, P->q, P->params, P->conj, P->nconj,
-                      P->mem, &pl->ft, e);
-  if (r < 0) return -r;
-  if (r == 1) pl->src = SRC_TEXT;
+  if (want && pl->ftwhere) {         /* few candidates: score them all */
+    rg_work w;
+    uint64_t n;
+    memset(&w, 0, sizeof(w));
+    if ((r = rg_ftindex_estimate(P->txn, &pl->ftw, &n, &w, e))) return r;
+    if (n <= 64 * (uint64_t)want + 256) want = 0;
+  }
+  if (want || pl->ftwhere) {
+    pl->src = SRC_TEXT;
+    pl->ftwant = want;
+  }
   return 0;
 }
 
@@ -2383,6 +2393,21 @@ done:
 static int u32_cmp (const void *a, const void *b) {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
   return x < y ? -1 : x > y;
+}
+
+/* The items that can pass the WHERE but those fed (sorted seqs). */
+static int feed_candidates (source *S, const uint32_t *fed, size_t nfed) {
+  uint32_t *seqs = NULL;
+  size_t n = 0, i, m = 0;
+  int r;
+  if ((r = rg_ftindex_docs(S->txn, &S->pl->ftw, &seqs, &n, S->w, S->e)))
+    return r;
+  for (i = 0; i < n; i++)
+    if (!nfed || !bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), u32_cmp))
+      seqs[m++] = seqs[i];
+  r = feed_seqs(S, seqs, m);
+  free(seqs);
+  return r;
 }
 
 /* The items of the container but those fed (sorted seqs), in key order. */
@@ -2454,7 +2479,11 @@ static int src_rank (source *S) {
     batch = seqs = NULL;
     scores = NULL;
     if (rg_qexec_passed(S->x) >= want) break;
-    if (done) { r = feed_rest(S, fed, nfed); break; }
+    if (done) {
+      r = S->pl->ftwhere ? feed_candidates(S, fed, nfed)
+                         : feed_rest(S, fed, nfed);
+      break;
+    }
     ask *= 4;
   }
   free(batch);
@@ -2470,7 +2499,7 @@ static int src_text (source *S) {
   size_t n = 0;
   int r;
   if (S->pl->ftwant) return src_rank(S);
-  if ((r = rg_ftindex_docs(S->txn, &S->pl->ft, &seqs, &n, S->w, S->e)))
+  if ((r = rg_ftindex_docs(S->txn, &S->pl->ftw, &seqs, &n, S->w, S->e)))
     return r;
   r = feed_seqs(S, seqs, n);
   free(seqs);

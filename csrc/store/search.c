@@ -638,6 +638,25 @@ int rg_ftindex_docs (rg_txn *txn, const rg_ftplan *p,
   return rc;
 }
 
+int rg_ftindex_estimate (rg_txn *txn, const rg_ftplan *p, uint64_t *n,
+                         rg_work *w, rg_err *e) {
+  rg_fti_seam st;
+  rg_ftkv kv;
+  uint64_t docs, tokens, df[64];
+  int i, rc;
+  *n = 0;
+  if (p->t.none) return 0;
+  rg_fti_seam_init(&kv, &st, txn);
+  if ((rc = rg_fti_stats(&kv, fid_of(p->spec, p->fp), p->t.t, p->t.len,
+                         p->t.n, &docs, &tokens, df, e)))
+    return st.rc ? rg_kv_fail(e, st.rc, "read a full-text index") : rc;
+  w->text_read += 1 + (uint64_t)p->t.n;
+  *n = p->t.all ? docs : 0;
+  for (i = 0; i < p->t.n; i++)
+    *n = p->t.all ? (df[i] < *n ? df[i] : *n) : *n + df[i];
+  return 0;
+}
+
 int rg_ftindex_rank_plan (rg_txn *txn, const rg_cspec *spec,
                           const rg_query *q, const rg_qv *params,
                           int32_t call, int64_t now, rg_arena *mem,

@@ -110,6 +110,10 @@ int rg_ftindex_plan (rg_txn *txn, const rg_cspec *spec, const rg_query *q,
                      rg_arena *mem, rg_ftplan *out, rg_err *e);
 int rg_ftindex_docs (rg_txn *txn, const rg_ftplan *p,
                      uint32_t **seqs, size_t *n, rg_work *w, rg_err *e);
+/* How many items rg_ftindex_docs would give at most (the smallest
+** document frequency of All's terms, the sum of Any's): 0, or a status. */
+int rg_ftindex_estimate (rg_txn *txn, const rg_ftplan *p, uint64_t *n,
+                         rg_work *w, rg_err *e);
 /* ORDER BY RANK FullTextScore(path, ...) over a path whose index is built,
 ** when the query's statistics are the index's (the container's scope, no
 ** item expired unpurged at `now`): 1 and *out, or 0.  rg_ftindex_topk
