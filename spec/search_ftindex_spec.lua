@@ -198,6 +198,15 @@ describe("the full-text index", function()
     assert.is_true(db:verify())
   end)
 
+  it("is built by the first write of a container whose items others follow", function()
+    local k = assert(db:create_container("first", opts(true)))
+    local later = assert(db:create_container("later", opts(false)))
+    assert(later:create({ id = "x", pk = "p", text = "bell" }))
+    assert(k:create({ id = "a", pk = "p", text = "bell lamp" }))
+    assert.are.same({ "a" }, assert(k:query("SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, 'lamp')")))
+    assert.is_true(db:verify())
+  end)
+
   it("is built by a replace that adds it and dropped by one that removes it", function()
     assert(db:replace_container("scan", opts(true)))
     scan = db:container("scan")
@@ -234,6 +243,17 @@ describe("the full-text index", function()
       assert.are.same(b, a, sql)
       assert.is_true(ai.full_text_read > 0 and ai.loaded <= bi.loaded, sql)
     end
+    assert.is_true(db:verify())
+  end)
+
+  it("leaves a computed property's text to the query, which evaluates it", function()
+    local k = assert(db:create_container("cp", { partition_key = "/pk",
+      computed_properties = { { name = "cp_t", query = "SELECT VALUE LOWER(c.text) FROM c" } },
+      full_text = { paths = { { path = "/cp_t" } } }, indexing = { full_text = { "/cp_t" } } }))
+    assert(k:create({ id = "1", pk = "a", text = "Two Bicycles" }))
+    assert(k:create({ id = "2", pk = "a", text = "a kayak" }))
+    assert.are.same({ "1" }, assert(k:query("SELECT VALUE c.id FROM c WHERE FullTextContains(c.cp_t, 'bicycle')")))
+    assert.are.same({ "1", "2" }, assert(k:query("SELECT TOP 2 VALUE c.id FROM c ORDER BY RANK FullTextScore(c.cp_t, 'bicycle')")))
     assert.is_true(db:verify())
   end)
 

@@ -270,7 +270,8 @@ static int build (rg_ftup *u, int i, rg_err *e) {
     cJSON_Delete(doc);
   }
   rg_cur_close(cur);
-  if (rc != RG_NOTFOUND) return rg_scope_fail(u->s, rc, "read the items", e);
+  if (rc && rc != RG_NOTFOUND)
+    return rg_scope_fail(u->s, rc, "read the items", e);
   u->built[i] = 1;
   return rg_put(u->s, RG_DB_FTEXT, k0,
                 rg_key_ftext(k0, u->c->cid, rg_ftindex_id(u->p[i]),
@@ -596,6 +597,19 @@ static int src_stats (void *ud, const char *path, size_t n, int lang,
   return rc;
 }
 
+/* A path under a computed property (whose value no stored item holds,
+** so no index has it: the query evaluates it on each item). */
+static int computed (const rg_cspec *spec, const rg_qftterms *t) {
+  size_t n;
+  int i;
+  for (n = 1; n < t->plen && t->path[n] != '/'; n++) {}
+  for (i = 0; i < spec->ncp; i++)
+    if (strlen(spec->cp[i].name) == n - 1 &&
+        memcmp(spec->cp[i].name, t->path + 1, n - 1) == 0)
+      return 1;
+  return 0;
+}
+
 static int plan_lang (void *ud, const char *path, size_t n) {
   return rg_ftpolicy_lang((const rg_cspec *)ud, path, n);
 }
@@ -610,7 +624,7 @@ int rg_ftindex_plan (rg_txn *txn, const rg_cspec *spec, const rg_query *q,
     r = rg_qfts_terms(q, params, conj[i], plan_lang, (void *)spec, mem,
                       &out->t);
     if (r < 0) return -rg_fail(e, 500, "out of memory");
-    if (r == 0) continue;
+    if (r == 0 || computed(spec, &out->t)) continue;
     out->fp = rg_ftindex_of(spec, out->t.path, out->t.plen, -1);
     if (out->fp == NULL) continue;
     if ((r = is_built(txn, spec->cid, rg_ftindex_id(out->fp), &built, e)))
@@ -669,7 +683,7 @@ int rg_ftindex_rank_plan (rg_txn *txn, const rg_cspec *spec,
   out->spec = spec;
   r = rg_qfts_terms(q, params, call, plan_lang, (void *)spec, mem, &out->t);
   if (r < 0) return -rg_fail(e, 500, "out of memory");
-  if (r == 0 ||
+  if (r == 0 || computed(spec, &out->t) ||
       (out->fp = rg_ftindex_of(spec, out->t.path, out->t.plen, -1)) == NULL)
     return 0;
   if ((r = is_built(txn, spec->cid, rg_ftindex_id(out->fp), &exp, e)))
