@@ -2340,6 +2340,18 @@ static int plan_text (planner *P, plan *pl, int local, int64_t now,
     if ((r = rg_ftindex_estimate(P->txn, &pl->ftw, &n, &w, e))) return r;
     if (n <= 64 * (uint64_t)want + 256) want = 0;
   }
+  if (want && pl->ftwhere && pl->ftw.t.all && pl->ftw.fp == pl->ft.fp) {
+    int i, j, sub = 1;                /* every row that can pass holds all
+                                         the score's terms: rank those */
+    for (i = 0; i < pl->ft.t.n && sub; i++) {
+      for (j = 0; j < pl->ftw.t.n; j++)
+        if (pl->ftw.t.len[j] == pl->ft.t.len[i] &&
+            memcmp(pl->ftw.t.t[j], pl->ft.t.t[i], pl->ft.t.len[i]) == 0)
+          break;
+      sub = j < pl->ftw.t.n;
+    }
+    pl->ft.t.all = sub;
+  }
   if (want || pl->ftwhere) {
     pl->src = SRC_TEXT;
     pl->ftwant = want;

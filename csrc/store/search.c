@@ -723,8 +723,8 @@ int rg_ftindex_topk (rg_txn *txn, const rg_ftplan *p, size_t k,
   }
   memset(&fw, 0, sizeof(fw));
   rg_fti_seam_init(&kv, &st, txn);
-  rc = rg_fti_topk(&kv, fid_of(p->spec, p->fp), p->t.t, p->t.len, p->t.n, 0,
-                   k, NULL, NULL, hit, n, &fw, e);
+  rc = rg_fti_topk(&kv, fid_of(p->spec, p->fp), p->t.t, p->t.len, p->t.n,
+                   p->t.all, k, NULL, NULL, hit, n, &fw, e);
   w->text_read += 1 + fw.blocks_read;
   for (i = 0; rc == 0 && i < *n; i++) {
     (*seqs)[i] = hit[i].doc;

@@ -119,7 +119,8 @@ int rg_ftindex_estimate (rg_txn *txn, const rg_ftplan *p, uint64_t *n,
 ** item expired unpurged at `now`): 1 and *out, or 0.  rg_ftindex_topk
 ** gives the best k items by the score the query computes, best first
 ** (seqs and scores, malloc'd; fewer than k: every item with a score above
-** 0).  0, or a status. */
+** 0), among those holding all the terms when p->t.all is set (the
+** planner sets it when the WHERE requires them all).  0, or a status. */
 int rg_ftindex_rank_plan (rg_txn *txn, const rg_cspec *spec,
                           const rg_query *q, const rg_qv *params,
                           int32_t call, int64_t now, rg_arena *mem,
