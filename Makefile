@@ -14,7 +14,7 @@
 #   make openresty    the blog over HTTP from nginx workers, under wrk's load
 #   make gateway      the Cosmos DB REST API on 127.0.0.1:8081 (docs/gateway.md);
 #                     make gateway-stop stops it
-#   make gateway-test Microsoft's SDKs against the gateway (test/sdk/)
+#   make gateway-test Microsoft's SDKs against the gateway (tests/sdk/)
 #   make gateway-bench the SDK's calls through the gateway beside the same
 #                     calls in Lua inside nginx, with 1, 2 and 4 workers
 #   make crash        kill writers at random moments; nothing may be lost
@@ -287,11 +287,11 @@ gateway-stop:
 	sh tools/gateway/gateway.sh stop
 
 gateway-test:
-	sh test/sdk/run.sh
+	sh tests/sdk/run.sh
 
 GATEWAY_BENCH_WORKERS ?= 1 2 4
 gateway-bench:
-	sh test/sdk/bench.sh $(GATEWAY_BENCH_WORKERS)
+	sh tests/sdk/bench.sh $(GATEWAY_BENCH_WORKERS)
 
 # The sanitizer build: the same sources with ASan and UBSan, and the
 # assertions on (-DRG_DEBUG, base/support.h), loaded into the stock

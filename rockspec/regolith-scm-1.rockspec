@@ -32,6 +32,7 @@ build = {
     regolith = "lua/regolith/init.lua",
     ["regolith.processor"] = "lua/regolith/processor.lua",
     ["regolith.keys"] = "lua/regolith/keys.lua",
+    ["regolith.failure"] = "lua/regolith/failure.lua",
     ["regolith.group"] = "lua/regolith/group.lua",
     ["regolith.cli"] = "lua/regolith/cli/init.lua",
     ["regolith.cli.common"] = "lua/regolith/cli/common.lua",

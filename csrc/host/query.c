@@ -160,7 +160,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
   top = lua_gettop(L);
   if ((rc = rgl_params_from_lua(L, pix, &q->params, &e)) ||
       (rc = rgl_query_pk(L, pkix, lc->c.spec, &q->pk, &rq, &e))) {
-    rgl_box_done(q);
+    rg_box_done(q);
     return rgl_push_fail(L, &e);
   }
   rq.params = q->params;
@@ -179,11 +179,11 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
       rg_udfs_done(&udfs);
       rg_read_end(lc->c.env);
     }
-  } while (rc == 429 && !qa.admitted && rgl_retry(lc, &qa.a));
+  } while (rc == 429 && !qa.admitted && rg_admit_wait(lc, &qa.a));
   if (!qa.admitted) qa.a.pool = NULL;
   if (rc) {
     rgl_account_work(L, lc, &qa.a, &q->res.work);
-    rgl_box_done(q);
+    rg_box_done(q);
     if (rc == 429 && !qa.admitted) return rgl_push_throttled(L, &e, &qa.a);
     return rgl_push_fail(L, &e);
   }
@@ -199,7 +199,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
                             &e)) {
       char msg[sizeof(e.msg)];
       memcpy(msg, e.msg, sizeof(msg));
-      rgl_box_done(q);
+      rg_box_done(q);
       rg_fail(&e, 400, "a result cannot be returned: %s", msg);
       return rgl_push_fail(L, &e);
     }
@@ -213,7 +213,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
     lua_pushlstring(L, q->res.continuation.p, q->res.continuation.n);
     lua_setfield(L, -2, "continuation");
   }
-  rgl_box_done(q);
+  rg_box_done(q);
   return 2;
 }
 

@@ -182,7 +182,7 @@ void *rgl_newbox (lua_State *L, size_t size, void (*cleanup) (void *)) {
   return b->payload;
 }
 
-void rgl_box_done (void *payload) {
+void rg_box_done (void *payload) {
   box *b = (box *)((char *)payload - offsetof(box, payload));
   if (b->cleanup) { b->cleanup(payload); b->cleanup = NULL; }
 }

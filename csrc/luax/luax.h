@@ -55,9 +55,9 @@ int rgl_opt_bool (lua_State *L, int idx, const char *name, int def,
                   const char *what);
 
 /* A box: a userdata owning C memory, freed by `cleanup` on __gc (after a
-** Lua error) or by the caller with rgl_box_done.  The payload is zeroed. */
+** Lua error) or by the caller with rg_box_done.  The payload is zeroed. */
 void *rgl_newbox (lua_State *L, size_t size, void (*cleanup) (void *));
-void  rgl_box_done (void *payload);
+void  rg_box_done (void *payload);
 /* A box holding an empty rg_buf. */
 rg_buf *rgl_newbuf (lua_State *L);
 

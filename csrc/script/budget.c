@@ -61,7 +61,7 @@ static void over (rg_sandbox *sb) {
 }
 #endif
 
-void *rgl_sandbox_alloc (void *ud, void *p, size_t osize, size_t nsize) {
+void *rg_sandbox_alloc (void *ud, void *p, size_t osize, size_t nsize) {
   rg_sandbox *sb = (rg_sandbox *)ud;
   void *np;
   if (p == NULL) osize = 0;          /* then osize tells the object type */
@@ -112,7 +112,7 @@ void rgl_sandbox_adopt (lua_State *S, rg_sandbox *sb) {
 rg_sandbox *rgl_sandbox_of (lua_State *L) {
   void *ud = NULL;
   rg_sandbox *sb;
-  if (lua_getallocf(L, &ud) == rgl_sandbox_alloc) return (rg_sandbox *)ud;
+  if (lua_getallocf(L, &ud) == rg_sandbox_alloc) return (rg_sandbox *)ud;
   lua_pushlightuserdata(L, (void *)&sysalloc_key);
   lua_rawget(L, LUA_REGISTRYINDEX);
   sb = (rg_sandbox *)lua_touserdata(L, -1);
@@ -186,7 +186,7 @@ void rgl_sandbox_charge (lua_State *L, uint64_t n) {
 }
 
 /* The room an execution has left before its memory limit. */
-size_t rgl_sandbox_room (rg_sandbox *sb) {
+size_t rg_sandbox_room (rg_sandbox *sb) {
   size_t h = held(sb);
   if (!sb->armed) return (size_t)-1;
   return h < sb->limit ? sb->limit - h : 0;
@@ -226,7 +226,7 @@ void rgl_sandbox_left (lua_State *L, uint64_t *instructions, size_t *bytes) {
   *bytes = 0;
   if (!sb->armed) return;
   *instructions = sb->spent < sb->budget ? sb->budget - sb->spent : 1;
-  r = rgl_sandbox_room(sb);
+  r = rg_sandbox_room(sb);
   *bytes = r ? r : 1;
 }
 
@@ -234,7 +234,7 @@ static size_t add_sat (size_t a, size_t b) {
   return a + b < a ? (size_t)-1 : a + b;
 }
 
-void rgl_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
+void rg_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
   char here;
   int64_t ms = (int64_t)(budget / 50000);
   sb->cbase = (uintptr_t)&here;
@@ -251,7 +251,7 @@ void rgl_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
   set_hook(sb, hook, HOOK_PERIOD);
 }
 
-int rgl_sandbox_disarm (rg_sandbox *sb) {
+int rg_sandbox_disarm (rg_sandbox *sb) {
   int why = sb->stop;
   sb->armed = 0;
   sb->stop = RG_STOP_NONE;
@@ -269,20 +269,15 @@ void rgl_sandbox_thread (rg_sandbox *sb, lua_State *co) {
                      HOOK_PERIOD);
 }
 
-void rgl_sandbox_pause (rg_sandbox *sb) {
+void rg_sandbox_pause (rg_sandbox *sb) {
   sb->paused = now_ms();
 }
 
-void rgl_sandbox_unpause (rg_sandbox *sb) {
+void rg_sandbox_unpause (rg_sandbox *sb) {
   char here;
   if (sb->paused) sb->deadline += now_ms() - sb->paused;
   sb->paused = 0;
   sb->cbase = (uintptr_t)&here;
 }
 
-void rgl_sandbox_bill (rg_sandbox *sb, uint64_t n) {
-  if (!sb->armed || sb->stop != RG_STOP_NONE) return;
-  sb->spent += n;
-  if (sb->spent >= sb->budget || sb->spent < n) stop(sb, RG_STOP_BUDGET);
-}
 /* }===================================================================== */

@@ -153,7 +153,7 @@ static void release (void *st) {
 
 /* The runner of an environment, made (and its hooks installed) on first
 ** use. */
-rg_runtime *rg_runtime_of (rg_env *env) {
+static rg_runtime *runtime_of (rg_env *env) {
   rg_runtime *rt = (rg_runtime *)rg_env_hook_state(env);
   if (rt == NULL) {
     rt = (rg_runtime *)calloc(1, sizeof(rg_runtime));
@@ -171,7 +171,7 @@ rg_runtime *rg_runtime_of (rg_env *env) {
 
 int rg_script_limits (rg_env *env, uint64_t budget, uint64_t memory,
                       rg_err *e) {
-  rg_runtime *rt = rg_runtime_of(env);
+  rg_runtime *rt = runtime_of(env);
   if (rt == NULL) return rg_fail(e, 500, "out of memory");
   if (rg_env_refs(env) == 1) {       /* the first open: it decides */
     rt->budget = budget ? budget : RG_SCRIPT_BUDGET;
@@ -697,9 +697,9 @@ static void keep_result (lua_State *L, exec *x) {
 /* Pushes the run's function, ctx and arguments. */
 static void push_call (lua_State *L, exec *x) {
   int i;
-  rg_runtime_push_chunk(L, x->ckey, x->cklen, x->rec.version, x->rec.src,
+  rgl_runtime_push_chunk(L, x->ckey, x->cklen, x->rec.version, x->rec.src,
                         x->rec.len, x->name, x->namelen);
-  rg_runtime_call_chunk(L);
+  rgl_runtime_call_chunk(L);
   push_ctx(L, x);
   luaL_checkstack(L, x->nargs + 2, "too many arguments");
   for (i = 0; i < x->nargs; i++) {
@@ -772,9 +772,9 @@ static int run (exec *x, rg_err *e) {
   lua_settop(L, 0);
   lua_pushcfunction(L, exec_main);
   lua_pushlightuserdata(L, x);
-  rgl_sandbox_arm(rt->sb, rt->budget, rt->memory);
+  rg_sandbox_arm(rt->sb, rt->budget, rt->memory);
   rc = lua_pcall(L, 1, 0, 0);
-  why = rgl_sandbox_disarm(rt->sb);
+  why = rg_sandbox_disarm(rt->sb);
   rt->cur = NULL;
   s->bound = saved;
   rc = outcome(x, L, rc, why, e);
@@ -827,7 +827,7 @@ static void exec_free (exec *x) {
 int rg_proc_execute (rg_scope *s, const rg_cont *c, const char *name,
                      size_t n, const cJSON *pk, cJSON *const *args,
                      int nargs, cJSON **result, rg_buf *log, rg_err *e) {
-  rg_runtime *rt = rg_runtime_of(s->env);
+  rg_runtime *rt = runtime_of(s->env);
   const cJSON *t;
   exec x;
   int rc, i;
@@ -869,13 +869,13 @@ static int check_with (rg_runtime *rt, int tag, const char *name, size_t n,
 
 /* Runs a freshly compiled chunk (on top) and checks what it returns. */
 static int check_main (lua_State *L) {
-  rg_runtime_call_chunk(L);
+  rgl_runtime_call_chunk(L);
   return 0;
 }
 
 int rg_script_check (rg_env *env, int tag, const char *name, size_t n,
                      const char *src, size_t len, rg_err *e) {
-  rg_runtime *rt = rg_runtime_of(env);
+  rg_runtime *rt = runtime_of(env);
   if (rt == NULL) return rg_fail(e, 500, "out of memory");
   return check_with(rt, tag, name, n, src, len, e);
 }
@@ -892,11 +892,11 @@ static int check_with (rg_runtime *rt, int tag, const char *name, size_t n,
   L = rgl_sandbox_state(rt->sb);
   lua_settop(L, 0);
   lua_pushcfunction(L, check_main);
-  rgl_sandbox_arm(rt->sb, rt->budget, rt->memory);
+  rg_sandbox_arm(rt->sb, rt->budget, rt->memory);
   rc = rgl_sandbox_load(L, src, len, name, n);
   if (rc == LUA_OK) rc = lua_pcall(L, 1, 0, 0);
   else rc = -rc;                     /* the compiler failed */
-  why = rgl_sandbox_disarm(rt->sb);
+  why = rg_sandbox_disarm(rt->sb);
   if (why == RG_STOP_BUDGET)
     rc = rg_fail(e, 408, "%s '%.*s' exceeded its instruction budget while "
                  "loading (%llu instructions)", what, (int)n, name,
@@ -1060,7 +1060,7 @@ static int fire (rg_scope *s, const rg_cont *c, const rg_wreq *w, int kind,
   rg_runtime *rt;
   int rc, i;
   if (s->bound.script != NULL || w->ttl_expired) return 0;
-  if ((rt = rg_runtime_of(s->env)) == NULL)
+  if ((rt = runtime_of(s->env)) == NULL)
     return rg_fail(e, 500, "out of memory");
   if (kind == K_PRE) {               /* both names, before any write */
     if (w->pre_trigger &&
@@ -1361,19 +1361,19 @@ static int step_prepare (lua_State *L) {
 
 
 
-int rgl_stepper_check (rg_stepper *p, int tag, const char *name, size_t n,
+int rg_stepper_check (rg_stepper *p, int tag, const char *name, size_t n,
                        const char *src, size_t len, rg_err *e) {
   rg_runtime *rt = rg_stepper_runtime(p, e);
   if (rt == NULL) return e->status;
   return check_with(rt, tag, name, n, src, len, e);
 }
 
-void rgl_run_free (rg_run *r) {
+void rg_run_free (rg_run *r) {
   int i;
   if (r == NULL) return;
   if (r->rt) {                       /* abandoned while it waited */
     lua_State *S = rgl_sandbox_state(r->rt->sb);
-    if (r->started) rgl_sandbox_disarm(r->rt->sb);
+    if (r->started) rg_sandbox_disarm(r->rt->sb);
     if (r->coref) luaL_unref(S, LUA_REGISTRYINDEX, r->coref);
     lua_settop(S, 0);
     r->rt->cur = NULL;
@@ -1395,7 +1395,7 @@ void rgl_run_free (rg_run *r) {
   free(r);
 }
 
-int rgl_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
+int rg_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
                    rg_err *e) {
   const cJSON *pkv[RG_MAX_PK_PATHS];
   const cJSON *t;
@@ -1476,7 +1476,7 @@ int rgl_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
   *out = r;
   return 0;
 fail:
-  rgl_run_free(r);
+  rg_run_free(r);
   return rc;
 }
 
@@ -1631,10 +1631,10 @@ int rgl_run_resume (lua_State *H, rg_run *r, int idx) {
     lua_settop(S, 0);
     lua_pushcfunction(S, step_prepare);
     lua_pushlightuserdata(S, r);
-    rgl_sandbox_arm(r->rt->sb, r->rt->budget, r->rt->memory);
+    rg_sandbox_arm(r->rt->sb, r->rt->budget, r->rt->memory);
     rc = lua_pcall(S, 1, 0, 0);
     if (rc != LUA_OK) {
-      why = rgl_sandbox_disarm(r->rt->sb);
+      why = rg_sandbox_disarm(r->rt->sb);
       rc = outcome(&r->x, S, rc, why, &e);
       push_outcome(H, r, rc, &e);
       return 1;
@@ -1645,7 +1645,7 @@ int rgl_run_resume (lua_State *H, rg_run *r, int idx) {
   else {
     if (r->ask == 0) return luaL_error(H, "the script run is not waiting");
     read_reply(H, r, idx);
-    rgl_sandbox_unpause(r->rt->sb);
+    rg_sandbox_unpause(r->rt->sb);
     lua_pushboolean(r->co, 1);       /* ask's answer: it was asked */
     nargs = 1;
   }
@@ -1658,18 +1658,14 @@ int rgl_run_resume (lua_State *H, rg_run *r, int idx) {
   }
 #endif
   if (rc == LUA_YIELD) {
-    rgl_sandbox_pause(r->rt->sb);
+    rg_sandbox_pause(r->rt->sb);
     push_request(H, r);
     return 1;
   }
-  why = rgl_sandbox_disarm(r->rt->sb);
+  why = rg_sandbox_disarm(r->rt->sb);
   rc = outcome(&r->x, r->co, rc, why, &e);
   push_outcome(H, r, rc, &e);
   return 1;
 }
 
-int rgl_run_kind (const rg_run *r) {
-  return r->x.kind == K_PROC ? RG_RUN_PROC :
-         r->x.kind == K_PRE ? RG_RUN_PRE : RG_RUN_POST;
-}
 /* }===================================================================== */

@@ -29,7 +29,8 @@ static int is_scalar (int t) {
 ** Evaluation
 ** ======================================================================
 */
-void rg_qctx_fail (rg_qctx *x, int status, const char *msg) {
+/* Fails the evaluation (the first failure is kept). */
+static void qctx_fail (rg_qctx *x, int status, const char *msg) {
   if (x->status) return;
   x->status = status;
   rg_fail(&x->err, status, "%s", msg);
@@ -148,7 +149,7 @@ static void udf (rg_qctx *x, const rg_qexpr *ex, rg_qv *out) {
   *out = undef;
   if (x->status) return;
   if (x->udf == NULL) {
-    rg_qctx_fail(x, 400, "user-defined functions cannot be called here");
+    qctx_fail(x, 400, "user-defined functions cannot be called here");
     return;
   }
   if (ex->nlist > 8) {
@@ -178,13 +179,15 @@ static void udf (rg_qctx *x, const rg_qexpr *ex, rg_qv *out) {
   rc = x->udf->call(x->udf->ud, ex->s, ex->n, av, al, ex->nlist, &res, &e);
   rg_buf_free(&text);
   if (rc) {
-    rg_qctx_fail(x, rc, e.msg);
+    qctx_fail(x, rc, e.msg);
     rg_buf_free(&res);
     return;
   }
   if (res.n) rg_qv_parse(x->scratch, res.p, res.n, out);
   rg_buf_free(&res);
 }
+
+static void subquery (rg_qctx *x, const rg_qexpr *ex, rg_qv *out);
 
 void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
   const rg_qexpr *ex = &x->q->ex[e];
@@ -321,7 +324,7 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
       return;
     }
     case RG_QE_UDF: udf(x, ex, out); return;
-    case RG_QE_SUBQ: rg_qsubquery(x, ex, out); return;
+    case RG_QE_SUBQ: subquery(x, ex, out); return;
     case RG_QE_ARRAY: case RG_QE_OBJECT: {
       int i, n = 0, obj = ex->k == RG_QE_OBJECT;
       rg_qv *items = NULL;
@@ -592,7 +595,7 @@ static void sr_row (subrun *r) {
   rg_qv v;
   if (x->made) {
     if (++*x->made > x->max_made && x->max_made) {
-      rg_qctx_fail(x, 408, "the query made more rows than its bound");
+      qctx_fail(x, 408, "the query made more rows than its bound");
       r->stop = 1;
       return;
     }
@@ -660,7 +663,7 @@ static int64_t sr_count (rg_qctx *x, int32_t e) {
   rg_qeval(x, e, &v);
   if (v.t != RG_QV_NUM || v.d < 0 || v.d > 9007199254740992.0 ||
       floor(v.d) != v.d) {
-    rg_qctx_fail(x, 400, "TOP, OFFSET and LIMIT must be non-negative "
+    qctx_fail(x, 400, "TOP, OFFSET and LIMIT must be non-negative "
                  "integers");
     return -1;
   }
@@ -762,7 +765,7 @@ void rg_qblock_run (rg_qctx *x, int blk, int kind, rg_qv *out) {
   rg_buf_free(&r.canon);
 }
 
-void rg_qsubquery (rg_qctx *x, const rg_qexpr *ex, rg_qv *out) {
+static void subquery (rg_qctx *x, const rg_qexpr *ex, rg_qv *out) {
   rg_qblock_run(x, ex->slot, ex->op, out);
 }
 /* }===================================================================== */

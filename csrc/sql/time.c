@@ -150,7 +150,8 @@ int rg_dt_parse (const char *s, size_t n, int64_t *ticks) {
   return *ticks >= 0;
 }
 
-int rg_dt_format (int64_t ticks, char out[29]) {
+/* Prints ticks as the 28-character form; 0 when out of range. */
+static int dt_format (int64_t ticks, char out[29]) {
   dt t;
   int i;
   int64_t f;
@@ -236,7 +237,7 @@ static int int_arg (const rg_qv *v, int64_t *out) {
 
 static void set_dt (rg_qctx *x, int64_t ticks, rg_qv *out) {
   char buf[29], *s;
-  if (!rg_dt_format(ticks, buf)) return;
+  if (!dt_format(ticks, buf)) return;
   if ((s = rg_arena_dup(x->scratch, buf, 28)) == NULL) return;
   rg_qv_str(out, s, 28);
 }

@@ -57,7 +57,7 @@ static double slice_double (const char *s, size_t n) {
   return d;
 }
 
-void rg_qv_print_num (rg_buf *b, double d) {
+static void print_num (rg_buf *b, double d) {
   char tmp[40], dp;
   const char *lp;
   int prec, n = 0, i;
@@ -468,7 +468,7 @@ static void print_node (rg_buf *b, const rg_qnode *nd) {
     case RG_QV_NULL: rg_buf_add(b, "null", 4); break;
     case RG_QV_FALSE: rg_buf_add(b, "false", 5); break;
     case RG_QV_TRUE: rg_buf_add(b, "true", 4); break;
-    case RG_QV_NUM: rg_qv_print_num(b, nd->d); break;
+    case RG_QV_NUM: print_num(b, nd->d); break;
     case RG_QV_STR: rg_json_quote(b, nd->s, nd->n); break;
     case RG_QV_ARR: case RG_QV_OBJ:
       rg_buf_addc(b, nd->t == RG_QV_ARR ? '[' : '{');
@@ -492,7 +492,7 @@ void rg_qv_print (rg_buf *b, const rg_qv *v) {
     case RG_QV_NULL: rg_buf_add(b, "null", 4); break;
     case RG_QV_FALSE: rg_buf_add(b, "false", 5); break;
     case RG_QV_TRUE: rg_buf_add(b, "true", 4); break;
-    case RG_QV_NUM: rg_qv_print_num(b, v->d); break;
+    case RG_QV_NUM: print_num(b, v->d); break;
     case RG_QV_STR: rg_json_quote(b, v->s, v->n); break;
     default: rg_buf_add(b, "null", 4);
   }
@@ -601,7 +601,7 @@ int rg_qv_term_json (const uint8_t *t, size_t n, rg_buf *out, size_t *used) {
       if (bits >> 63) bits ^= (uint64_t)1 << 63;
       else bits = ~bits;
       memcpy(&d, &bits, 8);
-      rg_qv_print_num(out, d);
+      print_num(out, d);
       *used = 9;
       return 0;
     }
