@@ -497,7 +497,7 @@ static int db_group (lua_State *L) {
 static int l_open (lua_State *L) {
   static const char *const allowed[] = {
     "sync", "map_size", "readonly", "script_budget", "script_memory",
-    "max_containers", "retry_throttled", NULL
+    "max_containers", "retry_throttled", "query_memory_items", NULL
   };
   static const char *const syncs[] = { "full", "lazy", "none", NULL };
   const char *path = check_path(L, 1);
@@ -534,6 +534,9 @@ static int l_open (lua_State *L) {
                                        "open");
   d->retry_throttled = (int)rgl_opt_int(L, 2, "retry_throttled", 0, 0, 1000,
                                         "open");
+  d->memory_items = (long)rgl_opt_int(L, 2, "query_memory_items",
+                                      RG_MEMORY_ITEMS, 0, 1 << 20, "open");
+  if (d->memory_items == 0) d->memory_items = -1;       /* never */
   if (rg_env_open(path, &o, &d->env, &e)) return rgl_push_fail(L, &e);
   if (rg_script_limits(d->env, (uint64_t)d->script_budget,
                        (uint64_t)d->script_memory, &e)) {

@@ -151,6 +151,19 @@ double rgl_push_query_info (lua_State *L, const rg_work *w, int cross) {
   lua_setfield(L, -2, "cross_partition");
   return charge;
 }
+
+void rgl_push_executor (lua_State *L, const rg_work *done, int inmem) {
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, (lua_Integer)done->loaded);
+  lua_setfield(L, -2, "items_read");
+  lua_pushinteger(L, (lua_Integer)done->lookups);
+  lua_setfield(L, -2, "index_seeks");
+  lua_pushinteger(L, (lua_Integer)done->scanned);
+  lua_setfield(L, -2, "index_entries");
+  lua_pushboolean(L, inmem);
+  lua_setfield(L, -2, "partition_in_memory");
+  lua_setfield(L, -2, "executor");
+}
 /* }===================================================================== */
 
 

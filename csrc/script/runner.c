@@ -474,6 +474,7 @@ static int do_query (lua_State *L) {
     return rgl_push_fail(L, &e);
   }
   rgl_push_query_info(L, &x->qres.work, x->qres.cross_partition);
+  rgl_push_executor(L, &x->qres.done, x->qres.inmem);
   if (x->qres.continuation.n) {
     lua_pushlstring(L, x->qres.continuation.p, x->qres.continuation.n);
     lua_setfield(L, -2, "continuation");

@@ -314,6 +314,12 @@ int rg_qexec_resume (const rg_qexec *x, int *phase, const uint8_t **pos,
   return 1;
 }
 
+int rg_qexec_resume_past (const rg_qexec *x) {
+  const rg_qblock *m = x->m;
+  return x->resumed && x->mode == RG_QX_STREAM && m->nsrc == 1 &&
+         (m->src[0].kind == RG_QS_ROOT || m->src[0].kind == RG_QS_VALUE);
+}
+
 static void free_entry (rg_qexec *x, hentry *h) {
   free(h->key);
   h->key = NULL;
