@@ -238,6 +238,45 @@ describe("charges", function()
       ("%.2f RU in %d pages, %.2f RU at once"):format(total, n, whole.charge))
   end)
 
+  it("seeks the equality whose terms hold fewest entries, by the index's counts", function()
+    local s = assert(db:create_container("sel", { partition_key = "/pk", physical_partitions = 4 }))
+    for p = 1, 20 do
+      local ops = {}
+      for i = 1, 30 do
+        local n = p * 30 + i
+        ops[i] = { op = "create", doc = { id = "s" .. i, pk = "p" .. p, g = i % 3,
+          name = "nm" .. n, kind = (n % 50 == 0) and "rare" or "common" } }
+      end
+      assert(s:batch("p" .. p, ops))
+    end
+    -- g = 1 holds 200 entries, the three names 3: the names are sought and
+    -- g = 1 probed, whatever kind of conjunct comes first
+    local rows, info = assert(s:query(
+      "SELECT * FROM c WHERE c.g = 1 AND c.name IN ('nm31', 'nm32', 'nm40')"))
+    assert.are.equal(2, #rows)
+    assert.are.equal(2, info.loaded)
+    rows, info = assert(s:query("SELECT * FROM c WHERE c.kind = 'common' AND c.g = 2"))
+    assert.are.equal(196, #rows)
+    assert.is_true(info.loaded <= 200, "loaded " .. info.loaded)
+    rows, info = assert(s:query("SELECT * FROM c WHERE c.g = 2 AND c.kind = 'rare'"))
+    assert.are.equal(4, #rows)
+    assert.are.equal(4, info.loaded)
+    -- a query's pages keep the seek they started with, though the counts
+    -- change between them
+    local sql = "SELECT VALUE c.id FROM c WHERE c.kind = 'rare' AND c.g = 0"
+    local all = assert(s:query(sql))
+    local first, i1 = assert(s:query(sql, nil, { max_items = 2 }))
+    assert.is_string(i1.continuation)
+    for i = 1, 300 do               -- 'rare' outgrows g = 0
+      assert(s:create({ id = "r" .. i, pk = "p" .. (i % 20 + 1), g = 1, kind = "rare" }))
+    end
+    local rest = assert(s:query(sql, nil, { max_items = 100, continuation = i1.continuation }))
+    for _, r in ipairs(rest) do first[#first + 1] = r end
+    table.sort(first)
+    table.sort(all)
+    assert.are.same(all, first)
+  end)
+
   it("never lowers a query's charge when items are added, beyond the rows it lost", function()
     local sql = "SELECT TOP 5 VALUE c.id FROM c WHERE c.pk = 'k' AND c.n >= 50 ORDER BY c.n"
     local last

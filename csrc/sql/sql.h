@@ -398,9 +398,11 @@ uint64_t rg_qexec_made (const rg_qexec *x);
 /* Does the pipeline need the documents' text (0: it only counts them, so
 ** a source may feed blank documents)? */
 int  rg_qexec_needs_text (const rg_qexec *x);
-/* The mode and the source phase recorded in a token's payload (before a
-** pipeline is made): 0, or -1 when the payload is not one. */
-int  rg_qexec_peek (const uint8_t *payload, size_t n, int *mode, int *phase);
+/* The mode, the source phase and the source position (pointing into the
+** payload) recorded in a token's payload (before a pipeline is made): 0,
+** or -1 when the payload is not one. */
+int  rg_qexec_peek (const uint8_t *payload, size_t n, int *mode, int *phase,
+                    const uint8_t **pos, size_t *poslen);
 /* Where the previous page ended: 1 and the source position, or 0. */
 int  rg_qexec_resume (const rg_qexec *x, int *phase, const uint8_t **pos,
                       size_t *poslen, const uint8_t **okey, size_t *oklen);

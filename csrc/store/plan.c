@@ -43,6 +43,10 @@
 ** single conjunct drives and every other equality is checked first against
 ** its own index, one exact probe of (term, reference) per candidate,
 ** so that an item neither conjunct allows is never loaded (intersection).
+** Among equalities and IN lists the driver is the one whose terms hold
+** fewest entries: the index counts a term's entries (its sorted
+** duplicates) without reading them.  That is a fact of the data: a token
+** of a streaming plan resumes the seek its position is in.
 **
 ** ORDER BY.  A single-key ORDER BY on an indexed path (no array position)
 ** reads that path's entries in term order (backwards for DESC), which is
@@ -130,6 +134,8 @@ typedef struct sarg {
   int32_t e;                        /* IN: the expression */
   int ci, ci2;                      /* the conjunct(s) it comes from */
   int loose;                        /* its conjunct is tested all the same */
+  int counted;                      /* EQ, IN: entries counted, in */
+  int64_t entries;                  /* (-1: unknown) */
 } sarg;
 
 /* An exact probe: an index entry's key without its reference. */
@@ -199,6 +205,8 @@ typedef struct planner {
   int nconj;
   char *implied;                    /* conjuncts the source guarantees */
   int force_sort;                   /* a token of a sorting plan */
+  const uint8_t *rpos;              /* a streaming token's position */
+  size_t rposlen;
   int host;                         /* rg_query_hplan: 1, or 2 (scan) */
   int status;                       /* a path dictionary read failed */
   rg_err *e;
@@ -1063,17 +1071,96 @@ static int rank (const sarg *s) {
   }
 }
 
+/* The values an EQ or IN sarg seeks: how many (at most max) into vals. */
+static int sarg_values (planner *P, const sarg *s, rg_qv *vals, int max) {
+  const rg_qexpr *ex;
+  int i, n = 0;
+  if (s->kind == SA_EQ) { vals[0] = s->lo; return 1; }
+  ex = &P->q->ex[s->e];
+  for (i = 0; i < ex->nlist && n < max; i++)
+    if (const_of(P, P->q->list[ex->list + i], &vals[n]) && scalar(&vals[n]))
+      n++;
+  return i < ex->nlist ? -1 : n;
+}
+
+/* How many index entries an EQ or IN sarg's seeks would read: the
+** duplicates of each of its terms, which the index counts without
+** reading them (in the whole container: the route's share is not
+** counted); -1 when that cannot be known.  Counted once per sarg. */
+static int64_t sarg_entries (planner *P, sarg *s) {
+  uint8_t pre[RG_PATHID_MAX], key[RG_MAX_KEY];
+  rg_qv vals[64];
+  rg_cur *cur;
+  rg_buf t;
+  size_t pn;
+  int i, n;
+  if (s->counted) return s->entries;
+  s->counted = 1;
+  s->entries = -1;
+  if (P->host || (n = sarg_values(P, s, vals, 64)) < 0) return -1;
+  if ((pn = ix_prefix(P, s->path.seg, s->path.n, NULL, pre)) == 0)
+    return P->status ? -1 : (s->entries = 0);   /* no id: no entry */
+  if (rg_cur_open(P->txn, RG_DB_INDEX, &cur)) return -1;
+  rg_buf_init(&t);
+  s->entries = 0;
+  for (i = 0; i < n && s->entries >= 0; i++) {
+    rg_val k, v;
+    size_t c = 0;
+    int rc;
+    t.n = 0;
+    rg_qv_term(&t, &vals[i], 0, RG_TERM_MAX);
+    if (t.oom || (k.n = rg_key_index(key, sizeof(key), pre, pn,
+                                      (const uint8_t *)t.p, t.n, 0, 0)) == 0) {
+      s->entries = -1;
+      break;
+    }
+    k.p = key;
+    rc = rg_cur_get(cur, &k, &v, RG_SET);
+    if (rc == 0 && rg_cur_count(cur, &c) == 0) s->entries += (int64_t)c;
+    else if (rc != RG_NOTFOUND) s->entries = -1;
+  }
+  rg_buf_free(&t);
+  rg_cur_close(cur);
+  return s->entries;
+}
+
+/* Is sarg s's index the one a streaming token's position is in?  (A
+** token resumes the seek it was made by, whatever the counts are now.) */
+static int sarg_resumes (planner *P, const sarg *s) {
+  uint8_t pre[RG_PATHID_MAX];
+  size_t pn;
+  if (P->rpos == NULL) return 0;
+  pn = ix_prefix(P, s->path.seg, s->path.n, NULL, pre);
+  return pn && P->rposlen > pn && memcmp(P->rpos, pre, pn) == 0;
+}
+
+/* Is a better driver than b?  Among equalities and IN lists, the one
+** whose terms hold fewest entries (the index counts each term's), then
+** the higher rank; a seek a token resumes first. */
+static int better (planner *P, sarg *a, sarg *b) {
+  int ra = rank(a), rb = rank(b);
+  if (ra >= 4 && rb >= 4) {
+    int64_t na, nb;
+    if (sarg_resumes(P, a)) return 1;
+    if (sarg_resumes(P, b)) return 0;
+    na = sarg_entries(P, a);
+    nb = sarg_entries(P, b);
+    if (na >= 0 && nb >= 0 && na != nb) return na < nb;
+  }
+  return ra > rb;
+}
+
 /* The best sarg, or NULL: equalities only when `eq_only`; none on the
 ** partition key when routed (the route serves it). */
 static const sarg *best_sarg (planner *P, int eq_only, int routed) {
-  const sarg *best = NULL;
+  sarg *best = NULL;
   int i;
   for (i = 0; i < P->nsa; i++) {
-    const sarg *s = &P->sa[i];
+    sarg *s = &P->sa[i];
     if (!usable(P, s)) continue;
     if (eq_only && s->kind != SA_EQ && s->kind != SA_IN) continue;
     if (routed && on_pk(P, s)) continue;
-    if (best == NULL || rank(s) > rank(best)) best = s;
+    if (best == NULL || better(P, s, best)) best = s;
   }
   return best;
 }
@@ -2628,12 +2715,20 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   if (rq->continuation) {            /* the token's context is checked once
                                         the routing is known, below */
     int mode, phase;
+    const uint8_t *pos;
+    size_t poslen;
     rg_buf peek;
     rg_buf_init(&peek);
     if (rg_token_open(NULL, RG_TOKEN_QUERY, 0, rq->continuation,
                       rq->contlen, &peek, NULL) == 0 &&
-        rg_qexec_peek((const uint8_t *)peek.p, peek.n, &mode, &phase) == 0)
+        rg_qexec_peek((const uint8_t *)peek.p, peek.n, &mode, &phase, &pos,
+                      &poslen) == 0) {
       P.force_sort = mode == RG_QX_SORT;
+      if (mode == RG_QX_STREAM && poslen &&
+          (P.rpos = (const uint8_t *)rg_arena_dup(&st.mem, (const char *)pos,
+                                                  poslen)) != NULL)
+        P.rposlen = poslen;
+    }
     rg_buf_free(&peek);
   }
   if ((rc = make_plan(&P, rq, &st.pl, e))) goto done;
