@@ -243,6 +243,10 @@ typedef struct source {
   memix mem[2];                     /* MX_MAIN, MX_SHAPES */
   const rg_cspec *spec;
   rg_arena *arena;                  /* their keys */
+  /* a walk's: the digests of the container's expired items not yet
+  ** purged (sorted), whose entries it does not count */
+  uint64_t *expired;
+  size_t nexpired;
   int64_t now;
   rg_err *e;
   int resumed, rphase;
@@ -2310,10 +2314,65 @@ static int walk_doc (source *S, const uint8_t *t, size_t tn) {
   return S->doc.oom ? -1 : 0;
 }
 
+static int u64_cmp (const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The digests of the container's items expired as of S->now and not yet
+** purged, from the TTL table (one seek when there are none). */
+static int expired_items (source *S) {
+  uint8_t from[RG_TTL_KEY];
+  size_t cap = 0;
+  rg_cur *cur;
+  rg_val k, v;
+  int rc;
+  rg_key_ttl(from, S->pl->cid, 0, 0);
+  if ((rc = rg_cur_open(S->txn, RG_DB_TTL, &cur))) return kv_fail(S, rc);
+  k.p = from;
+  k.n = 4;
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  while (rc == 0 && k.n == RG_TTL_KEY && memcmp(k.p, from, 4) == 0 &&
+         (int64_t)rg_get_u64((const uint8_t *)k.p + 4) <= S->now) {
+    if (S->nexpired == cap) {
+      uint64_t *n;
+      cap = cap ? cap * 2 : 16;
+      if ((n = (uint64_t *)realloc(S->expired, cap * sizeof(uint64_t))) == NULL) {
+        rg_cur_close(cur);
+        return rg_fail(S->e, 500, "out of memory");
+      }
+      S->expired = n;
+    }
+    S->expired[S->nexpired++] = rg_get_u64((const uint8_t *)k.p + 12);
+    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
+  }
+  rg_cur_close(cur);
+  if (rc && rc != RG_NOTFOUND) return kv_fail(S, rc);
+  if (S->nexpired > 1)
+    qsort(S->expired, S->nexpired, sizeof(uint64_t), u64_cmp);
+  return 0;
+}
+
+/* Is the item of key ik expired (a walk counts no expired item)? */
+static int is_expired (const source *S, const rg_val *ik) {
+  uint64_t d;
+  size_t lo = 0, hi = S->nexpired;
+  if (hi == 0) return 0;
+  d = rg_ikey_digest((const uint8_t *)ik->p, ik->n);
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (S->expired[mid] == d) return 1;
+    if (S->expired[mid] < d) lo = mid + 1;
+    else hi = mid;
+  }
+  return 0;
+}
+
 /* GROUP BY and DISTINCT from the index: one document per run of equal
-** values (standing for the run's entries in the route); the items of a
-** cut value are loaded.  In a composite index the value is the column
-** after the fixed ones (wskip bytes into the terms). */
+** values (standing for the run's entries in the route, expired items
+** left out); the items of a cut value are loaded.  In a composite index
+** the value is the column after the fixed ones (wskip bytes into the
+** terms). */
 static int src_walk (source *S, int phase) {
   const plan *pl = S->pl;
   xcur cur;
@@ -2323,6 +2382,7 @@ static int src_walk (source *S, int phase) {
   int rc, r = 0;
   S->w->lookups++;
   if (pn > RG_MAX_KEY || pl->absent) return 0;
+  if (S->expired == NULL && (r = expired_items(S))) return r;
   rg_key_index(pre, sizeof(pre), pl->prefix, pl->plen,
                (const uint8_t *)pl->tpre.p, pl->tpre.n, 0, 0);
   if ((rc = xcur_open(S, &cur, MX_MAIN))) return kv_fail(S, rc);
@@ -2360,7 +2420,8 @@ static int src_walk (source *S, int phase) {
         if (r) break;
       }
       /* the reference's hash bits only nominate: the item key decides */
-      else if (in_route(pl, (const uint8_t *)v.p, v.n)) count++;
+      else if (in_route(pl, (const uint8_t *)v.p, v.n) && !is_expired(S, &v))
+        count++;
       rc = ix_get(&cur, &k, &v, RG_IX_NEXT);
     }
     if (r || (rc && rc != RG_NOTFOUND)) break;
@@ -2787,6 +2848,7 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
     r->inmem = S.inmem;
   }
   mem_free(&S);
+  free(S.expired);
   if (S.items) rg_cur_close(S.items);
   if (S.probe) rg_cur_close(S.probe);
   rg_buf_free(&S.okey);
