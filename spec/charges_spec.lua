@@ -277,6 +277,32 @@ describe("charges", function()
     assert.are.same(all, first)
   end)
 
+  it("counts a whole logical partition from its key's index; a filtered count loads", function()
+    for i = 1, 101 do
+      assert(tiny:create({ id = "f" .. i, pk = "feed", at = i, kind = i % 2 == 0 and "a" or "b" }))
+    end
+    assert(tiny:create({ id = "other", pk = "elsewhere", at = 0 }))
+    local n, info = assert(tiny:query("SELECT VALUE COUNT(1) FROM c", nil, { partition_key = "feed" }))
+    assert.are.same({ 101 }, n)
+    assert.are.equal(0, info.loaded)
+    assert.are.equal(101, info.scanned)
+    assert.are.equal(4.01, info.charge)      -- 2.5 + 0.5 + 101 x 0.01
+    n, info = assert(tiny:query("SELECT VALUE COUNT(1) FROM c WHERE c.pk = 'feed'"))
+    assert.are.same({ 101 }, n)
+    assert.are.equal(4.01, info.charge)
+    -- a filter to test: its candidates are loaded, as the service does
+    n, info = assert(tiny:query("SELECT VALUE COUNT(1) FROM c WHERE c.pk = 'feed' AND c.kind = 'a'"))
+    assert.are.same({ 50 }, n)
+    assert.are.equal(50, info.loaded)
+    -- the none partition's items hold no key: they are read
+    local none = assert(db:create_container("nokey", { partition_key = "/pk" }))
+    local NONE = require("regolith").object()
+    for i = 1, 3 do assert(none:create({ id = "n" .. i }, { partition_key = NONE })) end
+    n, info = assert(none:query("SELECT VALUE COUNT(1) FROM c", nil, { partition_key = NONE }))
+    assert.are.same({ 3 }, n)
+    assert.are.equal(3, info.loaded)
+  end)
+
   it("never lowers a query's charge when items are added, beyond the rows it lost", function()
     local sql = "SELECT TOP 5 VALUE c.id FROM c WHERE c.pk = 'k' AND c.n >= 50 ORDER BY c.n"
     local last

@@ -1440,19 +1440,24 @@ static int plan_order (planner *P, plan *pl, rg_err *e) {
   return 1;
 }
 
-/* GROUP BY p, or SELECT DISTINCT [VALUE] p, answered from p's index: the
-** path, or 0 when the query is not of that shape. */
-static int walk_path (planner *P, qpath *p) {
+/* GROUP BY p, or SELECT DISTINCT [VALUE] p, answered from p's index; or
+** aggregates of literals (COUNT(1)) over a route every item of which
+** holds a value of the partition key (`keyed`: not the none partition),
+** from the index of its first level.  The path, or 0 when the query is
+** not of that shape. */
+static int walk_path (planner *P, qpath *p, int keyed) {
   const rg_query *q = P->q;
   const rg_qblock *m = P->m;
-  int32_t e;
+  int32_t e = -1;
   int i;
   if (m->nsrc != 1 || m->src[0].kind != RG_QS_ROOT || m->norder) return 0;
   if (m->ngroup == 1) e = m->group[0];
   else if (m->ngroup == 0 && m->distinct && m->nsel == 1 && m->naggs == 0)
     e = q->sel[m->sel0].expr;
+  else if (m->ngroup == 0 && !m->distinct && m->naggs > 0 && keyed)
+    path_from(p, &P->spec->pk[0]);
   else return 0;
-  if (!path_of(P, e, p) || p->arr || !indexed(P, p)) return 0;
+  if ((e >= 0 && !path_of(P, e, p)) || p->arr || !indexed(P, p)) return 0;
   for (i = 0; i < q->nex; i++) {     /* the aggregates take p or literals */
     const rg_qexpr *ex = &q->ex[i];
     qpath a;
@@ -1667,9 +1672,10 @@ static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
   pl->tie_desc = m->norder && m->order[0].desc;
   if (m->nsrc == 0) { pl->src = SRC_NONE; return 0; }
   if (P->host == 2) { pl->src = SRC_SCAN; return 0; }   /* the host's */
-  if (!P->host &&
-      (pl->mode == RG_QX_GROUP || pl->mode == RG_QX_DISTINCT) &&
-      walk_path(P, &wp)) {
+  if (!P->host && (pl->mode == RG_QX_GROUP || pl->mode == RG_QX_DISTINCT ||
+                   pl->mode == RG_QX_AGG) &&
+      walk_path(P, &wp, pl->routed != R_NONE &&
+                        !(rq->has_pk && rq->pkv[0] == NULL))) {
     if ((rc = plan_walk(P, pl, &wp, e)) < 0) return e->status;
     if (rc == 1) return 0;
   }
