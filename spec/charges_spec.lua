@@ -277,6 +277,38 @@ describe("charges", function()
     assert.are.same(all, first)
   end)
 
+  it("reads a composite index in order across partitions: TOP 20 loads 20", function()
+    local f = assert(db:create_container("fan", { partition_key = "/pk", physical_partitions = 8,
+      indexing = { composite = { { { path = "/tag" }, { path = "/n", order = "descending" } } } } }))
+    for p = 1, 40 do
+      local ops = {}
+      for i = 1, 50 do
+        ops[i] = { op = "create", doc = { id = "x" .. i, pk = "p" .. p, tag = "t" .. (i % 2),
+          n = (p * 7919 + i * 104729) % 100003 } }
+      end
+      assert(f:batch("p" .. p, ops))
+    end
+    local sql = "SELECT TOP 20 c.id, c.n FROM c WHERE c.tag = @t ORDER BY c.tag, c.n DESC"
+    local rows, info = assert(f:query(sql, { t = "t1" }))
+    assert.are.equal(20, #rows)
+    for i = 2, #rows do assert.is_true(rows[i - 1].n >= rows[i].n) end
+    assert.are.equal(20, info.loaded)
+    assert.are.equal(1, info.index_lookups)
+    assert.are.equal(8, info.partitions)
+    -- the same with the ORDER BY on n alone, and page by page
+    rows, info = assert(f:query("SELECT TOP 20 c.id FROM c WHERE c.tag = 't1' ORDER BY c.n DESC"))
+    assert.are.equal(20, info.loaded)
+    local seen, token, pages = 0, nil, 0
+    repeat
+      local page
+      page, info = assert(f:query(sql, { t = "t1" }, { max_items = 7, continuation = token }))
+      assert.is_true(info.loaded <= #page + 1)
+      seen, token, pages = seen + #page, info.continuation, pages + 1
+    until token == nil
+    assert.are.equal(20, seen)
+    assert.are.equal(3, pages)
+  end)
+
   it("counts a whole logical partition from its key's index; a filtered count loads", function()
     for i = 1, 101 do
       assert(tiny:create({ id = "f" .. i, pk = "feed", at = i, kind = i % 2 == 0 and "a" or "b" }))
