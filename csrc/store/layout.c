@@ -588,7 +588,7 @@ size_t rg_pathid_get (const uint8_t *p, size_t n, uint32_t *id) {
 ** duplicates of a load come in order (appended). */
 size_t rg_latest_entry (uint8_t *key, uint8_t *dup, uint32_t cid, int range,
                         uint64_t lsn, uint32_t seq) {
-  rg_assert(range >= 0 && range < RG_MAX_PARTITIONS && seq != 0);
+  rg_assert(range >= 0 && range < RG_MAX_PARTITIONS);
   rg_put_u32(key, cid);
   rg_put_u16(key + 4, (uint32_t)range);
   if (dup) {
