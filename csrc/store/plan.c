@@ -2648,9 +2648,9 @@ static int build_partition (source *S, rg_err *e) {
   rg_buf_free(&terms);
   if (r) return r;
   if (rc && rc != RG_NOTFOUND) return rg_kv_fail(e, rc, "query");
-  qsort(S->mem[MX_MAIN].e, S->mem[MX_MAIN].n, sizeof(mentry), mentry_cmp);
-  qsort(S->mem[MX_SHAPES].e, S->mem[MX_SHAPES].n, sizeof(mentry),
-        mentry_cmp);
+  for (rc = 0; rc < 2; rc++)
+    if (S->mem[rc].n > 1)
+      qsort(S->mem[rc].e, S->mem[rc].n, sizeof(mentry), mentry_cmp);
   return 0;
 }
 
