@@ -34,6 +34,7 @@ typedef struct rg_db {
   int max_containers;
   int retry_throttled;       /* 429s a call waits out before it returns one */
   long memory_items;         /* rg_query_req's (0: the default; -1: never) */
+  double query_time;         /* s of CPU a query page may take; 0: no limit */
 } rg_db;
 
 typedef struct rg_lcont {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "luax/compat.h"
+#include "script/js.h"
 #include "script/runtime.h"
 #include "script/sandbox.h"
 #include "script/script.h"
@@ -34,10 +35,11 @@ static void free_autos (rg_runtime *rt) {
   rt->nautos = 0;
 }
 
-/* Frees a runtime: its sandbox and caches. */
+/* Frees a runtime: its sandbox, its JavaScript heap and caches. */
 void rg_runtime_free (rg_runtime *rt) {
   if (rt == NULL) return;
   rg_sandbox_free(rt->sb);
+  rg_js_free(rt->js);
   free_autos(rt);
   free(rt);
 }

@@ -56,13 +56,20 @@
 **     (string.rep of an empty string, table.move, table.concat, table.sort,
 **     utf8.len, tonumber, ...) are wrapped to charge their work before
 **     they do it; converting a value to JSON costs 32 a value (runner.c
-**     charges ctx's storage operations by their request charge).
-**     Spending the budget stops the execution (408).  As a backstop for
-**     single instructions that do work in proportion to their operands
-**     without allocating (comparing two huge strings, copying a million
-**     varargs), the hook and every charge also stop an execution that runs
-**     longer than the budget would take at 50 million instructions a
-**     second (and at least 5 s).
+**     charges ctx's storage operations by their request charge).  The
+**     weights were measured (examples/bench/runaway.lua) so that each
+**     spends its budget in about the time a tight loop does.  Spending the
+**     budget stops the execution (408);
+**   - time: for single instructions that do work in proportion to their
+**     operands without allocating (comparing two huge strings) and for
+**     what the weights still undercount, the hook and every charge also
+**     stop an execution (408) that has taken more CPU time than its budget
+**     would at TIME_RATE instructions a second (5 s for the default
+**     budget), and at least MIN_TIME (base/deadline.h: CPU time, so that a
+**     busy machine does not stop a script its budget lets run).  The hook
+**     runs every HOOK_PERIOD = 100 instructions, so the stop comes at most
+**     a hundred instructions late: 0.1 s for comparisons of two strings of
+**     the whole memory budget.
 ** A stop cannot be caught: the hook is set to run before every instruction
 ** and raises again each time, and the allocator refuses every growth after
 ** a memory stop, so a script's pcall handler fails at once and the error
@@ -95,10 +102,12 @@
 */
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/deadline.h"
 #include "base/json.h"
 #include "luax/luajson.h"
 #include "luax/luax.h"
@@ -108,6 +117,7 @@
 #include "luajit.h"
 #endif
 
+#define CALL_COST     24             /* a charged library call, at least */
 #define TEMPLATE      "regolith.sandbox.template"
 #define ENV_MT        "regolith.sandbox.env"
 
@@ -160,14 +170,29 @@ static double explicit_range (lua_State *L, int a, int b) {
   return j >= i ? (double)j - (double)i + 1 : 0;
 }
 
-/* Without our allocator nothing refuses a growth: a result known to be
-** larger than the room left (after a full collection) stops the execution
-** before it is built. */
+/* A result known to be larger than the room left (after a full
+** collection) stops the execution before it is built, and before its work
+** is charged: it is the memory that it lacks (and without our allocator
+** nothing would refuse the growth). */
 static void need (lua_State *L, double bytes) {
   rg_sandbox *sb = rgl_sandbox_of(L);
-  if (!sb->sysalloc || bytes <= (double)rg_sandbox_room(sb)) return;
+  if (!sb->armed || bytes <= (double)rg_sandbox_room(sb)) return;
   lua_gc(L, LUA_GCCOLLECT, 0);
   if (bytes > (double)rg_sandbox_room(sb)) rgl_sandbox_stop(L, RG_STOP_MEMORY);
+}
+
+/* The mean length of the strings among the first n values of the table
+** at 1 (a comparison of two strings reads up to their length), looked at
+** in at most 64 places. */
+static double mean_len (lua_State *L, double n) {
+  double sum = 0;
+  lua_Integer i, k = 0, stride = n > 64 ? (lua_Integer)(n / 64) : 1;
+  for (i = 1; i <= (lua_Integer)n && k < 64; i += stride, k++) {
+    lua_rawgeti(L, 1, i);
+    sum += (double)strlen_at(L, -1);
+    lua_pop(L, 1);
+  }
+  return k ? sum / (double)k : 0;
 }
 
 static int charged (lua_State *L) {
@@ -178,7 +203,7 @@ static int charged (lua_State *L) {
       double n = (double)luaL_checkinteger(L, 2);
       size_t l = strlen_at(L, 1), lsep = strlen_at(L, 3);
       if (n > 0) {
-        cost = n / 8 + n * ((double)l + (double)lsep) / 16;
+        cost = 4 * CALL_COST + n / 2 + n * ((double)l + (double)lsep) / 6;
         need(L, n * ((double)l + (double)lsep));
       }
       break;
@@ -187,7 +212,7 @@ static int charged (lua_State *L) {
     case W_SORT:
       if (lua_type(L, 1) == LUA_TTABLE) {
         double n = (double)rg_rawlen(L, 1);
-        cost = n * (log(n + 1) / log(2.0) + 1);
+        cost = n * (log(n + 1) / log(2.0) + 1) * (4 + mean_len(L, n) / 32);
       }
       break;
     case W_MOVE: {
@@ -195,13 +220,13 @@ static int charged (lua_State *L) {
       if (e >= f) cost = (double)e - (double)f + 1;
       break;
     }
-    case W_CONCAT: cost = explicit_range(L, 3, 4); break;
+    case W_CONCAT: cost = 3 * explicit_range(L, 3, 4); break;
     case W_UNPACK: cost = explicit_range(L, 2, 3); break;
     case W_ARITH:
       cost = (double)(strlen_at(L, 1) + strlen_at(L, 2)) / 16;
       break;
     case W_SIZE1:
-      if (lua_type(L, 1) == LUA_TTABLE) cost = (double)rg_rawlen(L, 1);
+      if (lua_type(L, 1) == LUA_TTABLE) cost = 2 * (double)rg_rawlen(L, 1);
       break;
   }
   rgl_sandbox_charge(L, clamp(cost) + 1);
@@ -236,7 +261,7 @@ static int t_insert (lua_State *L) {
       pos = luaL_checkinteger(L, 2);
       luaL_argcheck(L, (lua_Unsigned)pos - 1u < (lua_Unsigned)e, 2,
                     "position out of bounds");
-      rgl_sandbox_charge(L, (uint64_t)(e - pos) + 1);
+      rgl_sandbox_charge(L, 2 * (uint64_t)(e - pos) + 1);
       for (i = e; i > pos; i--) {
         lua_geti(L, 1, i - 1);
         lua_seti(L, 1, i);
@@ -257,7 +282,7 @@ static int t_remove (lua_State *L) {
   if (pos != size)
     luaL_argcheck(L, (lua_Unsigned)pos - 1u <= (lua_Unsigned)size, 2,
                   "position out of bounds");
-  if (size > pos) rgl_sandbox_charge(L, (uint64_t)(size - pos) + 1);
+  if (size > pos) rgl_sandbox_charge(L, 2 * (uint64_t)(size - pos) + 1);
   lua_geti(L, 1, pos);
   for (; pos < size; pos++) {
     lua_geti(L, 1, pos + 1);

@@ -19,6 +19,7 @@
 
 #include "luax/compat.h"
 
+#include "base/deadline.h"
 #include "base/support.h"
 
 typedef struct rg_sandbox rg_sandbox;
@@ -36,15 +37,15 @@ struct rg_sandbox {
   int sysalloc;                /* LuaJIT without GC64: LuaJIT's allocator */
   int stop;                    /* RG_STOP_* once the execution must end */
   uint64_t spent, budget;      /* instructions */
-  int64_t deadline;            /* ms on the coarse monotonic clock */
+  rg_deadline time;            /* the CPU time the execution may take */
   uintptr_t cbase;             /* the C stack where the run was armed */
   uint64_t seeds;              /* executions so far (reseeds math.random) */
   lua_State *run;              /* a resumable run's thread, or NULL */
-  int64_t paused;              /* ms when the run yielded, 0: running */
 };
 
 
-enum { RG_STOP_NONE, RG_STOP_BUDGET, RG_STOP_MEMORY, RG_STOP_ABORT };
+enum { RG_STOP_NONE, RG_STOP_BUDGET, RG_STOP_MEMORY, RG_STOP_ABORT,
+       RG_STOP_TIME, RG_STOP_WRITES };
 
 rg_sandbox *rg_sandbox_new (void);                 /* NULL: out of memory */
 void        rg_sandbox_free (rg_sandbox *sb);
@@ -70,6 +71,14 @@ void     rg_sandbox_pause (rg_sandbox *sb);
 void     rg_sandbox_unpause (rg_sandbox *sb);
 /* Ends it; returns why it was stopped (RG_STOP_*), RG_STOP_NONE if not. */
 int      rg_sandbox_disarm (rg_sandbox *sb);
+/* What the last execution, stopped for `why` (RG_STOP_BUDGET or
+** RG_STOP_TIME, both 408), exceeded, for a message: "instruction budget
+** (N instructions)" or "time limit (T s of CPU)"; in buf. */
+const char *rg_sandbox_exceeded (rg_sandbox *sb, int why, char *buf,
+                                 size_t n);
+/* The CPU time the armed execution may still take (base/deadline.h), for
+** work it asks of C (its queries). */
+rg_deadline *rg_sandbox_deadline (rg_sandbox *sb);
 /* Charges work done in C; raises once the budget is spent. */
 void     rgl_sandbox_charge (lua_State *S, uint64_t n);
 /* Stops the execution for good (RG_STOP_ABORT...) and raises. */

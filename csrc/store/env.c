@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "store/env_int.h"
+#include "store/pagewalk.h"
+#include "store/preflight.h"
 #include "store/hooks.h"
 #include "store/throughput.h"
 #include "store/upgrade.h"
@@ -132,6 +134,10 @@ int rg_env_tables (rg_env *env, rg_table_stat out[], uint64_t *free_bytes,
 
 int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
   return rg_local_backup(env->local, path, e);
+}
+
+void rg_env_walk (rg_env *env, rg_txn *txn, struct rg_walk *w) {
+  rg_local_walk(env->local, txn, w);
 }
 
 int rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,

@@ -52,6 +52,11 @@ typedef struct rg_query_req {
   ** or a walk reads built in memory from its items (0: RG_MEMORY_ITEMS;
   ** negative: never) */
   long memory_items;
+  /* the CPU time the query may take (408 beyond), or NULL: no limit */
+  rg_deadline *deadline;
+  /* FullTextScore's statistics over the routed logical partition only
+  ** (Cosmos's FullTextScoreScope Local); 0: the whole container */
+  int fts_local;
 } rg_query_req;
 
 #define RG_MEMORY_ITEMS 256
