@@ -2997,12 +2997,13 @@ static int feed_rest (source *S, const uint32_t *fed, size_t nfed) {
 }
 
 /* ORDER BY RANK: the index's best items by the query's own score, in
-** rounds (the rows wanted, then four times as many while the WHERE leaves
-** too few).  Each round feeds the items scoring above its last one (all
+** rounds (one more than the rows wanted, so that a first round whose last
+** score is below the others' feeds them all; then four times as many
+** while the WHERE leaves too few).  Each round feeds the items scoring above its last one (all
 ** of them, ties included, rank above every item not fed), and once the
 ** index has no more, the rest of the container (scores 0 and none). */
 static int src_rank (source *S) {
-  size_t want = S->pl->ftwant, ask = want, nfed = 0, i, m;
+  size_t want = S->pl->ftwant, ask = want + 1, nfed = 0, i, m;
   uint32_t *fed = NULL, *seqs = NULL, *batch = NULL;
   double *scores = NULL;
   size_t n = 0;
