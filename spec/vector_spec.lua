@@ -342,6 +342,23 @@ describe("vector search", function()
       end
     end)
 
+    it("tests the whole WHERE when the graph replaces an index seek (filterPriority 0)", function()
+      -- the seek on c.n would find only items that pass; the graph's do not
+      local k = make("k", "diskANN", "euclidean")
+      fill(k, N)
+      local fp = ", false, {'filterPriority': 0}"
+      for q = 1, 3 do
+        local qv = vec(3000 + q)
+        for _, where in ipairs({ "WHERE c.n < 25", "WHERE c.n = 7",
+                                 "WHERE c.n > 600 AND c.pk = 'p1'" }) do
+          local a = top(k, qv, fp, where)
+          local b = top(k, qv, ", true", where)
+          assert.are.same(b, a)
+          assert.is_true(#a > 0)
+        end
+      end
+    end)
+
     it("follows every kind of write in the write's transaction", function()
       local k = make("k", "diskANN", "euclidean")
       fill(k, N)

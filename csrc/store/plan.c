@@ -2791,6 +2791,9 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
   }
 
   pl->vwant = (size_t)(top + off);
+  if (P->implied)                    /* the index guarantees no conjunct a
+                                        seek it replaces did */
+    memset(P->implied, 0, (size_t)P->nconj);
   pl->src = SRC_VECTOR;
   pl->mode = RG_QX_SORT;
   return 0;
