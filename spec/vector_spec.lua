@@ -359,6 +359,34 @@ describe("vector search", function()
       end
     end)
 
+    it("searches the graph among the items an index seek finds, scoring few of them exactly", function()
+      local k = make("k", "diskANN", "euclidean")
+      fill(k, N)
+      for q = 1, 3 do
+        local qv = vec(4000 + q)
+        -- 900 items: the graph, kept to them; 150 (under 40 a row): each scored
+        for _, case in ipairs({ { "WHERE c.n > 300", true }, { "WHERE c.n <= 150", false },
+                                { "WHERE c.n > 300 AND c.n % 7 = 2", true },
+                                { "WHERE c.pk IN ('p1', 'p3')", true } }) do
+          local a, ia = top(k, qv, nil, case[1])
+          local b = top(k, qv, ", true", case[1])
+          assert.are.same(b, a)
+          assert.are.equal(#b, #a)
+          assert.are.equal(case[2], (ia.vector_nodes or 0) > 0, case[1])
+        end
+      end
+      local sql = "SELECT TOP 10 VALUE c.id FROM c WHERE c.n > 300 ORDER BY VectorDistance(c.v, @q)"
+      local want = assert(k:query(sql, { q = vec(4100) }))
+      local all, token = {}, nil
+      repeat                         -- pages: the same ten
+        local rows, info = assert(k:query(sql, { q = vec(4100) },
+                                          { max_items = 4, continuation = token }))
+        for _, id in ipairs(rows) do all[#all + 1] = id end
+        token = info.continuation
+      until token == nil
+      assert.are.same(want, all)
+    end)
+
     it("follows every kind of write in the write's transaction", function()
       local k = make("k", "diskANN", "euclidean")
       fill(k, N)

@@ -193,9 +193,11 @@ typedef struct plan {
   qpath wpath;
   size_t wskip;
   int wcomp, wdesc;
-  /* SRC_VECTOR: the best items of a vector index (vindex.h) */
+  /* SRC_VECTOR: the best items of a vector index (vindex.h); vseek
+  ** (SRC_TERMS, SRC_RANGE; 0: none): among the items that seek finds */
   rg_vsearch vs;
   size_t vwant;                     /* rows the page's TOP needs */
+  int vseek;
   /* SRC_TEXT: the items a full-text index says can pass the WHERE
   ** (search.h; ftwhere), or (ftwant > 0) its best items for ORDER BY RANK
   ** FullTextScore (ft), then those that can pass (ftwhere) or all */
@@ -272,6 +274,10 @@ typedef struct source {
   rg_cur *items;                /* item lookups: a cursor stays on its
                                        page when the next key is there */
   rg_cur *probe;                /* intersection probes */
+  /* SRC_VECTOR's seek: the seqs of the entries it finds, not fed */
+  int collect;
+  uint32_t *cseq;
+  size_t ncseq, cseqcap;
 } source;
 
 
@@ -1768,6 +1774,19 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, rg_val *val,
   rg_qdoc d;
   rg_ihdr h;
   int rc;
+  if (S->collect) {                  /* pos: the index entry, whose
+                                        reference ends with the seq */
+    if (poslen < ENT_TAIL) return 0;
+    if (S->ncseq == S->cseqcap) {
+      size_t cap = S->cseqcap ? 2 * S->cseqcap : 1024;
+      uint32_t *c = (uint32_t *)realloc(S->cseq, cap * sizeof(uint32_t));
+      if (c == NULL) return rg_fail(S->e, 500, "out of memory");
+      S->cseq = c;
+      S->cseqcap = cap;
+    }
+    S->cseq[S->ncseq++] = rg_get_u32(pos + poslen - 4);
+    return 0;
+  }
   if (iklen < 12) return 0;
   if (!in_route(S->pl, ikey, iklen)) return 0;   /* another partition */
   if (val == NULL) {
@@ -2732,7 +2751,7 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
   qpath path;
   int64_t top, off = 0;
   void *query;
-  int one_shard = 0;
+  int one_shard = 0, vseek = 0;
   uint64_t shard = 0;
   if (m->norder != 1 || m->ngroup || m->naggs || m->distinct ||
       pl->routed != R_NONE || P->host)
@@ -2767,7 +2786,15 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
     }
     rg_buf_free(&t);
   }
-  if (pl->src != SRC_SCAN && vd->filter_priority != 0 && !one_shard) return 0;
+  if (pl->src != SRC_SCAN && vd->filter_priority != 0 && !one_shard) {
+    /* the seek's items: a diskANN graph searched among them (src_vector
+    ** scores them exactly when they are few); other kinds score them */
+    if (P->spec->vix[emb->index].kind != RG_VIX_DISKANN ||
+        (pl->src != SRC_TERMS && pl->src != SRC_RANGE) || pl->uphase ||
+        pl->ordered)
+      return 0;
+    vseek = pl->src;
+  }
   if (m->top >= 0) top = count_value(P, m->top);
   else if (m->limit >= 0) top = count_value(P, m->limit);
   else return 0;
@@ -2791,6 +2818,7 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
   }
 
   pl->vwant = (size_t)(top + off);
+  pl->vseek = vseek;
   if (P->implied)                    /* the index guarantees no conjunct a
                                         seek it replaces did */
     memset(P->implied, 0, (size_t)P->nconj);
@@ -2799,15 +2827,53 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
   return 0;
 }
 
+static int u32_cmp (const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int cseq_has (void *ud, uint32_t seq) {
+  const source *S = (const source *)ud;
+  return bsearch(&seq, S->cseq, S->ncseq, sizeof(uint32_t), u32_cmp) != NULL;
+}
+
+#define VSEEK_EXACT 40               /* a seek finding at most this many
+                                        items per row wanted: each scored */
+
+/* SRC_VECTOR's seek run without feeding: the seqs it finds, sorted.  Few
+** (VSEEK_EXACT per row wanted): the seek run again, its items fed and
+** scored (1, or a status); else 0 and the search keeps to them. */
+static int vseek_run (source *S) {
+  int resumed = S->resumed, rc;
+  S->resumed = 0;                    /* a token's position is the pipeline's */
+  S->collect = 1;
+  rc = S->pl->vseek == SRC_TERMS ? src_terms(S) : src_range(S, 0);
+  S->collect = 0;
+  S->resumed = resumed;
+  if (rc) return rc;
+  if (S->ncseq <= VSEEK_EXACT * S->pl->vwant) {
+    rc = S->pl->vseek == SRC_TERMS ? src_terms(S) : src_range(S, 0);
+    return rc ? rc : 1;
+  }
+  qsort(S->cseq, S->ncseq, sizeof(uint32_t), u32_cmp);
+  return 0;
+}
+
 /* The items of SRC_VECTOR, best first, until the pipeline has as many
 ** rows as it needs or the index has no more: a search for the rows wanted,
-** then for four times as many while the WHERE leaves too few. */
+** then for four times as many while the WHERE leaves too few; with a seek,
+** among the items it finds. */
 static int src_vector (source *S) {
   rg_vsearch vs = S->pl->vs;
   size_t want = S->pl->vwant, ask = want ? want : 1, fedcap = 0, nfed = 0, i;
   uint32_t *fed = NULL;              /* seqs fed already, sorted */
   int rc = 0;
   if (want == 0) return 0;
+  if (S->pl->vseek) {
+    if ((rc = vseek_run(S))) return rc == 1 ? 0 : rc;
+    vs.accept = cseq_has;
+    vs.aud = S;
+  }
   for (;;) {
     vs.k = ask;
     if ((rc = rg_vindex_search(S->txn, S->env, &vs, S->e))) break;
@@ -2950,11 +3016,6 @@ done:
   free(keys);
   rg_buf_free(&b);
   return r;
-}
-
-static int u32_cmp (const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
 }
 
 /* The items that can pass the WHERE but those fed (sorted seqs). */
@@ -3292,6 +3353,7 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   free(S.expired);
   if (S.items) rg_cur_close(S.items);
   if (S.probe) rg_cur_close(S.probe);
+  free(S.cseq);
   rg_buf_free(&S.okey);
   rg_buf_free(&S.doc);
   r->work.steps += rg_qexec_steps(st.x);
