@@ -1775,8 +1775,10 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, rg_val *val,
   rg_ihdr h;
   int rc;
   if (S->collect) {                  /* pos: the index entry, whose
-                                        reference ends with the seq */
+                                        reference ends with the seq; an
+                                        entry counted without its item */
     if (poslen < ENT_TAIL) return 0;
+    S->w->scanned++;
     if (S->ncseq == S->cseqcap) {
       size_t cap = S->cseqcap ? 2 * S->cseqcap : 1024;
       uint32_t *c = (uint32_t *)realloc(S->cseq, cap * sizeof(uint32_t));

@@ -7,9 +7,8 @@
 ** list sizes, its recall after 20 % of the items are replaced or deleted
 ** (beside a fresh build of what remains), and filtered searches (the
 ** graph widening past its list, and the exact scan of what an index
-** finds).  One
-** query at a time, one thread, timed in CPU time.  Prints one JSON object
-** per line.
+** finds; each filter's exact top K goes to DIR/truth_keepP.u32).  One query at a time, one thread, timed in CPU time.  Prints
+** one JSON object per line.
 **
 ** Usage: search_c DIR [K [DEGREE [BUILD_LIST]]]   (10 32 100)
 */
@@ -298,6 +297,16 @@ int main (int argc, char **argv) {
     for (ki = 0; ki < 3; ki++) {
       for (i = 0; i < N; i++) keep[i] = (int)(i % 100) < keeps[ki];
       for (i = 0; i < Q; i++) exact_top(i, NULL, keep, ftrue + i * K);
+      {                               /* for search.lua's filtered queries */
+        char path[4096];
+        FILE *tf;
+        snprintf(path, sizeof path, "%s/truth_keep%d.u32", argv[1], keeps[ki]);
+        if ((tf = fopen(path, "wb")) == NULL ||
+            fwrite(ftrue, sizeof(uint32_t), Q * K, tf) != Q * K || fclose(tf)) {
+          fprintf(stderr, "search_c: cannot write %s\n", path);
+          return 1;
+        }
+      }
       for (li = 0; li < 3; li++)
         graph_run(&g, &sq, lists[li][0], lists[li][1], NULL, ftrue, keep,
                   "diskANN filtered", keeps[ki] / 100.0);
