@@ -335,6 +335,10 @@ int rg_vgraph_search (rg_vgraph *g, const rg_sq8q *q, size_t list, size_t k,
   t.q = q;
   t.code = NULL;
   t.n = g->sq->n;
+  if (k == 0) {
+    *n = 0;
+    return 0;
+  }
   if (list < k) list = k;
   if (accept == NULL) {              /* every node a result: the list's */
     *n = k;
