@@ -375,6 +375,13 @@ describe("vector search", function()
           assert.are.equal(case[2], (ia.vector_nodes or 0) > 0, case[1])
         end
       end
+      -- a seek past 1,000 items a row wanted: the graph alone, the WHERE after
+      local one = "SELECT TOP 1 VALUE c.id FROM c WHERE c.n > 100 ORDER BY VectorDistance(c.v, @q%s)"
+      for q = 1, 3 do
+        local a, ia = assert(k:query(one:format(""), { q = vec(4200 + q) }))
+        assert.are.same(assert(k:query(one:format(", true"), { q = vec(4200 + q) })), a)
+        assert.is_true(ia.vector_nodes > 0 and ia.scanned > 1000)
+      end
       local sql = "SELECT TOP 10 VALUE c.id FROM c WHERE c.n > 300 ORDER BY VectorDistance(c.v, @q)"
       local want = assert(k:query(sql, { q = vec(4100) }))
       local all, token = {}, nil

@@ -281,6 +281,12 @@ typedef struct source {
 } source;
 
 
+#define VSEEK_EXACT 40               /* SRC_VECTOR's seek finding at most this
+                                        many items per row wanted: each is
+                                        scored */
+#define VSEEK_MAX 1000               /* past this many: the search keeps to
+                                        none (the WHERE tested after) */
+
 /*
 ** {=====================================================================
 ** Index entries (the one place that knows their layout)
@@ -1787,7 +1793,7 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, rg_val *val,
       S->cseqcap = cap;
     }
     S->cseq[S->ncseq++] = rg_get_u32(pos + poslen - 4);
-    return 0;
+    return S->ncseq > VSEEK_MAX * S->pl->vwant;   /* 1: too many */
   }
   if (iklen < 12) return 0;
   if (!in_route(S->pl, ikey, iklen)) return 0;   /* another partition */
@@ -2839,12 +2845,11 @@ static int cseq_has (void *ud, uint32_t seq) {
   return bsearch(&seq, S->cseq, S->ncseq, sizeof(uint32_t), u32_cmp) != NULL;
 }
 
-#define VSEEK_EXACT 40               /* a seek finding at most this many
-                                        items per row wanted: each scored */
-
 /* SRC_VECTOR's seek run without feeding: the seqs it finds, sorted.  Few
 ** (VSEEK_EXACT per row wanted): the seek run again, its items fed and
-** scored (1, or a status); else 0 and the search keeps to them. */
+** scored (1, or a status); else 0 and the search keeps to them; many
+** (past VSEEK_MAX per row): 0 and none kept (S->ncseq 0), the WHERE is
+** tested on what the search gives, as most items pass it. */
 static int vseek_run (source *S) {
   int resumed = S->resumed, rc;
   S->resumed = 0;                    /* a token's position is the pipeline's */
@@ -2852,6 +2857,10 @@ static int vseek_run (source *S) {
   rc = S->pl->vseek == SRC_TERMS ? src_terms(S) : src_range(S, 0);
   S->collect = 0;
   S->resumed = resumed;
+  if (rc == 1) {                     /* too many */
+    S->ncseq = 0;
+    return 0;
+  }
   if (rc) return rc;
   if (S->ncseq <= VSEEK_EXACT * S->pl->vwant) {
     rc = S->pl->vseek == SRC_TERMS ? src_terms(S) : src_range(S, 0);
@@ -2873,8 +2882,10 @@ static int src_vector (source *S) {
   if (want == 0) return 0;
   if (S->pl->vseek) {
     if ((rc = vseek_run(S))) return rc == 1 ? 0 : rc;
-    vs.accept = cseq_has;
-    vs.aud = S;
+    if (S->ncseq) {
+      vs.accept = cseq_has;
+      vs.aud = S;
+    }
   }
   for (;;) {
     vs.k = ask;
