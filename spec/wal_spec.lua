@@ -128,6 +128,71 @@ describe("the write-ahead log", function()
     end)
   end
 
+  it("checkpoints without the writer lock and goes round as a ring; a restart replays from the last checkpoint's base", function()
+    -- a small ring (REGOLITH_WAL_RING: a checkpoint claimed past 16 KiB of
+    -- live log, records back to the start past 64 KiB), so that 600
+    -- writes of a kilobyte (about 9 MiB of records) make many checkpoints
+    -- and laps; the writer is
+    -- killed (no closing checkpoint) after logging what it was told
+    local dir, acks = H.tmpdir(), H.tmpdir()
+    local child = H.script(([[
+      local regolith = require "regolith"
+      local db = assert(regolith.open(%q, { sync = "full" }))
+      local c = assert(db:create_container("c", { partition_key = "/pk" }))
+      local log = assert(io.open(%q, "w"))
+      for i = 1, 600 do
+        assert(c:upsert({ id = "k" .. (i %% 40), pk = "p" .. (i %% 3), n = i,
+                          s = ("z"):rep(600 + i %% 500) }))
+        if i %% 7 == 0 then assert(c:delete("k" .. (i %% 40), "p" .. (i %% 3))) end
+        log:write(i, "\n")
+        log:flush()
+      end
+      os.exit(0, false)
+    ]]):format(dir, acks))
+    assert.is_true(H.execute("REGOLITH_WAL_RING='16384 65536' " .. H.lua_cmd(child)))
+    local wal = H.slurp(dir .. "/regolith.wal")
+    -- the header on the disk: its sequence went far past its epoch (the
+    -- checkpoints that do not restart the log keep the epoch), and the
+    -- records went back to the start (a jump) more than once
+    local function u64(s, at)
+      local v = 0
+      for k = at + 7, at, -1 do v = v * 256 + s:byte(k) end
+      return v
+    end
+    local best
+    for _, slot in ipairs({ 0, 4096 }) do
+      if wal:sub(slot + 1, slot + 8) == "RGWAL002" then
+        local h = { epoch = u64(wal, slot + 9), seq = u64(wal, slot + 209),
+                    base_off = u64(wal, slot + 217) }
+        if not best or h.seq > best.seq then best = h end
+      end
+    end
+    assert.is_truthy(best)
+    assert.is_true(best.seq > best.epoch + 10, "checkpoints without the writer lock")
+    local jumps = select(2, wal:gsub("RJMP", ""))
+    assert.is_true(jumps > 1, "the ring went round")
+    -- (it is grown a MiB ahead of its records)
+    assert.is_true(#wal <= 65536 + 2 * (1 << 20) + 8192, "the log stays small")
+    -- a restart on another boot replays the log from the checkpoint's base
+    assert(os.remove(dir .. "/regolith.shm"))
+    local db = assert(regolith.open(dir))
+    assert.is_true(db:verify())
+    local c = assert(db:container("c"))
+    local want = {}
+    for i = 1, 600 do
+      local key = "k" .. (i % 40) .. "/p" .. (i % 3)
+      want[key] = i % 7 ~= 0 and i or nil
+    end
+    for key, n in pairs(want) do
+      local id, pk = key:match("^(.-)/(.*)$")
+      assert.are.equal(n, assert(c:read(id, pk)).n)
+    end
+    local count = 0
+    for _ in pairs(want) do count = count + 1 end
+    assert.are.equal(count, db:stats().items)
+    db:close()
+  end)
+
   it("trusts the data file after a clean close: another LMDB program's writes survive a restart", function()
     local poke = "build/tools/lmdb_poke"
     assert(H.execute("env -u LD_PRELOAD make -s " .. poke))
