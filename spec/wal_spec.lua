@@ -172,7 +172,7 @@ describe("the write-ahead log", function()
     local jumps = select(2, wal:gsub("RJMP", ""))
     assert.is_true(jumps > 1, "the ring went round")
     -- (it is grown a MiB ahead of its records)
-    assert.is_true(#wal <= 65536 + 2 * (1 << 20) + 8192, "the log stays small")
+    assert.is_true(#wal <= 65536 + 2 * 1048576 + 8192, "the log stays small")
     -- a restart on another boot replays the log from the checkpoint's base
     assert(os.remove(dir .. "/regolith.shm"))
     local db = assert(regolith.open(dir))
