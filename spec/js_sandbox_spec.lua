@@ -347,6 +347,41 @@ describe("the JavaScript sandbox", function()
     end)
   end)
 
+  describe("the heap", function()
+    -- In a process of its own, which no other heap shares: the watchdog
+    -- thread runs while a heap exists, and closing the database frees its
+    -- heap, which ends the thread (joined: it never outlives the module).
+    it("goes with the database, and the watchdog thread with the last heap", function()
+      local file = H.script(([[
+        local regolith = require "regolith"
+        local function threads()
+          local f = assert(io.open("/proc/self/stat"))
+          local pid = f:read("*l"):match("^(%%d+)")
+          f:close()
+          local n = 0
+          local p = assert(io.popen("ls /proc/" .. pid .. "/task"))
+          for _ in p:lines() do n = n + 1 end
+          p:close()
+          return n
+        end
+        local before = threads()
+        local db = assert(regolith.open(%q))
+        local c = assert(db:create_container("c", { partition_key = "/pk" }))
+        assert(c:create_procedure("p", "function p() { getContext()" ..
+          ".getResponse().setBody(1 + 2); }"))
+        assert(assert(c:execute("p", "x")) == 3)
+        local during = threads()
+        db:close()
+        io.write(before, " ", during, " ", threads())
+      ]]):format(H.tmpdir()))
+      local out = H.run(H.lua_cmd(file) .. " 2>&1")
+      local before, during, after = out:match("^(%d+) (%d+) (%d+)$")
+      assert(before, out)
+      assert.are.equal(tonumber(before) + 1, tonumber(during))
+      assert.are.equal(tonumber(before), tonumber(after))
+    end)
+  end)
+
   describe("random scripts", function()
     -- Token soup from the language's pieces, with a fixed seed: whatever a
     -- source is, storing and running it answers a value or a status, and

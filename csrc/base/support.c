@@ -8,11 +8,14 @@
 ** tokens), UTF-8 validation, declared document paths, and the id rules.
 */
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/support.h"
 
@@ -22,6 +25,23 @@
 ** Errors
 ** ======================================================================
 */
+void rg_assert_fail (const char *what, const char *file, int line) {
+  fprintf(stderr, "regolith: %s:%d: assertion failed: %s\n", file, line, what);
+  abort();
+}
+
+int rg_sync_dir (const char *path, rg_err *e) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || fsync(fd) != 0) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    return rg_fail(e, 500, "storage failure: flushing '%s': %s", path,
+                   strerror(err));
+  }
+  close(fd);
+  return 0;
+}
+
 int rg_fail (rg_err *e, int status, const char *fmt, ...) {
   va_list ap;
   char msg[sizeof(e->msg)];

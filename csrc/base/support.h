@@ -30,6 +30,20 @@
 #define RG_PRINTF(f, a)
 #endif
 
+/*
+** Assertions on the invariants the headers state.  On in debug and
+** sanitizer builds (-DRG_DEBUG: `make check`, the fuzzers, the plain C
+** tests), where a broken one prints where and aborts; free in a release
+** build, where the expression is not evaluated.  An assertion states what
+** the code already relies on: it never replaces the check of an input.
+*/
+void rg_assert_fail (const char *what, const char *file, int line);
+#ifdef RG_DEBUG
+#define rg_assert(c) ((c) ? (void)0 : rg_assert_fail(#c, __FILE__, __LINE__))
+#else
+#define rg_assert(c) ((void)sizeof(c))
+#endif
+
 /* An expected failure: an HTTP-like status and a message. */
 typedef struct rg_err {
   int status;
@@ -39,6 +53,10 @@ typedef struct rg_err {
 /* Fills `e` (which may be NULL) and returns `status`, so that
 ** `return rg_fail(e, 400, ...)`.  The message may quote e->msg. */
 int rg_fail (rg_err *e, int status, const char *fmt, ...) RG_PRINTF(3, 4);
+
+/* Flushes a directory (the names in it), as a file's creation, removal or
+** rename needs to be durable: 0 or 500. */
+int rg_sync_dir (const char *path, rg_err *e);
 
 /*
 ** A growable byte buffer.  Allocation failure sets `oom` and turns later

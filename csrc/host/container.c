@@ -87,7 +87,7 @@ static int cont_spec (lua_State *L) {
   rg_lcont *lc = rgl_checkcont(L, 1);
   rg_cspec *now = NULL;
   const char *json = lc->c.spec->json;
-  MDB_txn *txn;
+  rg_txn *txn;
   rg_err e;
   int rc;
   if (rg_read_begin(lc->c.env, &txn, &e) == 0) {
@@ -312,8 +312,8 @@ static int cont_read (lua_State *L) {
   rg_err e;
   rg_work w;
   rg_admit a;
-  MDB_txn *txn;
-  MDB_val v;
+  rg_txn *txn;
+  rg_val v;
   int rc;
   if (!lua_isnoneornil(L, 4)) {
     size_t n;
@@ -328,8 +328,8 @@ static int cont_read (lua_State *L) {
   if ((rc = rg_read_begin(env, &txn, &e))) return rgl_push_fail(L, &e);
   if ((rc = rg_cont_alive(txn, &lc->c, &e)) == 0 &&
       (rc = rg_item_get(txn, env, &k, rg_now(), &v, &e)) == 0) {
-    size = v.mv_size;
-    if ((rc = rgl_json_push_stored(L, (const char *)v.mv_data, v.mv_size, &e)))
+    size = v.n;
+    if ((rc = rgl_json_push_stored(L, (const char *)v.p, v.n, &e)))
       rc = rg_fail(&e, 500, "corrupt item: %s", e.msg);
   }
   rg_read_end(env);
@@ -400,7 +400,7 @@ static int cont_read_many (lua_State *L) {
   rg_err e;
   rg_work w;
   rg_admit a;
-  MDB_txn *txn;
+  rg_txn *txn;
   int n, i, rc, out = 0, on;
   int64_t now = rg_now();
   if (lua_type(L, 2) != LUA_TTABLE) {
@@ -421,7 +421,7 @@ static int cont_read_many (lua_State *L) {
     rg_ikey k;
     const char *id;
     size_t idlen;
-    MDB_val v;
+    rg_val v;
     int top = lua_gettop(L);
     lua_rawgeti(L, 2, i);            /* top+1: the pair */
     if (lua_type(L, top + 1) != LUA_TTABLE) {
@@ -441,15 +441,15 @@ static int cont_read_many (lua_State *L) {
     if (on && (rc == 0 || rc == 404)) {       /* each item's own partition */
       rg_admit ai;
       rg_tp_route(&lc->tp, 1, k.hash, 0, &ai);
-      rg_tp_debit(&ai, (double)(rc ? 1 : rg_read_units(v.mv_size)));
+      rg_tp_debit(&ai, (double)(rc ? 1 : rg_read_units(v.n)));
     }
     if (rc == 404) {
       w.read_units++;
       rc = 0;
     }
     else if (rc == 0) {
-      w.read_units += rg_read_units(v.mv_size);
-      if ((rc = rgl_json_push_stored(L, (const char *)v.mv_data, v.mv_size,
+      w.read_units += rg_read_units(v.n);
+      if ((rc = rgl_json_push_stored(L, (const char *)v.p, v.n,
                                     &e))) {
         rc = rg_fail(&e, 500, "corrupt item: %s", e.msg);
         break;
@@ -890,7 +890,7 @@ static int batch_op (rg_scope *s, bcall *q, int i, int t, const rg_ikey *lp,
       return 400;
   }
   if (op == RG_OP_READ) {
-    MDB_val v;
+    rg_val v;
     size_t idlen;
     const char *id;
     rg_ikey k2 = *lp;
@@ -902,8 +902,8 @@ static int batch_op (rg_scope *s, bcall *q, int i, int t, const rg_ikey *lp,
     rg_ikey_id(&k2, id, idlen);
     rc = rg_item_get(s->txn, s->env, &k2, s->now, &v, e);
     if (rc) { if (rc == 404) s->work.read_units++; return rc; }
-    s->work.read_units += rg_read_units(v.mv_size);
-    if ((rc = rg_json_parse((const char *)v.mv_data, v.mv_size,
+    s->work.read_units += rg_read_units(v.n);
+    if ((rc = rg_json_parse((const char *)v.p, v.n,
                             &q->res[i].doc, e)))
       return rg_fail(e, 500, "corrupt item: %s", e->msg);
     q->res[i].status = 200;

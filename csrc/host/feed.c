@@ -257,7 +257,7 @@ static int cont_changes (lua_State *L) {
   rg_ikey pk;
   rg_err e;
   rg_admit a;
-  MDB_txn *txn;
+  rg_txn *txn;
   page *g;
   const char *tok;
   const uint8_t *lp = NULL;

@@ -30,8 +30,8 @@
 ** may not have (eval, the Function constructor, the Duktape object) and
 ** installs getContext, __, ErrorCodes and console.
 **
-** Budgets.  A run is armed with the runtime's instruction budget and
-** memory budget:
+** Budgets (kept by jsbudget.c).  A run is armed with the runtime's
+** instruction budget and memory budget:
 **   - instructions: Duktape calls rg_js_interrupt every 256K bytecode
 **     instructions, which adds them to the work spent; work done in native
 **     code is charged explicitly: every native call, regular-expression
@@ -73,81 +73,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "script/jsconf.h"
-#include <duktape.h>
-
 #include "base/json.h"
-#include "script/js.h"
+#include "script/jsint.h"
 #include "store/catalog.h"
 #include "store/write.h"
 
-#define INTERRUPT     (256u * 1024u)   /* Duktape's interrupt period */
-#define NATIVE_COST   10               /* a native call or check */
-#define ALLOC_COST    12               /* an allocation costs 12 ... */
-#define ALLOC_SHIFT   4                /* ... plus 1/16 per byte */
 #define MIN_DEADLINE  5000             /* ms */
-#define CSTACK_MAX    (2u << 20)       /* C stack a run may use, bytes */
 #define ACCEPT_LEFT   10               /* isAccepted: false with less than
                                           1/10 of a budget left */
 
 duk_int_t *rg_js_counter (duk_context *ctx);      /* jsengine.c */
 extern const char rg_js_prelude[];                /* jsapi.c */
-
-/* A compiled function, cached per record key and version. */
-typedef struct jsfn {
-  uint8_t key[5 + RG_MAX_NAME];
-  size_t klen;
-  uint64_t version;
-  void *code;                      /* Duktape bytecode */
-  size_t n;
-} jsfn;
-
-/* A block of the heap: its size before it (the allocator frees them all
-** when the heap is abandoned). */
-typedef struct blk {
-  struct blk *prev, *next;
-  size_t n;
-  size_t pad;                      /* keeps the data 16-byte aligned */
-} blk;
-
-typedef struct rg_js {
-  duk_context *ctx;                /* the heap's first thread */
-  blk all;                         /* every block, a ring */
-  size_t held;                     /* bytes the heap holds */
-  jsfn *fns;
-  int nfns;
-  void *prelude;                   /* the prelude's bytecode */
-  size_t nprelude;
-  /* the armed run */
-  int armed;
-  size_t limit;
-  uint64_t budget, spent;
-  size_t memory;
-  int64_t start, deadline;         /* ms */
-  int stop, refused;
-  unsigned checks;
-  char *cbase;                     /* the C stack at arming */
-  duk_context *thr;                /* the run's thread */
-  volatile duk_int_t *counter;     /* its instruction countdown */
-  /* what the run is */
-  const rg_jscall *call;
-  rg_runtime *rt;
-  rg_udfs *udfs;                   /* a query's functions, or NULL */
-  int running;                     /* a procedure or a trigger */
-  int status;                      /* an abort's status */
-  rg_err err;
-  /* C memory of the native call in progress */
-  cJSON *tmp[2];
-  rg_wres wres;
-  rg_query_res qres;
-  int qlive;
-  rg_buf text;
-  /* a fatal error abandons the heap */
-  jmp_buf *fatal;
-} rg_js;
-
-/* The heap running now in this thread (the native check has no argument). */
-static __thread rg_js *current;
 
 
 /*
@@ -208,212 +144,9 @@ int rg_js_is (const char *src, size_t n) {
 
 /*
 ** {=====================================================================
-** The allocator, the budgets, the watchdog
+** Arming
 ** ======================================================================
 */
-static int64_t now_ms (void) {
-  struct timespec ts;
-#if defined(CLOCK_MONOTONIC_COARSE)
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-#else
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-#endif
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Stops the run for good: its thread interrupts at the next instruction
-** (and the interrupt answers "stop" from then on). */
-static void stop (rg_js *js, int why) {
-  if (js->stop == RG_STOP_NONE) js->stop = why;
-  if (js->counter) *js->counter = 0;
-}
-
-/* Adds work to the run's and stops it past the budget or the deadline
-** (which is read every 64 calls). */
-static void spend (rg_js *js, uint64_t n) {
-  js->spent += n;
-  if (js->spent > js->budget) stop(js, RG_STOP_BUDGET);
-  if ((++js->checks & 63) == 0 && now_ms() > js->deadline)
-    stop(js, RG_STOP_BUDGET);
-}
-
-/* May the heap grow by n bytes? */
-static int admit (rg_js *js, size_t n) {
-  if (!js->armed) return 1;
-  if (js->stop == RG_STOP_MEMORY) return 0;
-  spend(js, ALLOC_COST + (n >> ALLOC_SHIFT));
-  if (js->held + n > js->limit) {
-    if (++js->refused >= 2) stop(js, RG_STOP_MEMORY);
-    return 0;
-  }
-  js->refused = 0;
-  return 1;
-}
-
-static void *js_alloc (void *ud, duk_size_t n) {
-  rg_js *js = (rg_js *)ud;
-  blk *b;
-  if (!admit(js, n) || (b = (blk *)malloc(sizeof(blk) + n)) == NULL)
-    return NULL;
-  b->n = n;
-  b->next = js->all.next;
-  b->prev = &js->all;
-  b->next->prev = b;
-  js->all.next = b;
-  js->held += n;
-  return b + 1;
-}
-
-static void js_free (void *ud, void *p) {
-  rg_js *js = (rg_js *)ud;
-  blk *b;
-  if (p == NULL) return;
-  b = (blk *)p - 1;
-  b->prev->next = b->next;
-  b->next->prev = b->prev;
-  js->held -= b->n;
-  free(b);
-}
-
-static void *js_realloc (void *ud, void *p, duk_size_t n) {
-  rg_js *js = (rg_js *)ud;
-  blk *b, *nb;
-  if (p == NULL) return js_alloc(ud, n);
-  b = (blk *)p - 1;
-  if (n > b->n && !admit(js, n - b->n)) return NULL;
-  b->prev->next = b->next;           /* out of the ring while it moves */
-  b->next->prev = b->prev;
-  nb = (blk *)realloc(b, sizeof(blk) + (n ? n : 1));
-  if (nb == NULL) nb = b;            /* the old block stays */
-  else {
-    js->held = js->held - nb->n + n;
-    nb->n = n;
-  }
-  nb->next = js->all.next;
-  nb->prev = &js->all;
-  nb->next->prev = nb;
-  js->all.next = nb;
-  return nb == b && n > b->n ? NULL : nb + 1;
-}
-
-/* Duktape's interrupt, every INTERRUPT instructions (and at every
-** instruction once it has answered 1). */
-int rg_js_interrupt (void *ud) {
-  rg_js *js = (rg_js *)ud;
-  if (!js->armed) return 0;
-  if (js->stop == RG_STOP_NONE) {
-    js->spent += INTERRUPT;
-    if (js->spent > js->budget || now_ms() > js->deadline)
-      stop(js, RG_STOP_BUDGET);
-  }
-  return js->stop != RG_STOP_NONE;
-}
-
-/* Before native calls and in native recursions: charges the call, bounds
-** the C stack; nonzero makes Duktape throw a RangeError. */
-int rg_js_native_check (void) {
-  rg_js *js = current;
-  char here;
-  if (js == NULL || !js->armed) return 0;
-  if (js->stop == RG_STOP_NONE) spend(js, NATIVE_COST);
-  if (js->stop != RG_STOP_NONE) return 1;
-  return js->cbase - &here > (ptrdiff_t)CSTACK_MAX;
-}
-
-/*
-** The watchdog: one thread per process, made at the first run (and ended
-** with the process's last heap: heaps_add), which
-** sleeps until the deadline of the run armed now and, if it is still the
-** same run then, zeroes its instruction countdown every millisecond until
-** it is disarmed.  `gen` names the armed run; the countdown is a plain int
-** Duktape decrements, written here without a lock: a write lost to the
-** executor's own is made again a millisecond later.
-*/
-static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wd_cond = PTHREAD_COND_INITIALIZER;
-static pid_t wd_pid;                 /* the process the thread runs in */
-static pthread_t wd_thread;
-static int wd_heaps, wd_quit;        /* heaps alive; the thread must end */
-static struct { uint64_t gen; int64_t deadline; volatile duk_int_t *counter; }
-  wd;
-
-static void *watchdog (void *arg) {
-  (void)arg;
-  pthread_mutex_lock(&wd_lock);
-  for (;;) {
-    struct timespec ts;
-    int64_t t;
-    if (wd_quit) break;
-    if (wd.counter == NULL) {
-      pthread_cond_wait(&wd_cond, &wd_lock);
-      continue;
-    }
-    t = now_ms();
-    if (t < wd.deadline) {
-      clock_gettime(CLOCK_REALTIME, &ts);
-      t = wd.deadline - t;
-    }
-    else {
-      *wd.counter = 0;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      t = 1;
-    }
-    ts.tv_sec += t / 1000;
-    ts.tv_nsec += (t % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
-    pthread_cond_timedwait(&wd_cond, &wd_lock, &ts);
-  }
-  pthread_mutex_unlock(&wd_lock);
-  return NULL;
-}
-
-/* A heap is made or freed: the thread ends with the last heap of the
-** process (joined, so that it never outlives the module's code, which
-** the host may unload once its databases are closed). */
-static void heaps_add (int d) {
-  int join;
-  pthread_mutex_lock(&wd_lock);
-  wd_heaps += d;
-  join = wd_heaps == 0 && wd_pid == getpid();
-  if (join) {
-    wd_quit = 1;
-    pthread_cond_signal(&wd_cond);
-  }
-  pthread_mutex_unlock(&wd_lock);
-  if (join) {
-    pthread_join(wd_thread, NULL);
-    pthread_mutex_lock(&wd_lock);
-    wd_pid = 0;
-    wd_quit = 0;
-    pthread_mutex_unlock(&wd_lock);
-  }
-}
-
-/* Starts watching a run (making the thread in this process when it has
-** none: a fork leaves the parent's behind). */
-static void watch (rg_js *js) {
-  pthread_mutex_lock(&wd_lock);
-  if (wd_pid != getpid()) {         /* none yet, or the parent's (a fork) */
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setstacksize(&a, 64 << 10);
-    wd_quit = 0;
-    if (pthread_create(&wd_thread, &a, watchdog, NULL) == 0) wd_pid = getpid();
-    pthread_attr_destroy(&a);
-  }
-  wd.gen++;
-  wd.deadline = js->deadline;
-  wd.counter = js->counter;
-  pthread_cond_signal(&wd_cond);
-  pthread_mutex_unlock(&wd_lock);
-}
-
-static void unwatch (void) {
-  pthread_mutex_lock(&wd_lock);
-  wd.counter = NULL;
-  pthread_mutex_unlock(&wd_lock);
-}
-
 /* Arms the heap for a run in thread thr. */
 static void arm (rg_js *js, rg_runtime *rt, duk_context *thr) {
   char here;
@@ -424,7 +157,7 @@ static void arm (rg_js *js, rg_runtime *rt, duk_context *thr) {
   js->spent = 0;
   js->limit = js->held + rt->memory < js->held ? (size_t)-1
               : js->held + rt->memory;
-  js->start = now_ms();
+  js->start = rg_coarse_ms();
   js->deadline = js->start + (ms > MIN_DEADLINE ? ms : MIN_DEADLINE);
   js->stop = RG_STOP_NONE;
   js->refused = 0;
@@ -433,17 +166,17 @@ static void arm (rg_js *js, rg_runtime *rt, duk_context *thr) {
   js->thr = thr;
   js->counter = rg_js_counter(thr);
   js->status = 0;
-  current = js;
-  watch(js);
+  rg_js_current = js;
+  rg_js_watch(js);
 }
 
 /* Ends the run's accounting; why it was stopped (RG_STOP_*). */
 static int disarm (rg_js *js) {
-  unwatch();
+  rg_js_unwatch();
   js->armed = 0;
   js->thr = NULL;
   js->counter = NULL;
-  current = NULL;
+  rg_js_current = NULL;
   return js->stop;
 }
 /* }===================================================================== */
@@ -494,7 +227,7 @@ static void free_fns (rg_js *js) {
 
 void rg_js_free (rg_js *js) {
   if (js == NULL) return;
-  heaps_add(-1);
+  rg_js_heaps(-1);
   if (js->ctx) duk_destroy_heap(js->ctx);
   drop_blocks(js);
   free_fns(js);
@@ -511,8 +244,8 @@ static void abandon (rg_js *js) {
   free(js->prelude);
   js->prelude = NULL;
   js->armed = 0;
-  current = NULL;
-  unwatch();
+  rg_js_current = NULL;
+  rg_js_unwatch();
 }
 
 static rg_js *heap_of (rg_runtime *rt, rg_err *e) {
@@ -525,10 +258,10 @@ static rg_js *heap_of (rg_runtime *rt, rg_err *e) {
     js->all.next = js->all.prev = &js->all;
     rg_buf_init(&js->text);
     rt->js = js;
-    heaps_add(1);
+    rg_js_heaps(1);
   }
   if (js->ctx == NULL &&
-      (js->ctx = duk_create_heap(js_alloc, js_realloc, js_free, js,
+      (js->ctx = duk_create_heap(rg_js_alloc, rg_js_realloc, rg_js_dealloc, js,
                                  fatal)) == NULL) {
     rg_fail(e, 500, "cannot create the JavaScript heap: out of memory");
     return NULL;
@@ -858,7 +591,7 @@ int rg_js_check (rg_runtime *rt, int tag, const char *name, size_t n,
 ** of the call before it, as runner.c's ctx methods do.
 */
 static rg_js *native (duk_context *thr) {
-  rg_js *js = current;
+  rg_js *js = rg_js_current;
   if (js == NULL || !js->armed) (void)duk_error(thr, DUK_ERR_ERROR, "no run");
   if (js->stop) (void)duk_error(thr, DUK_ERR_RANGE_ERROR, "stopped");
   free_tmp(js);
@@ -916,7 +649,7 @@ static int tree_of (rg_js *js, duk_context *thr, duk_idx_t idx, int slot,
 static void charge_op (rg_js *js, const rg_work *before) {
   rg_work w;
   rg_work_diff(&w, &js->call->s->work, before);
-  spend(js, OP_COST + (uint64_t)(rg_charge(&w) * RU_COST));
+  rg_js_spend(js, OP_COST + (uint64_t)(rg_charge(&w) * RU_COST));
 }
 
 /* host.read(id, ifNoneMatch) -> [status, doc | message] */
@@ -931,7 +664,7 @@ static duk_ret_t h_read (duk_context *thr) {
   id = duk_require_lstring(thr, 0, &idlen);
   if (!duk_is_null_or_undefined(thr, 1)) inm = duk_require_string(thr, 1);
   if ((rc = rg_check_id(id, idlen, RG_MAX_ID, "id", &e)) == 0)
-    rc = rg_ctx_read(call->s, call->lp, id, idlen, inm, &js->tmp[0], &e);
+    rc = call->ctx->read(call->s, call->lp, id, idlen, inm, &js->tmp[0], &e);
   charge_op(js, &before);
   if (rc) return push_status(thr, rc, &e);
   push_status(thr, 200, NULL);
@@ -1016,10 +749,10 @@ static duk_ret_t h_query (duk_context *thr) {
   q.max_bytes = js->limit > js->held ? js->limit - js->held : 1;
   memset(&js->qres, 0, sizeof(js->qres));
   js->qlive = 1;
-  rc = rg_ctx_query(call->s, call->c, &q, &js->qres, &e);
-  if (rc == 408 && js->qres.made > q.max_rows) stop(js, RG_STOP_BUDGET);
-  if (rc == 413) stop(js, RG_STOP_MEMORY);
-  spend(js, js->qres.made * ROW_COST);
+  rc = call->ctx->query(call->s, call->c, &q, &js->qres, &e);
+  if (rc == 408 && js->qres.made > q.max_rows) rg_js_stop(js, RG_STOP_BUDGET);
+  if (rc == 413) rg_js_stop(js, RG_STOP_MEMORY);
+  rg_js_spend(js, js->qres.made * ROW_COST);
   charge_op(js, &before);
   if (js->stop) (void)duk_error(thr, DUK_ERR_RANGE_ERROR, "stopped");
   if (rc) return push_status(thr, rc, &e);
@@ -1036,31 +769,32 @@ static duk_ret_t h_query (duk_context *thr) {
 
 /* host.charge(n): work a built-in will do (the prelude's wrappers). */
 static duk_ret_t h_charge (duk_context *thr) {
-  rg_js *js = current;
+  rg_js *js = rg_js_current;
   double n = duk_require_number(thr, 0);
   if (js == NULL || !js->armed) return 0;
   if (!(n >= 0)) n = 0;
-  spend(js, n > 1e18 ? (uint64_t)1e18 : (uint64_t)n);
+  rg_js_spend(js, n > 1e18 ? (uint64_t)1e18 : (uint64_t)n);
   if (js->stop) (void)duk_error(thr, DUK_ERR_RANGE_ERROR, "stopped");
   return 0;
 }
 
 /* host.accepted(): may the script start another storage operation? */
 static duk_ret_t h_accepted (duk_context *thr) {
-  rg_js *js = current;
+  rg_js *js = rg_js_current;
   int ok = js && js->armed && js->stop == RG_STOP_NONE &&
            js->budget - (js->spent < js->budget ? js->spent : js->budget)
              > js->budget / ACCEPT_LEFT &&
            (js->limit > js->held ? js->limit - js->held : 0)
              > js->memory / ACCEPT_LEFT &&
-           now_ms() < js->deadline - (js->deadline - js->start) / ACCEPT_LEFT;
+           rg_coarse_ms() < js->deadline -
+                         (js->deadline - js->start) / ACCEPT_LEFT;
   duk_push_boolean(thr, ok);
   return 1;
 }
 
 /* host.log(line) */
 static duk_ret_t h_log (duk_context *thr) {
-  rg_js *js = current;
+  rg_js *js = rg_js_current;
   duk_size_t n;
   const char *line = duk_require_lstring(thr, 0, &n);
   rg_buf *log = js && js->call ? js->call->log : NULL;
@@ -1075,14 +809,14 @@ static duk_ret_t h_log (duk_context *thr) {
 
 /* host.abort(message, status): ends the run for good. */
 static duk_ret_t h_abort (duk_context *thr) {
-  rg_js *js = current;
+  rg_js *js = rg_js_current;
   const char *msg = duk_safe_to_string(thr, 0);
   int status = duk_get_int_default(thr, 1, 400);
   if (status < 400 || status > 599) status = 400;
   if (js) {
     js->status = status;
     rg_fail(&js->err, status, "%.*s", 400, msg);
-    stop(js, RG_STOP_ABORT);
+    rg_js_stop(js, RG_STOP_ABORT);
   }
   return duk_error(thr, DUK_ERR_ERROR, "aborted");
 }
@@ -1257,7 +991,7 @@ static int keep (rg_js *js, const rg_jscall *call, duk_context *thr,
                      "replace", what, (int)call->namelen, call->name);
     }
     if (!cJSON_IsObject(v) ||
-        !rg_ctx_same_item(call->c, call->lp, call->id, v)) {
+        !call->ctx->same_item(call->c, call->lp, call->id, v)) {
       cJSON_Delete(v);
       return rg_fail(e, 400, "%s '%.*s' failed: a pre-trigger cannot change "
                      "the id or the partition key", what,

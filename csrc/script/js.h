@@ -10,7 +10,8 @@
 ** database per process, like the Lua sandbox), in a fresh global
 ** environment for each run, with the same budgets (instructions, memory,
 ** a deadline), bound to the same partition, through the same scope and
-** the same ctx storage functions (runtime.h) as a Lua one.
+** the same ctx storage functions (runtime.h: the run is given them) as a
+** Lua one.
 **
 ** Invariants: a run's failure (a script error, a budget, an abort) leaves
 ** no C memory behind and never unwinds past js.c; a stop cannot be caught
@@ -55,6 +56,7 @@ typedef struct rg_jscall {
   const cJSON *stored;             /* post: the stored document */
   cJSON **reply;                   /* post: what the caller receives, */
   int *replied;                    /*   when the trigger set it */
+  const rg_ctxops *ctx;            /* its storage operations (runtime.h) */
 } rg_jscall;
 
 /* Is this source JavaScript (docs/scripts.md says how it is told)? */

@@ -78,7 +78,6 @@
 #include "store/plan.h"
 #include "store/scripts.h"
 
-#define CACHE     "regolith.script.cache"
 #define CTX_MT    "regolith.ctx"
 #define CTX_STEP_MT "regolith.ctx.step"
 #define STEP_BOOT "regolith.step.boot"
@@ -147,6 +146,11 @@ static int ask_query (lua_State *L, exec *x, const rg_query_req *q);
 */
 static const rg_hooks hooks;
 
+/* The release hook: the environment is closing. */
+static void release (void *st) {
+  rg_runtime_free((rg_runtime *)st);
+}
+
 /* The runner of an environment, made (and its hooks installed) on first
 ** use. */
 rg_runtime *rg_runtime_of (rg_env *env) {
@@ -161,33 +165,9 @@ rg_runtime *rg_runtime_of (rg_env *env) {
   return rt;
 }
 
-static void free_autos (rg_runtime *rt) {
-  int i, j;
-  for (i = 0; i < rt->nautos; i++) {
-    for (j = 0; j < rt->autos[i].n; j++) free(rt->autos[i].t[j].name);
-    free(rt->autos[i].t);
-  }
-  free(rt->autos);
-  rt->autos = NULL;
-  rt->nautos = 0;
-}
 
-/* The release hook: the environment is closing. */
-static void release (void *st) {
-  rg_runtime *rt = (rg_runtime *)st;
-  rgl_sandbox_free(rt->sb);
-  rg_js_free(rt->js);
-  free_autos(rt);
-  free(rt);
-}
 
-int rg_runtime_running (const rg_runtime *rt) {
-  return rt->cur != NULL;
-}
 
-int rg_script_attach (rg_env *env, rg_err *e) {
-  return rg_runtime_of(env) ? 0 : rg_fail(e, 500, "out of memory");
-}
 
 int rg_script_limits (rg_env *env, uint64_t budget, uint64_t memory,
                       rg_err *e) {
@@ -208,11 +188,6 @@ int rg_script_limits (rg_env *env, uint64_t budget, uint64_t memory,
   return 0;
 }
 
-int rg_runtime_sandbox (rg_runtime *rt, rg_err *e) {
-  if (rt->sb == NULL && (rt->sb = rgl_sandbox_new()) == NULL)
-    return rg_fail(e, 500, "cannot create the script sandbox: out of memory");
-  return 0;
-}
 
 static const char *what_of (int kind) {
   return kind == K_PROC ? "procedure" :
@@ -278,18 +253,18 @@ static int doc_arg (lua_State *L, exec *x, int idx, int slot, rg_err *e) {
 /* Reads item `id` of the partition lp in the scope into *doc (owned by the
 ** caller): 0, 404, 304 (etag `inm`), or 500 for a corrupt item; counts the
 ** read units. */
-int rg_ctx_read (rg_scope *s, const rg_ikey *lp, const char *id,
-                 size_t idlen, const char *inm, cJSON **doc, rg_err *e) {
+static int part_read (rg_scope *s, const rg_ikey *lp, const char *id,
+                      size_t idlen, const char *inm, cJSON **doc, rg_err *e) {
   rg_ikey k = *lp;
-  MDB_val v;
+  rg_val v;
   int rc;
   *doc = NULL;
   rg_ikey_id(&k, id, idlen);
   rc = rg_item_get(s->txn, s->env, &k, s->now, &v, e);
   if (rc == 404) s->work.read_units++;
   if (rc) return rc;
-  s->work.read_units += rg_read_units(v.mv_size);
-  if (rg_json_parse((const char *)v.mv_data, v.mv_size, doc, e))
+  s->work.read_units += rg_read_units(v.n);
+  if (rg_json_parse((const char *)v.p, v.n, doc, e))
     return rg_fail(e, 500, "corrupt item: %s", e->msg);
   if (k.lossy) {                     /* the key holds digests: check */
     const cJSON *sid = cJSON_GetObjectItemCaseSensitive(*doc, "id");
@@ -313,8 +288,8 @@ int rg_ctx_read (rg_scope *s, const rg_ikey *lp, const char *id,
 /* Runs a script's query (its partition and bounds set by the caller) in
 ** the scope, with the container's user-defined functions, into *res
 ** (which the caller frees); adds its work to the scope's. */
-int rg_ctx_query (rg_scope *s, const rg_cont *c, rg_query_req *q,
-                  rg_query_res *res, rg_err *e) {
+static int part_query (rg_scope *s, const rg_cont *c, rg_query_req *q,
+                       rg_query_res *res, rg_err *e) {
   rg_udfs udfs;
   int rc;
   rg_udfs_init(&udfs, s->txn, c);
@@ -328,11 +303,12 @@ int rg_ctx_query (rg_scope *s, const rg_cont *c, rg_query_req *q,
   s->work.loaded += res->work.loaded;
   s->work.loaded_bytes += res->work.loaded_bytes;
   s->work.scanned += res->work.scanned;
+  s->work.steps += res->work.steps;
   return 0;
 }
 
 /* Is `doc` item `id` of the partition lp (a pre-trigger's new body)? */
-int rg_ctx_same_item (const rg_cont *c, const rg_ikey *lp, const char *id,
+static int same_item (const rg_cont *c, const rg_ikey *lp, const char *id,
                       const cJSON *doc) {
   const cJSON *pkv[RG_MAX_PK_PATHS];
   const cJSON *sid = cJSON_GetObjectItemCaseSensitive(doc, "id");
@@ -342,6 +318,9 @@ int rg_ctx_same_item (const rg_cont *c, const rg_ikey *lp, const char *id,
   return rg_ikey_partition(c->spec, pkv, &k, NULL) == 0 &&
          k.lplen == lp->lplen && memcmp(k.key, lp->key, k.lplen) == 0;
 }
+
+/* The table js.c's runs are given (runtime.h). */
+static const rg_ctxops ctx_ops = { part_read, part_query, same_item };
 
 /* ctx:read(id, opts) -> doc, info | nil, msg, status */
 static int do_read (lua_State *L) {
@@ -363,7 +342,7 @@ static int do_read (lua_State *L) {
   id = lua_tolstring(L, 2, &idlen);
   if (rg_check_id(id, idlen, RG_MAX_ID, "id", &e)) return rgl_push_fail(L, &e);
   if (x->step) return ask_read(L, x, id, idlen, inm, inm ? inmlen : 0);
-  if (rg_ctx_read(s, &x->lp, id, idlen, inm, &x->tmp[0], &e))
+  if (part_read(s, &x->lp, id, idlen, inm, &x->tmp[0], &e))
     return rgl_push_fail(L, &e);
   rgl_json_push(L, x->tmp[0]);
   push_info(L, x, &before, 200);
@@ -507,14 +486,17 @@ static int do_query (lua_State *L) {
   rgl_sandbox_left(L, &left, &room);
   q.max_rows = left / ROW_COST + 1;
   q.max_bytes = room;
+  q.deadline = rgl_sandbox_deadline(x->rt->sb);
   if (x->step) return ask_query(L, x, &q);
   memset(&x->qres, 0, sizeof(x->qres));
   x->qlive = 1;
-  rc = rg_ctx_query(s, x->c, &q, &x->qres, &e);
+  rc = part_query(s, x->c, &q, &x->qres, &e);
   if (rc == 408 && x->qres.made > q.max_rows)
     rgl_sandbox_stop(L, RG_STOP_BUDGET);
+  if (rc == 408 && q.deadline && q.deadline->passed)
+    rgl_sandbox_stop(L, RG_STOP_TIME);
   if (rc == 413) rgl_sandbox_stop(L, RG_STOP_MEMORY);
-  rgl_sandbox_charge(L, x->qres.made * ROW_COST);
+  rgl_sandbox_charge(L, x->qres.made * ROW_COST + x->qres.work.steps);
   if (rc) return rgl_push_fail(L, &e);
   rgl_sandbox_charge(L, x->qres.rows.n / 8);
   /* straight into the sandbox, whose allocator counts it: a tree of the
@@ -548,6 +530,9 @@ static int charged_op (lua_State *L, lua_CFunction f) {
   before = x->s->work;
   n = f(L);
   rg_work_diff(&w, &x->s->work, &before);
+  /* the memory the transaction holds until its commit is bounded: the
+  ** host's, not the script's, so no budget of the script sees it */
+  if (rg_kv_pending(x->s->txn) > RG_MAX_TXN_DIRTY) rgl_sandbox_stop(L, RG_STOP_WRITES);
   rgl_sandbox_charge(L, OP_COST + (uint64_t)(rg_charge(&w) * RU_COST));
   return n;
 }
@@ -650,7 +635,7 @@ static int ctx_set_body (lua_State *L) {
     if (doc_arg(L, x, 2, 0, &e) || !cJSON_IsObject(x->tmp[0]))
       return luaL_error(L, "ctx:set_body: %s", e.status ? e.msg :
                         "a document must be an object");
-    if (!rg_ctx_same_item(x->c, &x->lp, x->id, x->tmp[0]))
+    if (!same_item(x->c, &x->lp, x->id, x->tmp[0]))
       return luaL_error(L, "ctx:set_body: a pre-trigger cannot change the "
                         "id or the partition key");
     cJSON_Delete(*x->doc);
@@ -715,61 +700,7 @@ static void push_ctx (lua_State *L, exec *x) {
 ** Running a script
 ** ======================================================================
 */
-/* Pushes the compiled chunk of a record (its meta key, version and
-** source), compiling it when this process has not compiled that version
-** yet. */
-void rg_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
-                            uint64_t version, const char *src, size_t len,
-                            const char *name, size_t namelen) {
-  uint8_t ver[8];
-  const char *have;
-  size_t n;
-  rg_put_u64(ver, version);
-  lua_getfield(L, LUA_REGISTRYINDEX, CACHE);
-  if (lua_isnil(L, -1)) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, CACHE);
-  }
-  lua_pushlstring(L, (const char *)key, klen);
-  lua_pushvalue(L, -1);
-  lua_rawget(L, -3);                 /* cache, key, entry */
-  if (lua_istable(L, -1)) {
-    lua_rawgeti(L, -1, 1);
-    have = lua_tolstring(L, -1, &n);
-    if (have && n == 8 && memcmp(have, ver, 8) == 0) {
-      lua_rawgeti(L, -2, 2);         /* the chunk */
-      lua_replace(L, -5);
-      lua_settop(L, lua_gettop(L) - 3);
-      return;
-    }
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);                     /* cache, key */
-  if (rgl_sandbox_load(L, src, len, name, namelen))
-    lua_error(L);                    /* the compiler's message */
-  lua_createtable(L, 2, 0);          /* cache, key, chunk, entry */
-  lua_pushlstring(L, (const char *)ver, 8);
-  lua_rawseti(L, -2, 1);
-  lua_pushvalue(L, -2);
-  lua_rawseti(L, -2, 2);
-  lua_pushvalue(L, -3);
-  lua_insert(L, -2);                 /* cache, key, chunk, key, entry */
-  lua_rawset(L, -5);
-  lua_replace(L, -3);                /* chunk, key */
-  lua_pop(L, 1);
-}
 
-/* Calls the chunk in a fresh environment; leaves the function it returns. */
-void rg_runtime_call_chunk (lua_State *L) {
-  rgl_sandbox_env(L);
-  rgl_sandbox_setenv(L, -2);
-  lua_call(L, 0, 1);
-  if (lua_type(L, -1) != LUA_TFUNCTION)
-    luaL_error(L, "the chunk must return a function, not %s",
-               luaL_typename(L, -1));
-}
 
 /* A procedure's result (on top) as JSON in x->result. */
 static void keep_result (lua_State *L, exec *x) {
@@ -815,14 +746,18 @@ static int exec_main (lua_State *L) {
 static int outcome (exec *x, lua_State *L, int rc, int why, rg_err *e) {
   const char *what = what_of(x->kind);
   int n = (int)x->namelen;
-  if (why == RG_STOP_BUDGET)
-    return rg_fail(e, 408, "%s '%.*s' exceeded its instruction budget "
-                   "(%llu instructions)", what, n, x->name,
-                   (unsigned long long)x->rt->budget);
+  char lim[64];
+  if (why == RG_STOP_BUDGET || why == RG_STOP_TIME)
+    return rg_fail(e, 408, "%s '%.*s' exceeded its %s", what, n, x->name,
+                   rgl_sandbox_exceeded(x->rt->sb, why, lim, sizeof(lim)));
   if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM)
     return rg_fail(e, 413, "%s '%.*s' exceeded its memory budget "
                    "(%llu bytes)", what, n, x->name,
                    (unsigned long long)x->rt->memory);
+  if (why == RG_STOP_WRITES)
+    return rg_fail(e, 413, "%s '%.*s' exceeded the write limit of its "
+                   "transaction (%llu bytes)", what, n, x->name,
+                   (unsigned long long)RG_MAX_TXN_DIRTY);
   if (why == RG_STOP_ABORT)
     return rg_fail(e, x->status, "%s '%.*s' aborted: %s", what, n, x->name,
                    x->err.msg);
@@ -874,6 +809,7 @@ static int run_js (exec *x, rg_err *e) {
   call.stored = x->stored;
   call.reply = &x->reply;
   call.replied = &x->replied;
+  call.ctx = &ctx_ops;
   s->work.scripts++;
   s->bound.spec = x->c->spec;
   s->bound.lp = x->lp.key;
@@ -1040,10 +976,12 @@ static int check_with (rg_runtime *rt, int tag, const char *name, size_t n,
   if (rc == LUA_OK) rc = lua_pcall(L, 1, 0, 0);
   else rc = -rc;                     /* the compiler failed */
   why = rgl_sandbox_disarm(rt->sb);
-  if (why == RG_STOP_BUDGET)
-    rc = rg_fail(e, 408, "%s '%.*s' exceeded its instruction budget while "
-                 "loading (%llu instructions)", what, (int)n, name,
-                 (unsigned long long)rt->budget);
+  if (why == RG_STOP_BUDGET || why == RG_STOP_TIME) {
+    char lim[64];
+    rc = rg_fail(e, 408, "%s '%.*s' exceeded its %s while loading", what,
+                 (int)n, name,
+                 rgl_sandbox_exceeded(rt->sb, why, lim, sizeof(lim)));
+  }
   else if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM || rc == -LUA_ERRMEM)
     rc = rg_fail(e, 413, "%s '%.*s' exceeded its memory budget while "
                  "loading (%llu bytes)", what, (int)n, name,
@@ -1273,12 +1211,6 @@ static const rg_hooks hooks = { trigger_pre, trigger_post, release };
 #define ASK_WRITE 2
 #define ASK_QUERY 3
 
-struct rg_stepper {
-  uint64_t budget;
-  size_t memory;
-  int n;
-  rg_runtime **rt;
-};
 
 struct rg_run {
   exec x;
@@ -1507,41 +1439,8 @@ static int step_prepare (lua_State *L) {
   return 0;
 }
 
-rg_stepper *rgl_stepper_new (uint64_t budget, size_t memory) {
-  rg_stepper *p = (rg_stepper *)calloc(1, sizeof(rg_stepper));
-  if (p == NULL) return NULL;
-  p->budget = budget ? budget : RG_SCRIPT_BUDGET;
-  p->memory = memory ? memory : RG_SCRIPT_MEMORY;
-  return p;
-}
 
-void rgl_stepper_free (rg_stepper *p) {
-  int i;
-  if (p == NULL) return;
-  for (i = 0; i < p->n; i++) release(p->rt[i]);
-  free(p->rt);
-  free(p);
-}
 
-/* A sandbox of the pool that no run holds (made when all are). */
-rg_runtime *rg_stepper_runtime (rg_stepper *p, rg_err *e) {
-  rg_runtime *rt, **grown;
-  int i;
-  for (i = 0; i < p->n; i++)
-    if (!p->rt[i]->held) return p->rt[i];
-  grown = (rg_runtime **)realloc(p->rt, (size_t)(p->n + 1) * sizeof(rg_runtime *));
-  if (grown == NULL) { rg_fail(e, 500, "out of memory"); return NULL; }
-  p->rt = grown;
-  if ((rt = (rg_runtime *)calloc(1, sizeof(rg_runtime))) == NULL) {
-    rg_fail(e, 500, "out of memory");
-    return NULL;
-  }
-  rt->budget = p->budget;
-  rt->memory = p->memory;
-  if (rg_runtime_sandbox(rt, e)) { free(rt); return NULL; }
-  p->rt[p->n++] = rt;
-  return rt;
-}
 
 /* A cluster runs scripts whose storage operations its host performs
 ** between resumptions; JavaScript's callbacks are not written that way. */
@@ -1680,9 +1579,10 @@ fail:
 static int read_reply (lua_State *H, rg_run *r, int idx) {
   static const char *const counters[] = {
     "read_units", "written", "write_bytes", "write_extra_kb", "terms",
-    "lookups", "partitions", "loaded", "loaded_bytes", "scripts", NULL
+    "lookups", "partitions", "loaded", "loaded_bytes", "scripts", "steps",
+    NULL
   };
-  uint64_t *w[10];
+  uint64_t *w[11];
   size_t n;
   const char *s;
   int i;
@@ -1690,6 +1590,7 @@ static int read_reply (lua_State *H, rg_run *r, int idx) {
   w[2] = &r->work.write_bytes; w[3] = &r->work.write_extra_kb;
   w[4] = &r->work.terms; w[5] = &r->work.lookups; w[6] = &r->work.partitions;
   w[7] = &r->work.loaded; w[8] = &r->work.loaded_bytes; w[9] = &r->work.scripts;
+  w[10] = &r->work.steps;
   luaL_checktype(H, idx, LUA_TTABLE);
   lua_getfield(H, idx, "status");
   r->status = (int)luaL_optinteger(H, -1, 200);

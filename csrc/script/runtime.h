@@ -2,7 +2,7 @@
 ** runtime.h: the script runtime of an environment, as the files of
 ** script/ share it (private to script/).
 **
-** One runtime per database environment (runner.c): its sandbox, its
+** One runtime per database environment (runtime.c): its sandbox, its
 ** limits, the script running now, and caches.  Procedures and triggers
 ** (runner.c) and user-defined functions (udf.c) run in it; a compiled
 ** chunk is cached per record version in the sandbox's registry.
@@ -44,8 +44,13 @@ typedef struct rg_runtime {
 } rg_runtime;
 
 /* The runtime of an environment, made (and its hooks installed) on first
-** use; NULL out of memory. */
+** use; NULL out of memory (runner.c: the hooks are its).  A handle's open
+** makes it (rg_script_limits), so below runner.c the environment's hook
+** state is its runtime. */
 rg_runtime *rg_runtime_of (rg_env *env);
+/* Frees a runtime and what it holds, its sandbox and JavaScript heap (the
+** environment's release hook; a stepper's pool). */
+void rg_runtime_free (rg_runtime *rt);
 /* Makes the runtime's sandbox when it has none. */
 int  rg_runtime_sandbox (rg_runtime *rt, rg_err *e);
 /* Is a procedure or a trigger running now? */
@@ -72,15 +77,20 @@ struct rg_stepper;
 #define LOG_MAX   (256u << 10)
 
 /* The storage side of ctx (runner.c), which the JavaScript runtime uses
-** too: a read of the partition lp (0, 304, 404), a query bounded and
-** routed by the caller (its work added to the scope's), and whether a
-** pre-trigger's new body is still item `id` of the partition. */
-int rg_ctx_read (rg_scope *s, const rg_ikey *lp, const char *id,
-                 size_t idlen, const char *inm, cJSON **doc, rg_err *e);
-int rg_ctx_query (rg_scope *s, const rg_cont *c, struct rg_query_req *q,
-                  struct rg_query_res *res, rg_err *e);
-int rg_ctx_same_item (const rg_cont *c, const rg_ikey *lp, const char *id,
-                      const cJSON *doc);
+** too, through this table that every run of it is given (rg_jscall): a
+** read of the partition lp (0, 304, 404), a query bounded and routed by
+** the caller (its work added to the scope's), and whether a pre-trigger's
+** new body is still item `id` of the partition.  So js.c, which runner.c
+** calls, calls nothing of runner.c (a JavaScript procedure's query may
+** call a JavaScript function: udf.c, then js.c again). */
+typedef struct rg_ctxops {
+  int (*read) (rg_scope *s, const rg_ikey *lp, const char *id, size_t idlen,
+               const char *inm, cJSON **doc, rg_err *e);
+  int (*query) (rg_scope *s, const rg_cont *c, struct rg_query_req *q,
+                struct rg_query_res *res, rg_err *e);
+  int (*same_item) (const rg_cont *c, const rg_ikey *lp, const char *id,
+                    const cJSON *doc);
+} rg_ctxops;
 
 /* A runtime of a stepper's pool that no run holds (made when all are);
 ** NULL and e filled when it cannot be made. */

@@ -56,13 +56,20 @@
 **     (string.rep of an empty string, table.move, table.concat, table.sort,
 **     utf8.len, tonumber, ...) are wrapped to charge their work before
 **     they do it; converting a value to JSON costs 32 a value (runner.c
-**     charges ctx's storage operations by their request charge).
-**     Spending the budget stops the execution (408).  As a backstop for
-**     single instructions that do work in proportion to their operands
-**     without allocating (comparing two huge strings, copying a million
-**     varargs), the hook and every charge also stop an execution that runs
-**     longer than the budget would take at 50 million instructions a
-**     second (and at least 5 s).
+**     charges ctx's storage operations by their request charge).  The
+**     weights were measured (examples/bench/runaway.lua) so that each
+**     spends its budget in about the time a tight loop does.  Spending the
+**     budget stops the execution (408);
+**   - time: for single instructions that do work in proportion to their
+**     operands without allocating (comparing two huge strings) and for
+**     what the weights still undercount, the hook and every charge also
+**     stop an execution (408) that has taken more CPU time than its budget
+**     would at TIME_RATE instructions a second (5 s for the default
+**     budget), and at least MIN_TIME (base/deadline.h: CPU time, so that a
+**     busy machine does not stop a script its budget lets run).  The hook
+**     runs every HOOK_PERIOD = 100 instructions, so the stop comes at most
+**     a hundred instructions late: 0.1 s for comparisons of two strings of
+**     the whole memory budget.
 ** A stop cannot be caught: the hook is set to run before every instruction
 ** and raises again each time, and the allocator refuses every growth after
 ** a memory stop, so a script's pcall handler fails at once and the error
@@ -95,10 +102,12 @@
 */
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/deadline.h"
 #include "base/json.h"
 #include "luax/luajson.h"
 #include "luax/luax.h"
@@ -108,11 +117,7 @@
 #include "luajit.h"
 #endif
 
-#define HOOK_PERIOD   1000
-#define ALLOC_COST    12             /* an allocation costs 12 ... */
-#define ALLOC_SHIFT   4              /* ... plus 1/16 per byte */
-#define MIN_DEADLINE  5000           /* ms */
-#define CSTACK_MAX    (2u << 20)     /* C stack a run may use, bytes */
+#define CALL_COST     24             /* a charged library call, at least */
 #define TEMPLATE      "regolith.sandbox.template"
 #define ENV_MT        "regolith.sandbox.env"
 
@@ -122,283 +127,8 @@
 #define sb_len(L, i)  luaL_len(L, i)
 #endif
 
-struct rg_sandbox {
-  lua_State *S;
-  size_t used;                 /* bytes the state holds */
-  size_t limit;                /* while armed: the most it may hold */
-  size_t hard;                 /* LuaJIT: the limit plus the overdraft */
-  int armed;
-  int refused;                 /* a growth was refused, not yet retried */
-  int collect;                 /* LuaJIT: over the limit, the hook collects */
-  int sysalloc;                /* LuaJIT without GC64: LuaJIT's allocator */
-  int stop;                    /* RG_STOP_* once the execution must end */
-  uint64_t spent, budget;      /* instructions */
-  int64_t deadline;            /* ms on the coarse monotonic clock */
-  uintptr_t cbase;             /* the C stack where the run was armed */
-  uint64_t seeds;              /* executions so far (reseeds math.random) */
-  lua_State *run;              /* a resumable run's thread, or NULL */
-  int64_t paused;              /* ms when the run yielded, 0: running */
-};
 
 
-/*
-** {=====================================================================
-** Accounting: the allocator, the hook, charges
-** ======================================================================
-*/
-static int64_t now_ms (void) {
-  struct timespec ts;
-#if defined(CLOCK_MONOTONIC_COARSE)
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-#else
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-#endif
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void hook (lua_State *L, lua_Debug *ar);
-
-/* Sets the count hook on the state and on a resumable run's thread (Lua
-** 5.4 keeps hooks per thread; LuaJIT's are global). */
-static void set_hook (rg_sandbox *sb, lua_Hook f, int count) {
-  lua_sethook(sb->S, f, f ? LUA_MASKCOUNT : 0, count);
-  if (sb->run) lua_sethook(sb->run, f, f ? LUA_MASKCOUNT : 0, count);
-}
-
-/* Marks the execution stopped and makes the hook run before every
-** instruction from now on (lua_sethook is safe at any point). */
-static void stop (rg_sandbox *sb, int why) {
-  if (sb->stop == RG_STOP_NONE) sb->stop = why;
-  set_hook(sb, hook, 1);
-}
-
-#if RG_LUAJIT
-/* Over the limit: the hook collects before the next instruction. */
-static void over (rg_sandbox *sb) {
-  if (sb->collect || sb->stop != RG_STOP_NONE) return;
-  sb->collect = 1;
-  set_hook(sb, hook, 1);
-}
-#endif
-
-static void *sb_alloc (void *ud, void *p, size_t osize, size_t nsize) {
-  rg_sandbox *sb = (rg_sandbox *)ud;
-  void *np;
-  if (p == NULL) osize = 0;          /* then osize tells the object type */
-  if (nsize == 0) {
-    free(p);
-    sb->used -= osize;
-    return NULL;
-  }
-  if (nsize > osize && sb->armed) {
-    size_t grow = nsize - osize, want = sb->used + grow;
-    int wrap = want < sb->used;
-#if RG_LUAJIT
-    if (sb->stop == RG_STOP_MEMORY || wrap || want > sb->hard) {
-      stop(sb, RG_STOP_MEMORY);
-      return NULL;
-    }
-    if (want > sb->limit) over(sb);
-#else
-    if (sb->stop == RG_STOP_MEMORY || wrap || want > sb->limit) {
-      if (sb->refused) stop(sb, RG_STOP_MEMORY);
-      sb->refused = 1;
-      return NULL;
-    }
-#endif
-    sb->spent += ALLOC_COST + (grow >> ALLOC_SHIFT);
-    if (sb->spent >= sb->budget) stop(sb, RG_STOP_BUDGET);
-  }
-  np = realloc(p, nsize);
-  if (np == NULL) {
-    if (nsize <= osize) return p;    /* a shrink may keep its block */
-    return NULL;
-  }
-  if (nsize > osize) { sb->used += nsize - osize; sb->refused = 0; }
-  else sb->used -= osize - nsize;
-  return np;
-}
-
-/* The key under which a state made by luaL_newstate finds its sandbox. */
-static const char sysalloc_key = 'S';
-
-rg_sandbox *rgl_sandbox_of (lua_State *L) {
-  void *ud = NULL;
-  rg_sandbox *sb;
-  if (lua_getallocf(L, &ud) == sb_alloc) return (rg_sandbox *)ud;
-  lua_pushlightuserdata(L, (void *)&sysalloc_key);
-  lua_rawget(L, LUA_REGISTRYINDEX);
-  sb = (rg_sandbox *)lua_touserdata(L, -1);
-  lua_pop(L, 1);
-  return sb;
-}
-
-/* The bytes the state holds. */
-static size_t held (rg_sandbox *sb) {
-  if (!sb->sysalloc) return sb->used;
-  return (size_t)lua_gc(sb->S, LUA_GCCOUNT, 0) * 1024 +
-         (size_t)lua_gc(sb->S, LUA_GCCOUNTB, 0);
-}
-
-static const char *stop_message (int why) {
-  switch (why) {
-    case RG_STOP_BUDGET: return "instruction budget exceeded";
-    case RG_STOP_MEMORY: return "memory budget exceeded";
-    default: return "aborted";
-  }
-}
-
-static int raise_stop (lua_State *L, rg_sandbox *sb) {
-  lua_pushstring(L, stop_message(sb->stop));
-  return lua_error(L);
-}
-
-/*
-** Under LuaJIT (see over), and on every check with LuaJIT's own allocator:
-** when the state holds more than the limit, a full collection decides
-** whether it really does.  Runs in the hook, or in a charge, where the
-** state is between operations.
-*/
-static void check_memory (lua_State *L, rg_sandbox *sb) {
-#if RG_LUAJIT
-  if (sb->sysalloc && held(sb) > sb->limit) sb->collect = 1;
-  if (!sb->collect || sb->stop != RG_STOP_NONE) return;
-  sb->collect = 0;
-  lua_gc(L, LUA_GCCOLLECT, 0);
-  if (held(sb) > sb->limit) stop(sb, RG_STOP_MEMORY);
-  else set_hook(sb, hook, HOOK_PERIOD);
-#else
-  (void)L; (void)sb;
-#endif
-}
-
-static void hook (lua_State *L, lua_Debug *ar) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
-  (void)ar;
-  if (!sb->armed) return;
-  if (sb->collect) check_memory(L, sb);    /* an overdraft: not a period */
-  else if (sb->stop == RG_STOP_NONE) {
-    sb->spent += HOOK_PERIOD;
-    if (sb->spent >= sb->budget || now_ms() > sb->deadline)
-      stop(sb, RG_STOP_BUDGET);
-    else if (sb->sysalloc) check_memory(L, sb);
-  }
-  if (sb->stop != RG_STOP_NONE) raise_stop(L, sb);
-}
-
-void rgl_sandbox_charge (lua_State *L, uint64_t n) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
-  if (!sb->armed) return;
-  if (sb->stop == RG_STOP_NONE) {
-    sb->spent += n;
-    if (sb->spent >= sb->budget || sb->spent < n || now_ms() > sb->deadline)
-      stop(sb, RG_STOP_BUDGET);
-    else if (sb->sysalloc) check_memory(L, sb);
-  }
-  if (sb->stop != RG_STOP_NONE) raise_stop(L, sb);
-}
-
-/* The room an execution has left before its memory limit. */
-static size_t room (rg_sandbox *sb) {
-  size_t h = held(sb);
-  if (!sb->armed) return (size_t)-1;
-  return h < sb->limit ? sb->limit - h : 0;
-}
-
-int rgl_sandbox_stop (lua_State *L, int why) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
-  stop(sb, why);
-  return raise_stop(L, sb);
-}
-
-/*
-** Raises "C stack overflow" when the C stack has grown more than
-** CSTACK_MAX below where the run was armed.  Lua 5.4 bounds the nesting of
-** C calls itself (200), but LuaJIT does not in every path: a gsub whose
-** replacement calls gsub again ran off the end of the stack.  Called by
-** the C functions of the sandbox that call back into the script.
-*/
-void rgl_sandbox_cstack (lua_State *L) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
-  char here;
-  uintptr_t at = (uintptr_t)&here;
-  if (!sb->armed) return;
-  if ((at < sb->cbase ? sb->cbase - at : at - sb->cbase) > CSTACK_MAX)
-    luaL_error(L, "C stack overflow");
-}
-
-int rgl_sandbox_stopped (lua_State *L) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
-  return sb->stop;
-}
-
-void rgl_sandbox_left (lua_State *L, uint64_t *instructions, size_t *bytes) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
-  size_t r;
-  *instructions = 0;
-  *bytes = 0;
-  if (!sb->armed) return;
-  *instructions = sb->spent < sb->budget ? sb->budget - sb->spent : 1;
-  r = room(sb);
-  *bytes = r ? r : 1;
-}
-
-static size_t add_sat (size_t a, size_t b) {
-  return a + b < a ? (size_t)-1 : a + b;
-}
-
-void rgl_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
-  char here;
-  int64_t ms = (int64_t)(budget / 50000);
-  sb->cbase = (uintptr_t)&here;
-  sb->limit = add_sat(held(sb), memory);
-  sb->hard = add_sat(sb->limit, memory);
-  sb->spent = 0;
-  sb->budget = budget;
-  sb->stop = RG_STOP_NONE;
-  sb->refused = 0;
-  sb->collect = 0;
-  sb->deadline = now_ms() + (ms < MIN_DEADLINE ? MIN_DEADLINE : ms);
-  sb->armed = 1;
-  sb->paused = 0;
-  set_hook(sb, hook, HOOK_PERIOD);
-}
-
-int rgl_sandbox_disarm (rg_sandbox *sb) {
-  int why = sb->stop;
-  sb->armed = 0;
-  sb->stop = RG_STOP_NONE;
-  sb->refused = 0;
-  sb->collect = 0;
-  set_hook(sb, NULL, 0);
-  sb->run = NULL;
-  sb->paused = 0;
-  return why;
-}
-
-void rgl_sandbox_thread (rg_sandbox *sb, lua_State *co) {
-  sb->run = co;
-  set_hook(sb, hook, sb->stop != RG_STOP_NONE || sb->collect ? 1 :
-                     HOOK_PERIOD);
-}
-
-void rgl_sandbox_pause (rg_sandbox *sb) {
-  sb->paused = now_ms();
-}
-
-void rgl_sandbox_unpause (rg_sandbox *sb) {
-  char here;
-  if (sb->paused) sb->deadline += now_ms() - sb->paused;
-  sb->paused = 0;
-  sb->cbase = (uintptr_t)&here;
-}
-
-void rgl_sandbox_bill (rg_sandbox *sb, uint64_t n) {
-  if (!sb->armed || sb->stop != RG_STOP_NONE) return;
-  sb->spent += n;
-  if (sb->spent >= sb->budget || sb->spent < n) stop(sb, RG_STOP_BUDGET);
-}
-/* }===================================================================== */
 
 
 /*
@@ -440,14 +170,29 @@ static double explicit_range (lua_State *L, int a, int b) {
   return j >= i ? (double)j - (double)i + 1 : 0;
 }
 
-/* Without our allocator nothing refuses a growth: a result known to be
-** larger than the room left (after a full collection) stops the execution
-** before it is built. */
+/* A result known to be larger than the room left (after a full
+** collection) stops the execution before it is built, and before its work
+** is charged: it is the memory that it lacks (and without our allocator
+** nothing would refuse the growth). */
 static void need (lua_State *L, double bytes) {
   rg_sandbox *sb = rgl_sandbox_of(L);
-  if (!sb->sysalloc || bytes <= (double)room(sb)) return;
+  if (!sb->armed || bytes <= (double)rgl_sandbox_room(sb)) return;
   lua_gc(L, LUA_GCCOLLECT, 0);
-  if (bytes > (double)room(sb)) rgl_sandbox_stop(L, RG_STOP_MEMORY);
+  if (bytes > (double)rgl_sandbox_room(sb)) rgl_sandbox_stop(L, RG_STOP_MEMORY);
+}
+
+/* The mean length of the strings among the first n values of the table
+** at 1 (a comparison of two strings reads up to their length), looked at
+** in at most 64 places. */
+static double mean_len (lua_State *L, double n) {
+  double sum = 0;
+  lua_Integer i, k = 0, stride = n > 64 ? (lua_Integer)(n / 64) : 1;
+  for (i = 1; i <= (lua_Integer)n && k < 64; i += stride, k++) {
+    lua_rawgeti(L, 1, i);
+    sum += (double)strlen_at(L, -1);
+    lua_pop(L, 1);
+  }
+  return k ? sum / (double)k : 0;
 }
 
 static int charged (lua_State *L) {
@@ -458,7 +203,7 @@ static int charged (lua_State *L) {
       double n = (double)luaL_checkinteger(L, 2);
       size_t l = strlen_at(L, 1), lsep = strlen_at(L, 3);
       if (n > 0) {
-        cost = n / 8 + n * ((double)l + (double)lsep) / 16;
+        cost = 4 * CALL_COST + n / 2 + n * ((double)l + (double)lsep) / 6;
         need(L, n * ((double)l + (double)lsep));
       }
       break;
@@ -467,7 +212,7 @@ static int charged (lua_State *L) {
     case W_SORT:
       if (lua_type(L, 1) == LUA_TTABLE) {
         double n = (double)rg_rawlen(L, 1);
-        cost = n * (log(n + 1) / log(2.0) + 1);
+        cost = n * (log(n + 1) / log(2.0) + 1) * (4 + mean_len(L, n) / 32);
       }
       break;
     case W_MOVE: {
@@ -475,13 +220,13 @@ static int charged (lua_State *L) {
       if (e >= f) cost = (double)e - (double)f + 1;
       break;
     }
-    case W_CONCAT: cost = explicit_range(L, 3, 4); break;
+    case W_CONCAT: cost = 3 * explicit_range(L, 3, 4); break;
     case W_UNPACK: cost = explicit_range(L, 2, 3); break;
     case W_ARITH:
       cost = (double)(strlen_at(L, 1) + strlen_at(L, 2)) / 16;
       break;
     case W_SIZE1:
-      if (lua_type(L, 1) == LUA_TTABLE) cost = (double)rg_rawlen(L, 1);
+      if (lua_type(L, 1) == LUA_TTABLE) cost = 2 * (double)rg_rawlen(L, 1);
       break;
   }
   rgl_sandbox_charge(L, clamp(cost) + 1);
@@ -516,7 +261,7 @@ static int t_insert (lua_State *L) {
       pos = luaL_checkinteger(L, 2);
       luaL_argcheck(L, (lua_Unsigned)pos - 1u < (lua_Unsigned)e, 2,
                     "position out of bounds");
-      rgl_sandbox_charge(L, (uint64_t)(e - pos) + 1);
+      rgl_sandbox_charge(L, 2 * (uint64_t)(e - pos) + 1);
       for (i = e; i > pos; i--) {
         lua_geti(L, 1, i - 1);
         lua_seti(L, 1, i);
@@ -537,7 +282,7 @@ static int t_remove (lua_State *L) {
   if (pos != size)
     luaL_argcheck(L, (lua_Unsigned)pos - 1u <= (lua_Unsigned)size, 2,
                   "position out of bounds");
-  if (size > pos) rgl_sandbox_charge(L, (uint64_t)(size - pos) + 1);
+  if (size > pos) rgl_sandbox_charge(L, 2 * (uint64_t)(size - pos) + 1);
   lua_geti(L, 1, pos);
   for (; pos < size; pos++) {
     lua_geti(L, 1, pos + 1);
@@ -856,18 +601,16 @@ static int no_newstate = 0;
 
 static lua_State *new_state (rg_sandbox *sb) {
   lua_State *S = NULL;
-  if (!no_newstate && (S = lua_newstate(sb_alloc, sb)) != NULL) return S;
+  if (!no_newstate && (S = lua_newstate(rgl_sandbox_alloc, sb)) != NULL)
+    return S;
   no_newstate = 1;
   if ((S = luaL_newstate()) == NULL) return NULL;
-  sb->sysalloc = 1;
-  lua_pushlightuserdata(S, (void *)&sysalloc_key);
-  lua_pushlightuserdata(S, sb);
-  lua_rawset(S, LUA_REGISTRYINDEX);
+  rgl_sandbox_adopt(S, sb);
   return S;
 }
 #else
 static lua_State *new_state (rg_sandbox *sb) {
-  return lua_newstate(sb_alloc, sb);
+  return lua_newstate(rgl_sandbox_alloc, sb);
 }
 #endif
 

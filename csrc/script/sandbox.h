@@ -19,16 +19,45 @@
 
 #include "luax/compat.h"
 
+#include "base/deadline.h"
 #include "base/support.h"
 
 typedef struct rg_sandbox rg_sandbox;
 
-enum { RG_STOP_NONE, RG_STOP_BUDGET, RG_STOP_MEMORY, RG_STOP_ABORT };
+/* A sandbox, as sandbox.c (its state and environment) and budget.c (its
+** accounting) share it. */
+struct rg_sandbox {
+  lua_State *S;
+  size_t used;                 /* bytes the state holds */
+  size_t limit;                /* while armed: the most it may hold */
+  size_t hard;                 /* LuaJIT: the limit plus the overdraft */
+  int armed;
+  int refused;                 /* a growth was refused, not yet retried */
+  int collect;                 /* LuaJIT: over the limit, the hook collects */
+  int sysalloc;                /* LuaJIT without GC64: LuaJIT's allocator */
+  int stop;                    /* RG_STOP_* once the execution must end */
+  uint64_t spent, budget;      /* instructions */
+  rg_deadline time;            /* the CPU time the execution may take */
+  uintptr_t cbase;             /* the C stack where the run was armed */
+  uint64_t seeds;              /* executions so far (reseeds math.random) */
+  lua_State *run;              /* a resumable run's thread, or NULL */
+};
+
+
+enum { RG_STOP_NONE, RG_STOP_BUDGET, RG_STOP_MEMORY, RG_STOP_ABORT,
+       RG_STOP_TIME, RG_STOP_WRITES };
 
 rg_sandbox *rgl_sandbox_new (void);                 /* NULL: out of memory */
 void        rgl_sandbox_free (rg_sandbox *sb);
 lua_State  *rgl_sandbox_state (rg_sandbox *sb);
 rg_sandbox *rgl_sandbox_of (lua_State *S);
+/* The allocator of a sandbox's state (ud: the sandbox); where a state
+** cannot take it (LuaJIT without GC64), rgl_sandbox_adopt records the
+** sandbox in the state made without it (budget.c). */
+void       *rgl_sandbox_alloc (void *ud, void *p, size_t osize, size_t nsize);
+void        rgl_sandbox_adopt (lua_State *S, rg_sandbox *sb);
+/* The bytes an armed execution may still allocate ((size_t)-1: not armed). */
+size_t      rgl_sandbox_room (rg_sandbox *sb);
 /* Starts an execution's accounting: at most `budget` instructions and
 ** `memory` bytes more than the state holds now. */
 void     rgl_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory);
@@ -44,6 +73,14 @@ void     rgl_sandbox_unpause (rg_sandbox *sb);
 void     rgl_sandbox_bill (rg_sandbox *sb, uint64_t n);
 /* Ends it; returns why it was stopped (RG_STOP_*), RG_STOP_NONE if not. */
 int      rgl_sandbox_disarm (rg_sandbox *sb);
+/* What the last execution, stopped for `why` (RG_STOP_BUDGET or
+** RG_STOP_TIME, both 408), exceeded, for a message: "instruction budget
+** (N instructions)" or "time limit (T s of CPU)"; in buf. */
+const char *rgl_sandbox_exceeded (rg_sandbox *sb, int why, char *buf,
+                                  size_t n);
+/* The CPU time the armed execution may still take (base/deadline.h), for
+** work it asks of C (its queries). */
+rg_deadline *rgl_sandbox_deadline (rg_sandbox *sb);
 /* Charges work done in C; raises once the budget is spent. */
 void     rgl_sandbox_charge (lua_State *S, uint64_t n);
 /* Stops the execution for good (RG_STOP_ABORT...) and raises. */

@@ -2,13 +2,14 @@
 ** script.h: the script runtime: stored procedures and triggers run in an
 ** embedded, sandboxed Lua state with an instruction and a memory budget.
 **
-** The runtime attaches itself to an environment (rg_script_attach), which
-** installs the trigger hooks the write path calls (store/hooks.h); from
-** then on every write on that database runs its triggers.  Invariants: a
-** script sees only what docs/scripts.md lists; its writes commit with the
-** scope of its call or not at all; exceeding the budget (408) or the
-** memory (413) stops it for good, whatever it catches; no script error
-** ever unwinds past the runner into the store or the host.
+** The runtime attaches itself to an environment when a handle opens it
+** (rg_script_limits), which installs the trigger hooks the write path
+** calls (store/hooks.h); from then on every write on that database runs
+** its triggers.  Invariants: a script sees only what docs/scripts.md
+** lists; its writes commit with the scope of its call or not at all;
+** exceeding the budget (408) or the memory (413) stops it for good,
+** whatever it catches; no script error ever unwinds past the runner into
+** the store or the host.
 */
 
 #ifndef rg_script_h
@@ -26,8 +27,6 @@
 #define RG_BOUND_MSG "scripts cannot reference partition keys other than " \
                      "the one for which the request was submitted"
 
-/* Attaches the runtime to an environment (once; later calls do nothing). */
-int  rg_script_attach (rg_env *env, rg_err *e);
 /* Sets the script limits of an environment from the options of a handle
 ** opening it (0: not given), attaching the runtime.  The first open sets
 ** them; a later open naming other values gets 409. */
@@ -115,7 +114,7 @@ typedef int (*rg_udf_find) (void *ud, const char *name, size_t n,
 
 typedef struct rg_udfs {
   rg_qudf iface;
-  MDB_txn *txn;
+  rg_txn *txn;
   const rg_cont *c;
   struct rg_runtime *rt;
   int armed, stopped, stopped_rc;
@@ -126,7 +125,7 @@ typedef struct rg_udfs {
   int js_armed, js_stopped, js_stopped_rc;   /* JavaScript functions (js.c) */
 } rg_udfs;
 
-void rg_udfs_init (rg_udfs *u, MDB_txn *txn, const rg_cont *c);
+void rg_udfs_init (rg_udfs *u, rg_txn *txn, const rg_cont *c);
 void rg_udfs_host (rg_udfs *u, rg_stepper *pool, uint32_t cid,
                    rg_udf_find find, void *ud);
 void rg_udfs_done (rg_udfs *u);

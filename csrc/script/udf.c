@@ -131,8 +131,8 @@ static int udf_call (void *ud, const char *name, size_t n,
     if ((rc = rg_srec_get(u->txn, u->c->env, RG_MK_UDF, u->c->spec->cid,
                           name, n, &c.rec, c.key, &c.klen, e)))
       return rc;
-    if ((rt = rg_runtime_of(u->c->env)) == NULL)
-      return rg_fail(e, 500, "out of memory");
+    if ((rt = (rg_runtime *)rg_env_hook_state(u->c->env)) == NULL)
+      return rg_fail(e, 500, "the database has no script runtime");
     if (rg_js_is(c.rec.src, c.rec.len))
       return rg_js_udf(rt, u, name, n, &c.rec, c.key, c.klen, args, lens,
                        nargs, out, e);
@@ -154,10 +154,12 @@ static int udf_call (void *ud, const char *name, size_t n,
     lua_pushlightuserdata(L, &c);
     rc = lua_pcall(L, 1, 0, 0);
     why = rgl_sandbox_stopped(L);
-    if (why == RG_STOP_BUDGET)
-      rc = rg_fail(e, 408, "user-defined function '%.*s' exceeded the "
-                   "instruction budget (%llu instructions)", (int)n, name,
-                   (unsigned long long)rt->budget);
+    if (why == RG_STOP_BUDGET || why == RG_STOP_TIME) {
+      char lim[64];
+      rc = rg_fail(e, 408, "user-defined function '%.*s' exceeded the %s",
+                   (int)n, name,
+                   rgl_sandbox_exceeded(rt->sb, why, lim, sizeof(lim)));
+    }
     else if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM)
       rc = rg_fail(e, 413, "user-defined function '%.*s' exceeded the memory "
                    "budget (%llu bytes)", (int)n, name,
@@ -181,7 +183,7 @@ static int udf_call (void *ud, const char *name, size_t n,
   return rc;
 }
 
-void rg_udfs_init (rg_udfs *u, MDB_txn *txn, const rg_cont *c) {
+void rg_udfs_init (rg_udfs *u, rg_txn *txn, const rg_cont *c) {
   memset(u, 0, sizeof(*u));
   u->iface.ud = u;
   u->iface.call = udf_call;
@@ -201,7 +203,9 @@ void rg_udfs_host (rg_udfs *u, rg_stepper *pool, uint32_t cid,
 }
 
 void rg_udfs_done (rg_udfs *u) {
-  if (u->js_armed) rg_js_udfs_done(u->c ? rg_runtime_of(u->c->env) : NULL, u);
+  if (u->js_armed)
+    rg_js_udfs_done(u->c ? (rg_runtime *)rg_env_hook_state(u->c->env) : NULL,
+                    u);
   if (u->armed) {
     lua_State *L = rgl_sandbox_state(u->rt->sb);
     int why = rgl_sandbox_disarm(u->rt->sb);

@@ -34,39 +34,31 @@
 ** Specs
 ** ======================================================================
 */
-int rg_meta_get (MDB_txn *txn, rg_env *env, const void *k, size_t kn,
-                 MDB_val *v) {
-  MDB_val key;
-  key.mv_data = (void *)k;
-  key.mv_size = kn;
-  return mdb_get(txn, env->dbi[RG_DB_META], &key, v);
-}
-
 /* Finds a container's id by name: 0, or 404. */
-static int find_cid (MDB_txn *txn, rg_env *env, const char *name, size_t n,
+static int find_cid (rg_txn *txn, rg_env *env, const char *name, size_t n,
                      uint32_t *cid, rg_err *e) {
   uint8_t key[5 + RG_MAX_NAME];
-  MDB_val v;
-  int rc = rg_meta_get(txn, env, key,
+  rg_val v;
+  int rc = rg_kv_get(txn, RG_DB_META, key,
                        rg_meta_key(key, RG_MK_NAME, 0, name, n), &v);
-  if (rc == MDB_NOTFOUND)
+  if (rc == RG_NOTFOUND)
     return rg_fail(e, 404, "container '%s' not found", name);
-  if (rc) return rg_fail_mdb(e, rc, "catalog");
-  if (v.mv_size != 4) return rg_fail(e, 500, "corrupt catalog entry");
-  *cid = rg_get_u32((const uint8_t *)v.mv_data);
+  if (rc) return rg_kv_fail(e, rc, "catalog");
+  if (v.n != 4) return rg_fail(e, 500, "corrupt catalog entry");
+  *cid = rg_get_u32((const uint8_t *)v.p);
   return 0;
 }
 
-int rg_load_spec (MDB_txn *txn, rg_env *env, uint32_t cid, rg_cspec **out,
+int rg_load_spec (rg_txn *txn, rg_env *env, uint32_t cid, rg_cspec **out,
                   rg_err *e) {
   uint8_t key[8];
-  MDB_val v;
+  rg_val v;
   cJSON *j = NULL;
-  int rc = rg_meta_get(txn, env, key,
+  int rc = rg_kv_get(txn, RG_DB_META, key,
                        rg_meta_key(key, RG_MK_SPEC, cid, NULL, 0), &v);
-  if (rc == MDB_NOTFOUND) return rg_fail(e, 404, "container not found");
-  if (rc) return rg_fail_mdb(e, rc, "catalog");
-  if ((rc = rg_json_parse((const char *)v.mv_data, v.mv_size, &j, e)))
+  if (rc == RG_NOTFOUND) return rg_fail(e, 404, "container not found");
+  if (rc) return rg_kv_fail(e, rc, "catalog");
+  if ((rc = rg_json_parse((const char *)v.p, v.n, &j, e)))
     return rg_fail(e, 500, "corrupt container spec: %s", e->msg);
   rc = rg_cspec_build(j, cid, out, e);
   cJSON_Delete(j);
@@ -74,34 +66,9 @@ int rg_load_spec (MDB_txn *txn, rg_env *env, uint32_t cid, rg_cspec **out,
   return 0;
 }
 
-int rg_cont_alive (MDB_txn *txn, const rg_cont *c, rg_err *e) {
-  uint8_t mk[8];
-  MDB_val k, v;
-  int rc;
-  k.mv_data = mk;
-  k.mv_size = rg_meta_key(mk, RG_MK_SPEC, c->spec->cid, NULL, 0);
-  rc = mdb_get(txn, c->env->dbi[RG_DB_META], &k, &v);
-  if (rc == MDB_NOTFOUND)
-    return rg_fail(e, 404, "container '%s' has been deleted", c->spec->name);
-  if (rc) return rg_fail_mdb(e, rc, "catalog");
-  if (v.mv_size != strlen(c->spec->json) ||
-      memcmp(v.mv_data, c->spec->json, v.mv_size) != 0) {
-    cJSON *j = NULL;                  /* replaced: adopt the stored spec */
-    rg_cspec *fresh = NULL;
-    if (rg_json_parse((const char *)v.mv_data, v.mv_size, &j, e) ||
-        rg_cspec_build(j, c->spec->cid, &fresh, e)) {
-      cJSON_Delete(j);
-      return rg_fail(e, 500, "corrupt container spec: %s", e->msg);
-    }
-    cJSON_Delete(j);
-    rg_cspec_adopt(c->spec, fresh);
-  }
-  return 0;
-}
-
 /* Loads a spec by id in a read transaction of its own. */
 static int load_spec (rg_env *env, uint32_t cid, rg_cspec **out, rg_err *e) {
-  MDB_txn *txn;
+  rg_txn *txn;
   int rc;
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
   rc = rg_load_spec(txn, env, cid, out, e);
@@ -111,7 +78,7 @@ static int load_spec (rg_env *env, uint32_t cid, rg_cspec **out, rg_err *e) {
 
 int rg_catalog_find (rg_env *env, const char *name, size_t n, rg_cspec **out,
                      rg_err *e) {
-  MDB_txn *txn;
+  rg_txn *txn;
   uint32_t cid;
   int rc;
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
@@ -137,46 +104,46 @@ typedef struct create_req {
   uint32_t cid;
 } create_req;
 
-static int count_containers (MDB_txn *txn, rg_env *env, int *n) {
-  MDB_cursor *cur;
-  MDB_val k, v;
+static int count_containers (rg_txn *txn, rg_env *env, int *n) {
+  rg_cur *cur;
+  rg_val k, v;
   uint8_t from[5];
   int rc;
   *n = 0;
-  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur))) return rc;
-  k.mv_data = from;
-  k.mv_size = rg_meta_key(from, RG_MK_NAME, 0, NULL, 0);
-  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  while (rc == 0 && k.mv_size >= 5 && memcmp(k.mv_data, from, 5) == 0) {
+  if ((rc = rg_cur_open(txn, RG_DB_META, &cur))) return rc;
+  k.p = from;
+  k.n = rg_meta_key(from, RG_MK_NAME, 0, NULL, 0);
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  while (rc == 0 && k.n >= 5 && memcmp(k.p, from, 5) == 0) {
     (*n)++;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
   }
-  mdb_cursor_close(cur);
-  return rc == MDB_NOTFOUND ? 0 : rc;
+  rg_cur_close(cur);
+  return rc == RG_NOTFOUND ? 0 : rc;
 }
 
 static int create_body (rg_scope *s, void *ud, rg_err *e) {
   create_req *q = (create_req *)ud;
   uint8_t key[5 + RG_MAX_NAME], buf[4];
-  MDB_val v;
+  rg_val v;
   uint32_t last = 0;
-  int rc = rg_meta_get(s->txn, s->env, key,
+  int rc = rg_kv_get(s->txn, RG_DB_META, key,
                        rg_meta_key(key, RG_MK_NAME, 0, q->name, q->namelen),
                        &v);
   if (rc == 0)
     return rg_fail(e, 409, "container '%s' already exists", q->name);
-  if (rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "catalog", e);
+  if (rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "catalog", e);
   if (q->max > 0) {
     int n;
     if ((rc = count_containers(s->txn, s->env, &n)))
-      return rg_scope_mdb(s, rc, "catalog", e);
+      return rg_scope_fail(s, rc, "catalog", e);
     if (n >= q->max)
       return rg_fail(e, 403, "the database already holds its maximum of %d "
                      "containers", q->max);
   }
-  rc = rg_meta_get(s->txn, s->env, RG_META_CID, sizeof(RG_META_CID) - 1, &v);
-  if (rc == 0 && v.mv_size == 4) last = rg_get_u32((const uint8_t *)v.mv_data);
-  else if (rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "catalog", e);
+  rc = rg_kv_get(s->txn, RG_DB_META, RG_META_CID, sizeof(RG_META_CID) - 1, &v);
+  if (rc == 0 && v.n == 4) last = rg_get_u32((const uint8_t *)v.p);
+  else if (rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "catalog", e);
   q->cid = last + 1;
   rg_put_u32(buf, q->cid);
   if ((rc = rg_put(s, RG_DB_META, RG_META_CID, sizeof(RG_META_CID) - 1, buf,
@@ -240,8 +207,8 @@ static int history_switch (rg_scope *s, uint32_t cid, int on, rg_err *e) {
   uint64_t gone, lsn;
   int rc;
   if (!on) {
-    rg_put_u32(pre, cid);
-    if ((rc = rg_del_prefix(s, RG_DB_FEED, pre, 4, UINT64_MAX, &gone, e)))
+    if ((rc = rg_del_prefix(s, RG_DB_FEED, pre, rg_key_cid(pre, cid),
+                            UINT64_MAX, &gone, e)))
       return rc;
     return rg_del(s, RG_DB_META, key, kn, NULL, e);
   }
@@ -346,30 +313,31 @@ static int unlist_body (rg_scope *s, void *ud, rg_err *e) {
 ** entry (which only the item's header names). */
 static int drop_items (rg_scope *s, uint32_t cid, uint64_t max,
                        uint64_t *count, rg_err *e) {
-  MDB_cursor *cur;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_val k, v;
   uint8_t p[4];
   int rc;
   *count = 0;
-  if ((rc = mdb_cursor_open(s->txn, s->env->dbi[RG_DB_ITEMS], &cur)))
-    return rg_scope_mdb(s, rc, "delete", e);
-  rg_put_u32(p, cid);
+  if ((rc = rg_cur_open(s->txn, RG_DB_ITEMS, &cur)))
+    return rg_scope_fail(s, rc, "delete", e);
+  rg_key_cid(p, cid);
   while (*count < max) {
     rg_ihdr h;
-    k.mv_data = p;
-    k.mv_size = 4;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    if (rc || k.mv_size < 4 || memcmp(k.mv_data, p, 4) != 0) break;
-    if (rg_ihdr_get(v.mv_data, v.mv_size, &h, NULL, NULL) == 0) {
-      uint8_t b[4];
-      rg_put_u32(b, h.seq);
-      if ((rc = rg_del(s, RG_DB_REFS, b, 4, NULL, e))) break;
+    k.p = p;
+    k.n = 4;
+    rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+    if (rc || k.n < 4 || memcmp(k.p, p, 4) != 0) break;
+    if (rg_ihdr_get(v.p, v.n, &h, NULL, NULL) == 0) {
+      uint8_t b[RG_REF_KEY];
+      if ((rc = rg_del(s, RG_DB_REFS, b, rg_key_ref(b, h.seq), NULL, e)))
+        break;
     }
-    if ((rc = rg_cursor_del(s, RG_DB_ITEMS, cur, e))) break;
+    if ((rc = rg_cursor_del(s, cur, e))) break;
     *count += 2;
   }
-  mdb_cursor_close(cur);
-  if (rc && rc != MDB_NOTFOUND) return s->failed ? rc : rg_scope_mdb(s, rc, "delete", e);
+  rg_cur_close(cur);
+  if (rc && rc != RG_NOTFOUND)
+    return s->failed ? rc : rg_scope_fail(s, rc, "delete", e);
   return 0;
 }
 
@@ -383,7 +351,7 @@ static int drop_body (rg_scope *s, void *ud, rg_err *e) {
   uint64_t budget = DROP_CHUNK, n;
   int db, i, rc;
   q->done = 0;
-  rg_put_u32(prefix, q->cid);
+  rg_key_cid(prefix, q->cid);
   if ((rc = drop_items(s, q->cid, budget, &n, e))) return rc;
   budget -= n < budget ? n : budget;
   if (budget && (rc = rg_index_drop(s, q->cid, budget, &n, e))) return rc;
@@ -421,22 +389,22 @@ static int drop_data (rg_env *env, int sync, drop_req *q, rg_err *e) {
 
 int rg_catalog_resume_drops (rg_env *env, int sync, rg_err *e) {
   for (;;) {
-    MDB_txn *txn;
-    MDB_cursor *cur;
-    MDB_val k, v;
+    rg_txn *txn;
+    rg_cur *cur;
+    rg_val k, v;
     uint8_t from[1] = { RG_MK_DROP };
     drop_req q;
     int rc, found = 0;
     if ((rc = rg_read_begin(env, &txn, e))) return rc;
-    if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur)) == 0) {
-      k.mv_data = from;
-      k.mv_size = 1;
-      rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-      if (rc == 0 && k.mv_size == 5 && ((uint8_t *)k.mv_data)[0] == RG_MK_DROP) {
-        q.cid = rg_get_u32((const uint8_t *)k.mv_data + 1);
+    if ((rc = rg_cur_open(txn, RG_DB_META, &cur)) == 0) {
+      k.p = from;
+      k.n = 1;
+      rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+      if (rc == 0 && k.n == 5 && ((uint8_t *)k.p)[0] == RG_MK_DROP) {
+        q.cid = rg_get_u32((const uint8_t *)k.p + 1);
         found = 1;
       }
-      mdb_cursor_close(cur);
+      rg_cur_close(cur);
     }
     rg_read_end(env);
     if (!found) return 0;
@@ -465,9 +433,9 @@ int rg_catalog_drop (rg_env *env, int sync, const char *name, size_t n,
 */
 int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
                      uint64_t *lsn, rg_err *e) {
-  MDB_txn *txn;
-  MDB_cursor *cur;
-  MDB_val k, v;
+  rg_txn *txn;
+  rg_cur *cur;
+  rg_val k, v;
   uint8_t from[5];
   rg_buf recs;                 /* u64 offset, u64 len, items, bytes, cid */
   int rc, i;
@@ -476,41 +444,42 @@ int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
   *lsn = 0;
   rg_buf_init(&recs);
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
-  if (rg_meta_get(txn, env, RG_META_LSN, sizeof(RG_META_LSN) - 1, &v) == 0 &&
-      v.mv_size == 8)
-    *lsn = rg_get_u64((const uint8_t *)v.mv_data);
-  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur)) == 0) {
-    k.mv_data = from;
-    k.mv_size = rg_meta_key(from, RG_MK_NAME, 0, NULL, 0);
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    while (rc == 0 && k.mv_size > 5 && memcmp(k.mv_data, from, 5) == 0) {
+  if (rg_kv_get(txn, RG_DB_META, RG_META_LSN, sizeof(RG_META_LSN) - 1,
+                &v) == 0 &&
+      v.n == 8)
+    *lsn = rg_get_u64((const uint8_t *)v.p);
+  if ((rc = rg_cur_open(txn, RG_DB_META, &cur)) == 0) {
+    k.p = from;
+    k.n = rg_meta_key(from, RG_MK_NAME, 0, NULL, 0);
+    rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+    while (rc == 0 && k.n > 5 && memcmp(k.p, from, 5) == 0) {
       uint8_t sk[8], rec[40];
-      MDB_val sv;
+      rg_val sv;
       uint64_t items = 0, bytes = 0;
-      uint32_t cid = v.mv_size == 4 ? rg_get_u32((const uint8_t *)v.mv_data)
+      uint32_t cid = v.n == 4 ? rg_get_u32((const uint8_t *)v.p)
                                     : 0;
-      if (v.mv_size == 4 &&
-          rg_meta_get(txn, env, sk,
+      if (v.n == 4 &&
+          rg_kv_get(txn, RG_DB_META, sk,
                       rg_meta_key(sk, RG_MK_STATS, cid, NULL, 0), &sv) == 0 &&
-          sv.mv_size == 16) {
-        items = rg_get_u64((const uint8_t *)sv.mv_data);
-        bytes = rg_get_u64((const uint8_t *)sv.mv_data + 8);
+          sv.n == 16) {
+        items = rg_get_u64((const uint8_t *)sv.p);
+        bytes = rg_get_u64((const uint8_t *)sv.p + 8);
       }
       rg_put_u64(rec, out->n);
-      rg_put_u64(rec + 8, k.mv_size - 5);
+      rg_put_u64(rec + 8, k.n - 5);
       rg_put_u64(rec + 16, items);
       rg_put_u64(rec + 24, bytes);
       rg_put_u64(rec + 32, cid);
       rg_buf_add(&recs, rec, 40);
-      rg_buf_add(out, (const char *)k.mv_data + 5, k.mv_size - 5);
-      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+      rg_buf_add(out, (const char *)k.p + 5, k.n - 5);
+      rc = rg_cur_get(cur, &k, &v, RG_NEXT);
     }
-    mdb_cursor_close(cur);
+    rg_cur_close(cur);
   }
   rg_read_end(env);
-  if (rc && rc != MDB_NOTFOUND) {
+  if (rc && rc != RG_NOTFOUND) {
     rg_buf_free(&recs);
-    return rg_fail_mdb(e, rc, "catalog");
+    return rg_kv_fail(e, rc, "catalog");
   }
   if (recs.oom || out->oom ||
       (recs.n && (*stats = (rg_cstat *)malloc(recs.n / 40 *
@@ -557,21 +526,21 @@ int rg_catalog_purge (rg_env *env, int sync, int *count, rg_err *e) {
   *count = 0;
   if (env->readonly) return rg_fail(e, 403, "the database is open read-only");
   {                                  /* every container's id */
-    MDB_txn *txn;
-    MDB_cursor *cur;
-    MDB_val k, v;
+    rg_txn *txn;
+    rg_cur *cur;
+    rg_val k, v;
     uint8_t from[1] = { RG_MK_SPEC };
     if ((rc = rg_read_begin(env, &txn, e))) return rc;
-    if (mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur) == 0) {
-      k.mv_data = from;
-      k.mv_size = 1;
-      rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-      while (rc == 0 && n < MAX_PURGE && k.mv_size == 5 &&
-             ((uint8_t *)k.mv_data)[0] == RG_MK_SPEC) {
-        cids[n++] = rg_get_u32((const uint8_t *)k.mv_data + 1);
-        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    if (rg_cur_open(txn, RG_DB_META, &cur) == 0) {
+      k.p = from;
+      k.n = 1;
+      rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+      while (rc == 0 && n < MAX_PURGE && k.n == 5 &&
+             ((uint8_t *)k.p)[0] == RG_MK_SPEC) {
+        cids[n++] = rg_get_u32((const uint8_t *)k.p + 1);
+        rc = rg_cur_get(cur, &k, &v, RG_NEXT);
       }
-      mdb_cursor_close(cur);
+      rg_cur_close(cur);
     }
     rg_read_end(env);
   }

@@ -17,16 +17,9 @@
 #include "store/container.h"
 #include "store/env.h"
 
-/* Reads meta key k (layout.h) in txn: LMDB's status (0, MDB_NOTFOUND). */
-int rg_meta_get (MDB_txn *txn, rg_env *env, const void *k, size_t kn,
-                 MDB_val *v);
 /* Loads a container's spec from the catalog (404 when gone). */
-int rg_load_spec (MDB_txn *txn, rg_env *env, uint32_t cid, rg_cspec **out,
+int rg_load_spec (rg_txn *txn, rg_env *env, uint32_t cid, rg_cspec **out,
                   rg_err *e);
-/* Does the container still exist in this transaction? (404 if not)  When
-** its spec was replaced (rg_catalog_replace), the handle's spec adopts the
-** stored one first, so every call works with the spec of its transaction. */
-int rg_cont_alive (MDB_txn *txn, const rg_cont *c, rg_err *e);
 
 /* Creates a container from its spec's JSON text (already validated by
 ** rg_cspec_build) and loads it: 409 when the name exists, 403 beyond

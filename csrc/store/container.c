@@ -66,6 +66,8 @@
 
 #include "base/json.h"
 #include "store/container.h"
+#include "store/layout.h"
+#include "store/search.h"
 
 
 /*
@@ -234,7 +236,8 @@ int rg_cspec_indexed (const rg_cspec *s, const char *const *seg, int n) {
 
 static int build_indexing (rg_cspec *s, const cJSON *ix, rg_err *e) {
   static const char *const keys[] = { "automatic", "included", "excluded",
-                                       "composite", "vector_indexes", NULL };
+                                       "composite", "full_text",
+                                       "fullTextIndexes", "vector_indexes", NULL };
   const cJSON *inc = NULL, *exc = NULL, *comp = NULL, *c;
   int npat = 3 + s->nvemb, rc, i, lsn_asked = 0;
   s->automatic = 1;
@@ -466,6 +469,7 @@ void rg_cspec_free (rg_cspec *s) {
     free((char *)s->cp[i].name);
   }
   free(s->cp);
+  rg_ftpolicy_free(s->ft);
   rg_vpolicy_free(s);
   free(s->json);
   free(s);
@@ -475,8 +479,8 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
   static const char *const keys[] = {
     "name", "partition_key", "physical_partitions", "indexing",
     "unique_keys", "default_ttl", "max_partition_bytes", "change_feed",
-    "computed_properties", "revision", "throughput", "vector_embeddings",
-    NULL
+    "computed_properties", "revision", "throughput", "full_text",
+    "fullTextPolicy", "vector_embeddings", NULL
   };
   rg_cspec *s;
   const cJSON *v;
@@ -590,6 +594,10 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
                               j, "computed_properties"), e)))
     goto fail;
 
+  if ((rc = rg_ftpolicy_build(s, j, cJSON_GetObjectItemCaseSensitive(
+                                j, "indexing"), e)))
+    goto fail;
+
   s->revision = 1;
   v = cJSON_GetObjectItemCaseSensitive(j, "revision");
   if (v != NULL) {
@@ -643,3 +651,35 @@ int rg_doc_ttl (const rg_cspec *c, const cJSON *doc, int64_t *ttl,
   }
   return 0;
 }
+
+
+/*
+** {=====================================================================
+** Containers in a transaction
+** ======================================================================
+*/
+int rg_cont_alive (rg_txn *txn, const rg_cont *c, rg_err *e) {
+  uint8_t mk[8];
+  rg_val k, v;
+  int rc;
+  k.p = mk;
+  k.n = rg_meta_key(mk, RG_MK_SPEC, c->spec->cid, NULL, 0);
+  rc = rg_kv_get(txn, RG_DB_META, k.p, k.n, &v);
+  if (rc == RG_NOTFOUND)
+    return rg_fail(e, 404, "container '%s' has been deleted", c->spec->name);
+  if (rc) return rg_kv_fail(e, rc, "catalog");
+  if (v.n != strlen(c->spec->json) ||
+      memcmp(v.p, c->spec->json, v.n) != 0) {
+    cJSON *j = NULL;                  /* replaced: adopt the stored spec */
+    rg_cspec *fresh = NULL;
+    if (rg_json_parse((const char *)v.p, v.n, &j, e) ||
+        rg_cspec_build(j, c->spec->cid, &fresh, e)) {
+      cJSON_Delete(j);
+      return rg_fail(e, 500, "corrupt container spec: %s", e->msg);
+    }
+    cJSON_Delete(j);
+    rg_cspec_adopt(c->spec, fresh);
+  }
+  return 0;
+}
+/* }===================================================================== */

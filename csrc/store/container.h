@@ -16,8 +16,10 @@
 
 #include "base/support.h"
 #include "sql/sql.h"
+#include "store/kv.h"
 
 struct rg_env;
+struct rg_ftpolicy;                 /* store/search.h */
 
 enum { RG_PAT_SCALAR = 1, RG_PAT_ALL = 2 };   /* "/a/?" and "/a/\*" */
 
@@ -106,6 +108,7 @@ struct rg_cspec {
   /* 2 for containers made since queries use shape entries and prefix
   ** hashing of hierarchical keys (index.c, layout.c); absent: 1 */
   int revision;
+  struct rg_ftpolicy *ft;           /* full-text policy, or NULL */
   rg_tpset tp;                      /* as created (the live one may differ:
                                        store/throughput.h) */
   int nvemb;                        /* vector embeddings and indexes */
@@ -162,6 +165,11 @@ typedef struct rg_cont {
   struct rg_env *env;
   rg_cspec *spec;
 } rg_cont;
+
+/* Does the container still exist in this transaction? (404 if not)  When
+** its spec was replaced (rg_catalog_replace), the handle's spec adopts the
+** stored one first, so every call works with the spec of its transaction. */
+int rg_cont_alive (rg_txn *txn, const rg_cont *c, rg_err *e);
 
 /* The time to live of a document: its `ttl` field, else the container's
 ** default_ttl (0 when the container has none: never expires; -1: never);

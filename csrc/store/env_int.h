@@ -10,19 +10,13 @@
 #include "store/layout.h"
 
 struct rg_env {
-  MDB_env *mdb;
-  MDB_dbi dbi[RG_NDB];
+  struct rg_local *local;   /* the backend (local.h) */
   char *path;
   unsigned long dev, ino;
   int refs;
   int readonly;
-  size_t map_size;
-  MDB_txn *rtxn;            /* cached read transaction (reset between calls) */
-  int rtxn_live;
   rg_scope *scope;          /* the write scope running now, if any */
-  int broken;               /* a remap failed (errno): unusable until reopened */
   uint8_t secret[16];       /* keys continuation tokens to this database */
-  struct rg_wal *wal;       /* the write-ahead log (wal.h), or NULL */
   const struct rg_hooks *hooks;    /* upward calls (hooks.h), or NULL */
   struct rg_pcache *pcache;        /* path ids known to be given (index.c) */
   void *hook_state;

@@ -101,10 +101,13 @@
 int rg_feed_append (rg_scope *s, const rg_cont *c, const rg_ikey *k, int op,
                     int ttl_expired, const cJSON *doc, const rg_buf *text,
                     rg_err *e) {
-  uint8_t key[18], *p;
+  uint8_t key[RG_FEED_KEY], *p;
   rg_buf deleted;
   const char *json;
   size_t n;
+  /* the write took the scope's lsn before it wrote anything: every change
+     of one transaction is under one lsn, told apart by the ordinal */
+  rg_assert(s->lsn != 0);
   rg_buf_init(&deleted);
   if (text == NULL) {                /* a delete: keep the last version */
     rg_json_print(doc, &deleted);
@@ -116,11 +119,9 @@ int rg_feed_append (rg_scope *s, const rg_cont *c, const rg_ikey *k, int op,
     json = text->p;
     n = text->n;
   }
-  rg_put_u32(key, c->spec->cid);
-  rg_put_u16(key + 4, (uint32_t)k->range);
-  rg_put_u64(key + 6, s->lsn);
-  rg_put_u32(key + 14, s->ord);
-  p = (uint8_t *)rg_reserve(s, RG_DB_FEED, key, 18,
+  p = (uint8_t *)rg_reserve(s, RG_DB_FEED, key,
+                            rg_key_feed(key, c->spec->cid, k->range, s->lsn,
+                                        s->ord),
                             rg_feed_record_size(k, n), e);
   if (p != NULL) rg_feed_record_put(p, op, ttl_expired, s->now, k, json, n);
   rg_buf_free(&deleted);
@@ -149,10 +150,10 @@ void rg_feed_record_put (uint8_t *p, int op, int ttl_expired, int64_t ts,
 ** Records, positions and keys
 ** ======================================================================
 */
-int rg_feed_record (const MDB_val *v, rg_record *r) {
-  const uint8_t *p = (const uint8_t *)v->mv_data;
+int rg_feed_record (const rg_val *v, rg_record *r) {
+  const uint8_t *p = (const uint8_t *)v->p;
   size_t head;
-  if (v->mv_size < 11 || p[1] < 1 || p[1] > 3) return -1;
+  if (v->n < 11 || p[1] < 1 || p[1] > 3) return -1;
   r->op = p[1] == 1 ? RG_OP_CREATE : p[1] == 2 ? RG_OP_REPLACE : RG_OP_DELETE;
   r->ttl_expired = p[2] & 1;
   r->ts = (int64_t)rg_get_u64(p + 3);
@@ -161,15 +162,15 @@ int rg_feed_record (const MDB_val *v, rg_record *r) {
     r->klen = 0;
     head = 11;
   }
-  else if (p[0] == 2 && v->mv_size >= RECORD_HEAD) {
+  else if (p[0] == 2 && v->n >= RECORD_HEAD) {
     r->klen = rg_get_u16(p + 11);
     r->key = p + RECORD_HEAD;
     head = RECORD_HEAD + r->klen;
-    if (head > v->mv_size) return -1;
+    if (head > v->n) return -1;
   }
   else return -1;
   r->json = (const char *)p + head;
-  r->n = v->mv_size - head;
+  r->n = v->n - head;
   return 0;
 }
 
@@ -208,12 +209,8 @@ static rg_fpos pos_after (int mode, uint64_t lsn, uint64_t sub) {
 
 /* The key of a position in a range of the feed table. */
 static size_t pos_key (uint8_t *out, uint32_t cid, int range, rg_fpos p) {
-  rg_put_u32(out, cid);
-  rg_put_u16(out + 4, (uint32_t)range);
   if (p.sub > 0xFFFFFFFFu) { p.lsn++; p.sub = 0; }
-  rg_put_u64(out + 6, p.lsn);
-  rg_put_u32(out + 14, (uint32_t)p.sub);
-  return 18;
+  return rg_key_feed(out, cid, range, p.lsn, (uint32_t)p.sub);
 }
 
 int rg_feed_mode_ok (const rg_cspec *spec, int mode, rg_err *e) {
@@ -224,16 +221,16 @@ int rg_feed_mode_ok (const rg_cspec *spec, int mode, rg_err *e) {
   return 0;
 }
 
-static MDB_dbi feed_dbi (const rg_env *env, int mode) {
-  return env->dbi[mode == RG_FEED_ALL ? RG_DB_FEED : RG_DB_LATEST];
+static int feed_table (int mode) {
+  return mode == RG_FEED_ALL ? RG_DB_FEED : RG_DB_LATEST;
 }
 
 /* A cursor walking one range. */
 typedef struct head {
-  MDB_cursor *cur;
+  rg_cur *cur;
   int live;                    /* on an entry of the range, before `until` */
   uint64_t lsn, sub;
-  MDB_val k, v;
+  rg_val k, v;
 } head;
 
 /* Settles a head after a cursor move that returned rc.  In the feed
@@ -243,10 +240,10 @@ static int head_check (head *h, int rc, int mode, uint32_t cid, int range,
                        const rg_fpos *until) {
   const uint8_t *k;
   h->live = 0;
-  if (rc == MDB_NOTFOUND) return 0;
+  if (rc == RG_NOTFOUND) return 0;
   if (rc) return rc;
-  k = (const uint8_t *)h->k.mv_data;
-  if (h->k.mv_size != (mode == RG_FEED_ALL ? 18 : 6) ||
+  k = (const uint8_t *)h->k.p;
+  if (h->k.n != (mode == RG_FEED_ALL ? 18 : 6) ||
       rg_get_u32(k) != cid || (int)rg_get_u16(k + 4) != range)
     return 0;
   if (mode == RG_FEED_ALL) {
@@ -254,9 +251,9 @@ static int head_check (head *h, int rc, int mode, uint32_t cid, int range,
     h->sub = rg_get_u32(k + 14);
   }
   else {
-    if (h->v.mv_size != RG_LATEST_DUP) return MDB_CORRUPTED;
-    h->lsn = rg_get_u64((const uint8_t *)h->v.mv_data);
-    h->sub = rg_get_u32((const uint8_t *)h->v.mv_data + 8);
+    if (h->v.n != RG_LATEST_DUP) return RG_CORRUPT;
+    h->lsn = rg_get_u64((const uint8_t *)h->v.p);
+    h->sub = rg_get_u32((const uint8_t *)h->v.p + 8);
   }
   if (until && pos_cmp(h->lsn, h->sub, until) >= 0) return 0;
   h->live = 1;
@@ -265,20 +262,20 @@ static int head_check (head *h, int rc, int mode, uint32_t cid, int range,
 
 static int head_seek (head *h, int mode, uint32_t cid, int range, rg_fpos p,
                       const rg_fpos *until) {
-  uint8_t key[18], dup[RG_LATEST_DUP];
+  uint8_t key[RG_FEED_KEY], dup[RG_LATEST_DUP];
   int rc;
-  h->k.mv_data = key;
+  h->k.p = key;
   if (mode == RG_FEED_ALL) {
-    h->k.mv_size = pos_key(key, cid, range, p);
-    rc = mdb_cursor_get(h->cur, &h->k, &h->v, MDB_SET_RANGE);
+    h->k.n = pos_key(key, cid, range, p);
+    rc = rg_cur_get(h->cur, &h->k, &h->v, RG_SEEK);
   }
   else {
     if (p.sub > 0xFFFFFFFFu) { p.lsn++; p.sub = 0; }
-    h->k.mv_size = rg_latest_entry(key, dup, cid, range, p.lsn,
+    h->k.n = rg_latest_entry(key, dup, cid, range, p.lsn,
                                    (uint32_t)p.sub);
-    h->v.mv_data = dup;
-    h->v.mv_size = RG_LATEST_DUP;
-    rc = mdb_cursor_get(h->cur, &h->k, &h->v, MDB_GET_BOTH_RANGE);
+    h->v.p = dup;
+    h->v.n = RG_LATEST_DUP;
+    rc = rg_cur_get(h->cur, &h->k, &h->v, RG_BOTH_RANGE);
   }
   return head_check(h, rc, mode, cid, range, until);
 }
@@ -286,40 +283,39 @@ static int head_seek (head *h, int mode, uint32_t cid, int range, rg_fpos p,
 /* Moves a head to the next entry of its range. */
 static int head_next (head *h, int mode, uint32_t cid, int range,
                       const rg_fpos *until) {
-  return head_check(h, mdb_cursor_get(h->cur, &h->k, &h->v,
-                                      mode == RG_FEED_ALL ? MDB_NEXT
-                                                          : MDB_NEXT_DUP),
+  return head_check(h, rg_cur_get(h->cur, &h->k, &h->v,
+                                      mode == RG_FEED_ALL ? RG_NEXT
+                                                          : RG_NEXT_DUP),
                     mode, cid, range, until);
 }
 
 /* Cursors on refs and items for the lookups of one read: an item found
 ** next to the last one is found on the page already read. */
 typedef struct lookups {
-  MDB_cursor *refs, *items;
+  rg_cur *refs, *items;
 } lookups;
 
-/* The item key and value of a latest-version entry (MDB_NOTFOUND when the
+/* The item key and value of a latest-version entry (RG_NOTFOUND when the
 ** reference is gone), through `lk`'s cursors when given. */
-static int latest_item (MDB_txn *txn, const rg_env *env, const head *h,
-                        lookups *lk, MDB_val *ikey, MDB_val *val) {
-  MDB_val k;
-  uint8_t seq[4];
+static int latest_item (rg_txn *txn, const rg_env *env, const head *h,
+                        lookups *lk, rg_val *ikey, rg_val *val) {
+  rg_val k;
+  uint8_t seq[RG_REF_KEY];
   int rc;
   if (lk == NULL) {
     if ((rc = rg_ref_item(txn, (rg_env *)env, (uint32_t)h->sub, ikey)))
       return rc;
-    return mdb_get(txn, env->dbi[RG_DB_ITEMS], ikey, val);
+    return rg_kv_get(txn, RG_DB_ITEMS, ikey->p, ikey->n, val);
   }
   if ((lk->refs == NULL &&
-       (rc = mdb_cursor_open(txn, env->dbi[RG_DB_REFS], &lk->refs))) ||
+       (rc = rg_cur_open(txn, RG_DB_REFS, &lk->refs))) ||
       (lk->items == NULL &&
-       (rc = mdb_cursor_open(txn, env->dbi[RG_DB_ITEMS], &lk->items))))
+       (rc = rg_cur_open(txn, RG_DB_ITEMS, &lk->items))))
     return rc;
-  rg_put_u32(seq, (uint32_t)h->sub);
-  k.mv_data = seq;
-  k.mv_size = 4;
-  if ((rc = mdb_cursor_get(lk->refs, &k, ikey, MDB_SET))) return rc;
-  return mdb_cursor_get(lk->items, ikey, val, MDB_SET_KEY);
+  k.p = seq;
+  k.n = rg_key_ref(seq, (uint32_t)h->sub);
+  if ((rc = rg_cur_get(lk->refs, &k, ikey, RG_SET))) return rc;
+  return rg_cur_get(lk->items, ikey, val, RG_SET);
 }
 /* }===================================================================== */
 
@@ -367,7 +363,7 @@ static void batch_add (rg_batch *b, const rg_change *ch, const char *json,
 
 /* Consumes the entry under head h (range r): adds it to the batch unless
 ** a filter or an expiry leaves it out. */
-static int take (MDB_txn *txn, const rg_feedq *q, rg_batch *b, head *h,
+static int take (rg_txn *txn, const rg_feedq *q, rg_batch *b, head *h,
                  int range, lookups *lk, rg_err *e) {
   rg_change ch;
   memset(&ch, 0, sizeof(ch));
@@ -386,17 +382,17 @@ static int take (MDB_txn *txn, const rg_feedq *q, rg_batch *b, head *h,
     b->work.loaded_bytes += r.n;
   }
   else {
-    MDB_val key, v;
+    rg_val key, v;
     rg_ihdr ih;
     const char *text;
     size_t n;
     int rc = latest_item(txn, q->c->env, h, lk, &key, &v);
-    if (rc == MDB_NOTFOUND) return 0;
-    if (rc) return rg_fail_mdb(e, rc, "change feed");
-    if (q->lp && (key.mv_size < q->lplen ||
-                  memcmp(key.mv_data, q->lp, q->lplen) != 0))
+    if (rc == RG_NOTFOUND) return 0;
+    if (rc) return rg_kv_fail(e, rc, "change feed");
+    if (q->lp && (key.n < q->lplen ||
+                  memcmp(key.p, q->lp, q->lplen) != 0))
       return 0;
-    if (rg_ihdr_get(v.mv_data, v.mv_size, &ih, &text, &n))
+    if (rg_ihdr_get(v.p, v.n, &ih, &text, &n))
       return rg_fail(e, 500, "corrupt item record");
     if (ih.expiry != 0 && ih.expiry <= q->now) return 0;     /* invisible */
     ch.op = RG_OP_REPLACE;
@@ -406,7 +402,7 @@ static int take (MDB_txn *txn, const rg_feedq *q, rg_batch *b, head *h,
   return 0;
 }
 
-int rg_feed_read (MDB_txn *txn, rg_feedq *q, rg_batch *b, rg_err *e) {
+int rg_feed_read (rg_txn *txn, rg_feedq *q, rg_batch *b, rg_err *e) {
   uint32_t cid = q->c->spec->cid;
   head one, *h;
   lookups lk = { NULL, NULL };
@@ -416,13 +412,13 @@ int rg_feed_read (MDB_txn *txn, rg_feedq *q, rg_batch *b, rg_err *e) {
   if (h == NULL) return rg_fail(e, 500, "out of memory");
   memset(&one, 0, sizeof(one));
   for (i = 0; i < q->n && rc == 0; i++) {
-    if ((rc = mdb_cursor_open(txn, feed_dbi(q->c->env, q->mode), &h[i].cur)))
+    if ((rc = rg_cur_open(txn, feed_table(q->mode), &h[i].cur)))
       break;
     opened++;
     rc = head_seek(&h[i], q->mode, cid, q->first + i, q->pos[i], q->until);
     b->work.lookups++;
   }
-  if (rc) rc = rg_fail_mdb(e, rc, "change feed");
+  if (rc) rc = rg_kv_fail(e, rc, "change feed");
   while (rc == 0 && b->n < q->max) {
     int best = -1;
     head *x;
@@ -436,18 +432,18 @@ int rg_feed_read (MDB_txn *txn, rg_feedq *q, rg_batch *b, rg_err *e) {
     b->work.loaded++;
     if ((rc = take(txn, q, b, x, q->first + best, &lk, e))) break;
     rc = head_next(x, q->mode, cid, q->first + best, q->until);
-    if (rc) rc = rg_fail_mdb(e, rc, "change feed");
+    if (rc) rc = rg_kv_fail(e, rc, "change feed");
   }
-  if (lk.refs) mdb_cursor_close(lk.refs);
-  if (lk.items) mdb_cursor_close(lk.items);
-  for (i = 0; i < opened; i++) mdb_cursor_close(h[i].cur);
+  if (lk.refs) rg_cur_close(lk.refs);
+  if (lk.items) rg_cur_close(lk.items);
+  for (i = 0; i < opened; i++) rg_cur_close(h[i].cur);
   if (h != &one) free(h);
   if (rc == 0 && (b->oom || b->text.oom))
     rc = rg_fail(e, 500, "out of memory");
   return rc;
 }
 
-int rg_feed_count (MDB_txn *txn, const rg_cont *c, int mode, int range,
+int rg_feed_count (rg_txn *txn, const rg_cont *c, int mode, int range,
                    const rg_fpos *pos, uint64_t limit, uint64_t *count,
                    rg_err *e) {
   head h;
@@ -455,15 +451,15 @@ int rg_feed_count (MDB_txn *txn, const rg_cont *c, int mode, int range,
   *count = 0;
   if ((rc = rg_feed_mode_ok(c->spec, mode, e))) return rc;
   memset(&h, 0, sizeof(h));
-  if ((rc = mdb_cursor_open(txn, feed_dbi(c->env, mode), &h.cur)))
-    return rg_fail_mdb(e, rc, "change feed");
+  if ((rc = rg_cur_open(txn, feed_table(mode), &h.cur)))
+    return rg_kv_fail(e, rc, "change feed");
   rc = head_seek(&h, mode, c->spec->cid, range, *pos, NULL);
   while (rc == 0 && h.live && *count < limit) {
     (*count)++;
     rc = head_next(&h, mode, c->spec->cid, range, NULL);
   }
-  mdb_cursor_close(h.cur);
-  if (rc) return rg_fail_mdb(e, rc, "change feed");
+  rg_cur_close(h.cur);
+  if (rc) return rg_kv_fail(e, rc, "change feed");
   return 0;
 }
 /* }===================================================================== */
@@ -491,30 +487,30 @@ static int64_t text_ts (const char *s, size_t n) {
 }
 
 /* The time of the entry under a head. */
-static int64_t head_ts (MDB_txn *txn, const rg_env *env, int mode,
+static int64_t head_ts (rg_txn *txn, const rg_env *env, int mode,
                         const head *h) {
   if (mode == RG_FEED_ALL) {
     rg_record r;
     return rg_feed_record(&h->v, &r) ? 0 : r.ts;
   }
   else {
-    MDB_val key, v;
+    rg_val key, v;
     rg_ihdr ih;
     const char *text;
     size_t n;
     if (latest_item(txn, env, h, NULL, &key, &v) ||
-        rg_ihdr_get(v.mv_data, v.mv_size, &ih, &text, &n))
+        rg_ihdr_get(v.p, v.n, &ih, &text, &n))
       return 0;
     return text_ts(text, n);
   }
 }
 
-static uint64_t last_lsn (MDB_txn *txn, const rg_env *env) {
-  MDB_val k, v;
-  k.mv_data = RG_META_LSN;
-  k.mv_size = sizeof(RG_META_LSN) - 1;
-  if (mdb_get(txn, env->dbi[RG_DB_META], &k, &v) == 0 && v.mv_size == 8)
-    return rg_get_u64((const uint8_t *)v.mv_data);
+static uint64_t last_lsn (rg_txn *txn, const rg_env *env) {
+  rg_val k, v;
+  k.p = RG_META_LSN;
+  k.n = sizeof(RG_META_LSN) - 1;
+  if (rg_kv_get(txn, RG_DB_META, k.p, k.n, &v) == 0 && v.n == 8)
+    return rg_get_u64((const uint8_t *)v.p);
   return 0;
 }
 
@@ -524,7 +520,7 @@ static uint64_t last_lsn (MDB_txn *txn, const rg_env *env) {
 ** lsns as long as the clock does not step back): in latest mode the time
 ** of the item's last write, in all_versions mode the record's.
 */
-int rg_feed_start (MDB_txn *txn, const rg_cont *c, int mode, int range,
+int rg_feed_start (rg_txn *txn, const rg_cont *c, int mode, int range,
                    int kind, double t, rg_fpos *pos, rg_err *e) {
   uint64_t lo = 0, hi;
   head h;
@@ -535,8 +531,8 @@ int rg_feed_start (MDB_txn *txn, const rg_cont *c, int mode, int range,
   hi = last_lsn(txn, c->env) + 1;
   if (kind == RG_START_NOW) { pos->lsn = hi; return 0; }
   memset(&h, 0, sizeof(h));
-  if ((rc = mdb_cursor_open(txn, feed_dbi(c->env, mode), &h.cur)))
-    return rg_fail_mdb(e, rc, "change feed");
+  if ((rc = rg_cur_open(txn, feed_table(mode), &h.cur)))
+    return rg_kv_fail(e, rc, "change feed");
   while (lo < hi) {
     uint64_t mid = lo + (hi - lo) / 2;
     rg_fpos p;
@@ -546,8 +542,8 @@ int rg_feed_start (MDB_txn *txn, const rg_cont *c, int mode, int range,
     if (!h.live || (double)head_ts(txn, c->env, mode, &h) >= t) hi = mid;
     else lo = h.lsn + 1;
   }
-  mdb_cursor_close(h.cur);
-  if (rc) return rg_fail_mdb(e, rc, "change feed");
+  rg_cur_close(h.cur);
+  if (rc) return rg_kv_fail(e, rc, "change feed");
   pos->lsn = lo;
   return 0;
 }
@@ -676,14 +672,14 @@ int rg_feed_trim (rg_scope *s, const rg_cont *c, int force, rg_err *e) {
     return 0;
   horizon = s->now - spec->retention;   /* older than this: past retention */
   memset(&h, 0, sizeof(h));
-  if ((rc = mdb_cursor_open(s->txn, s->env->dbi[RG_DB_FEED], &h.cur)))
-    return rg_scope_mdb(s, rc, "change feed", e);
+  if ((rc = rg_cur_open(s->txn, RG_DB_FEED, &h.cur)))
+    return rg_scope_fail(s, rc, "change feed", e);
   for (r = 0; r < spec->nparts && budget > 0 && rc == 0; r++) {
     rg_fpos start = { 0, 0 };
     for (;;) {
       rg_record rec;
       if ((rc = head_seek(&h, RG_FEED_ALL, spec->cid, r, start, NULL))) {
-        rc = rg_scope_mdb(s, rc, "change feed", e);
+        rc = rg_scope_fail(s, rc, "change feed", e);
         break;
       }
       if (!h.live || budget == 0 || rg_feed_record(&h.v, &rec) ||
@@ -697,12 +693,12 @@ int rg_feed_trim (rg_scope *s, const rg_cont *c, int force, rg_err *e) {
           break;
       }
       if (pos_cmp(h.lsn, h.sub, &floor[r]) >= 0) break;
-      if ((rc = rg_cursor_del(s, RG_DB_FEED, h.cur, e))) break;
+      if ((rc = rg_cursor_del(s, h.cur, e))) break;
       budget--;
       start = pos_after(RG_FEED_ALL, h.lsn, h.sub);
     }
   }
-  mdb_cursor_close(h.cur);
+  rg_cur_close(h.cur);
   free(floor);
   if (rc == 0) {
     trim_seen[slot].env = s->env;

@@ -73,18 +73,18 @@ typedef struct rg_record {
   const char *json;          /* the new version, or the deleted one */
   size_t n;
 } rg_record;
-int  rg_feed_record (const MDB_val *v, rg_record *r);   /* 0, or -1: corrupt */
+int  rg_feed_record (const rg_val *v, rg_record *r);   /* 0, or -1: corrupt */
 void rg_batch_init (rg_batch *b);
 void rg_batch_clear (rg_batch *b);
 void rg_batch_free (rg_batch *b);
 /* Reads changes into `b` (copied: valid after the transaction). */
-int  rg_feed_read (MDB_txn *txn, rg_feedq *q, rg_batch *b, rg_err *e);
+int  rg_feed_read (rg_txn *txn, rg_feedq *q, rg_batch *b, rg_err *e);
 /* Counts the entries of a range from a position, up to `limit`. */
-int  rg_feed_count (MDB_txn *txn, const rg_cont *c, int mode, int range,
+int  rg_feed_count (rg_txn *txn, const rg_cont *c, int mode, int range,
                     const rg_fpos *pos, uint64_t limit, uint64_t *count,
                     rg_err *e);
 /* The position of a start (RG_START_*, `t` seconds for a time) in a range. */
-int  rg_feed_start (MDB_txn *txn, const rg_cont *c, int mode, int range,
+int  rg_feed_start (rg_txn *txn, const rg_cont *c, int mode, int range,
                     int kind, double t, rg_fpos *pos, rg_err *e);
 /* Continuation tokens of `n` positions, keyed by the database's secret
 ** (rg_env_secret), bound to the container, and carrying the read's mode,

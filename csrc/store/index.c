@@ -70,7 +70,6 @@
 #include "store/index.h"
 
 #define PCACHE_MAX   65536        /* cached path ids per environment */
-#define PTEXT_INLINE 490          /* longer texts: cut, then a digest */
 
 /* A set of keys, built in one buffer. */
 typedef struct keyset {
@@ -219,20 +218,6 @@ static void pc_add (rg_env *env, uint32_t cid, const char *text, size_t n,
   pc->used++;
 }
 
-/* The dictionary key of a path text. */
-static size_t dict_key (uint8_t *out, uint32_t cid, const char *text,
-                        size_t n) {
-  size_t k = rg_meta_key(out, RG_MK_PATH, cid, NULL, 0);
-  if (n <= PTEXT_INLINE + 9) {
-    memcpy(out + k, text, n);
-    return k + n;
-  }
-  memcpy(out + k, text, PTEXT_INLINE);
-  out[k + PTEXT_INLINE] = 0xFF;
-  rg_put_u64(out + k + PTEXT_INLINE + 1, rg_hash(text, n));
-  return k + PTEXT_INLINE + 9;
-}
-
 void rg_index_path_text (rg_buf *b, const char *const *seg, int n) {
   int i;
   for (i = 0; i < n; i++) {
@@ -246,13 +231,13 @@ void rg_index_path_text (rg_buf *b, const char *const *seg, int n) {
   }
 }
 
-int rg_pathid_find (MDB_txn *txn, rg_env *env, uint32_t cid,
+int rg_pathid_find (rg_txn *txn, rg_env *env, uint32_t cid,
                     const char *text, size_t n, uint8_t *out, size_t *len,
                     rg_err *e) {
   uint64_t h = ptext_hash(cid, text, n);
   pslot *ps = pc_find(env->pcache, cid, text, n, h);
   uint8_t key[RG_MAX_KEY];
-  MDB_val k, v;
+  rg_val k, v;
   uint32_t id;
   int rc;
   if (ps) {
@@ -260,16 +245,16 @@ int rg_pathid_find (MDB_txn *txn, rg_env *env, uint32_t cid,
     *len = ps->len;
     return 0;
   }
-  k.mv_data = key;
-  k.mv_size = dict_key(key, cid, text, n);
-  rc = mdb_get(txn, env->dbi[RG_DB_META], &k, &v);
-  if (rc == MDB_NOTFOUND) return 404;
-  if (rc) return rg_fail_mdb(e, rc, "path dictionary");
-  if (v.mv_size > RG_PATHID_MAX ||
-      rg_pathid_get((const uint8_t *)v.mv_data, v.mv_size, &id) != v.mv_size)
+  k.p = key;
+  k.n = rg_meta_path_key(key, cid, text, n);
+  rc = rg_kv_get(txn, RG_DB_META, k.p, k.n, &v);
+  if (rc == RG_NOTFOUND) return 404;
+  if (rc) return rg_kv_fail(e, rc, "path dictionary");
+  if (v.n > RG_PATHID_MAX ||
+      rg_pathid_get((const uint8_t *)v.p, v.n, &id) != v.n)
     return rg_fail(e, 500, "corrupt path dictionary entry");
-  memcpy(out, v.mv_data, v.mv_size);
-  *len = v.mv_size;
+  memcpy(out, v.p, v.n);
+  *len = v.n;
   /* cache what is committed: not what the running scope gave */
   if (env->scope == NULL || env->scope->pathid_base == 0 ||
       id < env->scope->pathid_base)
@@ -281,15 +266,15 @@ int rg_pathid_find (MDB_txn *txn, rg_env *env, uint32_t cid,
 static int pathid_make (rg_scope *s, uint32_t cid, const char *text,
                         size_t n, uint8_t *out, size_t *len, rg_err *e) {
   uint8_t key[RG_MAX_KEY], buf[4];
-  MDB_val k, v;
+  rg_val k, v;
   uint32_t last = 0;
   int rc = rg_pathid_find(s->txn, s->env, cid, text, n, out, len, e);
   if (rc != 404) return rc;
-  k.mv_data = RG_META_PATHID;
-  k.mv_size = sizeof(RG_META_PATHID) - 1;
-  rc = mdb_get(s->txn, s->env->dbi[RG_DB_META], &k, &v);
-  if (rc == 0 && v.mv_size == 4) last = rg_get_u32((const uint8_t *)v.mv_data);
-  else if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "path id", e);
+  k.p = RG_META_PATHID;
+  k.n = sizeof(RG_META_PATHID) - 1;
+  rc = rg_kv_get(s->txn, RG_DB_META, k.p, k.n, &v);
+  if (rc == 0 && v.n == 4) last = rg_get_u32((const uint8_t *)v.p);
+  else if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "path id", e);
   if (last == UINT32_MAX)
     return rg_fail(e, 507, "insufficient storage: no path id is left");
   if (s->pathid_base == 0) s->pathid_base = last + 1;
@@ -297,30 +282,30 @@ static int pathid_make (rg_scope *s, uint32_t cid, const char *text,
   *len = rg_pathid_put(out, last + 1);
   if ((rc = rg_put(s, RG_DB_META, RG_META_PATHID, sizeof(RG_META_PATHID) - 1,
                    buf, 4, e)) ||
-      (rc = rg_put(s, RG_DB_META, key, dict_key(key, cid, text, n), out, *len,
-                   e)))
+      (rc = rg_put(s, RG_DB_META, key, rg_meta_path_key(key, cid, text, n),
+                   out, *len, e)))
     return rc;
   return 0;
 }
 
-int rg_index_path_ids (MDB_txn *txn, rg_env *env, uint32_t cid,
+int rg_index_path_ids (rg_txn *txn, rg_env *env, uint32_t cid,
                        uint32_t **ids, size_t *n) {
-  MDB_cursor *cur;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_val k, v;
   uint8_t p[5];
   size_t cap = 0;
   int rc;
   *ids = NULL;
   *n = 0;
-  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur))) return rc;
-  k.mv_data = p;
-  k.mv_size = rg_meta_key(p, RG_MK_PATH, cid, NULL, 0);
-  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  while (rc == 0 && k.mv_size >= 5 && memcmp(k.mv_data, p, 5) == 0) {
+  if ((rc = rg_cur_open(txn, RG_DB_META, &cur))) return rc;
+  k.p = p;
+  k.n = rg_meta_key(p, RG_MK_PATH, cid, NULL, 0);
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  while (rc == 0 && k.n >= 5 && memcmp(k.p, p, 5) == 0) {
     uint32_t id;
-    if (v.mv_size <= RG_PATHID_MAX &&
-        rg_pathid_get((const uint8_t *)v.mv_data, v.mv_size, &id) ==
-        v.mv_size) {
+    if (v.n <= RG_PATHID_MAX &&
+        rg_pathid_get((const uint8_t *)v.p, v.n, &id) ==
+        v.n) {
       if (*n == cap) {
         uint32_t *a = (uint32_t *)realloc(*ids, (cap = cap ? 2 * cap : 32) *
                                           sizeof(uint32_t));
@@ -329,39 +314,39 @@ int rg_index_path_ids (MDB_txn *txn, rg_env *env, uint32_t cid,
       }
       (*ids)[(*n)++] = id;
     }
-    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
   }
-  mdb_cursor_close(cur);
-  return rc == MDB_NOTFOUND ? 0 : rc;
+  rg_cur_close(cur);
+  return rc == RG_NOTFOUND ? 0 : rc;
 }
 
-int rg_index_count (MDB_txn *txn, rg_env *env, uint32_t cid, uint64_t *n) {
-  MDB_cursor *cur;
+int rg_index_count (rg_txn *txn, rg_env *env, uint32_t cid, uint64_t *n) {
+  rg_cur *cur;
   uint32_t *ids;
   size_t nid, i;
   int rc;
   *n = 0;
   if ((rc = rg_index_path_ids(txn, env, cid, &ids, &nid))) return rc;
-  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_INDEX], &cur))) {
+  if ((rc = rg_cur_open(txn, RG_DB_INDEX, &cur))) {
     free(ids);
     return rc;
   }
   for (i = 0; i < nid && rc == 0; i++) {
     uint8_t p[RG_PATHID_MAX];
     size_t pn = rg_pathid_put(p, ids[i]);
-    MDB_val k, v;
-    k.mv_data = p;
-    k.mv_size = pn;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    while (rc == 0 && k.mv_size >= pn && memcmp(k.mv_data, p, pn) == 0) {
+    rg_val k, v;
+    k.p = p;
+    k.n = pn;
+    rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+    while (rc == 0 && k.n >= pn && memcmp(k.p, p, pn) == 0) {
       size_t dups;
-      if ((rc = mdb_cursor_count(cur, &dups))) break;
+      if ((rc = rg_cur_count(cur, &dups))) break;
       *n += dups;
-      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_NODUP);
+      rc = rg_cur_get(cur, &k, &v, RG_NEXT_NODUP);
     }
-    if (rc == MDB_NOTFOUND) rc = 0;
+    if (rc == RG_NOTFOUND) rc = 0;
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   free(ids);
   return rc;
 }
@@ -375,7 +360,7 @@ int rg_index_drop (rg_scope *s, uint32_t cid, uint64_t max, uint64_t *count,
   int rc;
   *count = 0;
   if ((rc = rg_index_path_ids(s->txn, s->env, cid, &ids, &nid)))
-    return rg_scope_mdb(s, rc, "path dictionary", e);
+    return rg_scope_fail(s, rc, "path dictionary", e);
   for (i = 0; i < nid && *count < max; i++) {
     uint8_t p[RG_PATHID_MAX];
     size_t pn = rg_pathid_put(p, ids[i]);
@@ -402,7 +387,7 @@ int rg_index_drop (rg_scope *s, uint32_t cid, uint64_t max, uint64_t *count,
 ** ======================================================================
 */
 typedef struct walker {
-  MDB_txn *txn;
+  rg_txn *txn;
   rg_env *env;                   /* NULL: a host's entries (no storage) */
   rg_scope *s;                   /* set: give missing path ids */
   const rg_cspec *spec;
@@ -558,7 +543,7 @@ typedef struct shapeinfo {
 
 /* The entry keys `doc` needs, into ks (the shape entry among them, and
 ** the shape into *si when given): 0 or a status. */
-static int doc_terms (MDB_txn *txn, rg_env *env, rg_scope *s,
+static int doc_terms (rg_txn *txn, rg_env *env, rg_scope *s,
                       const rg_cspec *spec, const cJSON *doc, keyset *ks,
                       size_t *unknown, shapeinfo *si, rg_err *e) {
   walker w;
@@ -590,8 +575,8 @@ static int doc_terms (MDB_txn *txn, rg_env *env, rg_scope *s,
         si->sidlen = ks->buf.n - start;
         memcpy(si->sid, ks->buf.p + start, si->sidlen);
       }
-      rg_put_u64(t, h);
-      rg_buf_add(&ks->buf, t, 8);
+      rg_term_shape(t, h);
+      rg_buf_add(&ks->buf, t, RG_SHAPE_TERM);
       ks_end(ks, start);
     }
     if (si) {
@@ -612,30 +597,23 @@ static int shape_entry (const shapeinfo *si, const char *key, size_t n) {
          memcmp(key, si->sid, si->sidlen) == 0;
 }
 
-/* The meta key of a shape's record. */
-static size_t shape_key (uint8_t *out, uint32_t cid, uint64_t h) {
-  size_t n = rg_meta_key(out, RG_MK_SHAPE, cid, NULL, 0);
-  rg_put_u64(out + n, h);
-  return n + 8;
-}
-
 /* Records a shape in the meta table when it is new. */
 static int shape_record (rg_scope *s, const rg_cspec *spec,
                          const shapeinfo *si, rg_err *e) {
   uint8_t key[16], val[4 * RG_SHAPE_MAX + 1];
-  MDB_val k, v;
+  rg_val k, v;
   int i, rc;
   if (si->h == 0) return 0;          /* wide: no record */
-  k.mv_data = key;
-  k.mv_size = shape_key(key, spec->cid, si->h);
-  rc = mdb_get(s->txn, s->env->dbi[RG_DB_META], &k, &v);
+  k.p = key;
+  k.n = rg_meta_shape_key(key, spec->cid, si->h);
+  rc = rg_kv_get(s->txn, RG_DB_META, k.p, k.n, &v);
   if (rc == 0) return 0;
-  if (rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "index", e);
+  if (rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "index", e);
   for (i = 0; i < si->nids; i++) rg_put_u32(val + 4 * i, si->ids[i]);
-  return rg_put(s, RG_DB_META, key, k.mv_size, val, (size_t)si->nids * 4, e);
+  return rg_put(s, RG_DB_META, key, k.n, val, (size_t)si->nids * 4, e);
 }
 
-int rg_index_keys (MDB_txn *txn, rg_env *env, rg_scope *s,
+int rg_index_keys (rg_txn *txn, rg_env *env, rg_scope *s,
                    const rg_cspec *spec, const cJSON *doc, rg_buf *keys,
                    size_t *count, rg_err *e) {
   keyset ks;
@@ -667,9 +645,7 @@ int rg_index_keys (MDB_txn *txn, rg_env *env, rg_scope *s,
 
 void rg_index_prefix (rg_buf *b, uint32_t cid, uint64_t path_id) {
   uint8_t p[RG_HOST_PREFIX];
-  rg_put_u32(p, cid);
-  rg_put_u64(p + 4, path_id);
-  rg_buf_add(b, p, RG_HOST_PREFIX);
+  rg_buf_add(b, p, rg_key_host_index(p, cid, path_id));
 }
 
 uint64_t rg_index_path_id (const char *const *seg, int n) {
@@ -737,10 +713,9 @@ void rg_unique_digest (const rg_cspec *spec, int u, const cJSON *doc,
 
 size_t rg_unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
                       const cJSON *doc, uint8_t *out) {
-  memcpy(out, k->key, k->lplen);
-  out[k->lplen] = (uint8_t)u;
-  rg_unique_digest(spec, u, doc, out + k->lplen + 1);
-  return k->lplen + 17;
+  uint8_t d[16];
+  rg_unique_digest(spec, u, doc, d);
+  return rg_key_unique(out, k->key, k->lplen, u, d);
 }
 
 int rg_unique_check (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
@@ -750,15 +725,15 @@ int rg_unique_check (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
   for (u = 0; u < spec->nuniq; u++) {
     uint8_t nk[RG_MAX_KEY], ok[RG_MAX_KEY];
     size_t nn = rg_unique_key(spec, u, k, neu, nk);
-    MDB_val key, val;
+    rg_val key, val;
     if (old && rg_unique_key(spec, u, k, old, ok) == nn && memcmp(ok, nk, nn) == 0)
       continue;                      /* unchanged: still ours */
-    key.mv_data = nk;
-    key.mv_size = nn;
-    rc = mdb_get(s->txn, s->env->dbi[RG_DB_UNIQUE], &key, &val);
-    if (rc == MDB_NOTFOUND) continue;
-    if (rc) return rg_scope_mdb(s, rc, "unique key", e);
-    if (val.mv_size == k->len && memcmp(val.mv_data, k->key, k->len) == 0)
+    key.p = nk;
+    key.n = nn;
+    rc = rg_kv_get(s->txn, RG_DB_UNIQUE, key.p, key.n, &val);
+    if (rc == RG_NOTFOUND) continue;
+    if (rc) return rg_scope_fail(s, rc, "unique key", e);
+    if (val.n == k->len && memcmp(val.p, k->key, k->len) == 0)
       continue;
     {
       rg_buf p;
@@ -818,7 +793,7 @@ static int index_diff (rg_scope *s, const rg_cspec *os, const rg_cspec *ns,
   ks_init(&kn);
   so.h = sn.h = 0;
   so.sidlen = sn.sidlen = 0;
-  rg_put_u64(ref, rg_ref_make(k->hash, seq));
+  rg_ref_put(ref, k->hash, seq);
   if (old && (rc = doc_terms(s->txn, s->env, NULL, os, old, &ko, NULL, &so,
                              e)))
     goto done;
@@ -890,21 +865,21 @@ int rg_index_reindex (rg_scope *s, const rg_cspec *from, const rg_cspec *to,
 /* Checks that every index and unique entry `doc` needs exists and names
 ** this item; adds how many there are to *nindex and *nunique.  Problems
 ** are appended to `report`; returns how many were found. */
-int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
+int rg_index_verify (rg_txn *txn, rg_env *env, const rg_cspec *spec,
                      const rg_ikey *k, uint32_t seq, const cJSON *doc,
                      uint64_t *nindex, uint64_t *nunique, rg_buf *report) {
   keyset ks;
   shapeinfo si;
   size_t *ord = NULL, n = 0, i, missing, unknown = 0;
   uint8_t ref[RG_REF_SIZE];
-  MDB_cursor *cur = NULL;
+  rg_cur *cur = NULL;
   int bad = 0, u;
   rg_err e;
   ks_init(&ks);
-  rg_put_u64(ref, rg_ref_make(k->hash, seq));
+  rg_ref_put(ref, k->hash, seq);
   if (doc_terms(txn, env, NULL, spec, doc, &ks, &unknown, &si, &e) ||
       (ord = ks_sorted(&ks, &n)) == NULL ||
-      mdb_cursor_open(txn, env->dbi[RG_DB_INDEX], &cur)) {
+      rg_cur_open(txn, RG_DB_INDEX, &cur)) {
     free(ord);
     ks_free(&ks);
     rg_buf_adds(report, "out of memory while verifying\n");
@@ -913,12 +888,12 @@ int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
   /* a path without an id: its entry cannot be there */
   missing = unknown;
   for (i = 0; i < n; i++) {
-    MDB_val key, val;
-    key.mv_data = ks.buf.p + ks.off[ord[i]];
-    key.mv_size = ks.len[ord[i]];
-    val.mv_data = ref;
-    val.mv_size = RG_REF_SIZE;
-    if (mdb_cursor_get(cur, &key, &val, MDB_GET_BOTH) != 0) missing++;
+    rg_val key, val;
+    key.p = ks.buf.p + ks.off[ord[i]];
+    key.n = ks.len[ord[i]];
+    val.p = ref;
+    val.n = RG_REF_SIZE;
+    if (rg_cur_get(cur, &key, &val, RG_BOTH) != 0) missing++;
   }
   if (missing) {
     bad++;
@@ -928,14 +903,14 @@ int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
                 (const char *)k->key + k->lplen, missing == 1 ? "is" : "are");
   }
   *nindex += n + unknown;
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   if (spec->revision >= 2 && si.h != 0) {   /* its shape is recorded */
     uint8_t sk[16];
-    MDB_val mk, mv;
-    mk.mv_data = sk;
-    mk.mv_size = shape_key(sk, spec->cid, si.h);
-    if (mdb_get(txn, env->dbi[RG_DB_META], &mk, &mv) != 0 ||
-        mv.mv_size != (size_t)si.nids * 4) {
+    rg_val mk, mv;
+    mk.p = sk;
+    mk.n = rg_meta_shape_key(sk, spec->cid, si.h);
+    if (rg_kv_get(txn, RG_DB_META, mk.p, mk.n, &mv) != 0 ||
+        mv.n != (size_t)si.nids * 4) {
       bad++;
       rg_buf_addf(report, "container %u: the shape of item %.*s is not "
                   "recorded\n", spec->cid, (int)(k->len - k->lplen),
@@ -944,11 +919,11 @@ int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
   }
   for (u = 0; u < spec->nuniq; u++) {
     uint8_t uk[RG_MAX_KEY];
-    MDB_val key, val;
-    key.mv_data = uk;
-    key.mv_size = rg_unique_key(spec, u, k, doc, uk);
-    if (mdb_get(txn, env->dbi[RG_DB_UNIQUE], &key, &val) != 0 ||
-        val.mv_size != k->len || memcmp(val.mv_data, k->key, k->len) != 0) {
+    rg_val key, val;
+    key.p = uk;
+    key.n = rg_unique_key(spec, u, k, doc, uk);
+    if (rg_kv_get(txn, RG_DB_UNIQUE, key.p, key.n, &val) != 0 ||
+        val.n != k->len || memcmp(val.p, k->key, k->len) != 0) {
       bad++;
       rg_buf_addf(report, "container %u: unique key %d of an item does not "
                   "name it\n", spec->cid, u + 1);
@@ -967,102 +942,120 @@ int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
 ** The index as one sequence of flat entries (the planner's view)
 ** ======================================================================
 */
-int rg_ixcur_open (rg_ixcur *c, MDB_txn *txn, rg_env *env) {
+int rg_ixcur_open (rg_ixcur *c, rg_txn *txn, rg_env *env) {
   int rc;
   c->txn = txn;
   c->env = env;
   c->cur = c->refs = NULL;
-  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_INDEX], &c->cur))) return rc;
-  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_REFS], &c->refs))) {
-    mdb_cursor_close(c->cur);
+  c->nbuf = 0;
+  if ((rc = rg_cur_open(txn, RG_DB_INDEX, &c->cur))) return rc;
+  if ((rc = rg_cur_open(txn, RG_DB_REFS, &c->refs))) {
+    rg_cur_close(c->cur);
     c->cur = NULL;
   }
   return rc;
 }
 
 void rg_ixcur_close (rg_ixcur *c) {
-  if (c->cur) mdb_cursor_close(c->cur);
-  if (c->refs) mdb_cursor_close(c->refs);
+  if (c->cur) rg_cur_close(c->cur);
+  if (c->refs) rg_cur_close(c->refs);
   c->cur = c->refs = NULL;
 }
 
 /* The entry under the cursor, flat, into *k. */
-static int flat (rg_ixcur *c, const MDB_val *key, const MDB_val *dup,
-                 MDB_val *k) {
-  if (key->mv_size > RG_MAX_KEY || dup->mv_size != RG_REF_SIZE)
-    return MDB_CORRUPTED;
-  memcpy(c->buf, key->mv_data, key->mv_size);
-  memcpy(c->buf + key->mv_size, dup->mv_data, RG_REF_SIZE);
-  k->mv_data = c->buf;
-  k->mv_size = key->mv_size + RG_REF_SIZE;
+static int flat (rg_ixcur *c, const rg_val *key, const rg_val *dup,
+                 rg_val *k) {
+  if (key->n > RG_MAX_KEY || dup->n != RG_REF_SIZE)
+    return RG_CORRUPT;
+  memcpy(c->buf, key->p, key->n);
+  memcpy(c->buf + key->n, dup->p, RG_REF_SIZE);
+  k->p = c->buf;
+  k->n = c->nbuf = key->n + RG_REF_SIZE;
   return 0;
+}
+
+/* The entry key | dup (dup RG_REF_SIZE bytes) against the n bytes at b,
+** as flat bytes: < 0, 0, > 0. */
+static int flat_cmp (const rg_val *key, const rg_val *dup,
+                     const uint8_t *b, size_t n) {
+  size_t kn = key->n, m = kn < n ? kn : n, all = kn + RG_REF_SIZE;
+  int c = memcmp(key->p, b, m);
+  if (c || kn >= n) return c ? c : 1;
+  m = n - kn < RG_REF_SIZE ? n - kn : RG_REF_SIZE;
+  if ((c = memcmp(dup->p, b + kn, m)) != 0) return c;
+  return all > n ? 1 : all < n ? -1 : 0;
 }
 
 /* Positions on the first entry >= the flat bytes `want`: the first key
 ** >= them, unless a key is a proper prefix of them (they end within its
 ** references), and then the first of its references >= the rest. */
-static int seek (rg_ixcur *c, const MDB_val *want, MDB_val *key,
-                 MDB_val *dup) {
-  MDB_val k = *want, d, k0, d0;
-  int rc = mdb_cursor_get(c->cur, &k, &d, MDB_SET_RANGE), rc0;
-  if (rc && rc != MDB_NOTFOUND) return rc;
-  rc0 = mdb_cursor_get(c->cur, &k0, &d0, rc == 0 ? MDB_PREV_NODUP : MDB_LAST);
-  if (rc0 == 0 && k0.mv_size < want->mv_size &&
-      want->mv_size - k0.mv_size <= RG_REF_SIZE &&
-      memcmp(k0.mv_data, want->mv_data, k0.mv_size) == 0) {
+static int seek (rg_ixcur *c, const rg_val *want, rg_val *key,
+                 rg_val *dup) {
+  rg_val k = *want, d, k0, d0;
+  int rc = rg_cur_get(c->cur, &k, &d, RG_SEEK), rc0;
+  if (rc && rc != RG_NOTFOUND) return rc;
+  rc0 = rg_cur_get(c->cur, &k0, &d0, rc == 0 ? RG_PREV_NODUP : RG_LAST);
+  if (rc0 == 0 && k0.n < want->n &&
+      want->n - k0.n <= RG_REF_SIZE &&
+      memcmp(k0.p, want->p, k0.n) == 0) {
     uint8_t part[RG_REF_SIZE];
     memset(part, 0, RG_REF_SIZE);
-    memcpy(part, (const uint8_t *)want->mv_data + k0.mv_size,
-           want->mv_size - k0.mv_size);
-    d0.mv_data = part;
-    d0.mv_size = RG_REF_SIZE;
-    rc0 = mdb_cursor_get(c->cur, &k0, &d0, MDB_GET_BOTH_RANGE);
+    memcpy(part, (const uint8_t *)want->p + k0.n,
+           want->n - k0.n);
+    d0.p = part;
+    d0.n = RG_REF_SIZE;
+    rc0 = rg_cur_get(c->cur, &k0, &d0, RG_BOTH_RANGE);
     if (rc0 == 0) {
       *key = k0;
       *dup = d0;
       return 0;
     }
-    if (rc0 != MDB_NOTFOUND) return rc0;
-    rc0 = mdb_cursor_get(c->cur, &k0, &d0, MDB_SET_KEY);
+    if (rc0 != RG_NOTFOUND) return rc0;
+    rc0 = rg_cur_get(c->cur, &k0, &d0, RG_SET);
     if (rc0) return rc0;
   }
-  else if (rc0 && rc0 != MDB_NOTFOUND) return rc0;
-  if (rc == MDB_NOTFOUND) return MDB_NOTFOUND;
+  else if (rc0 && rc0 != RG_NOTFOUND) return rc0;
+  if (rc == RG_NOTFOUND) return RG_NOTFOUND;
   /* back to the first key >= want, at its first reference */
-  if (rc0 == 0) rc = mdb_cursor_get(c->cur, key, dup, MDB_NEXT_NODUP);
-  else rc = mdb_cursor_get(c->cur, key, dup, MDB_FIRST);
+  if (rc0 == 0) rc = rg_cur_get(c->cur, key, dup, RG_NEXT_NODUP);
+  else rc = rg_cur_get(c->cur, key, dup, RG_FIRST);
   return rc;
 }
 
-int rg_ixcur_get (rg_ixcur *c, MDB_val *k, int op) {
-  MDB_val key, dup;
-  int rc;
+int rg_ixcur_get (rg_ixcur *c, rg_val *k, int op) {
+  rg_val key, dup;
+  int rc, order = 0;
   switch (op) {
     case RG_IX_SEEK: rc = seek(c, k, &key, &dup); break;
-    case RG_IX_NEXT: rc = mdb_cursor_get(c->cur, &key, &dup, MDB_NEXT); break;
-    case RG_IX_PREV: rc = mdb_cursor_get(c->cur, &key, &dup, MDB_PREV); break;
-    default: rc = mdb_cursor_get(c->cur, &key, &dup, MDB_LAST); break;
+    case RG_IX_NEXT: rc = rg_cur_get(c->cur, &key, &dup, RG_NEXT); break;
+    case RG_IX_PREV: rc = rg_cur_get(c->cur, &key, &dup, RG_PREV); break;
+    default: rc = rg_cur_get(c->cur, &key, &dup, RG_LAST); break;
   }
   if (rc) return rc;
+  if (dup.n != RG_REF_SIZE) return RG_CORRUPT;
+  if (op == RG_IX_SEEK)
+    order = flat_cmp(&key, &dup, (const uint8_t *)k->p, k->n) >= 0;
+  else if (op == RG_IX_NEXT || op == RG_IX_PREV) {
+    int c0 = c->nbuf ? flat_cmp(&key, &dup, c->buf, c->nbuf) : 0;
+    order = !c->nbuf || (op == RG_IX_NEXT ? c0 > 0 : c0 < 0);
+  }
+  else order = 1;
+  if (!order) return RG_CORRUPT;
   return flat(c, &key, &dup, k);
 }
 
-int rg_ixcur_item (rg_ixcur *c, const MDB_val *entry, MDB_val *ikey) {
-  MDB_val k;
+int rg_ixcur_item (rg_ixcur *c, const rg_val *entry, rg_val *ikey) {
+  rg_val k;
   uint8_t seq[4];
-  if (entry->mv_size < RG_REF_SIZE) return MDB_NOTFOUND;
-  memcpy(seq, (const uint8_t *)entry->mv_data + entry->mv_size - 4, 4);
-  k.mv_data = seq;
-  k.mv_size = 4;
-  return mdb_cursor_get(c->refs, &k, ikey, MDB_SET);
+  if (entry->n < RG_REF_SIZE) return RG_NOTFOUND;
+  memcpy(seq, (const uint8_t *)entry->p + entry->n - 4, 4);
+  k.p = seq;
+  k.n = 4;
+  return rg_cur_get(c->refs, &k, ikey, RG_SET);
 }
 
-int rg_ref_item (MDB_txn *txn, rg_env *env, uint32_t seq, MDB_val *ikey) {
-  MDB_val k;
-  uint8_t b[4];
-  rg_put_u32(b, seq);
-  k.mv_data = b;
-  k.mv_size = 4;
-  return mdb_get(txn, env->dbi[RG_DB_REFS], &k, ikey);
+int rg_ref_item (rg_txn *txn, rg_env *env, uint32_t seq, rg_val *ikey) {
+  uint8_t b[RG_REF_KEY];
+  return rg_kv_get(txn, RG_DB_REFS, b, rg_key_ref(b, seq), ikey);
 }
 /* }===================================================================== */

@@ -38,7 +38,7 @@ size_t rg_unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
 /* The index keys (without the reference) a document needs, appended to
 ** `keys` as u16 length | key.  With `s` set, missing path ids are given
 ** (a write); without, paths that have none are left out.  0 or a status. */
-int rg_index_keys (MDB_txn *txn, rg_env *env, rg_scope *s,
+int rg_index_keys (rg_txn *txn, rg_env *env, rg_scope *s,
                    const rg_cspec *spec, const cJSON *doc, rg_buf *keys,
                    size_t *count, rg_err *e);
 
@@ -67,13 +67,13 @@ void rg_unique_digest (const rg_cspec *c, int u, const cJSON *doc,
                        uint8_t out[16]);
 /* db:verify: checks the index and unique entries an item needs (see
 ** verify.c); returns the number of problems appended to `report`. */
-int rg_index_verify (MDB_txn *txn, rg_env *env, const rg_cspec *spec,
+int rg_index_verify (rg_txn *txn, rg_env *env, const rg_cspec *spec,
                      const rg_ikey *k, uint32_t seq, const cJSON *doc,
                      uint64_t *nindex, uint64_t *nunique, rg_buf *report);
 /* Counts the index entries of a container (every path id it has). */
-int rg_index_count (MDB_txn *txn, rg_env *env, uint32_t cid, uint64_t *n);
+int rg_index_count (rg_txn *txn, rg_env *env, uint32_t cid, uint64_t *n);
 /* The path ids given to container `cid`: *ids (malloc'd), *n of them. */
-int rg_index_path_ids (MDB_txn *txn, rg_env *env, uint32_t cid,
+int rg_index_path_ids (rg_txn *txn, rg_env *env, uint32_t cid,
                        uint32_t **ids, size_t *n);
 /* Removes up to `max` of a dropped container's index entries and path
 ** ids; *count says how many went. */
@@ -90,7 +90,7 @@ void rg_index_path_text (rg_buf *b, const char *const *seg, int n);
 /* The path id of a dictionary text in container `cid`, as key bytes
 ** (RG_PATHID_MAX): 0, 404 when the path has none (nothing was ever
 ** indexed under it), or a status. */
-int rg_pathid_find (MDB_txn *txn, rg_env *env, uint32_t cid,
+int rg_pathid_find (rg_txn *txn, rg_env *env, uint32_t cid,
                     const char *text, size_t n, uint8_t *out, size_t *len,
                     rg_err *e);
 
@@ -106,20 +106,24 @@ enum { RG_IX_SEEK = 1,       /* the first entry >= the key */
        RG_IX_NEXT, RG_IX_PREV,
        RG_IX_LAST };         /* the very last entry of the index */
 typedef struct rg_ixcur {
-  MDB_txn *txn;
+  rg_txn *txn;
   rg_env *env;
-  MDB_cursor *cur, *refs;
+  rg_cur *cur, *refs;
   uint8_t buf[RG_MAX_KEY + RG_REF_SIZE];
+  size_t nbuf;                /* the entry last given (0: none) */
 } rg_ixcur;
-int  rg_ixcur_open (rg_ixcur *c, MDB_txn *txn, rg_env *env);
+int  rg_ixcur_open (rg_ixcur *c, rg_txn *txn, rg_env *env);
 void rg_ixcur_close (rg_ixcur *c);
 /* Moves (RG_IX_*; SEEK from the bytes in *k) and gives the entry in *k
-** (valid until the next move): 0, MDB_NOTFOUND, or an LMDB code. */
-int  rg_ixcur_get (rg_ixcur *c, MDB_val *k, int op);
+** (valid until the next move): 0, RG_NOTFOUND, or a code of the seam.  An
+** entry out of order (before the bytes sought, not after the entry last
+** given by NEXT, not before it by PREV) is RG_CORRUPT: a damaged tree can
+** give one, and a walk that trusted it could go round for ever. */
+int  rg_ixcur_get (rg_ixcur *c, rg_val *k, int op);
 /* The item key of the entry last given (*ikey, valid in the
-** transaction): 0, MDB_NOTFOUND (a dangling reference), or a code. */
-int  rg_ixcur_item (rg_ixcur *c, const MDB_val *entry, MDB_val *ikey);
+** transaction): 0, RG_NOTFOUND (a dangling reference), or a code. */
+int  rg_ixcur_item (rg_ixcur *c, const rg_val *entry, rg_val *ikey);
 /* The item key of a reference's seq, through the refs table. */
-int  rg_ref_item (MDB_txn *txn, rg_env *env, uint32_t seq, MDB_val *ikey);
+int  rg_ref_item (rg_txn *txn, rg_env *env, uint32_t seq, rg_val *ikey);
 
 #endif

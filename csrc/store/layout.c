@@ -1,13 +1,15 @@
 /*
 ** layout.c: the storage layout, format 2.  Every key format of the database
-** is written down here, once.  This file builds item keys, partition
-** prefixes, terms, item headers, references, path ids, latest-version
-** entries and meta keys; the other keys are built by the file that owns
-** their table (named below), from these pieces.
+** is written down here, once, and built here: item keys, partition
+** prefixes, terms, item headers, references, path ids, the keys of the
+** refs, TTL, feed, latest, unique and index tables, and meta keys.  The
+** other files read and write these keys through the seam (kv.h), and the
+** records stored under them are the owning file's (named below).
 **
-** A database is one LMDB environment (a directory holding data.mdb and
-** lock.mdb) with these named tables.  All integers in keys are big-endian,
-** so that LMDB's memcmp order is numeric order.  `cid` is a container's
+** A database is a set of named tables (rg_tables, below); locally one LMDB
+** environment (a directory holding data.mdb and lock.mdb, local.c).  All
+** integers in keys are big-endian, so that byte order (memcmp, kv.h) is
+** numeric order.  `cid` is a container's
 ** 32-bit id (never reused), `lp` a logical partition's prefix (below),
 ** `seq` an item's 32-bit sequence number (below).
 **
@@ -53,6 +55,11 @@
 **   latest   cid u16:range        => u64:lsn u32:seq  (sorted duplicates of
 **                                        12 bytes; write.c, feed.c)
 **   parts    lp                                     -> u64 items, u64 bytes
+**   vector   cid u32:index-id u64:shard 'h'         -> an index's header
+**            cid u32:index-id u64:shard u8:type u32:n -> its blocks, lists
+**                                        and slots (vindex.c: types 'x'
+**                                        vectors, 'c' codes, 'a' neighbours,
+**                                        'f' free slots, 's' an item's slot)
 **
 ** Logical and physical partitions.  A partition key value (one value per
 ** level, up to three levels) is encoded as a tuple of terms (below) and
@@ -135,6 +142,15 @@
 
 #include "base/json.h"
 #include "store/layout.h"
+
+/* The tables, in the order of the enum of layout.h (kv.h says how a
+** table is declared). */
+const rg_table rg_tables[RG_NDB] = {
+  { "meta", 0, 0 }, { "items", 0, 0 }, { "index", RG_REF_SIZE, 0 },
+  { "unique", 0, 0 }, { "ttl", 0, 0 }, { "feed", 0, 0 },
+  { "latest", RG_LATEST_DUP, 0 }, { "parts", 0, 0 }, { "refs", 0, 0 },
+  { "vector", 0, 1 }
+};
 
 #define RG_ID_INLINE     200      /* ids longer than this are cut + digest */
 #define RG_ID_CUT        180
@@ -228,6 +244,10 @@ void rg_term (rg_buf *b, const cJSON *v, int desc) {
   rg_term_cut(b, v, desc, RG_TERM_MAX);
 }
 
+void rg_term_shape (uint8_t *out, uint64_t shape) {
+  rg_put_u64(out, shape);
+}
+
 int rg_term_bounded (rg_buf *b, const cJSON *v) {
   if (cJSON_IsString(v)) {
     /* exact when short, cut with a digest when long */
@@ -247,6 +267,7 @@ int rg_term_bounded (rg_buf *b, const cJSON *v) {
 ** ======================================================================
 */
 int rg_range_of (uint64_t hash, int nparts) {
+  rg_assert(nparts > 0 && nparts <= RG_MAX_PARTITIONS);
   return (int)(((hash >> 32) * (uint64_t)nparts) >> 32);
 }
 
@@ -306,6 +327,9 @@ int rg_ikey_partition (const rg_cspec *s, const cJSON *const *pkv,
                 (k->hash & 0xFFFFull);
   }
   k->range = rg_range_of(k->hash, s->nparts);
+  /* room for the longest id after the partition (layout.h: every key
+     fits LMDB's 511 bytes) */
+  rg_assert(12 + tuple.n + RG_ID_CUT + 9 <= RG_MAX_KEY);
   rg_put_u32(k->key, s->cid);
   rg_put_u64(k->key + 4, k->hash);
   memcpy(k->key + 12, tuple.p, tuple.n);
@@ -358,6 +382,7 @@ void rg_ikey_id (rg_ikey *k, const char *id, size_t n) {
     k->len = k->lplen + RG_ID_CUT + 9;
     k->lossy = 1;
   }
+  rg_assert(k->len <= RG_MAX_KEY);
 }
 
 uint64_t rg_ikey_digest (const uint8_t *key, size_t len) {
@@ -366,6 +391,83 @@ uint64_t rg_ikey_digest (const uint8_t *key, size_t len) {
 /* }===================================================================== */
 
 
+/*
+** {=====================================================================
+** The keys of the other tables
+** ======================================================================
+*/
+#define PTEXT_INLINE 490          /* longer path texts: cut, then a digest */
+
+size_t rg_key_cid (uint8_t *out, uint32_t cid) {
+  rg_put_u32(out, cid);
+  return 4;
+}
+
+size_t rg_key_ref (uint8_t *out, uint32_t seq) {
+  rg_put_u32(out, seq);
+  return RG_REF_KEY;
+}
+
+size_t rg_key_ttl (uint8_t *out, uint32_t cid, int64_t expiry,
+                   uint64_t digest) {
+  rg_put_u32(out, cid);
+  rg_put_u64(out + 4, (uint64_t)expiry);
+  rg_put_u64(out + 12, digest);
+  return RG_TTL_KEY;
+}
+
+size_t rg_key_feed (uint8_t *out, uint32_t cid, int range, uint64_t lsn,
+                    uint32_t ord) {
+  rg_assert(range >= 0 && range < RG_MAX_PARTITIONS);
+  rg_put_u32(out, cid);
+  rg_put_u16(out + 4, (uint32_t)range);
+  rg_put_u64(out + 6, lsn);
+  rg_put_u32(out + 14, ord);
+  return RG_FEED_KEY;
+}
+
+size_t rg_key_unique (uint8_t *out, const uint8_t *lp, size_t lplen, int u,
+                      const uint8_t digest[16]) {
+  rg_assert(lplen + 17 <= RG_MAX_KEY && u >= 0 && u < 256);
+  memmove(out, lp, lplen);
+  out[lplen] = (uint8_t)u;
+  memcpy(out + lplen + 1, digest, 16);
+  return lplen + 17;
+}
+
+size_t rg_key_index (uint8_t *out, size_t cap, const uint8_t *prefix,
+                     size_t plen, const uint8_t *term, size_t tn,
+                     int with_hash, uint64_t hash) {
+  size_t n = plen + tn + (with_hash ? 4 : 0);
+  if (n > cap) return 0;
+  memmove(out, prefix, plen);
+  if (tn) memmove(out + plen, term, tn);
+  if (with_hash) rg_ref_hash_put(out + plen + tn, hash);
+  return n;
+}
+
+size_t rg_key_host_index (uint8_t *out, uint32_t cid, uint64_t id) {
+  rg_put_u32(out, cid);
+  rg_put_u64(out + 4, id);
+  return 12;
+}
+
+size_t rg_key_vector (uint8_t *out, uint32_t cid, uint32_t ixid,
+                      uint64_t shard, int type, uint32_t n) {
+  rg_put_u32(out, cid);
+  rg_put_u32(out + 4, ixid);
+  rg_put_u64(out + 8, shard);
+  if (type == 0) return 16;
+  out[16] = (uint8_t)type;
+  if (type == RG_VK_HEADER) return 17;
+  rg_put_u32(out + 17, n);
+  return RG_VECTOR_KEY;
+}
+
+void rg_ref_hash_put (uint8_t *out, uint64_t hash) {
+  rg_put_u32(out, (uint32_t)(hash >> 32));
+}
+
 size_t rg_meta_key (uint8_t *out, int tag, uint32_t cid, const char *name,
                     size_t n) {
   out[0] = (uint8_t)tag;
@@ -373,6 +475,50 @@ size_t rg_meta_key (uint8_t *out, int tag, uint32_t cid, const char *name,
   if (n) memcpy(out + 5, name, n);
   return 5 + n;
 }
+
+size_t rg_meta_path_key (uint8_t *out, uint32_t cid, const char *text,
+                         size_t n) {
+  size_t k = rg_meta_key(out, RG_MK_PATH, cid, NULL, 0);
+  if (n <= PTEXT_INLINE + 9) {
+    memcpy(out + k, text, n);
+    return k + n;
+  }
+  memcpy(out + k, text, PTEXT_INLINE);
+  out[k + PTEXT_INLINE] = 0xFF;
+  rg_put_u64(out + k + PTEXT_INLINE + 1, rg_hash(text, n));
+  return k + PTEXT_INLINE + 9;
+}
+
+size_t rg_meta_shape_key (uint8_t *out, uint32_t cid, uint64_t shape) {
+  size_t n = rg_meta_key(out, RG_MK_SHAPE, cid, NULL, 0);
+  rg_put_u64(out + n, shape);
+  return n + 8;
+}
+
+size_t rg_meta_proc_key (uint8_t *out, int tag, uint32_t cid,
+                         const char *name, size_t n) {
+  size_t k = rg_meta_key(out, tag, cid, name, n);
+  out[k++] = 0;
+  return k;
+}
+
+size_t rg_meta_lease_key (uint8_t *out, size_t prefix, int range) {
+  rg_put_u16(out + prefix, (uint32_t)range);
+  return prefix + 2;
+}
+
+size_t rg_meta_inst_key (uint8_t *out, size_t prefix, const char *inst,
+                         size_t n) {
+  out[prefix] = out[prefix + 1] = 0xFF;
+  memcpy(out + prefix + 2, inst, n);
+  return prefix + 2 + n;
+}
+
+size_t rg_meta_dead_key (uint8_t *out, size_t prefix, uint64_t seq) {
+  rg_put_u64(out + prefix, seq);
+  return prefix + 8;
+}
+/* }===================================================================== */
 
 
 /*
@@ -404,6 +550,11 @@ int rg_ihdr_get (const void *v, size_t n, rg_ihdr *h, const char **json,
 
 uint64_t rg_ref_make (uint64_t hash, uint32_t seq) {
   return (hash & 0xFFFFFFFF00000000ull) | seq;
+}
+
+void rg_ref_put (uint8_t *out, uint64_t hash, uint32_t seq) {
+  rg_assert(seq != 0);               /* 0 names no item */
+  rg_put_u64(out, rg_ref_make(hash, seq));
 }
 
 size_t rg_pathid_put (uint8_t *out, uint32_t id) {
@@ -452,6 +603,7 @@ size_t rg_pathid_get (const uint8_t *p, size_t n, uint32_t *id) {
 ** duplicates of a load come in order (appended). */
 size_t rg_latest_entry (uint8_t *key, uint8_t *dup, uint32_t cid, int range,
                         uint64_t lsn, uint32_t seq) {
+  rg_assert(range >= 0 && range < RG_MAX_PARTITIONS);
   rg_put_u32(key, cid);
   rg_put_u16(key + 4, (uint32_t)range);
   if (dup) {

@@ -18,9 +18,14 @@
 
 #include "base/support.h"
 #include "store/container.h"
+#include "store/kv.h"
 
+/* The tables (rg_tables, layout.c, names each; kv.h says how to declare
+** one). */
 enum { RG_DB_META, RG_DB_ITEMS, RG_DB_INDEX, RG_DB_UNIQUE, RG_DB_TTL,
-       RG_DB_FEED, RG_DB_LATEST, RG_DB_PARTS, RG_DB_REFS, RG_NDB };
+       RG_DB_FEED, RG_DB_LATEST, RG_DB_PARTS, RG_DB_REFS,
+       RG_DB_VECTOR,                 /* vector indexes (vindex.c) */
+       RG_NDB };
 
 /* The format this build writes and reads (format 1 databases are read
 ** only by the upgrade, upgrade.c). */
@@ -66,9 +71,57 @@ void rg_term (rg_buf *b, const cJSON *v, int desc);
 /* The exact term (numbers keep 64-bit integers apart), never cut: where a
 ** term identifies (partition keys, unique values). */
 void rg_term_exact (rg_buf *b, const cJSON *v);
+/* The term of a shape entry (index.c): the shape's 64-bit hash (8 bytes). */
+#define RG_SHAPE_TERM 8
+void rg_term_shape (uint8_t *out, uint64_t shape);
 /* Appends the encoding of a scalar bounded in length (long strings are cut
 ** and followed by a digest): used where values identify, not order. */
 int  rg_term_bounded (rg_buf *b, const cJSON *v);   /* 1 when cut */
+
+/*
+** The keys of the other tables (layout.c writes each format down).  Each
+** builder writes into `out` and returns the length.
+*/
+/* A container's id: the prefix of every key of its items, unique, TTL,
+** feed, latest-version and partition entries (4 bytes). */
+size_t rg_key_cid (uint8_t *out, uint32_t cid);
+/* The refs table's key of an item seq (4 bytes). */
+#define RG_REF_KEY 4
+size_t rg_key_ref (uint8_t *out, uint32_t seq);
+/* A TTL entry's key: cid | expiry | the item key's digest (20 bytes; with
+** expiry 0 and digest 0, the first key of the container's entries). */
+#define RG_TTL_KEY 20
+size_t rg_key_ttl (uint8_t *out, uint32_t cid, int64_t expiry,
+                   uint64_t digest);
+/* A change record's key: cid | range | lsn | ordinal (18 bytes; the first
+** `n` of them place a read). */
+#define RG_FEED_KEY 18
+size_t rg_key_feed (uint8_t *out, uint32_t cid, int range, uint64_t lsn,
+                    uint32_t ord);
+/* A unique entry's key: the logical partition, the unique key's number,
+** the 16-byte digest of its values (index.c computes it). */
+size_t rg_key_unique (uint8_t *out, const uint8_t *lp, size_t lplen, int u,
+                      const uint8_t digest[16]);
+/* An index key from an index's prefix (its path id) and a term; with
+** `with_hash`, followed by the top 32 bits of a partition hash, the first
+** half of a reference: where the planner seeks in the flat entries of
+** rg_ixcur (index.h).  0 when it would not fit `cap` bytes. */
+size_t rg_key_index (uint8_t *out, size_t cap, const uint8_t *prefix,
+                     size_t plen, const uint8_t *term, size_t tn,
+                     int with_hash, uint64_t hash);
+/* A host's index prefix (index.h, cluster mode): cid | the 64-bit id of
+** the index (12 bytes). */
+size_t rg_key_host_index (uint8_t *out, uint32_t cid, uint64_t id);
+/* A vector index record's key (vindex.c): cid | the index's id | shard
+** (the instance's prefix: 16 bytes, with type 0), then the record's type
+** and, except for the header, a number (RG_VECTOR_KEY bytes). */
+#define RG_VECTOR_KEY 21
+enum { RG_VK_HEADER = 'h', RG_VK_VECTORS = 'x', RG_VK_CODES = 'c',
+       RG_VK_ADJ = 'a', RG_VK_FREE = 'f', RG_VK_SLOT = 's' };
+size_t rg_key_vector (uint8_t *out, uint32_t cid, uint32_t ixid,
+                      uint64_t shard, int type, uint32_t n);
+/* Writes the first half of a reference (the top 32 bits of `hash`). */
+void   rg_ref_hash_put (uint8_t *out, uint64_t hash);
 
 /* Meta keys (see layout.c for the full list). */
 #define RG_META_VERSION "\x01version"
@@ -86,6 +139,22 @@ enum { RG_MK_NAME = 'n', RG_MK_SPEC = 'c', RG_MK_STATS = 'k',
 /* Builds a meta key: tag, container id, then `n` bytes of name. */
 size_t rg_meta_key (uint8_t *out, int tag, uint32_t cid, const char *name,
                     size_t n);
+/* The path dictionary's key of a path text (a long one cut and followed
+** by a digest): at most RG_PATH_KEY_MAX bytes. */
+#define RG_PATH_KEY_MAX (5 + 490 + 9)
+size_t rg_meta_path_key (uint8_t *out, uint32_t cid, const char *text,
+                         size_t n);
+/* The key of a shape's record. */
+size_t rg_meta_shape_key (uint8_t *out, uint32_t cid, uint64_t shape);
+/* A processor's keys (lease.c): tag RG_MK_LEASE or RG_MK_DEAD, cid, name,
+** 0x00 (the prefix of its keys); then a range's lease (u16 range), an
+** instance's heartbeat (FF FF instance), or a dead letter (u64 seq). */
+size_t rg_meta_proc_key (uint8_t *out, int tag, uint32_t cid,
+                         const char *name, size_t n);
+size_t rg_meta_lease_key (uint8_t *out, size_t prefix, int range);
+size_t rg_meta_inst_key (uint8_t *out, size_t prefix, const char *inst,
+                         size_t n);
+size_t rg_meta_dead_key (uint8_t *out, size_t prefix, uint64_t seq);
 
 /*
 ** The stored item value: a header, then the JSON text.  The header is
@@ -114,6 +183,8 @@ int    rg_ihdr_get (const void *v, size_t n, rg_ihdr *h, const char **json,
 */
 #define RG_REF_SIZE 8
 uint64_t rg_ref_make (uint64_t hash, uint32_t seq);
+/* Writes the reference of (hash, seq) (RG_REF_SIZE bytes). */
+void     rg_ref_put (uint8_t *out, uint64_t hash, uint32_t seq);
 #define rg_ref_seq(r) ((uint32_t)((r) & 0xFFFFFFFFu))
 
 /* A latest-version entry (write.c, feed.c): its key (6 bytes, returned)

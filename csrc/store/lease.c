@@ -41,28 +41,21 @@
 
 /* 'l' or 'd', cid, name, 0x00: the prefix of a processor's keys. */
 size_t rg_lease_prefix (uint8_t *out, int tag, const rg_pname *p) {
-  size_t k = rg_meta_key(out, tag, p->c->spec->cid, p->name, p->namelen);
-  out[k++] = 0;
-  return k;
+  return rg_meta_proc_key(out, tag, p->c->spec->cid, p->name, p->namelen);
 }
 
 size_t rg_lease_key (uint8_t *out, const rg_pname *p, int range) {
-  size_t k = rg_lease_prefix(out, RG_MK_LEASE, p);
-  rg_put_u16(out + k, (uint32_t)range);
-  return k + 2;
+  return rg_meta_lease_key(out, rg_lease_prefix(out, RG_MK_LEASE, p), range);
 }
 
 size_t rg_lease_inst_key (uint8_t *out, const rg_pname *p) {
-  size_t k = rg_lease_prefix(out, RG_MK_LEASE, p);
-  out[k++] = 0xFF;
-  out[k++] = 0xFF;
-  memcpy(out + k, p->inst, p->instlen);
-  return k + p->instlen;
+  return rg_meta_inst_key(out, rg_lease_prefix(out, RG_MK_LEASE, p), p->inst,
+                          p->instlen);
 }
 
-static int lease_decode (const MDB_val *v, rg_lease *l) {
-  const uint8_t *p = (const uint8_t *)v->mv_data;
-  if (v->mv_size < LEASE_FIXED || p[0] != LEASE_FORMAT) return -1;
+static int lease_decode (const rg_val *v, rg_lease *l) {
+  const uint8_t *p = (const uint8_t *)v->p;
+  if (v->n < LEASE_FIXED || p[0] != LEASE_FORMAT) return -1;
   l->mode = p[1];
   l->expiry = rg_get_u64(p + 4);
   l->pos.lsn = rg_get_u64(p + 12);
@@ -71,25 +64,25 @@ static int lease_decode (const MDB_val *v, rg_lease *l) {
   l->failures = rg_get_u32(p + 32);
   l->delivered = rg_get_u64(p + 36);
   l->ownerlen = p[44];
-  if (l->ownerlen > RG_MAX_INSTANCE || v->mv_size != LEASE_FIXED + l->ownerlen)
+  if (l->ownerlen > RG_MAX_INSTANCE || v->n != LEASE_FIXED + l->ownerlen)
     return -1;
   memcpy(l->owner, p + LEASE_FIXED, l->ownerlen);
   return 0;
 }
 
-int rg_lease_get (MDB_txn *txn, const rg_pname *p, int range, rg_lease *l,
+int rg_lease_get (rg_txn *txn, const rg_pname *p, int range, rg_lease *l,
                   rg_err *e) {
   uint8_t key[RG_LEASE_KEY_MAX];
-  MDB_val k, v;
+  rg_val k, v;
   int rc;
-  k.mv_data = key;
-  k.mv_size = rg_lease_key(key, p, range);
-  rc = mdb_get(txn, p->c->env->dbi[RG_DB_META], &k, &v);
-  if (rc == MDB_NOTFOUND)
+  k.p = key;
+  k.n = rg_lease_key(key, p, range);
+  rc = rg_kv_get(txn, RG_DB_META, k.p, k.n, &v);
+  if (rc == RG_NOTFOUND)
     return rg_fail(e, 404, "processor '%.*s' has no state for feed range %d "
                    "(was its container deleted?)", (int)p->namelen, p->name,
                    range + 1);
-  if (rc) return rg_fail_mdb(e, rc, "processor lease");
+  if (rc) return rg_kv_fail(e, rc, "processor lease");
   if (lease_decode(&v, l))
     return rg_fail(e, 500, "corrupt lease record of processor '%.*s'",
                    (int)p->namelen, p->name);
@@ -119,23 +112,23 @@ int rg_lease_mine (const rg_pname *p, const rg_lease *l) {
          memcmp(l->owner, p->inst, p->instlen) == 0;
 }
 
-int rg_lease_floors (MDB_txn *txn, rg_env *env, uint32_t cid, int nparts,
+int rg_lease_floors (rg_txn *txn, rg_env *env, uint32_t cid, int nparts,
                      rg_fpos *floor, rg_err *e) {
   uint8_t from[5];
-  MDB_cursor *cur;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_val k, v;
   int r, rc;
   for (r = 0; r < nparts; r++) floor[r].lsn = floor[r].sub = UINT64_MAX;
-  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur)))
-    return rg_fail_mdb(e, rc, "processor leases");
-  k.mv_data = from;
-  k.mv_size = rg_meta_key(from, RG_MK_LEASE, cid, NULL, 0);
-  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  while (rc == 0 && k.mv_size > 5 && memcmp(k.mv_data, from, 5) == 0) {
-    const uint8_t *key = (const uint8_t *)k.mv_data;
-    const uint8_t *sep = (const uint8_t *)memchr(key + 5, 0, k.mv_size - 5);
+  if ((rc = rg_cur_open(txn, RG_DB_META, &cur)))
+    return rg_kv_fail(e, rc, "processor leases");
+  k.p = from;
+  k.n = rg_meta_key(from, RG_MK_LEASE, cid, NULL, 0);
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  while (rc == 0 && k.n > 5 && memcmp(k.p, from, 5) == 0) {
+    const uint8_t *key = (const uint8_t *)k.p;
+    const uint8_t *sep = (const uint8_t *)memchr(key + 5, 0, k.n - 5);
     rg_lease l;
-    if (sep && (size_t)(sep - key) + 3 == k.mv_size &&
+    if (sep && (size_t)(sep - key) + 3 == k.n &&
         !(sep[1] == 0xFF && sep[2] == 0xFF) && lease_decode(&v, &l) == 0 &&
         l.mode == RG_FEED_ALL) {
       r = (int)rg_get_u16(sep + 1);
@@ -144,28 +137,28 @@ int rg_lease_floors (MDB_txn *txn, rg_env *env, uint32_t cid, int nparts,
                           l.pos.sub < floor[r].sub)))
         floor[r] = l.pos;
     }
-    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
   }
-  mdb_cursor_close(cur);
-  if (rc && rc != MDB_NOTFOUND) return rg_fail_mdb(e, rc, "processor leases");
+  rg_cur_close(cur);
+  if (rc && rc != RG_NOTFOUND) return rg_kv_fail(e, rc, "processor leases");
   return 0;
 }
 
-int rg_lease_verify (MDB_txn *txn, rg_env *env, const rg_cspec *s,
+int rg_lease_verify (rg_txn *txn, rg_env *env, const rg_cspec *s,
                      uint64_t last_lsn, rg_buf *report) {
   uint8_t from[5];
-  MDB_cursor *cur;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_val k, v;
   int rc, bad = 0;
-  if (mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur)) return 0;
-  k.mv_data = from;
-  k.mv_size = rg_meta_key(from, RG_MK_LEASE, s->cid, NULL, 0);
-  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  while (rc == 0 && k.mv_size > 5 && memcmp(k.mv_data, from, 5) == 0) {
-    const uint8_t *key = (const uint8_t *)k.mv_data;
-    const uint8_t *sep = (const uint8_t *)memchr(key + 5, 0, k.mv_size - 5);
+  if (rg_cur_open(txn, RG_DB_META, &cur)) return 0;
+  k.p = from;
+  k.n = rg_meta_key(from, RG_MK_LEASE, s->cid, NULL, 0);
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  while (rc == 0 && k.n > 5 && memcmp(k.p, from, 5) == 0) {
+    const uint8_t *key = (const uint8_t *)k.p;
+    const uint8_t *sep = (const uint8_t *)memchr(key + 5, 0, k.n - 5);
     rg_lease l;
-    if (sep && (size_t)(sep - key) + 3 == k.mv_size &&
+    if (sep && (size_t)(sep - key) + 3 == k.n &&
         !(sep[1] == 0xFF && sep[2] == 0xFF)) {
       int r = (int)rg_get_u16(sep + 1);
       const char *what = NULL;
@@ -179,34 +172,34 @@ int rg_lease_verify (MDB_txn *txn, rg_env *env, const rg_cspec *s,
                     (int)(sep - key - 5), (const char *)key + 5, r + 1, what);
       }
     }
-    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   return bad;
 }
 
 int rg_lease_list (const rg_cont *c, rg_buf *out, int *count, rg_err *e) {
   uint8_t from[5];
-  MDB_cursor *cur;
-  MDB_txn *txn;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_txn *txn;
+  rg_val k, v;
   uint8_t last[RG_MAX_NAME];          /* the name listed last */
   size_t lastlen = 0;
   int rc;
   *count = 0;
   if ((rc = rg_read_begin(c->env, &txn, e))) return rc;
   if ((rc = rg_cont_alive(txn, c, e))) { rg_read_end(c->env); return rc; }
-  if ((rc = mdb_cursor_open(txn, c->env->dbi[RG_DB_META], &cur)) == 0) {
-    k.mv_data = from;
-    k.mv_size = rg_meta_key(from, RG_MK_LEASE, c->spec->cid, NULL, 0);
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    while (rc == 0 && k.mv_size > 5 && memcmp(k.mv_data, from, 5) == 0) {
-      const uint8_t *key = (const uint8_t *)k.mv_data;
-      const uint8_t *sep = (const uint8_t *)memchr(key + 5, 0, k.mv_size - 5);
+  if ((rc = rg_cur_open(txn, RG_DB_META, &cur)) == 0) {
+    k.p = from;
+    k.n = rg_meta_key(from, RG_MK_LEASE, c->spec->cid, NULL, 0);
+    rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+    while (rc == 0 && k.n > 5 && memcmp(k.p, from, 5) == 0) {
+      const uint8_t *key = (const uint8_t *)k.p;
+      const uint8_t *sep = (const uint8_t *)memchr(key + 5, 0, k.n - 5);
       rg_lease l;
       /* a lease record (not a heartbeat), of a name not seen yet */
       size_t n = sep ? (size_t)(sep - key - 5) : 0;
-      if (sep && n <= RG_MAX_NAME && n + 8 == k.mv_size &&
+      if (sep && n <= RG_MAX_NAME && n + 8 == k.n &&
           !(sep[1] == 0xFF && sep[2] == 0xFF) && lease_decode(&v, &l) == 0 &&
           !(*count && lastlen == n && memcmp(last, key + 5, n) == 0)) {
         uint8_t head[5];
@@ -218,12 +211,12 @@ int rg_lease_list (const rg_cont *c, rg_buf *out, int *count, rg_err *e) {
         lastlen = n;
         (*count)++;
       }
-      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+      rc = rg_cur_get(cur, &k, &v, RG_NEXT);
     }
-    mdb_cursor_close(cur);
+    rg_cur_close(cur);
   }
   rg_read_end(c->env);
-  if (rc && rc != MDB_NOTFOUND) return rg_fail_mdb(e, rc, "processor leases");
+  if (rc && rc != RG_NOTFOUND) return rg_kv_fail(e, rc, "processor leases");
   if (out->oom) return rg_fail(e, 500, "out of memory");
   return 0;
 }

@@ -48,7 +48,7 @@ size_t rg_lease_key (uint8_t *out, const rg_pname *p, int range);
 size_t rg_lease_inst_key (uint8_t *out, const rg_pname *p);
 
 /* Reads a range's lease (404 when the processor has none); writes one. */
-int rg_lease_get (MDB_txn *txn, const rg_pname *p, int range, rg_lease *l,
+int rg_lease_get (rg_txn *txn, const rg_pname *p, int range, rg_lease *l,
                   rg_err *e);
 int rg_lease_put (rg_scope *s, const rg_pname *p, int range,
                   const rg_lease *l, rg_err *e);
@@ -62,12 +62,12 @@ int rg_lease_list (const rg_cont *c, rg_buf *out, int *count, rg_err *e);
 /* The lowest position every all_versions processor of the container
 ** still needs, per range ({UINT64_MAX, UINT64_MAX} when none does): what
 ** retention may not trim. */
-int rg_lease_floors (MDB_txn *txn, rg_env *env, uint32_t cid, int nparts,
+int rg_lease_floors (rg_txn *txn, rg_env *env, uint32_t cid, int nparts,
                      rg_fpos *floor, rg_err *e);
 /* db:verify(): every lease record of the container decodes, names a feed
 ** range the container has, and points inside the feed (at most one past
 ** the last lsn).  Returns the number of problems appended to `report`. */
-int rg_lease_verify (MDB_txn *txn, rg_env *env, const rg_cspec *s,
+int rg_lease_verify (rg_txn *txn, rg_env *env, const rg_cspec *s,
                      uint64_t last_lsn, rg_buf *report);
 
 #endif

@@ -82,6 +82,7 @@
 ** id, the text, the parameters and the routing partition key.
 */
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,6 +93,8 @@
 #include "store/env_int.h"
 #include "store/index.h"
 #include "store/plan.h"
+#include "store/vindex.h"
+#include "store/search.h"
 
 #define QMAX_SEGS        32
 #define SMALL_PARTITION  256     /* items: read the partition whole */
@@ -99,7 +102,8 @@
 #define SKIP_AFTER       8       /* misses before seeking past them */
 #define PH_SMALL         0x80    /* phase bit: the partition read whole */
 
-enum { SRC_NONE = 1, SRC_SCAN, SRC_TERMS, SRC_RANGE, SRC_WALK };
+enum { SRC_NONE = 1, SRC_SCAN, SRC_TERMS, SRC_RANGE, SRC_WALK,
+       SRC_VECTOR };
 enum { SA_EQ = 1, SA_IN, SA_PREFIX, SA_RANGE };
 enum { R_NONE, R_PARTITION, R_PREFIX };          /* routing */
 
@@ -169,6 +173,9 @@ typedef struct plan {
   qpath wpath;
   size_t wskip;
   int wcomp, wdesc;
+  /* SRC_VECTOR: the best items of a vector index (vindex.h) */
+  rg_vsearch vs;
+  size_t vwant;                     /* rows the page's TOP needs */
 } plan;
 
 typedef struct planner {
@@ -177,7 +184,7 @@ typedef struct planner {
   const rg_cspec *spec;
   const rg_qv *params;
   rg_arena *mem;
-  MDB_txn *txn;
+  rg_txn *txn;
   rg_env *env;
   sarg *sa;
   int nsa;
@@ -192,7 +199,7 @@ typedef struct planner {
 } planner;
 
 typedef struct source {
-  MDB_txn *txn;
+  rg_txn *txn;
   rg_env *env;
   const plan *pl;
   rg_qexec *x;
@@ -205,9 +212,9 @@ typedef struct source {
   int text;                         /* the pipeline needs the items' text */
   rg_buf okey;                      /* cut groups */
   rg_buf doc;                       /* SRC_WALK: a run's document */
-  MDB_cursor *items;                /* item lookups: a cursor stays on its
+  rg_cur *items;                /* item lookups: a cursor stays on its
                                        page when the next key is there */
-  MDB_cursor *probe;                /* intersection probes */
+  rg_cur *probe;                /* intersection probes */
 } source;
 
 
@@ -219,24 +226,24 @@ typedef struct source {
 #define ENT_TAIL RG_REF_SIZE        /* the reference: hash32 | seq */
 
 /* The term part of entry key k (of an index whose id is `head` bytes). */
-static const uint8_t *ent_term (size_t head, const MDB_val *k, size_t *n) {
-  *n = k->mv_size >= head + ENT_TAIL ? k->mv_size - head - ENT_TAIL : 0;
-  return (const uint8_t *)k->mv_data + head;
+static const uint8_t *ent_term (size_t head, const rg_val *k, size_t *n) {
+  *n = k->n >= head + ENT_TAIL ? k->n - head - ENT_TAIL : 0;
+  return (const uint8_t *)k->p + head;
 }
 
 /* The hash bits the entry's reference holds (the top 32). */
-static uint64_t ent_hash (const MDB_val *k) {
-  return (uint64_t)rg_get_u32((const uint8_t *)k->mv_data + k->mv_size -
+static uint64_t ent_hash (const rg_val *k) {
+  return (uint64_t)rg_get_u32((const uint8_t *)k->p + k->n -
                               ENT_TAIL) << 32;
 }
 
 /* The entry's reference (ENT_TAIL bytes). */
-static const uint8_t *ent_ref (const MDB_val *k) {
-  return (const uint8_t *)k->mv_data + k->mv_size - ENT_TAIL;
+static const uint8_t *ent_ref (const rg_val *k) {
+  return (const uint8_t *)k->p + k->n - ENT_TAIL;
 }
 
-static int ent_ok (size_t head, const MDB_val *k) {
-  return k->mv_size >= head + ENT_TAIL + 1;
+static int ent_ok (size_t head, const rg_val *k) {
+  return k->n >= head + ENT_TAIL + 1;
 }
 
 /* The path id of a dictionary text into out (*n bytes): 1, or 0 when the
@@ -280,48 +287,33 @@ static size_t ix_prefix (planner *P, const char *const *seg, int nseg,
   else rg_index_path_text(&t, seg, nseg);
   if (t.oom) P->status = rg_fail(P->e, 500, "out of memory");
   else if (P->host) {                /* cid | hash of the text (index.h) */
-    rg_put_u32(out, P->spec->cid);
-    rg_put_u64(out + 4, rg_hash(t.p ? t.p : "", t.n));
-    n = RG_HOST_PREFIX;
+    n = rg_key_host_index(out, P->spec->cid, rg_hash(t.p ? t.p : "", t.n));
   }
   else ix_id(P, t.p, t.n, out, &n);
   rg_buf_free(&t);
   return n;
 }
 
-/* Builds into out the key: prefix | term (| the hash's top 32 bits when
-** with_hash); its length, 0 when it would not fit. */
-static size_t ix_key (uint8_t *out, size_t cap, const uint8_t *prefix,
-                      size_t plen, const uint8_t *term, size_t tn,
-                      int with_hash, uint64_t hash) {
-  size_t n = plen + tn + (with_hash ? 4 : 0);
-  if (n > cap) return 0;
-  memcpy(out, prefix, plen);
-  if (tn) memcpy(out + plen, term, tn);
-  if (with_hash) rg_put_u32(out + plen + tn, (uint32_t)(hash >> 32));
-  return n;
-}
-
 /* Does the entry exist (the probe's key holding the reference)? */
-static int ix_has (MDB_cursor *cur, const probe *p, const uint8_t *ref,
+static int ix_has (rg_cur *cur, const probe *p, const uint8_t *ref,
                    int *rc) {
-  MDB_val k, v;
-  k.mv_data = (void *)p->key;
-  k.mv_size = p->n;
-  v.mv_data = (void *)ref;
-  v.mv_size = ENT_TAIL;
-  *rc = mdb_cursor_get(cur, &k, &v, MDB_GET_BOTH);
-  if (*rc == MDB_NOTFOUND) { *rc = 0; return 0; }
+  rg_val k, v;
+  k.p = (void *)p->key;
+  k.n = p->n;
+  v.p = (void *)ref;
+  v.n = ENT_TAIL;
+  *rc = rg_cur_get(cur, &k, &v, RG_BOTH);
+  if (*rc == RG_NOTFOUND) { *rc = 0; return 0; }
   return *rc == 0;
 }
 
 /* Moves the index cursor (RG_IX_*) and resolves the item key of the entry
 ** into *v (empty when its reference is dangling, which feed() skips). */
-static int ix_get (rg_ixcur *c, MDB_val *k, MDB_val *v, int op) {
+static int ix_get (rg_ixcur *c, rg_val *k, rg_val *v, int op) {
   int rc = rg_ixcur_get(c, k, op);
   if (rc) return rc;
   rc = rg_ixcur_item(c, k, v);
-  if (rc == MDB_NOTFOUND) { v->mv_size = 0; v->mv_data = (void *)""; rc = 0; }
+  if (rc == RG_NOTFOUND) { v->n = 0; v->p = (void *)""; rc = 0; }
   return rc;
 }
 /* }===================================================================== */
@@ -605,12 +597,12 @@ static int proves_scalar (planner *P, const qpath *p) {
 */
 /* Items in the routed logical partition (the parts table). */
 static uint64_t partition_items (planner *P, const rg_ikey *lp) {
-  MDB_val k, v;
-  k.mv_data = (void *)lp->key;
-  k.mv_size = lp->lplen;
-  if (mdb_get(P->txn, P->env->dbi[RG_DB_PARTS], &k, &v) == 0 &&
-      v.mv_size >= 8)
-    return rg_get_u64((const uint8_t *)v.mv_data);
+  rg_val k, v;
+  k.p = (void *)lp->key;
+  k.n = lp->lplen;
+  if (rg_kv_get(P->txn, RG_DB_PARTS, k.p, k.n, &v) == 0 &&
+      v.n >= 8)
+    return rg_get_u64((const uint8_t *)v.p);
   return 0;
 }
 
@@ -620,20 +612,20 @@ static uint64_t partition_items (planner *P, const rg_ikey *lp) {
 static int shape_present (planner *P, const plan *pl, uint64_t h) {
   uint8_t key[RG_PATHID_MAX + 16], t[8];
   rg_ixcur cur;
-  MDB_val k;
+  rg_val k;
   size_t n;
   int rc, found = 0;
-  rg_put_u64(t, h);
-  n = ix_key(key, sizeof(key), pl->sprefix, pl->splen, t, 8,
-             pl->routed != R_NONE, pl->rhash);
+  rg_term_shape(t, h);
+  n = rg_key_index(key, sizeof(key), pl->sprefix, pl->splen, t,
+                   RG_SHAPE_TERM, pl->routed != R_NONE, pl->rhash);
   if (rg_ixcur_open(&cur, P->txn, P->env)) return 1;
-  k.mv_data = key;
-  k.mv_size = n;
+  k.p = key;
+  k.n = n;
   rc = rg_ixcur_get(&cur, &k, RG_IX_SEEK);
-  if (rc == 0 && k.mv_size == pl->splen + 8 + ENT_TAIL &&
-      memcmp(k.mv_data, key, pl->splen + 8) == 0)
+  if (rc == 0 && k.n == pl->splen + 8 + ENT_TAIL &&
+      memcmp(k.p, key, pl->splen + 8) == 0)
     found = pl->routed == R_NONE || (ent_hash(&k) & pl->emask) == pl->ehash;
-  else if (rc && rc != MDB_NOTFOUND) found = 1;   /* unknown: assume */
+  else if (rc && rc != RG_NOTFOUND) found = 1;   /* unknown: assume */
   rg_ixcur_close(&cur);
   return found;
 }
@@ -657,30 +649,29 @@ static int lacking_shapes (planner *P, plan *pl, const uint32_t *ids,
                            int nids, int keep) {
   uint8_t from[13];
   uint64_t found[MAX_SHAPES + 1];
-  MDB_cursor *cur;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_val k, v;
   int rc, n = 0, seen = 0, i;
   if (P->spec->revision < 2 || P->host) return -1;   /* host: no shapes */
   if (pl->splen == 0 &&              /* no shape entry yet: no item */
       (pl->splen = ix_prefix(P, NULL, 0, RG_SHAPE_TEXT, pl->sprefix)) == 0)
     return P->status ? -1 : 0;
   if (shape_present(P, pl, 0)) found[n++] = 0;   /* wide shapes */
-  from[0] = RG_MK_SHAPE;
-  rg_put_u32(from + 1, P->spec->cid);
-  if (mdb_cursor_open(P->txn, P->env->dbi[RG_DB_META], &cur)) return -1;
-  k.mv_data = from;
-  k.mv_size = 5;
-  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  while (rc == 0 && k.mv_size == 13 && memcmp(k.mv_data, from, 5) == 0) {
-    uint64_t h = rg_get_u64((const uint8_t *)k.mv_data + 5);
+  rg_meta_key(from, RG_MK_SHAPE, P->spec->cid, NULL, 0);
+  if (rg_cur_open(P->txn, RG_DB_META, &cur)) return -1;
+  k.p = from;
+  k.n = 5;
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  while (rc == 0 && k.n == 13 && memcmp(k.p, from, 5) == 0) {
+    uint64_t h = rg_get_u64((const uint8_t *)k.p + 5);
     int lacks = 0;
     if (++seen > MAX_SHAPES) { n = -1; break; }
     for (i = 0; i < nids && !lacks; i++)
-      lacks = !has_id((const uint8_t *)v.mv_data, v.mv_size / 4, ids[i]);
+      lacks = !has_id((const uint8_t *)v.p, v.n / 4, ids[i]);
     if (lacks && shape_present(P, pl, h)) found[n++] = h;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   if (n > 0 && keep) {
     if ((pl->ushape = (uint64_t *)rg_arena_alloc(P->mem, (size_t)n *
                                                  sizeof(uint64_t))) == NULL)
@@ -777,7 +768,7 @@ static void plan_probes (planner *P, plan *pl, const sarg *drv) {
     rg_buf_init(&t);
     rg_qv_term(&t, &s->lo, 0, RG_TERM_MAX);
     pr = &pl->probes[pl->nprobes];
-    if (!t.oom && (pr->n = ix_key(pr->key, sizeof(pr->key), pre, pn,
+    if (!t.oom && (pr->n = rg_key_index(pr->key, sizeof(pr->key), pre, pn,
                                   (const uint8_t *)t.p, t.n, 0, 0)) != 0)
       pl->nprobes++;
     rg_buf_free(&t);
@@ -1444,8 +1435,8 @@ static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
 ** Sources
 ** ======================================================================
 */
-static int mdb_fail (source *S, int rc) {
-  return rg_fail_mdb(S->e, rc, "query");
+static int kv_fail (source *S, int rc) {
+  return rg_kv_fail(S->e, rc, "query");
 }
 
 /* Is item key `ikey` inside the route? */
@@ -1456,12 +1447,12 @@ static int in_route (const plan *pl, const uint8_t *ikey, size_t iklen) {
 
 /* May the entry's partition be inside the route?  (Its reference holds
 ** the top 32 bits of the hash: the item key, in_route, decides.) */
-static int ent_in_route (const plan *pl, const MDB_val *k) {
+static int ent_in_route (const plan *pl, const rg_val *k) {
   return pl->routed == R_NONE || (ent_hash(k) & pl->emask) == pl->ehash;
 }
 
 /* Is the entry's partition beyond the route's in the entry's term? */
-static int ent_past_route (const plan *pl, const MDB_val *k) {
+static int ent_past_route (const plan *pl, const rg_val *k) {
   return (ent_hash(k) & pl->emask) > pl->ehash;
 }
 
@@ -1475,40 +1466,40 @@ static void doc_names (rg_qdoc *d, const uint8_t *ikey, uint32_t seq) {
 
 /* Looks an item up by key, through the source's items cursor: entries of
 ** one partition name neighbouring keys, found on the page already read. */
-static int item_lookup (source *S, MDB_val *k, MDB_val *v) {
+static int item_lookup (source *S, rg_val *k, rg_val *v) {
   int rc;
   if (S->items == NULL &&
-      (rc = mdb_cursor_open(S->txn, S->env->dbi[RG_DB_ITEMS], &S->items)))
+      (rc = rg_cur_open(S->txn, RG_DB_ITEMS, &S->items)))
     return rc;
-  return mdb_cursor_get(S->items, k, v, MDB_SET_KEY);
+  return rg_cur_get(S->items, k, v, RG_SET);
 }
 
 /* Feeds the item at `ikey` (value `val`, or read when NULL).  Returns the
 ** pipeline's answer: 0 more, 1 stop, or a status. */
-static int feed (source *S, const uint8_t *ikey, size_t iklen, MDB_val *val,
+static int feed (source *S, const uint8_t *ikey, size_t iklen, rg_val *val,
                  const uint8_t *pos, size_t poslen, int phase, int uo,
                  int count) {
-  MDB_val v;
+  rg_val v;
   rg_qdoc d;
   rg_ihdr h;
   int rc;
   if (iklen < 12) return 0;
   if (!in_route(S->pl, ikey, iklen)) return 0;   /* another partition */
   if (val == NULL) {
-    MDB_val k;
-    k.mv_data = (void *)ikey;
-    k.mv_size = iklen;
+    rg_val k;
+    k.p = (void *)ikey;
+    k.n = iklen;
     rc = item_lookup(S, &k, &v);
-    if (rc == MDB_NOTFOUND) return 0;
-    if (rc) return mdb_fail(S, rc);
+    if (rc == RG_NOTFOUND) return 0;
+    if (rc) return kv_fail(S, rc);
     val = &v;
   }
   if (count) {
     S->w->loaded++;
-    S->w->loaded_bytes += val->mv_size;
+    S->w->loaded_bytes += val->n;
   }
   memset(&d, 0, sizeof(d));
-  if (rg_ihdr_get(val->mv_data, val->mv_size, &h, &d.text, &d.len))
+  if (rg_ihdr_get(val->p, val->n, &h, &d.text, &d.len))
     return rg_fail(S->e, 500, "corrupt item record");
   if (h.expiry != 0 && h.expiry <= S->now) return 0;   /* expired: invisible */
   doc_names(&d, ikey, h.seq);
@@ -1519,47 +1510,47 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, MDB_val *val,
   return rg_qexec_doc(S->x, &d, S->e);
 }
 
-static int starts (const MDB_val *k, const uint8_t *p, size_t n) {
-  return k->mv_size >= n && memcmp(k->mv_data, p, n) == 0;
+static int starts (const rg_val *k, const uint8_t *p, size_t n) {
+  return k->n >= n && memcmp(k->p, p, n) == 0;
 }
 
 /* Positions `cur` on the last key <= key (inclusive) or < key; returns
-** an LMDB code (MDB_NOTFOUND when there is none). */
-static int seek_back (MDB_cursor *cur, const uint8_t *key, size_t n,
-                      int inclusive, MDB_val *k, MDB_val *v) {
+** an LMDB code (RG_NOTFOUND when there is none). */
+static int seek_back (rg_cur *cur, const uint8_t *key, size_t n,
+                      int inclusive, rg_val *k, rg_val *v) {
   int rc;
-  k->mv_data = (void *)key;
-  k->mv_size = n;
-  rc = mdb_cursor_get(cur, k, v, MDB_SET_RANGE);
+  k->p = (void *)key;
+  k->n = n;
+  rc = rg_cur_get(cur, k, v, RG_SEEK);
   if (rc == 0) {
-    if (inclusive && k->mv_size == n && memcmp(k->mv_data, key, n) == 0)
+    if (inclusive && k->n == n && memcmp(k->p, key, n) == 0)
       return 0;
-    return mdb_cursor_get(cur, k, v, MDB_PREV);
+    return rg_cur_get(cur, k, v, RG_PREV);
   }
-  if (rc != MDB_NOTFOUND) return rc;
-  return mdb_cursor_get(cur, k, v, MDB_LAST);
+  if (rc != RG_NOTFOUND) return rc;
+  return rg_cur_get(cur, k, v, RG_LAST);
 }
 
 /* seek_back and seek over the index's flat entries. */
 static int ix_seek_back (rg_ixcur *c, const uint8_t *key, size_t n,
-                         int inclusive, MDB_val *k, MDB_val *v) {
+                         int inclusive, rg_val *k, rg_val *v) {
   int rc;
-  k->mv_data = (void *)key;
-  k->mv_size = n;
+  k->p = (void *)key;
+  k->n = n;
   rc = ix_get(c, k, v, RG_IX_SEEK);
   if (rc == 0) {
-    if (inclusive && k->mv_size == n && memcmp(k->mv_data, key, n) == 0)
+    if (inclusive && k->n == n && memcmp(k->p, key, n) == 0)
       return 0;
     return ix_get(c, k, v, RG_IX_PREV);
   }
-  if (rc != MDB_NOTFOUND) return rc;
+  if (rc != RG_NOTFOUND) return rc;
   return ix_get(c, k, v, RG_IX_LAST);
 }
 
-static int seek (rg_ixcur *c, const uint8_t *key, size_t n, MDB_val *k,
-                 MDB_val *v) {
-  k->mv_data = (void *)key;
-  k->mv_size = n;
+static int seek (rg_ixcur *c, const uint8_t *key, size_t n, rg_val *k,
+                 rg_val *v) {
+  k->p = (void *)key;
+  k->n = n;
   return ix_get(c, k, v, RG_IX_SEEK);
 }
 
@@ -1575,33 +1566,33 @@ static size_t after_prefix (const uint8_t *p, size_t n, uint8_t *out) {
 ** previous page ended when it ended in this phase. */
 static int scan_items (source *S, const uint8_t *prefix, size_t plen,
                        int back, int phase, int uo) {
-  MDB_cursor *cur;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_val k, v;
   uint8_t bound[RG_MAX_KEY + 1];
   int rc, r = 0;
   int resume = S->resumed && S->rphase == phase;
-  if ((rc = mdb_cursor_open(S->txn, S->env->dbi[RG_DB_ITEMS], &cur)))
-    return mdb_fail(S, rc);
+  if ((rc = rg_cur_open(S->txn, RG_DB_ITEMS, &cur)))
+    return kv_fail(S, rc);
   if (!back) {
-    k.mv_data = (void *)(resume ? S->rpos : prefix);
-    k.mv_size = resume ? S->rposlen : plen;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    k.p = (void *)(resume ? S->rpos : prefix);
+    k.n = resume ? S->rposlen : plen;
+    rc = rg_cur_get(cur, &k, &v, RG_SEEK);
   }
   else if (resume) rc = seek_back(cur, S->rpos, S->rposlen, 1, &k, &v);
   else {
     size_t bn = after_prefix(prefix, plen, bound);
     rc = bn ? seek_back(cur, bound, bn, 0, &k, &v)
-            : mdb_cursor_get(cur, &k, &v, MDB_LAST);
+            : rg_cur_get(cur, &k, &v, RG_LAST);
   }
   while (rc == 0 && starts(&k, prefix, plen)) {
-    r = feed(S, (const uint8_t *)k.mv_data, k.mv_size, &v,
-             (const uint8_t *)k.mv_data, k.mv_size, phase, uo, 1);
+    r = feed(S, (const uint8_t *)k.p, k.n, &v,
+             (const uint8_t *)k.p, k.n, phase, uo, 1);
     if (r) break;
-    rc = mdb_cursor_get(cur, &k, &v, back ? MDB_PREV : MDB_NEXT);
+    rc = rg_cur_get(cur, &k, &v, back ? RG_PREV : RG_NEXT);
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   if (r < 0 || r > 1) return r;
-  if (rc && rc != MDB_NOTFOUND) return mdb_fail(S, rc);
+  if (rc && rc != RG_NOTFOUND) return kv_fail(S, rc);
   return r;
 }
 
@@ -1609,19 +1600,18 @@ static int scan_items (source *S, const uint8_t *prefix, size_t plen,
 static int scan_route (source *S, int back, int phase, int uo) {
   const plan *pl = S->pl;
   uint8_t cid[4];
-  rg_put_u32(cid, pl->cid);
   if (pl->routed != R_NONE)
     return scan_items(S, pl->rkey, pl->rklen, back, phase, uo);
-  return scan_items(S, cid, 4, back, phase, uo);
+  return scan_items(S, cid, rg_key_cid(cid, pl->cid), back, phase, uo);
 }
 
 /* Does a candidate pass the probes (intersection)? */
-static int probes_pass (source *S, const MDB_val *k, int *rc) {
+static int probes_pass (source *S, const rg_val *k, int *rc) {
   const plan *pl = S->pl;
   int i;
   if (pl->probe_none) return 0;
   if (pl->nprobes && S->probe == NULL &&
-      (*rc = mdb_cursor_open(S->txn, S->env->dbi[RG_DB_INDEX], &S->probe)))
+      (*rc = rg_cur_open(S->txn, RG_DB_INDEX, &S->probe)))
     return 0;
   for (i = 0; i < pl->nprobes; i++)
     if (!ix_has(S->probe, &pl->probes[i], ent_ref(k), rc)) return 0;
@@ -1653,12 +1643,12 @@ static int src_terms (source *S) {
   size_t i = 0;
   int rc = 0, r = 0;
   if (S->resumed) {                  /* the term of the last entry */
-    MDB_val rk;
+    rg_val rk;
     const uint8_t *t;
     size_t tn;
     int at;
-    rk.mv_data = (void *)S->rpos;
-    rk.mv_size = S->rposlen;
+    rk.p = (void *)S->rpos;
+    rk.n = S->rposlen;
     t = ent_term(pl->plen, &rk, &tn);
     if (pl->absent || !ent_ok(pl->plen, &rk) ||
         memcmp(S->rpos, pl->prefix, pl->plen) != 0 ||
@@ -1672,33 +1662,33 @@ static int src_terms (source *S) {
     S->w->lookups += pl->nterms - i;
     return 0;
   }
-  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return mdb_fail(S, rc);
+  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return kv_fail(S, rc);
   for (; i < pl->nterms && !r; i++) {
     uint8_t key[RG_MAX_KEY + 16];
-    size_t n = ix_key(key, sizeof(key), pl->prefix, pl->plen,
+    size_t n = rg_key_index(key, sizeof(key), pl->prefix, pl->plen,
                       (const uint8_t *)pl->terms.p + pl->toff[i], pl->tlen[i],
                       pl->routed != R_NONE, pl->rhash);
     size_t tn = pl->plen + pl->tlen[i];
-    MDB_val k, v;
+    rg_val k, v;
     if (n == 0) continue;
     S->w->lookups++;
     if (S->resumed && (S->rposlen >= tn && memcmp(S->rpos, key, tn) == 0))
       rc = seek(&cur, S->rpos, S->rposlen, &k, &v);
     else rc = seek(&cur, key, n, &k, &v);
     while (rc == 0 && starts(&k, key, tn) &&
-           k.mv_size == tn + ENT_TAIL) {
+           k.n == tn + ENT_TAIL) {
       if (!ent_in_route(pl, &k)) {
         if (ent_past_route(pl, &k)) break;
       }
       else if (probes_pass(S, &k, &rc)) {
-        r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL,
-                 (const uint8_t *)k.mv_data, k.mv_size, 0, 0, 1);
+        r = feed(S, (const uint8_t *)v.p, v.n, NULL,
+                 (const uint8_t *)k.p, k.n, 0, 0, 1);
         if (r) break;
       }
       if (rc) break;
       rc = ix_get(&cur, &k, &v, RG_IX_NEXT);
     }
-    if (rc && rc != MDB_NOTFOUND) { r = mdb_fail(S, rc); break; }
+    if (rc && rc != RG_NOTFOUND) { r = kv_fail(S, rc); break; }
   }
   rg_ixcur_close(&cur);
   return r;
@@ -1768,17 +1758,17 @@ static int gitem_cmp (const void *a, const void *b) {
 
 /* Loads, sorts on full values and feeds a run of entries sharing the
 ** first `g` bytes; the cursor is left on the first entry after the run. */
-static int feed_group (source *S, rg_ixcur *cur, MDB_val *k, MDB_val *v,
+static int feed_group (source *S, rg_ixcur *cur, rg_val *k, rg_val *v,
                        size_t g, int *rcp, int phase) {
   const plan *pl = S->pl;
   gitem *items = NULL;
   size_t n = 0, cap = 0, i;
   uint8_t gp[RG_MAX_KEY];
   int rc = 0, r = 0;
-  memcpy(gp, k->mv_data, g);
+  memcpy(gp, k->p, g);
   while (*rcp == 0 && starts(k, gp, g)) {
     gitem *it;
-    MDB_val iv, ik;
+    rg_val iv, ik;
     rg_qdoc d;
     rg_ihdr ih;
     if (n == cap) {
@@ -1794,22 +1784,22 @@ static int feed_group (source *S, rg_ixcur *cur, MDB_val *k, MDB_val *v,
     memset(it, 0, sizeof(*it));
     ik = *v;
     memset(&d, 0, sizeof(d));
-    if (ik.mv_size >= 12 &&
-        in_route(pl, (const uint8_t *)ik.mv_data, ik.mv_size) &&
+    if (ik.n >= 12 &&
+        in_route(pl, (const uint8_t *)ik.p, ik.n) &&
         (rc = item_lookup(S, &ik, &iv)) == 0 &&
-        rg_ihdr_get(iv.mv_data, iv.mv_size, &ih, &d.text, &d.len) == 0) {
+        rg_ihdr_get(iv.p, iv.n, &ih, &d.text, &d.len) == 0) {
       S->w->loaded++;
-      S->w->loaded_bytes += iv.mv_size;
+      S->w->loaded_bytes += iv.n;
       if (ih.expiry == 0 || ih.expiry > S->now) {
-        doc_names(&d, (const uint8_t *)ik.mv_data, ih.seq);
+        doc_names(&d, (const uint8_t *)ik.p, ih.seq);
         d.pos = NULL;
         d.poslen = 0;
         d.phase = phase;
         d.unordered_only = 0;
         if ((r = rg_qexec_okey(S->x, &d, &S->okey, S->e))) goto done;
         it->oklen = S->okey.n;
-        it->eklen = k->mv_size;
-        it->iklen = ik.mv_size;
+        it->eklen = k->n;
+        it->iklen = ik.n;
         if ((it->okey = (uint8_t *)malloc(it->oklen + it->eklen +
                                           it->iklen + 1)) == NULL) {
           r = rg_fail(S->e, 500, "out of memory");
@@ -1818,12 +1808,12 @@ static int feed_group (source *S, rg_ixcur *cur, MDB_val *k, MDB_val *v,
         it->ekey = it->okey + it->oklen;
         it->ikey = it->ekey + it->eklen;
         memcpy(it->okey, S->okey.p, it->oklen);
-        memcpy(it->ekey, k->mv_data, it->eklen);
-        memcpy(it->ikey, ik.mv_data, it->iklen);
+        memcpy(it->ekey, k->p, it->eklen);
+        memcpy(it->ikey, ik.p, it->iklen);
         n++;
       }
     }
-    else if (rc && rc != MDB_NOTFOUND) { r = mdb_fail(S, rc); goto done; }
+    else if (rc && rc != RG_NOTFOUND) { r = kv_fail(S, rc); goto done; }
     *rcp = ix_get(cur, k, v, pl->desc ? RG_IX_PREV : RG_IX_NEXT);
   }
   if (n > 1) qsort(items, n, sizeof(gitem), gitem_cmp);
@@ -1845,7 +1835,7 @@ done:
 /* Is the term part of entry key k beyond the range's far end?  (A term
 ** part longer than the bound but starting with it is a composite entry
 ** whose bounded column equals the bound.) */
-static int past_end (const plan *pl, const MDB_val *k) {
+static int past_end (const plan *pl, const rg_val *k) {
   size_t tn;
   const uint8_t *t = ent_term(pl->plen, k, &tn);
   const rg_buf *b = pl->desc ? &pl->lo : &pl->hi;
@@ -1860,7 +1850,7 @@ static int past_end (const plan *pl, const MDB_val *k) {
 }
 
 /* Is entry k at the excluded near end of the range? */
-static int at_excluded_start (const plan *pl, const MDB_val *k) {
+static int at_excluded_start (const plan *pl, const rg_val *k) {
   const rg_buf *b = pl->desc ? &pl->hi : &pl->lo;
   int ex = pl->desc ? pl->hi_ex : pl->lo_ex;
   size_t tn;
@@ -1871,7 +1861,7 @@ static int at_excluded_start (const plan *pl, const MDB_val *k) {
 /* In a routed read, entries of other partitions: after SKIP_AFTER in a
 ** row, seek past them (to the route's hash in this term, or past the
 ** term).  Returns the cursor's code, on the next entry to look at. */
-static int skip_other (source *S, rg_ixcur *cur, MDB_val *k, MDB_val *v,
+static int skip_other (source *S, rg_ixcur *cur, rg_val *k, rg_val *v,
                        int *misses) {
   const plan *pl = S->pl;
   uint8_t key[RG_MAX_KEY + 32];
@@ -1883,17 +1873,17 @@ static int skip_other (source *S, rg_ixcur *cur, MDB_val *k, MDB_val *v,
   ent_term(pl->plen, k, &tn);
   hn += tn;
   h = ent_hash(k) & pl->emask;
-  memcpy(key, k->mv_data, hn);
+  memcpy(key, k->p, hn);
   if (!pl->desc) {
     if (h < pl->ehash) {
-      rg_put_u32(key + hn, (uint32_t)(pl->ehash >> 32));
+      rg_ref_hash_put(key + hn, pl->ehash);
       return seek(cur, key, hn + 4, k, v);
     }
     n = after_prefix(key, hn, key);
-    return n ? seek(cur, key, n, k, v) : MDB_NOTFOUND;
+    return n ? seek(cur, key, n, k, v) : RG_NOTFOUND;
   }
   if (h > pl->ehash) {
-    rg_put_u32(key + hn, (uint32_t)((pl->ehash | ~pl->emask) >> 32));
+    rg_ref_hash_put(key + hn, pl->ehash | ~pl->emask);
     memset(key + hn + 4, 0xFF, 4);
     return ix_seek_back(cur, key, hn + ENT_TAIL, 1, k, v);
   }
@@ -1902,7 +1892,7 @@ static int skip_other (source *S, rg_ixcur *cur, MDB_val *k, MDB_val *v,
 
 /* Positions the cursor at the start of the range (or where the previous
 ** page ended in this phase). */
-static int range_start (source *S, rg_ixcur *cur, MDB_val *k, MDB_val *v,
+static int range_start (source *S, rg_ixcur *cur, rg_val *k, rg_val *v,
                         int phase, const uint8_t *pre, size_t pn) {
   const plan *pl = S->pl;
   uint8_t key[RG_MAX_KEY + 32];
@@ -1920,14 +1910,14 @@ static int range_start (source *S, rg_ixcur *cur, MDB_val *k, MDB_val *v,
   }
   if (!pl->desc) {
     const rg_buf *lo = pl->has_lo ? &pl->lo : &pl->tpre;
-    n = ix_key(key, sizeof(key), pl->prefix, pl->plen, (const uint8_t *)lo->p,
-               lo->n, 0, 0);
-    return n ? seek(cur, key, n, k, v) : MDB_NOTFOUND;
+    n = rg_key_index(key, sizeof(key), pl->prefix, pl->plen,
+                     (const uint8_t *)lo->p, lo->n, 0, 0);
+    return n ? seek(cur, key, n, k, v) : RG_NOTFOUND;
   }
   if (pl->has_hi) {                  /* after every entry of the term */
-    n = ix_key(key, sizeof(key) - ENT_TAIL - 1, pl->prefix, pl->plen,
+    n = rg_key_index(key, sizeof(key) - ENT_TAIL - 1, pl->prefix, pl->plen,
                (const uint8_t *)pl->hi.p, pl->hi.n, 0, 0);
-    if (n == 0) return MDB_NOTFOUND;
+    if (n == 0) return RG_NOTFOUND;
     if (!pl->hi_ex) { memset(key + n, 0xFF, ENT_TAIL + 1); n += ENT_TAIL + 1; }
     return ix_seek_back(cur, key, n, 0, k, v);
   }
@@ -1939,15 +1929,15 @@ static int range_start (source *S, rg_ixcur *cur, MDB_val *k, MDB_val *v,
 static int src_range (source *S, int phase) {
   const plan *pl = S->pl;
   rg_ixcur cur;
-  MDB_val k, v;
+  rg_val k, v;
   uint8_t pre[RG_MAX_KEY + 1];
   size_t pn = pl->plen + pl->tpre.n;
   int rc, r = 0, misses = 0;
   S->w->lookups += 1 + (uint64_t)pl->nprobes;
   if (pn > RG_MAX_KEY || pl->absent) return 0;
-  ix_key(pre, sizeof(pre), pl->prefix, pl->plen, (const uint8_t *)pl->tpre.p,
-         pl->tpre.n, 0, 0);
-  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return mdb_fail(S, rc);
+  rg_key_index(pre, sizeof(pre), pl->prefix, pl->plen,
+               (const uint8_t *)pl->tpre.p, pl->tpre.n, 0, 0);
+  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return kv_fail(S, rc);
   rc = range_start(S, &cur, &k, &v, phase, pre, pn);
   while (rc == 0 && starts(&k, pre, pn) && ent_ok(pl->plen, &k)) {
     size_t g;
@@ -1961,14 +1951,14 @@ static int src_range (source *S, int phase) {
       continue;
     }
     misses = 0;
-    if ((g = group_len(pl, (const uint8_t *)k.mv_data, k.mv_size)) != 0) {
+    if ((g = group_len(pl, (const uint8_t *)k.p, k.n)) != 0) {
       r = feed_group(S, &cur, &k, &v, g, &rc, phase);
       if (r) break;
       continue;
     }
     if (probes_pass(S, &k, &rc)) {
-      r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL,
-               (const uint8_t *)k.mv_data, k.mv_size, phase, 0, 1);
+      r = feed(S, (const uint8_t *)v.p, v.n, NULL,
+               (const uint8_t *)k.p, k.n, phase, 0, 1);
       if (r) break;
     }
     if (rc) break;
@@ -1976,7 +1966,7 @@ static int src_range (source *S, int phase) {
   }
   rg_ixcur_close(&cur);
   if (r) return r;
-  if (rc && rc != MDB_NOTFOUND) return mdb_fail(S, rc);
+  if (rc && rc != RG_NOTFOUND) return kv_fail(S, rc);
   return 0;
 }
 
@@ -1989,7 +1979,7 @@ static int src_undefined (source *S, int phase) {
   int i = 0, rc = 0, r = 0;
   if (pl->uscan) return scan_route(S, 0, phase, 1);
   if (pl->nushape == 0) return 0;
-  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return mdb_fail(S, rc);
+  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return kv_fail(S, rc);
   S->w->lookups++;
   if (S->resumed && S->rphase == phase && S->rposlen >= hn + 8) {
     uint64_t at = rg_get_u64(S->rpos + hn);
@@ -1998,27 +1988,27 @@ static int src_undefined (source *S, int phase) {
   for (; i < pl->nushape && !r; i++) {
     uint8_t key[RG_PATHID_MAX + 16], t[8];
     size_t n;
-    MDB_val k, v;
-    rg_put_u64(t, pl->ushape[i]);
-    n = ix_key(key, sizeof(key), pl->sprefix, hn, t, 8, pl->routed != R_NONE,
-               pl->rhash);
+    rg_val k, v;
+    rg_term_shape(t, pl->ushape[i]);
+    n = rg_key_index(key, sizeof(key), pl->sprefix, hn, t, RG_SHAPE_TERM,
+                     pl->routed != R_NONE, pl->rhash);
     if (S->resumed && S->rphase == phase && S->rposlen > hn + 8 &&
         memcmp(S->rpos, key, hn + 8) == 0)
       rc = seek(&cur, S->rpos, S->rposlen, &k, &v);
     else rc = seek(&cur, key, n, &k, &v);
     while (rc == 0 && starts(&k, key, hn + 8) &&
-           k.mv_size == hn + 8 + ENT_TAIL) {
+           k.n == hn + 8 + ENT_TAIL) {
       if (!ent_in_route(pl, &k)) {
         if (ent_past_route(pl, &k)) break;
       }
       else {
-        r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL,
-                 (const uint8_t *)k.mv_data, k.mv_size, phase, 1, 1);
+        r = feed(S, (const uint8_t *)v.p, v.n, NULL,
+                 (const uint8_t *)k.p, k.n, phase, 1, 1);
         if (r) break;
       }
       rc = ix_get(&cur, &k, &v, RG_IX_NEXT);
     }
-    if (rc && rc != MDB_NOTFOUND) { r = mdb_fail(S, rc); break; }
+    if (rc && rc != RG_NOTFOUND) { r = kv_fail(S, rc); break; }
   }
   rg_ixcur_close(&cur);
   return r;
@@ -2047,15 +2037,15 @@ static int walk_doc (source *S, const uint8_t *t, size_t tn) {
 static int src_walk (source *S, int phase) {
   const plan *pl = S->pl;
   rg_ixcur cur;
-  MDB_val k, v;
+  rg_val k, v;
   uint8_t pre[RG_MAX_KEY + 1], key[RG_MAX_KEY + 32], val[RG_MAX_KEY];
   size_t pn = pl->plen + pl->tpre.n;
   int rc, r = 0;
   S->w->lookups++;
   if (pn > RG_MAX_KEY || pl->absent) return 0;
-  ix_key(pre, sizeof(pre), pl->prefix, pl->plen, (const uint8_t *)pl->tpre.p,
-         pl->tpre.n, 0, 0);
-  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return mdb_fail(S, rc);
+  rg_key_index(pre, sizeof(pre), pl->prefix, pl->plen,
+               (const uint8_t *)pl->tpre.p, pl->tpre.n, 0, 0);
+  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return kv_fail(S, rc);
   rc = range_start(S, &cur, &k, &v, phase, pre, pn);
   while (rc == 0 && starts(&k, pre, pn) && ent_ok(pl->plen, &k) && !r) {
     size_t tn, gn, n, i;
@@ -2074,26 +2064,26 @@ static int src_walk (source *S, int phase) {
       break;
     }
     n = pl->plen + pl->wskip + gn;   /* the run: entries of this value */
-    memcpy(key, k.mv_data, n);
+    memcpy(key, k.p, n);
     if (pl->routed != R_NONE && !pl->wcomp) {   /* to the route's entries */
-      rg_put_u32(key + n, (uint32_t)(pl->ehash >> 32));
+      rg_ref_hash_put(key + n, pl->ehash);
       rc = seek(&cur, key, n + 4, &k, &v);
     }
     while (rc == 0 && starts(&k, key, n) &&
-           (pl->wcomp || k.mv_size == n + ENT_TAIL)) {
+           (pl->wcomp || k.n == n + ENT_TAIL)) {
       if (!ent_in_route(pl, &k)) {
         if (!pl->wcomp && ent_past_route(pl, &k)) break;
       }
       else if (cut) {                /* the full values are in the items */
-        r = feed(S, (const uint8_t *)v.mv_data, v.mv_size, NULL, NULL, 0,
+        r = feed(S, (const uint8_t *)v.p, v.n, NULL, NULL, 0,
                  phase, 0, 1);
         if (r) break;
       }
       /* the reference's hash bits only nominate: the item key decides */
-      else if (in_route(pl, (const uint8_t *)v.mv_data, v.mv_size)) count++;
+      else if (in_route(pl, (const uint8_t *)v.p, v.n)) count++;
       rc = ix_get(&cur, &k, &v, RG_IX_NEXT);
     }
-    if (r || (rc && rc != MDB_NOTFOUND)) break;
+    if (r || (rc && rc != RG_NOTFOUND)) break;
     if (count) {
       rg_qdoc d;
       for (i = 0; i < gn; i++)       /* the value's term, ascending */
@@ -2113,14 +2103,200 @@ static int src_walk (source *S, int phase) {
     }
     if (pl->routed != R_NONE && !pl->wcomp && rc == 0 && starts(&k, key, n)) {
       size_t an = after_prefix(key, n, key);      /* past the term */
-      rc = an ? seek(&cur, key, an, &k, &v) : MDB_NOTFOUND;
+      rc = an ? seek(&cur, key, an, &k, &v) : RG_NOTFOUND;
     }
   }
   rg_ixcur_close(&cur);
   if (r) return r;
-  if (rc && rc != MDB_NOTFOUND) return mdb_fail(S, rc);
+  if (rc && rc != RG_NOTFOUND) return kv_fail(S, rc);
   return 0;
 }
+
+/*
+** {=====================================================================
+** Vector search
+** ======================================================================
+*/
+/* A constant expression's elements as a vector of the embedding's type
+** (float32 for both float types) in `out`: 0, or -1 when it is none. */
+static int query_vector (planner *P, int32_t e, const rg_vembed *m,
+                         void *out) {
+  const rg_qexpr *ex = &P->q->ex[e];
+  int i, n = 0;
+  double d[4096];
+  if (ex->k == RG_QE_PARAM) {
+    const rg_qv *v = &P->params[ex->slot];
+    const rg_qnode *c;
+    if (v->t != RG_QV_ARR || v->node->n != (uint32_t)m->dims) return -1;
+    for (i = 0, c = v->node + 1; i < m->dims; i++, c += c->size) {
+      if (c->t != RG_QV_NUM) return -1;
+      d[n++] = c->d;
+    }
+  } else if (ex->k == RG_QE_ARRAY && ex->nlist == m->dims) {
+    for (i = 0; i < ex->nlist; i++) {
+      const rg_qexpr *el = &P->q->ex[P->q->list[ex->list + i]];
+      int neg = 0;
+      if (el->k == RG_QE_UNARY && el->op == RG_QO_NEG) {
+        el = &P->q->ex[el->a];
+        neg = 1;
+      }
+      if (el->k != RG_QE_LIT || el->v.t != RG_QV_NUM) return -1;
+      d[n++] = neg ? -el->v.d : el->v.d;
+    }
+  } else return -1;
+  for (i = 0; i < n; i++) {
+    if (m->dtype == RG_VT_FLOAT16) {
+      uint16_t h;
+      if (rg_vput(RG_VT_FLOAT16, &h, 0, d[i])) return -1;
+      ((float *)out)[i] = rg_half_to_float(h);
+    } else if (rg_vput(m->dtype, out, (size_t)i, d[i])) return -1;
+  }
+  return 0;
+}
+
+/* A count (TOP, OFFSET, LIMIT): a literal or a parameter; -1 otherwise. */
+static int64_t count_value (planner *P, int32_t e) {
+  const rg_qexpr *ex = &P->q->ex[e];
+  const rg_qv *v = ex->k == RG_QE_LIT ? &ex->v
+                 : ex->k == RG_QE_PARAM ? &P->params[ex->slot] : NULL;
+  if (v == NULL || v->t != RG_QV_NUM || v->d < 0 || v->d != floor(v->d) ||
+      v->d > 1e9)
+    return -1;
+  return (int64_t)v->d;
+}
+
+/* ORDER BY VectorDistance(path, query) with a TOP, over a path with a
+** vector index whose similarity and type the call keeps: the index's
+** best items, in SORT mode, instead of the plan made.  Not when the query
+** is routed to one partition (its items are read: there are few), nor
+** when an index seek serves the WHERE unless filterPriority is 0 (the
+** seek finds the few items that pass, each then scored exactly) or the
+** WHERE fixes the index's shard key (that shard alone is searched). */
+static int plan_vector (planner *P, plan *pl, rg_err *e) {
+  const rg_qblock *m = P->m;
+  const rg_qexpr *call;
+  const rg_qvd *vd;
+  const rg_vembed *emb;
+  qpath path;
+  int64_t top, off = 0;
+  void *query;
+  int one_shard = 0;
+  uint64_t shard = 0;
+  if (m->norder != 1 || m->ngroup || m->naggs || m->distinct ||
+      pl->routed != R_NONE || P->host)
+    return 0;
+  call = &P->q->ex[m->order[0].expr];
+  if (call->k != RG_QE_CALL || call->op != RG_QF_VECTORDISTANCE) return 0;
+  vd = &P->q->vd[call->slot];
+  if (!path_of(P, P->q->list[call->list], &path) || path.arr) return 0;
+  emb = rg_vpolicy_find(P->spec, path.seg, path.n);
+  if (emb == NULL || emb->index < 0 || vd->dist != emb->dist ||
+      vd->dtype != emb->dtype)
+    return 0;
+  {                                  /* a WHERE that fixes the shard key: its
+                                        shard alone */
+    const rg_vindex *ix = &P->spec->vix[emb->index];
+    rg_buf t;
+    int i, j, fixed = ix->nshard > 0;
+    rg_buf_init(&t);
+    for (i = 0; fixed && i < ix->nshard; i++) {
+      const sarg *eq = NULL;
+      for (j = 0; j < P->nsa; j++)
+        if (P->sa[j].kind == SA_EQ && scalar(&P->sa[j].lo) &&
+            path_is(&P->sa[j].path, &ix->shard[i]))
+          eq = &P->sa[j];
+      if (eq) rg_qv_term(&t, &eq->lo, 0, RG_TERM_MAX);
+      else fixed = 0;
+    }
+    if (t.oom) { rg_buf_free(&t); return rg_fail(e, 500, "out of memory"); }
+    if (fixed) {
+      one_shard = 1;
+      shard = rg_vindex_shard_hash(t.p, t.n);
+    }
+    rg_buf_free(&t);
+  }
+  if (pl->src != SRC_SCAN && vd->filter_priority != 0 && !one_shard) return 0;
+  if (m->top >= 0) top = count_value(P, m->top);
+  else if (m->limit >= 0) top = count_value(P, m->limit);
+  else return 0;
+  if (m->offset >= 0) off = count_value(P, m->offset);
+  if (top < 0 || off < 0) return 0;
+  query = rg_arena_alloc(P->mem, 4 * (size_t)emb->dims);
+  if (query == NULL) return rg_fail(e, 500, "out of memory");
+  if (query_vector(P, P->q->list[call->list + 1], emb, query)) return 0;
+  memset(&pl->vs, 0, sizeof(pl->vs));
+  pl->vs.spec = P->spec;
+  pl->vs.embed = (int)(emb - P->spec->vemb);
+  pl->vs.query = query;
+  pl->vs.brute = vd->brute;
+  pl->vs.quant_mult = vd->quant_mult;
+  pl->vs.search_mult = vd->search_mult;
+  pl->vs.one_shard = one_shard;
+  pl->vs.shard = shard;
+  {
+    rg_scope *sc = rg_env_scope(P->env);
+    pl->vs.in_scope = sc != NULL && sc->txn == P->txn;
+  }
+
+  pl->vwant = (size_t)(top + off);
+  pl->src = SRC_VECTOR;
+  pl->mode = RG_QX_SORT;
+  return 0;
+}
+
+/* The items of SRC_VECTOR, best first, until the pipeline has as many
+** rows as it needs or the index has no more: a search for the rows wanted,
+** then for four times as many while the WHERE leaves too few. */
+static int src_vector (source *S) {
+  rg_vsearch vs = S->pl->vs;
+  size_t want = S->pl->vwant, ask = want ? want : 1, fedcap = 0, nfed = 0, i;
+  uint32_t *fed = NULL;              /* seqs fed already, sorted */
+  int rc = 0;
+  if (want == 0) return 0;
+  for (;;) {
+    vs.k = ask;
+    if ((rc = rg_vindex_search(S->txn, S->env, &vs, S->e))) break;
+    S->w->vector_read += vs.vectors_read * rg_vtype_size(
+      S->pl->vs.spec->vemb[vs.embed].dtype) * (uint64_t)
+      S->pl->vs.spec->vemb[vs.embed].dims;
+    S->w->codes += vs.codes_read;
+    S->w->nodes += vs.nodes_read;
+    vs.vectors_read = vs.codes_read = vs.nodes_read = 0;
+    for (i = 0; i < vs.nhit && rc == 0; i++) {
+      rg_val ik;
+      size_t lo = 0, hi = nfed;
+      uint32_t seq = vs.hit[i].seq;
+      while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (fed[mid] < seq) lo = mid + 1; else hi = mid;
+      }
+      if (lo < nfed && fed[lo] == seq) continue;
+      if (nfed == fedcap) {
+        size_t cap = fedcap ? 2 * fedcap : 64;
+        uint32_t *nf = (uint32_t *)realloc(fed, cap * sizeof(uint32_t));
+        if (nf == NULL) { rc = rg_fail(S->e, 500, "out of memory"); break; }
+        fed = nf;
+        fedcap = cap;
+      }
+      memmove(fed + lo + 1, fed + lo, (nfed - lo) * sizeof(uint32_t));
+      fed[lo] = seq;
+      nfed++;
+      rc = rg_ref_item(S->txn, S->env, seq, &ik);
+      if (rc == RG_NOTFOUND) { rc = 0; continue; }
+      if (rc) { rc = kv_fail(S, rc); break; }
+      rc = feed(S, (const uint8_t *)ik.p, ik.n, NULL, NULL, 0, 0, 0, 1);
+    }
+    if (rc || rg_qexec_passed(S->x) >= want || !vs.more || vs.nhit < ask)
+      break;
+    rg_vsearch_free(&vs);
+    ask *= 4;
+  }
+  rg_vsearch_free(&vs);
+  free(fed);
+  return rc == 1 ? 0 : rc;
+}
+/* }===================================================================== */
+
 
 static int run (source *S) {
   const plan *pl = S->pl;
@@ -2129,6 +2305,7 @@ static int run (source *S) {
     case SRC_NONE: return rg_qexec_once(S->x, S->e);
     case SRC_SCAN: return scan_route(S, 0, 0, 0);
     case SRC_TERMS: return src_terms(S);
+    case SRC_VECTOR: return src_vector(S);
     default: {
       int (*main) (source *, int) = pl->src == SRC_WALK ? src_walk
                                                          : src_range;
@@ -2158,6 +2335,7 @@ typedef struct qstate {
   rg_buf ptext, tok;
   rg_qexec *x;
   plan pl;
+  rg_ftsrc fts;                      /* full-text statistics (search.h) */
 } qstate;
 
 static void qstate_free (qstate *st) {
@@ -2198,7 +2376,7 @@ static int bad_token (rg_err *e) {
                  "or made for another query or database)");
 }
 
-int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
+int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
                    const rg_query_req *rq, rg_query_res *r, rg_err *e) {
   qstate st;
   planner P;
@@ -2263,6 +2441,7 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   }
   if ((rc = make_plan(&P, rq, &st.pl, e))) goto done;
   if (P.status) { rc = P.status; goto done; }   /* the path dictionary */
+  if (c->spec->nvix && (rc = plan_vector(&P, &st.pl, e))) goto done;
   if (rq->admit &&                   /* a prefix's hash names its range */
       (rc = rq->admit(rq->admit_ud, st.pl.routed != R_NONE, st.pl.rhash, e)))
     goto done;
@@ -2279,6 +2458,16 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
                          st.tok.n, e)))
     goto done;
   rg_qexec_limits(st.x, rq->max_rows, rq->max_bytes);
+  rg_qexec_deadline(st.x, rq->deadline);
+  {                                  /* full-text statistics: the scope */
+    uint8_t cid[4];
+    rg_put_u32(cid, c->spec->cid);
+    if (rq->fts_local && st.pl.routed == R_PARTITION)
+      rg_ftsrc_init(&st.fts, txn, c, st.pl.rkey, st.pl.rklen, now, &r->work);
+    else rg_ftsrc_init(&st.fts, txn, c, cid, 4, now, &r->work);
+    st.fts.deadline = rq->deadline;
+    rg_qexec_text(st.x, &st.fts.iface);
+  }
   if (c->spec->ncp) rg_qexec_computed(st.x, c->spec->cp, c->spec->ncp);
   if (rq->udf) rg_qexec_udf(st.x, rq->udf);
   if (st.q->blk[0].where >= 0) {     /* test only what the source does not
@@ -2308,10 +2497,11 @@ int rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
   if (S.resumed && st.pl.src == SRC_TERMS && S.rposlen == 0)
     rc = bad_token(e);
   else rc = run(&S);
-  if (S.items) mdb_cursor_close(S.items);
-  if (S.probe) mdb_cursor_close(S.probe);
+  if (S.items) rg_cur_close(S.items);
+  if (S.probe) rg_cur_close(S.probe);
   rg_buf_free(&S.okey);
   rg_buf_free(&S.doc);
+  r->work.steps += rg_qexec_steps(st.x);
   if (rc < 0 || rc > 1) goto done;
   st.tok.n = 0;
   if ((rc = rg_qexec_finish(st.x, &r->rows, &r->offsets, &r->count, &st.tok,
@@ -2374,7 +2564,7 @@ int rg_query_hplan (const rg_query *q, const rg_qv *params,
   P.mem = mem;
   P.force_small = 0;                 /* never small: no size known */
   P.host = scan ? 2 : 1;
-  rg_put_u32(pl.prefix, spec->cid);  /* a scan's: no index */
+  rg_key_cid(pl.prefix, spec->cid);  /* a scan's: no index */
   pl.plen = RG_HOST_PREFIX;
   if ((rc = make_plan(&P, rq, &pl, e))) goto done;
   out->routed = pl.routed == R_PARTITION ? RG_HROUTE_PARTITION :

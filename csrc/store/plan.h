@@ -47,6 +47,11 @@ typedef struct rg_query_req {
   ** returns (429) ends the query with nothing read */
   int (*admit) (void *ud, int routed, uint64_t hash, rg_err *e);
   void *admit_ud;
+  /* the CPU time the query may take (408 beyond), or NULL: no limit */
+  rg_deadline *deadline;
+  /* FullTextScore's statistics over the routed logical partition only
+  ** (Cosmos's FullTextScoreScope Local); 0: the whole container */
+  int fts_local;
 } rg_query_req;
 
 typedef struct rg_query_res {
@@ -62,7 +67,7 @@ typedef struct rg_query_res {
 /* Runs one page of a query in `txn` (a read transaction, or a scope's);
 ** expired items are invisible as of `now`.  400 for bad SQL (the message
 ** names the position and what was expected), bad parameters or tokens. */
-int  rg_query_exec (MDB_txn *txn, const rg_cont *c, int64_t now,
+int  rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
                     const rg_query_req *q, rg_query_res *r, rg_err *e);
 void rg_query_res_free (rg_query_res *r);
 /* The context a query's continuation token is bound to: the container

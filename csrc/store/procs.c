@@ -106,40 +106,39 @@ static int instances (rg_scope *s, const rg_proc *p, int64_t now, int *live,
                       rg_err *e) {
   uint8_t key[RG_LEASE_KEY_MAX], hb[8];
   size_t plen = rg_lease_prefix(key, RG_MK_LEASE, &p->id) + 2, i;
-  MDB_dbi dbi = s->env->dbi[RG_DB_META];
-  MDB_cursor *cur;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_val k, v;
   rg_buf dead;                       /* keys to delete: u16 length, bytes */
   int rc;
   *live = 1;
   key[plen - 2] = key[plen - 1] = 0xFF;
   rg_buf_init(&dead);
-  if ((rc = mdb_cursor_open(s->txn, dbi, &cur)))
-    return rg_scope_mdb(s, rc, "processor instances", e);
-  k.mv_data = key;
-  k.mv_size = plen;
-  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  while (rc == 0 && k.mv_size > plen && memcmp(k.mv_data, key, plen) == 0) {
-    const char *inst = (const char *)k.mv_data + plen;
-    int self = k.mv_size - plen == p->id.instlen &&
+  if ((rc = rg_cur_open(s->txn, RG_DB_META, &cur)))
+    return rg_scope_fail(s, rc, "processor instances", e);
+  k.p = key;
+  k.n = plen;
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  while (rc == 0 && k.n > plen && memcmp(k.p, key, plen) == 0) {
+    const char *inst = (const char *)k.p + plen;
+    int self = k.n - plen == p->id.instlen &&
                memcmp(inst, p->id.inst, p->id.instlen) == 0;
     if (!self) {
-      if (v.mv_size == 8 && (int64_t)rg_get_u64((const uint8_t *)v.mv_data) >
+      if (v.n == 8 && (int64_t)rg_get_u64((const uint8_t *)v.p) >
           now)
         (*live)++;
       else {
         uint8_t len[2];
-        rg_put_u16(len, (uint32_t)k.mv_size);
+        rg_put_u16(len, (uint32_t)k.n);
         rg_buf_add(&dead, len, 2);
-        rg_buf_add(&dead, k.mv_data, k.mv_size);
+        rg_buf_add(&dead, k.p, k.n);
       }
     }
-    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
   }
-  mdb_cursor_close(cur);
-  if (rc && rc != MDB_NOTFOUND) {
+  rg_cur_close(cur);
+  if (rc && rc != RG_NOTFOUND) {
     rg_buf_free(&dead);
-    return rg_scope_mdb(s, rc, "processor instances", e);
+    return rg_scope_fail(s, rc, "processor instances", e);
   }
   if (dead.oom) {
     rg_buf_free(&dead);
@@ -273,7 +272,7 @@ static void one_range (rg_feedq *f, const rg_proc *p, int range,
 
 /* Reads the lease of a range this instance must hold, valid for at least
 ** a third of the lease time (a read-only check: the write comes later). */
-static int held_lease (MDB_txn *txn, const rg_proc *p, int r, rg_lease *l,
+static int held_lease (rg_txn *txn, const rg_proc *p, int r, rg_lease *l,
                        rg_err *e) {
   int rc;
   if ((rc = rg_cont_alive(txn, p->id.c, e)) ||
@@ -293,7 +292,7 @@ int rg_proc_read (rg_proc *p, int r, rg_batch *b, uint32_t *attempt,
   rg_env *env = p->id.c->env;
   rg_fpos pos;
   rg_feedq f;
-  MDB_txn *txn;
+  rg_txn *txn;
   rg_lease l;
   int rc;
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
@@ -383,8 +382,8 @@ static int dead_letter (rg_scope *s, ckq *q, const rg_lease *l, rg_err *e) {
   size_t plen = rg_lease_prefix(key, RG_MK_DEAD, &p->id);
   rg_fpos pos = p->pend[q->r].start;
   uint64_t seq = 1;
-  MDB_cursor *cur;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_val k, v;
   rg_feedq f;
   int rc;
   one_range(&f, p, q->r, &pos, s->now);
@@ -404,18 +403,18 @@ static int dead_letter (rg_scope *s, ckq *q, const rg_lease *l, rg_err *e) {
   if (q->text.oom) return rg_fail(e, 500, "out of memory");
   /* the next sequence number: one past the last dead letter's */
   memset(key + plen, 0xFF, 8);
-  if ((rc = mdb_cursor_open(s->txn, s->env->dbi[RG_DB_META], &cur)))
-    return rg_scope_mdb(s, rc, "dead letters", e);
-  k.mv_data = key;
-  k.mv_size = plen + 8;
-  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  rc = mdb_cursor_get(cur, &k, &v, rc == 0 ? MDB_PREV : MDB_LAST);
-  if (rc == 0 && k.mv_size == plen + 8 && memcmp(k.mv_data, key, plen) == 0)
-    seq = rg_get_u64((const uint8_t *)k.mv_data + plen) + 1;
-  mdb_cursor_close(cur);
-  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "dead letters", e);
-  rg_put_u64(key + plen, seq);
-  return rg_put(s, RG_DB_META, key, plen + 8, q->text.p, q->text.n, e);
+  if ((rc = rg_cur_open(s->txn, RG_DB_META, &cur)))
+    return rg_scope_fail(s, rc, "dead letters", e);
+  k.p = key;
+  k.n = plen + 8;
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  rc = rg_cur_get(cur, &k, &v, rc == 0 ? RG_PREV : RG_LAST);
+  if (rc == 0 && k.n == plen + 8 && memcmp(k.p, key, plen) == 0)
+    seq = rg_get_u64((const uint8_t *)k.p + plen) + 1;
+  rg_cur_close(cur);
+  if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "dead letters", e);
+  return rg_put(s, RG_DB_META, key, rg_meta_dead_key(key, plen, seq),
+                q->text.p, q->text.n, e);
 }
 
 static int fail_body (rg_scope *s, void *ud, rg_err *e) {
@@ -469,7 +468,7 @@ int rg_proc_fail (rg_proc *p, int r, const char *msg, size_t msglen,
 */
 int rg_proc_waiting (rg_proc *p, int r, uint64_t *waiting, rg_err *e) {
   rg_env *env = p->id.c->env;
-  MDB_txn *txn;
+  rg_txn *txn;
   rg_lease l;
   int rc;
   *waiting = 0;
@@ -558,7 +557,7 @@ int rg_proc_run_tx (rg_proc *p, rg_protect protect, void *host, int r,
 */
 int rg_proc_snapshot (rg_proc *p, rg_lease *ls, uint64_t *lag, rg_err *e) {
   rg_env *env = p->id.c->env;
-  MDB_txn *txn;
+  rg_txn *txn;
   int r, rc;
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
   rc = rg_cont_alive(txn, p->id.c, e);
@@ -574,28 +573,28 @@ int rg_proc_dead_letters (rg_proc *p, rg_buf *out, rg_err *e) {
   rg_env *env = p->id.c->env;
   uint8_t key[RG_LEASE_KEY_MAX];
   size_t plen = rg_lease_prefix(key, RG_MK_DEAD, &p->id);
-  MDB_cursor *cur;
-  MDB_txn *txn;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_txn *txn;
+  rg_val k, v;
   int rc;
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
-  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur)) == 0) {
-    k.mv_data = key;
-    k.mv_size = plen;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    while (rc == 0 && k.mv_size == plen + 8 &&
-           memcmp(k.mv_data, key, plen) == 0) {
+  if ((rc = rg_cur_open(txn, RG_DB_META, &cur)) == 0) {
+    k.p = key;
+    k.n = plen;
+    rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+    while (rc == 0 && k.n == plen + 8 &&
+           memcmp(k.p, key, plen) == 0) {
       uint8_t head[16];
-      memcpy(head, (const uint8_t *)k.mv_data + plen, 8);     /* seq */
-      rg_put_u64(head + 8, v.mv_size);  /* copied out: valid after the read */
+      memcpy(head, (const uint8_t *)k.p + plen, 8);     /* seq */
+      rg_put_u64(head + 8, v.n);  /* copied out: valid after the read */
       rg_buf_add(out, head, 16);
-      rg_buf_add(out, v.mv_data, v.mv_size);
-      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+      rg_buf_add(out, v.p, v.n);
+      rc = rg_cur_get(cur, &k, &v, RG_NEXT);
     }
-    mdb_cursor_close(cur);
+    rg_cur_close(cur);
   }
   rg_read_end(env);
-  if (rc && rc != MDB_NOTFOUND) return rg_fail_mdb(e, rc, "dead letters");
+  if (rc && rc != RG_NOTFOUND) return rg_kv_fail(e, rc, "dead letters");
   if (out->oom) return rg_fail(e, 500, "out of memory");
   return 0;
 }
@@ -636,8 +635,9 @@ static int drop_body (rg_scope *s, void *ud, rg_err *e) {
   uint8_t key[RG_LEASE_KEY_MAX + 8];
   size_t plen = rg_lease_prefix(key, RG_MK_DEAD, &q->p->id);
   int rc, gone;
-  rg_put_u64(key + plen, q->seq);
-  if ((rc = rg_del(s, RG_DB_META, key, plen + 8, &gone, e))) return rc;
+  if ((rc = rg_del(s, RG_DB_META, key, rg_meta_dead_key(key, plen, q->seq),
+                   &gone, e)))
+    return rc;
   if (!gone)
     return rg_fail(e, 404, "processor '%.*s' has no dead letter %llu",
                    (int)q->p->id.namelen, q->p->id.name,

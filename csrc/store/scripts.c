@@ -36,11 +36,11 @@ static const char *what_of (int tag) {
          tag == RG_MK_UDF ? "user-defined function" : "trigger";
 }
 
-static int parse_record (int tag, const MDB_val *v, rg_srec *r) {
-  const uint8_t *p = (const uint8_t *)v->mv_data;
+static int parse_record (int tag, const rg_val *v, rg_srec *r) {
+  const uint8_t *p = (const uint8_t *)v->p;
   size_t hdr = tag == RG_MK_TRIG ? TRIG_HDR : 8;
   memset(r, 0, sizeof(*r));
-  if (v->mv_size < hdr) return -1;
+  if (v->n < hdr) return -1;
   r->version = rg_get_u64(p);
   if (tag == RG_MK_TRIG) {
     r->type = p[8];
@@ -51,62 +51,62 @@ static int parse_record (int tag, const MDB_val *v, rg_srec *r) {
       return -1;
   }
   r->src = (const char *)p + hdr;
-  r->len = v->mv_size - hdr;
+  r->len = v->n - hdr;
   return 0;
 }
 
-int rg_srec_get (MDB_txn *txn, rg_env *env, int tag, uint32_t cid,
+int rg_srec_get (rg_txn *txn, rg_env *env, int tag, uint32_t cid,
                  const char *name, size_t n, rg_srec *r, uint8_t *key,
                  size_t *klen, rg_err *e) {
-  MDB_val k, v;
+  rg_val k, v;
   int rc;
-  k.mv_data = key;
-  k.mv_size = *klen = rg_meta_key(key, tag, cid, name, n);
-  rc = mdb_get(txn, env->dbi[RG_DB_META], &k, &v);
-  if (rc == MDB_NOTFOUND)
+  k.p = key;
+  k.n = *klen = rg_meta_key(key, tag, cid, name, n);
+  rc = rg_kv_get(txn, RG_DB_META, k.p, k.n, &v);
+  if (rc == RG_NOTFOUND)
     return rg_fail(e, 404, "%s '%.*s' not found", what_of(tag), (int)n, name);
-  if (rc) return rg_fail_mdb(e, rc, "script record");
+  if (rc) return rg_kv_fail(e, rc, "script record");
   if (parse_record(tag, &v, r))
     return rg_fail(e, 500, "corrupt script record '%.*s'", (int)n, name);
   return 0;
 }
 
-int rg_scripts_version (MDB_txn *txn, rg_env *env, uint64_t *version,
+int rg_scripts_version (rg_txn *txn, rg_env *env, uint64_t *version,
                         rg_err *e) {
-  MDB_val k, v;
+  rg_val k, v;
   int rc;
   *version = 0;
-  k.mv_data = RG_META_SCRIPTS;
-  k.mv_size = sizeof(RG_META_SCRIPTS) - 1;
-  rc = mdb_get(txn, env->dbi[RG_DB_META], &k, &v);
-  if (rc == MDB_NOTFOUND) return 0;
-  if (rc) return rg_fail_mdb(e, rc, "script version");
-  if (v.mv_size == 8) *version = rg_get_u64((const uint8_t *)v.mv_data);
+  k.p = RG_META_SCRIPTS;
+  k.n = sizeof(RG_META_SCRIPTS) - 1;
+  rc = rg_kv_get(txn, RG_DB_META, k.p, k.n, &v);
+  if (rc == RG_NOTFOUND) return 0;
+  if (rc) return rg_kv_fail(e, rc, "script version");
+  if (v.n == 8) *version = rg_get_u64((const uint8_t *)v.p);
   return 0;
 }
 
-int rg_srec_each (MDB_txn *txn, rg_env *env, uint32_t cid, int tag,
+int rg_srec_each (rg_txn *txn, rg_env *env, uint32_t cid, int tag,
                   rg_srec_fn fn, void *ud, rg_err *e) {
-  MDB_cursor *cur;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_val k, v;
   uint8_t from[5];
   int rc, stop = 0;
-  if ((rc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur)))
-    return rg_fail_mdb(e, rc, "script records");
-  k.mv_data = from;
-  k.mv_size = rg_meta_key(from, tag, cid, NULL, 0);
-  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  while (rc == 0 && k.mv_size > 5 && memcmp(k.mv_data, from, 5) == 0) {
+  if ((rc = rg_cur_open(txn, RG_DB_META, &cur)))
+    return rg_kv_fail(e, rc, "script records");
+  k.p = from;
+  k.n = rg_meta_key(from, tag, cid, NULL, 0);
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  while (rc == 0 && k.n > 5 && memcmp(k.p, from, 5) == 0) {
     rg_srec r;
     int bad = parse_record(tag, &v, &r);
-    if ((stop = fn(ud, (const char *)k.mv_data + 5, k.mv_size - 5,
+    if ((stop = fn(ud, (const char *)k.p + 5, k.n - 5,
                    bad ? NULL : &r)) != 0)
       break;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   if (stop) return stop;
-  if (rc && rc != MDB_NOTFOUND) return rg_fail_mdb(e, rc, "script records");
+  if (rc && rc != RG_NOTFOUND) return rg_kv_fail(e, rc, "script records");
   return 0;
 }
 
@@ -139,19 +139,19 @@ int rg_script_put (rg_scope *s, const rg_cont *c, int tag, const char *name,
   size_t hdr = tag == RG_MK_TRIG ? TRIG_HDR : 8;
   uint64_t version;
   uint8_t *rec;
-  MDB_val k, v;
+  rg_val k, v;
   int rc;
   if ((rc = rg_cont_alive(s->txn, c, e))) return rc;
-  k.mv_data = key;
-  k.mv_size = rg_meta_key(key, tag, c->spec->cid, name, n);
-  rc = mdb_get(s->txn, s->env->dbi[RG_DB_META], &k, &v);
-  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, what, e);
+  k.p = key;
+  k.n = rg_meta_key(key, tag, c->spec->cid, name, n);
+  rc = rg_kv_get(s->txn, RG_DB_META, k.p, k.n, &v);
+  if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, what, e);
   if (mode == RG_PUT_CREATE && rc == 0)
     return rg_fail(e, 409, "%s '%.*s' already exists", what, (int)n, name);
-  if (mode == RG_PUT_REPLACE && rc == MDB_NOTFOUND)
+  if (mode == RG_PUT_REPLACE && rc == RG_NOTFOUND)
     return rg_fail(e, 404, "%s '%.*s' not found", what, (int)n, name);
   if ((rc = next_version(s, &version, e))) return rc;
-  if ((rec = (uint8_t *)rg_reserve(s, RG_DB_META, key, k.mv_size, hdr + len,
+  if ((rec = (uint8_t *)rg_reserve(s, RG_DB_META, key, k.n, hdr + len,
                                    e)) == NULL)
     return s->failed;
   rg_put_u64(rec, version);
@@ -182,7 +182,7 @@ int rg_script_get (const rg_cont *c, int tag, const char *name, size_t n,
                    rg_buf *src, int trig[3], rg_err *e) {
   uint8_t key[5 + RG_MAX_NAME];
   size_t klen;
-  MDB_txn *txn;
+  rg_txn *txn;
   rg_srec r;
   int rc;
   if ((rc = rg_read_begin(c->env, &txn, e))) return rc;
@@ -219,7 +219,7 @@ static int add_name (void *ud, const char *name, size_t n, const rg_srec *r) {
 
 int rg_script_names (const rg_cont *c, int tag, rg_buf *out, int *count,
                      rg_err *e) {
-  MDB_txn *txn;
+  rg_txn *txn;
   names q;
   int rc;
   q.out = out;

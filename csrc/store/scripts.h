@@ -33,18 +33,18 @@ typedef struct rg_srec {
 ** (RG_MK_UDF) or trigger (RG_MK_TRIG)
 ** `name`: 0, 404 (absent) or 500.  `key` (5 + RG_MAX_NAME bytes) receives
 ** its meta key, which names it in caches. */
-int rg_srec_get (MDB_txn *txn, rg_env *env, int tag, uint32_t cid,
+int rg_srec_get (rg_txn *txn, rg_env *env, int tag, uint32_t cid,
                  const char *name, size_t n, rg_srec *r, uint8_t *key,
                  size_t *klen, rg_err *e);
 /* The database's script version (0: no script was ever stored). */
-int rg_scripts_version (MDB_txn *txn, rg_env *env, uint64_t *version,
+int rg_scripts_version (rg_txn *txn, rg_env *env, uint64_t *version,
                         rg_err *e);
 /* Calls fn for every record of a container's procedures or triggers, in
 ** name order (r NULL for a record that does not decode); a nonzero return
 ** stops the walk and is returned. */
 typedef int (*rg_srec_fn) (void *ud, const char *name, size_t n,
                            const rg_srec *r);
-int rg_srec_each (MDB_txn *txn, rg_env *env, uint32_t cid, int tag,
+int rg_srec_each (rg_txn *txn, rg_env *env, uint32_t cid, int tag,
                   rg_srec_fn fn, void *ud, rg_err *e);
 
 /* Stores a procedure (tag RG_MK_PROC) or trigger (RG_MK_TRIG, with `trig`

@@ -434,39 +434,39 @@ static void parse_set (const char *text, size_t n, const char *key,
   cJSON_Delete(j);
 }
 
-static void read_stored (MDB_txn *txn, rg_env *env, stored *st) {
-  MDB_val v;
+static void read_stored (rg_txn *txn, rg_env *env, stored *st) {
+  rg_val v;
   memset(st, 0, sizeof(*st));
-  if (rg_meta_get(txn, env, RG_META_THROUGHPUT, sizeof(RG_META_THROUGHPUT) - 1,
-               &v) == 0 && v.mv_size >= 8) {
-    st->version = rg_get_u64((const uint8_t *)v.mv_data);
-    parse_set((const char *)v.mv_data + 8, v.mv_size - 8, NULL, &st->db, NULL);
+  if (rg_kv_get(txn, RG_DB_META, RG_META_THROUGHPUT,
+                sizeof(RG_META_THROUGHPUT) - 1, &v) == 0 && v.n >= 8) {
+    st->version = rg_get_u64((const uint8_t *)v.p);
+    parse_set((const char *)v.p + 8, v.n - 8, NULL, &st->db, NULL);
   }
-  if (rg_meta_get(txn, env, RG_META_CID, sizeof(RG_META_CID) - 1, &v) == 0 &&
-      v.mv_size == 4)
-    st->last_cid = rg_get_u32((const uint8_t *)v.mv_data);
+  if (rg_kv_get(txn, RG_DB_META, RG_META_CID, sizeof(RG_META_CID) - 1,
+                &v) == 0 && v.n == 4)
+    st->last_cid = rg_get_u32((const uint8_t *)v.p);
 }
 
 /* A container's live setting from its stored spec `v`: 1 when it
 ** accounts (a budget of its own, or counters on the database's), else 0. */
-static int spec_set (const MDB_val *v, const stored *st, rg_tpset *set,
+static int spec_set (const rg_val *v, const stored *st, rg_tpset *set,
                      int *nparts) {
   memset(set, 0, sizeof(*set));
   *nparts = 1;
   if (st->db.mode == RG_TP_NONE &&
-      memmem(v->mv_data, v->mv_size, "\"throughput\"", 12) == NULL)
+      memmem(v->p, v->n, "\"throughput\"", 12) == NULL)
     return 0;                         /* not worth parsing */
-  parse_set((const char *)v->mv_data, v->mv_size, "throughput", set, nparts);
+  parse_set((const char *)v->p, v->n, "throughput", set, nparts);
   return set->mode != RG_TP_NONE || st->db.mode != RG_TP_NONE;
 }
 
 /* The same for container `cid`; -1 when it is gone. */
-static int container_set (MDB_txn *txn, rg_env *env, uint32_t cid,
+static int container_set (rg_txn *txn, rg_env *env, uint32_t cid,
                           const stored *st, rg_tpset *set, int *nparts) {
   uint8_t key[8];
-  MDB_val v;
-  if (rg_meta_get(txn, env, key, rg_meta_key(key, RG_MK_SPEC, cid, NULL, 0),
-               &v) != 0)
+  rg_val v;
+  if (rg_kv_get(txn, RG_DB_META, key,
+                rg_meta_key(key, RG_MK_SPEC, cid, NULL, 0), &v) != 0)
     return -1;
   return spec_set(&v, st, set, nparts);
 }
@@ -477,9 +477,9 @@ static int resync (struct rg_tpfile *f, rg_env *env, rg_err *e) {
   tp_dirent *d = dir(f);
   uint64_t now = now_ns();
   uint8_t from[1] = { RG_MK_SPEC };
-  MDB_cursor *cur;
-  MDB_txn *txn;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_txn *txn;
+  rg_val k, v;
   stored st;
   int i, rc;
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
@@ -495,25 +495,25 @@ static int resync (struct rg_tpfile *f, rg_env *env, rg_err *e) {
   if (st.db.mode == RG_TP_NONE) drop_slot(f, 0);
   else rc = set_slot(f, 0, db_parts(&st.db), &st.db, now, e);
   if (rc == 0) {                    /* every container that accounts */
-    int mrc = mdb_cursor_open(txn, env->dbi[RG_DB_META], &cur);
-    if (mrc) rc = rg_fail_mdb(e, mrc, "reading the catalog");
+    int mrc = rg_cur_open(txn, RG_DB_META, &cur);
+    if (mrc) rc = rg_kv_fail(e, mrc, "reading the catalog");
     else {
-      k.mv_data = from;
-      k.mv_size = 1;
-      mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-      while (mrc == 0 && k.mv_size == 5 &&
-             ((uint8_t *)k.mv_data)[0] == RG_MK_SPEC) {
+      k.p = from;
+      k.n = 1;
+      mrc = rg_cur_get(cur, &k, &v, RG_SEEK);
+      while (mrc == 0 && k.n == 5 &&
+             ((uint8_t *)k.p)[0] == RG_MK_SPEC) {
         rg_tpset set;
         int n;
         if (spec_set(&v, &st, &set, &n) == 1 &&
-            (rc = set_slot(f, rg_get_u32((const uint8_t *)k.mv_data + 1), n,
+            (rc = set_slot(f, rg_get_u32((const uint8_t *)k.p + 1), n,
                            &set, now, e)))
           break;
-        mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        mrc = rg_cur_get(cur, &k, &v, RG_NEXT);
       }
-      mdb_cursor_close(cur);
-      if (rc == 0 && mrc != 0 && mrc != MDB_NOTFOUND)
-        rc = rg_fail_mdb(e, mrc, "reading the catalog");
+      rg_cur_close(cur);
+      if (rc == 0 && mrc != 0 && mrc != RG_NOTFOUND)
+        rc = rg_kv_fail(e, mrc, "reading the catalog");
     }
   }
   if (rc == 0) {
@@ -535,7 +535,7 @@ static int apply (rg_env *env, uint32_t cid, int bumped, int created,
                   rg_err *e) {
   struct rg_tpfile *f = env->tp;
   tp_header *h;
-  MDB_txn *txn;
+  rg_txn *txn;
   stored st;
   int rc = 0, full;
   if (f == NULL) return 0;
@@ -602,7 +602,7 @@ int rg_tp_attach (rg_env *env, rg_err *e) {
   char path[4096], boot[40];
   struct rg_tpfile *f;
   struct stat st;
-  MDB_txn *txn;
+  rg_txn *txn;
   stored sto;
   int fd, rc = 0, behind;
   env->tp = NULL;
@@ -901,21 +901,21 @@ typedef struct setreq {
 /* Bumps the "\1throughput" version; for the database, stores the value
 ** (for a container, keeps the database's). */
 static int bump (rg_scope *s, const setreq *q, rg_err *e) {
-  MDB_val v;
+  rg_val v;
   rg_buf b;
   uint8_t ver[8];
   uint64_t n = 0;
-  int rc = rg_meta_get(s->txn, s->env, RG_META_THROUGHPUT,
+  int rc = rg_kv_get(s->txn, RG_DB_META, RG_META_THROUGHPUT,
                     sizeof(RG_META_THROUGHPUT) - 1, &v);
-  if (rc != 0 && rc != MDB_NOTFOUND)
-    return rg_scope_mdb(s, rc, "throughput", e);
-  if (rc == 0 && v.mv_size >= 8) n = rg_get_u64((const uint8_t *)v.mv_data);
+  if (rc != 0 && rc != RG_NOTFOUND)
+    return rg_scope_fail(s, rc, "throughput", e);
+  if (rc == 0 && v.n >= 8) n = rg_get_u64((const uint8_t *)v.p);
   rg_put_u64(ver, n + 1);
   rg_buf_init(&b);
   rg_buf_add(&b, ver, 8);
   if (q->cid != 0) {
-    if (rc == 0 && v.mv_size > 8)
-      rg_buf_add(&b, (const char *)v.mv_data + 8, v.mv_size - 8);
+    if (rc == 0 && v.n > 8)
+      rg_buf_add(&b, (const char *)v.p + 8, v.n - 8);
   }
   else if (q->value) rg_json_print(q->value, &b);
   if (b.oom) { rg_buf_free(&b); return rg_fail(e, 500, "out of memory"); }
@@ -928,7 +928,7 @@ static int bump (rg_scope *s, const setreq *q, rg_err *e) {
 static int set_body (rg_scope *s, void *ud, rg_err *e) {
   setreq *q = (setreq *)ud;
   uint8_t key[8];
-  MDB_val v;
+  rg_val v;
   cJSON *j = NULL;
   rg_cspec *spec = NULL;
   rg_buf text;
@@ -936,10 +936,10 @@ static int set_body (rg_scope *s, void *ud, rg_err *e) {
   int rc;
   if (q->cid == 0) return bump(s, q, e);
   kn = rg_meta_key(key, RG_MK_SPEC, q->cid, NULL, 0);
-  if ((rc = rg_meta_get(s->txn, s->env, key, kn, &v)) == MDB_NOTFOUND)
+  if ((rc = rg_kv_get(s->txn, RG_DB_META, key, kn, &v)) == RG_NOTFOUND)
     return rg_fail(e, 404, "the container has been deleted");
-  if (rc) return rg_scope_mdb(s, rc, "catalog", e);
-  if ((rc = rg_json_parse((const char *)v.mv_data, v.mv_size, &j, e)))
+  if (rc) return rg_scope_fail(s, rc, "catalog", e);
+  if ((rc = rg_json_parse((const char *)v.p, v.n, &j, e)))
     return rg_fail(e, 500, "corrupt container spec: %s", e->msg);
   cJSON_DeleteItemFromObjectCaseSensitive(j, "throughput");
   if (q->value) {
@@ -986,13 +986,13 @@ int rg_tp_set_database (rg_env *env, int sync, const cJSON *value,
 }
 
 int rg_tp_database (rg_env *env, rg_buf *out, rg_err *e) {
-  MDB_txn *txn;
-  MDB_val v;
+  rg_txn *txn;
+  rg_val v;
   int rc;
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
-  if (rg_meta_get(txn, env, RG_META_THROUGHPUT, sizeof(RG_META_THROUGHPUT) - 1,
-               &v) == 0 && v.mv_size > 8)
-    rg_buf_add(out, (const char *)v.mv_data + 8, v.mv_size - 8);
+  if (rg_kv_get(txn, RG_DB_META, RG_META_THROUGHPUT,
+                sizeof(RG_META_THROUGHPUT) - 1, &v) == 0 && v.n > 8)
+    rg_buf_add(out, (const char *)v.p + 8, v.n - 8);
   rg_read_end(env);
   return out->oom ? rg_fail(e, 500, "out of memory") : 0;
 }

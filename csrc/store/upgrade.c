@@ -50,14 +50,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <lmdb.h>
-
 #include "base/json.h"
 #include "store/catalog.h"
 #include "store/env_int.h"
 #include "store/upgrade.h"
 #include "store/verify.h"
-#include "store/wal.h"
 #include "store/write.h"
 
 #define BATCH      10000        /* items (or records) per transaction */
@@ -70,9 +67,8 @@ typedef struct upg {
   const char *path;
   const rg_upgrade_opts *o;
   rg_upgrade_info *info;
-  MDB_env *oenv;
-  MDB_txn *otxn;                /* the old database, read throughout */
-  MDB_dbi odbi[O_N];
+  rg_local *old;
+  rg_txn *otxn;                /* the old database, read throughout */
   rg_env *nenv;
   uint32_t *cids;               /* the containers (in the old catalog) */
   uint64_t *counts;             /* their items, as counted in the old one */
@@ -86,14 +82,6 @@ static void pathf (char *out, size_t n, const char *path, const char *what) {
 static int file_exists (const char *p) {
   struct stat st;
   return stat(p, &st) == 0;
-}
-
-int rg_upgrade_interrupted (const char *path) {
-  char a[4096], b[4096], c[4096];
-  pathf(a, sizeof(a), path, "data.mdb");
-  pathf(b, sizeof(b), path, "data.mdb.format1");
-  pathf(c, sizeof(c), path, ".upgrade/data.mdb");
-  return !file_exists(a) && file_exists(b) && file_exists(c);
 }
 
 /* Removes the files of .upgrade other than its data file (with `data`,
@@ -140,70 +128,34 @@ static void clear_tmp (const char *path) {
 ** The old database
 ** ======================================================================
 */
-typedef struct readers {
-  pid_t self, other;
-} readers;
-
-static int reader_line (const char *msg, void *ctx) {
-  readers *r = (readers *)ctx;
-  long pid;
-  if (sscanf(msg, "%ld", &pid) == 1 && pid > 0 && (pid_t)pid != r->self)
-    r->other = (pid_t)pid;
-  return 0;
-}
-
 static int open_old (upg *u, rg_err *e) {
   char data[4096];
   struct stat st;
-  readers rd;
-  MDB_val k, v;
-  int rc, i, dead;
+  rg_val v;
+  int rc;
   pathf(data, sizeof(data), u->path, "data.mdb");
   if (stat(data, &st) != 0)
     return rg_fail(e, 404, "no database in '%s'", u->path);
-  {                                /* what the log holds, replayed first */
-    rg_wal *w;
-    if ((rc = rg_wal_open(u->path, 0, &w, e))) return rc;
-    rg_wal_close(w);
-  }
   u->info->old_bytes = (uint64_t)st.st_size;
-  if ((rc = mdb_env_create(&u->oenv))) goto fail;
-  mdb_env_set_maxdbs(u->oenv, 16);
-  mdb_env_set_mapsize(u->oenv, (size_t)st.st_size + (64u << 20));
-  if ((rc = mdb_env_open(u->oenv, u->path, MDB_NOTLS, 0644))) goto fail;
-  mdb_reader_check(u->oenv, &dead);
-  rd.self = getpid();
-  rd.other = 0;
-  mdb_reader_list(u->oenv, reader_line, &rd);
-  if (rd.other)
-    return rg_fail(e, 409, "upgrade: process %ld has the database open; "
-                   "close every handle on it first", (long)rd.other);
-  if ((rc = mdb_txn_begin(u->oenv, NULL, 0, &u->otxn))) goto fail;
-  for (i = 0; i < O_N; i++)
-    if ((rc = mdb_dbi_open(u->otxn, old_names[i], 0, &u->odbi[i]))) {
-      if (rc == MDB_NOTFOUND)
-        return rg_fail(e, 404, "'%s' is not a regolith database", u->path);
-      goto fail;
-    }
-  k.mv_data = RG_META_VERSION;
-  k.mv_size = sizeof(RG_META_VERSION) - 1;
-  if ((rc = mdb_get(u->otxn, u->odbi[O_META], &k, &v)) || v.mv_size != 4) {
-    if (rc == 0 || rc == MDB_NOTFOUND)
-      return rg_fail(e, 404, "'%s' is not a regolith database (no format "
-                     "version)", u->path);
-    goto fail;
+  if ((rc = rg_local_open_raw(u->path, old_names, O_N, &u->old, &u->otxn,
+                              e)))
+    return rg_fail(e, rc, "upgrade: %s", e->msg);
+  rc = rg_kv_get(u->otxn, O_META, RG_META_VERSION,
+                 sizeof(RG_META_VERSION) - 1, &v);
+  if (rc == 0 && v.n == 4) {
+    u->info->from = (int)rg_get_u32((const uint8_t *)v.p);
+    return 0;
   }
-  u->info->from = (int)rg_get_u32((const uint8_t *)v.mv_data);
-  return 0;
-fail:
-  return rg_fail_mdb(e, rc, "upgrade: the old database");
+  if (rc == 0 || rc == RG_NOTFOUND)
+    return rg_fail(e, 404, "'%s' is not a regolith database (no format "
+                   "version)", u->path);
+  return rg_kv_fail(e, rc, "upgrade: the old database");
 }
 
 static void close_old (upg *u) {
-  if (u->otxn) mdb_txn_abort(u->otxn);
-  if (u->oenv) mdb_env_close(u->oenv);
+  rg_local_close(u->old);
+  u->old = NULL;
   u->otxn = NULL;
-  u->oenv = NULL;
 }
 
 static int live (const upg *u, uint32_t cid) {
@@ -214,18 +166,18 @@ static int live (const upg *u, uint32_t cid) {
 
 /* The containers of the old catalog (its specs). */
 static int list_cids (upg *u, rg_err *e) {
-  MDB_cursor *cur;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_val k, v;
   uint8_t from[1] = { RG_MK_SPEC };
   size_t cap = 0;
   int rc;
-  if ((rc = mdb_cursor_open(u->otxn, u->odbi[O_META], &cur)))
-    return rg_fail_mdb(e, rc, "upgrade");
-  k.mv_data = from;
-  k.mv_size = 1;
-  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  for (; rc == 0 && k.mv_size == 5 && ((uint8_t *)k.mv_data)[0] == RG_MK_SPEC;
-       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+  if ((rc = rg_cur_open(u->otxn, O_META, &cur)))
+    return rg_kv_fail(e, rc, "upgrade");
+  k.p = from;
+  k.n = 1;
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  for (; rc == 0 && k.n == 5 && ((uint8_t *)k.p)[0] == RG_MK_SPEC;
+       rc = rg_cur_get(cur, &k, &v, RG_NEXT)) {
     if (u->ncids == cap) {
       uint32_t *a;
       uint64_t *b;
@@ -234,13 +186,16 @@ static int list_cids (upg *u, rg_err *e) {
       if (a) u->cids = a;
       b = (uint64_t *)realloc(u->counts, cap * sizeof(uint64_t));
       if (b) u->counts = b;
-      if (!a || !b) { mdb_cursor_close(cur); return rg_fail(e, 500, "out of memory"); }
+      if (!a || !b) {
+        rg_cur_close(cur);
+        return rg_fail(e, 500, "out of memory");
+      }
     }
     u->counts[u->ncids] = 0;
-    u->cids[u->ncids++] = rg_get_u32((const uint8_t *)k.mv_data + 1);
+    u->cids[u->ncids++] = rg_get_u32((const uint8_t *)k.p + 1);
   }
-  mdb_cursor_close(cur);
-  return rc == 0 || rc == MDB_NOTFOUND ? 0 : rg_fail_mdb(e, rc, "upgrade");
+  rg_cur_close(cur);
+  return rc == 0 || rc == RG_NOTFOUND ? 0 : rg_kv_fail(e, rc, "upgrade");
 }
 /* }===================================================================== */
 
@@ -251,9 +206,9 @@ static int list_cids (upg *u, rg_err *e) {
 ** ======================================================================
 */
 /* A spec that keeps the all-versions feed, as format 1 did. */
-static int spec_with_history (const MDB_val *v, rg_buf *out, rg_err *e) {
+static int spec_with_history (const rg_val *v, rg_buf *out, rg_err *e) {
   cJSON *j = NULL, *cf, *av;
-  int rc = rg_json_parse((const char *)v->mv_data, v->mv_size, &j, e);
+  int rc = rg_json_parse((const char *)v->p, v->n, &j, e);
   if (rc) return rg_fail(e, 500, "upgrade: a corrupt container spec: %s",
                          e->msg);
   cf = cJSON_GetObjectItemCaseSensitive(j, "change_feed");
@@ -271,35 +226,35 @@ static int spec_with_history (const MDB_val *v, rg_buf *out, rg_err *e) {
 
 static int meta_body (rg_scope *s, void *ud, rg_err *e) {
   upg *u = (upg *)ud;
-  MDB_cursor *cur;
-  MDB_val k, v;
+  rg_cur *cur;
+  rg_val k, v;
   int rc;
-  if ((rc = mdb_cursor_open(u->otxn, u->odbi[O_META], &cur)))
-    return rg_fail_mdb(e, rc, "upgrade");
-  rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-  for (; rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    const uint8_t *key = (const uint8_t *)k.mv_data;
-    const void *val = v.mv_data;
-    size_t vn = v.mv_size;
+  if ((rc = rg_cur_open(u->otxn, O_META, &cur)))
+    return rg_kv_fail(e, rc, "upgrade");
+  rc = rg_cur_get(cur, &k, &v, RG_FIRST);
+  for (; rc == 0; rc = rg_cur_get(cur, &k, &v, RG_NEXT)) {
+    const uint8_t *key = (const uint8_t *)k.p;
+    const void *val = v.p;
+    size_t vn = v.n;
     uint8_t lease[LEASE_SIZE + RG_MAX_INSTANCE];
     rg_buf spec;
-    int tag = k.mv_size ? key[0] : 0, r;
+    int tag = k.n ? key[0] : 0, r;
     if (tag == 1) {                  /* "\1..." counters and the secret */
-      if (k.mv_size == sizeof(RG_META_VERSION) - 1 &&
-          memcmp(key, RG_META_VERSION, k.mv_size) == 0)
+      if (k.n == sizeof(RG_META_VERSION) - 1 &&
+          memcmp(key, RG_META_VERSION, k.n) == 0)
         continue;
     }
     else if (tag == RG_MK_NAME) {
       if (vn != 4 || !live(u, rg_get_u32((const uint8_t *)val))) continue;
     }
-    else if (k.mv_size < 5 || !live(u, rg_get_u32(key + 1)) ||
+    else if (k.n < 5 || !live(u, rg_get_u32(key + 1)) ||
              tag == RG_MK_STATS || tag == RG_MK_DROP || tag == RG_MK_SHAPE)
       continue;                      /* a dropped container's, or rebuilt
                                         (shapes list format 2's path ids) */
     rg_buf_init(&spec);
     if (tag == RG_MK_SPEC && !u->o->drop_history) {
       if ((r = spec_with_history(&v, &spec, e))) {
-        mdb_cursor_close(cur);
+        rg_cur_close(cur);
         return r;
       }
       val = spec.p;
@@ -313,12 +268,12 @@ static int meta_body (rg_scope *s, void *ud, rg_err *e) {
       rg_put_u64(lease + 20, 0);
       val = lease;
     }
-    r = rg_put(s, RG_DB_META, k.mv_data, k.mv_size, val, vn, e);
+    r = rg_put(s, RG_DB_META, k.p, k.n, val, vn, e);
     rg_buf_free(&spec);
-    if (r) { mdb_cursor_close(cur); return r; }
+    if (r) { rg_cur_close(cur); return r; }
   }
-  mdb_cursor_close(cur);
-  if (rc != MDB_NOTFOUND) return rg_fail_mdb(e, rc, "upgrade");
+  rg_cur_close(cur);
+  if (rc != RG_NOTFOUND) return rg_kv_fail(e, rc, "upgrade");
   return 0;
 }
 /* }===================================================================== */
@@ -361,9 +316,9 @@ static void ibatch_empty (ibatch *q) {
 
 static int copy_items (upg *u, size_t ci, rg_err *e) {
   ibatch q;
-  MDB_cursor *cur = NULL;
-  MDB_txn *ntxn;
-  MDB_val k, v;
+  rg_cur *cur = NULL;
+  rg_txn *ntxn;
+  rg_val k, v;
   uint8_t p[4];
   int rc;
   memset(&q, 0, sizeof(q));
@@ -379,27 +334,26 @@ static int copy_items (upg *u, size_t ci, rg_err *e) {
     rc = rg_fail(e, 500, "out of memory");
     goto done;
   }
-  if ((rc = mdb_cursor_open(u->otxn, u->odbi[O_ITEMS], &cur))) {
-    rc = rg_fail_mdb(e, rc, "upgrade");
+  if ((rc = rg_cur_open(u->otxn, O_ITEMS, &cur))) {
+    rc = rg_kv_fail(e, rc, "upgrade");
     goto done;
   }
-  rg_put_u32(p, u->cids[ci]);
-  k.mv_data = p;
-  k.mv_size = 4;
-  rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+  k.p = p;
+  k.n = rg_key_cid(p, u->cids[ci]);
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
   for (;;) {
-    int more = rc == 0 && k.mv_size >= 4 && memcmp(k.mv_data, p, 4) == 0;
-    if (rc && rc != MDB_NOTFOUND) { rc = rg_fail_mdb(e, rc, "upgrade"); break; }
+    int more = rc == 0 && k.n >= 4 && memcmp(k.p, p, 4) == 0;
+    if (rc && rc != RG_NOTFOUND) { rc = rg_kv_fail(e, rc, "upgrade"); break; }
     if (more) {
       rg_bulk_item *it = &q.items[q.n];
-      if (v.mv_size < 8 ||
-          rg_json_parse((const char *)v.mv_data + 8, v.mv_size - 8, &it->doc,
+      if (v.n < 8 ||
+          rg_json_parse((const char *)v.p + 8, v.n - 8, &it->doc,
                         e)) {
         rc = rg_fail(e, 500, "upgrade: a corrupt item in container '%s'",
                      q.c.spec->name);
         break;
       }
-      it->expiry = (int64_t)rg_get_u64((const uint8_t *)v.mv_data);
+      it->expiry = (int64_t)rg_get_u64((const uint8_t *)v.p);
       q.n++;
       u->counts[ci]++;
     }
@@ -412,10 +366,10 @@ static int copy_items (upg *u, size_t ci, rg_err *e) {
       ibatch_empty(&q);
     }
     if (!more) { rc = 0; break; }
-    rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
   }
 done:
-  if (cur) mdb_cursor_close(cur);
+  if (cur) rg_cur_close(cur);
   if (q.items) ibatch_empty(&q);
   free(q.items);
   rg_bulk_free(q.bulk);
@@ -425,7 +379,7 @@ done:
 
 typedef struct fbatch {
   upg *u;
-  MDB_cursor *cur;
+  rg_cur *cur;
   uint8_t start[RG_MAX_KEY];      /* where the batch starts (a rerun too) */
   size_t startn;
   int done;
@@ -436,24 +390,24 @@ typedef struct fbatch {
 ** and sets q->start to the first one left. */
 static int feed_body (rg_scope *s, void *ud, rg_err *e) {
   fbatch *q = (fbatch *)ud;
-  MDB_val k, v;
+  rg_val k, v;
   int rc, n = 0;
-  k.mv_data = q->start;
-  k.mv_size = q->startn;
-  rc = mdb_cursor_get(q->cur, &k, &v, q->startn ? MDB_SET_RANGE : MDB_FIRST);
+  k.p = q->start;
+  k.n = q->startn;
+  rc = rg_cur_get(q->cur, &k, &v, q->startn ? RG_SEEK : RG_FIRST);
   q->n = 0;
-  for (; rc == 0 && n < BATCH; rc = mdb_cursor_get(q->cur, &k, &v, MDB_NEXT),
+  for (; rc == 0 && n < BATCH; rc = rg_cur_get(q->cur, &k, &v, RG_NEXT),
                               n++) {
-    if (k.mv_size < 4 || !live(q->u, rg_get_u32((const uint8_t *)k.mv_data)))
+    if (k.n < 4 || !live(q->u, rg_get_u32((const uint8_t *)k.p)))
       continue;
-    rc = rg_put_flags(s, RG_DB_FEED, k.mv_data, k.mv_size, v.mv_data,
-                      v.mv_size, MDB_APPEND, e);
+    rc = rg_put_flags(s, RG_DB_FEED, k.p, k.n, v.p,
+                      v.n, RG_KV_APPEND, e);
     if (rc) return rc;
     q->n++;
   }
-  if (rc == MDB_NOTFOUND) { q->done = 1; return 0; }
-  if (rc) return rg_fail_mdb(e, rc, "upgrade");
-  if (k.mv_size > sizeof(q->start)) return rg_fail(e, 500, "corrupt feed key");
+  if (rc == RG_NOTFOUND) { q->done = 1; return 0; }
+  if (rc) return rg_kv_fail(e, rc, "upgrade");
+  if (k.n > sizeof(q->start)) return rg_fail(e, 500, "corrupt feed key");
   q->done = 0;
   return 0;
 }
@@ -463,22 +417,22 @@ static int copy_feed (upg *u, rg_err *e) {
   int rc = 0;
   memset(&q, 0, sizeof(q));
   q.u = u;
-  if ((rc = mdb_cursor_open(u->otxn, u->odbi[O_FEED], &q.cur)))
-    return rg_fail_mdb(e, rc, "upgrade");
+  if ((rc = rg_cur_open(u->otxn, O_FEED, &q.cur)))
+    return rg_kv_fail(e, rc, "upgrade");
   while (!q.done && rc == 0) {
     rc = rg_scope_run(u->nenv, NULL, NULL, RG_SYNC_NONE, 0, feed_body, &q, e);
     if (rc == 0) u->info->feed_records += q.n;
     if (rc == 0 && !q.done) {        /* the next batch starts where it is */
-      MDB_val k, v;
-      if ((rc = mdb_cursor_get(q.cur, &k, &v, MDB_GET_CURRENT))) {
-        rc = rg_fail_mdb(e, rc, "upgrade");
+      rg_val k, v;
+      if ((rc = rg_cur_get(q.cur, &k, &v, RG_CURRENT))) {
+        rc = rg_kv_fail(e, rc, "upgrade");
         break;
       }
-      memcpy(q.start, k.mv_data, k.mv_size);
-      q.startn = k.mv_size;
+      memcpy(q.start, k.p, k.n);
+      q.startn = k.n;
     }
   }
-  mdb_cursor_close(q.cur);
+  rg_cur_close(q.cur);
   return rc;
 }
 /* }===================================================================== */
@@ -512,7 +466,7 @@ static int check_new (upg *u, rg_err *e) {
   }
   u->info->containers = (uint64_t)n;
   for (c = 0; c < u->ncids && rc == 0; c++) {
-    MDB_txn *txn;
+    rg_txn *txn;
     rg_cspec *spec = NULL;
     if ((rc = rg_read_begin(u->nenv, &txn, e))) break;
     rc = rg_load_spec(txn, u->nenv, u->cids[c], &spec, e);
@@ -577,20 +531,20 @@ int rg_upgrade (const char *path, const rg_upgrade_opts *o,
     rg_env_info ni;
     rg_env_info_get(u.nenv, &ni);
     info->new_bytes = ni.used_bytes;
-    if ((rc = mdb_env_sync(u.nenv->mdb, 1))) {
-      rc = rg_fail_mdb(e, rc, "upgrade: flushing the new database");
+    if ((rc = rg_local_flush(u.nenv->local, e))) {
+      rc = rg_fail(e, rc, "upgrade: flushing the new database: %s", e->msg);
       goto out;
     }
   }
   rg_env_release(u.nenv);
   u.nenv = NULL;
   /* the old file flushed (its log is about to go), then its log removed */
-  if ((rc = mdb_env_sync(u.oenv, 1))) {
-    rc = rg_fail_mdb(e, rc, "upgrade: flushing the old database");
+  if ((rc = rg_local_flush(u.old, e))) {
+    rc = rg_fail(e, rc, "upgrade: flushing the old database: %s", e->msg);
     goto out;
   }
   close_old(&u);
-  if ((rc = rg_wal_forget(path, e))) goto out;
+  if ((rc = rg_local_forget(path, e))) goto out;
   pathf(data, sizeof(data), path, "data.mdb");
   pathf(old, sizeof(old), path, "data.mdb.format1");
   pathf(lock, sizeof(lock), path, "lock.mdb");

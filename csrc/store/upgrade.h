@@ -40,8 +40,5 @@ typedef struct rg_upgrade_info {
 ** left as it was), or a storage status. */
 int rg_upgrade (const char *path, const rg_upgrade_opts *o,
                 rg_upgrade_info *info, rg_err *e);
-/* Is an upgrade of `path` interrupted between its two renames? (Then the
-** directory has no data.mdb; running the upgrade again finishes it.) */
-int rg_upgrade_interrupted (const char *path);
 
 #endif

@@ -33,12 +33,14 @@
 #include "store/feed.h"
 #include "store/index.h"
 #include "store/lease.h"
+#include "store/pagewalk.h"
 #include "store/verify.h"
+#include "store/vindex.h"
 
 #define MAX_PROBLEMS 50
 
 typedef struct verifier {
-  MDB_txn *txn;
+  rg_txn *txn;
   rg_env *env;
   uint64_t last_lsn;
   rg_buf report;
@@ -60,28 +62,27 @@ static void problem (verifier *v, const char *fmt, const char *a,
 /* Entries of table `db` whose key starts with the 4-byte cid (with `dups`,
 ** the duplicates of each key). */
 static uint64_t count_entries (verifier *v, int db, uint32_t cid, int dups) {
-  MDB_cursor *cur;
-  MDB_val k, d;
+  rg_cur *cur;
+  rg_val k, d;
   uint8_t p[4];
   uint64_t n = 0;
   int rc;
-  if (mdb_cursor_open(v->txn, v->env->dbi[db], &cur)) return 0;
-  rg_put_u32(p, cid);
-  k.mv_data = p;
-  k.mv_size = 4;
-  rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
-  while (rc == 0 && k.mv_size >= 4 && memcmp(k.mv_data, p, 4) == 0) {
+  if (rg_cur_open(v->txn, db, &cur)) return 0;
+  k.p = p;
+  k.n = rg_key_cid(p, cid);
+  rc = rg_cur_get(cur, &k, &d, RG_SEEK);
+  while (rc == 0 && k.n >= 4 && memcmp(k.p, p, 4) == 0) {
     size_t more = 1;
-    if (dups && mdb_cursor_count(cur, &more)) more = 0;
+    if (dups && rg_cur_count(cur, &more)) more = 0;
     n += more;
-    rc = mdb_cursor_get(cur, &k, &d, dups ? MDB_NEXT_NODUP : MDB_NEXT);
+    rc = rg_cur_get(cur, &k, &d, dups ? RG_NEXT_NODUP : RG_NEXT);
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   return n;
 }
 
 static int exists (verifier *v, int db, const void *key, size_t n,
-                   MDB_val *out);
+                   rg_val *out);
 
 static uint64_t count_prefix (verifier *v, int db, uint32_t cid) {
   return count_entries(v, db, cid, 0);
@@ -96,27 +97,27 @@ static uint64_t refs_of (verifier *v, uint32_t cid) {
 /* One pass over the refs table: every entry names an item whose header
 ** names it back; the entries are counted per container. */
 static void verify_refs (verifier *v) {
-  MDB_cursor *cur;
-  MDB_val k, d;
+  rg_cur *cur;
+  rg_val k, d;
   size_t cap = 0, i;
   int rc;
-  if (mdb_cursor_open(v->txn, v->env->dbi[RG_DB_REFS], &cur)) return;
-  rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST);
-  for (; rc == 0; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
-    MDB_val iv;
+  if (rg_cur_open(v->txn, RG_DB_REFS, &cur)) return;
+  rc = rg_cur_get(cur, &k, &d, RG_FIRST);
+  for (; rc == 0; rc = rg_cur_get(cur, &k, &d, RG_NEXT)) {
+    rg_val iv;
     rg_ihdr ih;
     uint32_t cid;
-    if (k.mv_size != 4 || d.mv_size < 12) {
+    if (k.n != 4 || d.n < 12) {
       problem(v, "the refs table holds a malformed entry%s", "", 0);
       continue;
     }
-    cid = rg_get_u32((const uint8_t *)d.mv_data);
-    if (!exists(v, RG_DB_ITEMS, d.mv_data, d.mv_size, &iv) ||
-        rg_ihdr_get(iv.mv_data, iv.mv_size, &ih, NULL, NULL) ||
-        ih.seq != rg_get_u32((const uint8_t *)k.mv_data))
+    cid = rg_get_u32((const uint8_t *)d.p);
+    if (!exists(v, RG_DB_ITEMS, d.p, d.n, &iv) ||
+        rg_ihdr_get(iv.p, iv.n, &ih, NULL, NULL) ||
+        ih.seq != rg_get_u32((const uint8_t *)k.p))
       problem(v, "the refs table names an item that does not name it back "
               "(seq %s%lu)", "", (unsigned long)rg_get_u32(
-                (const uint8_t *)k.mv_data));
+                (const uint8_t *)k.p));
     for (i = 0; i < v->nr && v->rcid[i] != cid; i++) ;
     if (i == v->nr) {
       if (v->nr == cap) {
@@ -134,15 +135,15 @@ static void verify_refs (verifier *v) {
     }
     v->rcount[i]++;
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
 }
 
 static int exists (verifier *v, int db, const void *key, size_t n,
-                   MDB_val *out) {
-  MDB_val k, d;
-  k.mv_data = (void *)key;
-  k.mv_size = n;
-  if (mdb_get(v->txn, v->env->dbi[db], &k, &d) != 0) return 0;
+                   rg_val *out) {
+  rg_val k, d;
+  k.p = (void *)key;
+  k.n = n;
+  if (rg_kv_get(v->txn, db, k.p, k.n, &d) != 0) return 0;
   if (out) *out = d;
   return 1;
 }
@@ -150,19 +151,16 @@ static int exists (verifier *v, int db, const void *key, size_t n,
 /* Is there a feed record of this item's write at (range, lsn)? */
 static int feed_has (verifier *v, const rg_cspec *s, const rg_ikey *k,
                      uint64_t lsn, const char *id) {
-  MDB_cursor *cur;
-  MDB_val key, d;
-  uint8_t p[14];
+  rg_cur *cur;
+  rg_val key, d;
+  uint8_t p[RG_FEED_KEY];
   int rc, found = 0;
-  if (mdb_cursor_open(v->txn, v->env->dbi[RG_DB_FEED], &cur)) return 0;
-  rg_put_u32(p, s->cid);
-  rg_put_u16(p + 4, (uint32_t)k->range);
-  rg_put_u64(p + 6, lsn);
-  key.mv_data = p;
-  key.mv_size = 14;
-  rc = mdb_cursor_get(cur, &key, &d, MDB_SET_RANGE);
-  while (!found && rc == 0 && key.mv_size == 18 &&
-         memcmp(key.mv_data, p, 14) == 0) {
+  if (rg_cur_open(v->txn, RG_DB_FEED, &cur)) return 0;
+  key.p = p;
+  key.n = rg_key_feed(p, s->cid, k->range, lsn, 0) - 4;  /* cid range lsn */
+  rc = rg_cur_get(cur, &key, &d, RG_SEEK);
+  while (!found && rc == 0 && key.n == RG_FEED_KEY &&
+         memcmp(key.p, p, RG_FEED_KEY - 4) == 0) {
     rg_record r;
     if (rg_feed_record(&d, &r) == 0) {
       if (r.key != NULL)             /* the record names its item */
@@ -181,9 +179,9 @@ static int feed_has (verifier *v, const rg_cspec *s, const rg_ikey *k,
         }
       }
     }
-    rc = mdb_cursor_get(cur, &key, &d, MDB_NEXT);
+    rc = rg_cur_get(cur, &key, &d, RG_NEXT);
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   return found;
 }
 
@@ -194,19 +192,19 @@ typedef struct lpstat {
 } lpstat;
 
 static void check_lp (verifier *v, const rg_cspec *s, const lpstat *lp) {
-  MDB_val d;
+  rg_val d;
   if (lp->len == 0) return;
-  if (!exists(v, RG_DB_PARTS, lp->lp, lp->len, &d) || d.mv_size != 16 ||
-      rg_get_u64((const uint8_t *)d.mv_data) != lp->items ||
-      rg_get_u64((const uint8_t *)d.mv_data + 8) != lp->bytes)
+  if (!exists(v, RG_DB_PARTS, lp->lp, lp->len, &d) || d.n != 16 ||
+      rg_get_u64((const uint8_t *)d.p) != lp->items ||
+      rg_get_u64((const uint8_t *)d.p + 8) != lp->bytes)
     problem(v, "container '%s': the statistics of a logical partition "
             "(%lu items) do not match its items", s->name,
             (unsigned long)lp->items);
 }
 
 static void verify_container (verifier *v, const rg_cspec *s) {
-  MDB_cursor *cur;
-  MDB_val k, d;
+  rg_cur *cur;
+  rg_val k, d;
   uint8_t p[4];
   uint64_t items = 0, bytes = 0, nindex = 0, nunique = 0, nttl = 0, nlp = 0;
   lpstat *lp = (lpstat *)calloc(1, sizeof(lpstat));
@@ -214,22 +212,21 @@ static void verify_container (verifier *v, const rg_cspec *s) {
   int rc;
   {
     uint8_t sk[8];
-    MDB_val sv;
+    rg_val sv;
     if (exists(v, RG_DB_META, sk, rg_meta_key(sk, RG_MK_SINCE, s->cid, NULL,
-                                              0), &sv) && sv.mv_size == 8)
-      since = (int64_t)rg_get_u64((const uint8_t *)sv.mv_data);
+                                              0), &sv) && sv.n == 8)
+      since = (int64_t)rg_get_u64((const uint8_t *)sv.p);
   }
-  if (lp == NULL || mdb_cursor_open(v->txn, v->env->dbi[RG_DB_ITEMS], &cur)) {
+  if (lp == NULL || rg_cur_open(v->txn, RG_DB_ITEMS, &cur)) {
     free(lp);
     problem(v, "container '%s': cannot read items", s->name, 0);
     return;
   }
-  rg_put_u32(p, s->cid);
-  k.mv_data = p;
-  k.mv_size = 4;
-  rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
-  for (; rc == 0 && k.mv_size >= 4 && memcmp(k.mv_data, p, 4) == 0;
-       rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+  k.p = p;
+  k.n = rg_key_cid(p, s->cid);
+  rc = rg_cur_get(cur, &k, &d, RG_SEEK);
+  for (; rc == 0 && k.n >= 4 && memcmp(k.p, p, 4) == 0;
+       rc = rg_cur_get(cur, &k, &d, RG_NEXT)) {
     cJSON *doc = NULL;
     const cJSON *id, *jl, *pkv[RG_MAX_PK_PATHS];
     rg_ikey ik;
@@ -237,7 +234,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
     const char *text;
     size_t tn;
     int64_t expiry, lsn = 0;
-    if (rg_ihdr_get(d.mv_data, d.mv_size, &ih, &text, &tn) ||
+    if (rg_ihdr_get(d.p, d.n, &ih, &text, &tn) ||
         rg_json_parse(text, tn, &doc, NULL) != 0) {
       problem(v, "container '%s': an item's value is not valid JSON", s->name, 0);
       continue;
@@ -259,7 +256,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
       rg_ikey_id(&ik, raw.p ? raw.p : "", raw.n);
       rg_buf_free(&raw);
     }
-    if (ik.len != k.mv_size || memcmp(ik.key, k.mv_data, ik.len) != 0)
+    if (ik.len != k.n || memcmp(ik.key, k.p, ik.len) != 0)
       problem(v, "item '%s' is stored under a key its id and partition key "
               "do not give (container %lu)", id->valuestring,
               (unsigned long)s->cid);
@@ -268,38 +265,40 @@ static void verify_container (verifier *v, const rg_cspec *s) {
       problem(v, "item '%s' has an _lsn outside the feed (container %lu)",
               id->valuestring, (unsigned long)s->cid);
     {
-      MDB_val rk;
+      rg_val rk;
       if (rg_ref_item(v->txn, v->env, ih.seq, &rk) != 0 ||
-          rk.mv_size != k.mv_size || memcmp(rk.mv_data, k.mv_data, k.mv_size))
+          rk.n != k.n || memcmp(rk.p, k.p, k.n))
         problem(v, "item '%s': its reference does not lead back to it in "
                 "the refs table (container %lu)", id->valuestring,
                 (unsigned long)s->cid);
     }
     v->problems += rg_index_verify(v->txn, v->env, s, &ik, ih.seq, doc,
                                    &nindex, &nunique, &v->report);
+    if (s->nvix)
+      v->problems += rg_vindex_verify_item(v->txn, v->env, s, ih.seq, doc,
+                                           &v->report);
     if (expiry) {
-      uint8_t tk[20];
-      rg_put_u32(tk, s->cid);
-      rg_put_u64(tk + 4, (uint64_t)expiry);
-      rg_put_u64(tk + 12, rg_ikey_digest(ik.key, ik.len));
+      uint8_t tk[RG_TTL_KEY];
+      size_t tn = rg_key_ttl(tk, s->cid, expiry, rg_ikey_digest(ik.key,
+                                                                ik.len));
       nttl++;
-      if (!exists(v, RG_DB_TTL, tk, 20, NULL))
+      if (!exists(v, RG_DB_TTL, tk, tn, NULL))
         problem(v, "item '%s' expires but has no TTL entry (container %lu)",
                 id->valuestring, (unsigned long)s->cid);
     }
     {
       uint8_t lk[8], ld[RG_LATEST_DUP];
-      MDB_val key, dup;
-      MDB_cursor *lc;
+      rg_val key, dup;
+      rg_cur *lc;
       int found = 0;
-      key.mv_data = lk;
-      key.mv_size = rg_latest_entry(lk, ld, s->cid, ik.range, (uint64_t)lsn,
+      key.p = lk;
+      key.n = rg_latest_entry(lk, ld, s->cid, ik.range, (uint64_t)lsn,
                                     ih.seq);
-      dup.mv_data = ld;
-      dup.mv_size = RG_LATEST_DUP;
-      if (mdb_cursor_open(v->txn, v->env->dbi[RG_DB_LATEST], &lc) == 0) {
-        found = mdb_cursor_get(lc, &key, &dup, MDB_GET_BOTH) == 0;
-        mdb_cursor_close(lc);
+      dup.p = ld;
+      dup.n = RG_LATEST_DUP;
+      if (rg_cur_open(v->txn, RG_DB_LATEST, &lc) == 0) {
+        found = rg_cur_get(lc, &key, &dup, RG_BOTH) == 0;
+        rg_cur_close(lc);
       }
       if (!found)
         problem(v, "item '%s' has no latest-version entry at its _lsn "
@@ -322,7 +321,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
     bytes += tn;
     cJSON_Delete(doc);
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   check_lp(v, s, lp);
   free(lp);
   if (count_prefix(v, RG_DB_PARTS, s->cid) != nlp)
@@ -338,6 +337,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
       problem(v, "container '%s': the index holds entries no item needs (%lu "
               "expected)", s->name, (unsigned long)nindex);
   }
+  v->problems += rg_vindex_verify(v->txn, v->env, s, &v->report);
   if (!s->all_versions && count_prefix(v, RG_DB_FEED, s->cid) != 0)
     problem(v, "container '%s' keeps no all-versions feed, but the feed "
             "table holds %lu records of it", s->name,
@@ -354,12 +354,12 @@ static void verify_container (verifier *v, const rg_cspec *s) {
             "entry per item (%lu items)", s->name, (unsigned long)items);
   {
     uint8_t sk[8];
-    MDB_val sv;
+    rg_val sv;
     uint64_t n = 0, b = 0;
     if (exists(v, RG_DB_META, sk, rg_meta_key(sk, RG_MK_STATS, s->cid, NULL, 0),
-               &sv) && sv.mv_size == 16) {
-      n = rg_get_u64((const uint8_t *)sv.mv_data);
-      b = rg_get_u64((const uint8_t *)sv.mv_data + 8);
+               &sv) && sv.n == 16) {
+      n = rg_get_u64((const uint8_t *)sv.p);
+      b = rg_get_u64((const uint8_t *)sv.p + 8);
     }
     if (n != items || b != bytes)
       problem(v, "container '%s': its statistics say %lu items, not as "
@@ -385,25 +385,25 @@ static int cmp_u32 (const void *a, const void *b) {
 /* The path dictionary: ids given once, to known containers; every index
 ** key under one of them. */
 static void verify_paths (verifier *v, const uint32_t *cids, int n) {
-  MDB_cursor *cur;
-  MDB_val k, d;
+  rg_cur *cur;
+  rg_val k, d;
   uint8_t from[1] = { RG_MK_PATH };
   uint32_t *ids = NULL, last = 0, id;
   size_t nid = 0, cap = 0, i;
   int rc;
   if (exists(v, RG_DB_META, RG_META_PATHID, sizeof(RG_META_PATHID) - 1, &d) &&
-      d.mv_size == 4)
-    last = rg_get_u32((const uint8_t *)d.mv_data);
-  if (mdb_cursor_open(v->txn, v->env->dbi[RG_DB_META], &cur)) return;
-  k.mv_data = from;
-  k.mv_size = 1;
-  rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
-  for (; rc == 0 && k.mv_size > 5 && ((uint8_t *)k.mv_data)[0] == RG_MK_PATH;
-       rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
-    uint32_t cid = rg_get_u32((const uint8_t *)k.mv_data + 1);
-    if (d.mv_size > RG_PATHID_MAX ||
-        rg_pathid_get((const uint8_t *)d.mv_data, d.mv_size, &id) !=
-        d.mv_size || id == 0 || id > last) {
+      d.n == 4)
+    last = rg_get_u32((const uint8_t *)d.p);
+  if (rg_cur_open(v->txn, RG_DB_META, &cur)) return;
+  k.p = from;
+  k.n = 1;
+  rc = rg_cur_get(cur, &k, &d, RG_SEEK);
+  for (; rc == 0 && k.n > 5 && ((uint8_t *)k.p)[0] == RG_MK_PATH;
+       rc = rg_cur_get(cur, &k, &d, RG_NEXT)) {
+    uint32_t cid = rg_get_u32((const uint8_t *)k.p + 1);
+    if (d.n > RG_PATHID_MAX ||
+        rg_pathid_get((const uint8_t *)d.p, d.n, &id) !=
+        d.n || id == 0 || id > last) {
       problem(v, "the path dictionary holds a malformed id%s", "", 0);
       continue;
     }
@@ -418,17 +418,17 @@ static void verify_paths (verifier *v, const uint32_t *cids, int n) {
     }
     ids[nid++] = id;
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   if (nid > 1) qsort(ids, nid, sizeof(uint32_t), cmp_u32);
   for (i = 1; i < nid; i++)
     if (ids[i] == ids[i - 1])
       problem(v, "the path dictionary gives path id %s%lu twice", "",
               (unsigned long)ids[i]);
-  if (mdb_cursor_open(v->txn, v->env->dbi[RG_DB_INDEX], &cur) == 0) {
-    rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST);
+  if (rg_cur_open(v->txn, RG_DB_INDEX, &cur) == 0) {
+    rc = rg_cur_get(cur, &k, &d, RG_FIRST);
     while (rc == 0) {
       uint8_t next[RG_PATHID_MAX];
-      if (rg_pathid_get((const uint8_t *)k.mv_data, k.mv_size, &id) == 0) {
+      if (rg_pathid_get((const uint8_t *)k.p, k.n, &id) == 0) {
         problem(v, "the index holds a key without a path id%s", "", 0);
         break;
       }
@@ -436,11 +436,11 @@ static void verify_paths (verifier *v, const uint32_t *cids, int n) {
         problem(v, "the index holds entries under path id %s%lu, which the "
                 "dictionary does not give", "", (unsigned long)id);
       if (id == UINT32_MAX) break;
-      k.mv_data = next;              /* skip to the next path id */
-      k.mv_size = rg_pathid_put(next, id + 1);
-      rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
+      k.p = next;              /* skip to the next path id */
+      k.n = rg_pathid_put(next, id + 1);
+      rc = rg_cur_get(cur, &k, &d, RG_SEEK);
     }
-    mdb_cursor_close(cur);
+    rg_cur_close(cur);
   }
   free(ids);
 }
@@ -455,31 +455,50 @@ static void verify_owners (verifier *v, const uint32_t *cids, int n) {
               "is not in the catalog", "", (unsigned long)v->rcid[t]);
   verify_paths(v, cids, n);
   for (t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
-    MDB_cursor *cur;
-    MDB_val k, d;
+    rg_cur *cur;
+    rg_val k, d;
     int rc;
-    if (mdb_cursor_open(v->txn, v->env->dbi[tables[t]], &cur)) continue;
-    rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST);
+    if (rg_cur_open(v->txn, tables[t], &cur)) continue;
+    rc = rg_cur_get(cur, &k, &d, RG_FIRST);
     while (rc == 0) {
-      uint32_t cid = k.mv_size >= 4 ? rg_get_u32((const uint8_t *)k.mv_data) : 0;
+      uint32_t cid = k.n >= 4 ? rg_get_u32((const uint8_t *)k.p) : 0;
       uint8_t next[4];
       if (!known_cid(v, cids, n, cid))
         problem(v, "table entries belong to container id %s%lu, which is "
                 "not in the catalog", "", (unsigned long)cid);
       if (cid == UINT32_MAX) break;
-      rg_put_u32(next, cid + 1);     /* skip to the next container */
-      k.mv_data = next;
-      k.mv_size = 4;
-      rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
+      k.p = next;                    /* skip to the next container */
+      k.n = rg_key_cid(next, cid + 1);
+      rc = rg_cur_get(cur, &k, &d, RG_SEEK);
     }
-    mdb_cursor_close(cur);
+    rg_cur_close(cur);
   }
+}
+
+/* Every page of the file, as the transaction sees it, walked without
+** LMDB (pagewalk.h): a damaged file is reported as such, and the checks
+** that would follow it through LMDB are not made.  The problems. */
+static int walk_pages (verifier *v) {
+  rg_walk w;
+  int n;
+  rg_env_walk(v->env, v->txn, &w);
+  n = (int)w.damaged;
+  if (n) {
+    rg_buf_add(&v->report, w.report.p, w.report.n);
+    if (w.damaged > 50)
+      rg_buf_addf(&v->report, "... %llu damaged pages in all\n",
+                  (unsigned long long)w.damaged);
+    rg_buf_adds(&v->report, "the file is damaged: the checks of the items, "
+                "indexes and feed were not made (restore it from a backup)");
+  }
+  rg_walk_free(&w);
+  return n;
 }
 
 int rg_verify (rg_env *env, rg_buf *report) {
   verifier v;
-  MDB_cursor *cur;
-  MDB_val k, d;
+  rg_cur *cur;
+  rg_val k, d;
   uint8_t from[1] = { RG_MK_SPEC };
   uint32_t *cids = NULL;
   int n = 0, cap = 0, rc, i;
@@ -491,25 +510,31 @@ int rg_verify (rg_env *env, rg_buf *report) {
     rg_buf_adds(report, e.msg);
     return 1;
   }
-  k.mv_data = RG_META_LSN;
-  k.mv_size = sizeof(RG_META_LSN) - 1;
-  if (mdb_get(v.txn, env->dbi[RG_DB_META], &k, &d) == 0 && d.mv_size == 8)
-    v.last_lsn = rg_get_u64((const uint8_t *)d.mv_data);
-  if (mdb_cursor_open(v.txn, env->dbi[RG_DB_META], &cur) == 0) {
-    k.mv_data = from;
-    k.mv_size = 1;
-    rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
-    while (rc == 0 && k.mv_size == 5 && ((uint8_t *)k.mv_data)[0] == RG_MK_SPEC) {
+  if ((rc = walk_pages(&v)) != 0) {  /* a damaged file: only that */
+    rg_read_end(env);
+    rg_buf_add(report, v.report.p, v.report.n);
+    rg_buf_free(&v.report);
+    return rc;
+  }
+  k.p = RG_META_LSN;
+  k.n = sizeof(RG_META_LSN) - 1;
+  if (rg_kv_get(v.txn, RG_DB_META, k.p, k.n, &d) == 0 && d.n == 8)
+    v.last_lsn = rg_get_u64((const uint8_t *)d.p);
+  if (rg_cur_open(v.txn, RG_DB_META, &cur) == 0) {
+    k.p = from;
+    k.n = 1;
+    rc = rg_cur_get(cur, &k, &d, RG_SEEK);
+    while (rc == 0 && k.n == 5 && ((uint8_t *)k.p)[0] == RG_MK_SPEC) {
       if (n == cap) {
         uint32_t *c = (uint32_t *)realloc(cids, (size_t)(cap = cap ? cap * 2 : 16)
                                           * sizeof(uint32_t));
         if (c == NULL) break;
         cids = c;
       }
-      cids[n++] = rg_get_u32((const uint8_t *)k.mv_data + 1);
-      rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT);
+      cids[n++] = rg_get_u32((const uint8_t *)k.p + 1);
+      rc = rg_cur_get(cur, &k, &d, RG_NEXT);
     }
-    mdb_cursor_close(cur);
+    rg_cur_close(cur);
   }
   verify_refs(&v);
   for (i = 0; i < n; i++) {

@@ -39,6 +39,7 @@
 #include "store/feed.h"
 #include "store/hooks.h"
 #include "store/index.h"
+#include "store/vindex.h"
 #include "store/write.h"
 
 #define NOT_SYSTEM(s) (strcmp(s, "_etag") && strcmp(s, "_ts") && strcmp(s, "_lsn"))
@@ -68,23 +69,23 @@ void rg_wres_free (rg_wres *r) {
 ** Reading items
 ** ======================================================================
 */
-int rg_item_get (MDB_txn *txn, rg_env *env, const rg_ikey *k, int64_t now,
-                 MDB_val *json, rg_err *e) {
-  MDB_val key, v;
+int rg_item_get (rg_txn *txn, rg_env *env, const rg_ikey *k, int64_t now,
+                 rg_val *json, rg_err *e) {
+  rg_val key, v;
   rg_ihdr h;
   const char *text;
   size_t n;
   int rc;
-  key.mv_data = (void *)k->key;
-  key.mv_size = k->len;
-  rc = mdb_get(txn, env->dbi[RG_DB_ITEMS], &key, &v);
-  if (rc == MDB_NOTFOUND) return rg_fail(e, 404, "item not found");
-  if (rc) return rg_fail_mdb(e, rc, "read");
-  if (rg_ihdr_get(v.mv_data, v.mv_size, &h, &text, &n))
+  key.p = (void *)k->key;
+  key.n = k->len;
+  rc = rg_kv_get(txn, RG_DB_ITEMS, key.p, key.n, &v);
+  if (rc == RG_NOTFOUND) return rg_fail(e, 404, "item not found");
+  if (rc) return rg_kv_fail(e, rc, "read");
+  if (rg_ihdr_get(v.p, v.n, &h, &text, &n))
     return rg_fail(e, 500, "corrupt item record");
   if (h.expiry != 0 && h.expiry <= now) return rg_fail(e, 404, "item not found");
-  json->mv_data = (void *)text;
-  json->mv_size = n;
+  json->p = (void *)text;
+  json->n = n;
   return 0;
 }
 
@@ -111,17 +112,17 @@ static int same_identity (const rg_cspec *c, const cJSON *doc,
 /* Loads the current version of an item, parsed. */
 static int load_item (rg_scope *s, const rg_cont *c, const rg_ikey *k,
                       const char *id, size_t idlen, item *it, rg_err *e) {
-  MDB_val key, v;
+  rg_val key, v;
   rg_ihdr h;
   const char *text;
   int rc;
   memset(it, 0, sizeof(*it));
-  key.mv_data = (void *)k->key;
-  key.mv_size = k->len;
-  rc = mdb_get(s->txn, s->env->dbi[RG_DB_ITEMS], &key, &v);
-  if (rc == MDB_NOTFOUND) return 0;
-  if (rc) return rg_scope_mdb(s, rc, "read", e);
-  if (rg_ihdr_get(v.mv_data, v.mv_size, &h, &text, &it->size))
+  key.p = (void *)k->key;
+  key.n = k->len;
+  rc = rg_kv_get(s->txn, RG_DB_ITEMS, key.p, key.n, &v);
+  if (rc == RG_NOTFOUND) return 0;
+  if (rc) return rg_scope_fail(s, rc, "read", e);
+  if (rg_ihdr_get(v.p, v.n, &h, &text, &it->size))
     return rg_fail(e, 500, "corrupt item record");
   it->expiry = h.expiry;
   it->seq = h.seq;
@@ -151,18 +152,18 @@ static int load_item (rg_scope *s, const rg_cont *c, const rg_ikey *k,
 /* Adds `dn` items and `db` bytes to a counter pair stored under a key. */
 static int bump (rg_scope *s, int dbi, const void *k, size_t kn, int64_t dn,
                  int64_t db, rg_err *e) {
-  MDB_val key, v;
+  rg_val key, v;
   uint8_t buf[16];
   uint64_t n = 0, b = 0;
   int rc;
-  key.mv_data = (void *)k;
-  key.mv_size = kn;
-  rc = mdb_get(s->txn, s->env->dbi[dbi], &key, &v);
-  if (rc == 0 && v.mv_size == 16) {
-    n = rg_get_u64((const uint8_t *)v.mv_data);
-    b = rg_get_u64((const uint8_t *)v.mv_data + 8);
+  key.p = (void *)k;
+  key.n = kn;
+  rc = rg_kv_get(s->txn, dbi, key.p, key.n, &v);
+  if (rc == 0 && v.n == 16) {
+    n = rg_get_u64((const uint8_t *)v.p);
+    b = rg_get_u64((const uint8_t *)v.p + 8);
   }
-  else if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "stats", e);
+  else if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "stats", e);
   n += (uint64_t)dn;
   b += (uint64_t)db;
   if (n == 0 && dbi == RG_DB_PARTS) return rg_del(s, dbi, k, kn, NULL, e);
@@ -174,25 +175,16 @@ static int bump (rg_scope *s, int dbi, const void *k, size_t kn, int64_t dn,
 /* Bytes now held by a logical partition. */
 static int partition_bytes (rg_scope *s, const rg_ikey *k, uint64_t *bytes,
                             rg_err *e) {
-  MDB_val key, v;
+  rg_val key, v;
   int rc;
-  key.mv_data = (void *)k->key;
-  key.mv_size = k->lplen;
+  key.p = (void *)k->key;
+  key.n = k->lplen;
   *bytes = 0;
-  rc = mdb_get(s->txn, s->env->dbi[RG_DB_PARTS], &key, &v);
-  if (rc == 0 && v.mv_size == 16)
-    *bytes = rg_get_u64((const uint8_t *)v.mv_data + 8);
-  else if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "stats", e);
+  rc = rg_kv_get(s->txn, RG_DB_PARTS, key.p, key.n, &v);
+  if (rc == 0 && v.n == 16)
+    *bytes = rg_get_u64((const uint8_t *)v.p + 8);
+  else if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "stats", e);
   return 0;
-}
-
-/* ttl and latest keys: cid | u16 range? | u64 | u64 digest */
-static size_t ttl_key (uint8_t *out, uint32_t cid, int64_t expiry,
-                       uint64_t digest) {
-  rg_put_u32(out, cid);
-  rg_put_u64(out + 4, (uint64_t)expiry);
-  rg_put_u64(out + 12, digest);
-  return 20;
 }
 
 /* A new item's seq, with its refs entry (seqs wrap after 2^32 creates:
@@ -201,11 +193,10 @@ static int new_seq (rg_scope *s, const rg_ikey *k, uint32_t *seq,
                     rg_err *e) {
   int rc, tries;
   for (tries = 0; tries < 1000; tries++) {
-    uint8_t b[4];
+    uint8_t b[RG_REF_KEY];
     if ((*seq = rg_scope_seq(s, e)) == 0) return s->failed;
-    rg_put_u32(b, *seq);
-    rc = rg_put_flags(s, RG_DB_REFS, b, 4, k->key, k->len,
-                      MDB_APPEND | MDB_NOOVERWRITE, e);
+    rc = rg_put_flags(s, RG_DB_REFS, b, rg_key_ref(b, *seq), k->key, k->len,
+                      RG_KV_APPEND | RG_KV_NOOVERWRITE, e);
     if (rc != RG_EXISTS) return rc;
   }
   return rg_fail(e, 507, "insufficient storage: no item seq is free");
@@ -237,19 +228,21 @@ static int store (rg_scope *s, const rg_cont *c, const rg_ikey *k, item *old,
     memcpy(val + hn, text->p, text->n);
   }
   else {
-    uint8_t b[4];
-    rg_put_u32(b, seq);
+    uint8_t b[RG_REF_KEY];
     if ((rc = rg_del(s, RG_DB_ITEMS, k->key, k->len, NULL, e)) ||
-        (rc = rg_del(s, RG_DB_REFS, b, 4, NULL, e)))
+        (rc = rg_del(s, RG_DB_REFS, b, rg_key_ref(b, seq), NULL, e)))
       return rc;
   }
   if ((rc = rg_index_update(s, spec, k, seq, old->doc, neu, e))) return rc;
+  if (spec->nvix && (rc = rg_vindex_update(s, spec, seq, old->doc, neu, e)))
+    return rc;
   if (old->doc && old->expiry &&                /* TTL entries */
       (rc = rg_del(s, RG_DB_TTL, tk,
-                   ttl_key(tk, spec->cid, old->expiry, digest), NULL, e)))
+                   rg_key_ttl(tk, spec->cid, old->expiry, digest), NULL, e)))
     return rc;
   if (neu && expiry &&
-      (rc = rg_put(s, RG_DB_TTL, tk, ttl_key(tk, spec->cid, expiry, digest),
+      (rc = rg_put(s, RG_DB_TTL, tk,
+                   rg_key_ttl(tk, spec->cid, expiry, digest),
                 k->key, k->len, e)))
     return rc;
   if (old->doc) {                               /* latest-version entry */
@@ -305,31 +298,29 @@ int rg_purge_expired (rg_scope *s, const rg_cont *c, int *count, rg_err *e) {
   *count = 0;
   if (!c->spec->ttl_on) return 0;
   for (;;) {                         /* in rounds: collect, then delete */
-    MDB_cursor *cur;
-    MDB_val k, v;
+    rg_cur *cur;
+    rg_val k, v;
     rg_ikey keys[32];
     uint8_t tkeys[32][20];
     int n = 0;
-    if ((rc = mdb_cursor_open(s->txn, s->env->dbi[RG_DB_TTL], &cur)))
-      return rg_scope_mdb(s, rc, "ttl", e);
-    rg_put_u32(from, c->spec->cid);
-    rg_put_u64(from + 4, 0);
-    k.mv_data = from;
-    k.mv_size = 12;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    while (rc == 0 && n < 32 && k.mv_size == 20 && v.mv_size <= RG_MAX_KEY &&
-           rg_get_u32((const uint8_t *)k.mv_data) == c->spec->cid &&
-           (int64_t)rg_get_u64((const uint8_t *)k.mv_data + 4) <= s->now) {
+    if ((rc = rg_cur_open(s->txn, RG_DB_TTL, &cur)))
+      return rg_scope_fail(s, rc, "ttl", e);
+    k.p = from;
+    k.n = rg_key_ttl(from, c->spec->cid, 0, 0) - 8;   /* cid | expiry 0 */
+    rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+    while (rc == 0 && n < 32 && k.n == 20 && v.n <= RG_MAX_KEY &&
+           rg_get_u32((const uint8_t *)k.p) == c->spec->cid &&
+           (int64_t)rg_get_u64((const uint8_t *)k.p + 4) <= s->now) {
       rg_ikey *ik = &keys[n];
       memset(ik, 0, sizeof(*ik));
-      memcpy(ik->key, v.mv_data, v.mv_size);
-      ik->len = v.mv_size;
-      memcpy(tkeys[n], k.mv_data, 20);
+      memcpy(ik->key, v.p, v.n);
+      ik->len = v.n;
+      memcpy(tkeys[n], k.p, 20);
       n++;
-      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+      rc = rg_cur_get(cur, &k, &v, RG_NEXT);
     }
-    mdb_cursor_close(cur);
-    if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "ttl", e);
+    rg_cur_close(cur);
+    if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "ttl", e);
     for (i = 0; i < n; i++) {
       item old;
       rg_ikey *ik = &keys[i];
@@ -419,15 +410,15 @@ static int rebuild_item (rg_scope *s, const rg_cont *c, const rg_cspec *from,
   uint8_t tk[24];
   rg_ikey k;
   rg_ihdr h;
-  MDB_val kv, v;
+  rg_val kv, v;
   const char *json;
   size_t n;
   int rc;
-  kv.mv_data = (void *)key;
-  kv.mv_size = klen;
-  if ((rc = mdb_get(s->txn, s->env->dbi[RG_DB_ITEMS], &kv, &v)))
-    return rg_scope_mdb(s, rc, "read", e);
-  if (rg_ihdr_get(v.mv_data, v.mv_size, &h, &json, &n))
+  kv.p = (void *)key;
+  kv.n = klen;
+  if ((rc = rg_kv_get(s->txn, RG_DB_ITEMS, kv.p, kv.n, &v)))
+    return rg_scope_fail(s, rc, "read", e);
+  if (rg_ihdr_get(v.p, v.n, &h, &json, &n))
     return rg_fail(e, 500, "corrupt item record");
   old_expiry = h.expiry;
   /* the value is copied: the writes below may move the page it is on */
@@ -447,6 +438,9 @@ static int rebuild_item (rg_scope *s, const rg_cont *c, const rg_cspec *from,
   k.len = klen;
   if (reindex && (rc = rg_index_reindex(s, from, spec, &k, h.seq, doc, e)))
     goto done;
+  if (reindex && (from->nvix || spec->nvix) &&
+      (rc = rg_vindex_reindex(s, from, spec, h.seq, doc, e)))
+    goto done;
   if (!reexpire) goto done;
   {                                /* the expiry counts from the last write */
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(doc, "_ts");
@@ -461,10 +455,11 @@ static int rebuild_item (rg_scope *s, const rg_cont *c, const rg_cspec *from,
     uint8_t hdr[RG_IHDR_MAX], *val;
     size_t hn = rg_ihdr_put(hdr, h.seq, expiry);
     if ((old_expiry &&
-         (rc = rg_del(s, RG_DB_TTL, tk, ttl_key(tk, spec->cid, old_expiry,
+         (rc = rg_del(s, RG_DB_TTL, tk, rg_key_ttl(tk, spec->cid, old_expiry,
                                                digest), NULL, e))) ||
         (expiry &&
-         (rc = rg_put(s, RG_DB_TTL, tk, ttl_key(tk, spec->cid, expiry, digest),
+         (rc = rg_put(s, RG_DB_TTL, tk,
+                      rg_key_ttl(tk, spec->cid, expiry, digest),
                       key, klen, e))))
       goto done;
     if ((val = (uint8_t *)rg_reserve(s, RG_DB_ITEMS, key, klen, hn + n,
@@ -487,31 +482,30 @@ int rg_cont_rebuild (rg_scope *s, const rg_cont *c, const rg_cspec *from,
   size_t lens[REBUILD_CHUNK];
   int i, n, rc, more = 1;
   if (!reindex && !reexpire) return 0;
-  rg_put_u32(prefix, c->spec->cid);
-  memcpy(keys[0], prefix, 4);
-  lens[0] = 4;
+  lens[0] = rg_key_cid(prefix, c->spec->cid);
+  memcpy(keys[0], prefix, lens[0]);
   n = 0;
   while (more) {                   /* chunks of keys, then their items */
-    MDB_cursor *cur;
-    MDB_val k, v;
+    rg_cur *cur;
+    rg_val k, v;
     uint8_t after[RG_MAX_KEY];
     size_t alen = n ? lens[n - 1] : 4;
     memcpy(after, n ? keys[n - 1] : prefix, alen);
-    if ((rc = mdb_cursor_open(s->txn, s->env->dbi[RG_DB_ITEMS], &cur)))
-      return rg_scope_mdb(s, rc, "items", e);
-    k.mv_data = after;
-    k.mv_size = alen;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    if (rc == 0 && n && k.mv_size == alen && memcmp(k.mv_data, after, alen) == 0)
-      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
-    for (n = 0; rc == 0 && n < REBUILD_CHUNK && k.mv_size >= 4 &&
-                memcmp(k.mv_data, prefix, 4) == 0; n++) {
-      memcpy(keys[n], k.mv_data, k.mv_size);
-      lens[n] = k.mv_size;
-      rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    if ((rc = rg_cur_open(s->txn, RG_DB_ITEMS, &cur)))
+      return rg_scope_fail(s, rc, "items", e);
+    k.p = after;
+    k.n = alen;
+    rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+    if (rc == 0 && n && k.n == alen && memcmp(k.p, after, alen) == 0)
+      rc = rg_cur_get(cur, &k, &v, RG_NEXT);
+    for (n = 0; rc == 0 && n < REBUILD_CHUNK && k.n >= 4 &&
+                memcmp(k.p, prefix, 4) == 0; n++) {
+      memcpy(keys[n], k.p, k.n);
+      lens[n] = k.n;
+      rc = rg_cur_get(cur, &k, &v, RG_NEXT);
     }
-    mdb_cursor_close(cur);
-    if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "items", e);
+    rg_cur_close(cur);
+    if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "items", e);
     more = n == REBUILD_CHUNK;
     for (i = 0; i < n; i++)
       if ((rc = rebuild_item(s, c, from, keys[i], lens[i], reindex, reexpire,
@@ -635,7 +629,8 @@ static int write_body (rg_scope *s, const rg_cont *c, const rg_wreq *w,
   rg_ikey k;
   int rc, op = w->op;
   int64_t expiry = 0;
-  uint64_t lsn, pbytes;
+  int stored = 0;
+  uint64_t lsn, pbytes, writes;
   rg_buf text;
   if ((rc = prepare(s, c, e))) return rc;
   if ((rc = resolve(s, c, w, 0, &k, &id, &idlen, e))) return rc;
@@ -686,9 +681,11 @@ static int write_body (rg_scope *s, const rg_cont *c, const rg_wreq *w,
 
   if ((rc = trigger_pre(s, c, w, op, &k, neu, e))) return rc;
 
+  writes = s->writes;             /* what the checks below may not change */
   if (*neu) {                                   /* system properties, limits */
     lsn = rg_scope_lsn(s, e);
     if (lsn == 0) return s->failed;
+    writes = s->writes;           /* (taking the scope's lsn writes it) */
     etag_of(r->etag, lsn, s->ord);
     if ((rc = set_system(*neu, r->etag, s->now, lsn, e))) return rc;
     if ((rc = item_expiry(c->spec, *neu, s->now, &expiry, e))) return rc;
@@ -714,11 +711,14 @@ static int write_body (rg_scope *s, const rg_cont *c, const rg_wreq *w,
     }
     if ((rc = rg_unique_check(s, c->spec, &k, old->doc, *neu, e))) goto done;
   }
+  stored = 1;
   if ((rc = store(s, c, &k, old, *neu, &text, expiry, op, w->ttl_expired, e)))
     goto done;
   r->status = op == RG_OP_CREATE ? 201 : op == RG_OP_DELETE ? 204 : 200;
   rc = trigger_post(s, c, w, op, &k, *neu ? *neu : old->doc, r, e);
 done:
+  /* a check that fails leaves the scope as it was (write.h) */
+  rg_assert(stored || s->failed || s->writes == writes);
   rg_buf_free(&text);
   return rc;
 }
@@ -791,6 +791,8 @@ struct rg_bulk {
   blist t[RG_NDB];
   bmap keys, uniq, parts;
   size_t *later, nlater, cap;     /* through the write path afterwards */
+  uint32_t *vseq;                 /* the seq of each new item, when the
+                                     container has vector indexes */
   rg_buf text, ikeys;
   int oom;
 };
@@ -889,6 +891,7 @@ void rg_bulk_free (rg_bulk *b) {
   free(b->uniq.v);
   free(b->parts.v);
   free(b->later);
+  free(b->vseq);
   free(b);
 }
 
@@ -926,18 +929,17 @@ static int item_fails (rg_bulk_item *it, const rg_err *ie) {
 static int bulk_seq (bulk *b, uint32_t *seq, rg_err *e) {
   rg_scope *s = b->s;
   for (;;) {
-    MDB_val k, v;
-    uint8_t kb[4];
+    rg_val k, v;
+    uint8_t kb[RG_REF_KEY];
     int rc;
     if (!s->seq_loaded && rg_scope_seq(s, e) == 0) return s->failed;
     if (++s->seq == 0) s->seq = 1;
     *seq = s->seq;
-    rg_put_u32(kb, *seq);
-    k.mv_data = kb;
-    k.mv_size = 4;
-    rc = mdb_get(s->txn, s->env->dbi[RG_DB_REFS], &k, &v);
-    if (rc == MDB_NOTFOUND) return 0;
-    if (rc) return rg_scope_mdb(s, rc, "seq", e);
+    k.p = kb;
+    k.n = rg_key_ref(kb, *seq);
+    rc = rg_kv_get(s->txn, RG_DB_REFS, k.p, k.n, &v);
+    if (rc == RG_NOTFOUND) return 0;
+    if (rc) return rg_scope_fail(s, rc, "seq", e);
   }
 }
 
@@ -958,7 +960,7 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
   uint32_t seq = 0;
   uint8_t hdr[RG_IHDR_MAX], buf[RG_MAX_KEY + 32];
   bslot *ps;
-  MDB_val kv, vv;
+  rg_val kv, vv;
   int rc, u;
   memset(&w, 0, sizeof(w));
   w.op = RG_OP_CREATE;
@@ -967,10 +969,10 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
   if ((rc = resolve(s, c, &w, b->mode == RG_BULK_RESTORE, &k, &id, &idlen,
                     &ie)))
     return item_fails(it, &ie);
-  kv.mv_data = k.key;                /* exists, or given twice */
-  kv.mv_size = k.len;
-  rc = mdb_get(s->txn, s->env->dbi[RG_DB_ITEMS], &kv, &vv);
-  if (rc && rc != MDB_NOTFOUND) return rg_scope_mdb(s, rc, "read", e);
+  kv.p = k.key;                /* exists, or given twice */
+  kv.n = k.len;
+  rc = rg_kv_get(s->txn, RG_DB_ITEMS, kv.p, kv.n, &vv);
+  if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "read", e);
   if (rc == 0 || map_get(b, &b->keys, k.key, k.len, 0)) {
     if (b->mode == RG_BULK_UPSERT) {
       b->later[b->nlater++] = i;
@@ -1035,6 +1037,7 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
   if ((rc = rg_index_keys(s->txn, s->env, s, spec, it->doc, keys, &nkeys, e)))
     return rc;
   if ((rc = bulk_seq(b, &seq, e))) return rc;
+  if (b->vseq) b->vseq[i] = seq;
   if (map_get(b, &b->keys, k.key, k.len, 1) == NULL) return rg_fail(e, 500, "out of memory");
   ps->a++;
   ps->b += (int64_t)text->n;
@@ -1046,14 +1049,14 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
     list_add(b, RG_DB_ITEMS, off, k.len, v, hn + text->n);
   }
   {
-    uint8_t sb[4];
-    rg_put_u32(sb, seq);
-    list_add(b, RG_DB_REFS, pool_add(b, sb, 4), 4, off, k.len);
+    uint8_t sb[RG_REF_KEY];
+    size_t sn = rg_key_ref(sb, seq);
+    list_add(b, RG_DB_REFS, pool_add(b, sb, sn), sn, off, k.len);
   }
   {                                                   /* index entries */
     uint8_t ref[RG_REF_SIZE];
     size_t at = 0, ro;
-    rg_put_u64(ref, rg_ref_make(k.hash, seq));
+    rg_ref_put(ref, k.hash, seq);
     ro = pool_add(b, ref, RG_REF_SIZE);
     while (at < keys->n) {
       size_t kn = rg_get_u16((const uint8_t *)keys->p + at);
@@ -1069,8 +1072,9 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
     entry_add(b, RG_DB_LATEST, lk, kn, ld, RG_LATEST_DUP);
   }
   if (expiry) {
-    uint8_t tk[24];
-    size_t tn = ttl_key(tk, spec->cid, expiry, rg_ikey_digest(k.key, k.len));
+    uint8_t tk[RG_TTL_KEY];
+    size_t tn = rg_key_ttl(tk, spec->cid, expiry,
+                           rg_ikey_digest(k.key, k.len));
     list_add(b, RG_DB_TTL, pool_add(b, tk, tn), tn, off, k.len);
   }
   for (u = 0; u < spec->nuniq; u++) {
@@ -1080,18 +1084,15 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
     s->work.terms++;
   }
   if (spec->all_versions && b->mode != RG_BULK_RESTORE) {
-    uint8_t fk[18];
+    uint8_t fk[RG_FEED_KEY];
     size_t rn = rg_feed_record_size(&k, text->n), ro;
-    rg_put_u32(fk, spec->cid);
-    rg_put_u16(fk + 4, (uint32_t)k.range);
-    rg_put_u64(fk + 6, lsn);
-    rg_put_u32(fk + 14, s->ord);
+    size_t fn = rg_key_feed(fk, spec->cid, k.range, lsn, s->ord);
     ro = b->pool.n;
     if (rg_buf_reserve(&b->pool, rn)) return rg_fail(e, 500, "out of memory");
     rg_feed_record_put((uint8_t *)b->pool.p + ro, RG_OP_CREATE, 0, s->now, &k,
                        text->p, text->n);
     b->pool.n += rn;
-    list_add(b, RG_DB_FEED, pool_add(b, fk, 18), 18, ro, rn);
+    list_add(b, RG_DB_FEED, pool_add(b, fk, fn), fn, ro, rn);
   }
   it->status = 201;
   s->ord++;
@@ -1118,10 +1119,10 @@ static int bent_cmp (const void *x, const void *y) {
   return a->vn < b->vn ? -1 : a->vn > b->vn;
 }
 
-static int cmp_val (const MDB_val *a, const void *p, size_t n) {
-  int c = memcmp(a->mv_data, p, a->mv_size < n ? a->mv_size : n);
+static int cmp_val (const rg_val *a, const void *p, size_t n) {
+  int c = memcmp(a->p, p, a->n < n ? a->n : n);
   if (c) return c;
-  return a->mv_size < n ? -1 : a->mv_size > n;
+  return a->n < n ? -1 : a->n > n;
 }
 
 /* Second pass: one table's entries, sorted, appended past its last key. */
@@ -1129,65 +1130,57 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
   rg_scope *s = b->s;
   blist *l = &b->t[db];
   int dup = db == RG_DB_INDEX || db == RG_DB_LATEST;
-  MDB_cursor *cur;
-  MDB_val lk, lv;
+  rg_cur *cur;
+  rg_val lk, lv;
   size_t i;
   int rc, appending = 0, have_last, group = 0;
   if (l->n == 0) return 0;
   sort_base = b->pool.p;
   qsort(l->v, l->n, sizeof(bent), bent_cmp);
-  if (s->savepoints) {               /* undoable, one by one */
-    for (i = 0; i < l->n; i++) {
-      const bent *x = &l->v[i];
-      rc = dup ? rg_dput(s, db, b->pool.p + x->k, x->kn, b->pool.p + x->v,
-                         x->vn, 0, e)
-               : rg_put(s, db, b->pool.p + x->k, x->kn, b->pool.p + x->v,
-                        x->vn, e);
-      if (rc) return rc;
-    }
-    return 0;
-  }
-  if ((rc = mdb_cursor_open(s->txn, s->env->dbi[db], &cur)))
-    return rg_scope_mdb(s, rc, "write", e);
-  rc = mdb_cursor_get(cur, &lk, &lv, MDB_LAST);
+  if ((rc = rg_cur_open(s->txn, db, &cur)))
+    return rg_scope_fail(s, rc, "write", e);
+  rc = rg_cur_get(cur, &lk, &lv, RG_LAST);
   have_last = rc == 0;
-  if (rc && rc != MDB_NOTFOUND) { mdb_cursor_close(cur); return rg_scope_mdb(s, rc, "write", e); }
+  if (rc && rc != RG_NOTFOUND) {
+    rg_cur_close(cur);
+    return rg_scope_fail(s, rc, "write", e);
+  }
   for (i = 0; i < l->n; i++) {
     const bent *x = &l->v[i];
-    MDB_val k, v;
-    unsigned flags = dup ? MDB_NODUPDATA : 0;
+    rg_val k, v;
+    unsigned flags = 0;
     int first = !(i > 0 && l->v[i - 1].kn == x->kn &&
                   memcmp(b->pool.p + l->v[i - 1].k, b->pool.p + x->k,
                          x->kn) == 0);
-    k.mv_data = b->pool.p + x->k;
-    k.mv_size = x->kn;
-    v.mv_data = b->pool.p + x->v;
-    v.mv_size = x->vn;
+    k.p = b->pool.p + x->k;
+    k.n = x->kn;
+    v.p = b->pool.p + x->v;
+    v.n = x->vn;
     if (!appending) {
-      int c = have_last ? cmp_val(&lk, k.mv_data, k.mv_size) : -1;
+      int c = have_last ? cmp_val(&lk, k.p, k.n) : -1;
       if (c < 0) appending = 1;       /* past the last key: all that follow */
     }
-    if (appending) flags |= dup && !first ? MDB_APPENDDUP : MDB_APPEND;
+    if (appending) flags |= dup && !first ? RG_KV_APPENDDUP : RG_KV_APPEND;
     else if (dup && first && db == RG_DB_LATEST) {   /* past its last dup? */
-      MDB_val fk = k, fv;
+      rg_val fk = k, fv;
       group = 0;
-      rc = mdb_cursor_get(cur, &fk, &fv, MDB_SET_KEY);
-      if (rc == 0) rc = mdb_cursor_get(cur, &fk, &fv, MDB_LAST_DUP);
-      if (rc == 0) group = cmp_val(&fv, v.mv_data, v.mv_size) < 0;
-      else if (rc == MDB_NOTFOUND) group = 2;   /* a new key */
+      rc = rg_cur_get(cur, &fk, &fv, RG_SET);
+      if (rc == 0) rc = rg_cur_get(cur, &fk, &fv, RG_LAST_DUP);
+      if (rc == 0) group = cmp_val(&fv, v.p, v.n) < 0;
+      else if (rc == RG_NOTFOUND) group = 2;   /* a new key */
       else break;
-      if (group == 1) flags |= MDB_APPENDDUP;
+      if (group == 1) flags |= RG_KV_APPENDDUP;
     }
-    else if (dup && group) flags |= MDB_APPENDDUP;
-    rc = mdb_cursor_put(cur, &k, &v, flags);
-    if (rc == MDB_KEYEXIST && dup) rc = 0;   /* there already */
+    else if (dup && group) flags |= RG_KV_APPENDDUP;
+    rc = rg_cur_put(cur, k.p, k.n, v.p, v.n, flags);
+    if (rc == RG_KEYEXIST && dup) rc = 0;   /* there already */
     if (rc) break;
   }
   if (rc) {
-    mdb_cursor_close(cur);
-    return rg_scope_mdb(s, rc, "write", e);
+    rg_cur_close(cur);
+    return rg_scope_fail(s, rc, "write", e);
   }
-  mdb_cursor_close(cur);
+  rg_cur_close(cur);
   return 0;
 }
 
@@ -1214,16 +1207,23 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
   if (mode != RG_BULK_RESTORE && rg_scope_lsn(s, e) == 0) return s->failed;
   if (b->cap < n) {
     size_t *a = (size_t *)realloc(b->later, n * sizeof(size_t));
-    if (a == NULL) return rg_fail(e, 500, "out of memory");
+    uint32_t *vs = (uint32_t *)realloc(b->vseq, n * sizeof(uint32_t));
+    if (vs) b->vseq = vs;
+    if (a == NULL || vs == NULL) return rg_fail(e, 500, "out of memory");
     b->later = a;
     b->cap = n;
   }
+  if (c->spec->nvix) memset(b->vseq, 0, n * sizeof(uint32_t));
   for (i = 0; i < n && rc == 0; i++)
     if (items[i].status == 0)
       rc = bulk_one(b, i, &items[i], &b->text, &b->ikeys, e);
   if (rc == 0 && b->oom) rc = rg_fail(e, 500, "out of memory");
   for (i = 0; rc == 0 && i < sizeof(order) / sizeof(order[0]); i++)
     rc = bulk_apply(b, order[i], e);
+  for (i = 0; rc == 0 && c->spec->nvix && i < n; i++)   /* vector indexes:
+                                                  one slot at a time */
+    if (b->vseq[i])
+      rc = rg_vindex_update(s, c->spec, b->vseq[i], NULL, items[i].doc, e);
   for (i = 0; rc == 0 && i < b->parts.cap; i++) {    /* statistics */
     bslot *ps = &b->parts.v[i];
     if (!ps->off || ps->a == 0) continue;

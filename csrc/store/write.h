@@ -79,8 +79,8 @@ void rg_bulk_clear (rg_bulk_item *items, size_t n);
 
 /* Reads an item by key in `txn`: 0 and the value (header stripped,
 ** valid until the transaction changes), or 404 (absent or expired). */
-int  rg_item_get (MDB_txn *txn, rg_env *env, const rg_ikey *k, int64_t now,
-                  MDB_val *json, rg_err *e);
+int  rg_item_get (rg_txn *txn, rg_env *env, const rg_ikey *k, int64_t now,
+                  rg_val *json, rg_err *e);
 
 /* Container replace: brings every item from the spec `from` to c->spec,
 ** in the scope: its index entries (`reindex`) and its expiry (`reexpire`:

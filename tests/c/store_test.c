@@ -24,7 +24,9 @@
 #include "store/feed.h"
 #include "store/plan.h"
 #include "store/procs.h"
+#include "store/kv.h"
 #include "store/verify.h"
+#include "store/wal.h"
 #include "store/write.h"
 
 static int failures = 0, checks = 0;
@@ -118,8 +120,8 @@ static int read_item (const rg_cont *c, const char *id, const char *pk,
                       rg_buf *out) {
   const cJSON *pkv[RG_MAX_PK_PATHS] = { NULL, NULL, NULL };
   cJSON *pkn = cJSON_CreateString(pk);
-  MDB_txn *txn;
-  MDB_val v;
+  rg_txn *txn;
+  rg_val v;
   rg_ikey k;
   int rc;
   pkv[0] = pkn;
@@ -131,7 +133,7 @@ static int read_item (const rg_cont *c, const char *id, const char *pk,
   rc = rg_item_get(txn, env, &k, rg_now(), &v, &e);
   if (rc == 0) {
     out->n = 0;
-    rg_buf_add(out, v.mv_data, v.mv_size);
+    rg_buf_add(out, v.p, v.n);
   }
   rg_read_end(env);
   return rc;
@@ -142,7 +144,7 @@ static int query (const rg_cont *c, const char *sql, size_t *count,
                   rg_work *work, rg_buf *rows) {
   rg_query_req q;
   rg_query_res r;
-  MDB_txn *txn;
+  rg_txn *txn;
   int rc;
   memset(&q, 0, sizeof(q));
   memset(&r, 0, sizeof(r));
@@ -270,7 +272,7 @@ static void test_feed (void) {
   rg_batch b;
   rg_feedq f;
   rg_buf tok;
-  MDB_txn *txn;
+  rg_txn *txn;
   char doc[64];
   int i;
   open_db(0);
@@ -484,7 +486,161 @@ static void test_bulk (void) {
   }
 }
 
+/*
+** The seam (store/kv.h) as a backend must keep it: point reads, ordered
+** cursors over a plain table and over a table of sorted duplicates, and
+** savepoints that undo exactly the writes made since them.  The tables
+** used are the database's own (refs: plain; latest: duplicates of
+** RG_LATEST_DUP bytes), with keys no item uses.
+*/
+typedef struct seam_case {
+  int phase;
+} seam_case;
+
+static void key4 (uint8_t *k, uint32_t n) { rg_put_u32(k, n); }
+
+static void dup12 (uint8_t *d, uint64_t lsn) {
+  memset(d, 0, RG_LATEST_DUP);
+  rg_put_u64(d, lsn);
+}
+
+static int seam_body (rg_scope *s, void *ud, rg_err *err) {
+  seam_case *q = (seam_case *)ud;
+  rg_txn *t = s->txn;
+  rg_cur *c;
+  rg_val k, v;
+  uint8_t kb[4], d[RG_LATEST_DUP], lk[6] = { 0xFF, 0xFF, 0xFF, 0xF0, 0, 0 };
+  size_t n, mark, inner;
+  uint32_t i;
+  (void)err;
+  if (q->phase == 0) {
+    for (i = 1; i <= 5; i++) {         /* plain: keys 0xFFFFFF01..05 */
+      key4(kb, 0xFFFFFF00u + i);
+      CHECK(rg_kv_put(t, RG_DB_REFS, kb, 4, "v", 1, 0) == 0);
+    }
+    for (i = 3; i >= 1; i--) {         /* duplicates, given out of order */
+      dup12(d, i);
+      CHECK(rg_kv_dput(t, RG_DB_LATEST, lk, 6, d, RG_LATEST_DUP, 0) == 0);
+    }
+    dup12(d, 2);
+    CHECK(rg_kv_dput(t, RG_DB_LATEST, lk, 6, d, RG_LATEST_DUP, 0) ==
+          RG_KEYEXIST);
+    return 0;
+  }
+  /* ordered reads */
+  CHECK(rg_cur_open(t, RG_DB_REFS, &c) == 0);
+  key4(kb, 0xFFFFFF02u);
+  k.p = kb;
+  k.n = 3;                             /* a prefix seeks to the first */
+  CHECK(rg_cur_get(c, &k, &v, RG_SEEK) == 0 && k.n == 4 &&
+        rg_get_u32(k.p) == 0xFFFFFF01u);
+  CHECK(rg_cur_get(c, &k, &v, RG_NEXT) == 0 && rg_get_u32(k.p) == 0xFFFFFF02u);
+  CHECK(rg_cur_get(c, &k, &v, RG_LAST) == 0 && rg_get_u32(k.p) == 0xFFFFFF05u);
+  CHECK(rg_cur_get(c, &k, &v, RG_NEXT) == RG_NOTFOUND);
+  k.p = kb;
+  k.n = 4;
+  CHECK(rg_cur_get(c, &k, &v, RG_SET) == 0 && v.n == 1);
+  rg_cur_close(c);
+  CHECK(rg_cur_open(t, RG_DB_LATEST, &c) == 0);
+  k.p = lk;
+  k.n = 6;
+  CHECK(rg_cur_get(c, &k, &v, RG_SET) == 0 &&
+        rg_get_u64(v.p) == 1);          /* duplicates in byte order */
+  CHECK(rg_cur_count(c, &n) == 0 && n == 3);
+  CHECK(rg_cur_get(c, &k, &v, RG_NEXT_DUP) == 0 && rg_get_u64(v.p) == 2);
+  CHECK(rg_cur_get(c, &k, &v, RG_LAST_DUP) == 0 && rg_get_u64(v.p) == 3);
+  CHECK(rg_cur_get(c, &k, &v, RG_NEXT_DUP) == RG_NOTFOUND);
+  dup12(d, 2);
+  k.p = lk;
+  k.n = 6;
+  v.p = d;
+  v.n = RG_LATEST_DUP;
+  CHECK(rg_cur_get(c, &k, &v, RG_BOTH) == 0);
+  dup12(d, 0);
+  v.p = d;
+  CHECK(rg_cur_get(c, &k, &v, RG_BOTH_RANGE) == 0 && rg_get_u64(v.p) == 1);
+  rg_cur_close(c);
+  /* savepoints: nested, each undoing its own writes only */
+  mark = rg_kv_savepoint(t);
+  key4(kb, 0xFFFFFF01u);
+  CHECK(rg_kv_put(t, RG_DB_REFS, kb, 4, "changed", 7, 0) == 0);
+  key4(kb, 0xFFFFFF02u);
+  CHECK(rg_kv_del(t, RG_DB_REFS, kb, 4) == 0);
+  key4(kb, 0xFFFFFF09u);
+  CHECK(rg_kv_put(t, RG_DB_REFS, kb, 4, "new", 3, RG_KV_APPEND) == 0);
+  dup12(d, 9);
+  CHECK(rg_kv_dput(t, RG_DB_LATEST, lk, 6, d, RG_LATEST_DUP,
+                   RG_KV_APPENDDUP) == 0);
+  dup12(d, 1);
+  CHECK(rg_kv_ddel(t, RG_DB_LATEST, lk, 6, d, RG_LATEST_DUP) == 0);
+  inner = rg_kv_savepoint(t);
+  CHECK(rg_cur_open(t, RG_DB_REFS, &c) == 0);
+  key4(kb, 0xFFFFFF03u);
+  k.p = kb;
+  k.n = 4;
+  CHECK(rg_cur_get(c, &k, &v, RG_SET) == 0 && rg_cur_del(c) == 0);
+  rg_cur_close(c);
+  CHECK(rg_kv_del(t, RG_DB_LATEST, lk, 6) == 0);   /* every duplicate */
+  CHECK(rg_kv_get(t, RG_DB_LATEST, lk, 6, &v) == RG_NOTFOUND);
+  CHECK(rg_kv_rollback(t, inner) == 0);
+  key4(kb, 0xFFFFFF03u);
+  CHECK(rg_kv_get(t, RG_DB_REFS, kb, 4, &v) == 0);
+  CHECK(rg_cur_open(t, RG_DB_LATEST, &c) == 0);
+  k.p = lk;
+  k.n = 6;
+  CHECK(rg_cur_get(c, &k, &v, RG_SET) == 0 && rg_get_u64(v.p) == 2 &&
+        rg_cur_count(c, &n) == 0 && n == 3);       /* 2, 3, 9 */
+  rg_cur_close(c);
+  CHECK(rg_kv_rollback(t, mark) == 0);
+  key4(kb, 0xFFFFFF01u);
+  CHECK(rg_kv_get(t, RG_DB_REFS, kb, 4, &v) == 0 && v.n == 1);
+  key4(kb, 0xFFFFFF02u);
+  CHECK(rg_kv_get(t, RG_DB_REFS, kb, 4, &v) == 0);
+  key4(kb, 0xFFFFFF09u);
+  CHECK(rg_kv_get(t, RG_DB_REFS, kb, 4, &v) == RG_NOTFOUND);
+  CHECK(rg_cur_open(t, RG_DB_LATEST, &c) == 0);
+  k.p = lk;
+  k.n = 6;
+  CHECK(rg_cur_get(c, &k, &v, RG_SET) == 0 && rg_get_u64(v.p) == 1 &&
+        rg_cur_count(c, &n) == 0 && n == 3);       /* 1, 2, 3 */
+  rg_cur_close(c);
+  /* a released savepoint keeps its writes */
+  mark = rg_kv_savepoint(t);
+  key4(kb, 0xFFFFFF04u);
+  CHECK(rg_kv_del(t, RG_DB_REFS, kb, 4) == 0);
+  rg_kv_release(t, mark);
+  CHECK(rg_kv_get(t, RG_DB_REFS, kb, 4, &v) == RG_NOTFOUND);
+  CHECK(rg_kv_del(t, RG_DB_REFS, kb, 4) == RG_NOTFOUND);
+  /* leave the tables as they were */
+  for (i = 1; i <= 5; i++) {
+    key4(kb, 0xFFFFFF00u + i);
+    rg_kv_del(t, RG_DB_REFS, kb, 4);
+  }
+  CHECK(rg_kv_del(t, RG_DB_LATEST, lk, 6) == 0);
+  return 0;
+}
+
+static void test_seam (void) {
+  seam_case q;
+  rg_err ve;
+  open_db(0);
+  q.phase = 0;
+  STATUS(rg_scope_run(env, NULL, NULL, RG_SYNC_NONE, 0, seam_body, &q, &e),
+         0);
+  q.phase = 1;
+  STATUS(rg_scope_run(env, NULL, NULL, RG_SYNC_NONE, 0, seam_body, &q, &e),
+         0);
+  close_db();
+  /* the log reads LMDB 0.9's layout, and refuses a library of another */
+  CHECK(rg_wal_check_lmdb(0, 9, 24, &ve) == 0);
+  CHECK(rg_wal_check_lmdb(0, 9, 33, &ve) == 0);
+  CHECK(rg_wal_check_lmdb(1, 0, 0, &ve) == 500 &&
+        strstr(ve.msg, "liblmdb 1.0.0") != NULL);
+  CHECK(rg_wal_check_lmdb(0, 10, 0, &ve) == 500);
+}
+
 int main (void) {
+  test_seam();
   test_items();
   test_bulk();
   test_patch();

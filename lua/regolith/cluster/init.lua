@@ -41,6 +41,7 @@ local OPEN_OPTIONS = {
   retry_seconds = "number", wait_timeout = "number", password = "string",
   user = "string", transport = "string", protocol = "number",
   map_size = "number", all_versions = "boolean", script_refresh = "number",
+  query_time = "number",
 }
 
 local function closed_error(what)

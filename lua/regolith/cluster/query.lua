@@ -266,7 +266,8 @@ function Qm.page(C, sql, params, opts, internal, as_text, feed)
   return q:finish(as_text)
 end
 
-local QUERY_OPTS = { partition_key = true, max_items = "number", continuation = "string" }
+local QUERY_OPTS = { partition_key = true, max_items = "number", continuation = "string",
+                     full_text_score_scope = "string" }
 
 local function query(C, sql, params, opts)
   local ok, err, st = util.check(C)
@@ -279,6 +280,10 @@ local function query(C, sql, params, opts)
     if QUERY_OPTS[k] ~= true and type(v) ~= QUERY_OPTS[k] then
       error("query: option '" .. k .. "' must be a " .. QUERY_OPTS[k], 2)
     end
+  end
+  local scope = opts and opts.full_text_score_scope
+  if scope ~= nil and scope ~= "container" and scope ~= "local" then
+    error('query: option \'full_text_score_scope\' is "container" or "local"', 2)
   end
   local rows, info
   rows, info, st = Qm.page(C, sql, params, opts)
