@@ -43,6 +43,21 @@ describe("the write-ahead log", function()
     end
   end)
 
+  it("counts its records, bytes and flushes in db:stats().log", function()
+    local db = H.open({ sync = "full" })
+    local c = assert(db:create_container("c", { partition_key = "/pk" }))
+    local before = assert(db:stats().log)
+    for i = 1, 10 do assert(c:create({ id = "i" .. i, pk = "p", s = ("x"):rep(500) })) end
+    local after = db:stats().log
+    assert.are.equal(10, after.records - before.records)
+    -- a record holds the pages the create wrote: more than 10 items' worth
+    assert.is_true(after.bytes - before.bytes > 10 * 500)
+    assert.is_true(after.flushes - before.flushes >= 1)
+    assert.is_true(after.checkpoints_locked >= 1)     -- the open's
+    assert.are.equal(0, after.checkpoints)
+    db:close()
+  end)
+
   for _, sync in ipairs({ "full", "lazy" }) do
     it("is replayed after a restart, up to its last whole record (sync " .. sync .. ")", function()
       local db, path = H.open({ sync = sync })
@@ -171,8 +186,11 @@ describe("the write-ahead log", function()
     assert.is_true(best.seq > best.epoch + 10, "checkpoints without the writer lock")
     local jumps = select(2, wal:gsub("RJMP", ""))
     assert.is_true(jumps > 1, "the ring went round")
-    -- (it is grown a MiB ahead of its records)
-    assert.is_true(#wal <= 65536 + 2 * 1048576 + 8192, "the log stays small")
+    -- about 9 MiB of records went through a file that stays near the ring:
+    -- when the checkpoints fall behind (a slow flush of the data file), the
+    -- records run on past the ring's end up to 16 rings of live log (then a
+    -- checkpoint under the writer lock), and the file is grown a ring ahead
+    assert.is_true(#wal <= 8192 + 20 * 65536, "the log stays small: " .. #wal)
     -- a restart on another boot replays the log from the checkpoint's base
     assert(os.remove(dir .. "/regolith.shm"))
     local db = assert(regolith.open(dir))

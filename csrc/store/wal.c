@@ -150,8 +150,11 @@ struct rg_wal {
 static int hooked;           /* 0 not tried, 1 installed, -1 impossible */
 /* CKPT_BYTES and WRAP_AT, which the harnesses make small
 ** (REGOLITH_WAL_RING="ckpt_bytes wrap_at") so that a short run claims
-** checkpoints and wraps the ring many times */
-static uint64_t ckpt_bytes = CKPT_BYTES, wrap_at = WRAP_AT;
+** checkpoints and wraps the ring many times; LIVE_MAX and GROW follow
+** (16 rings, a ring at most), so that a ring whose checkpoints fall behind
+** (a slow flush of the data file) stays as small as the real one, to scale */
+static uint64_t ckpt_bytes = CKPT_BYTES, wrap_at = WRAP_AT,
+                live_max = LIVE_MAX, grow = GROW;
 static struct { int fd; rg_wal *w; } reg[64];
 
 
@@ -277,12 +280,12 @@ static void capture (rg_wal *w, const uint8_t *p, size_t n, uint64_t off) {
   add_segment(w, off, p, n);
 }
 
-/* Writes zeros from the log's end to `to` (or GROW further), so that the
+/* Writes zeros from the log's end to `to` (or `grow` further), so that the
 ** records written there later overwrite allocated blocks. */
 static int grow_log (rg_wal *w, uint64_t to) {
   static const uint8_t zeros[65536];
   uint64_t at = w->sh->size < REC_START ? REC_START : w->sh->size;   /* never the headers */
-  uint64_t end = to > at + GROW ? to : at + GROW;
+  uint64_t end = to > at + grow ? to : at + grow;
   while (at < end) {
     size_t n = end - at < sizeof(zeros) ? (size_t)(end - at) : sizeof(zeros);
     ssize_t r = pwrite(w->wfd, zeros, n, (off_t)at);
@@ -855,6 +858,8 @@ static int install_hooks (void) {
     if (sscanf(ring, "%llu %llu", &c, &w) == 2 && c >= 4096 && w >= 4 * c) {
       ckpt_bytes = c;
       wrap_at = w;
+      live_max = 16 * w;
+      grow = w < GROW ? w : GROW;
     }
   }
   dl_iterate_phdr(patch_object, &slots);
@@ -1260,7 +1265,7 @@ int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
 static int ring_full (shared *sh) {
   uint64_t b = base_off(sh);
   if (sh->next_off < b && b - sh->next_off < wrap_at / 16) return 1;
-  return live_bytes(sh) > LIVE_MAX;
+  return live_bytes(sh) > live_max;
 }
 
 int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
@@ -1296,8 +1301,8 @@ int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
   /* room for the record, made before anything is written: on a full disk
   ** the transaction fails here, whole, rather than at its commit, when
   ** LMDB has made it and only a checkpoint could make it durable */
-  if (sh->next_off >= base_off(sh) && sh->next_off + GROW > sh->size &&
-      grow_log(w, sh->next_off + GROW) != 0)
+  if (sh->next_off >= base_off(sh) && sh->next_off + grow > sh->size &&
+      grow_log(w, sh->next_off + grow) != 0)
     return fail_errno(e, "growing the", "regolith.wal");
   if (rg_buf_reserve(&w->rec, REC_HEAD) != 0) return rg_fail(e, 500, "out of memory");
   w->rec.n = REC_HEAD;
