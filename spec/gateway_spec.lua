@@ -1,6 +1,6 @@
 -- The gateway's parts that need no nginx: a Cosmos container definition
 -- and a regolith spec made from each other, database directory names.
--- (The gateway itself is tested through Microsoft's SDKs: test/sdk/.)
+-- (The gateway itself is tested through Microsoft's SDKs: tests/sdk/.)
 local regolith = require "regolith"
 local H = require "helper"
 local policy = require "regolith.gateway.policy"

@@ -105,29 +105,6 @@ void rg_str_bytes (const cJSON *v, rg_buf *b) {
   rg_buf_adds(b, s);
 }
 
-size_t rg_str_rawlen (const char *s) {
-  size_t n = 0;
-  for (; *s; s++) {
-    if ((unsigned char)s[0] == 0xC0 && (unsigned char)s[1] == 0x80) s++;
-    n++;
-  }
-  return n;
-}
-
-int rg_str_cmp (const char *a, const char *b) {
-  const unsigned char *p = (const unsigned char *)a;
-  const unsigned char *q = (const unsigned char *)b;
-  for (;;) {
-    unsigned x = *p, y = *q;
-    if (x == 0xC0 && p[1] == 0x80) { x = 0; p++; }
-    if (y == 0xC0 && q[1] == 0x80) { y = 0; q++; }
-    if (*p == 0 && *q == 0) return 0;
-    if (*p == 0) return -1;                /* a is a prefix of b */
-    if (*q == 0) return 1;
-    if (x != y) return x < y ? -1 : 1;
-    p++; q++;
-  }
-}
 /* }===================================================================== */
 
 

@@ -36,9 +36,5 @@ cJSON *rg_str_new (const char *s, size_t n);
 char  *rg_str_mutf8 (const char *s, size_t n);
 /* The raw bytes of a string node into `b` (C0 80 back to NUL). */
 void   rg_str_bytes (const cJSON *v, rg_buf *b);
-/* Byte-order comparison of two string nodes as raw bytes. */
-int    rg_str_cmp (const char *a, const char *b);
-/* Length in bytes of the raw string a MUTF-8 string stands for. */
-size_t rg_str_rawlen (const char *s);
 
 #endif

@@ -18,7 +18,7 @@
 ** Admission, debit, 429
 ** ======================================================================
 */
-int rgl_retry (rg_lcont *lc, rg_admit *a) {
+int rg_admit_wait (rg_lcont *lc, rg_admit *a) {
   if (a->retries >= lc->db->retry_throttled ||
       rg_env_scope(lc->c.env) != NULL)  /* never wait holding the writer */
     return 0;
@@ -28,10 +28,10 @@ int rgl_retry (rg_lcont *lc, rg_admit *a) {
 }
 
 /* After a 429: waits its hint and asks again, as often as allowed. */
-int rgl_admit_retry (rg_lcont *lc, int routed, uint64_t hash, int range,
+int rg_admit_retry (rg_lcont *lc, int routed, uint64_t hash, int range,
                      rg_admit *a, rg_err *e) {
   int rc = 429;
-  while (rc == 429 && rgl_retry(lc, a)) {
+  while (rc == 429 && rg_admit_wait(lc, a)) {
     if (!rg_tp_on(lc->c.env, lc->c.spec->cid, &lc->tp)) {
       a->own = a->pool = NULL;       /* the budget went meanwhile */
       return 0;

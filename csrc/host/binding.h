@@ -33,6 +33,7 @@ typedef struct rg_db {
   lua_Integer script_memory;
   int max_containers;
   int retry_throttled;       /* 429s a call waits out before it returns one */
+  long memory_items;         /* rg_query_req's (0: the default; -1: never) */
   double query_time;         /* s of CPU a query page may take; 0: no limit */
 } rg_db;
 
@@ -47,9 +48,6 @@ rg_lcont *rgl_checkcont (lua_State *L, int idx);   /* open handles only */
 /* Pushes a container handle for `spec` (which it takes) of the database
 ** handle at dbidx. */
 void rgl_push_container (lua_State *L, int dbidx, rg_cspec *spec);
-/* Is the value at idx the none partition key value (an empty table not
-** marked as an array: regolith.object(), the SDKs' {})? */
-int  rgl_pk_isnone (lua_State *L, int idx);
 
 /* The logical partition a partition-key argument at idx names (a value,
 ** or an array of one value per level): 1, or 0 when it names none (the
@@ -67,24 +65,24 @@ int  rgl_pk_partition (lua_State *L, int idx, const rg_cspec *spec,
 ** After the work, rgl_account (or rgl_account_work, for a failure) debits
 ** its charge and notes the retries in the info table on top.
 */
-int  rgl_admit_retry (rg_lcont *lc, int routed, uint64_t hash, int range,
+int  rg_admit_retry (rg_lcont *lc, int routed, uint64_t hash, int range,
                       rg_admit *a, rg_err *e);
 /* Admission where the container is known to account (rg_tp_live). */
-static inline int rgl_admit_on (rg_lcont *lc, int routed, uint64_t hash,
+static inline int rg_admit_on (rg_lcont *lc, int routed, uint64_t hash,
                                 int range, rg_admit *a, rg_err *e) {
   int rc = rg_tp_admit(lc->c.spec, &lc->tp, routed, hash, range, a, e);
-  return rc == 429 ? rgl_admit_retry(lc, routed, hash, range, a, e) : rc;
+  return rc == 429 ? rg_admit_retry(lc, routed, hash, range, a, e) : rc;
 }
-static inline int rgl_admit (rg_lcont *lc, int routed, uint64_t hash,
+static inline int rg_admit_begin (rg_lcont *lc, int routed, uint64_t hash,
                              int range, rg_admit *a, rg_err *e) {
   a->own = a->pool = NULL;
   a->retries = 0;
   if (!rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) return 0;
-  return rgl_admit_on(lc, routed, hash, range, a, e);
+  return rg_admit_on(lc, routed, hash, range, a, e);
 }
 /* After a 429 found mid-call (a query's plan): waits the hint and returns
 ** 1 when a retry is allowed, else 0. */
-int  rgl_retry (rg_lcont *lc, rg_admit *a);
+int  rg_admit_wait (rg_lcont *lc, rg_admit *a);
 /* Sets info.retries in the table on top. */
 void rgl_note_retries (lua_State *L, const rg_admit *a);
 /* After a call that pushed its info table: `charge` is what it reported. */
@@ -132,8 +130,6 @@ int  rgl_query_pk (lua_State *L, int idx, const rg_cspec *spec, cJSON **own,
 /* Pushes a batch of changes as a Lua array in the mode's shape. */
 int  rgl_batch_push (lua_State *L, const rg_cspec *spec, int mode,
                      const rg_batch *b, rg_err *e);
-/* Options shared by c:changes and db:processor (raise on misuse). */
-int  rgl_feed_opt_mode (lua_State *L, int idx, const char *what);
 void rgl_feed_opt_start (lua_State *L, int idx, int *kind, double *t,
                          const char *what);
 

@@ -142,7 +142,7 @@ static int l_spec_check (lua_State *L) {
   lua_pop(L, 1);
   text = rgl_spec_text(L, 2, "create_container", name, n);
   lua_pushlstring(L, text->p, text->n);
-  rgl_box_done(text);
+  rg_box_done(text);
   return 1;
 }
 
@@ -440,10 +440,10 @@ static int spec_prepare (lua_State *L) {
                        sp->npk > 1 ? " at a level" : "",
                        sp->npk > 1 ? "every level is required: " : "path ",
                        sp->pk[missing].seg[0]);
-  rgl_box_done(q);
+  rg_box_done(q);
   return 8;
 fail:
-  rgl_box_done(q);
+  rg_box_done(q);
   return rgl_push_fail(L, &e);
 }
 
@@ -512,7 +512,7 @@ static int spec_patch (lua_State *L) {
   else rc = rg_fail(&e, 400, "patch operations must be a list of tables");
   if (rc || (rc = rg_patch_ops_parse(q->ops, &q->list, &nops, &e))) goto fail;
   if (text == NULL) {                /* the ops alone are checked */
-    rgl_box_done(q);
+    rg_box_done(q);
     lua_pushboolean(L, 1);
     return 1;
   }
@@ -533,10 +533,10 @@ static int spec_patch (lua_State *L) {
   if (rc) goto fail;
   if (q->text.oom) return luaL_error(L, "out of memory");
   lua_pushlstring(L, q->text.p, q->text.n);
-  rgl_box_done(q);
+  rg_box_done(q);
   return 1;
 fail:
-  rgl_box_done(q);
+  rg_box_done(q);
   return rgl_push_fail(L, &e);
 }
 /* }===================================================================== */
@@ -1363,7 +1363,7 @@ static int l_stepper (lua_State *L) {
   ls->p = NULL;
   luaL_getmetatable(L, STEPPER_MT);
   lua_setmetatable(L, -2);
-  if ((ls->p = rgl_stepper_new((uint64_t)budget, (size_t)memory)) == NULL)
+  if ((ls->p = rg_stepper_new((uint64_t)budget, (size_t)memory)) == NULL)
     return luaL_error(L, "out of memory");
   return 1;
 }
@@ -1376,7 +1376,7 @@ static lstepper *checkstepper (lua_State *L, int idx) {
 
 static int stepper_gc (lua_State *L) {
   lstepper *ls = (lstepper *)luaL_checkudata(L, 1, STEPPER_MT);
-  rgl_stepper_free(ls->p);
+  rg_stepper_free(ls->p);
   ls->p = NULL;
   return 0;
 }
@@ -1393,7 +1393,7 @@ static int stepper_check (lua_State *L) {
   int tag = strcmp(kind, "procedure") == 0 ? RG_MK_PROC
           : strcmp(kind, "user-defined function") == 0 ? RG_MK_UDF
           : RG_MK_TRIG;
-  if (rgl_stepper_check(ls->p, tag, name, n, src, len, &e))
+  if (rg_stepper_check(ls->p, tag, name, n, src, len, &e))
     return rgl_push_fail(L, &e);
   lua_pushboolean(L, 1);
   return 1;
@@ -1510,17 +1510,17 @@ static int stepper_start (lua_State *L) {
   lua_pushvalue(L, 6);
   lua_rawseti(L, -2, 4);
   rg_setuservalue(L, -2);
-  if ((rc = rgl_run_start(ls->p, &a, &lr->r, &e))) goto fail;
-  rgl_box_done(q);
+  if ((rc = rg_run_start(ls->p, &a, &lr->r, &e))) goto fail;
+  rg_box_done(q);
   return 1;
 fail:
-  rgl_box_done(q);
+  rg_box_done(q);
   return rgl_push_fail(L, &e);
 }
 
 static int run_gc (lua_State *L) {
   lrun *lr = (lrun *)luaL_checkudata(L, 1, RUN_MT);
-  rgl_run_free(lr->r);
+  rg_run_free(lr->r);
   lr->r = NULL;
   return 0;
 }
@@ -1533,7 +1533,7 @@ static int run_resume (lua_State *L) {
   rgl_run_resume(L, lr->r, 2);
   lua_getfield(L, -1, "done");
   if (lua_toboolean(L, -1)) {        /* the sandbox went back to its pool */
-    rgl_run_free(lr->r);
+    rg_run_free(lr->r);
     lr->r = NULL;
   }
   lua_pop(L, 1);
@@ -1571,7 +1571,7 @@ static int l_token_seal (lua_State *L) {
   rg_token_make(secret, kind, rg_hash(ctx, cn), payload, pn, out);
   if (out->oom) return luaL_error(L, "out of memory");
   lua_pushlstring(L, out->p, out->n);
-  rgl_box_done(out);
+  rg_box_done(out);
   return 1;
 }
 
@@ -1587,7 +1587,7 @@ static int l_token_open (lua_State *L) {
   if (rg_token_open(secret, kind, rg_hash(ctx, cn), tok, tn, out, &e))
     return rgl_push_fail(L, &e);
   lua_pushlstring(L, out->p ? out->p : "", out->n);
-  rgl_box_done(out);
+  rg_box_done(out);
   return 1;
 }
 

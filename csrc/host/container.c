@@ -114,6 +114,8 @@ static rg_db *writable (lua_State *L, rg_lcont *lc, rg_err *e) {
 /* }===================================================================== */
 
 
+static int pk_isnone (lua_State *L, int idx);
+
 /*
 ** {=====================================================================
 ** Ids and partition keys from Lua
@@ -167,14 +169,14 @@ static int pk_node (lua_State *L, int idx, cJSON *n, rg_err *e) {
       return 0;
     default:
       if (rgl_json_isnull(L, idx)) { n->type = cJSON_NULL; return 0; }
-      if (rgl_pk_isnone(L, idx)) { n->type = cJSON_Object; return 0; }
+      if (pk_isnone(L, idx)) { n->type = cJSON_Object; return 0; }
       return rg_fail(e, 400, "a partition key value must be a string, number, "
                      "boolean or regolith.null, not %s",
                      luaL_typename(L, idx));
   }
 }
 
-int rgl_pk_isnone (lua_State *L, int idx) {
+static int pk_isnone (lua_State *L, int idx) {
   int none;
   if (lua_type(L, idx) != LUA_TTABLE) return 0;
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
@@ -205,7 +207,7 @@ int rgl_pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
     pkv[0] = &nodes[0];
     return 0;
   }
-  if (rgl_pk_isnone(L, idx)) return 0;         /* every level NULL: none */
+  if (pk_isnone(L, idx)) return 0;         /* every level NULL: none */
   if (lua_type(L, idx) != LUA_TTABLE || (int)rg_rawlen(L, idx) != spec->npk)
     return rg_fail(e, 400, "the partition key is hierarchical: give an array "
                    "of %d values (every level is required)", spec->npk);
@@ -323,7 +325,7 @@ static int cont_read (lua_State *L) {
   }
   if ((rc = key_from_args(L, lc->c.spec, 2, 3, &k, &id, &idlen, &e)))
     return rgl_push_fail(L, &e);
-  if ((rc = rgl_admit(lc, 1, k.hash, 0, &a, &e)))
+  if ((rc = rg_admit_begin(lc, 1, k.hash, 0, &a, &e)))
     return rgl_push_throttled(L, &e, &a);
   if ((rc = rg_read_begin(env, &txn, &e))) return rgl_push_fail(L, &e);
   if ((rc = rg_cont_alive(txn, &lc->c, &e)) == 0 &&
@@ -389,7 +391,7 @@ static int many_admit (lua_State *L, rg_lcont *lc, int n, rg_admit *a,
       if (many_key(L, i, lc->c.spec, &k))
         rc = rg_tp_admit(lc->c.spec, &lc->tp, 1, k.hash, 0, a, e);
     }
-  } while (rc == 429 && rgl_retry(lc, a));
+  } while (rc == 429 && rg_admit_wait(lc, a));
   return rc;
 }
 
@@ -724,7 +726,7 @@ static int write_admit (lua_State *L, rg_lcont *lc, int op, int bindix,
         : bindix ? rgl_pk_partition(L, bindix, lc->c.spec, &k)
         : doc_partition(L, 2, lc->c.spec, &k)))
     return 0;
-  return rgl_admit_on(lc, 1, k.hash, 0, a, e);
+  return rg_admit_on(lc, 1, k.hash, 0, a, e);
 }
 
 static int write_call (lua_State *L, int op) {
@@ -781,18 +783,18 @@ static int write_call (lua_State *L, int op) {
         rg_opt_text(q->filter, n2, "filter", &e) ||
         rg_opt_text(q->pre, n3, "pre_trigger", &e) ||
         rg_opt_text(q->post, n4, "post_trigger", &e)) {
-      rgl_box_done(q);
+      rg_box_done(q);
       return rgl_push_fail(L, &e);
     }
   }
   if ((rc = write_admit(L, lc, op, q->bindix, &a, &e))) {
-    rgl_box_done(q);
+    rg_box_done(q);
     return rgl_push_throttled(L, &e, &a);
   }
   rc = rgl_scope_run(L, lc->c.env, d->sync, 1, write_body, q, &e);
   if (rc) {
     rgl_account_work(L, lc, &a, &q->work);
-    rgl_box_done(q);
+    rg_box_done(q);
     return rgl_push_fail(L, &e);
   }
   if (op == RG_OP_DELETE && q->r.doc == NULL) lua_pushboolean(L, 1);
@@ -803,7 +805,7 @@ static int write_call (lua_State *L, int op) {
     lua_pushstring(L, q->r.etag);
     lua_setfield(L, -2, "etag");
   }
-  rgl_box_done(q);
+  rg_box_done(q);
   return 2;
 }
 
@@ -996,8 +998,8 @@ static int cont_batch (lua_State *L) {
   a.retries = 0;
   if (rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp) &&
       rgl_pk_partition(L, 2, lc->c.spec, &k) &&
-      (rc = rgl_admit_on(lc, 1, k.hash, 0, &a, &e))) {
-    rgl_box_done(q);
+      (rc = rg_admit_on(lc, 1, k.hash, 0, &a, &e))) {
+    rg_box_done(q);
     return rgl_push_throttled(L, &e, &a);
   }
   rc = rgl_scope_run(L, lc->c.env, d->sync, 1, batch_body, q, &e);
@@ -1019,7 +1021,7 @@ static int cont_batch (lua_State *L) {
     }
     lua_rawseti(L, -2, i + 1);
   }
-  rgl_box_done(q);
+  rg_box_done(q);
   if (rc) {
     int results = lua_gettop(L);
     lua_pushnil(L);
@@ -1165,7 +1167,7 @@ static int cont_bulk_load (lua_State *L) {
       lua_pop(L, 1);
     }
     if (q->n == 0) break;
-    if ((rc = rgl_admit(lc, 0, 0, RG_TP_EVERY, &a, &e))) break;
+    if ((rc = rg_admit_begin(lc, 0, 0, RG_TP_EVERY, &a, &e))) break;
     memset(&q->batch, 0, sizeof(q->batch));
     rc = rgl_scope_run(L, lc->c.env, d->sync, 1, bulk_body, q,
                        &e);
@@ -1210,12 +1212,12 @@ static int cont_bulk_load (lua_State *L) {
                     "are written): %s", msg);
     lua_pushinteger(L, rc);
     lua_pushvalue(L, result);
-    rgl_box_done(q);
+    rg_box_done(q);
     return 4;
   }
   lua_pushvalue(L, result);
   rgl_push_info(L, &q->work, 200);
-  rgl_box_done(q);
+  rg_box_done(q);
   return 2;
 }
 /* }===================================================================== */

@@ -152,7 +152,7 @@ static int container_call (lua_State *L, int replace) {
   else
     rc = rg_catalog_create(d->env, d->sync, name, namelen, text->p, text->n,
                            d->max_containers, &spec, &e);
-  rgl_box_done(text);
+  rg_box_done(text);
   if (rc) return rgl_push_fail(L, &e);
   if (replace) rg_tp_replaced(d->env, spec->cid);
   else rg_tp_created(d->env, spec->cid);   /* its budget, or its counters */
@@ -218,7 +218,7 @@ static int db_containers (lua_State *L) {
     lua_pushlstring(L, g->stats[i].name, g->stats[i].namelen);
     lua_rawseti(L, -2, i + 1);
   }
-  rgl_box_done(g);
+  rg_box_done(g);
   return 1;
 }
 
@@ -322,7 +322,7 @@ static int db_stats (lua_State *L) {
   lua_setfield(L, -2, "items");
   lua_pushinteger(L, (lua_Integer)bytes);
   lua_setfield(L, -2, "bytes");
-  rgl_box_done(g);
+  rg_box_done(g);
   if (tables) {
     rg_table_stat ts[RG_NDB];
     uint64_t free_bytes;
@@ -382,13 +382,13 @@ static int db_verify (lua_State *L) {
   rg_db *d = rgl_checkdb(L, 1);
   rg_buf *report = rgl_newbuf(L);
   if (rg_verify(d->env, report) == 0) {
-    rgl_box_done(report);
+    rg_box_done(report);
     lua_pushboolean(L, 1);
     return 1;
   }
   lua_pushnil(L);
   lua_pushlstring(L, report->p ? report->p : "", report->n);
-  rgl_box_done(report);
+  rg_box_done(report);
   return 2;
 }
 
@@ -509,7 +509,8 @@ static int db_group (lua_State *L) {
 static int l_open (lua_State *L) {
   static const char *const allowed[] = {
     "sync", "map_size", "readonly", "script_budget", "script_memory",
-    "max_containers", "retry_throttled", "query_time", NULL
+    "max_containers", "retry_throttled", "query_memory_items", "query_time",
+    NULL
   };
   static const char *const syncs[] = { "full", "lazy", "none", NULL };
   const char *path = check_path(L, 1);
@@ -546,6 +547,9 @@ static int l_open (lua_State *L) {
                                        "open");
   d->retry_throttled = (int)rgl_opt_int(L, 2, "retry_throttled", 0, 0, 1000,
                                         "open");
+  d->memory_items = (long)rgl_opt_int(L, 2, "query_memory_items",
+                                      RG_MEMORY_ITEMS, 0, 1 << 20, "open");
+  if (d->memory_items == 0) d->memory_items = -1;       /* never */
   d->query_time = RG_QUERY_TIME;
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "query_time");

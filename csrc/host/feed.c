@@ -134,7 +134,9 @@ fail:
 ** c:changes, c:feed_ranges
 ** ======================================================================
 */
-int rgl_feed_opt_mode (lua_State *L, int idx, const char *what) {
+/* The feed's mode option, shared by c:changes and db:processor (raises on
+** misuse). */
+static int opt_mode (lua_State *L, int idx, const char *what) {
   const char *m = rgl_opt_string(L, idx, "mode", what);
   if (m == NULL || strcmp(m, "latest") == 0) return RG_FEED_LATEST;
   if (strcmp(m, "all_versions") == 0) return RG_FEED_ALL;
@@ -267,7 +269,7 @@ static int cont_changes (lua_State *L) {
   double t;
   lua_settop(L, 2);
   rgl_opts_check(L, 2, allowed, "changes");
-  mode = rgl_feed_opt_mode(L, 2, "changes");
+  mode = opt_mode(L, 2, "changes");
   max = (long)rgl_opt_int(L, 2, "max_items", PAGE_DEFAULT, 1, PAGE_MAX,
                          "changes");
   range = (int)rgl_opt_int(L, 2, "feed_range", 0, 1, spec->nparts, "changes");
@@ -307,7 +309,7 @@ static int cont_changes (lua_State *L) {
   }
   /* admitted to the partition it reads: a logical partition's, a feed
   ** range's, or every one */
-  if ((rc = rgl_admit(lc, lp != NULL, lp ? rg_get_u64(lp + 4) : 0,
+  if ((rc = rg_admit_begin(lc, lp != NULL, lp ? rg_get_u64(lp + 4) : 0,
                       lp ? 0 : range ? range - 1 : RG_TP_EVERY, &a, &e)))
     return rgl_push_throttled(L, &e, &a);
   q.c = &lc->c;
@@ -340,7 +342,7 @@ static int cont_changes (lua_State *L) {
   lua_setfield(L, -2, "continuation");
   lua_pushinteger(L, (lua_Integer)g->b.n);
   lua_setfield(L, -2, "count");
-  rgl_box_done(g);
+  rg_box_done(g);
   return 2;
 }
 

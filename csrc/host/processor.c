@@ -232,11 +232,11 @@ static int proc_read (lua_State *L) {
   g = new_bbox(L);
   if (rg_proc_read(&p->p, r, &g->b, &attempt, &e)) return rgl_push_fail(L, &e);
   lua_pushinteger(L, (lua_Integer)g->b.n);
-  if (g->b.n == 0) { rgl_box_done(g); return 1; }
+  if (g->b.n == 0) { rg_box_done(g); return 1; }
   if (rgl_batch_push(L, p->lc->c.spec, p->p.mode, &g->b, &e))
     return rgl_push_fail(L, &e);
   push_batch_info(L, p, &g->b.work, r, attempt);
-  rgl_box_done(g);
+  rg_box_done(g);
   return 3;
 }
 
@@ -336,7 +336,7 @@ static int proc_run_tx (lua_State *L) {
   rc = rg_proc_run_tx(&p->p, rgl_protect, L, r, run_handler, &q, &g->b, &n,
                       &lost, &failed, &e);
   if (rc == RG_RAISED) return lua_error(L);
-  rgl_box_done(g);
+  rg_box_done(g);
   if (failed) {
     lua_pushinteger(L, (lua_Integer)n);
     lua_pushboolean(L, 0);
@@ -401,7 +401,7 @@ static int proc_lag (lua_State *L) {
   }
   lua_pushinteger(L, (lua_Integer)total);
   lua_insert(L, -2);
-  rgl_box_done(g);
+  rg_box_done(g);
   return 2;
 }
 
@@ -444,7 +444,7 @@ static int proc_ranges (lua_State *L) {
     lua_setfield(L, -2, "delivered");
     lua_rawseti(L, -2, r + 1);
   }
-  rgl_box_done(g);
+  rg_box_done(g);
   return 1;
 }
 
@@ -473,7 +473,7 @@ static int proc_dead_letters (lua_State *L) {
     lua_rawseti(L, -2, ++n);
     i += 16 + len;
   }
-  rgl_box_done(g);
+  rg_box_done(g);
   return 1;
 }
 
@@ -522,7 +522,7 @@ static int cont_processors (lua_State *L) {
     lua_rawseti(L, -2, i);
     at += 5 + n;
   }
-  rgl_box_done(b);
+  rg_box_done(b);
   return 1;
 }
 /* }===================================================================== */

@@ -156,6 +156,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
   }
   rq.sql = lua_tolstring(L, sqlix, &rq.sqllen);
   rq.max_items = (long)max_items;
+  rq.memory_items = lc->db->memory_items;
   rq.continuation = cont;
   rq.contlen = contlen;
   rq.fts_local = fts_local;
@@ -163,7 +164,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
   top = lua_gettop(L);
   if ((rc = rgl_params_from_lua(L, pix, &q->params, &e)) ||
       (rc = rgl_query_pk(L, pkix, lc->c.spec, &q->pk, &rq, &e))) {
-    rgl_box_done(q);
+    rg_box_done(q);
     return rgl_push_fail(L, &e);
   }
   rq.params = q->params;
@@ -186,11 +187,11 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
       rg_udfs_done(&udfs);
       rg_read_end(lc->c.env);
     }
-  } while (rc == 429 && !qa.admitted && rgl_retry(lc, &qa.a));
+  } while (rc == 429 && !qa.admitted && rg_admit_wait(lc, &qa.a));
   if (!qa.admitted) qa.a.pool = NULL;
   if (rc) {
     rgl_account_work(L, lc, &qa.a, &q->res.work);
-    rgl_box_done(q);
+    rg_box_done(q);
     if (rc == 429 && !qa.admitted) return rgl_push_throttled(L, &e, &qa.a);
     return rgl_push_fail(L, &e);
   }
@@ -206,7 +207,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
                             &e)) {
       char msg[sizeof(e.msg)];
       memcpy(msg, e.msg, sizeof(msg));
-      rgl_box_done(q);
+      rg_box_done(q);
       rg_fail(&e, 400, "a result cannot be returned: %s", msg);
       return rgl_push_fail(L, &e);
     }
@@ -214,13 +215,14 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
   }
   rgl_account(L, lc, &qa.a, rgl_push_query_info(L, &q->res.work,
                                                  q->res.cross_partition));
+  rgl_push_executor(L, &q->res.done, q->res.inmem);
   lua_pushinteger(L, (lua_Integer)q->res.count);
   lua_setfield(L, -2, "count");
   if (q->res.continuation.n) {
     lua_pushlstring(L, q->res.continuation.p, q->res.continuation.n);
     lua_setfield(L, -2, "continuation");
   }
-  rgl_box_done(q);
+  rg_box_done(q);
   return 2;
 }
 

@@ -217,7 +217,7 @@ static int names (lua_State *L, int tag) {
     lua_rawseti(L, -2, i);
     at += 4 + n;
   }
-  rgl_box_done(b);
+  rg_box_done(b);
   return 1;
 }
 
@@ -256,7 +256,7 @@ static int get_script (lua_State *L, int tag) {
   }
   lua_pushlstring(L, src->p ? src->p : "", src->n);
   if (tag == RG_MK_TRIG) lua_setfield(L, -2, "source");
-  rgl_box_done(src);
+  rg_box_done(src);
   rgl_push_info(L, NULL, 200);
   return 2;
 }
@@ -363,20 +363,20 @@ static int cont_execute (lua_State *L) {
   a.retries = 0;
   if (rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp) &&
       rgl_pk_partition(L, 3, lc->c.spec, &k) &&
-      rgl_admit_on(lc, 1, k.hash, 0, &a, &e)) {
-    rgl_box_done(q);
+      rg_admit_on(lc, 1, k.hash, 0, &a, &e)) {
+    rg_box_done(q);
     return rgl_push_throttled(L, &e, &a);
   }
   if (rgl_scope_run(L, lc->c.env, lc->db->sync, 1, exec_body, q, &e)) {
     rgl_account_work(L, lc, &a, &q->work);
-    rgl_box_done(q);
+    rg_box_done(q);
     return rgl_push_fail(L, &e);
   }
   rgl_json_push(L, q->result);
   rgl_account(L, lc, &a, rgl_push_info(L, &q->work, 200));
   rgl_push_lines(L, &q->log);
   lua_setfield(L, -2, "log");
-  rgl_box_done(q);
+  rg_box_done(q);
   return 2;
 }
 /* }===================================================================== */

@@ -95,7 +95,7 @@ static int db_throughput (lua_State *L) {
   if (text->n == 0) lua_pushnil(L);
   else if (rgl_json_push_stored(L, text->p, text->n, &e))
     return rgl_push_fail(L, &e);
-  rgl_box_done(text);
+  rg_box_done(text);
   return 1;
 }
 /* }===================================================================== */

@@ -46,7 +46,7 @@ int rgl_json_isnull (lua_State *L, int idx) {
          lua_touserdata(L, idx) == NULL;
 }
 
-void rgl_json_pushnull (lua_State *L) {
+static void push_null (lua_State *L) {
   lua_pushlightuserdata(L, NULL);
 }
 
@@ -464,7 +464,7 @@ static int parse_value (lreader *R) {
       return 0;
     case 'n':
       if ((rc = rg_js_literal(P, "null", 4)) != 0) return rc;
-      rgl_json_pushnull(L);
+      push_null(L);
       return 0;
     default: {
       int isint = 0;
@@ -561,7 +561,7 @@ static void push_tree (lua_State *L, const cJSON *v, int arr_mt, int obj_mt) {
   const cJSON *c;
   int n;
   switch (v->type & 0xFF) {
-    case cJSON_NULL: rgl_json_pushnull(L); break;
+    case cJSON_NULL: push_null(L); break;
     case cJSON_False: lua_pushboolean(L, 0); break;
     case cJSON_True: lua_pushboolean(L, 1); break;
     case cJSON_Number: {
@@ -592,7 +592,7 @@ static void push_tree (lua_State *L, const cJSON *v, int arr_mt, int obj_mt) {
         lua_rawset(L, -3);
       }
       break;
-    default: rgl_json_pushnull(L); break;
+    default: push_null(L); break;
   }
 }
 
@@ -675,7 +675,7 @@ void rgl_json_open (lua_State *L) {
   lua_pushliteral(L, "object");
   lua_setfield(L, -2, "__jsontype");
   lua_pop(L, 1);
-  rgl_json_pushnull(L);
+  push_null(L);
   lua_setfield(L, -2, "null");
   lua_pushcfunction(L, l_array);
   lua_setfield(L, -2, "array");
@@ -683,7 +683,7 @@ void rgl_json_open (lua_State *L) {
   lua_setfield(L, -2, "object");
   lua_newtable(L);
   luaL_setfuncs(L, json_funcs, 0);
-  rgl_json_pushnull(L);
+  push_null(L);
   lua_setfield(L, -2, "null");
   lua_setfield(L, -2, "json");
 }

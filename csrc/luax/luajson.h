@@ -36,6 +36,5 @@ void rgl_json_push (lua_State *L, const cJSON *v);
 void rgl_json_open (lua_State *L);
 /* Is the value at idx regolith.null? */
 int  rgl_json_isnull (lua_State *L, int idx);
-void rgl_json_pushnull (lua_State *L);
 
 #endif

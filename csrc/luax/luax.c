@@ -164,6 +164,19 @@ double rgl_push_query_info (lua_State *L, const rg_work *w, int cross) {
   }
   return charge;
 }
+
+void rgl_push_executor (lua_State *L, const rg_work *done, int inmem) {
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, (lua_Integer)done->loaded);
+  lua_setfield(L, -2, "items_read");
+  lua_pushinteger(L, (lua_Integer)done->lookups);
+  lua_setfield(L, -2, "index_seeks");
+  lua_pushinteger(L, (lua_Integer)done->scanned);
+  lua_setfield(L, -2, "index_entries");
+  lua_pushboolean(L, inmem);
+  lua_setfield(L, -2, "partition_in_memory");
+  lua_setfield(L, -2, "executor");
+}
 /* }===================================================================== */
 
 
@@ -195,7 +208,7 @@ void *rgl_newbox (lua_State *L, size_t size, void (*cleanup) (void *)) {
   return b->payload;
 }
 
-void rgl_box_done (void *payload) {
+void rg_box_done (void *payload) {
   box *b = (box *)((char *)payload - offsetof(box, payload));
   if (b->cleanup) { b->cleanup(payload); b->cleanup = NULL; }
 }

@@ -53,7 +53,7 @@ static void over (rg_sandbox *sb) {
 }
 #endif
 
-void *rgl_sandbox_alloc (void *ud, void *p, size_t osize, size_t nsize) {
+void *rg_sandbox_alloc (void *ud, void *p, size_t osize, size_t nsize) {
   rg_sandbox *sb = (rg_sandbox *)ud;
   void *np;
   if (p == NULL) osize = 0;          /* then osize tells the object type */
@@ -104,7 +104,7 @@ void rgl_sandbox_adopt (lua_State *S, rg_sandbox *sb) {
 rg_sandbox *rgl_sandbox_of (lua_State *L) {
   void *ud = NULL;
   rg_sandbox *sb;
-  if (lua_getallocf(L, &ud) == rgl_sandbox_alloc) return (rg_sandbox *)ud;
+  if (lua_getallocf(L, &ud) == rg_sandbox_alloc) return (rg_sandbox *)ud;
   lua_pushlightuserdata(L, (void *)&sysalloc_key);
   lua_rawget(L, LUA_REGISTRYINDEX);
   sb = (rg_sandbox *)lua_touserdata(L, -1);
@@ -180,7 +180,7 @@ void rgl_sandbox_charge (lua_State *L, uint64_t n) {
 }
 
 /* The room an execution has left before its memory limit. */
-size_t rgl_sandbox_room (rg_sandbox *sb) {
+size_t rg_sandbox_room (rg_sandbox *sb) {
   size_t h = held(sb);
   if (!sb->armed) return (size_t)-1;
   return h < sb->limit ? sb->limit - h : 0;
@@ -220,7 +220,7 @@ void rgl_sandbox_left (lua_State *L, uint64_t *instructions, size_t *bytes) {
   *bytes = 0;
   if (!sb->armed) return;
   *instructions = sb->spent < sb->budget ? sb->budget - sb->spent : 1;
-  r = rgl_sandbox_room(sb);
+  r = rg_sandbox_room(sb);
   *bytes = r ? r : 1;
 }
 
@@ -235,7 +235,7 @@ static int64_t time_limit (uint64_t budget) {
   return ns > 9e18 ? INT64_MAX : (int64_t)ns;
 }
 
-void rgl_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
+void rg_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
   char here;
   sb->cbase = (uintptr_t)&here;
   sb->limit = add_sat(held(sb), memory);
@@ -250,7 +250,7 @@ void rgl_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
   set_hook(sb, hook, HOOK_PERIOD);
 }
 
-int rgl_sandbox_disarm (rg_sandbox *sb) {
+int rg_sandbox_disarm (rg_sandbox *sb) {
   int why = sb->stop;
   sb->armed = 0;
   sb->stop = RG_STOP_NONE;
@@ -261,7 +261,7 @@ int rgl_sandbox_disarm (rg_sandbox *sb) {
   return why;
 }
 
-const char *rgl_sandbox_exceeded (rg_sandbox *sb, int why, char *buf,
+const char *rg_sandbox_exceeded (rg_sandbox *sb, int why, char *buf,
                                   size_t n) {
   if (why == RG_STOP_TIME)
     snprintf(buf, n, "time limit (%.2f s of CPU)",
@@ -272,7 +272,7 @@ const char *rgl_sandbox_exceeded (rg_sandbox *sb, int why, char *buf,
   return buf;
 }
 
-rg_deadline *rgl_sandbox_deadline (rg_sandbox *sb) {
+rg_deadline *rg_sandbox_deadline (rg_sandbox *sb) {
   return sb->armed ? &sb->time : NULL;
 }
 
@@ -282,19 +282,14 @@ void rgl_sandbox_thread (rg_sandbox *sb, lua_State *co) {
                      HOOK_PERIOD);
 }
 
-void rgl_sandbox_pause (rg_sandbox *sb) {
+void rg_sandbox_pause (rg_sandbox *sb) {
   rg_deadline_pause(&sb->time);
 }
 
-void rgl_sandbox_unpause (rg_sandbox *sb) {
+void rg_sandbox_unpause (rg_sandbox *sb) {
   char here;
   rg_deadline_resume(&sb->time);
   sb->cbase = (uintptr_t)&here;
 }
 
-void rgl_sandbox_bill (rg_sandbox *sb, uint64_t n) {
-  if (!sb->armed || sb->stop != RG_STOP_NONE) return;
-  sb->spent += n;
-  if (sb->spent >= sb->budget || sb->spent < n) stop(sb, RG_STOP_BUDGET);
-}
 /* }===================================================================== */

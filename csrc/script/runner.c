@@ -153,7 +153,7 @@ static void release (void *st) {
 
 /* The runner of an environment, made (and its hooks installed) on first
 ** use. */
-rg_runtime *rg_runtime_of (rg_env *env) {
+static rg_runtime *runtime_of (rg_env *env) {
   rg_runtime *rt = (rg_runtime *)rg_env_hook_state(env);
   if (rt == NULL) {
     rt = (rg_runtime *)calloc(1, sizeof(rg_runtime));
@@ -171,7 +171,7 @@ rg_runtime *rg_runtime_of (rg_env *env) {
 
 int rg_script_limits (rg_env *env, uint64_t budget, uint64_t memory,
                       rg_err *e) {
-  rg_runtime *rt = rg_runtime_of(env);
+  rg_runtime *rt = runtime_of(env);
   if (rt == NULL) return rg_fail(e, 500, "out of memory");
   if (rg_env_refs(env) == 1) {       /* the first open: it decides */
     rt->budget = budget ? budget : RG_SCRIPT_BUDGET;
@@ -486,7 +486,7 @@ static int do_query (lua_State *L) {
   rgl_sandbox_left(L, &left, &room);
   q.max_rows = left / ROW_COST + 1;
   q.max_bytes = room;
-  q.deadline = rgl_sandbox_deadline(x->rt->sb);
+  q.deadline = rg_sandbox_deadline(x->rt->sb);
   if (x->step) return ask_query(L, x, &q);
   memset(&x->qres, 0, sizeof(x->qres));
   x->qlive = 1;
@@ -507,6 +507,7 @@ static int do_query (lua_State *L) {
     return rgl_push_fail(L, &e);
   }
   rgl_push_query_info(L, &x->qres.work, x->qres.cross_partition);
+  rgl_push_executor(L, &x->qres.done, x->qres.inmem);
   if (x->qres.continuation.n) {
     lua_pushlstring(L, x->qres.continuation.p, x->qres.continuation.n);
     lua_setfield(L, -2, "continuation");
@@ -720,9 +721,9 @@ static void keep_result (lua_State *L, exec *x) {
 /* Pushes the run's function, ctx and arguments. */
 static void push_call (lua_State *L, exec *x) {
   int i;
-  rg_runtime_push_chunk(L, x->ckey, x->cklen, x->rec.version, x->rec.src,
+  rgl_runtime_push_chunk(L, x->ckey, x->cklen, x->rec.version, x->rec.src,
                         x->rec.len, x->name, x->namelen);
-  rg_runtime_call_chunk(L);
+  rgl_runtime_call_chunk(L);
   push_ctx(L, x);
   luaL_checkstack(L, x->nargs + 2, "too many arguments");
   for (i = 0; i < x->nargs; i++) {
@@ -749,7 +750,7 @@ static int outcome (exec *x, lua_State *L, int rc, int why, rg_err *e) {
   char lim[64];
   if (why == RG_STOP_BUDGET || why == RG_STOP_TIME)
     return rg_fail(e, 408, "%s '%.*s' exceeded its %s", what, n, x->name,
-                   rgl_sandbox_exceeded(x->rt->sb, why, lim, sizeof(lim)));
+                   rg_sandbox_exceeded(x->rt->sb, why, lim, sizeof(lim)));
   if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM)
     return rg_fail(e, 413, "%s '%.*s' exceeded its memory budget "
                    "(%llu bytes)", what, n, x->name,
@@ -848,9 +849,9 @@ static int run (exec *x, rg_err *e) {
   lua_settop(L, 0);
   lua_pushcfunction(L, exec_main);
   lua_pushlightuserdata(L, x);
-  rgl_sandbox_arm(rt->sb, rt->budget, rt->memory);
+  rg_sandbox_arm(rt->sb, rt->budget, rt->memory);
   rc = lua_pcall(L, 1, 0, 0);
-  why = rgl_sandbox_disarm(rt->sb);
+  why = rg_sandbox_disarm(rt->sb);
   rt->cur = NULL;
   s->bound = saved;
   rc = outcome(x, L, rc, why, e);
@@ -903,7 +904,7 @@ static void exec_free (exec *x) {
 int rg_proc_execute (rg_scope *s, const rg_cont *c, const char *name,
                      size_t n, const cJSON *pk, cJSON *const *args,
                      int nargs, cJSON **result, rg_buf *log, rg_err *e) {
-  rg_runtime *rt = rg_runtime_of(s->env);
+  rg_runtime *rt = runtime_of(s->env);
   const cJSON *t;
   exec x;
   int rc, i;
@@ -945,13 +946,13 @@ static int check_with (rg_runtime *rt, int tag, const char *name, size_t n,
 
 /* Runs a freshly compiled chunk (on top) and checks what it returns. */
 static int check_main (lua_State *L) {
-  rg_runtime_call_chunk(L);
+  rgl_runtime_call_chunk(L);
   return 0;
 }
 
 int rg_script_check (rg_env *env, int tag, const char *name, size_t n,
                      const char *src, size_t len, rg_err *e) {
-  rg_runtime *rt = rg_runtime_of(env);
+  rg_runtime *rt = runtime_of(env);
   if (rt == NULL) return rg_fail(e, 500, "out of memory");
   if (rt->cur != NULL)
     return rg_fail(e, 500, "a script cannot be stored while a script runs");
@@ -971,16 +972,16 @@ static int check_with (rg_runtime *rt, int tag, const char *name, size_t n,
   L = rgl_sandbox_state(rt->sb);
   lua_settop(L, 0);
   lua_pushcfunction(L, check_main);
-  rgl_sandbox_arm(rt->sb, rt->budget, rt->memory);
+  rg_sandbox_arm(rt->sb, rt->budget, rt->memory);
   rc = rgl_sandbox_load(L, src, len, name, n);
   if (rc == LUA_OK) rc = lua_pcall(L, 1, 0, 0);
   else rc = -rc;                     /* the compiler failed */
-  why = rgl_sandbox_disarm(rt->sb);
+  why = rg_sandbox_disarm(rt->sb);
   if (why == RG_STOP_BUDGET || why == RG_STOP_TIME) {
     char lim[64];
     rc = rg_fail(e, 408, "%s '%.*s' exceeded its %s while loading", what,
                  (int)n, name,
-                 rgl_sandbox_exceeded(rt->sb, why, lim, sizeof(lim)));
+                 rg_sandbox_exceeded(rt->sb, why, lim, sizeof(lim)));
   }
   else if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM || rc == -LUA_ERRMEM)
     rc = rg_fail(e, 413, "%s '%.*s' exceeded its memory budget while "
@@ -1141,7 +1142,7 @@ static int fire (rg_scope *s, const rg_cont *c, const rg_wreq *w, int kind,
   rg_runtime *rt;
   int rc, i;
   if (s->bound.script != NULL || w->ttl_expired) return 0;
-  if ((rt = rg_runtime_of(s->env)) == NULL)
+  if ((rt = runtime_of(s->env)) == NULL)
     return rg_fail(e, 500, "out of memory");
   if (kind == K_PRE) {               /* both names, before any write */
     if (w->pre_trigger &&
@@ -1452,7 +1453,7 @@ static int js_refused (int tag, const char *name, size_t n, rg_err *e) {
                  (int)n, name);
 }
 
-int rgl_stepper_check (rg_stepper *p, int tag, const char *name, size_t n,
+int rg_stepper_check (rg_stepper *p, int tag, const char *name, size_t n,
                        const char *src, size_t len, rg_err *e) {
   rg_runtime *rt;
   if (rg_js_is(src, len)) return js_refused(tag, name, n, e);
@@ -1460,12 +1461,12 @@ int rgl_stepper_check (rg_stepper *p, int tag, const char *name, size_t n,
   return check_with(rt, tag, name, n, src, len, e);
 }
 
-void rgl_run_free (rg_run *r) {
+void rg_run_free (rg_run *r) {
   int i;
   if (r == NULL) return;
   if (r->rt) {                       /* abandoned while it waited */
     lua_State *S = rgl_sandbox_state(r->rt->sb);
-    if (r->started) rgl_sandbox_disarm(r->rt->sb);
+    if (r->started) rg_sandbox_disarm(r->rt->sb);
     if (r->coref) luaL_unref(S, LUA_REGISTRYINDEX, r->coref);
     lua_settop(S, 0);
     r->rt->cur = NULL;
@@ -1487,7 +1488,7 @@ void rgl_run_free (rg_run *r) {
   free(r);
 }
 
-int rgl_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
+int rg_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
                    rg_err *e) {
   const cJSON *pkv[RG_MAX_PK_PATHS];
   const cJSON *t;
@@ -1571,7 +1572,7 @@ int rgl_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
   *out = r;
   return 0;
 fail:
-  rgl_run_free(r);
+  rg_run_free(r);
   return rc;
 }
 
@@ -1728,10 +1729,10 @@ int rgl_run_resume (lua_State *H, rg_run *r, int idx) {
     lua_settop(S, 0);
     lua_pushcfunction(S, step_prepare);
     lua_pushlightuserdata(S, r);
-    rgl_sandbox_arm(r->rt->sb, r->rt->budget, r->rt->memory);
+    rg_sandbox_arm(r->rt->sb, r->rt->budget, r->rt->memory);
     rc = lua_pcall(S, 1, 0, 0);
     if (rc != LUA_OK) {
-      why = rgl_sandbox_disarm(r->rt->sb);
+      why = rg_sandbox_disarm(r->rt->sb);
       rc = outcome(&r->x, S, rc, why, &e);
       push_outcome(H, r, rc, &e);
       return 1;
@@ -1742,7 +1743,7 @@ int rgl_run_resume (lua_State *H, rg_run *r, int idx) {
   else {
     if (r->ask == 0) return luaL_error(H, "the script run is not waiting");
     read_reply(H, r, idx);
-    rgl_sandbox_unpause(r->rt->sb);
+    rg_sandbox_unpause(r->rt->sb);
     lua_pushboolean(r->co, 1);       /* ask's answer: it was asked */
     nargs = 1;
   }
@@ -1755,18 +1756,14 @@ int rgl_run_resume (lua_State *H, rg_run *r, int idx) {
   }
 #endif
   if (rc == LUA_YIELD) {
-    rgl_sandbox_pause(r->rt->sb);
+    rg_sandbox_pause(r->rt->sb);
     push_request(H, r);
     return 1;
   }
-  why = rgl_sandbox_disarm(r->rt->sb);
+  why = rg_sandbox_disarm(r->rt->sb);
   rc = outcome(&r->x, r->co, rc, why, &e);
   push_outcome(H, r, rc, &e);
   return 1;
 }
 
-int rgl_run_kind (const rg_run *r) {
-  return r->x.kind == K_PROC ? RG_RUN_PROC :
-         r->x.kind == K_PRE ? RG_RUN_PRE : RG_RUN_POST;
-}
 /* }===================================================================== */

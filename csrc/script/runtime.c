@@ -38,7 +38,7 @@ static void free_autos (rg_runtime *rt) {
 /* Frees a runtime: its sandbox, its JavaScript heap and caches. */
 void rg_runtime_free (rg_runtime *rt) {
   if (rt == NULL) return;
-  rgl_sandbox_free(rt->sb);
+  rg_sandbox_free(rt->sb);
   rg_js_free(rt->js);
   free_autos(rt);
   free(rt);
@@ -49,7 +49,7 @@ int rg_runtime_running (const rg_runtime *rt) {
 }
 
 int rg_runtime_sandbox (rg_runtime *rt, rg_err *e) {
-  if (rt->sb == NULL && (rt->sb = rgl_sandbox_new()) == NULL)
+  if (rt->sb == NULL && (rt->sb = rg_sandbox_new()) == NULL)
     return rg_fail(e, 500, "cannot create the script sandbox: out of memory");
   return 0;
 }
@@ -57,7 +57,7 @@ int rg_runtime_sandbox (rg_runtime *rt, rg_err *e) {
 /* Pushes the compiled chunk of a record (its meta key, version and
 ** source), compiling it when this process has not compiled that version
 ** yet. */
-void rg_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
+void rgl_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
                             uint64_t version, const char *src, size_t len,
                             const char *name, size_t namelen) {
   uint8_t ver[8];
@@ -101,7 +101,7 @@ void rg_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
 }
 
 /* Calls the chunk in a fresh environment; leaves the function it returns. */
-void rg_runtime_call_chunk (lua_State *L) {
+void rgl_runtime_call_chunk (lua_State *L) {
   rgl_sandbox_env(L);
   rgl_sandbox_setenv(L, -2);
   lua_call(L, 0, 1);
@@ -110,7 +110,7 @@ void rg_runtime_call_chunk (lua_State *L) {
                luaL_typename(L, -1));
 }
 
-rg_stepper *rgl_stepper_new (uint64_t budget, size_t memory) {
+rg_stepper *rg_stepper_new (uint64_t budget, size_t memory) {
   rg_stepper *p = (rg_stepper *)calloc(1, sizeof(rg_stepper));
   if (p == NULL) return NULL;
   p->budget = budget ? budget : RG_SCRIPT_BUDGET;
@@ -118,7 +118,7 @@ rg_stepper *rgl_stepper_new (uint64_t budget, size_t memory) {
   return p;
 }
 
-void rgl_stepper_free (rg_stepper *p) {
+void rg_stepper_free (rg_stepper *p) {
   int i;
   if (p == NULL) return;
   for (i = 0; i < p->n; i++) rg_runtime_free(p->rt[i]);

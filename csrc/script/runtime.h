@@ -43,11 +43,6 @@ typedef struct rg_runtime {
   int held;                     /* a stepper's: a run holds it */
 } rg_runtime;
 
-/* The runtime of an environment, made (and its hooks installed) on first
-** use; NULL out of memory (runner.c: the hooks are its).  A handle's open
-** makes it (rg_script_limits), so below runner.c the environment's hook
-** state is its runtime. */
-rg_runtime *rg_runtime_of (rg_env *env);
 /* Frees a runtime and what it holds, its sandbox and JavaScript heap (the
 ** environment's release hook; a stepper's pool). */
 void rg_runtime_free (rg_runtime *rt);
@@ -57,12 +52,12 @@ int  rg_runtime_sandbox (rg_runtime *rt, rg_err *e);
 int  rg_runtime_running (const rg_runtime *rt);
 /* Pushes a record's compiled chunk (from the cache, or compiled now;
 ** raises the compiler's message). */
-void rg_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
+void rgl_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
                             uint64_t version, const char *src, size_t len,
                             const char *name, size_t namelen);
 /* Calls the chunk on top in a fresh environment; leaves the function it
 ** returns (raises when it returns anything else). */
-void rg_runtime_call_chunk (lua_State *L);
+void rgl_runtime_call_chunk (lua_State *L);
 struct rg_stepper;
 
 /* What a script's work costs it, in instructions, in either language: a

@@ -32,7 +32,7 @@
 ** of regolith.array/object are protected the same way.
 **
 ** Limits.  An execution is armed with an instruction budget and a memory
-** budget (rgl_sandbox_arm):
+** budget (rg_sandbox_arm):
 **   - memory: the state's allocator counts the bytes the state holds and,
 **     while armed, refuses to grow beyond the level at arming plus the
 **     budget.  Lua answers a refusal with an emergency collection and one
@@ -75,7 +75,7 @@
 ** a memory stop, so a script's pcall handler fails at once and the error
 ** unwinds to the top; xpcall's message handler, which Lua would call with
 ** hooks still off, is skipped once stopped.  The caller checks
-** rgl_sandbox_disarm's answer, not only the result.  __gc metamethods are
+** rg_sandbox_disarm's answer, not only the result.  __gc metamethods are
 ** refused by setmetatable, because Lua runs finalizers with hooks off (an
 ** error object with a __gc looping forever would escape every limit);
 ** to-be-closed variables run with hooks on and are stopped like any code.
@@ -176,9 +176,9 @@ static double explicit_range (lua_State *L, int a, int b) {
 ** nothing would refuse the growth). */
 static void need (lua_State *L, double bytes) {
   rg_sandbox *sb = rgl_sandbox_of(L);
-  if (!sb->armed || bytes <= (double)rgl_sandbox_room(sb)) return;
+  if (!sb->armed || bytes <= (double)rg_sandbox_room(sb)) return;
   lua_gc(L, LUA_GCCOLLECT, 0);
-  if (bytes > (double)rgl_sandbox_room(sb)) rgl_sandbox_stop(L, RG_STOP_MEMORY);
+  if (bytes > (double)rg_sandbox_room(sb)) rgl_sandbox_stop(L, RG_STOP_MEMORY);
 }
 
 /* The mean length of the strings among the first n values of the table
@@ -376,13 +376,13 @@ static int sb_encode (lua_State *L) {
   if (rgl_sandbox_from_lua(L, 1, &j->tree, &e)) return rgl_push_fail(L, &e);
   rg_json_print(j->tree, &j->text);
   if (j->text.oom) {
-    rgl_box_done(j);
+    rg_box_done(j);
     rg_fail(&e, 500, "out of memory");
     return rgl_push_fail(L, &e);
   }
   rgl_sandbox_charge(L, j->text.n / 8);
   lua_pushlstring(L, j->text.p ? j->text.p : "", j->text.n);
-  rgl_box_done(j);
+  rg_box_done(j);
   return 1;
 }
 
@@ -601,7 +601,7 @@ static int no_newstate = 0;
 
 static lua_State *new_state (rg_sandbox *sb) {
   lua_State *S = NULL;
-  if (!no_newstate && (S = lua_newstate(rgl_sandbox_alloc, sb)) != NULL)
+  if (!no_newstate && (S = lua_newstate(rg_sandbox_alloc, sb)) != NULL)
     return S;
   no_newstate = 1;
   if ((S = luaL_newstate()) == NULL) return NULL;
@@ -610,11 +610,11 @@ static lua_State *new_state (rg_sandbox *sb) {
 }
 #else
 static lua_State *new_state (rg_sandbox *sb) {
-  return lua_newstate(rgl_sandbox_alloc, sb);
+  return lua_newstate(rg_sandbox_alloc, sb);
 }
 #endif
 
-rg_sandbox *rgl_sandbox_new (void) {
+rg_sandbox *rg_sandbox_new (void) {
   rg_sandbox *sb = (rg_sandbox *)calloc(1, sizeof(rg_sandbox));
   if (sb == NULL) return NULL;
   sb->budget = (uint64_t)-1;
@@ -632,7 +632,7 @@ rg_sandbox *rgl_sandbox_new (void) {
   return sb;
 }
 
-void rgl_sandbox_free (rg_sandbox *sb) {
+void rg_sandbox_free (rg_sandbox *sb) {
   if (sb == NULL) return;
   lua_close(sb->S);
   free(sb);

@@ -47,40 +47,38 @@ struct rg_sandbox {
 enum { RG_STOP_NONE, RG_STOP_BUDGET, RG_STOP_MEMORY, RG_STOP_ABORT,
        RG_STOP_TIME, RG_STOP_WRITES };
 
-rg_sandbox *rgl_sandbox_new (void);                 /* NULL: out of memory */
-void        rgl_sandbox_free (rg_sandbox *sb);
+rg_sandbox *rg_sandbox_new (void);                 /* NULL: out of memory */
+void        rg_sandbox_free (rg_sandbox *sb);
 lua_State  *rgl_sandbox_state (rg_sandbox *sb);
 rg_sandbox *rgl_sandbox_of (lua_State *S);
 /* The allocator of a sandbox's state (ud: the sandbox); where a state
 ** cannot take it (LuaJIT without GC64), rgl_sandbox_adopt records the
 ** sandbox in the state made without it (budget.c). */
-void       *rgl_sandbox_alloc (void *ud, void *p, size_t osize, size_t nsize);
+void       *rg_sandbox_alloc (void *ud, void *p, size_t osize, size_t nsize);
 void        rgl_sandbox_adopt (lua_State *S, rg_sandbox *sb);
 /* The bytes an armed execution may still allocate ((size_t)-1: not armed). */
-size_t      rgl_sandbox_room (rg_sandbox *sb);
+size_t      rg_sandbox_room (rg_sandbox *sb);
 /* Starts an execution's accounting: at most `budget` instructions and
 ** `memory` bytes more than the state holds now. */
-void     rgl_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory);
-/* A resumable run (stepper.c) executes in thread `co` of the state: its
-** hook is set there too.  While the run waits for its host (yielded), its
-** wall-clock deadline stands still: pause when it yields, unpause before
-** it is resumed (which also takes the C stack from there).  bill charges
-** work done outside the run; spending the budget stops the run at its
-** next instruction. */
+void     rg_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory);
+/* A resumable run (runner.c's stepper) executes in thread `co` of the
+** state: its hook is set there too.  While the run waits for its host
+** (yielded), its wall-clock deadline stands still: pause when it yields,
+** unpause before it is resumed (which also takes the C stack from
+** there). */
 void     rgl_sandbox_thread (rg_sandbox *sb, lua_State *co);
-void     rgl_sandbox_pause (rg_sandbox *sb);
-void     rgl_sandbox_unpause (rg_sandbox *sb);
-void     rgl_sandbox_bill (rg_sandbox *sb, uint64_t n);
+void     rg_sandbox_pause (rg_sandbox *sb);
+void     rg_sandbox_unpause (rg_sandbox *sb);
 /* Ends it; returns why it was stopped (RG_STOP_*), RG_STOP_NONE if not. */
-int      rgl_sandbox_disarm (rg_sandbox *sb);
+int      rg_sandbox_disarm (rg_sandbox *sb);
 /* What the last execution, stopped for `why` (RG_STOP_BUDGET or
 ** RG_STOP_TIME, both 408), exceeded, for a message: "instruction budget
 ** (N instructions)" or "time limit (T s of CPU)"; in buf. */
-const char *rgl_sandbox_exceeded (rg_sandbox *sb, int why, char *buf,
-                                  size_t n);
+const char *rg_sandbox_exceeded (rg_sandbox *sb, int why, char *buf,
+                                 size_t n);
 /* The CPU time the armed execution may still take (base/deadline.h), for
 ** work it asks of C (its queries). */
-rg_deadline *rgl_sandbox_deadline (rg_sandbox *sb);
+rg_deadline *rg_sandbox_deadline (rg_sandbox *sb);
 /* Charges work done in C; raises once the budget is spent. */
 void     rgl_sandbox_charge (lua_State *S, uint64_t n);
 /* Stops the execution for good (RG_STOP_ABORT...) and raises. */

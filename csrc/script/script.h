@@ -86,16 +86,15 @@ typedef struct rg_run_args {
   size_t idlen;
 } rg_run_args;
 
-rg_stepper *rgl_stepper_new (uint64_t budget, size_t memory);
-void rgl_stepper_free (rg_stepper *p);
+rg_stepper *rg_stepper_new (uint64_t budget, size_t memory);
+void rg_stepper_free (rg_stepper *p);
 /* rg_script_check for a stepper. */
-int  rgl_stepper_check (rg_stepper *p, int tag, const char *name, size_t n,
+int  rg_stepper_check (rg_stepper *p, int tag, const char *name, size_t n,
                         const char *src, size_t len, rg_err *e);
-int  rgl_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
+int  rg_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
                     rg_err *e);
 int  rgl_run_resume (lua_State *H, rg_run *r, int idx);
-int  rgl_run_kind (const rg_run *r);
-void rgl_run_free (rg_run *r);
+void rg_run_free (rg_run *r);
 
 /*
 ** User-defined functions for one query (udf.c): rg_udfs_init makes the

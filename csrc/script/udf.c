@@ -67,9 +67,9 @@ static void push_function (lua_State *L, ucall *c) {
     return;
   }
   lua_pop(L, 1);                     /* functions */
-  rg_runtime_push_chunk(L, c->key, c->klen, c->rec.version, c->rec.src,
+  rgl_runtime_push_chunk(L, c->key, c->klen, c->rec.version, c->rec.src,
                         c->rec.len, c->name, c->n);
-  rg_runtime_call_chunk(L);          /* functions, fn */
+  rgl_runtime_call_chunk(L);          /* functions, fn */
   lua_pushlstring(L, c->name, c->n);
   lua_pushvalue(L, -2);
   lua_rawset(L, -4);
@@ -143,7 +143,7 @@ static int udf_call (void *ud, const char *name, size_t n,
   if (!u->armed && (!rg_runtime_running(rt) || rg_js_running(rt))) {
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, FUNCS);
-    rgl_sandbox_arm(rt->sb, rt->budget, rt->memory);
+    rg_sandbox_arm(rt->sb, rt->budget, rt->memory);
     u->armed = 1;
     u->rt = rt;
   }
@@ -158,7 +158,7 @@ static int udf_call (void *ud, const char *name, size_t n,
       char lim[64];
       rc = rg_fail(e, 408, "user-defined function '%.*s' exceeded the %s",
                    (int)n, name,
-                   rgl_sandbox_exceeded(rt->sb, why, lim, sizeof(lim)));
+                   rg_sandbox_exceeded(rt->sb, why, lim, sizeof(lim)));
     }
     else if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM)
       rc = rg_fail(e, 413, "user-defined function '%.*s' exceeded the memory "
@@ -208,7 +208,7 @@ void rg_udfs_done (rg_udfs *u) {
                     u);
   if (u->armed) {
     lua_State *L = rgl_sandbox_state(u->rt->sb);
-    int why = rgl_sandbox_disarm(u->rt->sb);
+    int why = rg_sandbox_disarm(u->rt->sb);
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, FUNCS);
     lua_settop(L, 0);

@@ -181,6 +181,8 @@ static void udf (rg_qctx *x, const rg_qexpr *ex, rg_qv *out) {
   rg_buf_free(&res);
 }
 
+static void subquery (rg_qctx *x, const rg_qexpr *ex, rg_qv *out);
+
 void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
   const rg_qexpr *ex = &x->q->ex[e];
   rg_qv a, b, c;
@@ -326,7 +328,7 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
       return;
     }
     case RG_QE_UDF: udf(x, ex, out); return;
-    case RG_QE_SUBQ: rg_qsubquery(x, ex, out); return;
+    case RG_QE_SUBQ: subquery(x, ex, out); return;
     case RG_QE_ARRAY: case RG_QE_OBJECT: {
       int i, n = 0, obj = ex->k == RG_QE_OBJECT;
       rg_qv *items = NULL;
@@ -768,7 +770,7 @@ void rg_qblock_run (rg_qctx *x, int blk, int kind, rg_qv *out) {
   rg_buf_free(&r.canon);
 }
 
-void rg_qsubquery (rg_qctx *x, const rg_qexpr *ex, rg_qv *out) {
+static void subquery (rg_qctx *x, const rg_qexpr *ex, rg_qv *out) {
   rg_qblock_run(x, ex->slot, ex->op, out);
 }
 /* }===================================================================== */

@@ -79,6 +79,17 @@ typedef struct rg_qv {
 ** arrays and objects give 0x01, below every scalar); strings cut after
 ** `limit` encoded bytes (0: never), as index terms are. */
 void rg_qv_term (rg_buf *b, const rg_qv *v, int desc, size_t limit);
+/* A document's index terms, as the store's index writes them (the planner
+** builds the entries of a small partition in memory from its items): the
+** text is parsed into `t` (decoded strings in `a`), then for each of the
+** `n` paths (object member names, MUTF-8; no array positions) the term of
+** its scalar is appended to `out`, complemented where `desc[i]` (NULL:
+** none), strings cut after `limit` bytes.  1 when every path holds a
+** scalar, 0 when one does not (out as it was), -1 when the text is not
+** JSON or memory ran out. */
+int  rg_qdoc_terms (rg_tape *t, rg_arena *a, const char *text, size_t len,
+                    const char *const *const *seg, const int *nseg,
+                    const int *desc, int n, size_t limit, rg_buf *out);
 /* The JSON text of the value a scalar term encodes (numbers as doubles,
 ** strings decoded); 0, or -1 for a malformed or cut term.  *used receives
 ** the term's length. */
@@ -432,12 +443,17 @@ uint64_t rg_qexec_passed (const rg_qexec *x);
 /* Does the pipeline need the documents' text (0: it only counts them, so
 ** a source may feed blank documents)? */
 int  rg_qexec_needs_text (const rg_qexec *x);
-/* The mode and the source phase recorded in a token's payload (before a
-** pipeline is made): 0, or -1 when the payload is not one. */
-int  rg_qexec_peek (const uint8_t *payload, size_t n, int *mode, int *phase);
+/* The mode, the source phase and the source position (pointing into the
+** payload) recorded in a token's payload (before a pipeline is made): 0,
+** or -1 when the payload is not one. */
+int  rg_qexec_peek (const uint8_t *payload, size_t n, int *mode, int *phase,
+                    const uint8_t **pos, size_t *poslen);
 /* Where the previous page ended: 1 and the source position, or 0. */
 int  rg_qexec_resume (const rg_qexec *x, int *phase, const uint8_t **pos,
                       size_t *poslen, const uint8_t **okey, size_t *oklen);
+/* Did the document at that position give every row it had (a query of
+** one row per document: no JOIN)?  Then a source resumes after it. */
+int  rg_qexec_resume_past (const rg_qexec *x);
 /* Feeds one document: 0 more wanted, 1 the page is complete, or a
 ** status. */
 int  rg_qexec_doc (rg_qexec *x, const rg_qdoc *d, rg_err *e);

@@ -38,7 +38,6 @@ int  rg_qv_any_cmp (const rg_qv *a, const rg_qv *b);
 
 /* JSON text of a value (non-finite numbers print as null). */
 void rg_qv_print (rg_buf *b, const rg_qv *v);
-void rg_qv_print_num (rg_buf *b, double d);
 
 /* A canonical encoding: equal values (objects in any member order) give
 ** equal bytes (DISTINCT, GROUP BY). */
@@ -123,9 +122,6 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out);
 void rg_qcall (rg_qctx *x, int fn, const rg_qv *a, int n, rg_qv *out);
 /* Frees the compiled patterns of a context. */
 void rg_qrx_free (struct rg_qrx *rx);
-/* Runs a subquery in the current bindings (eval.c); rg_qblock_run runs
-** block `blk` as a subquery of kind RG_QSUB_*. */
-void rg_qsubquery (rg_qctx *x, const rg_qexpr *ex, rg_qv *out);
 void rg_qblock_run (rg_qctx *x, int blk, int kind, rg_qv *out);
 /* Fails the evaluation (the first failure is kept). */
 void rg_qctx_fail (rg_qctx *x, int status, const char *msg);
@@ -154,8 +150,6 @@ int  rg_qfts_rank_desc (const rg_query *q, const rg_qv *params, int32_t e);
 /* Date and time (time.c): "YYYY-MM-DDThh:mm:ss.fffffffZ" strings and ticks
 ** (100 ns since 0001-01-01).  0 when the text is not one. */
 int  rg_dt_parse (const char *s, size_t n, int64_t *ticks);
-/* Prints ticks as the 28-character form; 0 when out of range. */
-int  rg_dt_format (int64_t ticks, char out[29]);
 int64_t rg_dt_now_ticks (void);
 #define RG_TICKS_PER_SEC   10000000LL
 #define RG_UNIX_EPOCH_TICKS 621355968000000000LL

@@ -10,7 +10,7 @@
 ** spec (its indexing policy, TTL, retention and size limit; never its
 ** partition key, partitions or unique keys): the same check compares the
 ** stored text with the handle's and, when they differ, the handle adopts
-** the stored spec (rg_cspec_adopt), so that no call works with a spec
+** the stored spec (spec_adopt), so that no call works with a spec
 ** other than its transaction's.  c:set_throughput rewrites the stored
 ** "throughput" too; the live budget is read from store/throughput.c,
 ** never from a parsed spec.
@@ -398,7 +398,11 @@ static int build_computed (rg_cspec *s, const cJSON *v, rg_err *e) {
   return 0;
 }
 
-void rg_cspec_adopt (rg_cspec *s, rg_cspec *fresh) {
+/* Gives `s` the contents of `fresh` (a spec of the same container built
+** from its replaced form) and keeps the old contents, in `fresh`, on the
+** chain `s->older` until `s` is freed: pointers taken into the old
+** contents stay valid for the call that took them. */
+static void spec_adopt (rg_cspec *s, rg_cspec *fresh) {
   rg_cspec old = *s;
   *s = *fresh;
   *fresh = old;
@@ -678,7 +682,7 @@ int rg_cont_alive (rg_txn *txn, const rg_cont *c, rg_err *e) {
       return rg_fail(e, 500, "corrupt container spec: %s", e->msg);
     }
     cJSON_Delete(j);
-    rg_cspec_adopt(c->spec, fresh);
+    spec_adopt(c->spec, fresh);
   }
   return 0;
 }

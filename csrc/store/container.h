@@ -126,11 +126,6 @@ struct rg_cspec {
 ** options of create_container); 400 for what is invalid. */
 int  rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e);
 void rg_cspec_free (rg_cspec *s);
-/* Gives `s` the contents of `fresh` (a spec of the same container built
-** from its replaced form) and keeps the old contents, in `fresh`, on the
-** chain `s->older` until `s` is freed: pointers taken into the old
-** contents stay valid for the call that took them. */
-void rg_cspec_adopt (rg_cspec *s, rg_cspec *fresh);
 /* What a replace cannot change: the partition key, the physical partitions,
 ** the unique keys (they decide where items and entries are): 0 or 400. */
 int  rg_cspec_same_layout (const rg_cspec *a, const rg_cspec *b, rg_err *e);

@@ -106,7 +106,6 @@ void rg_env_release (rg_env *env) {
 
 const char *rg_env_path (const rg_env *env) { return env->path; }
 int rg_env_refs (const rg_env *env) { return env->refs; }
-int rg_env_readonly (const rg_env *env) { return env->readonly; }
 const uint8_t *rg_env_secret (const rg_env *env) { return env->secret; }
 rg_scope *rg_env_scope (const rg_env *env) { return env->scope; }
 
@@ -116,7 +115,6 @@ void rg_env_set_hooks (rg_env *env, const rg_hooks *h, void *st) {
 }
 
 void *rg_env_hook_state (const rg_env *env) { return env->hook_state; }
-const rg_hooks *rg_env_hooks (const rg_env *env) { return env->hooks; }
 
 void rg_env_info_get (rg_env *env, rg_env_info *out) {
   rg_local_info(env->local, out);

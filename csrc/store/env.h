@@ -50,16 +50,14 @@ int  rg_upgrade_interrupted (const char *path);
 void rg_env_release (rg_env *env);
 const char *rg_env_path (const rg_env *env);
 int  rg_env_refs (const rg_env *env);
-int  rg_env_readonly (const rg_env *env);
 /* The 16 bytes keying this database's continuation tokens. */
 const uint8_t *rg_env_secret (const rg_env *env);
 /* The write scope running now in this process, or NULL. */
 rg_scope *rg_env_scope (const rg_env *env);
 /* Installs the upward calls of the script runtime (hooks.h) and their
-** state; rg_env_hooks gives the state back (NULL: none installed). */
+** state; rg_env_hook_state gives the state back (NULL: none installed). */
 void  rg_env_set_hooks (rg_env *env, const struct rg_hooks *h, void *st);
 void *rg_env_hook_state (const rg_env *env);
-const struct rg_hooks *rg_env_hooks (const rg_env *env);
 
 /* The backend's sizes, tables, copies (local.h). */
 void rg_env_info_get (rg_env *env, rg_env_info *out);

@@ -213,7 +213,9 @@ static size_t pos_key (uint8_t *out, uint32_t cid, int range, rg_fpos p) {
   return rg_key_feed(out, cid, range, p.lsn, (uint32_t)p.sub);
 }
 
-int rg_feed_mode_ok (const rg_cspec *spec, int mode, rg_err *e) {
+/* 400 unless the container keeps the feed of that mode (all_versions is
+** kept only when its spec asks for it). */
+static int mode_ok (const rg_cspec *spec, int mode, rg_err *e) {
   if (mode == RG_FEED_ALL && !spec->all_versions)
     return rg_fail(e, 400, "container '%s' keeps no all-versions history: "
                    "create it with change_feed = {all_versions = true} to "
@@ -407,7 +409,7 @@ int rg_feed_read (rg_txn *txn, rg_feedq *q, rg_batch *b, rg_err *e) {
   head one, *h;
   lookups lk = { NULL, NULL };
   int i, rc = 0, opened = 0;
-  if ((rc = rg_feed_mode_ok(q->c->spec, q->mode, e))) return rc;
+  if ((rc = mode_ok(q->c->spec, q->mode, e))) return rc;
   h = q->n == 1 ? &one : (head *)calloc((size_t)q->n, sizeof(head));
   if (h == NULL) return rg_fail(e, 500, "out of memory");
   memset(&one, 0, sizeof(one));
@@ -449,7 +451,7 @@ int rg_feed_count (rg_txn *txn, const rg_cont *c, int mode, int range,
   head h;
   int rc;
   *count = 0;
-  if ((rc = rg_feed_mode_ok(c->spec, mode, e))) return rc;
+  if ((rc = mode_ok(c->spec, mode, e))) return rc;
   memset(&h, 0, sizeof(h));
   if ((rc = rg_cur_open(txn, feed_table(mode), &h.cur)))
     return rg_kv_fail(e, rc, "change feed");
@@ -526,7 +528,7 @@ int rg_feed_start (rg_txn *txn, const rg_cont *c, int mode, int range,
   head h;
   int rc = 0;
   pos->lsn = pos->sub = 0;
-  if ((rc = rg_feed_mode_ok(c->spec, mode, e))) return rc;
+  if ((rc = mode_ok(c->spec, mode, e))) return rc;
   if (kind == RG_START_BEGINNING) return 0;
   hi = last_lsn(txn, c->env) + 1;
   if (kind == RG_START_NOW) { pos->lsn = hi; return 0; }

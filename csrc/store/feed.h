@@ -50,9 +50,6 @@ typedef struct rg_feedq {
   int64_t now;               /* latest mode: expired items are invisible */
 } rg_feedq;
 
-/* 400 unless the container keeps the feed of that mode (all_versions is
-** kept only when its spec asks for it). */
-int rg_feed_mode_ok (const rg_cspec *spec, int mode, rg_err *e);
 /* Appends the change record of one write (op create, replace or delete;
 ** `doc` the new version, or the deleted one; `text` the new version's
 ** JSON, NULL for a delete). */

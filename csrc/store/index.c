@@ -288,7 +288,8 @@ static int pathid_make (rg_scope *s, uint32_t cid, const char *text,
   return 0;
 }
 
-int rg_index_path_ids (rg_txn *txn, rg_env *env, uint32_t cid,
+/* The path ids given to container `cid`: *ids (malloc'd), *n of them. */
+static int path_ids (rg_txn *txn, rg_env *env, uint32_t cid,
                        uint32_t **ids, size_t *n) {
   rg_cur *cur;
   rg_val k, v;
@@ -326,7 +327,7 @@ int rg_index_count (rg_txn *txn, rg_env *env, uint32_t cid, uint64_t *n) {
   size_t nid, i;
   int rc;
   *n = 0;
-  if ((rc = rg_index_path_ids(txn, env, cid, &ids, &nid))) return rc;
+  if ((rc = path_ids(txn, env, cid, &ids, &nid))) return rc;
   if ((rc = rg_cur_open(txn, RG_DB_INDEX, &cur))) {
     free(ids);
     return rc;
@@ -359,7 +360,7 @@ int rg_index_drop (rg_scope *s, uint32_t cid, uint64_t max, uint64_t *count,
   uint64_t n;
   int rc;
   *count = 0;
-  if ((rc = rg_index_path_ids(s->txn, s->env, cid, &ids, &nid)))
+  if ((rc = path_ids(s->txn, s->env, cid, &ids, &nid)))
     return rg_scope_fail(s, rc, "path dictionary", e);
   for (i = 0; i < nid && *count < max; i++) {
     uint8_t p[RG_PATHID_MAX];
@@ -404,6 +405,8 @@ typedef struct walker {
   size_t sidlen;
 } walker;
 
+static void host_prefix (rg_buf *b, uint32_t cid, uint64_t path_id);
+
 /* Starts an entry key for the path text in w->text: 1 when it has an id
 ** (the key is started in w->ks->buf; *idp receives the id when given), 0
 ** when it has none (find mode) or on failure (w->status). */
@@ -413,7 +416,7 @@ static int start_key (walker *w, uint32_t *idp) {
   int rc;
   if (w->text.oom) { w->status = rg_fail(w->e, 500, "out of memory"); return 0; }
   if (w->env == NULL) {              /* a host's: cid | hash of the text */
-    rg_index_prefix(&w->ks->buf, w->spec->cid, rg_hash(w->text.p, w->text.n));
+    host_prefix(&w->ks->buf, w->spec->cid, rg_hash(w->text.p, w->text.n));
     if (idp) *idp = 0;
     return 1;
   }
@@ -515,7 +518,7 @@ static void composite_terms (walker *w, const cJSON *doc) {
   int i, j;
   for (i = 0; i < w->spec->ncomp && !w->status; i++) {
     const rg_composite *ci = &w->spec->comp[i];
-    size_t start = w->ks->buf.n, limit = 360 / (size_t)ci->n;
+    size_t start = w->ks->buf.n, limit = rg_composite_limit(ci);
     const cJSON *vals[8];
     for (j = 0; j < ci->n; j++) {
       vals[j] = rg_path_get(doc, &ci->path[j]);
@@ -643,7 +646,20 @@ int rg_index_keys (rg_txn *txn, rg_env *env, rg_scope *s,
   return keys->oom ? rg_fail(e, 500, "out of memory") : 0;
 }
 
-void rg_index_prefix (rg_buf *b, uint32_t cid, uint64_t path_id) {
+int rg_index_shape (rg_txn *txn, rg_env *env, const rg_cspec *spec,
+                    const cJSON *doc, uint64_t *h, rg_err *e) {
+  keyset ks;
+  shapeinfo si;
+  int rc;
+  ks_init(&ks);
+  rc = doc_terms(txn, env, NULL, spec, doc, &ks, NULL, &si, e);
+  ks_free(&ks);
+  *h = si.h;
+  return rc;
+}
+
+/* Appends cid | path id: a host's index prefix. */
+static void host_prefix (rg_buf *b, uint32_t cid, uint64_t path_id) {
   uint8_t p[RG_HOST_PREFIX];
   rg_buf_add(b, p, rg_key_host_index(p, cid, path_id));
 }

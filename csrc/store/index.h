@@ -51,8 +51,6 @@ int rg_index_keys (rg_txn *txn, rg_env *env, rg_scope *s,
 #define RG_HOST_PREFIX 12
 /* The host's id of a normalized path (rg_index_path_text's hash). */
 uint64_t rg_index_path_id (const char *const *seg, int n);
-/* Appends cid | path id: a host's index prefix. */
-void rg_index_prefix (rg_buf *b, uint32_t cid, uint64_t path_id);
 /* The index entries a document needs, without storage (a host's): for
 ** each distinct one, in key order, calls f with the index's id (a path's,
 ** rg_index_path_id, or the hash of a composite index's text) and the term
@@ -72,13 +70,21 @@ int rg_index_verify (rg_txn *txn, rg_env *env, const rg_cspec *spec,
                      uint64_t *nindex, uint64_t *nunique, rg_buf *report);
 /* Counts the index entries of a container (every path id it has). */
 int rg_index_count (rg_txn *txn, rg_env *env, uint32_t cid, uint64_t *n);
-/* The path ids given to container `cid`: *ids (malloc'd), *n of them. */
-int rg_index_path_ids (rg_txn *txn, rg_env *env, uint32_t cid,
-                       uint32_t **ids, size_t *n);
 /* Removes up to `max` of a dropped container's index entries and path
 ** ids; *count says how many went. */
 int rg_index_drop (rg_scope *s, uint32_t cid, uint64_t max, uint64_t *count,
                    rg_err *e);
+
+/* A composite index's term: its columns' terms concatenated, the strings
+** among them cut after RG_COMPOSITE_TERMS bytes divided among the columns. */
+#define RG_COMPOSITE_TERMS 360
+#define rg_composite_limit(ci) (RG_COMPOSITE_TERMS / (size_t)(ci)->n)
+
+/* The hash of the shape a stored document has (what its shape entry
+** holds: 0 for a wide one), as rg_index_update found it; the planner
+** builds a small partition's entries in memory.  0 or a status. */
+int rg_index_shape (rg_txn *txn, rg_env *env, const rg_cspec *spec,
+                    const cJSON *doc, uint64_t *h, rg_err *e);
 
 /* Shapes (revision 2 containers, index.c): the dictionary text whose path
 ** id holds the shape entries, and the most paths a shape lists. */

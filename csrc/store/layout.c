@@ -248,7 +248,10 @@ void rg_term_shape (uint8_t *out, uint64_t shape) {
   rg_put_u64(out, shape);
 }
 
-int rg_term_bounded (rg_buf *b, const cJSON *v) {
+/* Appends the encoding of a scalar bounded in length (long strings are cut
+** and followed by a digest): used where values identify, not order; 1
+** when cut. */
+static int term_bounded (rg_buf *b, const cJSON *v) {
   if (cJSON_IsString(v)) {
     /* exact when short, cut with a digest when long */
     int cut = strlen(v->valuestring) + 2 > RG_PK_STR_INLINE;
@@ -312,7 +315,7 @@ int rg_ikey_partition (const rg_cspec *s, const cJSON *const *pkv,
       goto done;
     }
     rg_term_exact(&exact, v);
-    lossy |= rg_term_bounded(&tuple, v);
+    lossy |= term_bounded(&tuple, v);
     if (i < 2) lens[i] = exact.n;
   }
   if (exact.oom || tuple.oom) { rc = rg_fail(e, 500, "out of memory"); goto done; }
@@ -548,13 +551,13 @@ int rg_ihdr_get (const void *v, size_t n, rg_ihdr *h, const char **json,
   return 0;
 }
 
-uint64_t rg_ref_make (uint64_t hash, uint32_t seq) {
+static uint64_t ref_make (uint64_t hash, uint32_t seq) {
   return (hash & 0xFFFFFFFF00000000ull) | seq;
 }
 
 void rg_ref_put (uint8_t *out, uint64_t hash, uint32_t seq) {
   rg_assert(seq != 0);               /* 0 names no item */
-  rg_put_u64(out, rg_ref_make(hash, seq));
+  rg_put_u64(out, ref_make(hash, seq));
 }
 
 size_t rg_pathid_put (uint8_t *out, uint32_t id) {

@@ -74,9 +74,6 @@ void rg_term_exact (rg_buf *b, const cJSON *v);
 /* The term of a shape entry (index.c): the shape's 64-bit hash (8 bytes). */
 #define RG_SHAPE_TERM 8
 void rg_term_shape (uint8_t *out, uint64_t shape);
-/* Appends the encoding of a scalar bounded in length (long strings are cut
-** and followed by a digest): used where values identify, not order. */
-int  rg_term_bounded (rg_buf *b, const cJSON *v);   /* 1 when cut */
 
 /*
 ** The keys of the other tables (layout.c writes each format down).  Each
@@ -182,7 +179,6 @@ int    rg_ihdr_get (const void *v, size_t n, rg_ihdr *h, const char **json,
 ** back to the item key.  Sorting references sorts by physical partition.
 */
 #define RG_REF_SIZE 8
-uint64_t rg_ref_make (uint64_t hash, uint32_t seq);
 /* Writes the reference of (hash, seq) (RG_REF_SIZE bytes). */
 void     rg_ref_put (uint8_t *out, uint64_t hash, uint32_t seq);
 #define rg_ref_seq(r) ((uint32_t)((r) & 0xFFFFFFFFu))

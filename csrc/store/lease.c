@@ -44,7 +44,7 @@ size_t rg_lease_prefix (uint8_t *out, int tag, const rg_pname *p) {
   return rg_meta_proc_key(out, tag, p->c->spec->cid, p->name, p->namelen);
 }
 
-size_t rg_lease_key (uint8_t *out, const rg_pname *p, int range) {
+static size_t lease_key (uint8_t *out, const rg_pname *p, int range) {
   return rg_meta_lease_key(out, rg_lease_prefix(out, RG_MK_LEASE, p), range);
 }
 
@@ -76,7 +76,7 @@ int rg_lease_get (rg_txn *txn, const rg_pname *p, int range, rg_lease *l,
   rg_val k, v;
   int rc;
   k.p = key;
-  k.n = rg_lease_key(key, p, range);
+  k.n = lease_key(key, p, range);
   rc = rg_kv_get(txn, RG_DB_META, k.p, k.n, &v);
   if (rc == RG_NOTFOUND)
     return rg_fail(e, 404, "processor '%.*s' has no state for feed range %d "
@@ -103,7 +103,7 @@ int rg_lease_put (rg_scope *s, const rg_pname *p, int range,
   rg_put_u64(val + 36, l->delivered);
   val[44] = (uint8_t)l->ownerlen;
   memcpy(val + LEASE_FIXED, l->owner, l->ownerlen);
-  return rg_put(s, RG_DB_META, key, rg_lease_key(key, p, range), val,
+  return rg_put(s, RG_DB_META, key, lease_key(key, p, range), val,
                 LEASE_FIXED + l->ownerlen, e);
 }
 

@@ -44,7 +44,6 @@ typedef struct rg_lease {
 ** processor's keys; the key of a range's lease; of the instance's
 ** heartbeat. */
 size_t rg_lease_prefix (uint8_t *out, int tag, const rg_pname *p);
-size_t rg_lease_key (uint8_t *out, const rg_pname *p, int range);
 size_t rg_lease_inst_key (uint8_t *out, const rg_pname *p);
 
 /* Reads a range's lease (404 when the processor has none); writes one. */

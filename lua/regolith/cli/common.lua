@@ -19,6 +19,7 @@ Exit codes (docs/cli.md):
 
 local regolith = require "regolith"
 local cjson = require "regolith.cli.json"
+local failure = require "regolith.failure"
 
 local M = {}
 
@@ -28,19 +29,15 @@ M.EXIT = {
 }
 
 -- {=====================================================================
--- Failing: a table raised with error() and caught by main
+-- Failing: a failure (regolith.failure) raised and caught by main
 -- ======================================================================
-local Failure = {}
-Failure.__index = Failure
-Failure.__tostring = function(f) return f.message end
-
 -- Stops the command with `message` on stderr and exit code `code`.
 function M.fail(code, message, ...)
   if select("#", ...) > 0 then message = message:format(...) end
-  error(setmetatable({ code = code, message = message }, Failure), 0)
+  failure.raise{ code = code, message = message }
 end
 
-function M.is_failure(v) return getmetatable(v) == Failure end
+M.is_failure = failure.is
 
 function M.usage(message, ...) M.fail(M.EXIT.usage, message, ...) end
 

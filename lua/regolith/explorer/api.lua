@@ -48,6 +48,7 @@ header must be one of them (against DNS rebinding).
 
 local regolith = require "regolith"
 local cjson = require "regolith.cli.json"
+local failure = require "regolith.failure"
 local keys = require "regolith.keys"
 local processor = require "regolith.processor"
 
@@ -70,18 +71,15 @@ end
 -- {=====================================================================
 -- Answers and request values
 -- ======================================================================
--- A failure raised through the handlers: bad(status, message).
-local Bad = {}
+-- A failure (regolith.failure) raised through the handlers:
+-- bad(status, message).
 local function bad(status, message, ...)
   if select("#", ...) > 0 then message = message:format(...) end
-  error(setmetatable({ status = status, message = message }, Bad), 0)
+  failure.raise{ status = status, message = message }
 end
 
 -- ok(v, msg, status): v, or the failure regolith returned.
-local function ok(v, msg, status, ...)
-  if v == nil or v == false then bad(status or 500, tostring(msg)) end
-  return v, msg, status, ...
-end
+local ok = failure.check
 
 -- A JSON value from a query argument (pk=...): 400 when it is not JSON.
 local function json_arg(text, name)
@@ -531,7 +529,7 @@ function Api:handle(req)
   local done, status, body = pcall(route, self, req)
   if not done then
     local err = status
-    if getmetatable(err) == Bad then
+    if failure.is(err) then
       return err.status, { error = err.message, status = err.status }
     end
     return 500, { error = "internal error (see the error log)", status = 500 },

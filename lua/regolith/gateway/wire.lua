@@ -13,6 +13,7 @@ logged.
 ]]
 
 local regolith = require "regolith"
+local failure = require "regolith.failure"
 
 local json = regolith.json
 
@@ -30,15 +31,12 @@ local CODES = {
 }
 M.CODES = CODES
 
-local ERROR_MT = {}
-
--- Raises a Cosmos-shaped error: status, message, and optionally the
--- substatus the service would send and, for a 429, the wait it asks for
--- (x-ms-retry-after-ms).
+-- Raises a Cosmos-shaped error (regolith.failure): status, message, and
+-- optionally the substatus the service would send and, for a 429, the
+-- wait it asks for (x-ms-retry-after-ms).
 function M.fail(status, message, substatus, retry_after_ms)
-  error(setmetatable({ status = status, message = message,
-                       substatus = substatus,
-                       retry_after_ms = retry_after_ms }, ERROR_MT), 0)
+  failure.raise{ status = status, message = message, substatus = substatus,
+                 retry_after_ms = retry_after_ms }
 end
 
 -- The retry hint of regolith's 429 (its fourth value, info), or nil.
@@ -48,16 +46,11 @@ function M.retry_hint(status, info)
 end
 
 -- Is `e` an error raised by wire.fail?
-function M.is_error(e)
-  return getmetatable(e) == ERROR_MT
-end
+M.is_error = failure.is
 
 -- regolith's `nil, message, status` (or its success) through: a failure
 -- is raised as that status.
-function M.check(ok, message, status, ...)
-  if ok ~= nil then return ok, message, status, ... end
-  M.fail(status or 500, message or "failed", nil, M.retry_hint(status, ...))
-end
+M.check = failure.check
 
 -- {=====================================================================
 -- Requests

@@ -3,7 +3,7 @@
 // requests must be the Lua model's, item for item and charge for charge.
 //
 // The data set, the Lua scripts and the Lua model's answers come from
-// test/sdk/blog_model.lua; the JavaScript side loads the same data through
+// tests/sdk/blog_model.lua; the JavaScript side loads the same data through
 // the same requests (C1-C4, the procedures given a post's comments or
 // likes at once), runs its processors on the change feed (pull model),
 // then plays the same scenario.
@@ -23,7 +23,7 @@ const SCALE = process.env.BLOG_SCALE ?? "0.0001";
 function lua(...args) {
   const env = { ...process.env, LUA_PATH: "lua/?.lua;lua/?/init.lua;examples/?.lua;;",
     LUA_CPATH: "build/lua5.4/?.so;;" };
-  const out = execFileSync("lua5.4", ["test/sdk/blog_model.lua", ...args],
+  const out = execFileSync("lua5.4", ["tests/sdk/blog_model.lua", ...args],
     { cwd: ROOT, env, encoding: "utf8", maxBuffer: 1 << 30 });
   return JSON.parse(out);
 }

@@ -1,4 +1,4 @@
-// The gateway benchmark's SDK side (test/sdk/bench.sh).
+// The gateway benchmark's SDK side (tests/sdk/bench.sh).
 //
 //   node bench.mjs prepare ENDPOINT KEY SIGFILE   creates database "bench",
 //       container "items" (/pk) with ITEMS items, and writes SIGFILE: the

@@ -1,6 +1,6 @@
 """A smoke test of the gateway with Debian's python3-azure-cosmos (the 3.x SDK).
 
-    /usr/bin/python3 test/sdk/python_smoke.py ENDPOINT KEY
+    /usr/bin/python3 tests/sdk/python_smoke.py ENDPOINT KEY
 
 Databases, containers, items (create, read, upsert, replace with if-match,
 delete), a cross-partition and a partitioned query, the change feed, a

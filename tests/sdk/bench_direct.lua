@@ -1,5 +1,5 @@
 --[[
-The gateway benchmark's baseline (test/sdk/bench.sh): the same calls as
+The gateway benchmark's baseline (tests/sdk/bench.sh): the same calls as
 the SDK's, made in Lua inside the gateway's own nginx workers, on the same
 container, answered as JSON, without the Cosmos protocol (no signature, no
 headers to read or write, no Cosmos wrapping).

@@ -1,4 +1,4 @@
--- The gateway benchmark's wrk side (test/sdk/bench.sh):
+-- The gateway benchmark's wrk side (tests/sdk/bench.sh):
 --
 --   wrk ... -s bench_wrk.lua URL -- MODE OP SIGFILE
 --

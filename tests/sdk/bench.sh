@@ -1,7 +1,7 @@
 #!/bin/sh
 # The gateway's numbers (make gateway-bench; docs/gateway.md, "Numbers").
 #
-#   test/sdk/bench.sh [WORKERS...]        (default: 1 2 4)
+#   tests/sdk/bench.sh [WORKERS...]        (default: 1 2 4)
 #
 # For each number of nginx workers: starts a gateway with a fresh database
 # and, in the same workers, a server running the same calls in Lua
@@ -31,14 +31,14 @@ WORKERS=${*:-1 2 4}
 
 sh tools/deps.sh wrk curl
 command -v node >/dev/null 2>&1 || sh tools/deps.sh nodejs npm
-(cd test/sdk && npm ci --no-audit --no-fund --loglevel=error)
+(cd tests/sdk && npm ci --no-audit --no-fund --loglevel=error)
 
 PREFIX=$(mktemp -d /tmp/regolith-gateway-bench.XXXXXX)
 EXTRA=$PREFIX/direct.conf
 cat > "$EXTRA" <<EOF
 server {
   listen 127.0.0.1:$DIRECT_PORT;
-  location / { content_by_lua_file $ROOT/test/sdk/bench_direct.lua; }
+  location / { content_by_lua_file $ROOT/tests/sdk/bench_direct.lua; }
 }
 EOF
 stop() { GATEWAY_PREFIX=$PREFIX QUIET=1 sh tools/gateway/gateway.sh stop || true; }
@@ -72,14 +72,14 @@ for n in $WORKERS; do
     fail "the gateway did not start"
   URL=$(echo "$out" | head -1)
   KEY=$(echo "$out" | tail -1)
-  node test/sdk/bench.mjs prepare "$URL" "$KEY" "$PREFIX/sigs" || fail "prepare"
+  node tests/sdk/bench.mjs prepare "$URL" "$KEY" "$PREFIX/sigs" || fail "prepare"
   for op in read query create; do
     echo "== $n worker(s): $op" >&2
-    lua=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" -s test/sdk/bench_wrk.lua \
+    lua=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" -s tests/sdk/bench_wrk.lua \
           "http://127.0.0.1:$DIRECT_PORT" -- direct "$op" "$PREFIX/sigs") || fail "wrk"
-    rest=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" -s test/sdk/bench_wrk.lua \
+    rest=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" -s tests/sdk/bench_wrk.lua \
            "$URL" -- rest "$op" "$PREFIX/sigs") || fail "wrk"
-    sdk=$(node test/sdk/bench.mjs run "$URL" "$KEY" "$op" "$DURATION" "$CONNECTIONS") ||
+    sdk=$(node tests/sdk/bench.mjs run "$URL" "$KEY" "$op" "$DURATION" "$CONNECTIONS") ||
       fail "the SDK run"
     check "$lua"; check "$rest"; check "$sdk"
     TABLE="$TABLE

@@ -4,9 +4,9 @@ answers of its V3 model (examples/blog/v3.lua) to a scenario of requests,
 as JSON on stdout, for the JavaScript SDK's run of the same model through
 the gateway to be compared with.
 
-    lua5.4 test/sdk/blog_model.lua scripts             the Lua sources
-    lua5.4 test/sdk/blog_model.lua data SCALE          users, posts
-    lua5.4 test/sdk/blog_model.lua answers SCALE DIR   loads V3 into a new
+    lua5.4 tests/sdk/blog_model.lua scripts             the Lua sources
+    lua5.4 tests/sdk/blog_model.lua data SCALE          users, posts
+    lua5.4 tests/sdk/blog_model.lua answers SCALE DIR   loads V3 into a new
                                                        database in DIR, runs
                                                        the scenario
 (from the repository root, with LUA_PATH naming lua/ and examples/).

@@ -1,11 +1,11 @@
 #!/bin/sh
 # The gateway's tests (make gateway-test; docs/gateway.md):
 #
-#   1. test/sdk/*.test.mjs: node:test files driving @azure/cosmos (the
+#   1. tests/sdk/*.test.mjs: node:test files driving @azure/cosmos (the
 #      version package-lock.json pins, installed here into
-#      test/sdk/node_modules), each starting and stopping a gateway of its
+#      tests/sdk/node_modules), each starting and stopping a gateway of its
 #      own;
-#   2. test/sdk/python_smoke.py: Debian's python3-azure-cosmos (the 3.x
+#   2. tests/sdk/python_smoke.py: Debian's python3-azure-cosmos (the 3.x
 #      SDK) against a gateway started for it.
 #
 # Installs what is missing first: the Debian packages of the gateway and
@@ -20,7 +20,7 @@ command -v node >/dev/null 2>&1 || sh tools/deps.sh nodejs npm
 make -s all
 make -s all LUA=luajit
 
-cd test/sdk
+cd tests/sdk
 npm ci --no-audit --no-fund --loglevel=error
 node --test
 cd ../..
@@ -34,7 +34,7 @@ stop() {
   rm -rf "$PREFIX"
 }
 trap stop EXIT
-/usr/bin/python3 test/sdk/python_smoke.py $(echo "$out" | head -1) $(echo "$out" | tail -1)
+/usr/bin/python3 tests/sdk/python_smoke.py $(echo "$out" | head -1) $(echo "$out" | tail -1)
 if grep -q '\[error\]\|\[crit\]\|\[alert\]\|\[emerg\]' "$PREFIX/logs/error.log"; then
   echo "errors in the gateway's log:" >&2
   cat "$PREFIX/logs/error.log" >&2
