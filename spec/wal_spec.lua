@@ -31,24 +31,27 @@ local function records(path)
 end
 
 -- For the writers of a tiny ring (REGOLITH_WAL_RING): pace(db) after each
--- write lets the checkpoints without the writer lock keep up, as on a
--- quiet machine: on a loaded one a flush of the data file can take as long
--- as a hundred commits, the live log then passes 16 rings and is restarted
--- under the writer lock, and the ring would seldom go round.  After four
--- writes with no checkpoint it waits for one (0.2 s at most, 3 s in all).
+-- write lets the checkpoints keep up with the writes, as on a quiet
+-- machine: on a loaded one a flush of the data file can take as long as a
+-- hundred commits, the live log then passes 16 rings and is restarted
+-- under the writer lock, and the ring would seldom go round.  Every fourth
+-- write (about 48 KiB of records, three claims' worth) waits until a
+-- checkpoint was made since the last wait (1 s at most).
 local PACE = [[
   local system = require "system"
-  local pace_seen, pace_n, pace_left = -1, 0, 3
+  local pace_n, pace_last = 0, -1
+  local function made(db)
+    local l = db:stats().log
+    return l.checkpoints + l.checkpoints_locked
+  end
   local function pace(db)
-    local n = db:stats().log.checkpoints
-    if n ~= pace_seen then pace_seen, pace_n = n, 0 return end
     pace_n = pace_n + 1
-    if pace_n < 4 or pace_left <= 0 then return end
+    if pace_n % 4 ~= 0 then return end
     local t0 = system.monotime()
-    while db:stats().log.checkpoints == n and system.monotime() - t0 < 0.2 do
+    while made(db) == pace_last and system.monotime() - t0 < 1 do
       system.sleep(0.001)
     end
-    pace_left = pace_left - (system.monotime() - t0)
+    pace_last = made(db)
   end
 ]]
 
