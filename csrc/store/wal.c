@@ -896,6 +896,27 @@ static int lock_shared_file (int fd, int type) {
   return 0;
 }
 
+/* Whether a process has the database's LMDB environment open: each one
+** holds a shared lock on the first byte of lock.mdb while it does (LMDB's
+** mdb_env_excl_lock).  Asked when the shared file was stamped by a build
+** keeping another layout: once its processes are gone (an upgrade without
+** a reboot), this one takes the log over as the first after a restart. */
+static int in_use (const char *path) {
+  char name[4096];
+  struct flock l;
+  int fd, used = 1;
+  snprintf(name, sizeof(name), "%s/lock.mdb", path);
+  if ((fd = open(name, O_RDWR | O_CLOEXEC)) < 0) return errno != ENOENT;
+  memset(&l, 0, sizeof(l));
+  l.l_type = F_WRLCK;
+  l.l_whence = SEEK_SET;
+  l.l_start = 0;
+  l.l_len = 1;
+  if (fcntl(fd, F_OFD_GETLK, &l) == 0) used = l.l_type != F_UNLCK;
+  close(fd);
+  return used;
+}
+
 /* The record of kind `magic` at `off` into rec, when it is whole: the
 ** transaction `expect` of epoch `epoch`, its checksum right.  Its length,
 ** or 0. */
@@ -1156,7 +1177,8 @@ static int wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
     int dfd = open(path, O_RDONLY | O_CLOEXEC);
     if (dfd >= 0) { fsync(dfd); close(dfd); }
   }
-  if (w->sh->magic == SHM_MAGIC && memcmp(w->sh->boot, w->boot, 40) == 0) {
+  if (w->sh->magic == SHM_MAGIC && memcmp(w->sh->boot, w->boot, 40) == 0 &&
+      (w->sh->layout == SHM_LAYOUT || in_use(path))) {
     lock_shared_file(w->sfd, F_UNLCK);     /* others run it: join them */
     w->locked = 0;
     if (w->sh->layout != SHM_LAYOUT) {     /* ... unless they keep another */
