@@ -162,6 +162,10 @@ double rgl_push_query_info (lua_State *L, const rg_work *w, int cross) {
     lua_pushinteger(L, (lua_Integer)w->text_loaded);
     lua_setfield(L, -2, "full_text_loaded");
   }
+  if (w->text_read) {                /* what a full-text index gave */
+    lua_pushinteger(L, (lua_Integer)w->text_read);
+    lua_setfield(L, -2, "full_text_read");
+  }
   return charge;
 }
 

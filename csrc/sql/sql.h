@@ -367,6 +367,28 @@ typedef struct rg_qtext {
                 uint64_t *docs, uint64_t *tokens, uint64_t *df, rg_err *e);
 } rg_qtext;
 
+/* The terms of a full-text condition, for an index (store/search.c):
+** e a FullTextContains, FullTextContainsAll or FullTextContainsAny call on
+** a property of the FROM item, with constant search arguments.  Every row
+** the call can be true for holds all (`all` 1) or one (0) of the terms at
+** the path, analyzed in the language `lang` gives the path (0 to 64
+** distinct terms; `none`: no row can pass).  Fuzzy arguments (a distance
+** above 0) are left out of All's terms and make Any's unanswerable, as do
+** more than 64 terms in Any.  1 when answerable, 0 when not, -1 out of
+** memory.  The call itself is still tested on every row.  For a
+** FullTextScore call, its distinct terms in order (all 0): the rows with a
+** score above 0 hold one of them. */
+typedef struct rg_qftterms {
+  char path[512];
+  size_t plen;
+  int all, none, n;
+  const char **t;
+  size_t *len;
+} rg_qftterms;
+int rg_qfts_terms (const rg_query *q, const rg_qv *params, int32_t e,
+                   int (*lang) (void *ud, const char *path, size_t n),
+                   void *ud, rg_arena *mem, rg_qftterms *out);
+
 /* The statistics of a scan: documents as JSON text in, BM25's figures of
 ** one path and its terms out (the analysis of text.h in `lang`).
 ** rg_ftacc_doc: 0, or 500 out of memory (text that is not JSON counts as

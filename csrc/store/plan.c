@@ -119,7 +119,7 @@
                                      it read whole */
 
 enum { SRC_NONE = 1, SRC_SCAN, SRC_TERMS, SRC_RANGE, SRC_WALK,
-       SRC_VECTOR };
+       SRC_VECTOR, SRC_TEXT };
 enum { SA_EQ = 1, SA_IN, SA_PREFIX, SA_RANGE };
 enum { R_NONE, R_PARTITION, R_PREFIX };          /* routing */
 
@@ -196,6 +196,12 @@ typedef struct plan {
   /* SRC_VECTOR: the best items of a vector index (vindex.h) */
   rg_vsearch vs;
   size_t vwant;                     /* rows the page's TOP needs */
+  /* SRC_TEXT: the items a full-text index says can pass the WHERE
+  ** (search.h; ftwhere), or (ftwant > 0) its best items for ORDER BY RANK
+  ** FullTextScore (ft), then those that can pass (ftwhere) or all */
+  rg_ftplan ft, ftw;
+  int ftwhere;
+  size_t ftwant;                    /* rows the page's TOP needs */
 } plan;
 
 typedef struct planner {
@@ -2844,6 +2850,223 @@ static int src_vector (source *S) {
 /* }===================================================================== */
 
 
+/*
+** {=====================================================================
+** Full-text candidates
+** ======================================================================
+*/
+/* A scan's plan over the container (a routed one reads its partition)
+** whose WHERE holds a full-text condition on an indexed path, or that
+** ranks by FullTextScore with TOP (search.c chooses): the items the index
+** names, fed as the scan feeds them. */
+static int plan_text (planner *P, plan *pl, int local, int64_t now,
+                      rg_err *e) {
+  const rg_qblock *m = P->m;
+  int r;
+  size_t want = 0;
+  if (pl->src != SRC_SCAN || pl->routed != R_NONE || P->host) return 0;
+  r = rg_ftindex_plan(P->txn, P->spec, P->q, P->params, P->conj, P->nconj,
+                      P->mem, &pl->ftw, e);
+  if (r < 0) return -r;
+  pl->ftwhere = r;
+  if (m->rank && m->norder == 1 && !local && !m->ngroup && !m->naggs &&
+      !m->distinct && (m->top >= 0 || m->limit >= 0)) {
+    int64_t top = count_value(P, m->top >= 0 ? m->top : m->limit), off = 0;
+    if (m->offset >= 0) off = count_value(P, m->offset);
+    if (top >= 0 && off >= 0 && top + off > 0) {
+      r = rg_ftindex_rank_plan(P->txn, P->spec, P->q, P->params,
+                               m->order[0].expr, now, P->mem, &pl->ft, e);
+      if (r < 0) return -r;
+      if (r == 1) want = (size_t)(top + off);
+    }
+  }
+  if (want && pl->ftwhere) {         /* few candidates: score them all */
+    rg_work w;
+    uint64_t n;
+    memset(&w, 0, sizeof(w));
+    if ((r = rg_ftindex_estimate(P->txn, &pl->ftw, &n, &w, e))) return r;
+    if (n <= 64 * (uint64_t)want + 256) want = 0;
+  }
+  if (want && pl->ftwhere && pl->ftw.t.all && pl->ftw.fp == pl->ft.fp) {
+    int i, j, sub = 1;                /* every row that can pass holds all
+                                         the score's terms: rank those */
+    for (i = 0; i < pl->ft.t.n && sub; i++) {
+      for (j = 0; j < pl->ftw.t.n; j++)
+        if (pl->ftw.t.len[j] == pl->ft.t.len[i] &&
+            memcmp(pl->ftw.t.t[j], pl->ft.t.t[i], pl->ft.t.len[i]) == 0)
+          break;
+      sub = j < pl->ftw.t.n;
+    }
+    pl->ft.t.all = sub;
+  }
+  if (want || pl->ftwhere) {
+    pl->src = SRC_TEXT;
+    pl->ftwant = want;
+  }
+  return 0;
+}
+
+/* Feeds the items of n seqs in key order (a scan's order and positions,
+** from where the previous page ended).  0, 1 (stop), or a status. */
+static int feed_seqs (source *S, const uint32_t *seqs, size_t n) {
+  size_t i, nk = 0;
+  size_t *off = NULL;
+  tslice *keys = NULL;
+  rg_buf b;
+  int rc, r = 0;
+  rg_buf_init(&b);
+  if (n && ((off = (size_t *)malloc(n * sizeof(size_t))) == NULL ||
+            (keys = (tslice *)malloc(n * sizeof(tslice))) == NULL)) {
+    r = rg_fail(S->e, 500, "out of memory");
+    goto done;
+  }
+  for (i = 0; i < n; i++) {
+    rg_val ik;
+    rc = rg_ref_item(S->txn, S->env, seqs[i], &ik);
+    if (rc == RG_NOTFOUND) continue;
+    if (rc) { r = kv_fail(S, rc); goto done; }
+    off[nk] = b.n;
+    keys[nk++].n = ik.n;
+    rg_buf_add(&b, ik.p, ik.n);
+  }
+  if (b.oom) { r = rg_fail(S->e, 500, "out of memory"); goto done; }
+  for (i = 0; i < nk; i++) keys[i].p = b.p + off[i];
+  if (nk) qsort(keys, nk, sizeof(tslice), tslice_cmp);
+  for (i = 0; i < nk && r == 0; i++) {
+    if (S->resumed && S->rphase == 0) {
+      tslice at;
+      at.p = (const char *)S->rpos;
+      at.n = S->rposlen;
+      if (tslice_cmp(&keys[i], &at) < 0) continue;
+    }
+    r = feed(S, (const uint8_t *)keys[i].p, keys[i].n, NULL,
+             (const uint8_t *)keys[i].p, keys[i].n, 0, 0, 1);
+  }
+done:
+  free(off);
+  free(keys);
+  rg_buf_free(&b);
+  return r;
+}
+
+static int u32_cmp (const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The items that can pass the WHERE but those fed (sorted seqs). */
+static int feed_candidates (source *S, const uint32_t *fed, size_t nfed) {
+  uint32_t *seqs = NULL;
+  size_t n = 0, i, m = 0;
+  int r;
+  if ((r = rg_ftindex_docs(S->txn, &S->pl->ftw, &seqs, &n, S->w, S->e)))
+    return r;
+  for (i = 0; i < n; i++)
+    if (!nfed || !bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), u32_cmp))
+      seqs[m++] = seqs[i];
+  r = feed_seqs(S, seqs, m);
+  free(seqs);
+  return r;
+}
+
+/* The items of the container but those fed (sorted seqs), in key order. */
+static int feed_rest (source *S, const uint32_t *fed, size_t nfed) {
+  uint8_t cid[4];
+  rg_cur *cur;
+  rg_val k, v;
+  int rc, r = 0;
+  size_t plen = rg_key_cid(cid, S->pl->cid);
+  if ((rc = rg_cur_open(S->txn, RG_DB_ITEMS, &cur))) return kv_fail(S, rc);
+  k.p = cid;
+  k.n = plen;
+  for (rc = rg_cur_get(cur, &k, &v, RG_SEEK); rc == 0 && starts(&k, cid, plen);
+       rc = rg_cur_get(cur, &k, &v, RG_NEXT)) {
+    rg_ihdr h;
+    const char *json;
+    size_t jn;
+    if (rg_ihdr_get(v.p, v.n, &h, &json, &jn) == 0 && nfed &&
+        bsearch(&h.seq, fed, nfed, sizeof(uint32_t), u32_cmp))
+      continue;
+    if ((r = feed(S, (const uint8_t *)k.p, k.n, &v, (const uint8_t *)k.p,
+                  k.n, 0, 0, 1)))
+      break;
+  }
+  rg_cur_close(cur);
+  if (r) return r;
+  return rc && rc != RG_NOTFOUND ? kv_fail(S, rc) : 0;
+}
+
+/* ORDER BY RANK: the index's best items by the query's own score, in
+** rounds (the rows wanted, then four times as many while the WHERE leaves
+** too few).  Each round feeds the items scoring above its last one (all
+** of them, ties included, rank above every item not fed), and once the
+** index has no more, the rest of the container (scores 0 and none). */
+static int src_rank (source *S) {
+  size_t want = S->pl->ftwant, ask = want, nfed = 0, i, m;
+  uint32_t *fed = NULL, *seqs = NULL, *batch = NULL;
+  double *scores = NULL;
+  size_t n = 0;
+  int r = 0;
+  for (;;) {
+    uint32_t *nf;
+    int done;
+    if ((r = rg_ftindex_topk(S->txn, &S->pl->ft, ask, &seqs, &scores, &n,
+                             S->w, S->e)))
+      break;
+    done = n < ask;
+    if ((batch = (uint32_t *)malloc((n ? n : 1) * sizeof(uint32_t))) ==
+        NULL ||
+        (nf = (uint32_t *)realloc(fed, (nfed + n + 1) * sizeof(uint32_t))) ==
+        NULL) {
+      r = rg_fail(S->e, 500, "out of memory");
+      break;
+    }
+    fed = nf;
+    for (i = m = 0; i < n; i++) {
+      if (!done && scores[i] <= scores[n - 1]) break;
+      if (nfed && bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), u32_cmp))
+        continue;
+      batch[m++] = seqs[i];
+    }
+    if ((r = feed_seqs(S, batch, m))) break;
+    memcpy(fed + nfed, batch, m * sizeof(uint32_t));
+    nfed += m;
+    qsort(fed, nfed, sizeof(uint32_t), u32_cmp);
+    free(batch);
+    free(seqs);
+    free(scores);
+    batch = seqs = NULL;
+    scores = NULL;
+    if (rg_qexec_passed(S->x) >= want) break;
+    if (done) {
+      r = S->pl->ftwhere ? feed_candidates(S, fed, nfed)
+                         : feed_rest(S, fed, nfed);
+      break;
+    }
+    ask *= 4;
+  }
+  free(batch);
+  free(seqs);
+  free(scores);
+  free(fed);
+  return r;
+}
+
+/* The candidates of a WHERE's full-text condition, or the ranking's. */
+static int src_text (source *S) {
+  uint32_t *seqs = NULL;
+  size_t n = 0;
+  int r;
+  if (S->pl->ftwant) return src_rank(S);
+  if ((r = rg_ftindex_docs(S->txn, &S->pl->ftw, &seqs, &n, S->w, S->e)))
+    return r;
+  r = feed_seqs(S, seqs, n);
+  free(seqs);
+  return r;
+}
+/* }===================================================================== */
+
+
 static int run (source *S) {
   const plan *pl = S->pl;
   int r = 0;
@@ -2852,6 +3075,7 @@ static int run (source *S) {
     case SRC_SCAN: return scan_route(S, 0, 0, 0);
     case SRC_TERMS: return src_terms(S);
     case SRC_VECTOR: return src_vector(S);
+    case SRC_TEXT: return src_text(S);
     default: {
       int (*main) (source *, int) = pl->src == SRC_WALK ? src_walk
                                                          : src_range;
@@ -2993,6 +3217,10 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   if ((rc = make_plan(&P, rq, &st.pl, e))) goto done;
   if (P.status) { rc = P.status; goto done; }   /* the path dictionary */
   if (c->spec->nvix && (rc = plan_vector(&P, &st.pl, e))) goto done;
+  if (c->spec->ft &&
+      (rc = plan_text(&P, &st.pl, rq->fts_local &&
+                      st.pl.routed == R_PARTITION, now, e)))
+    goto done;
   if (rq->admit &&                   /* a prefix's hash names its range */
       (rc = rq->admit(rq->admit_ud, st.pl.routed != R_NONE, st.pl.rhash, e)))
     goto done;

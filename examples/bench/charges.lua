@@ -15,18 +15,17 @@ queries whose charges differ, with each log's charge (loaded/lookups).
 local regolith = require "regolith"
 local json = regolith.json
 
-local logs, top = {}, 40
-do
-  local i = 1
-  while arg[i] do
-    if arg[i] == "--top" then top = tonumber(arg[i + 1]); i = i + 2
-    else
-      local label, file = arg[i]:match("^([^=]+)=(.+)$")
-      assert(label, "usage: label=file.jsonl ... [--top N]")
-      logs[#logs + 1] = { label = label, file = file }
-      i = i + 1
-    end
-  end
+local argparse = require "argparse"
+
+local p = argparse("charges.lua", "Compares the charges of two or more logs")
+p:argument("logs", "label=file.jsonl, one per log."):args("+")
+p:option("--top", "Differing queries shown.", "40", tonumber)
+local args = p:parse()
+local logs, top = {}, args.top
+for _, a in ipairs(args.logs) do
+  local label, file = a:match("^([^=]+)=(.+)$")
+  if not label then p:error("a log is label=file.jsonl, not " .. a) end
+  logs[#logs + 1] = { label = label, file = file }
 end
 assert(#logs >= 2, "give at least two logs")
 

@@ -19,15 +19,13 @@ is a violation, printed.
 
 local regolith = require "regolith"
 
-local STEPS, STEP = 12, 40
-do
-  local i = 1
-  while arg[i] do
-    if arg[i] == "--steps" then STEPS = tonumber(arg[i + 1]); i = i + 2
-    elseif arg[i] == "--step" then STEP = tonumber(arg[i + 1]); i = i + 2
-    else error("unknown argument " .. arg[i]) end
-  end
-end
+local argparse = require "argparse"
+
+local p = argparse("monotone.lua", "Charges monotone in the data")
+p:option("--steps", "Steps of growth.", "12", tonumber)
+p:option("--step", "Items added at each step.", "40", tonumber)
+local args = p:parse()
+local STEPS, STEP = args.steps, args.step
 
 local QUERIES = {
   "SELECT * FROM c WHERE c.pk = 'main' AND c.a = 3",
