@@ -278,10 +278,13 @@ typedef struct source {
   rg_cur *items;                /* item lookups: a cursor stays on its
                                        page when the next key is there */
   rg_cur *probe;                /* intersection probes */
-  /* SRC_VECTOR's seek: the seqs of the entries it finds, not fed */
+  /* SRC_VECTOR's seek: the seqs of the entries it finds, not fed, and
+  ** while they are few, the entries and their items' keys (u32 n, the
+  ** item key, u32 n, the entry), to be fed without seeking again */
   int collect;
   uint32_t *cseq;
   size_t ncseq, cseqcap;
+  rg_buf cent;
 } source;
 
 
@@ -1833,6 +1836,16 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, rg_val *val,
       S->cseqcap = cap;
     }
     S->cseq[S->ncseq++] = rg_get_u32(pos + poslen - 4);
+    if (S->ncseq <= VSEEK_EXACT * S->pl->vwant) {
+      uint32_t len[2];
+      len[0] = (uint32_t)iklen;
+      len[1] = (uint32_t)poslen;
+      rg_buf_add(&S->cent, &len[0], 4);
+      rg_buf_add(&S->cent, ikey, iklen);
+      rg_buf_add(&S->cent, &len[1], 4);
+      rg_buf_add(&S->cent, pos, poslen);
+      if (S->cent.oom) return rg_fail(S->e, 500, "out of memory");
+    }
     return S->ncseq > VSEEK_MAX * S->pl->vwant;   /* 1: too many */
   }
   if (iklen < 12) return 0;
@@ -2886,25 +2899,33 @@ static int cseq_has (void *ud, uint32_t seq) {
 }
 
 /* SRC_VECTOR's seek run without feeding: the seqs it finds, sorted.  Few
-** (VSEEK_EXACT per row wanted): the seek run again, its items fed and
+** (VSEEK_EXACT per row wanted): the entries it kept fed, their items
 ** scored (1, or a status); else 0 and the search keeps to them; many
 ** (past VSEEK_MAX per row): 0 and none kept (S->ncseq 0), the WHERE is
-** tested on what the search gives, as most items pass it. */
+** tested on what the search gives, as most items pass it.  (SRC_VECTOR
+** sorts: a token never resumes its seek.) */
 static int vseek_run (source *S) {
-  int resumed = S->resumed, rc;
-  S->resumed = 0;                    /* a token's position is the pipeline's */
+  int rc;
   S->collect = 1;
   rc = S->pl->vseek == SRC_TERMS ? src_terms(S) : src_range(S, 0);
   S->collect = 0;
-  S->resumed = resumed;
   if (rc == 1) {                     /* too many */
     S->ncseq = 0;
     return 0;
   }
   if (rc) return rc;
   if (S->ncseq <= VSEEK_EXACT * S->pl->vwant) {
-    rc = S->pl->vseek == SRC_TERMS ? src_terms(S) : src_range(S, 0);
-    return rc ? rc : 1;
+    const uint8_t *p = (const uint8_t *)S->cent.p, *end = p + S->cent.n;
+    while (rc == 0 && p < end) {     /* as the seek fed them */
+      uint32_t ikn, posn;
+      const uint8_t *ik;
+      memcpy(&ikn, p, 4);
+      ik = p + 4;
+      memcpy(&posn, ik + ikn, 4);
+      p = ik + ikn + 4 + posn;
+      rc = feed(S, ik, ikn, NULL, ik + ikn + 4, posn, 0, 0, 1);
+    }
+    return rc == 0 || rc == 1 ? 1 : rc;
   }
   qsort(S->cseq, S->ncseq, sizeof(uint32_t), rg_u32_cmp);
   return 0;
@@ -2912,14 +2933,16 @@ static int vseek_run (source *S) {
 
 /* The items of SRC_VECTOR, best first, until the pipeline has as many
 ** rows as it needs or the index has no more: a search for the rows wanted,
-** then for four times as many while the WHERE leaves too few; with a seek,
-** among the items it finds. */
+** then for four times as many while the WHERE leaves too few, each going
+** on from where the last stopped (rg_vsearch.widen); with a seek, among
+** the items it finds. */
 static int src_vector (source *S) {
   rg_vsearch vs = S->pl->vs;
   size_t want = S->pl->vwant, ask = want ? want : 1, fedcap = 0, nfed = 0, i;
   uint32_t *fed = NULL;              /* seqs fed already, sorted */
   int rc = 0;
   if (want == 0) return 0;
+  vs.widen = 1;                      /* each round goes on from the last */
   if (S->pl->vseek) {
     if ((rc = vseek_run(S))) return rc == 1 ? 0 : rc;
     if (S->ncseq) {
@@ -2965,7 +2988,7 @@ static int src_vector (source *S) {
     rg_vsearch_free(&vs);
     ask *= 4;
   }
-  rg_vsearch_free(&vs);
+  rg_vsearch_end(&vs);
   free(fed);
   return rc == 1 ? 0 : rc;
 }
@@ -3407,6 +3430,7 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   if (S.items) rg_cur_close(S.items);
   if (S.probe) rg_cur_close(S.probe);
   free(S.cseq);
+  rg_buf_free(&S.cent);
   rg_buf_free(&S.okey);
   rg_buf_free(&S.doc);
   r->work.steps += rg_qexec_steps(st.x);
