@@ -278,9 +278,9 @@ typedef struct source {
   rg_cur *items;                /* item lookups: a cursor stays on its
                                        page when the next key is there */
   rg_cur *probe;                /* intersection probes */
-  /* SRC_VECTOR's seek: the seqs of the entries it finds, not fed, and
-  ** while they are few, the entries and their items' keys (u32 n, the
-  ** item key, u32 n, the entry), to be fed without seeking again */
+  /* SRC_VECTOR's seek: the seqs of the entries it finds (read without
+  ** their items' keys), not fed, and while they are few, the entries
+  ** (u32 n, the entry), to be fed without seeking again */
   int collect;
   uint32_t *cseq;
   size_t ncseq, cseqcap;
@@ -1837,12 +1837,8 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, rg_val *val,
     }
     S->cseq[S->ncseq++] = rg_get_u32(pos + poslen - 4);
     if (S->ncseq <= VSEEK_EXACT * S->pl->vwant) {
-      uint32_t len[2];
-      len[0] = (uint32_t)iklen;
-      len[1] = (uint32_t)poslen;
-      rg_buf_add(&S->cent, &len[0], 4);
-      rg_buf_add(&S->cent, ikey, iklen);
-      rg_buf_add(&S->cent, &len[1], 4);
+      uint32_t len = (uint32_t)poslen;
+      rg_buf_add(&S->cent, &len, 4);
       rg_buf_add(&S->cent, pos, poslen);
       if (S->cent.oom) return rg_fail(S->e, 500, "out of memory");
     }
@@ -2045,6 +2041,7 @@ static int src_terms (source *S) {
     return 0;
   }
   if ((rc = xcur_open(S, &cur, MX_MAIN))) return kv_fail(S, rc);
+  cur.lazy = S->collect;             /* an entry's seq is in its key */
   for (; i < pl->nterms && !r; i++) {
     uint8_t key[RG_MAX_KEY + 16];
     size_t n = rg_key_index(key, sizeof(key), pl->prefix, pl->plen,
@@ -2321,6 +2318,7 @@ static int src_range (source *S, int phase) {
   rg_key_index(pre, sizeof(pre), pl->prefix, pl->plen,
                (const uint8_t *)pl->tpre.p, pl->tpre.n, 0, 0);
   if ((rc = xcur_open(S, &cur, MX_MAIN))) return kv_fail(S, rc);
+  cur.lazy = S->collect;             /* an entry's seq is in its key */
   rc = range_start(S, &cur, &k, &v, phase, pre, pn);
   while (rc == 0 && starts(&k, pre, pn) && ent_ok(pl->plen, &k)) {
     size_t g;
@@ -2916,14 +2914,16 @@ static int vseek_run (source *S) {
   if (rc) return rc;
   if (S->ncseq <= VSEEK_EXACT * S->pl->vwant) {
     const uint8_t *p = (const uint8_t *)S->cent.p, *end = p + S->cent.n;
-    while (rc == 0 && p < end) {     /* as the seek fed them */
-      uint32_t ikn, posn;
-      const uint8_t *ik;
-      memcpy(&ikn, p, 4);
-      ik = p + 4;
-      memcpy(&posn, ik + ikn, 4);
-      p = ik + ikn + 4 + posn;
-      rc = feed(S, ik, ikn, NULL, ik + ikn + 4, posn, 0, 0, 1);
+    while (rc == 0 && p < end) {     /* as the seek would feed them */
+      uint32_t n;
+      const uint8_t *pos = p + 4;
+      rg_val ik;
+      memcpy(&n, p, 4);
+      p = pos + n;
+      rc = rg_ref_item(S->txn, S->env, rg_get_u32(pos + n - 4), &ik);
+      if (rc == RG_NOTFOUND) { rc = 0; continue; }   /* dangling */
+      if (rc) return kv_fail(S, rc);
+      rc = feed(S, (const uint8_t *)ik.p, ik.n, NULL, pos, n, 0, 0, 1);
     }
     return rc == 0 || rc == 1 ? 1 : rc;
   }
