@@ -344,7 +344,7 @@ describe("vector search", function()
 
     it("tests the whole WHERE when the graph replaces an index seek (filterPriority 0) or no seek serves it, widening from where it stopped", function()
       -- the seek on c.n would find only items that pass; the graph's do
-      -- not.  The index is asked for 10, 40, 160 ... until 10 pass, each
+      -- not.  The index is asked for 10, 20, 40 ... until 10 pass, each
       -- round going on from the last (before, each searched again from
       -- the start and read about 3.4 times the graph at 1 %)
       local k = make("k", "diskANN", "euclidean")

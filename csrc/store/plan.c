@@ -2933,9 +2933,10 @@ static int vseek_run (source *S) {
 
 /* The items of SRC_VECTOR, best first, until the pipeline has as many
 ** rows as it needs or the index has no more: a search for the rows wanted,
-** then for four times as many while the WHERE leaves too few, each going
-** on from where the last stopped (rg_vsearch.widen); with a seek, among
-** the items it finds. */
+** then for twice as many while the WHERE leaves too few, each going on
+** from where the last stopped (rg_vsearch.widen: a round reads only what
+** it adds, so small steps load few items past those needed); with a
+** seek, among the items it finds. */
 static int src_vector (source *S) {
   rg_vsearch vs = S->pl->vs;
   size_t want = S->pl->vwant, ask = want ? want : 1, fedcap = 0, nfed = 0, i;
@@ -2986,7 +2987,7 @@ static int src_vector (source *S) {
     if (rc || rg_qexec_passed(S->x) >= want || !vs.more || vs.nhit < ask)
       break;
     rg_vsearch_free(&vs);
-    ask *= 4;
+    ask *= 2;
   }
   rg_vsearch_end(&vs);
   free(fed);
