@@ -155,6 +155,18 @@ static int expanded_add (expanded *x, float key, uint32_t id) {
   return 0;
 }
 
+/* Meets node v in a walk: *code is its code when v is met for the first
+** time, NULL when it was met before or is a freed slot.  Returns a
+** status. */
+static int meet (rg_vgraph *g, vset *seen, uint32_t v, const uint8_t **code) {
+  int added = vset_add(seen, v);
+  *code = NULL;
+  if (added < 0) return 500;
+  if (added == 0) return 0;
+  g->codes_read++;
+  return g->io.get_code(g->io.ud, v, code);
+}
+
 /* A search from the entry point for `t`, with a list of `list` nodes;
 ** `exp` (may be NULL) collects the nodes expanded, `top` (may be NULL,
 ** room for *ntop) the best of the list. */
@@ -179,9 +191,7 @@ static int greedy (rg_vgraph *g, const target *t, size_t list,
     free(l.done);
     return 500;
   }
-  if ((rc = g->io.get_code(g->io.ud, g->entry, &code))) goto done;
-  g->codes_read++;
-  vset_add(&seen, g->entry);
+  if ((rc = meet(g, &seen, g->entry, &code))) goto done;
   if (code != NULL) list_put(&l, key_of(t, code), g->entry);
   for (;;) {
     uint32_t v;
@@ -195,12 +205,8 @@ static int greedy (rg_vgraph *g, const target *t, size_t list,
     for (i = 0; i < n; i++) {
       float k;
       long pos;
-      int added = vset_add(&seen, adj[i]);
-      if (added < 0) { rc = 500; goto done; }
-      if (added == 0) continue;
-      if ((rc = g->io.get_code(g->io.ud, adj[i], &code))) goto done;
-      g->codes_read++;
-      if (code == NULL) continue;    /* an edge to a freed slot */
+      if ((rc = meet(g, &seen, adj[i], &code))) goto done;
+      if (code == NULL) continue;    /* met before, or a freed slot */
       k = key_of(t, code);
       pos = list_put(&l, k, adj[i]);
       if (pos >= 0 && (size_t)pos < first) first = (size_t)pos;
@@ -284,9 +290,7 @@ static int greedy_accepted (rg_vgraph *g, const target *t, size_t list,
     return 500;
   }
   rg_vbest_init(&beam, bm, list);
-  if ((rc = g->io.get_code(g->io.ud, g->entry, &code))) goto done;
-  g->codes_read++;
-  vset_add(&seen, g->entry);
+  if ((rc = meet(g, &seen, g->entry, &code))) goto done;
   if (code != NULL) {
     float k = key_of(t, code);
     rg_vbest_offer(&beam, k, g->entry);
@@ -302,12 +306,8 @@ static int greedy_accepted (rg_vgraph *g, const target *t, size_t list,
     g->adj_reads++;
     for (i = 0; i < n; i++) {
       float k;
-      int added = vset_add(&seen, adj[i]);
-      if (added < 0) { rc = 500; goto done; }
-      if (added == 0) continue;
-      if ((rc = g->io.get_code(g->io.ud, adj[i], &code))) goto done;
-      g->codes_read++;
-      if (code == NULL) continue;    /* an edge to a freed slot */
+      if ((rc = meet(g, &seen, adj[i], &code))) goto done;
+      if (code == NULL) continue;    /* met before, or a freed slot */
       k = key_of(t, code);
       lim = rg_vbest_bound(&beam);
       acc = rg_vbest_bound(best);

@@ -2880,14 +2880,9 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
   return 0;
 }
 
-static int u32_cmp (const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 static int cseq_has (void *ud, uint32_t seq) {
   const source *S = (const source *)ud;
-  return bsearch(&seq, S->cseq, S->ncseq, sizeof(uint32_t), u32_cmp) != NULL;
+  return bsearch(&seq, S->cseq, S->ncseq, sizeof(uint32_t), rg_u32_cmp) != NULL;
 }
 
 /* SRC_VECTOR's seek run without feeding: the seqs it finds, sorted.  Few
@@ -2911,7 +2906,7 @@ static int vseek_run (source *S) {
     rc = S->pl->vseek == SRC_TERMS ? src_terms(S) : src_range(S, 0);
     return rc ? rc : 1;
   }
-  qsort(S->cseq, S->ncseq, sizeof(uint32_t), u32_cmp);
+  qsort(S->cseq, S->ncseq, sizeof(uint32_t), rg_u32_cmp);
   return 0;
 }
 
@@ -3084,7 +3079,7 @@ static int feed_candidates (source *S, const uint32_t *fed, size_t nfed) {
   if ((r = rg_ftindex_docs(S->txn, &S->pl->ftw, &seqs, &n, S->w, S->e)))
     return r;
   for (i = 0; i < n; i++)
-    if (!nfed || !bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), u32_cmp))
+    if (!nfed || !bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), rg_u32_cmp))
       seqs[m++] = seqs[i];
   r = feed_seqs(S, seqs, m);
   free(seqs);
@@ -3107,7 +3102,7 @@ static int feed_rest (source *S, const uint32_t *fed, size_t nfed) {
     const char *json;
     size_t jn;
     if (rg_ihdr_get(v.p, v.n, &h, &json, &jn) == 0 && nfed &&
-        bsearch(&h.seq, fed, nfed, sizeof(uint32_t), u32_cmp))
+        bsearch(&h.seq, fed, nfed, sizeof(uint32_t), rg_u32_cmp))
       continue;
     if ((r = feed(S, (const uint8_t *)k.p, k.n, &v, (const uint8_t *)k.p,
                   k.n, 0, 0, 1)))
@@ -3147,14 +3142,14 @@ static int src_rank (source *S) {
     fed = nf;
     for (i = m = 0; i < n; i++) {
       if (!done && scores[i] <= scores[n - 1]) break;
-      if (nfed && bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), u32_cmp))
+      if (nfed && bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), rg_u32_cmp))
         continue;
       batch[m++] = seqs[i];
     }
     if ((r = feed_seqs(S, batch, m))) break;
     memcpy(fed + nfed, batch, m * sizeof(uint32_t));
     nfed += m;
-    qsort(fed, nfed, sizeof(uint32_t), u32_cmp);
+    qsort(fed, nfed, sizeof(uint32_t), rg_u32_cmp);
     free(batch);
     free(seqs);
     free(scores);
