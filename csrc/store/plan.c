@@ -2934,9 +2934,10 @@ static int vseek_run (source *S) {
 /* The items of SRC_VECTOR, best first, until the pipeline has as many
 ** rows as it needs or the index has no more: a search for the rows wanted,
 ** then for twice as many while the WHERE leaves too few, each going on
-** from where the last stopped (rg_vsearch.widen: a round reads only what
-** it adds, so small steps load few items past those needed); with a
-** seek, among the items it finds. */
+** from where the last stopped (rg_vsearch.widen, diskANN: a round reads
+** only what it adds, so small steps load few items past those needed; an
+** index that searches again from the start is asked for four times as
+** many); with a seek, among the items it finds. */
 static int src_vector (source *S) {
   rg_vsearch vs = S->pl->vs;
   size_t want = S->pl->vwant, ask = want ? want : 1, fedcap = 0, nfed = 0, i;
@@ -2987,7 +2988,9 @@ static int src_vector (source *S) {
     if (rc || rg_qexec_passed(S->x) >= want || !vs.more || vs.nhit < ask)
       break;
     rg_vsearch_free(&vs);
-    ask *= 2;
+    ask *= vs.nkept ? 2 : 4;         /* going on costs what a round adds;
+                                        starting again (flat,
+                                        quantizedFlat) all of it */
   }
   rg_vsearch_end(&vs);
   free(fed);
