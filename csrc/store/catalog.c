@@ -212,7 +212,7 @@ static int history_switch (rg_scope *s, uint32_t cid, int on, rg_err *e) {
       return rc;
     return rg_del(s, RG_DB_META, key, kn, NULL, e);
   }
-  if ((lsn = rg_scope_lsn(s, e)) == 0) return s->failed;
+  if ((lsn = rg_scope_lsn(s, NULL, 0, e)) == 0) return s->failed;
   rg_put_u64(val, lsn);
   return rg_put(s, RG_DB_META, key, kn, val, 8, e);
 }

@@ -120,6 +120,10 @@ typedef struct rg_kv_ops {
   size_t (*savepoint) (rg_txn *t);
   int (*rollback) (rg_txn *t, size_t mark);
   void (*release) (rg_txn *t, size_t mark);
+  int (*lsn) (rg_txn *t, const void *k, size_t kn, uint64_t *lsn);
+  int (*seqs) (rg_txn *t, uint32_t n, uint32_t *first);
+  int (*add) (rg_txn *t, int tb, const void *k, size_t kn, int64_t items,
+              int64_t bytes, uint64_t bound, unsigned flags);
 } rg_kv_ops;
 
 /* A transaction and a cursor begin with their backend's table: the
@@ -200,6 +204,35 @@ static inline int rg_kv_rollback (rg_txn *t, size_t mark) {
 }
 static inline void rg_kv_release (rg_txn *t, size_t mark) {
   t->ops->release(t, mark);
+}
+
+/*
+** What a backend hands out.  The lsn of the transaction's changes to the
+** partition of item key k (NULL: not an item's): every call of one
+** transaction in one place gets the same, the first takes it (locally one
+** per transaction, from the "\1lsn" counter; a backend that cannot know it
+** before the commit gives a stand-in it replaces then).  n new item seqs,
+** first .. first + n - 1 (never 0; the counter may wrap, a seq in use is
+** the caller's to skip).
+*/
+static inline int rg_kv_lsn (rg_txn *t, const void *k, size_t kn,
+                             uint64_t *lsn) {
+  return t->ops->lsn(t, k, kn, lsn);
+}
+static inline int rg_kv_seqs (rg_txn *t, uint32_t n, uint32_t *first) {
+  return t->ops->seqs(t, n, first);
+}
+/* Counters: adds to the pair (u64 items, u64 bytes) stored under a key
+** (absent: 0, 0); with RG_KV_DROP0 the key goes when items reaches 0.
+** `bound` (0: none) is the most a growth may take the bytes to: the caller
+** checked it against what it read, and a backend whose reads are not
+** those of the commit checks it again there.  Adding never conflicts with another
+** writer's adding (a backend may apply it as a delta). */
+enum { RG_KV_DROP0 = 1 };
+static inline int rg_kv_add (rg_txn *t, int tb, const void *k, size_t kn,
+                             int64_t items, int64_t bytes, uint64_t bound,
+                             unsigned flags) {
+  return t->ops->add(t, tb, k, kn, items, bytes, bound, flags);
 }
 
 /* A failure code as a status and a message about `what` (500, or 507 for

@@ -83,8 +83,7 @@ static int run_nested (rg_protect protect, void *host, rg_env *env,
   rg_scope *s = env->scope;
   size_t mark;
   uint64_t lsn = s->lsn;
-  uint32_t ord = s->ord, seq = s->seq, purged[16];
-  int seq_loaded = s->seq_loaded;
+  uint32_t ord = s->ord, seq = s->seq, seq_end = s->seq_end, purged[16];
   int npurged = s->npurged, rc;
   if (!savepoint) {
     /* what the body raises unwinds to the outer scope's protected call */
@@ -108,7 +107,7 @@ static int run_nested (rg_protect protect, void *host, rg_env *env,
     s->lsn = lsn;                    /* lsn, ordinals, purges as before */
     s->ord = ord;
     s->seq = seq;
-    s->seq_loaded = seq_loaded;
+    s->seq_end = seq_end;
     s->npurged = npurged;
     memcpy(s->purged, purged, sizeof(purged));
   }
@@ -254,46 +253,40 @@ int rg_del_prefix (rg_scope *s, int db, const void *prefix, size_t pn,
   return 0;
 }
 
-/* Reads a counter of the meta table (0 when absent). */
-static int counter (rg_scope *s, const char *key, size_t kn, size_t size,
-                    const char *what, uint64_t *out, rg_err *e) {
-  rg_val v;
-  int rc = rg_kv_get(s->txn, RG_DB_META, key, kn, &v);
-  *out = 0;
-  if (rc == 0 && v.n == size)
-    *out = size == 4 ? rg_get_u32((const uint8_t *)v.p)
-                     : rg_get_u64((const uint8_t *)v.p);
-  else if (rc != 0 && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, what, e);
-  return 0;
+uint32_t rg_scope_seq (rg_scope *s, uint32_t ahead, rg_err *e) {
+  if (s->seq == s->seq_end) {
+    uint32_t first;
+    int rc;
+    if (ahead == 0) ahead = 1;
+    if ((rc = rg_kv_seqs(s->txn, ahead, &first))) {
+      rg_scope_fail(s, rc, "seq", e);
+      return 0;
+    }
+    s->seq = first;
+    s->seq_end = first + ahead;     /* (0 after the last u32: never met) */
+  }
+  rg_assert(s->seq != 0);
+  return s->seq++;
 }
 
-uint32_t rg_scope_seq (rg_scope *s, rg_err *e) {
-  uint8_t buf[4];
-  if (!s->seq_loaded) {
-    uint64_t last;
-    if (counter(s, RG_META_SEQ, sizeof(RG_META_SEQ) - 1, 4, "seq", &last, e))
-      return 0;
-    s->seq = (uint32_t)last;
-    s->seq_loaded = 1;
-  }
-  if (++s->seq == 0) s->seq = 1;     /* wrapped: 0 names no item */
-  rg_put_u32(buf, s->seq);
-  if (rg_put(s, RG_DB_META, RG_META_SEQ, sizeof(RG_META_SEQ) - 1, buf, 4, e))
+uint64_t rg_scope_lsn (rg_scope *s, const void *k, size_t kn, rg_err *e) {
+  uint64_t lsn;
+  int rc = rg_kv_lsn(s->txn, k, kn, &lsn);
+  if (rc) {
+    rg_scope_fail(s, rc, "lsn", e);
     return 0;
-  return s->seq;
+  }
+  rg_assert(lsn != 0);
+  s->writes++;
+  return s->lsn = lsn;
 }
 
-uint64_t rg_scope_lsn (rg_scope *s, rg_err *e) {
-  if (s->lsn == 0) {
-    uint8_t buf[8];
-    uint64_t last;
-    if (counter(s, RG_META_LSN, sizeof(RG_META_LSN) - 1, 8, "lsn", &last, e))
-      return 0;
-    rg_put_u64(buf, last + 1);
-    if (rg_put(s, RG_DB_META, RG_META_LSN, sizeof(RG_META_LSN) - 1, buf, 8, e))
-      return 0;
-    s->lsn = last + 1;
-  }
-  return s->lsn;
+int rg_scope_add (rg_scope *s, int db, const void *k, size_t kn,
+                  int64_t items, int64_t bytes, uint64_t bound,
+                  unsigned flags, rg_err *e) {
+  int rc;
+  s->writes++;
+  rc = rg_kv_add(s->txn, db, k, kn, items, bytes, bound, flags);
+  return rc ? rg_scope_fail(s, rc, "stats", e) : 0;
 }
 /* }===================================================================== */
