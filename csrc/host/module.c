@@ -44,6 +44,7 @@ int luaopen_regolith_core (lua_State *L) {
   rgl_feed_open(L);
   rgl_processor_open(L);
   rgl_throughput_open(L);
+  rgl_remote_open(L);
   rgl_json_open(L);
   rgl_cluster_open(L);
   lua_pushcfunction(L, l_is_container);

@@ -41,6 +41,13 @@ typedef struct rg_open_opts {
 ** and its tables when missing (unless read-only). */
 int  rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
                   rg_err *e);
+/* Opens a database kept by a host elsewhere (remote.h), named `name`
+** (its path in messages), with its secret: not shared with other handles
+** (each has its own overlay). */
+int  rg_env_open_remote (const char *name, const uint8_t secret[16],
+                         int readonly, rg_env **out, rg_err *e);
+/* The remote backend of an environment, or NULL (a local one). */
+struct rg_remote *rg_env_remote (const rg_env *env);
 /* Is an upgrade of `path` interrupted between its two renames (upgrade.h)?
 ** Then the directory has no data.mdb, an open gives 409, and running the
 ** upgrade again finishes it. */

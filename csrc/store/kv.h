@@ -72,6 +72,7 @@ extern const struct rg_table rg_tables[];
 #define RG_NOTFOUND (-30798)
 #define RG_CORRUPT  (-30796)      /* a record that does not decode */
 #define RG_RERUN    (-30792)
+#define RG_NOPLACE  (-30900)      /* a key whose place a backend cannot tell */
 
 /* Put flags: RG_KV_APPEND, the key is likely past the table's last one;
 ** RG_KV_APPENDDUP, the duplicate is likely past its key's last one (both

@@ -453,6 +453,58 @@ void rg_ref_hash_put (uint8_t *out, uint64_t hash) {
   rg_put_u32(out, (uint32_t)(hash >> 32));
 }
 
+int rg_key_place (int tb, const uint8_t *k, size_t kn, const uint8_t *dup,
+                  size_t dn, rg_keyplace *out) {
+  memset(out, 0, sizeof(*out));
+  switch (tb) {
+    case RG_DB_META:
+      out->kind = RG_KP_GLOBAL;
+      if (kn >= 5 && k[0] == RG_MK_STATS) {       /* per partition, summed */
+        out->kind = RG_KP_CID;
+        out->cid = rg_get_u32(k + 1);
+        out->stats = 1;
+      }
+      else if (kn >= 8 && k[0] == RG_MK_LEASE) {  /* 'l' cid name 0 range */
+        const uint8_t *z = (const uint8_t *)memchr(k + 5, 0, kn - 5);
+        if (z && (size_t)(z - k) + 3 == kn && !(z[1] == 0xFF && z[2] == 0xFF)) {
+          out->kind = RG_KP_RANGE;
+          out->cid = rg_get_u32(k + 1);
+          out->range = (int)rg_get_u16(z + 1);
+        }
+      }
+      return 0;
+    case RG_DB_ITEMS: case RG_DB_UNIQUE: case RG_DB_PARTS:
+      if (kn < 12) return -1;
+      out->kind = RG_KP_HASH;
+      out->cid = rg_get_u32(k);
+      out->hash = rg_get_u64(k + 4);
+      return 0;
+    case RG_DB_FEED: case RG_DB_LATEST:
+      if (kn < 6) return -1;
+      out->kind = RG_KP_RANGE;
+      out->cid = rg_get_u32(k);
+      out->range = (int)rg_get_u16(k + 4);
+      return 0;
+    case RG_DB_TTL:
+      if (kn < 4) return -1;
+      out->kind = RG_KP_CID;
+      out->cid = rg_get_u32(k);
+      return 0;
+    case RG_DB_INDEX:
+      out->kind = RG_KP_NONE;
+      if (dup && dn >= 4) {
+        out->has_hash = 1;
+        out->hash = (uint64_t)rg_get_u32(dup) << 32;
+      }
+      return 0;
+    case RG_DB_REFS:
+      out->kind = RG_KP_NONE;
+      return 0;
+    default:
+      return -1;
+  }
+}
+
 size_t rg_meta_key (uint8_t *out, int tag, uint32_t cid, const char *name,
                     size_t n) {
   out[0] = (uint8_t)tag;
@@ -588,7 +640,7 @@ size_t rg_pathid_get (const uint8_t *p, size_t n, uint32_t *id) {
 ** duplicates of a load come in order (appended). */
 size_t rg_latest_entry (uint8_t *key, uint8_t *dup, uint32_t cid, int range,
                         uint64_t lsn, uint32_t seq) {
-  rg_assert(range >= 0 && range < RG_MAX_PARTITIONS && seq != 0);
+  rg_assert(range >= 0 && range < RG_MAX_PARTITIONS);
   rg_put_u32(key, cid);
   rg_put_u16(key + 4, (uint32_t)range);
   if (dup) {

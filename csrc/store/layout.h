@@ -110,6 +110,33 @@ size_t rg_key_host_index (uint8_t *out, uint32_t cid, uint64_t id);
 /* Writes the first half of a reference (the top 32 bits of `hash`). */
 void   rg_ref_hash_put (uint8_t *out, uint64_t hash);
 
+/*
+** Where a key lives in a store that keeps each container's physical
+** partitions apart (remote.h): what the key tells of its place.
+**   RG_KP_GLOBAL  the database's own (meta)
+**   RG_KP_HASH    the partition of hash `hash` in container `cid` (items,
+**                 unique, parts)
+**   RG_KP_RANGE   feed range `range` of container `cid` (feed, latest, a
+**                 processor's lease of that range)
+**   RG_KP_CID     some partition of container `cid`: the key does not say
+**                 which (a TTL entry; a container's statistics, kept per
+**                 partition and summed)
+**   RG_KP_NONE    the key names no container (a refs entry, an index
+**                 entry): its place is the reader's context; an index
+**                 entry's duplicate, when given, holds the partition hash's
+**                 top 32 bits (`hash`, with `has_hash`)
+** 0, or -1 for a key this layout does not make.
+*/
+enum { RG_KP_GLOBAL, RG_KP_HASH, RG_KP_RANGE, RG_KP_CID, RG_KP_NONE };
+typedef struct rg_keyplace {
+  int kind;
+  uint32_t cid;
+  uint64_t hash;
+  int range, has_hash, stats;
+} rg_keyplace;
+int rg_key_place (int tb, const uint8_t *k, size_t kn, const uint8_t *dup,
+                  size_t dn, rg_keyplace *out);
+
 /* Meta keys (see layout.c for the full list). */
 #define RG_META_VERSION "\x01version"
 #define RG_META_SECRET  "\x01secret"

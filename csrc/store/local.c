@@ -123,6 +123,9 @@ static unsigned db_flags (const rg_local *l, int tb) {
 int rg_kv_fail (rg_err *e, int rc, const char *what) {
   if (rc == RG_RERUN)
     return rg_fail(e, 507, "map full (the write will be retried)");
+  if (rc == RG_NOPLACE)
+    return rg_fail(e, 500, "storage failure: %s: a key whose place the "
+                   "store cannot tell", what);
   /* a full disk is the one storage failure a user can fix: say so */
   if (rc == ENOSPC || rc == EDQUOT)
     return rg_fail(e, 507, "insufficient storage: %s: %s", what,

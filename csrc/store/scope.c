@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "store/env_int.h"
+#include "store/remote.h"
 
 #define MAX_RERUNS 16
 
@@ -41,11 +42,14 @@ int rg_read_begin (rg_env *env, rg_txn **txn, rg_err *e) {
     *txn = env->scope->txn;
     return 0;
   }
+  if (env->remote) return rg_remote_read(env->remote, txn, e);
   return rg_local_read(env->local, txn, e);
 }
 
 void rg_read_end (rg_env *env) {
-  if (env->scope == NULL) rg_local_read_end(env->local);
+  if (env->scope != NULL) return;
+  if (env->remote) rg_remote_read_end(env->remote);
+  else rg_local_read_end(env->local);
 }
 /* }===================================================================== */
 
@@ -128,6 +132,22 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
     return rg_fail(e, 403, "the database is open read-only");
   if (env->scope != NULL)
     return run_nested(protect, host, env, savepoint, &t, e);
+  if (env->remote) {                 /* the host runs it again, if need be */
+    memset(&s, 0, sizeof(s));
+    s.env = env;
+    s.now = rg_now();
+    if ((rc = rg_remote_begin(env->remote, &s.txn, e))) return rc;
+    env->scope = &s;
+    t.s = &s;
+    rc = call_body(protect, host, &t);
+    env->scope = NULL;
+    if (rc || t.status != 0 || s.failed) {
+      rg_remote_abort(env->remote);
+      if (rc) return RG_RAISED;
+      return t.status ? t.status : s.failed;
+    }
+    return rg_remote_commit(env->remote, e);
+  }
   for (rerun = 0; rerun < MAX_RERUNS; rerun++) {
     memset(&s, 0, sizeof(s));
     s.env = env;

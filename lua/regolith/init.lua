@@ -73,12 +73,7 @@ methods.container_methods.query_rows = query_rows
 function M.open(path, opts)
   if type(path) == "string" and path:sub(1, 8) == "redis://" then
     local cluster = require "regolith.cluster"
-    if not cluster.Db.processor then
-      cluster.Container.query_rows = query_rows
-      cluster.Db.processor = processor.open
-      cluster.Db.run_processors = processor.run_all
-      cluster.Db.close_processors = processor.close_all
-    end
+    cluster.on_close = processor.close_all
     return cluster.open(path, opts)
   end
   return core.open(path, opts)
