@@ -20,7 +20,8 @@ number t (0 meta, 1 items, 2 index, 3 unique, 4 ttl, 5 feed, 6 latest,
   pfx z<t>   zset (lex, score 0): the table's keys in byte order; for the
              tables of sorted duplicates (2, 6) each member is key | dup
   pfx v      hash: t<t> -> the table's version in the place (moved by
-             every write), lsn -> the place's last lsn
+             every write), lsn -> the place's last lsn (also the meta
+             table's "\1lsn" in the place, as the engine reads it)
 Every function declares the keys of one place (`place_keys` below: the
 19 keys in the order h0..h8, z0..z8, v), so one call is one slot.
 
@@ -46,7 +47,7 @@ rg_apply  KEYS: a place's 19   ARGV: "1", part
 rg_version  (no-writes)  -> VERSION
 ]]
 
-local VERSION = "3.1"
+local VERSION = "3.2"
 local FORMAT = "1"
 local NT = 9
 local DUPS = { [2] = 8, [6] = 12 }
@@ -306,6 +307,8 @@ local function rg_apply(keys, argv)
     lsn = now > last and now or last + 1
     redis.call("HSET", P.v, "lsn", fmt(lsn))
     l_be, l_dec, l_term = be64(lsn), fmt(lsn), number_term(lsn)
+    redis.call("HSET", P.h[0], "\1lsn", l_be)     -- the place's last lsn
+    redis.call("ZADD", P.z[0], 0, "\1lsn")
   end
   local function stamped(s)
     s = replace(s, s_be, l_be)

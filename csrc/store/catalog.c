@@ -444,10 +444,7 @@ int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
   *lsn = 0;
   rg_buf_init(&recs);
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
-  if (rg_kv_get(txn, RG_DB_META, RG_META_LSN, sizeof(RG_META_LSN) - 1,
-                &v) == 0 &&
-      v.n == 8)
-    *lsn = rg_get_u64((const uint8_t *)v.p);
+  rg_kv_last(txn, 0, 0, lsn);
   if ((rc = rg_cur_open(txn, RG_DB_META, &cur)) == 0) {
     k.p = from;
     k.n = rg_meta_key(from, RG_MK_NAME, 0, NULL, 0);

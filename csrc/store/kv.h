@@ -125,6 +125,7 @@ typedef struct rg_kv_ops {
   int (*seqs) (rg_txn *t, uint32_t n, uint32_t *first);
   int (*add) (rg_txn *t, int tb, const void *k, size_t kn, int64_t items,
               int64_t bytes, uint64_t bound, unsigned flags);
+  int (*last) (rg_txn *t, uint32_t cid, int range, uint64_t *lsn);
 } rg_kv_ops;
 
 /* A transaction and a cursor begin with their backend's table: the
@@ -222,6 +223,13 @@ static inline int rg_kv_lsn (rg_txn *t, const void *k, size_t kn,
 }
 static inline int rg_kv_seqs (rg_txn *t, uint32_t n, uint32_t *first) {
   return t->ops->seqs(t, n, first);
+}
+/* The last lsn given to a change of feed range `range` of container cid
+** (cid 0: of the database); 0 when none.  Locally the database has one
+** counter; a backend may keep one per range. */
+static inline int rg_kv_last (rg_txn *t, uint32_t cid, int range,
+                              uint64_t *lsn) {
+  return t->ops->last(t, cid, range, lsn);
 }
 /* Counters: adds to the pair (u64 items, u64 bytes) stored under a key
 ** (absent: 0, 0); with RG_KV_DROP0 the key goes when items reaches 0.

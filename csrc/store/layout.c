@@ -464,14 +464,13 @@ int rg_key_place (int tb, const uint8_t *k, size_t kn, const uint8_t *dup,
         out->cid = rg_get_u32(k + 1);
         out->stats = 1;
       }
-      else if (kn >= 8 && k[0] == RG_MK_LEASE) {  /* 'l' cid name 0 range */
-        const uint8_t *z = (const uint8_t *)memchr(k + 5, 0, kn - 5);
-        if (z && (size_t)(z - k) + 3 == kn && !(z[1] == 0xFF && z[2] == 0xFF)) {
-          out->kind = RG_KP_RANGE;
-          out->cid = rg_get_u32(k + 1);
-          out->range = (int)rg_get_u16(z + 1);
-        }
-      }
+      else if (kn == sizeof(RG_META_LSN) - 1 &&
+               memcmp(k, RG_META_LSN, kn) == 0)
+        out->kind = RG_KP_NONE;                   /* each place's own */
+      else if ((kn >= 1 && (k[0] == RG_MK_PATH || k[0] == RG_MK_SHAPE)) ||
+               (kn == sizeof(RG_META_PATHID) - 1 &&
+                memcmp(k, RG_META_PATHID, kn) == 0))
+        out->first = 1;
       return 0;
     case RG_DB_ITEMS: case RG_DB_UNIQUE: case RG_DB_PARTS:
       if (kn < 12) return -1;

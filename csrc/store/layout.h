@@ -113,7 +113,9 @@ void   rg_ref_hash_put (uint8_t *out, uint64_t hash);
 /*
 ** Where a key lives in a store that keeps each container's physical
 ** partitions apart (remote.h): what the key tells of its place.
-**   RG_KP_GLOBAL  the database's own (meta)
+**   RG_KP_GLOBAL  the database's own (meta); `first` for what is written
+**                 once and read by the rest (path ids, shapes), which a
+**                 store applies before what depends on it
 **   RG_KP_HASH    the partition of hash `hash` in container `cid` (items,
 **                 unique, parts)
 **   RG_KP_RANGE   feed range `range` of container `cid` (feed, latest, a
@@ -132,7 +134,7 @@ typedef struct rg_keyplace {
   int kind;
   uint32_t cid;
   uint64_t hash;
-  int range, has_hash, stats;
+  int range, has_hash, stats, first;
 } rg_keyplace;
 int rg_key_place (int tb, const uint8_t *k, size_t kn, const uint8_t *dup,
                   size_t dn, rg_keyplace *out);

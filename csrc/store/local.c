@@ -506,10 +506,19 @@ static int l_add (rg_txn *tx, int tb, const void *k, size_t kn, int64_t dn,
   return l_put(tx, tb, k, kn, buf, 16, 0);
 }
 
+/* The last lsn: the database's one counter. */
+static int l_last (rg_txn *tx, uint32_t cid, int range, uint64_t *lsn) {
+  rg_val v;
+  int rc = l_get(tx, RG_DB_META, RG_META_LSN, sizeof(RG_META_LSN) - 1, &v);
+  (void)cid; (void)range;
+  *lsn = rc == 0 && v.n == 8 ? rg_get_u64((const uint8_t *)v.p) : 0;
+  return rc == RG_NOTFOUND ? 0 : rc;
+}
+
 static const rg_kv_ops lmdb_ops = {
   l_get, l_put, l_reserve, l_del, l_dput, l_ddel,
   l_cur_open, l_cur_close, l_cur_get, l_cur_count, l_cur_put, l_cur_del,
-  l_savepoint, l_rollback, l_release, l_lsn, l_seqs, l_add
+  l_savepoint, l_rollback, l_release, l_lsn, l_seqs, l_add, l_last
 };
 /* }===================================================================== */
 

@@ -26,11 +26,13 @@
 ** what they overwrote (savepoints, kv.h).  Counters (rg_kv_add) are kept
 ** as deltas: the commit adds them in the place, bounded (kv.h), so two
 ** writers adding to one counter never conflict.  The lsn is a stand-in,
-** 2^60 + a random multiple of 256 (exact as a double, unlike any lsn a
-** place gives), which the place replaces at the commit in the three
-** encodings the layout writes it in: 8 bytes big-endian (feed keys, latest
-** entries), decimal text (the documents' _lsn) and an index term (an
-** index on _lsn).
+** a random number from 8e15 to 9e15, which the place replaces at the
+** commit in the three encodings the layout writes it in: 8 bytes
+** big-endian (feed keys, latest entries), decimal text (the documents'
+** _lsn) and an index term (an index on _lsn).  A place's lsn is the time
+** in microseconds (or one more than its last), 16 digits until the year
+** 2286 and below 8e15 until 2223, as the stand-in is: a document keeps its
+** size when its lsn is put in, and the sizes the write counted hold.
 **
 ** The write set: one part per place written (the global place's first:
 ** what it holds, path ids and shapes, is written once and harmless when
@@ -57,6 +59,7 @@
 #define FIRST_RANGE 64            /* entries asked of a place at first */
 #define MAX_RANGE 4096
 #define TAIL      48              /* bytes an item condition compares */
+#define STAND_IN_LO 8000000000000000ull
 
 
 typedef struct side {
@@ -131,8 +134,8 @@ typedef struct rcur {
   rg_cur base;
   rg_remote *r;
   int tb;
-  uint32_t places[RG_MAX_PARTITIONS];
-  int nplaces;
+  uint32_t *places;
+  int nplaces, capplaces;
   int placed;                     /* places known (from the first key) */
   uint8_t *pos;                   /* where it is: an entry's bytes */
   uint32_t posn;
@@ -173,6 +176,7 @@ struct rg_remote {
   int applied_all, refused;
   size_t pending;
   int64_t now_ms;
+  int64_t global_since;           /* the first global fetch still kept */
 };
 
 static const rg_kv_ops remote_ops;
@@ -304,8 +308,32 @@ static uint32_t place_index (rg_remote *r, uint32_t cid, uint32_t bucket,
   return (uint32_t)r->nplaces++;
 }
 
+/* The global place: bucket 0 for most of it, bucket 1 for what is
+** written once and read by the rest (path ids, shapes), applied first
+** (layout.h, RG_KP_GLOBAL); both are the same keys in the store. */
 static uint32_t global_place (rg_remote *r) {
   return place_index(r, RG_PLACE_GLOBAL, 0, 1);
+}
+
+static uint32_t first_place (rg_remote *r) {
+  return place_index(r, RG_PLACE_GLOBAL, 1, 1);
+}
+
+/* Meta keys each place keeps its own of (a container's statistics, the
+** last lsn): in the overlay, key | FF | u32 cid | u16 bucket of the place. */
+static size_t own_key (rg_remote *r, uint32_t p, const uint8_t *k, size_t kn,
+                       uint8_t *out) {
+  memcpy(out, k, kn);
+  out[kn] = 0xFF;
+  rg_put_u32(out + kn + 1, r->places[p].cid);
+  rg_put_u16(out + kn + 5, r->places[p].bucket);
+  return kn + 7;
+}
+
+static int is_own_key (int tb, const uint8_t *k, size_t kn) {
+  return tb == RG_DB_META &&
+         ((kn == 5 && k[0] == RG_MK_STATS) ||
+          (kn == sizeof(RG_META_LSN) - 1 && memcmp(k, RG_META_LSN, kn) == 0));
 }
 
 static int nparts_of (rg_remote *r, uint32_t cid) {
@@ -410,7 +438,7 @@ static uint32_t place_of (rg_remote *r, int tb, const uint8_t *k, size_t kn,
   if (ds && kn >= ds) { dup = k + kn - ds; dn = ds; kn -= ds; }
   if (rg_key_place(tb, k, kn, dup, dn, &kp)) return NONE;
   switch (kp.kind) {
-    case RG_KP_GLOBAL: return global_place(r);
+    case RG_KP_GLOBAL: return kp.first ? first_place(r) : global_place(r);
     case RG_KP_HASH: return hash_place(r, kp.cid, kp.hash);
     case RG_KP_RANGE: return bucket_place(r, kp.cid, kp.range);
     case RG_KP_CID:
@@ -420,6 +448,8 @@ static uint32_t place_of (rg_remote *r, int tb, const uint8_t *k, size_t kn,
         return r->cur_place;
       return NONE;
     default:                                            /* RG_KP_NONE */
+      if (tb == RG_DB_META)                             /* the last lsn */
+        return r->cur_place != NONE ? r->cur_place : global_place(r);
       if (tb == RG_DB_REFS && val && vn >= 12)          /* its item's */
         return hash_place(r, rg_get_u32(val), rg_get_u64(val + 4));
       if (kp.has_hash && r->cur_cid != 0)
@@ -623,14 +653,15 @@ static void need_range (rg_remote *r, int tb, uint32_t p, const uint8_t *k,
 ** The seam: reads
 ** ======================================================================
 */
+/* The transaction's context (remote.h): the bucket of the entry it last
+** read or wrote, the container whose spec it last read. */
 static void ctx_item (rg_remote *r, int tb, uint32_t place, const uint8_t *k,
                       size_t kn) {
   if (place == NONE) return;
-  if (tb == RG_DB_ITEMS || tb == RG_DB_LATEST || tb == RG_DB_INDEX ||
-      tb == RG_DB_FEED || tb == RG_DB_UNIQUE) {
+  if (r->places[place].cid != RG_PLACE_GLOBAL && tb != RG_DB_REFS &&
+      tb != RG_DB_TTL && tb != RG_DB_META) {
     r->cur_place = place;
-    if (r->places[place].cid != RG_PLACE_GLOBAL)
-      r->cur_cid = r->places[place].cid;
+    r->cur_cid = r->places[place].cid;
   }
   else if (tb == RG_DB_META && kn == 5 && k[0] == RG_MK_SPEC)
     r->cur_cid = rg_get_u32(k + 1);
@@ -647,11 +678,7 @@ static int stats_get (rg_remote *r, const uint8_t *k, size_t kn, rg_val *v) {
   for (b = 0; b < np; b++) {
     uint32_t p = place_index(r, cid, (uint32_t)b, (uint32_t)np);
     uint8_t pk[16];
-    ent *x;
-    memcpy(pk, k, kn);                  /* the place's copy: key | FF | bucket */
-    pk[kn] = 0xFF;
-    rg_put_u16(pk + kn + 1, (uint32_t)b);
-    x = find(r, RG_DB_META, pk, kn + 3);
+    ent *x = find(r, RG_DB_META, pk, own_key(r, p, k, kn, pk));
     if (x == NULL || (!x->known && !x->dirty)) {
       rg_need n;
       memset(&n, 0, sizeof(n));
@@ -919,6 +946,30 @@ static int r_lsn (rg_txn *tx, const void *k, size_t kn, uint64_t *lsn) {
   return 0;
 }
 
+static int r_last (rg_txn *tx, uint32_t cid, int range, uint64_t *lsn) {
+  rg_remote *r = R(tx);
+  uint32_t p = cid ? bucket_place(r, cid, range) : global_place(r);
+  uint8_t pk[32];
+  size_t kn = sizeof(RG_META_LSN) - 1;
+  ent *e;
+  *lsn = 0;
+  if (p == NONE) return 0;              /* its spec is asked for */
+  e = find(r, RG_DB_META, pk, own_key(r, p, (const uint8_t *)RG_META_LSN, kn,
+                                      pk));
+  if (e == NULL || !e->known) {
+    rg_need n;
+    memset(&n, 0, sizeof(n));
+    n.pl = r->places[p];
+    n.tb = RG_DB_META;
+    n.k = (const uint8_t *)RG_META_LSN;
+    n.kn = kn;
+    need_add(r, &n);
+    return 0;
+  }
+  if (e->cur.have && e->cur.n == 8) *lsn = rg_get_u64(e->cur.v);
+  return 0;
+}
+
 static int r_seqs (rg_txn *tx, uint32_t n, uint32_t *first) {
   rg_remote *r = R(tx);
   if (r->seq_end - r->seq_next < n || r->seq_next == 0) {
@@ -935,7 +986,7 @@ static int r_seqs (rg_txn *tx, uint32_t n, uint32_t *first) {
 static int r_add (rg_txn *tx, int tb, const void *k, size_t kn, int64_t dn,
                   int64_t db, uint64_t bound, unsigned flags) {
   rg_remote *r = R(tx);
-  uint8_t pk[RG_MAX_KEY + 3], buf[16];
+  uint8_t pk[RG_MAX_KEY + 8], buf[16];
   const uint8_t *key = (const uint8_t *)k;
   uint64_t n = 0, b = 0;
   int rc;
@@ -944,11 +995,8 @@ static int r_add (rg_txn *tx, int tb, const void *k, size_t kn, int64_t dn,
     uint32_t p = r->cur_place;
     if (p == NONE || r->places[p].cid != rg_get_u32(key + 1))
       return RG_NOPLACE;
-    memcpy(pk, key, kn);
-    pk[kn] = 0xFF;
-    rg_put_u16(pk + kn + 1, r->places[p].bucket);
+    kn = own_key(r, p, key, kn, pk);
     key = pk;
-    kn += 3;
     if ((e = find(r, tb, key, kn)) == NULL &&
         (e = get_ent(r, tb, key, kn, p)) == NULL)
       return ENOMEM;
@@ -996,7 +1044,20 @@ static int r_cur_open (rg_txn *tx, int tb, rg_cur **out) {
 static void r_cur_close (rg_cur *cu) {
   rcur *c = RC(cu);
   free(c->pos);
+  free(c->places);
   free(c);
+}
+
+static void cur_add (rcur *c, uint32_t p) {
+  if (p == NONE) return;
+  if (c->nplaces == c->capplaces) {
+    int cap = c->capplaces ? c->capplaces * 2 : 16;
+    uint32_t *v = (uint32_t *)realloc(c->places, (size_t)cap * sizeof(uint32_t));
+    if (v == NULL) { c->r->nomem = 1; return; }
+    c->places = v;
+    c->capplaces = cap;
+  }
+  c->places[c->nplaces++] = p;
 }
 
 /* The places a cursor of table tb walks, from its first key. */
@@ -1009,13 +1070,13 @@ static void cur_places (rcur *c, const uint8_t *k, size_t kn) {
   if (rg_key_place(c->tb, k, kn, NULL, 0, &kp) == 0) {
     switch (kp.kind) {
       case RG_KP_GLOBAL:
-        c->places[c->nplaces++] = global_place(r);
+        cur_add(c, kp.first ? first_place(r) : global_place(r));
         c->placed = 1;
         return;
       case RG_KP_RANGE:
-        if (kn >= 6 || c->tb == RG_DB_META) {
+        if (kn >= 6) {
           uint32_t p = bucket_place(r, kp.cid, kp.range);
-          if (p != NONE) { c->places[c->nplaces++] = p; c->placed = 1; }
+          if (p != NONE) { cur_add(c, p); c->placed = 1; }
           return;
         }
         cid = kp.cid;
@@ -1023,7 +1084,7 @@ static void cur_places (rcur *c, const uint8_t *k, size_t kn) {
       case RG_KP_HASH:
         if (kn >= 12) {
           uint32_t p = hash_place(r, kp.cid, kp.hash);
-          if (p != NONE) { c->places[c->nplaces++] = p; c->placed = 1; }
+          if (p != NONE) { cur_add(c, p); c->placed = 1; }
           return;
         }
         cid = kp.cid;
@@ -1032,8 +1093,17 @@ static void cur_places (rcur *c, const uint8_t *k, size_t kn) {
         cid = kp.cid;
         break;
       default:
-        if (c->tb == RG_DB_REFS && r->cur_place != NONE) {
-          c->places[c->nplaces++] = r->cur_place;
+        if (c->tb == RG_DB_REFS && kn > 0 && r->cur_place != NONE) {
+          cur_add(c, r->cur_place);
+          c->placed = 1;
+          return;
+        }
+        if (c->tb == RG_DB_REFS) {      /* the whole table: every container */
+          size_t i;
+          for (i = 0; i < r->nspecs; i++)
+            for (b = 0; b < r->specs[i].nparts; b++)
+              cur_add(c, place_index(r, r->specs[i].cid, (uint32_t)b,
+                                     (uint32_t)r->specs[i].nparts));
           c->placed = 1;
           return;
         }
@@ -1044,7 +1114,7 @@ static void cur_places (rcur *c, const uint8_t *k, size_t kn) {
   if (cid == 0) return;
   if ((np = nparts_of(r, cid)) == 0) { need_spec(r, cid); return; }
   for (b = 0; b < np; b++)
-    c->places[c->nplaces++] = place_index(r, cid, (uint32_t)b, (uint32_t)np);
+    cur_add(c, place_index(r, cid, (uint32_t)b, (uint32_t)np));
   c->placed = 1;
 }
 
@@ -1300,7 +1370,7 @@ static int r_cur_del (rg_cur *cu) {
 static const rg_kv_ops remote_ops = {
   r_get, r_put, r_reserve, r_del, r_dput, r_ddel,
   r_cur_open, r_cur_close, r_cur_get, r_cur_count, r_cur_put, r_cur_del,
-  r_savepoint, r_rollback, r_release, r_lsn, r_seqs, r_add
+  r_savepoint, r_rollback, r_release, r_lsn, r_seqs, r_add, r_last
 };
 /* }===================================================================== */
 
@@ -1385,7 +1455,7 @@ static uint64_t random_stand_in (void) {
   FILE *f = fopen("/dev/urandom", "rb");
   if (f) { if (fread(&x, 8, 1, f) != 1) x = 0; fclose(f); }
   if (x == 0) x = (uint64_t)rg_now() * 2654435761u;
-  return ((uint64_t)1 << 60) | ((x & (((uint64_t)1 << 52) - 1)) << 8);
+  return STAND_IN_LO + x % 1000000000000000ull;
 }
 
 static int begin (rg_remote *r, int writing, rg_txn **t) {
@@ -1584,9 +1654,9 @@ static void part_build (rg_remote *r, uint32_t p, const stands *st,
       }
       if (e->adding && !e->dirty) {
         size_t kn = e->kn;
-        if (tb == RG_DB_META && kn == 8 && e->k[0] == RG_MK_STATS &&
-            e->k[5] == 0xFF)
-          kn = 5;                       /* a partition's statistics */
+        if (tb == RG_DB_META && kn > 7 && e->k[kn - 7] == 0xFF &&
+            is_own_key(tb, e->k, kn - 7))
+          kn -= 7;                      /* a place's own meta key */
         rg_buf_addc(b, W_ADD); rg_buf_addc(b, tb); rg_buf_addc(b, 0);
         put_str(b, e->k, kn);
         put_u32(b, 25);
@@ -1621,15 +1691,12 @@ static int seal (rg_remote *r) {
   stands st;
   r->sealed = 1;
   stands_of(r->stand_in, &st);
-  for (i = 0; i < r->nplaces && np < sizeof(order) / sizeof(order[0]); i++)
-    if (writes_in(r, (uint32_t)i)) {
-      if (r->places[i].cid == RG_PLACE_GLOBAL) {   /* first */
-        memmove(order + 1, order, np * sizeof(uint32_t));
-        order[0] = (uint32_t)i;
-      }
-      else order[np] = (uint32_t)i;
-      np++;
-    }
+  /* what is written once first, what depends on the rest last */
+  if (writes_in(r, first_place(r))) order[np++] = first_place(r);
+  for (i = 0; i < r->nplaces && np + 1 < sizeof(order) / sizeof(order[0]); i++)
+    if (r->places[i].cid != RG_PLACE_GLOBAL && writes_in(r, (uint32_t)i))
+      order[np++] = (uint32_t)i;
+  if (writes_in(r, global_place(r))) order[np++] = global_place(r);
   if (np == 0) return 0;
   r->parts = (rg_part *)calloc(np, sizeof(rg_part));
   r->bufs = (rg_buf *)calloc(np, sizeof(rg_buf));
@@ -1665,29 +1732,39 @@ void rg_remote_rerun (rg_remote *r) {
 }
 
 void rg_remote_reset (rg_remote *r, int64_t now_ms, int64_t keep_ms) {
-  int tb;
+  int tb, keep;
   size_t i, j;
-  uint32_t g = global_place(r);
+  uint32_t g = global_place(r), f = first_place(r);
   rg_remote_rerun(r);
   r->stand_in = 0;
   r->now_ms = now_ms;
-  for (tb = 0; tb < RG_NDB; tb++) {      /* keep the young global entries */
+  /* the global place's entries are kept together, or dropped together
+     (with what is known of its ranges) once the oldest is keep_ms old */
+  keep = r->global_since != 0 && now_ms - r->global_since < keep_ms;
+  if (!keep) r->global_since = 0;
+  for (tb = 0; tb < RG_NDB; tb++) {
     table *t = &r->t[tb];
     spans *s = &r->cov[tb];
     for (i = j = 0; i < t->n; i++) {
       ent *e = t->v[i];
-      if (e->place == g && now_ms - e->at_ms < keep_ms) t->v[j++] = e;
+      if (keep && (e->place == g || e->place == f)) t->v[j++] = e;
       else ent_free(e);
     }
     t->n = j;
     for (i = j = 0; i < s->n; i++) {
-      if (s->v[i].place == g && keep_ms > 0) s->v[j++] = s->v[i];
+      if (keep && (s->v[i].place == g || s->v[i].place == f))
+        s->v[j++] = s->v[i];
       else { free(s->v[i].lo); free(s->v[i].hi); }
     }
     s->n = j;
   }
-  for (i = 0; i < r->ntp; i++) r->tp[i].fetches = 0;
-  r->ntp = 0;
+  for (i = j = 0; i < r->ntp; i++) {
+    if (keep && (r->tp[i].place == g || r->tp[i].place == f)) {
+      r->tp[j] = r->tp[i];
+      r->tp[j++].fetches = 0;
+    }
+  }
+  r->ntp = j;
 }
 
 int rg_remote_state (rg_remote *r) {
@@ -1726,7 +1803,8 @@ void rg_remote_feed_seqs (rg_remote *r, uint32_t first, uint32_t n) {
 }
 
 static uint32_t place_from (rg_remote *r, const rg_place *pl) {
-  if (pl->cid == RG_PLACE_GLOBAL) return global_place(r);
+  if (pl->cid == RG_PLACE_GLOBAL)
+    return pl->bucket == 1 ? first_place(r) : global_place(r);
   return place_index(r, pl->cid, pl->bucket, pl->buckets);
 }
 
@@ -1743,6 +1821,8 @@ static int known (rg_remote *r, int tb, uint32_t p, const uint8_t *k,
   e->guessed = 0;
   e->place = p;
   e->at_ms = now_ms;
+  if (r->places[p].cid == RG_PLACE_GLOBAL && r->global_since == 0)
+    r->global_since = now_ms ? now_ms : 1;
   if (tb == RG_DB_META && have) learn_spec(r, k, kn, (const uint8_t *)v, vn);
   return 0;
 }
@@ -1752,13 +1832,10 @@ int rg_remote_feed_point (rg_remote *r, const rg_place *pl, int tb,
                           size_t vn, int64_t now_ms) {
   uint32_t p = place_from(r, pl);
   const uint8_t *key = (const uint8_t *)k;
-  uint8_t pk[RG_MAX_KEY + 3];
-  if (is_stats_key(tb, key, kn) && pl->cid != RG_PLACE_GLOBAL) {
-    memcpy(pk, key, kn);                /* a partition's statistics */
-    pk[kn] = 0xFF;
-    rg_put_u16(pk + kn + 1, pl->bucket);
+  uint8_t pk[RG_MAX_KEY + 8];
+  if (is_own_key(tb, key, kn)) {        /* the place's own copy */
+    kn = own_key(r, p, key, kn, pk);
     key = pk;
-    kn += 3;
   }
   return known(r, tb, p, key, kn, v, vn, v != NULL, now_ms);
 }
@@ -1769,31 +1846,50 @@ int rg_remote_feed_range (rg_remote *r, const rg_place *pl, int tb,
                           const size_t *kns, const void *const *vs,
                           const size_t *vns, int done, uint64_t version,
                           int64_t now_ms) {
-  uint32_t p = place_from(r, pl);
-  tplace *tp = tplace_of(r, tb, p);
+  uint32_t p = place_from(r, pl), both[2];
   size_t i;
-  int rc;
-  if (tp == NULL) return 500;
-  if (tp->has_version && tp->version != version) forget(r, tb, p);
-  tp->version = version;
-  tp->has_version = 1;
-  tp->fetches++;
-  for (i = 0; i < n; i++)
-    if ((rc = known(r, tb, p, (const uint8_t *)ks[i], kns[i],
+  int rc, j, nb = 1;
+  /* the global place's two halves are one set of keys in the store: what
+     a range of it holds belongs to each by its key (layout.h) */
+  both[0] = p;
+  if (pl->cid == RG_PLACE_GLOBAL) {
+    both[0] = global_place(r);
+    both[1] = first_place(r);
+    nb = 2;
+  }
+  for (j = 0; j < nb; j++) {
+    tplace *tp = tplace_of(r, tb, both[j]);
+    if (tp == NULL) return 500;
+    if (tp->has_version && tp->version != version) forget(r, tb, both[j]);
+    tp->version = version;
+    tp->has_version = 1;
+    if (both[j] == p) tp->fetches++;
+  }
+  for (i = 0; i < n; i++) {
+    uint32_t pe = p;
+    if (nb == 2) {
+      rg_keyplace kp;
+      pe = rg_key_place(tb, (const uint8_t *)ks[i], kns[i], NULL, 0, &kp) == 0
+           && kp.first ? both[1] : both[0];
+    }
+    if ((rc = known(r, tb, pe, (const uint8_t *)ks[i], kns[i],
                     dupsize(tb) ? NULL : vs[i], dupsize(tb) ? 0 : vns[i], 1,
                     now_ms)))
       return rc;
-  if (!back) {
-    if (done || n == 0) cover(r, tb, p, (const uint8_t *)lo, lon, after,
-                              NULL, 0, 1);
-    else cover(r, tb, p, (const uint8_t *)lo, lon, after,
-               (const uint8_t *)ks[n - 1], kns[n - 1], 0);
   }
-  else {
-    if (done || n == 0) cover(r, tb, p, (const uint8_t *)"", 0, 0,
-                              (const uint8_t *)lo, lon, 0);
-    else cover(r, tb, p, (const uint8_t *)ks[n - 1], kns[n - 1], 0,
-               (const uint8_t *)lo, lon, 0);
+  for (j = 0; j < nb; j++) {
+    if (!back) {
+      if (done || n == 0) cover(r, tb, both[j], (const uint8_t *)lo, lon,
+                                after, NULL, 0, 1);
+      else cover(r, tb, both[j], (const uint8_t *)lo, lon, after,
+                 (const uint8_t *)ks[n - 1], kns[n - 1], 0);
+    }
+    else {
+      if (done || n == 0) cover(r, tb, both[j], (const uint8_t *)"", 0, 0,
+                                (const uint8_t *)lo, lon, 0);
+      else cover(r, tb, both[j], (const uint8_t *)ks[n - 1], kns[n - 1], 0,
+                 (const uint8_t *)lo, lon, 0);
+    }
   }
   return r->nomem ? 500 : 0;
 }

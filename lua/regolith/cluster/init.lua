@@ -126,9 +126,11 @@ local function patch(v, stand_in, lsn, seen)
   end
 end
 
--- Applies the write set: the global place's part first, then the others
--- at once.  true and the lsn of the first bucket's part, false when a
--- place refused (the call runs again), or nil, message, status.
+-- Applies the write set: what the global place is written once first
+-- (path ids, shapes: bucket 1 of the global place), then the buckets' at
+-- once, then the rest of the global place's (the catalog, leases), which
+-- depends on them.  true and the lsn of the first bucket's part, false
+-- when a place refused (the call runs again), or nil, message, status.
 local function apply(D)
   local h = D.handle
   local parts, stand_in = h:_remote_parts()
@@ -161,20 +163,22 @@ local function apply(D)
     h:_remote_refused(i)
     return false
   end
-  if parts[1] and parts[1].cid == layout.GLOBAL then
+  local last = #parts
+  if parts[1] and parts[1].cid == layout.GLOBAL and parts[1].bucket == 1 then
     local r = D.redis:pipeline({ cmd_of(parts[1]) })[1]
     local ok, err, st = settle(1, parts[1], r)
     if ok ~= true then return ok, err, st end
     first = 2
   end
+  local tail = parts[last] and parts[last].cid == layout.GLOBAL and
+    parts[last].bucket == 0 and last >= first and last
   local cmds, idx = {}, {}
-  for i = first, #parts do
+  for i = first, tail and last - 1 or last do
     cmds[#cmds + 1] = cmd_of(parts[i])
     idx[#cmds] = i
     if D.sync == "full" then cmds[#cmds + 1] = { "WAIT", 1, D.wait_ms } end
   end
-  if #cmds == 0 then return true, lsn, stand_in end
-  local res = D.redis:pipeline(cmds)
+  local res = #cmds > 0 and D.redis:pipeline(cmds) or {}
   local all, failure = true, nil
   for j, i in pairs(idx) do
     local ok, err, st = settle(i, parts[i], res[j])
@@ -190,6 +194,11 @@ local function apply(D)
     end
   end
   if failure then return nil, failure[1], failure[2] end
+  if all and tail then
+    local r = D.redis:pipeline({ cmd_of(parts[tail]) })[1]
+    local ok, err, st = settle(tail, parts[tail], r)
+    if ok ~= true then return ok, err, st end
+  end
   return all, lsn, stand_in
 end
 
