@@ -1001,7 +1001,8 @@ static int autos_of (rg_scope *s, const rg_cont *c, rg_runtime *rt,
                     e);
   if (rc == NO_MEMORY) return rg_fail(e, 500, "out of memory");
   if (rc) return rc;
-  set->version = version;
+  /* (a run reading guesses keeps no cache: env.h) */
+  set->version = rg_env_complete(s->env) ? version : 0;
   *out = set;
   return 0;
 }

@@ -108,6 +108,10 @@ int rg_env_open_remote (const char *name, const uint8_t secret[16],
 
 struct rg_remote *rg_env_remote (const rg_env *env) { return env->remote; }
 
+int rg_env_complete (const rg_env *env) {
+  return env->remote == NULL || rg_remote_complete(env->remote);
+}
+
 void rg_env_release (rg_env *env) {
   rg_env **p;
   rg_assert(env->refs > 0 && env->scope == NULL);

@@ -48,6 +48,10 @@ int  rg_env_open_remote (const char *name, const uint8_t secret[16],
                          int readonly, rg_env **out, rg_err *e);
 /* The remote backend of an environment, or NULL (a local one). */
 struct rg_remote *rg_env_remote (const rg_env *env);
+/* Is what the running call read so far what the database holds?  Always
+** locally; a remote backend's run may be reading guesses (remote.h), and
+** nothing built from them may be kept past the run (a cache). */
+int rg_env_complete (const rg_env *env);
 /* Is an upgrade of `path` interrupted between its two renames (upgrade.h)?
 ** Then the directory has no data.mdb, an open gives 409, and running the
 ** upgrade again finishes it. */

@@ -74,6 +74,8 @@ typedef struct ent {
   uint32_t place;
   side base, cur;                 /* as fetched; as the transaction made it */
   uint8_t known;                  /* base came from the host */
+  uint8_t stale;                  /* from an earlier call: asked again (1),
+                                     and meanwhile a guess (2: asked) */
   uint8_t guessed;                /* read before known: absent for now */
   uint8_t read, dirty;
   uint8_t adding;                 /* counter deltas pending (add below) */
@@ -729,6 +731,16 @@ static int point (rg_remote *r, int tb, const uint8_t *k, size_t kn,
        bound of what it adds (r_add), so a write need not fetch it first */
     ctx_item(r, tb, e->place, k, kn);
     return RG_NOTFOUND;
+  }
+  if (e->known && e->stale == 1 && !e->dirty) {
+    rg_need n;                          /* what an earlier call read: again */
+    memset(&n, 0, sizeof(n));
+    n.pl = r->places[e->place];
+    n.tb = tb;
+    n.k = k;
+    n.kn = kn;
+    need_add(r, &n);
+    e->stale = 2;
   }
   if (!e->dirty) {                      /* not its own write: a condition */
     if (!e->known && !e->guessed) {
@@ -1738,8 +1750,9 @@ void rg_remote_reset (rg_remote *r, int64_t now_ms, int64_t keep_ms) {
   rg_remote_rerun(r);
   r->stand_in = 0;
   r->now_ms = now_ms;
-  /* the global place's entries are kept together, or dropped together
-     (with what is known of its ranges) once the oldest is keep_ms old */
+  /* the global place's entries are kept together, or, once the oldest is
+     keep_ms old, kept as guesses the call asks for again (what is known
+     of its ranges goes) */
   keep = r->global_since != 0 && now_ms - r->global_since < keep_ms;
   if (!keep) r->global_since = 0;
   for (tb = 0; tb < RG_NDB; tb++) {
@@ -1747,7 +1760,10 @@ void rg_remote_reset (rg_remote *r, int64_t now_ms, int64_t keep_ms) {
     spans *s = &r->cov[tb];
     for (i = j = 0; i < t->n; i++) {
       ent *e = t->v[i];
-      if (keep && (e->place == g || e->place == f)) t->v[j++] = e;
+      if ((e->place == g || e->place == f) && e->known) {
+        if (!keep) e->stale = 1;
+        t->v[j++] = e;
+      }
       else ent_free(e);
     }
     t->n = j;
@@ -1790,6 +1806,10 @@ int rg_remote_state (rg_remote *r) {
   return RG_REMOTE_DONE;
 }
 
+int rg_remote_complete (const rg_remote *r) {
+  return r->nneeds == 0 && r->want_seqs == 0;
+}
+
 size_t rg_remote_needs (rg_remote *r, const rg_need **out) {
   *out = r->needs;
   return r->nneeds;
@@ -1819,6 +1839,7 @@ static int known (rg_remote *r, int tb, uint32_t p, const uint8_t *k,
     return 500;
   e->known = 1;
   e->guessed = 0;
+  e->stale = 0;
   e->place = p;
   e->at_ms = now_ms;
   if (r->places[p].cid == RG_PLACE_GLOBAL && r->global_since == 0)

@@ -96,6 +96,8 @@ typedef struct rg_need {
   size_t kn;
 } rg_need;
 size_t rg_remote_needs (rg_remote *r, const rg_need **out);
+/* Has the run read nothing it lacks (so far)? */
+int rg_remote_complete (const rg_remote *r);
 /* Seqs: a block is needed (RG_REMOTE_FETCH with rg_remote_want_seqs > 0);
 ** the host gives it with rg_remote_feed_seqs. */
 uint32_t rg_remote_want_seqs (rg_remote *r);

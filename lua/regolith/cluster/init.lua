@@ -254,9 +254,11 @@ local Proxy = {}
 local handles = setmetatable({}, { __mode = "k" })   -- proxy -> handle
 local proxies = setmetatable({}, { __mode = "kv" })  -- handle -> proxy
 
+-- The metatables of the core's handles a proxy stands for.
+local handle_mt = { [core._methods.db] = true, [core._methods.container] = true }
+
 local function wrap(D, v)
-  local tv = type(v)
-  if tv ~= "userdata" then return v end
+  if type(v) ~= "userdata" or not handle_mt[getmetatable(v)] then return v end
   local p = proxies[v]
   if p then return p end
   p = setmetatable({ __D = D }, Proxy)
@@ -434,7 +436,7 @@ function M.open(url, opts)
   local D = {
     url = url, name = name, redis = c, handle = handle, sync = sync,
     wait_ms = opts.wait_timeout or 1000,
-    meta_refresh = (opts.meta_refresh or 1) * 1000,
+    meta_refresh = (opts.meta_refresh or 0) * 1000,
     extra = {},
   }
   local db = wrap(D, handle)
@@ -464,7 +466,9 @@ M.on_close = nil
 local P = core._processor
 M.db_extra.processor_backend = {
   new = function(cont, ...)
-    return wrap(rawget(cont, "__D"), P.new(handles[cont], ...))
+    local st = P.new(handles[cont], ...)
+    handle_mt[getmetatable(st)] = true
+    return wrap(rawget(cont, "__D"), st)
   end,
   in_transaction = function(db) return P.in_transaction(handles[db]) end,
   is_container = function(v)
