@@ -10,6 +10,7 @@
 #   make demo         install what is missing, build, run the blog example:
 #                     the article's three models beside its table (examples/blog)
 #   make bench        benchmarks (examples/bench/), and the blog at a larger scale
+#   make bench-search the search bench alone (vectors beside hnswlib and FAISS)
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
 #   make openresty    the blog over HTTP from nginx workers, under wrk's load
 #   make gateway      the Cosmos DB REST API on 127.0.0.1:8081 (docs/gateway.md);
@@ -23,6 +24,13 @@
 #   make fuzz         libFuzzer targets, FUZZ_SECONDS each
 #   make valgrind     every spec under valgrind (slow)
 #   make install      install into LUADIR/LIBDIR (as LuaRocks passes them)
+#   make dist         the release tarball (build/dist): sources and the
+#                     explorer's page with its vendored libraries
+#   make rock         build/rock/regolith-VERSION-1.src.rock, offline
+#   make install-test the packed rocks installed offline for Lua 5.4 and
+#                     LuaJIT, the command, explore and the README's synopsis
+#                     run from them, and the OpenResty quick start of
+#                     docs/openresty.md as root and as a user
 #   make explorer     what `regolith explore` needs: nginx, the LuaJIT build,
 #                     the page with its libraries (build/explorer)
 #   make explorer-test  the Data Explorer in headless Chromium (screenshots
@@ -43,11 +51,13 @@ PCRE2_LIBDIR ?= /usr/lib
 
 ifeq ($(LUA),luajit)
 LUA_INCDIR ?= /usr/include/luajit-2.1
-BUILD      ?= build/luajit
 else
 LUA_INCDIR ?= /usr/include/lua5.4
-BUILD      ?= build/lua5.4
 endif
+# The build folder is named after the Lua headers, so that a build for
+# LuaJIT (LuaRocks passes LUA_INCDIR=/usr/include/luajit-2.1) never reuses
+# objects compiled for Lua 5.4: build/lua5.4 or build/luajit.
+BUILD      ?= build/$(if $(findstring luajit,$(LUA_INCDIR)),luajit,$(notdir $(LUA_INCDIR)))
 
 # Where `make install` puts the Lua files and the module: LuaJIT reads the
 # 5.1 paths.
@@ -97,10 +107,10 @@ LUAJIT_INCDIR ?= /usr/include/luajit-2.1
 HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
                  test -f $(LUAJIT_INCDIR)/lua.h && echo yes)
 
-.PHONY: all test test-luajit luajit-build ctest layers tour demo bench check crash powerloss hammer \
+.PHONY: dist rock install-test all test test-luajit luajit-build ctest layers tour demo bench check crash powerloss hammer \
         fuzz fuzz-build valgrind install clean deps-test deps-bench deps-fuzz \
         openresty explorer explorer-test install-explorer cluster-test gateway \
-        gateway-stop gateway-test gateway-bench
+        gateway-stop gateway-test gateway-bench bench-search
 
 .SECONDEXPANSION:
 
@@ -259,6 +269,14 @@ build/bench/raw_lmdb: examples/bench/raw_lmdb.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=c99 -D_GNU_SOURCE -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) -o $@ $< $(LIBS)
 
+# The search bench's C programs (examples/bench/search_data.c, search_c.c):
+# the data generator and the C-level vector searches, on the base archive.
+build/bench/search_%: examples/bench/search_%.c $(BUILD)/lib/libbase.a
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $^ -lm
+
+DEPS_SEARCH_BENCH = python3-hnswlib python3-faiss python3-numpy
+
 bench: deps-bench
 	$(MAKE) all build/bench/raw_lmdb
 	$(RUN) examples/bench/items.lua
@@ -271,6 +289,13 @@ bench: deps-bench
 	$(RUN) examples/blog/bench.lua --scale $(BENCH_SCALE) \
 	  --json build/bench/blog.json --dir build/bench/blog
 	$(RUN) examples/blog/durable.lua --dir build/bench/blog
+	$(MAKE) bench-search
+
+# The search bench alone (examples/bench/search.lua; docs/search.md).
+bench-search: deps-bench
+	@sh tools/deps.sh $(DEPS_SEARCH_BENCH)
+	$(MAKE) all build/bench/search_data build/bench/search_c
+	$(RUN) examples/bench/search.lua
 
 # regolith in nginx workers under HTTP load, with 1, 2 and 4 workers
 # (examples/openresty/load.sh; OPENRESTY_WORKERS to choose).
@@ -382,6 +407,7 @@ FUZZ_LIBS_query_fuzz = sql base
 FUZZ_LIBS_json_fuzz  = luax store sql base
 FUZZ_LIBS_patch_fuzz = base
 FUZZ_LIBS_token_fuzz = store sql base
+FUZZ_LIBS_vector_fuzz = base
 
 build/fuzz/obj/%.o: csrc/%.c
 	@mkdir -p $(dir $@)
@@ -422,8 +448,12 @@ fuzz: deps-fuzz
 # build/npm: `npm ci` works offline from npm's cache) and copied with their
 # licenses, so that the page needs nothing from the internet.
 DEPS_EXPLORER = $(DEPS_TEST) nginx libnginx-mod-http-lua lua-resty-core
-EXPLORER_PAGE = explorer/index.html explorer/app.js explorer/style.css
-CODEMIRROR    = build/npm/node_modules/codemirror
+EXPLORER_PAGE = explorer/index.html explorer/app.js explorer/style.css \
+                explorer/favicon.svg
+NPM_MODULES   = build/npm/node_modules
+CODEMIRROR    = $(NPM_MODULES)/codemirror
+TABULATOR     = $(NPM_MODULES)/tabulator-tables
+JSONFORMATTER = $(NPM_MODULES)/json-formatter-js
 NPM_CI        = npm ci --prefer-offline --no-audit --no-fund
 
 explorer:
@@ -438,17 +468,30 @@ build/npm/package-lock.json: explorer/package.json explorer/package-lock.json
 	cp explorer/package.json explorer/package-lock.json build/npm/
 	cd build/npm && $(NPM_CI)
 
+# The libraries: CodeMirror 5 (the editors), Tabulator (the grids),
+# json-formatter-js (results as JSON), each with its LICENSE, and their
+# versions in vendor/VERSIONS.
+npm_version = $$(node -p 'require("./$(1)/package.json").version')
+
 build/explorer/index.html: $(EXPLORER_PAGE) build/npm/package-lock.json
 	rm -rf build/explorer
-	mkdir -p build/explorer/vendor/codemirror
+	mkdir -p build/explorer/vendor/codemirror build/explorer/vendor/tabulator \
+	  build/explorer/vendor/json-formatter
 	cp $(EXPLORER_PAGE) build/explorer/
 	cp $(CODEMIRROR)/lib/codemirror.js $(CODEMIRROR)/lib/codemirror.css \
 	  $(CODEMIRROR)/addon/edit/matchbrackets.js $(CODEMIRROR)/mode/sql/sql.js \
 	  $(CODEMIRROR)/mode/javascript/javascript.js $(CODEMIRROR)/mode/lua/lua.js \
-	  build/explorer/vendor/codemirror/
-	cp $(CODEMIRROR)/LICENSE build/explorer/vendor/codemirror/LICENSE
-	echo "codemirror $$(node -p 'require("./$(CODEMIRROR)/package.json").version') (MIT): vendor/codemirror/LICENSE" \
-	  > build/explorer/vendor/VERSIONS
+	  $(CODEMIRROR)/LICENSE build/explorer/vendor/codemirror/
+	cp $(TABULATOR)/dist/js/tabulator.min.js \
+	  $(TABULATOR)/dist/css/tabulator_simple.min.css $(TABULATOR)/LICENSE \
+	  build/explorer/vendor/tabulator/
+	cp $(JSONFORMATTER)/dist/json-formatter.umd.js \
+	  $(JSONFORMATTER)/dist/json-formatter.css $(JSONFORMATTER)/LICENSE \
+	  build/explorer/vendor/json-formatter/
+	{ echo "codemirror $(call npm_version,$(CODEMIRROR)) (MIT): vendor/codemirror/LICENSE"; \
+	  echo "tabulator-tables $(call npm_version,$(TABULATOR)) (MIT): vendor/tabulator/LICENSE"; \
+	  echo "json-formatter-js $(call npm_version,$(JSONFORMATTER)) (MIT): vendor/json-formatter/LICENSE"; \
+	} > build/explorer/vendor/VERSIONS
 
 # The page in a real browser: Debian's Chromium driven by playwright-core
 # (explorer/browser_test.js) against the blog's data set.
@@ -459,6 +502,12 @@ explorer-test: explorer
 	$(RUN) tools/blog_db.lua build/explorer-test/blog 0.0001
 	NODE_PATH=build/npm/node_modules node explorer/browser_test.js \
 	  build/explorer-test/blog build/explorer-test
+	$(BUSTED) spec/explore_spec.lua
+
+# The Data Explorer's page: explorer/www in a release tarball, else the
+# checkout's build/explorer (make explorer); installed beside the modules,
+# where `regolith explore` looks for it.
+EXPLORER_WWW ?= $(firstword $(wildcard explorer/www build/explorer))
 
 install: all
 	mkdir -p $(DESTDIR)$(LUADIR)/regolith/cluster $(DESTDIR)$(LUADIR)/regolith/gateway \
@@ -473,6 +522,12 @@ install: all
 	cp lua/regolith/cli/*.lua $(DESTDIR)$(LUADIR)/regolith/cli/
 	cp lua/regolith/explorer/*.lua $(DESTDIR)$(LUADIR)/regolith/explorer/
 	cp bin/regolith $(DESTDIR)$(BINDIR)/regolith
+ifneq ($(EXPLORER_WWW),)
+	rm -rf $(DESTDIR)$(LUADIR)/regolith/explorer/www
+	cp -r $(EXPLORER_WWW) $(DESTDIR)$(LUADIR)/regolith/explorer/www
+else
+	@echo "note: the Data Explorer's page is not built (make explorer): regolith explore will say so"
+endif
 
 # What `regolith explore` needs beside an installed regolith: the LuaJIT
 # build where LuaJIT looks (lib/lua/5.1) and the page (share/regolith).
@@ -481,6 +536,36 @@ install-explorer: explorer install
 	cp build/luajit/regolith/core.so $(DESTDIR)$(PREFIX)/lib/lua/5.1/regolith/core.so
 	rm -rf $(DESTDIR)$(PREFIX)/share/regolith/explorer
 	cp -r build/explorer $(DESTDIR)$(PREFIX)/share/regolith/explorer
+
+# The release: build/dist/regolith-$(VERSION).tar.gz holds the files git
+# tracks (as they are in the work tree) and the explorer's page, built, in
+# explorer/www; the rockspec's source.  build/rock/*.src.rock is that
+# tarball and the rockspec, as `luarocks pack` lays out a source rock, so
+# that `luarocks install` builds it offline.
+VERSION  = 0.1.0
+ROCKSPEC = rockspec/regolith-$(VERSION)-1.rockspec
+DIST     = build/dist/regolith-$(VERSION).tar.gz
+
+dist: build/explorer/index.html
+	@test -n "$$(git ls-files 2>/dev/null)" || { echo "make dist needs a git checkout" >&2; exit 1; }
+	rm -rf build/dist && mkdir -p build/dist/regolith-$(VERSION)
+	git ls-files -z | xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
+	  tar --null -T - -cf - | tar -xf - -C build/dist/regolith-$(VERSION)
+	cp -r build/explorer build/dist/regolith-$(VERSION)/explorer/www
+	tar -C build/dist -czf $(DIST) regolith-$(VERSION)
+	rm -rf build/dist/regolith-$(VERSION)
+	@echo "$(DIST)"
+
+rock: dist
+	rm -rf build/rock && mkdir -p build/rock/src
+	cp $(ROCKSPEC) $(DIST) build/rock/src/
+	cd build/rock/src && zip -q ../regolith-$(VERSION)-1.src.rock \
+	  regolith-$(VERSION)-1.rockspec regolith-$(VERSION).tar.gz
+	rm -rf build/rock/src
+	@echo "build/rock/regolith-$(VERSION)-1.src.rock"
+
+install-test: explorer
+	sh tools/install_test.sh
 
 clean:
 	rm -rf build

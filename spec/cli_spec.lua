@@ -4,38 +4,8 @@ local H = require "helper"
 local regolith = require "regolith"
 
 -- The command runs under Lua 5.4 (its #! line), whatever runs the specs.
-local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-  return path
-end
-
-local function slurp(path)
-  local f = io.open(path, "rb")
-  if not f then return "" end
-  local text = f:read("*a")
-  f:close()
-  return text
-end
-
--- run("query", db, "posts", sql, {input = text}) -> {code, out, err}
-local function run(...)
-  local args, opts = { ... }, {}
-  if type(args[#args]) == "table" then opts = table.remove(args) end
-  local words = {}
-  for i, a in ipairs(args) do words[i] = sh_quote(tostring(a)) end
-  local out, err = H.tmpdir(), H.tmpdir()
-  local input = opts.input and write(H.tmpdir(), opts.input) or "/dev/null"
-  local cmd = ("%s bin/regolith %s <%s >%s 2>%s; echo $?"):format(
-    opts.lua or "", table.concat(words, " "), input, out, err)
-  local p = assert(io.popen(cmd))
-  local code = tonumber(p:read("*a"):match("(%d+)%s*$"))
-  p:close()
-  return { code = code, out = slurp(out), err = slurp(err) }
-end
+local write, slurp = H.write_file, H.slurp
+local run = H.regolith
 
 local function lines(text)
   local t = {}

@@ -183,6 +183,68 @@ describe("the explorer's API", function()
     assert.equal(404, (req("GET", "/api/containers/posts/processors/nobody")))
   end)
 
+  it("replaces a container's settings: indexing policy, TTL, throughput (what may change)", function()
+    local spec = { partition_key = "/postId", physical_partitions = 2,
+      change_feed = { all_versions = true }, default_ttl = 3600, throughput = 400,
+      indexing = { excluded = { "/n/?" } } }
+    local status, r = req("PUT", "/api/containers/posts",
+      { body = regolith.json.encode({ spec = spec }) })
+    assert.equal(200, status, r.error)
+    assert.equal(3600, r.spec.default_ttl)
+    assert.equal(400, r.spec.throughput)
+    assert.same({ "/n/?" }, r.spec.indexing.excluded)
+    assert.equal(3600, c:spec().default_ttl)
+    -- a query the policy no longer serves from the index still answers
+    local _, q = req("POST", "/api/containers/posts/query",
+      { body = '{"sql": "SELECT VALUE c.id FROM c WHERE c.n = 3"}' })
+    assert.same({ "i3" }, q.rows)
+    -- throughput null removes the budget; a spec without it keeps it
+    spec.throughput = nil
+    assert.equal(200, (req("PUT", "/api/containers/posts", { body = regolith.json.encode({ spec = spec }) })))
+    assert.equal(400, c:spec().throughput)
+    status, r = req("PUT", "/api/containers/posts", { body = '{"spec": ' .. (regolith.json.encode(spec):gsub("}$", ',"throughput":null}')) .. "}" })
+    assert.equal(200, status, r.error)
+    assert.is_nil(c:spec().throughput)
+    assert.is_nil(r.spec.throughput)
+    -- what cannot change is refused, and nothing changes
+    spec.partition_key = "/other"
+    status, r = req("PUT", "/api/containers/posts", { body = regolith.json.encode({ spec = spec }) })
+    assert.equal(400, status)
+    assert.is_string(r.error)
+    assert.equal("/postId", c:spec().partition_key)
+    assert.equal(404, (req("PUT", "/api/containers/nope", { body = '{"spec": {"partition_key": "/k"}}' })))
+  end)
+
+  it("uploads a batch of documents, writing the good ones and naming the rejected by place", function()
+    local status, r = req("POST", "/api/containers/posts/upload", { body =
+      '[{"id": "u1", "postId": "p9"}, {"id": "u2"}, 7, {"id": "i1", "postId": "p1", "n": 100}]' })
+    assert.equal(200, status)
+    assert.equal(2, r.written)
+    assert.equal(2, #r.rejected)
+    assert.same({ 2, 3 }, { r.rejected[1].index, r.rejected[2].index })
+    assert.equal(400, r.rejected[1].status)
+    assert.equal("not a JSON object", r.rejected[2].error)
+    assert.is_true(r.info.charge > 0)
+    assert.equal(100, (c:read("i1", "p1")).n)             -- an upsert
+    assert(c:read("u1", "p9"))
+    assert.equal(400, (req("POST", "/api/containers/posts/upload", { body = '{"id": "x"}' })))
+    local many = {}
+    for i = 1, 1001 do many[i] = '{"id": "m' .. i .. '", "postId": "p"}' end
+    assert.equal(413, (req("POST", "/api/containers/posts/upload", { body = "[" .. table.concat(many, ",") .. "]" })))
+    -- over the budget, the batch stops at the throttled document
+    assert(c:set_throughput(10))
+    local docs = {}
+    for i = 1, 20 do docs[i] = '{"id": "t' .. i .. '", "postId": "p"}' end
+    status, r = req("POST", "/api/containers/posts/upload", { body = "[" .. table.concat(docs, ",") .. "]" })
+    assert.equal(200, status)
+    assert.is_table(r.throttled)
+    assert.equal(r.written + 1, r.throttled.index)
+    assert.is_true(r.throttled.retry_after_ms > 0)
+    assert.equal(0, #r.rejected)
+    api = API.new(db, { readonly = true })
+    assert.equal(403, (req("POST", "/api/containers/posts/upload", { body = "[]" })))
+  end)
+
   it("answers every malformed request with a 4xx and a message", function()
     assert(db:processor{ name = "p", source = "posts", handler = function() end }):close()
     local cases = {
@@ -226,6 +288,10 @@ describe("the explorer's API", function()
       { 400, "GET", "/api/containers/posts/feed", { args = { continuation = "x" } } },
       { 400, "GET", "/api/containers/posts/processors/p", { args = { mode = "x" } } },
       { 400, "POST", "/api/containers/posts/processors/p/redrive", { body = '{"letter": "some"}' } },
+      { 400, "PUT", "/api/containers/posts", { body = '{"spec": 1}' } },
+      { 400, "PUT", "/api/containers/posts", { body = '{"spec": {"partition_key": "/postId", "colour": 1}}' } },
+      { 400, "POST", "/api/containers/posts/upload", {} },
+      { 405, "GET", "/api/containers/posts/upload" },
     }
     for _, case in ipairs(cases) do
       local status, body = req(case[2], case[3], case[4])

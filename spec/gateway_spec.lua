@@ -83,14 +83,36 @@ describe("the gateway's container definitions", function()
       { partitionKey = { paths = { "/a", "/b", "/c", "/d" }, kind = "MultiHash" } },
       { partitionKey = { paths = { "/a" }, kind = "Range" } },
       { indexingPolicy = { spatialIndexes = { { path = "/loc/*" } } } },
-      { indexingPolicy = { vectorIndexes = { { path = "/v" } } } },
       { indexingPolicy = { indexingMode = "sometimes" } },
-      { vectorEmbeddingPolicy = { vectorEmbeddings = { { path = "/v" } } } },
       { defaultTtl = "soon" },
       { changeFeedPolicy = { retentionDuration = -1 } },
     }) do
       assert.are.equal(400, (status_of(policy.spec, def)))
     end
+  end)
+
+  it("takes a Cosmos vector policy as it is, and gives it back", function()
+    local def = { id = "v", partitionKey = { paths = { "/pk" } },
+      indexingPolicy = { includedPaths = { { path = "/*" } },
+        vectorIndexes = { { path = "/emb", type = "diskANN",
+                            quantizationByteSize = 8, indexingSearchListSize = 50 } } },
+      vectorEmbeddingPolicy = { vectorEmbeddings = { { path = "/emb",
+        dataType = "float32", dimensions = 16, distanceFunction = "euclidean" } } } }
+    local db = H.open()
+    local c = assert(db:create_container("v", policy.spec(def)))
+    local back = policy.definition("v", c:spec())
+    assert.are.same(def.vectorEmbeddingPolicy, back.vectorEmbeddingPolicy)
+    assert.are.same(def.indexingPolicy.vectorIndexes, back.indexingPolicy.vectorIndexes)
+    db:close()
+    H.cleanup()
+    -- what the core refuses reaches the client as 400 with the rule
+    def.vectorEmbeddingPolicy.vectorEmbeddings[1].dimensions = 5000
+    db = H.open()
+    local ok, err = pcall(db.create_container, db, "w", policy.spec(def))
+    assert.is_false(ok)
+    assert.matches("dimensions", err)
+    db:close()
+    H.cleanup()
   end)
 
   it("makes the Cosmos definition of a regolith spec, which gives the spec back", function()

@@ -201,4 +201,45 @@ function H.snippets(c)
   end
 end
 
+-- {=====================================================================
+-- The command (bin/regolith), run as a user runs it
+-- ======================================================================
+function H.write_file(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+  return path
+end
+
+function H.slurp(path)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+
+local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+H.sh_quote = sh_quote
+
+-- H.regolith("query", db, "posts", sql, {input = text, lua = "luajit"})
+-- -> {code, out, err}: bin/regolith in a child process (under Lua 5.4,
+-- its #! line, unless opts.lua names an interpreter), with its stdin
+-- from opts.input (else /dev/null) and its stdout and stderr captured.
+function H.regolith(...)
+  local args, opts = { ... }, {}
+  if type(args[#args]) == "table" then opts = table.remove(args) end
+  local words = {}
+  for i, a in ipairs(args) do words[i] = sh_quote(tostring(a)) end
+  local out, err = H.tmpdir(), H.tmpdir()
+  local input = opts.input and H.write_file(H.tmpdir(), opts.input) or "/dev/null"
+  local cmd = ("%s bin/regolith %s <%s >%s 2>%s; echo $?"):format(
+    opts.lua or "", table.concat(words, " "), input, out, err)
+  local p = assert(io.popen(cmd))
+  local code = tonumber(p:read("*a"):match("(%d+)%s*$"))
+  p:close()
+  return { code = code, out = H.slurp(out), err = H.slurp(err) }
+end
+-- }=====================================================================
+
 return H

@@ -141,5 +141,6 @@ void rgl_processor_open (lua_State *L);
 void rgl_cluster_open (lua_State *L);
 void rgl_remote_open (lua_State *L);
 void rgl_throughput_open (lua_State *L);
+void rgl_signals_open (lua_State *L);
 
 #endif

@@ -688,6 +688,7 @@ static int spec_query (lua_State *L) {
   if (lq->ptext.oom) return luaL_error(L, "out of memory");
   if ((rc = rg_query_bind(lq->q, lq->params ? lq->ptext.p : NULL,
                           lq->ptext.n, &lq->ptape, &lq->mem, &params, &e)) ||
+      (rc = rg_query_vpolicy(lq->q, params, sp, &e)) ||
       (rc = rg_query_hplan(lq->q, params, sp, &rq, scan, &lq->mem, &lq->pl,
                            &e)))
     goto fail;

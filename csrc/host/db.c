@@ -103,6 +103,10 @@ rg_buf *rgl_spec_text (lua_State *L, int optsix, const char *what,
   rg_err e;
   if (rgl_json_from_lua(L, optsix, &j, &e))
     luaL_error(L, "%s: %s", what, e.msg);
+  if (rg_vpolicy_normalize(j, &e)) {
+    cJSON_Delete(j);
+    luaL_error(L, "%s: %s", what, e.msg);
+  }
   nm = rg_str_new(name, namelen);
   if (nm == NULL) { cJSON_Delete(j); luaL_error(L, "out of memory"); }
   cJSON_AddItemToObject(j, "name", nm);
@@ -125,7 +129,8 @@ static int container_call (lua_State *L, int replace) {
   static const char *const allowed[] = {
     "partition_key", "physical_partitions", "indexing", "unique_keys",
     "default_ttl", "max_partition_bytes", "change_feed",
-    "computed_properties", "throughput", NULL
+    "computed_properties", "throughput",
+    "vector_embeddings", "vectorEmbeddingPolicy", NULL
   };
   const char *what = replace ? "replace_container" : "create_container";
   rg_db *d = rgl_checkdb(L, 1);

@@ -2,7 +2,8 @@
 ** module.c: luaopen_regolith_core, the one symbol the module exports.
 **
 ** The module table gets open, null, array, object, json, is_container,
-** the processors' core (_processor), and _methods: the method tables of
+** the processors' core (_processor), the command's signals (_signals),
+** and _methods: the method tables of
 ** the handle types, where lua/regolith/init.lua adds, in one place, the
 ** methods written in Lua (db:processor, db:run_processors, c:query_rows).
 ** Each file of host/ registers its handle type or its methods.
@@ -47,6 +48,7 @@ int luaopen_regolith_core (lua_State *L) {
   rgl_remote_open(L);
   rgl_json_open(L);
   rgl_cluster_open(L);
+  rgl_signals_open(L);
   lua_pushcfunction(L, l_is_container);
   lua_setfield(L, -2, "is_container");
   lua_newtable(L);

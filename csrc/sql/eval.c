@@ -315,6 +315,13 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
         if (x->aggs) *out = x->aggs[ex->slot];
         return;
       }
+      if (ex->op == RG_QF_VECTORDISTANCE) {   /* the vectors alone: the
+                                                 rest chose the plan */
+        for (i = 0; i < 2; i++)
+          rg_qeval(x, x->q->list[ex->list + i], &args[i]);
+        rg_qvd_eval(x, ex, args, 2, out);
+        return;
+      }
       if (n > 8) {
         args = (rg_qv *)rg_arena_alloc(x->scratch, (size_t)n * sizeof(rg_qv));
         if (args == NULL) return;

@@ -246,6 +246,9 @@ int rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
   x->ctx.made = &x->made;
   x->ctx.e = e;
   *out = x;
+  if (q->nvd && !q->vd_bound && (rc = rg_query_vectors((rg_query *)q, params,
+                                                      e)))
+    return rc;
   x->ctx.bind = (rg_qv *)calloc((size_t)q->nslots + 1, sizeof(rg_qv));
   x->ctx.aggs = (rg_qv *)calloc((size_t)q->naggs + 1, sizeof(rg_qv));
   if (x->ctx.bind == NULL || x->ctx.aggs == NULL)
@@ -331,6 +334,7 @@ void rg_qexec_free (rg_qexec *x) {
   free(x->ctx.cpv);
   free(x->ctx.cpdone);
   rg_qrx_free(x->ctx.rx);
+  rg_qvcache_free(x->ctx.vcache);
   rg_buf_free(&x->rpos);
   rg_buf_free(&x->rokey);
   rg_buf_free(&x->rows);

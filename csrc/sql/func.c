@@ -127,6 +127,7 @@ const rg_qfinfo rg_qfuncs[] = {
   F("YEAR", RG_QF_YEAR, 1, 1), F("MONTH", RG_QF_MONTH, 1, 1),
   F("DAY", RG_QF_DAY, 1, 1),
   F("IIF", RG_QF_IIF, 3, 3), F("DOCUMENTID", RG_QF_DOCUMENTID, 1, 1),
+  F("VECTORDISTANCE", RG_QF_VECTORDISTANCE, 2, 4),
   { NULL, 0, 0, 0, 0 }
 };
 

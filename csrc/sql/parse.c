@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/vec.h"
 #include "sql/sql_int.h"
 
 enum {
@@ -581,13 +582,12 @@ static int32_t call (pstate *P, const char *name, uint32_t nlen,
         || word_is(name, nlen, "ST_INTERSECTS") ||
         word_is(name, nlen, "ST_AREA") || word_is(name, nlen, "ST_ISVALID") ||
         word_is(name, nlen, "ST_ISVALIDDETAILED") ||
-        word_is(name, nlen, "VECTORDISTANCE") ||
         word_is(name, nlen, "FULLTEXTCONTAINS") ||
         word_is(name, nlen, "FULLTEXTCONTAINSALL") ||
         word_is(name, nlen, "FULLTEXTCONTAINSANY") ||
         word_is(name, nlen, "FULLTEXTSCORE") || word_is(name, nlen, "RRF"))
-      fail_at(P, pos, "function '%.*s' is not supported (spatial, vector "
-              "and full-text functions are not implemented)",
+      fail_at(P, pos, "function '%.*s' is not supported (spatial and "
+              "full-text functions are not implemented)",
               (int)(nlen > 40 ? 40 : nlen), name);
     else
       fail_at(P, pos, "unknown function '%.*s'",
@@ -614,7 +614,46 @@ static int32_t call (pstate *P, const char *name, uint32_t nlen,
   EX(P, i)->op = (uint8_t)rg_qfuncs[f].fn;
   EX(P, i)->list = start;
   EX(P, i)->nlist = count;
+  if (rg_qfuncs[f].fn == RG_QF_VECTORDISTANCE) {
+    char msg[256];
+    uint32_t at;
+    int rc = rg_qvd_check(P->q, i, &at, msg, sizeof msg);
+    if (rc == 500) return oom(P), -1;
+    if (rc) return fail_at(P, at, "%s", msg), -1;
+  }
   return deepen(P, i);
+}
+
+/* ORDER BY VectorDistance(...) in block b, the key x: alone, with no
+** direction (most similar first: rg_query_vectors sets it), and only over
+** the rows it scores (the WHERE gains IS_DEFINED of the call). */
+static int order_by_vector (pstate *P, int b, int32_t x, uint32_t pos) {
+  rg_qvd *vd = &P->q->vd[EX(P, x)->slot];
+  int32_t def, w;
+  elist l;
+  if (is_kw(P, "ASC") || is_kw(P, "DESC"))
+    return fail_at(P, P->t.pos, "ORDER BY VectorDistance takes no ASC or "
+                   "DESC: it orders the most similar first");
+  if (BLK(P, b)->norder > 0 || P->t.k == TK_COMMA)
+    return fail_at(P, pos, "ORDER BY VectorDistance must be the only "
+                   "ORDER BY key");
+  vd->blk = b;
+  if ((def = node(P, RG_QE_CALL, pos)) < 0) return P->status;
+  el_init(&l);
+  if (el_add(P, &l, x)) return P->status;
+  EX(P, def)->op = RG_QF_IS_DEFINED;
+  EX(P, def)->nlist = 1;
+  EX(P, def)->list = el_done(P, &l);
+  if (P->status || deepen(P, def) < 0) return P->status;
+  w = BLK(P, b)->where;
+  if (w >= 0) {
+    if ((w = binop(P, RG_QE_AND, 0, w, def, pos)) < 0) return P->status;
+  } else w = def;
+  BLK(P, b)->where = w;
+  BLK(P, b)->order[0].expr = x;
+  BLK(P, b)->order[0].desc = rg_vdist_higher(vd->dist);
+  BLK(P, b)->norder = 1;
+  return 0;
 }
 
 /* udf.name(args): the current token is "udf". */
@@ -1361,6 +1400,15 @@ static int select_block (pstate *P, int b, int filter) {
       if (n == RG_QMAX_ORDER)
         return fail_at(P, P->t.pos, "at most %d ORDER BY keys", RG_QMAX_ORDER);
       if ((x = expr(P)) < 0) return P->status;
+      if (EX(P, x)->k == RG_QE_CALL && EX(P, x)->op == RG_QF_VECTORDISTANCE) {
+        if (order_by_vector(P, b, x, EX(P, x)->pos)) return P->status;
+        break;
+      }
+      if (BLK(P, b)->norder == 1 &&
+          EX(P, BLK(P, b)->order[0].expr)->k == RG_QE_CALL &&
+          EX(P, BLK(P, b)->order[0].expr)->op == RG_QF_VECTORDISTANCE)
+        return fail_at(P, EX(P, x)->pos, "ORDER BY VectorDistance must be "
+                       "the only ORDER BY key");
       if (is_kw(P, "ASC")) { if (next(P)) return P->status; }
       else if (is_kw(P, "DESC")) {
         desc = 1;
@@ -1844,6 +1892,7 @@ void rg_query_free (rg_query *q) {
   free(q->sel);
   free(q->blk);
   free(q->param);
+  free(q->vd);
   rg_arena_free(&q->mem);
   free(q);
 }

@@ -146,6 +146,8 @@ enum {
   RG_QF_TIMESTAMPTODATETIME, RG_QF_YEAR, RG_QF_MONTH, RG_QF_DAY,
   /* conditional, items */
   RG_QF_IIF, RG_QF_DOCUMENTID,
+  /* vector search (vector.c) */
+  RG_QF_VECTORDISTANCE,
   RG_QF_COUNT_
 };
 #define RG_QF_ISAGG(f) ((f) <= RG_QF_AVG)
@@ -222,6 +224,31 @@ typedef struct rg_qblock {
   uint32_t pos;
 } rg_qblock;
 
+/*
+** VectorDistance(v1, v2 [, brute_force [, options]]) (vector.c).  Each
+** call of a query has an entry in q->vd (the call's `slot` indexes it):
+** its similarity and data type (from its options; else, for a call
+** whose first argument is a path of the item, the container's vector
+** policy, which the planner fills in; else cosine and float32), its
+** options as given (0 or -1 when absent), and the expressions of its third
+** and fourth arguments (a literal, or a parameter bound by
+** rg_query_vectors).  A query ordered by a call (ORDER BY VectorDistance,
+** alone and with no ASC or DESC) keeps only the rows it scores, most
+** similar first: its block's WHERE gains IS_DEFINED of the call, and the
+** key's direction follows the similarity (rg_query_vectors sets it).
+*/
+typedef struct rg_qvd {
+  int32_t call;               /* the RG_QE_CALL node */
+  int dist, dtype;            /* RG_VD_*, RG_VT_* (base/vec.h) */
+  int dist_given, dtype_given;/* named by the options */
+  int brute;                  /* third argument true */
+  int search_mult;            /* searchListSizeMultiplier (0: absent) */
+  int quant_mult;             /* quantizedVectorListMultiplier (0) */
+  double filter_priority;     /* filterPriority (-1: absent) */
+  int32_t bool_arg, opt_arg;  /* -1 when absent */
+  int blk;                    /* the block it orders (-1: none) */
+} rg_qvd;
+
 /* A parsed query.  Everything it points to lives in `mem`. */
 typedef struct rg_query {
   rg_qexpr *ex;
@@ -241,6 +268,9 @@ typedef struct rg_query {
   rg_qparam *param;
   int uses_udf, nondet;                /* udf calls; nondeterministic ones */
   int has_subq;
+  rg_qvd *vd;                          /* VectorDistance calls (vector.c) */
+  int nvd, capvd;
+  int vd_bound;                        /* rg_query_vectors ran */
 } rg_query;
 
 /* The list of expressions of ex (arguments, items, members); NULL when
@@ -260,6 +290,13 @@ void rg_query_free (rg_query *q);
 ** parameter the text does not bind. */
 int  rg_query_bind (const rg_query *q, const char *json, size_t n,
                     rg_tape *t, rg_arena *a, rg_qv **out, rg_err *e);
+
+/* Binds the VectorDistance options given as parameters (400 for one that
+** is not an object of known options, or a third argument that is not a
+** boolean) and sets the direction of ORDER BY VectorDistance from each
+** call's similarity: run it after filling in the calls' policy defaults
+** (rg_qexec_new runs it when nobody did). */
+int  rg_query_vectors (rg_query *q, const rg_qv *params, rg_err *e);
 
 /*
 ** Computed properties: a container's definitions, "SELECT VALUE expr FROM

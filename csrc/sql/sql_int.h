@@ -100,6 +100,8 @@ typedef struct rg_qctx {
   uint64_t max_made;
   uint64_t docid;                      /* DocumentId of the document */
   struct rg_qrx *rx;                   /* compiled patterns (func.c) */
+  struct rg_qvcache *vcache;           /* query vectors, converted once
+                                          (vector.c) */
   /* the first failure (a UDF's, a bound), 0 while none */
   int status;
   rg_err *e;
@@ -122,6 +124,16 @@ int64_t rg_dt_now_ticks (void);
 #define RG_TICKS_PER_SEC   10000000LL
 #define RG_UNIX_EPOCH_TICKS 621355968000000000LL
 void rg_qtime_call (rg_qctx *x, int fn, const rg_qv *a, int n, rg_qv *out);
+
+/* VectorDistance (vector.c): registers a call the parser made (its entry
+** in q->vd), checking its literal arguments: 0, or 400 with the message
+** and the offset to report (or 500); evaluates one; frees a context's
+** cache of converted query vectors. */
+int  rg_qvd_check (rg_query *q, int32_t call, uint32_t *pos, char *msg,
+                   size_t size);
+void rg_qvd_eval (rg_qctx *x, const rg_qexpr *ex, const rg_qv *a, int n,
+                  rg_qv *out);
+void rg_qvcache_free (struct rg_qvcache *c);
 
 /* LIKE (func.c): does s match the pattern (escape 0: none)? */
 int  rg_like (const char *s, size_t n, const char *p, size_t pn,

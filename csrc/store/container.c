@@ -235,9 +235,9 @@ int rg_cspec_indexed (const rg_cspec *s, const char *const *seg, int n) {
 
 static int build_indexing (rg_cspec *s, const cJSON *ix, rg_err *e) {
   static const char *const keys[] = { "automatic", "included", "excluded",
-                                       "composite", NULL };
+                                       "composite", "vector_indexes", NULL };
   const cJSON *inc = NULL, *exc = NULL, *comp = NULL, *c;
-  int npat = 3, rc, i, lsn_asked = 0;
+  int npat = 3 + s->nvemb, rc, i, lsn_asked = 0;
   s->automatic = 1;
   if (ix != NULL && !cJSON_IsNull(ix)) {
     const cJSON *a;
@@ -279,6 +279,16 @@ static int build_indexing (rg_cspec *s, const cJSON *ix, rg_err *e) {
       lsn_asked = 1;
   if ((rc = add_pattern(s, "/_etag/?", 0, e)) != 0) return rc;
   if (!lsn_asked && (rc = add_pattern(s, "/_lsn/?", 0, e)) != 0) return rc;
+  for (i = 0; i < s->nvemb; i++) {   /* vectors stay out of the range index */
+    rg_buf t;
+    rg_buf_init(&t);
+    rg_buf_adds(&t, s->vemb[i].text);
+    rg_buf_adds(&t, "/*");
+    rg_buf_addc(&t, 0);
+    rc = t.oom ? rg_fail(e, 500, "out of memory") : add_pattern(s, t.p, 0, e);
+    rg_buf_free(&t);
+    if (rc) return rc;
+  }
   if (comp == NULL || cJSON_IsNull(comp)) return 0;
   if (!cJSON_IsArray(comp))
     return rg_fail(e, 400, "option 'indexing.composite' must be a list");
@@ -411,6 +421,7 @@ int rg_cspec_same_layout (const rg_cspec *a, const rg_cspec *b, rg_err *e) {
   if (!same) return rg_fail(e, 400, "a container's partition key cannot change");
   if (a->nparts != b->nparts)
     return rg_fail(e, 400, "a container's physical_partitions cannot change");
+  if (rg_vpolicy_replace_ok(a, b, e)) return 400;
   for (i = 0; same && i < a->nuniq; i++) {
     same = a->uniq[i].n == b->uniq[i].n;
     for (j = 0; same && j < a->uniq[i].n; j++)
@@ -431,7 +442,8 @@ static int same_member (const cJSON *a, const cJSON *b, const char *key) {
 int rg_cspec_same_indexing (const rg_cspec *a, const rg_cspec *b) {
   cJSON *ja = cJSON_Parse(a->json), *jb = cJSON_Parse(b->json);
   int same = ja && jb && same_member(ja, jb, "indexing") &&
-             same_member(ja, jb, "computed_properties");
+             same_member(ja, jb, "computed_properties") &&
+             same_member(ja, jb, "vector_embeddings");
   cJSON_Delete(ja);
   cJSON_Delete(jb);
   return same;
@@ -459,6 +471,7 @@ void rg_cspec_free (rg_cspec *s) {
     free((char *)s->cp[i].name);
   }
   free(s->cp);
+  rg_vpolicy_free(s);
   free(s->json);
   free(s);
 }
@@ -467,7 +480,8 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
   static const char *const keys[] = {
     "name", "partition_key", "physical_partitions", "indexing",
     "unique_keys", "default_ttl", "max_partition_bytes", "change_feed",
-    "computed_properties", "revision", "throughput", NULL
+    "computed_properties", "revision", "throughput", "vector_embeddings",
+    NULL
   };
   rg_cspec *s;
   const cJSON *v;
@@ -497,7 +511,8 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
     s->nparts = (int)n;
   }
 
-  if ((rc = build_indexing(s, cJSON_GetObjectItemCaseSensitive(j, "indexing"),
+  if ((rc = rg_vpolicy_build(s, j, e)) ||
+      (rc = build_indexing(s, cJSON_GetObjectItemCaseSensitive(j, "indexing"),
                            e)))
     goto fail;
 

@@ -58,6 +58,30 @@ typedef struct rg_tpset {
 int rg_tpset_parse (const cJSON *v, rg_tpset *out, const char *what,
                     rg_err *e);
 
+/*
+** Vector search (store/vpolicy.c): a container's vector embeddings (path,
+** element type, dimensions, similarity) and its vector indexes, at most
+** one per embedding.
+*/
+enum { RG_VIX_FLAT, RG_VIX_QFLAT, RG_VIX_DISKANN };
+#define RG_VIX_MAX_SHARD 3
+
+typedef struct rg_vembed {
+  rg_path path;
+  char *text;                       /* the path as given */
+  int dtype, dist, dims;            /* RG_VT_*, RG_VD_* (base/vec.h) */
+  int index;                        /* its vector index, or -1 */
+} rg_vembed;
+
+typedef struct rg_vindex {
+  int embed;                        /* its embedding */
+  int kind;                         /* RG_VIX_* */
+  int qbytes;                       /* quantization_byte_size; 0: chosen */
+  int search_list;                  /* indexing_search_list_size */
+  int nshard;
+  rg_path shard[RG_VIX_MAX_SHARD];  /* vectorIndexShardKey */
+} rg_vindex;
+
 /* A container's parsed, validated spec.  Immutable once built. */
 typedef struct rg_cspec rg_cspec;
 struct rg_cspec {
@@ -85,6 +109,10 @@ struct rg_cspec {
   int revision;
   rg_tpset tp;                      /* as created (the live one may differ:
                                        store/throughput.h) */
+  int nvemb;                        /* vector embeddings and indexes */
+  rg_vembed *vemb;
+  int nvix;
+  rg_vindex *vix;
   char *json;                       /* the stored form (JSON text) */
   struct rg_cspec *older;           /* replaced contents (rg_cspec_adopt) */
 };
@@ -103,6 +131,27 @@ int  rg_cspec_same_layout (const rg_cspec *a, const rg_cspec *b, rg_err *e);
 int  rg_cspec_same_indexing (const rg_cspec *a, const rg_cspec *b);
 /* Does the indexing policy index a scalar at this (normalized) path? */
 int  rg_cspec_indexed (const rg_cspec *s, const char *const *seg, int n);
+
+/* Vector policy (vpolicy.c).  Rewrites Cosmos DB's spelling of it
+** (vectorEmbeddingPolicy, indexing.vectorIndexes and their members) into
+** the stored one, in place, before a spec is built from options: 0 or
+** 400.  Builds, frees (rg_cspec_build and rg_cspec_free call these), and
+** checks that a replace adds or removes embeddings and indexes and changes
+** none (0 or 400).  The embedding of a normalized path, or NULL; the name
+** of an index kind. */
+int  rg_vpolicy_normalize (cJSON *j, rg_err *e);
+int  rg_vpolicy_build (rg_cspec *s, const cJSON *j, rg_err *e);
+void rg_vpolicy_free (rg_cspec *s);
+int  rg_vpolicy_replace_ok (const rg_cspec *a, const rg_cspec *b, rg_err *e);
+const rg_vembed *rg_vpolicy_find (const rg_cspec *s, const char *const *seg,
+                                  int n);
+const char *rg_vix_name (int kind);
+/* Gives each VectorDistance call of a query whose options do not name its
+** similarity or type those of the embedding at its first argument's path
+** (a path of the item), then binds the calls' parameters
+** (rg_query_vectors): 0 or 400. */
+int  rg_query_vpolicy (rg_query *q, const rg_qv *params, const rg_cspec *spec,
+                       rg_err *e);
 
 /* A container as the write path, queries and the feed see it. */
 typedef struct rg_cont {

@@ -2216,7 +2216,8 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
     if (st.ptext.oom) { rc = rg_fail(e, 500, "out of memory"); goto done; }
   }
   if ((rc = rg_query_bind(st.q, rq->params ? st.ptext.p : NULL, st.ptext.n,
-                          &st.ptape, &st.mem, &params, e)))
+                          &st.ptape, &st.mem, &params, e)) ||
+      (rc = rg_query_vpolicy(st.q, params, c->spec, e)))
     goto done;
   if ((rc = rg_cont_alive(txn, c, e))) goto done;
   memset(&P, 0, sizeof(P));

@@ -94,7 +94,7 @@ end
 
 function M.render(t)
   local out = {}
-  local height = TOP + 2 * (PANEL_H + 80) + 10
+  local height = TOP + 2 * (PANEL_H + 80) + 34
   out[#out + 1] = ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" ' ..
     'height="%d" viewBox="0 0 %d %d" font-family="sans-serif">'):format(
     WIDTH, height, WIDTH, height)
@@ -142,6 +142,12 @@ function M.render(t)
     t.requests, latency)
   panel(out, TOP + PANEL_H + 100, "Request charge per request (log scale)",
     "RU", t.requests, charge)
+  -- which article: its title and where it is, under the panels
+  if t.source then
+    out[#out + 1] = ('<text x="%d" y="%d" class="legend">The article: "%s" ' ..
+      '(Azure Cosmos DB documentation), measured on the hosted service.</text>')
+      :format(LEFT, height - 12, esc(t.source))
+  end
   out[#out + 1] = "</svg>\n"
   return table.concat(out, "\n")
 end

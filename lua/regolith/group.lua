@@ -1,7 +1,7 @@
 --[[
 Group commit for concurrent writers of one process: db:group_commit(opts).
 
-  local g = db:group_commit{ yield = function() ngx.sleep(0) end }
+  local g = db:group_commit()          -- in an nginx worker, or a scheduler
   local doc, info = g:run(function() return c:create(doc) end)
 
 Writers running at the same time in one Lua state (OpenResty requests on
@@ -21,8 +21,10 @@ open while it runs); a g:run made inside a member runs directly, in the
 member's transaction.
 
 Options:
-  yield  a function that lets the other writers run once: ngx.sleep(0)
-         under OpenResty (the default there), coroutine.yield for a
+  yield  a function that lets the other writers run once: under nginx
+         (the default there) a wait on an ngx.semaphore posted by a
+         zero-delay timer, which lets every ready request run first, as
+         ngx.sleep(0) does with OpenResty's patch; coroutine.yield for a
          scheduler that resumes its coroutines in turn (the default
          elsewhere, inside a coroutine; outside one, writes are not held)
   max    the most members in one transaction (default 64): a longer queue
@@ -36,8 +38,29 @@ local M = {}
 local G = {}
 G.__index = G
 
+-- Under nginx: wait on a semaphore (lua-resty-core's ngx.semaphore) that
+-- a zero-delay timer posts.  nginx runs the timer after the events that
+-- are ready now, so every request ready to run queues its write first:
+-- what ngx.sleep(0) does in OpenResty's nginx, which has the delayed
+-- events patch, without the warning nginx builds lacking the patch
+-- (Debian's) log for every ngx.sleep(0), "ngx.sleep(0) called without
+-- delayed events patch, this will hurt performance".  Without the
+-- semaphore, or when no timer can be had (lua_max_pending_timers), it
+-- sleeps a millisecond.
+local function ngx_yield()
+  local ok, semaphore = pcall(require, "ngx.semaphore")
+  if not ok then return function() ngx.sleep(0.001) end end
+  return function()
+    local sema = semaphore.new()
+    if not ngx.timer.at(0, function() sema:post(1) end) then
+      return ngx.sleep(0.001)
+    end
+    sema:wait(1)
+  end
+end
+
 local function default_yield()
-  if ngx and ngx.sleep then return function() ngx.sleep(0) end end
+  if ngx and ngx.sleep then return ngx_yield() end
   return function()
     local co, main = coroutine.running()     -- LuaJIT: nil on the main thread
     if co and not main then coroutine.yield() end

@@ -1,18 +1,21 @@
 /*
 ** base_test.c: the base and sql layers in plain C, linked with cJSON alone
-** (no LMDB, no Lua): JSON text and trees, patches, tokens, charges, and the
-** query dialect over documents held in memory.
+** (no LMDB, no Lua): JSON text and trees, patches, tokens, charges, vectors,
+** and the query dialect over documents held in memory.
 **
 ** Run by `make test` (and `make layers`): build/<lua>/tests/base_test.
 */
 
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "base/charge.h"
 #include "base/json.h"
 #include "base/patch.h"
 #include "base/token.h"
+#include "base/vec.h"
+#include "base/vgraph.h"
 #include "sql/sql.h"
 
 static int failures = 0, checks = 0;
@@ -151,12 +154,167 @@ static void test_sql (void) {
   rg_buf_free(&tok);
 }
 
+/* Vectors: elements, kernels against sums in double, scores, SQ8 codes,
+** the best-k list. */
+static void test_vec (void) {
+  float a[37], b[37], u[4] = { 1, 2, 3, 4 };
+  double dot = 0, l2 = 0, s;
+  int8_t i8a[3] = { 1, -2, 3 }, i8b[3] = { 4, 5, -6 };
+  uint8_t code[37];
+  float mem[38], w[37];
+  int16_t qm[37];
+  rg_sq8 q;
+  rg_sq8q qq;
+  rg_vsums sums;
+  rg_vcand cm[3];
+  rg_vbest best;
+  int i;
+  CHECK(rg_vtype_parse("Float16", 7) == RG_VT_FLOAT16);
+  CHECK(rg_vdist_parse("DotProduct", 10) == RG_VD_DOTPRODUCT);
+  CHECK(rg_vdist_parse("manhattan", 9) == -1);
+  CHECK(rg_float_to_half(1.0f) == 0x3c00 && rg_half_to_float(0x3c00) == 1.0f);
+  CHECK(rg_half_to_float(rg_float_to_half(65504.0f)) == 65504.0f);
+  CHECK(rg_half_to_float(0x0001) == 5.9604644775390625e-8f);
+  CHECK(rg_float_to_half(1.00048828125f) == 0x3c00);   /* a tie: even */
+  CHECK(rg_vput(RG_VT_FLOAT16, w, 0, 70000.0) == -1);
+  CHECK(rg_vput(RG_VT_INT8, w, 0, 128) == -1 &&
+        rg_vput(RG_VT_INT8, w, 0, 1.5) == -1 &&
+        rg_vput(RG_VT_INT8, w, 0, -128) == 0);
+  CHECK(rg_vput(RG_VT_UINT8, w, 0, -1) == -1 &&
+        rg_vput(RG_VT_UINT8, w, 0, 255) == 0);
+  for (i = 0; i < 37; i++) {
+    a[i] = (float)(i % 7) - 3.0f;
+    b[i] = (float)((i * 5) % 11) * 0.5f;
+    dot += (double)a[i] * b[i];
+    l2 += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+  }
+  CHECK(rg_vdot_f32(a, b, 37) == (float)dot);     /* small integers: exact */
+  CHECK(rg_vl2_f32(a, b, 37) == (float)l2);
+  CHECK(rg_vdot_i8(i8a, i8b, 3) == 4 - 10 - 18);
+  CHECK(rg_vl2_i8(i8a, i8b, 3) == 9 + 49 + 81);
+  rg_vsums_of(RG_VD_COSINE, RG_VT_FLOAT32, u, u, 4, -1, -1, &sums);
+  CHECK(rg_vscore(RG_VD_COSINE, &sums, &s) == 0 && s == 1.0);
+  rg_vsums_of(RG_VD_EUCLIDEAN, RG_VT_INT8, i8a, i8b, 3, -1, -1, &sums);
+  CHECK(rg_vscore(RG_VD_EUCLIDEAN, &sums, &s) == 0 && s == (float)sqrt(139.0));
+  memset(w, 0, sizeof w);
+  rg_vsums_of(RG_VD_COSINE, RG_VT_FLOAT32, u, w, 4, -1, -1, &sums);
+  CHECK(rg_vscore(RG_VD_COSINE, &sums, &s) == -1);   /* a zero vector */
+  /* SQ8: a code ranks close vectors first */
+  rg_sq8_init(&q, 37, RG_VD_EUCLIDEAN, mem);
+  {
+    float both[74];
+    memcpy(both, a, sizeof a);
+    memcpy(both + 37, b, sizeof b);
+    CHECK(rg_sq8_train(&q, both, 2) == 0);
+  }
+  CHECK(rg_sq8_encode(&q, a, code) == 0);
+  rg_sq8_query(&q, a, qm, &qq);                /* 4 * l2 in half steps */
+  CHECK(rg_sq8_approx(&qq, code) * q.step * q.step / 4 < 0.001 * l2);
+  rg_sq8_query(&q, b, qm, &qq);
+  CHECK(fabs(rg_sq8_approx(&qq, code) * q.step * q.step / 4 - l2) <
+        0.01 * l2);
+  rg_vbest_init(&best, cm, 3);
+  CHECK(rg_vbest_offer(&best, 5, 1) && rg_vbest_offer(&best, 3, 2) &&
+        rg_vbest_offer(&best, 5, 0) && rg_vbest_offer(&best, 1, 3));
+  CHECK(!rg_vbest_offer(&best, 9, 4) && rg_vbest_bound(&best) == 5);
+  rg_vbest_sort(&best);
+  CHECK(best.n == 3 && best.c[0].id == 3 && best.c[1].id == 2 &&
+        best.c[2].id == 0);
+}
+
+/* The diskANN graph over arrays: exact neighbours found on a small set,
+** the lists' invariants kept through inserts and deletes. */
+#define TG_N 400
+#define TG_D 8
+static uint32_t tg_adj[TG_N][RG_VG_MAX_DEGREE];
+static int tg_nadj[TG_N];
+static uint8_t tg_code[TG_N][TG_D], tg_live[TG_N];
+
+static int tg_get_adj (void *ud, uint32_t v, uint32_t *out, int *n) {
+  (void)ud;
+  *n = tg_nadj[v];
+  memcpy(out, tg_adj[v], (size_t)*n * sizeof(uint32_t));
+  return 0;
+}
+
+static int tg_put_adj (void *ud, uint32_t v, const uint32_t *a, int n) {
+  (void)ud;
+  tg_nadj[v] = n;
+  if (n) memcpy(tg_adj[v], a, (size_t)n * sizeof(uint32_t));
+  return 0;
+}
+
+static int tg_get_code (void *ud, uint32_t v, const uint8_t **code) {
+  (void)ud;
+  *code = tg_live[v] ? tg_code[v] : NULL;
+  return 0;
+}
+
+static int tg_any (void *ud, uint32_t v, uint32_t *out) {
+  uint32_t i;
+  (void)ud;
+  *out = RG_VG_NONE;
+  for (i = 0; i < TG_N; i++) if (tg_live[i] && i != v) { *out = i; break; }
+  return 0;
+}
+
+static void test_vgraph (void) {
+  rg_vgio io = { NULL, tg_get_adj, tg_put_adj, tg_get_code, tg_any };
+  float lo[TG_D + 1], x[TG_N][TG_D];
+  rg_sq8 sq;
+  rg_vgraph g;
+  uint32_t s = 1, v;
+  int i, j, k, bad = 0, found = 0;
+  for (v = 0; v < TG_N; v++)
+    for (j = 0; j < TG_D; j++) {
+      s = s * 1103515245u + 12345u;
+      x[v][j] = (float)((s >> 16) % 1000) / 100.0f;
+    }
+  rg_sq8_init(&sq, TG_D, RG_VD_EUCLIDEAN, lo);
+  CHECK(rg_sq8_train(&sq, &x[0][0], TG_N) == 0);
+  rg_vgraph_init(&g, &io, &sq, 8, 32);
+  for (v = 0; v < TG_N; v++) {
+    rg_sq8_encode(&sq, x[v], tg_code[v]);
+    tg_live[v] = 1;
+    CHECK(rg_vgraph_insert(&g, v) == 0);
+  }
+  for (v = 0; v < TG_N; v += 3) {     /* a third deleted */
+    CHECK(rg_vgraph_delete(&g, v) == 0);
+    tg_live[v] = 0;
+    tg_nadj[v] = 0;
+  }
+  for (v = 0; v < TG_N; v++) {
+    if (!tg_live[v]) continue;
+    bad += tg_nadj[v] > 8 || tg_nadj[v] == 0;
+    for (j = 0; j < tg_nadj[v]; j++) {
+      bad += tg_adj[v][j] == v;
+      for (k = 0; k < j; k++) bad += tg_adj[v][k] == tg_adj[v][j];
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(g.entry != RG_VG_NONE && tg_live[g.entry]);
+  for (v = 1; v < TG_N; v += 7) {     /* each live point finds itself */
+    int16_t w[TG_D];
+    rg_sq8q qq;
+    rg_vcand out[4];
+    size_t n;
+    if (!tg_live[v]) continue;
+    rg_sq8_query(&sq, x[v], w, &qq);
+    CHECK(rg_vgraph_search(&g, &qq, 16, 4, NULL, NULL, out, &n) == 0);
+    for (i = 0; i < (int)n; i++) found += out[i].id == v;
+    for (i = 0; i < (int)n; i++) CHECK(tg_live[out[i].id]);
+  }
+  CHECK(found >= 36);                 /* of the 38 live ones probed */
+}
+
 int main (void) {
   test_json();
   test_patch();
   test_token();
   test_charge();
   test_sql();
+  test_vec();
+  test_vgraph();
   printf("base_test: %d checks, %d failed\n", checks, failures);
   return failures ? 1 : 0;
 }

@@ -7,6 +7,7 @@ put, delete, query, stats, verify, backup.
 local regolith = require "regolith"
 local common = require "regolith.cli.common"
 local keys = require "regolith.keys"
+local grid = require "regolith.cli.grid"
 
 local EXIT = common.EXIT
 local fail, check, note = common.fail, common.check, common.note
@@ -70,7 +71,14 @@ function M.containers(args)
 end
 
 M["create_container"] = function(args)
-  local spec = M.spec_arg(args.spec, "the spec")
+  if args.spec and args.spec_text then
+    common.usage("give the spec once: --spec SPEC (or SPEC alone)")
+  end
+  local text = args.spec or args.spec_text
+  if not text then
+    common.usage("create-container needs the spec: --spec '{\"partition_key\": \"/id\"}'")
+  end
+  local spec = M.spec_arg(text, "the spec")
   local db = common.open(args.dir, { create = true })
   local _, info = M.create_container_from(db, args.name, spec)
   common.note_info(info)
@@ -162,7 +170,11 @@ function M.query(args)
     partition_key = pk_of(args), max_items = args.max_items,
     continuation = args.continuation })
   check(rows, info, status)
-  for _, row in ipairs(rows) do common.write_json(row) end
+  if args.format == "table" then
+    for _, line in ipairs(grid.lines(rows)) do print(line) end
+  else
+    for _, row in ipairs(rows) do common.write_json(row) end
+  end
   common.note_info(info)
   if info.continuation then note("continuation: %s", info.continuation) end
 end

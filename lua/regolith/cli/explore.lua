@@ -4,13 +4,19 @@ regolith.cli.explore: `regolith explore DIR [--port N] [--host H]`.
 Writes an nginx configuration into a new temporary directory, starts
 Debian's nginx with the Lua module on it (one worker, listening on
 127.0.0.1 unless --host says otherwise), prints the address, and waits:
-Ctrl-C stops nginx and removes the directory.  nginx serves the page
+SIGINT (Ctrl-C), SIGTERM (kill, a service manager's stop) and SIGHUP (a
+closed terminal) alike stop nginx, remove the directory and end the
+command.  nginx never outlives it: its worker checks every half second
+that the command still runs (the owner's pid and start time, written in
+the settings) and, when it is gone however it went (SIGKILL, a crash),
+removes the directory and stops its master.  nginx serves the page
 (build/explorer, made by `make explorer`) and the JSON API
 (regolith.explorer.api, run by LuaJIT in the worker with regolith built
 for LuaJIT).  docs/explorer.md.
 ]]
 
 local common = require "regolith.cli.common"
+local signals = require("regolith.core")._signals
 
 local EXIT = common.EXIT
 local fail, note = common.fail, common.note
@@ -55,12 +61,18 @@ local function first(candidates)
 end
 
 -- regolith built for LuaJIT: $REGOLITH_LUAJIT_CPATH/regolith/core.so, the
--- checkout's build/luajit, or a LuaJIT (5.1) module path.
+-- checkout's build/luajit, the module this command loaded when it runs
+-- under LuaJIT (the LuaJIT rock's own), or a LuaJIT (5.1) module path
+-- beside a Lua 5.4 one (both rocks in one tree, or make install-explorer).
 local function luajit_module(root)
   local candidates = {}
   local env = os.getenv("REGOLITH_LUAJIT_CPATH")
   if env then candidates[#candidates + 1] = env .. "/regolith/core.so" end
   candidates[#candidates + 1] = root .. "/build/luajit/regolith/core.so"
+  if jit then
+    candidates[#candidates + 1] = package.searchpath("regolith.core",
+      package.cpath)
+  end
   for pattern in package.cpath:gmatch("[^;]+") do
     if pattern:find("5%.4") then
       candidates[#candidates + 1] = (pattern:gsub("5%.4", "5.1")
@@ -71,13 +83,16 @@ local function luajit_module(root)
   return found and dir_of(dir_of(found))
 end
 
--- The page: $REGOLITH_EXPLORER_UI, the checkout's build/explorer, or
--- PREFIX/share/regolith/explorer beside PREFIX/share/lua/5.x.
+-- The page: $REGOLITH_EXPLORER_UI, the checkout's build/explorer, the
+-- installed one beside the modules (LUADIR/regolith/explorer/www: make
+-- install, the rock), or PREFIX/share/regolith/explorer beside
+-- PREFIX/share/lua/5.x.
 local function ui_dir(root, luadir)
   local candidates = {}
   local env = os.getenv("REGOLITH_EXPLORER_UI")
   if env then candidates[#candidates + 1] = env .. "/index.html" end
   candidates[#candidates + 1] = root .. "/build/explorer/index.html"
+  candidates[#candidates + 1] = luadir .. "/regolith/explorer/www/index.html"
   local share = luadir:match("^(.*)/lua/5%.%d$")
   if share then
     candidates[#candidates + 1] = share .. "/regolith/explorer/index.html"
@@ -88,6 +103,20 @@ end
 
 local function alive(pid)
   return pid and common.exists("/proc/" .. pid .. "/stat")
+end
+
+-- This process's pid (the parent of the shell io.popen starts) and its
+-- start time (field 22 of /proc/PID/stat, after the command's name,
+-- which may hold spaces), so that a reused pid is not taken for it.
+local function owner()
+  local pid = capture("echo $PPID")
+  local f = io.open("/proc/" .. pid .. "/stat")
+  local stat = f and f:read("*l") or ""
+  if f then f:close() end
+  local rest = stat:match("%) (.*)$") or ""
+  local fields = {}
+  for w in rest:gmatch("%S+") do fields[#fields + 1] = w end
+  return tonumber(pid), fields[20]            -- field 22 of the whole line
 end
 
 local function config(t)
@@ -171,7 +200,9 @@ function M.explore(args)
   local jit = luajit_module(root)
   if not jit then
     fail(EXIT.failed, "the explorer needs regolith built for LuaJIT " ..
-      "(`make LUA=luajit`, or `make explorer`)")
+      "(`make LUA=luajit`, or `make explorer`; installed: the LuaJIT rock, " ..
+      "`luarocks --lua-version=5.1 install regolith LUA=/usr/bin/luajit " ..
+      "LUA_INCDIR=/usr/include/luajit-2.1`)")
   end
   local ui = ui_dir(root, luadir)
   if not ui then
@@ -193,8 +224,12 @@ function M.explore(args)
     hosts = { ["127.0.0.1:" .. port] = true, ["localhost:" .. port] = true,
               ["[::1]:" .. port] = true }
   end
+  local owner_pid, owner_start = owner()
   local lines = { "return {", ("  db = %q,"):format(dbdir),
-    ("  readonly = %s,"):format(tostring(args.readonly or false)) }
+    ("  readonly = %s,"):format(tostring(args.readonly or false)),
+    ("  owner = %s,"):format(tostring(owner_pid)),
+    ("  owner_start = %q,"):format(owner_start or ""),
+    ("  prefix = %q,"):format(tmp) }
   if hosts then
     lines[#lines + 1] = "  hosts = {"
     for h in pairs(hosts) do lines[#lines + 1] = ("    [%q] = true,"):format(h) end
@@ -210,11 +245,14 @@ function M.explore(args)
   f:close()
 
   local function cleanup() run("rm -rf " .. quote(tmp)) end
+  -- from here on a signal is recorded, not fatal: it stops the wait below
+  signals.catch("INT", "TERM", "HUP")
   if not run(("%s -p %s -c nginx.conf -e error.log 2>%s"):format(nginx,
       quote(tmp .. "/"), quote(tmp .. "/start.log"))) then
     local why = capture("cat " .. quote(tmp .. "/start.log") .. " " ..
       quote(tmp .. "/error.log") .. " 2>/dev/null | grep -v '^$' | tail -n 1")
     cleanup()
+    signals.release()
     fail(EXIT.failed, "nginx did not start: %s", why)
   end
   local pidf = io.open(tmp .. "/nginx.pid")
@@ -224,10 +262,16 @@ function M.explore(args)
     :format(listen, port, dbdir, args.readonly and ", read-only" or ""))
   io.stdout:flush()
   note("nginx %s runs with %s/nginx.conf", pid or "?", tmp)
+  -- a signal ends the sleep early (its handler has no SA_RESTART)
+  local caught
   local ok, err = pcall(function()
-    while alive(pid) do common.sleep(0.25) end
+    while alive(pid) do
+      caught = signals.caught()
+      if caught then break end
+      common.sleep(0.25)
+    end
   end)
-  local stopped_by_us = not ok
+  local stopped_by_us = caught ~= nil or not ok
   if alive(pid) then
     run("kill -QUIT " .. pid .. " 2>/dev/null")
     for _ = 1, 40 do
@@ -239,13 +283,14 @@ function M.explore(args)
   local log = capture("grep -E '\\[(error|alert|crit|emerg)\\]' " ..
     quote(tmp .. "/error.log") .. " 2>/dev/null | tail -n 3")
   cleanup()
+  signals.release()
   if not ok and not tostring(err):find("interrupted!", 1, true) then
     error(err, 0)
   end
   if not stopped_by_us then
     fail(EXIT.failed, "nginx stopped%s", log ~= "" and (": " .. log) or "")
   end
-  note("stopped")
+  note("stopped (SIG%s)", caught or "INT")
 end
 
 return M

@@ -114,7 +114,11 @@ function M.processors(args)
   local db = common.open(args.dir)
   local c = common.container(db, args.container)
   if args.name == nil then          -- the container's processors
-    for _, p in ipairs(check(c:processors())) do
+    local list = check(c:processors())
+    if #list == 0 and not args.json then
+      note("no processors on '%s'", args.container)
+    end
+    for _, p in ipairs(list) do
       if args.json then common.write_json(p)
       else print(("%s (%s)"):format(p.name, p.mode)) end
     end

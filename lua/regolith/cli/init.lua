@@ -47,6 +47,13 @@ local function add_pk(cmd, what)
     "when it is not JSON, the text itself as a string."):argname("PK")
 end
 
+-- --format table|json, and --json for --format json: every command that
+-- prints a listing or rows takes both.
+local function add_format(cmd, default, what)
+  cmd:option("--format", what, default):choices({ "table", "json" })
+  cmd:flag("--json", "Short for --format json.")
+end
+
 local function build()
   local p = argparse("regolith", DESCRIPTION, EPILOG)
     :command_target("command")
@@ -57,13 +64,16 @@ local function build()
   local c = p:command("containers", "List the containers, their item " ..
     "counts, sizes and settings.")
   add_dir(c)
-  c:flag("--json", "One JSON line per container: {name, items, bytes, spec}.")
+  add_format(c, "table", "table, or json: one JSON line per container, " ..
+    "{name, items, bytes, spec}.")
 
   c = p:command("create-container", "Create a container from a spec.")
   add_dir(c)
   c:argument("name", "The new container's name.")
-  c:argument("spec", "The spec as JSON, e.g. '{\"partition_key\": " ..
-    "\"/postId\"}', or @FILE to read it from a file.")
+  c:option("--spec", "The spec as JSON, e.g. '{\"partition_key\": " ..
+    "\"/postId\"}', or @FILE to read it from a file (as for import).")
+  c:argument("spec_text", "The spec given without --spec (the same " ..
+    "value)."):args("?"):argname("SPEC")
 
   c = p:command("delete-container", "Delete a container and everything " ..
     "in it.")
@@ -106,6 +116,8 @@ local function build()
     "token goes to stderr.", nil, tonumber):argname("N")
   c:option("-c --continuation", "Continue from this token (same query " ..
     "and parameters)."):argname("TOKEN")
+  add_format(c, "json", "json (one JSON line per row), or table (an " ..
+    "aligned table of the rows' members).")
 
   -- import and export -----------------------------------------------------
   c = p:command("import", "Load items from JSON lines or a JSON array. " ..
@@ -155,7 +167,8 @@ local function build()
     :args("?")
   c:option("--mode", "The processor's mode (found out when not given).")
     :choices({ "latest", "all_versions" })
-  c:flag("--json", "Print the status as one JSON line.")
+  add_format(c, "table", "table, or json: the status as one JSON line " ..
+    "(the list: one line per processor).")
   c:flag("--dead-letters", "Print the dead letters as JSON lines.")
   c:option("--redrive", "Write the items of dead letter SEQ (or all) " ..
     "again, unchanged, so that they come through the feed again; the " ..
@@ -206,7 +219,7 @@ local function build()
   c = p:command("stats", "Sizes and counts of the database and its " ..
     "containers.")
   add_dir(c)
-  c:flag("--json", "As one JSON line.")
+  add_format(c, "table", "table, or json: one JSON line.")
 
   c = p:command("verify", "Check every invariant of the database (exit 1 " ..
     "on a problem, with a report).")
@@ -234,6 +247,8 @@ local function build()
     "and charges (.help inside).")
   add_dir(c)
   c:argument("container", "The container to start in."):args("?")
+  add_format(c, nil, "How rows print at first: table (the default on " ..
+    "a terminal) or json (otherwise); .mode changes it.")
 
   c = p:command("explore", "The Data Explorer in the browser, served by " ..
     "nginx with the Lua module on 127.0.0.1.")
@@ -274,6 +289,8 @@ function M.main(argv)
     return EXIT.usage
   end
   common.quiet = args.quiet
+  if args.json then args.format = "json" end
+  args.json = args.format == "json"
   local run = require("regolith.cli." .. HANDLERS[args.command])
   local fn = run[(args.command:gsub("%-", "_"))]
   local done, err = xpcall(fn, traceback, args)

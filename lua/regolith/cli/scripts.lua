@@ -30,6 +30,7 @@ local function run(args)
   local c = common.container(db, args.container)
   if action == "list" then
     local names = kind == "procedures" and c:procedures() or c:triggers()
+    if #names == 0 then note("no %s on '%s'", kind, args.container) end
     for _, name in ipairs(names) do print(name) end
     return
   elseif action == "show" then

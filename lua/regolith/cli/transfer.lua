@@ -156,7 +156,8 @@ end
 -- ======================================================================
 local function progress_bar(total)
   if common.quiet or not common.is_tty(2) then
-    return { update = function() end, done = function() end }
+    local nop = function() end
+    return { update = nop, done = nop, clear = nop }
   end
   local t0, last = common.now(), 0
   local self = {}
@@ -175,9 +176,12 @@ local function progress_bar(total)
     io.stderr:write(("\r%s%d items, %d rejected, %.0f items/s   "):format(
       bar, items, bad, rate))
   end
-  function self.done()
+  -- clears the bar's line, so that a message written next has a line of
+  -- its own (the bar is drawn again at the next update)
+  function self.clear()
     if last > 0 then io.stderr:write("\r", (" "):rep(78), "\r") end
   end
+  self.done = self.clear
   return self
 end
 -- }=====================================================================
@@ -208,6 +212,7 @@ function M.import(args)
 
   local function rejected(item, message, status)
     bad = bad + 1
+    bar.clear()
     io.stderr:write(("line %d: %s%s%s\n"):format(item.line,
       item.id and ("item '" .. tostring(item.id) .. "': ") or "",
       message, status and (" (status " .. status .. ")") or ""))

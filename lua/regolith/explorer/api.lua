@@ -18,6 +18,10 @@ routes (docs/explorer.md):
     GET    /api/database
     GET    /api/containers                  POST {name, spec}
     GET    /api/containers/C                DELETE
+    PUT    /api/containers/C                {spec}: db:replace_container
+                                            (indexing, TTL, throughput...)
+    POST   /api/containers/C/upload         [documents]: upserted one by
+                                            one; {written, rejected, info}
     GET    /api/containers/C/items?pk=&max_items=&continuation=
     POST   /api/containers/C/items          a document (create)
     GET    /api/containers/C/items/ID?pk=   PUT (If-Match)   DELETE (If-Match)
@@ -92,6 +96,10 @@ local function body_of(req, want)
   if want == "object" and (type(v) ~= "table" or v[1] ~= nil or
       getmetatable(v) == getmetatable(regolith.array())) then
     bad(400, "the body must be a JSON object")
+  end
+  if want == "array" and (type(v) ~= "table" or (v[1] == nil and
+      getmetatable(v) ~= getmetatable(regolith.array()))) then
+    bad(400, "the body must be a JSON array")
   end
   return v
 end
@@ -184,6 +192,24 @@ function H.container(self, req, name)
     writable(self)
     local _, info = ok(self.db:delete_container(name))
     return 200, { deleted = name, info = info }
+  elseif req.method == "PUT" then
+    -- what the settings' editors change: the spec as a whole, what cannot
+    -- change (the partition key, unique keys...) refused with 400 by the
+    -- core; a spec without `throughput` keeps the container's budget
+    writable(self)
+    container(self, name)
+    local b = body_of(req, "object")
+    local spec = field(b, "spec", "object", true)
+    spec.name = nil
+    -- "throughput": null removes the budget (a spec without it keeps it)
+    local unlimited = spec.throughput == null
+    if unlimited then spec.throughput = nil end
+    local done, c, msg, status = pcall(self.db.replace_container, self.db,
+      name, spec)
+    if not done then bad(400, "bad container spec: %s", (tostring(c):gsub("^[^:]*:%d+: ", ""))) end
+    local _, info = ok(c, msg, status)
+    if unlimited and c:spec().throughput ~= nil then ok(c:set_throughput(nil)) end
+    return 200, { name = name, spec = c:spec(), info = info }
   end
   local c = container(self, name)
   local st = self.db:stats().containers[name] or {}
@@ -240,6 +266,48 @@ function H.item(self, req, name, id)
     local _, info = ok(c:delete(id, pk, { if_match = if_match }))
     return 200, { deleted = id, info = info }
   end
+end
+
+-- Upload: a batch of documents (the page sends a file's JSON lines in
+-- batches, for its progress bar), each upserted on its own so that a bad
+-- one is reported with its place in the batch and the others are written.
+-- A write over the container's throughput budget (429) stops the batch
+-- there: {throttled = {index, retry_after_ms}} tells the page which
+-- document to send again, and when (the wait is the page's, never the
+-- worker's).
+local UPLOAD_MAX = 1000
+
+function H.upload(self, req, name)
+  writable(self)
+  local c = container(self, name)
+  local docs = body_of(req, "array")
+  if #docs > UPLOAD_MAX then
+    bad(413, "at most %d documents per upload request", UPLOAD_MAX)
+  end
+  local written, charge, rejected, throttled = 0, 0, {}, nil
+  for i, doc in ipairs(docs) do
+    local stored, info, status, extra
+    if type(doc) ~= "table" or getmetatable(doc) == getmetatable(regolith.array())
+        or doc[1] ~= nil then
+      stored, info, status = nil, "not a JSON object", 400
+    else
+      local done
+      done, stored, info, status, extra = pcall(c.upsert, c, doc)
+      if not done then stored, info, status = nil, tostring(stored), 400 end
+    end
+    if stored then
+      written = written + 1
+      charge = charge + (info and info.charge or 0)
+    elseif status == 429 then
+      throttled = { index = i, retry_after_ms =
+        type(extra) == "table" and extra.retry_after_ms or 100 }
+      break
+    else
+      rejected[#rejected + 1] = { index = i, error = info, status = status }
+    end
+  end
+  return 200, { written = written, rejected = regolith.array(rejected),
+                throttled = throttled, info = { charge = charge } }
 end
 
 function H.query(self, req, name)
@@ -400,7 +468,9 @@ end
 local ROUTES = {
   { "^/api/database$", { GET = H.database } },
   { "^/api/containers$", { GET = H.containers, POST = H.containers } },
-  { "^/api/containers/([^/]+)$", { GET = H.container, DELETE = H.container } },
+  { "^/api/containers/([^/]+)$",
+    { GET = H.container, PUT = H.container, DELETE = H.container } },
+  { "^/api/containers/([^/]+)/upload$", { POST = H.upload } },
   { "^/api/containers/([^/]+)/items$", { GET = H.items, POST = H.items } },
   { "^/api/containers/([^/]+)/items/([^/]+)$",
     { GET = H.item, PUT = H.item, DELETE = H.item } },

@@ -8,8 +8,15 @@ configuration `regolith explore` writes; docs/explorer.md).
 
 The settings come from the module explorer_settings (a file the command
 writes beside the configuration): {db = path, readonly = bool, hosts =
-{[host] = true} or nil}.  The database is opened in init_worker, never
-before the fork (an LMDB environment must not cross one).
+{[host] = true} or nil, owner = pid, owner_start = its start time, prefix =
+the configuration's directory}.  The database is opened in init_worker,
+never before the fork (an LMDB environment must not cross one).
+
+The worker watches its owner, the `regolith explore` process: every half
+second it checks that /proc/OWNER/stat still names a process started at
+owner_start, and when the command is gone (SIGKILL, a crash: the signals
+it can catch it handles itself) removes the prefix and asks the master to
+stop (SIGQUIT), so that no server outlives its command.
 ]]
 
 local regolith = require "regolith"
@@ -19,8 +26,40 @@ local M = {}
 
 local db, api
 
+-- Field 22 of /proc/PID/stat (the start time), or nil when no such process.
+local function start_time(pid)
+  local f = io.open("/proc/" .. tostring(pid) .. "/stat")
+  if not f then return nil end
+  local stat = f:read("*l") or ""
+  f:close()
+  local rest = stat:match("%) (.*)$") or ""
+  local n = 0
+  for w in rest:gmatch("%S+") do
+    n = n + 1
+    if n == 20 then return w end
+  end
+end
+
+local function watch_owner(settings)
+  if not settings.owner then return end
+  local ffi = require "ffi"
+  pcall(ffi.cdef, "int kill(int pid, int sig); int getppid(void);")
+  local function check(premature)
+    if premature then return end
+    if start_time(settings.owner) == settings.owner_start then return end
+    ngx.log(ngx.WARN, "explorer: its command (pid ", settings.owner,
+      ") is gone: stopping")
+    if settings.prefix and settings.prefix:match("/regolith%-explore%.[%w]+$") then
+      os.execute("rm -rf '" .. settings.prefix .. "'")
+    end
+    ffi.C.kill(ffi.C.getppid(), 3)               -- SIGQUIT: a graceful stop
+  end
+  ngx.timer.every(0.5, check)
+end
+
 function M.init_worker()
   local settings = require "explorer_settings"
+  watch_owner(settings)
   local err, status
   db, err, status = regolith.open(settings.db,
     { readonly = settings.readonly or nil })

@@ -288,7 +288,12 @@ function M.create_container(dbid, def)
   local base = {}
   for k, v in pairs(def) do if k:sub(1, 1) ~= "_" then base[k] = v end end
   local db = M.handle(dbid)
-  local c, msg, status = db:create_container(def.id, spec)
+  -- the core checks what policy.spec hands over as given (the vector
+  -- policy): a spec it refuses raises, which the client gets as 400
+  local made, c, msg, status = pcall(db.create_container, db, def.id, spec)
+  if not made then
+    fail(400, (tostring(c):gsub("^.-create_container: ", "")))
+  end
   if not c then
     if status == 409 then
       fail(409, "Entity with the specified id already exists in the system.")
@@ -308,7 +313,11 @@ function M.replace_container(e, def)
   if def.id ~= e.id then fail(400, "the body's id differs from the container's") end
   local spec = policy.spec(def)
   local db = M.handle(e.db)
-  check(db:replace_container(e.id, spec))
+  local made, c, msg, status = pcall(db.replace_container, db, e.id, spec)
+  if not made then
+    fail(400, (tostring(c):gsub("^.-replace_container: ", "")))
+  end
+  check(c, msg, status)
   local base = cat.collections:read(e.id, e.db) or {}
   for k, v in pairs(def) do if k:sub(1, 1) ~= "_" then base[k] = v end end
   return M.public(coll_doc(e.db, e.dbrid, e.id, spec, base))

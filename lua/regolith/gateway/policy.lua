@@ -12,10 +12,19 @@ what").
     changeFeedPolicy {retentionDuration}         change_feed {retention}
       (minutes)                                    (seconds)
 
+    vectorEmbeddingPolicy                        vector_embeddings
+      {vectorEmbeddings [{path, dataType,          [{path, data_type, dimensions,
+      dimensions, distanceFunction}]}               distance_function}]
+    indexingPolicy.vectorIndexes [{path, type,   indexing.vector_indexes [{path,
+      quantizationByteSize,                        type, quantization_byte_size,
+      indexingSearchListSize,                      indexing_search_list_size,
+      vectorIndexShardKey}]                        shard_key}]
+
 A gateway container has one physical partition (the one partition key range
 the gateway shows).  What regolith has no use for (conflictResolutionPolicy,
-geospatialConfig) is kept as given; what it cannot do (spatial, vector and
-full-text indexes, vector embeddings) is refused.
+geospatialConfig) is kept as given; what it cannot do (spatial and
+full-text indexes) is refused.  The vector parts are handed over in Cosmos
+DB's spelling: the core takes it as the Lua API does (docs/search.md).
 ]]
 
 local regolith = require "regolith"
@@ -60,7 +69,7 @@ end
 local function indexing(ip)
   if not present(ip) then return nil end
   if type(ip) ~= "table" then fail(400, "indexingPolicy must be an object") end
-  for _, k in ipairs({ "spatialIndexes", "vectorIndexes", "fullTextIndexes" }) do
+  for _, k in ipairs({ "spatialIndexes", "fullTextIndexes" }) do
     if #list(ip[k], "indexingPolicy." .. k) > 0 then
       fail(400, "indexingPolicy." .. k .. " is not supported by regolith")
     end
@@ -94,6 +103,10 @@ local function indexing(ip)
     composite[#composite + 1] = cols
   end
   if #composite > 0 then out.composite = composite end
+  -- vector indexes: as given (the core reads Cosmos DB's spelling)
+  if #list(ip.vectorIndexes, "indexingPolicy.vectorIndexes") > 0 then
+    out.vectorIndexes = ip.vectorIndexes
+  end
   if #out.included == 0 then out.included = nil end
   if #out.excluded == 0 then out.excluded = nil end
   return out
@@ -139,10 +152,14 @@ function M.spec(def)
     end
     if minutes > 0 then spec.change_feed = { retention = minutes * 60 } end
   end
-  for _, k in ipairs({ "vectorEmbeddingPolicy", "fullTextPolicy" }) do
+  for _, k in ipairs({ "fullTextPolicy" }) do
     if present(def[k]) and next(def[k]) ~= nil then
       fail(400, k .. " is not supported by regolith")
     end
+  end
+  -- the vector embedding policy: as given (the core reads this spelling)
+  if present(def.vectorEmbeddingPolicy) then
+    spec.vectorEmbeddingPolicy = def.vectorEmbeddingPolicy
   end
   return spec
 end
@@ -185,6 +202,26 @@ function M.definition(id, spec, base)
       end
     end
     def.indexingPolicy.compositeIndexes = comp
+  end
+  -- vector search, in Cosmos DB's spelling
+  if ix.vector_indexes then
+    local vix = {}
+    for i, x in ipairs(ix.vector_indexes) do
+      vix[i] = { path = x.path, type = x.type,
+                 quantizationByteSize = x.quantization_byte_size,
+                 indexingSearchListSize = x.indexing_search_list_size,
+                 vectorIndexShardKey = x.shard_key }
+    end
+    def.indexingPolicy.vectorIndexes = vix
+  end
+  if spec.vector_embeddings then
+    local emb = {}
+    for i, m in ipairs(spec.vector_embeddings) do
+      emb[i] = { path = m.path, dataType = m.data_type or "float32",
+                 dimensions = m.dimensions or 1536,
+                 distanceFunction = m.distance_function or "cosine" }
+    end
+    def.vectorEmbeddingPolicy = { vectorEmbeddings = emb }
   end
   local keys = {}
   for i, k in ipairs(spec.unique_keys or {}) do keys[i] = { paths = k } end

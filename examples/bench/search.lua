@@ -1,0 +1,145 @@
+-- The search benchmark, vector part: the note's data (search_data: a
+-- seeded mixture of Gaussians, 100,000 x 128-d and 1,000 queries, k = 10)
+-- searched at the C level (search_c: flat, quantizedFlat, the diskANN
+-- graph), by hnswlib and FAISS on the same files in the same run
+-- (search_anchor.py under /usr/bin/python3, Debian's python3-hnswlib and
+-- python3-faiss), and through the SQL API from Lua (what a user gets).
+-- One query at a time, one thread.
+--
+--   lua5.4 examples/bench/search.lua [--n N] [--queries Q] [--sql-queries S]
+--                                    [--dir DIR]
+--
+-- Prints each measurement as it comes, then a table.
+
+local regolith = require "regolith"
+
+local N, Q, SQLQ, DIR = 100000, 1000, 20, "build/bench/search"
+do
+  local i = 1
+  while arg[i] do
+    if arg[i] == "--n" then N = tonumber(arg[i + 1])
+    elseif arg[i] == "--queries" then Q = tonumber(arg[i + 1])
+    elseif arg[i] == "--sql-queries" then SQLQ = tonumber(arg[i + 1])
+    elseif arg[i] == "--dir" then DIR = arg[i + 1]
+    else error("unknown argument " .. arg[i]) end
+    i = i + 2
+  end
+end
+local K, D = 10, 128
+
+local function sh(cmd)
+  local ok = os.execute(cmd)
+  if ok ~= true and ok ~= 0 then error("failed: " .. cmd) end
+end
+
+local function lines(cmd)
+  local out = {}
+  local p = assert(io.popen(cmd, "r"))
+  for line in p:lines() do
+    local row = line:match("^{.*}$") and regolith.json.decode(line)
+    if row then out[#out + 1] = row; print(line) end
+  end
+  p:close()
+  return out
+end
+
+sh("mkdir -p " .. DIR)
+sh(("build/bench/search_data %s %d %d %d 42"):format(DIR, N, Q, D))
+
+local results = {}
+for _, r in ipairs(lines("build/bench/search_c " .. DIR .. " " .. K)) do
+  results[#results + 1] = r
+end
+for _, r in ipairs(lines("/usr/bin/python3 examples/bench/search_anchor.py "
+                         .. DIR .. " " .. K)) do
+  results[#results + 1] = r
+end
+
+-- The SQL API: the same vectors as items, the same queries
+local function floats(path, count)
+  local f = assert(io.open(path, "rb"))
+  local data = f:read("*a")
+  f:close()
+  local out, pos = {}, 1
+  for i = 1, count do
+    local v = {}
+    for j = 1, D do
+      v[j], pos = string.unpack("<f", data, pos)
+    end
+    out[i] = v
+  end
+  return out
+end
+local function truth(path, count)
+  local f = assert(io.open(path, "rb"))
+  local data = f:read("*a")
+  f:close()
+  local out = {}
+  for i = 1, count do
+    local t = {}
+    for j = 1, K do
+      t[j] = string.unpack("<I4", data, ((i - 1) * 100 + j - 1) * 4 + 1)
+    end
+    out[i] = t
+  end
+  return out
+end
+
+local base = floats(DIR .. "/base.f32", N)
+local queries = floats(DIR .. "/query.f32", SQLQ)
+local exact = truth(DIR .. "/truth.u32", SQLQ)
+
+local dbdir = DIR .. "/db"
+sh("rm -rf " .. dbdir)
+local db = assert(regolith.open(dbdir, { sync = "none" }))
+local c = assert(db:create_container("vectors", {
+  partition_key = "/pk", physical_partitions = 1,
+  vector_embeddings = { { path = "/v", data_type = "float32", dimensions = D,
+                          distance_function = "euclidean" } },
+  indexing = { vector_indexes = { { path = "/v", type = "flat" } } } }))
+local t0 = os.clock()
+local batch = {}
+for i = 1, N do
+  batch[#batch + 1] = { id = tostring(i - 1), pk = "p" .. (i % 16), v = base[i],
+                        tag = (i - 1) % 100 }
+  if #batch == 1000 or i == N then
+    assert(c:bulk_load(batch))
+    batch = {}
+  end
+end
+local load = os.clock() - t0
+print(('{"test":"sql load","vectors":%d,"seconds":%.1f,"per_second":%.0f}')
+  :format(N, load, N / load))
+
+local function sql_run(name, sql)
+  local hits, t = 0, os.clock()
+  for i = 1, SQLQ do
+    local rows = assert(c:query(sql, { q = queries[i] }))
+    local want = {}
+    for _, id in ipairs(exact[i]) do want[tostring(id)] = true end
+    for _, id in ipairs(rows) do if want[id] then hits = hits + 1 end end
+  end
+  t = os.clock() - t
+  local r = { test = name, recall = hits / (SQLQ * K), qps = SQLQ / t,
+              queries = SQLQ }
+  print(regolith.json.encode(r))
+  results[#results + 1] = r
+end
+sql_run("sql flat (scan)", "SELECT TOP 10 VALUE c.id FROM c ORDER BY "
+  .. "VectorDistance(c.v, @q)")
+db:close()
+sh("rm -rf " .. dbdir)
+
+print()
+print(("%-28s %8s %10s %s"):format("test", "recall", "queries/s", "other"))
+for _, r in ipairs(results) do
+  local other = {}
+  for k, v in pairs(r) do
+    if k ~= "test" and k ~= "recall" and k ~= "qps" then
+      other[#other + 1] = k .. "=" .. tostring(v)
+    end
+  end
+  table.sort(other)
+  print(("%-28s %8s %10s %s"):format(r.test, r.recall and ("%.4f"):format(r.recall) or "",
+    r.qps and ("%.0f"):format(r.qps) or "", table.concat(other, " ")))
+end

@@ -1,0 +1,59 @@
+"""The anchors of the vector search benchmark: hnswlib and FAISS (Debian's
+python3-hnswlib and python3-faiss) on the files search_data wrote, one
+query per call, one thread, as the note in docs/search.md measured them.
+
+Usage: /usr/bin/python3 examples/bench/search_anchor.py DIR [K]
+Prints one JSON object per line (the same fields as search_c).
+"""
+
+import json
+import sys
+import time
+
+import numpy as np
+
+
+def main():
+    d = sys.argv[1]
+    k = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    meta = json.load(open(d + "/meta.json"))
+    n, q, dim = meta["n"], meta["q"], meta["dim"]
+    base = np.fromfile(d + "/base.f32", dtype="<f4").reshape(n, dim)
+    query = np.fromfile(d + "/query.f32", dtype="<f4").reshape(q, dim)
+    truth = np.fromfile(d + "/truth.u32", dtype="<u4").reshape(q, 100)[:, :k]
+
+    def recall(found):
+        return sum(len(set(f[:k]) & set(t)) for f, t in zip(found, truth)) / (q * k)
+
+    def out(**kw):
+        print(json.dumps(kw), flush=True)
+
+    import faiss
+    faiss.omp_set_num_threads(1)
+    flat = faiss.IndexFlatL2(dim)
+    flat.add(base)
+    t = time.perf_counter()
+    found = [flat.search(query[i:i + 1], k)[1][0] for i in range(q)]
+    t = time.perf_counter() - t
+    out(test="faiss flat", recall=round(recall(found), 4), qps=round(q / t))
+
+    import hnswlib
+    index = hnswlib.Index(space="l2", dim=dim)
+    index.init_index(max_elements=n, M=16, ef_construction=200, random_seed=42)
+    index.set_num_threads(1)
+    t = time.perf_counter()
+    index.add_items(base, np.arange(n))
+    t = time.perf_counter() - t
+    out(test="hnswlib build", vectors=n, seconds=round(t, 2),
+        per_second=round(n / t), M=16, ef_construction=200)
+    for ef in (10, 20, 40, 80):
+        index.set_ef(max(ef, k))
+        t = time.perf_counter()
+        found = [index.knn_query(query[i:i + 1], k=k)[0][0] for i in range(q)]
+        t = time.perf_counter() - t
+        out(test="hnswlib", ef=ef, recall=round(recall(found), 4),
+            qps=round(q / t))
+
+
+if __name__ == "__main__":
+    main()
