@@ -23,7 +23,9 @@ number t (0 meta, 1 items, 2 index, 3 unique, 4 ttl, 5 feed, 6 latest,
              every write), lsn -> the place's last lsn (also the meta
              table's "\1lsn" in the place, as the engine reads it)
 Every function declares the keys of one place (`place_keys` below: the
-19 keys in the order h0..h8, z0..z8, v), so one call is one slot.
+19 keys in the order h0..h8, z0..z8, v), so one call is one slot.  The
+global place's two halves (csrc/store/remote.h) share its h and z keys,
+each with its own v (v, v1).
 
 rg_get  (no-writes)  KEYS: a place's 19   ARGV: "1", request...
   request: "p", t, key                  -> the value, or false

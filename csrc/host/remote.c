@@ -16,6 +16,12 @@
 **   db:_remote_parts()  -> {{cid, bucket, buckets, data}...}, stand-in
 **   db:_remote_applied(i, lsn), db:_remote_refused(i)
 **   db:_in_scope()      -> is a write scope running (the call's own)?
+**   db:_remote_complete() -> has every read so far been answered?
+**   db:_remote_mark()   -> a mark in the running scope (scope.h);
+**   db:_remote_back(m), db:_remote_keep(m): back to it, or keep what
+**                          was done since
+**   db:_remote_fetched() what the reads asked is fed: they are answered
+**                          (a call inside a scope, run again alone)
 **
 ** A place is (cid, bucket, buckets); the global place's cid is
 ** 4294967295.  These raise on misuse (the module's own calls).
@@ -196,6 +202,45 @@ static int m_in_scope (lua_State *L) {
   return 1;
 }
 
+static int m_complete (lua_State *L) {
+  lua_pushboolean(L, rg_remote_complete(toremote(L)));
+  return 1;
+}
+
+#define RG_MARK_MT "regolith.remote_mark"
+
+static rg_scope *running (lua_State *L) {
+  rg_db *d = rgl_checkdb(L, 1);
+  rg_scope *s = rg_env_scope(d->env);
+  if (s == NULL) luaL_error(L, "no write scope is running");
+  return s;
+}
+
+static int m_mark (lua_State *L) {
+  rg_scope *s = running(L);
+  rg_mark *m = (rg_mark *)lua_newuserdata(L, sizeof(rg_mark));
+  luaL_setmetatable(L, RG_MARK_MT);
+  rg_scope_mark(s, m);
+  return 1;
+}
+
+static int m_back (lua_State *L) {
+  rg_scope *s = running(L);
+  rg_scope_back(s, (const rg_mark *)luaL_checkudata(L, 2, RG_MARK_MT));
+  return 0;
+}
+
+static int m_keep (lua_State *L) {
+  rg_scope *s = running(L);
+  rg_scope_keep(s, (const rg_mark *)luaL_checkudata(L, 2, RG_MARK_MT));
+  return 0;
+}
+
+static int m_fetched (lua_State *L) {
+  rg_remote_fetched(toremote(L));
+  return 0;
+}
+
 void rgl_remote_open (lua_State *L) {
   static const luaL_Reg methods[] = {
     {"_remote_reset", m_reset},
@@ -209,7 +254,14 @@ void rgl_remote_open (lua_State *L) {
     {"_remote_applied", m_applied},
     {"_remote_refused", m_refused},
     {"_in_scope", m_in_scope},
+    {"_remote_complete", m_complete},
+    {"_remote_mark", m_mark},
+    {"_remote_back", m_back},
+    {"_remote_keep", m_keep},
+    {"_remote_fetched", m_fetched},
     {NULL, NULL}
   };
+  luaL_newmetatable(L, RG_MARK_MT);
+  lua_pop(L, 1);
   rgl_add_methods(L, RG_DB_MT, methods);
 }

@@ -301,9 +301,13 @@ typedef struct lookups {
 ** reference is gone), through `lk`'s cursors when given. */
 static int latest_item (rg_txn *txn, const rg_env *env, const head *h,
                         lookups *lk, rg_val *ikey, rg_val *val) {
-  rg_val k;
+  rg_val k, hv;
   uint8_t seq[RG_REF_KEY];
   int rc;
+  /* The refs table keys by seq alone: landing on the head's entry again
+  ** makes its bucket the transaction's context (remote.h), whatever the other
+  ** heads read meanwhile. */
+  if ((rc = rg_cur_get(h->cur, &k, &hv, RG_CURRENT))) return rc;
   if (lk == NULL) {
     if ((rc = rg_ref_item(txn, (rg_env *)env, (uint32_t)h->sub, ikey)))
       return rc;

@@ -118,8 +118,7 @@ void   rg_ref_hash_put (uint8_t *out, uint64_t hash);
 **                 store applies before what depends on it
 **   RG_KP_HASH    the partition of hash `hash` in container `cid` (items,
 **                 unique, parts)
-**   RG_KP_RANGE   feed range `range` of container `cid` (feed, latest, a
-**                 processor's lease of that range)
+**   RG_KP_RANGE   feed range `range` of container `cid` (feed, latest)
 **   RG_KP_CID     some partition of container `cid`: the key does not say
 **                 which (a TTL entry; a container's statistics, kept per
 **                 partition and summed)

@@ -157,8 +157,11 @@ struct rg_remote {
   /* the needs of the last run */
   rg_need *needs;
   size_t nneeds, capneeds;
-  uint32_t want_seqs;
-  uint32_t seq_next, seq_end;
+  uint32_t want_seqs;        /* the seqs the run took past the block */
+  /* the block of item seqs the host gave: seq_first .. seq_end - 1, of
+     which the run took seq_taken (taken again by a run after a fetch;
+     spent once a write set went out) */
+  uint32_t seq_first, seq_end, seq_taken;
   /* the transaction */
   rtxn tx;
   int active, writing;
@@ -984,15 +987,25 @@ static int r_last (rg_txn *tx, uint32_t cid, int range, uint64_t *lsn) {
 
 static int r_seqs (rg_txn *tx, uint32_t n, uint32_t *first) {
   rg_remote *r = R(tx);
-  if (r->seq_end - r->seq_next < n || r->seq_next == 0) {
-    /* a block from the host; meanwhile stand-ins that no item keeps */
-    if (r->want_seqs < n) r->want_seqs = n < 256 ? 256 : n;
+  uint32_t left = r->seq_end - r->seq_first;
+  if (r->seq_first == 0 || left - r->seq_taken < n || r->want_seqs) {
+    /* a block from the host for all the run takes; meanwhile stand-ins
+       that no item keeps */
+    uint32_t all = r->seq_taken + n;
+    if (r->want_seqs < all) r->want_seqs = all < 256 ? 256 : all;
+    r->seq_taken = all;
     *first = 0xFFFFFF00u - n;
     return 0;
   }
-  *first = r->seq_next;
-  r->seq_next += n;
+  *first = r->seq_first + r->seq_taken;
+  r->seq_taken += n;
   return 0;
+}
+
+/* The seqs the run took are spent: a write set made with them went out. */
+static void seqs_spent (rg_remote *r) {
+  if (r->want_seqs == 0 && r->seq_first != 0) r->seq_first += r->seq_taken;
+  r->seq_taken = 0;
 }
 
 static int r_add (rg_txn *tx, int tb, const void *k, size_t kn, int64_t dn,
@@ -1228,7 +1241,12 @@ static int r_cur_get (rg_cur *cu, rg_val *k, rg_val *v, int op) {
   size_t kn = 0;
   long i;
   int rc;
-  if (c->stopped) return RG_NOTFOUND;
+  /* a move from where it is stops where it ran into what is not fetched;
+     a cursor put at a key starts again */
+  if (op == RG_SEEK || op == RG_SET || op == RG_BOTH ||
+      op == RG_BOTH_RANGE || op == RG_FIRST || op == RG_LAST)
+    c->stopped = 0;
+  else if (c->stopped) return RG_NOTFOUND;
   switch (op) {
     case RG_SEEK: case RG_SET: case RG_BOTH: case RG_BOTH_RANGE:
       if (k->n > RG_MAX_KEY) return RG_NOTFOUND;
@@ -1238,11 +1256,15 @@ static int r_cur_get (rg_cur *cu, rg_val *k, rg_val *v, int op) {
         memcpy(key + kn, v->p, v->n);
         kn += v->n;
       }
-      if (!c->placed) cur_places(c, key, kn);
+      /* a cursor is where the key it is put at says (or the context
+         then: a refs cursor looks up seqs of many partitions) */
+      c->placed = 0;
+      cur_places(c, key, kn);
       if (!c->placed) { c->stopped = 1; return RG_NOTFOUND; }
       break;
     case RG_FIRST: case RG_LAST:
-      if (!c->placed) cur_places(c, (const uint8_t *)"", 0);
+      c->placed = 0;
+      cur_places(c, (const uint8_t *)"", 0);
       if (!c->placed) { c->stopped = 1; return RG_NOTFOUND; }
       break;
     default:
@@ -1436,6 +1458,7 @@ static void run_clear (rg_remote *r) {
   r->lsn_taken = 0;
   r->cur_place = NONE;
   r->cur_cid = 0;
+  r->seq_taken = 0;                     /* nothing went out: taken again */
   needs_clear(r);
 }
 
@@ -1787,7 +1810,14 @@ int rg_remote_state (rg_remote *r) {
   size_t i;
   if (!r->sealed && seal(r)) r->nomem = 1;
   if (r->nparts && r->pending && !r->refused) {
-    /* reads the commit cannot check are fetched first */
+    /* reads the commit cannot check are fetched first; and all of them
+       when it writes to several places (besides the first half), applied
+       one by one: a refusal there would leave the others' writes */
+    size_t places = 0;
+    for (i = 0; i < r->nparts; i++)
+      if (!(r->parts[i].pl.cid == RG_PLACE_GLOBAL && r->parts[i].pl.bucket == 1))
+        places++;
+    if (places > 1 && r->nneeds) return RG_REMOTE_FETCH;
     for (i = 0; i < r->nneeds; i++) {
       const rg_need *n = &r->needs[i];
       size_t j;
@@ -1806,6 +1836,8 @@ int rg_remote_state (rg_remote *r) {
   return RG_REMOTE_DONE;
 }
 
+void rg_remote_fetched (rg_remote *r) { needs_clear(r); }
+
 int rg_remote_complete (const rg_remote *r) {
   return r->nneeds == 0 && r->want_seqs == 0;
 }
@@ -1818,7 +1850,7 @@ size_t rg_remote_needs (rg_remote *r, const rg_need **out) {
 uint32_t rg_remote_want_seqs (rg_remote *r) { return r->want_seqs; }
 
 void rg_remote_feed_seqs (rg_remote *r, uint32_t first, uint32_t n) {
-  r->seq_next = first;
+  r->seq_first = first;
   r->seq_end = first + n;
 }
 
@@ -1878,13 +1910,13 @@ int rg_remote_feed_range (rg_remote *r, const rg_place *pl, int tb,
     both[1] = first_place(r);
     nb = 2;
   }
-  for (j = 0; j < nb; j++) {
-    tplace *tp = tplace_of(r, tb, both[j]);
+  {                           /* the version is the asked half's own */
+    tplace *tp = tplace_of(r, tb, p);
     if (tp == NULL) return 500;
-    if (tp->has_version && tp->version != version) forget(r, tb, both[j]);
+    if (tp->has_version && tp->version != version) forget(r, tb, p);
     tp->version = version;
     tp->has_version = 1;
-    if (both[j] == p) tp->fetches++;
+    tp->fetches++;
   }
   for (i = 0; i < n; i++) {
     uint32_t pe = p;
@@ -1898,16 +1930,16 @@ int rg_remote_feed_range (rg_remote *r, const rg_place *pl, int tb,
                     now_ms)))
       return rc;
   }
-  for (j = 0; j < nb; j++) {
+  for (j = 0; j < nb && (done || n > 0); j++) {   /* else: a version only */
     if (!back) {
-      if (done || n == 0) cover(r, tb, both[j], (const uint8_t *)lo, lon,
-                                after, NULL, 0, 1);
+      if (done) cover(r, tb, both[j], (const uint8_t *)lo, lon, after, NULL,
+                      0, 1);
       else cover(r, tb, both[j], (const uint8_t *)lo, lon, after,
                  (const uint8_t *)ks[n - 1], kns[n - 1], 0);
     }
     else {
-      if (done || n == 0) cover(r, tb, both[j], (const uint8_t *)"", 0, 0,
-                                (const uint8_t *)lo, lon, 0);
+      if (done) cover(r, tb, both[j], (const uint8_t *)"", 0, 0,
+                      (const uint8_t *)lo, lon, 0);
       else cover(r, tb, both[j], (const uint8_t *)ks[n - 1], kns[n - 1], 0,
                  (const uint8_t *)lo, lon, 0);
     }
@@ -1950,11 +1982,13 @@ void rg_remote_applied (rg_remote *r, size_t i, uint64_t lsn) {
       }
   }
   (void)lsn;
+  seqs_spent(r);
   if (--r->pending == 0 && !r->refused) parts_clear(r);
 }
 
 void rg_remote_refused (rg_remote *r, size_t i) {
   rg_assert(i < r->nparts);
+  seqs_spent(r);
   r->refused = 1;
   if (r->pending) r->pending--;
 }

@@ -18,10 +18,13 @@
 ** fetched first: the commit checks it, and a create costs one round trip.
 **
 ** Places.  Every entry lives in one place: the global one (the meta
-** table), or bucket r of container cid (its physical partition r: the
-** items, index, unique, TTL, feed, latest, parts and refs entries of its
-** logical partitions hashed there, and its processors' lease records of
-** feed range r).  Keys say their place (layout.c); those that do not (a
+** table: the catalog, scripts, processors' leases), or bucket r of
+** container cid (its physical partition r: the items, index, unique, TTL,
+** feed, latest, parts and refs entries of its logical partitions hashed
+** there, and the partition's share of the container's statistics).  The
+** global place has two halves, applied apart: the first holds what is
+** written once and read by the rest (path ids, shapes: layout.h), and a
+** write set's part there is applied before the others.  Keys say their place (layout.c); those that do not (a
 ** refs entry by its seq, a TTL entry, an index entry without the partition
 ** hash of its duplicate) are placed by the transaction's context: the
 ** item it last read or wrote, the container whose spec it last read.
@@ -101,13 +104,18 @@ int rg_remote_complete (const rg_remote *r);
 /* Seqs: a block is needed (RG_REMOTE_FETCH with rg_remote_want_seqs > 0);
 ** the host gives it with rg_remote_feed_seqs. */
 uint32_t rg_remote_want_seqs (rg_remote *r);
+
+/* The needs were fetched and fed, and the run goes on (a call made inside
+** a scope, run again alone over its mark, scope.h): they are cleared. */
+void rg_remote_fetched (rg_remote *r);
 void rg_remote_feed_seqs (rg_remote *r, uint32_t first, uint32_t n);
 
 /* What the host fetched.  A point: its value (NULL: absent).  A range:
 ** its entries (key, value) in order, and how far the place's entries
-** are known now: to the end (`done`), else through the last one given.
-** `version` is the place's version of the table then (conditions on
-** ranges).  0, or 500 out of memory. */
+** are known now: to the end (`done`), else through the last one given
+** (none given and not done: only the version is news, what a refusal
+** says).  `version` is the place's version of the table then (conditions
+** on ranges; a new one forgets what was known of the table there).  0, or 500 out of memory. */
 int rg_remote_feed_point (rg_remote *r, const rg_place *pl, int tb,
                           const void *k, size_t kn, const void *v,
                           size_t vn, int64_t now_ms);

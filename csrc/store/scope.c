@@ -82,39 +82,49 @@ static int call_body (rg_protect protect, void *host, tramp *t) {
   return protect(host, tramp_call, t) ? RG_RAISED : 0;
 }
 
+void rg_scope_mark (rg_scope *s, rg_mark *m) {
+  m->sp = rg_kv_savepoint(s->txn);
+  m->lsn = s->lsn;
+  m->ord = s->ord;
+  m->seq = s->seq;
+  m->seq_end = s->seq_end;
+  m->npurged = s->npurged;
+  memcpy(m->purged, s->purged, sizeof(m->purged));
+}
+
+void rg_scope_back (rg_scope *s, const rg_mark *m) {
+  int rc = rg_kv_rollback(s->txn, m->sp);
+  rg_err ue;
+  if (rc) rg_scope_fail(s, rc, "savepoint rollback", &ue);
+  s->lsn = m->lsn;                   /* lsn, ordinals, purges as before */
+  s->ord = m->ord;
+  s->seq = m->seq;
+  s->seq_end = m->seq_end;
+  s->npurged = m->npurged;
+  memcpy(s->purged, m->purged, sizeof(s->purged));
+}
+
+void rg_scope_keep (rg_scope *s, const rg_mark *m) {
+  rg_kv_release(s->txn, m->sp);
+}
+
 static int run_nested (rg_protect protect, void *host, rg_env *env,
                        int savepoint, tramp *t, rg_err *e) {
   rg_scope *s = env->scope;
-  size_t mark;
-  uint64_t lsn = s->lsn;
-  uint32_t ord = s->ord, seq = s->seq, seq_end = s->seq_end, purged[16];
-  int npurged = s->npurged, rc;
+  rg_mark m;
+  int rc;
   if (!savepoint) {
     /* what the body raises unwinds to the outer scope's protected call */
     return t->body(s, t->ud, e);
   }
   if (s->failed) return rg_fail(e, s->failed, "the transaction has failed");
-  memcpy(purged, s->purged, sizeof(purged));
-  mark = rg_kv_savepoint(s->txn);
+  rg_scope_mark(s, &m);
   t->s = s;
   rc = call_body(protect, host, t);
-  if (rc == 0 && t->status == 0 && !s->failed && !s->rerun) {
-    rg_kv_release(s->txn, mark);
-    return 0;
-  }
-  if (s->rerun)                      /* the whole scope runs again */
-    rg_kv_release(s->txn, mark);
-  else {
-    int urc = rg_kv_rollback(s->txn, mark);
-    rg_err ue;
-    if (urc) rg_scope_fail(s, urc, "savepoint rollback", &ue);
-    s->lsn = lsn;                    /* lsn, ordinals, purges as before */
-    s->ord = ord;
-    s->seq = seq;
-    s->seq_end = seq_end;
-    s->npurged = npurged;
-    memcpy(s->purged, purged, sizeof(purged));
-  }
+  if (s->rerun ||                    /* the whole scope runs again */
+      (rc == 0 && t->status == 0 && !s->failed))
+    rg_scope_keep(s, &m);
+  else rg_scope_back(s, &m);
   if (rc) return RG_RAISED;
   return t->status ? t->status : s->failed;
 }

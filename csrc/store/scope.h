@@ -88,6 +88,20 @@ typedef int (*rg_protect) (void *host, void (*call) (void *), void *arg);
 int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
                   int savepoint, rg_body body, void *ud, rg_err *e);
 
+/* A mark in the running scope, to go back to: the seam's savepoint and the
+** scope's own counters (lsn, ordinals, seqs, purges).  rg_scope_back
+** undoes everything done since (and ends the mark), rg_scope_keep ends it
+** keeping it; marks nest, and end innermost first. */
+typedef struct rg_mark {
+  size_t sp;
+  uint64_t lsn;
+  uint32_t ord, seq, seq_end, purged[16];
+  int npurged;
+} rg_mark;
+void rg_scope_mark (rg_scope *s, rg_mark *m);
+void rg_scope_back (rg_scope *s, const rg_mark *m);
+void rg_scope_keep (rg_scope *s, const rg_mark *m);
+
 /* Writes in a scope (every change goes through these): put a value;
 ** reserve `vn` bytes for one (NULL on failure); delete a key (absent is
 ** fine; *gone, when given, says whether it was there). */

@@ -28,6 +28,7 @@ local M = {}
 -- What the calls met (the contention benchmark reads it).
 M.stats = { conflicts = 0, fetches = 0, applies = 0 }
 
+local DEBUG = os.getenv("RG_DEBUG")
 local MAX_ROUNDS = 400          -- runs of one call before it gives up
 local LOCK_AFTER = 2            -- conflicts before waiting longer
 
@@ -137,6 +138,12 @@ local function apply(D)
   local first = 1
   local lsn
   M.stats.applies = M.stats.applies + 1
+  if DEBUG then
+    for i, p in ipairs(parts) do
+      io.stderr:write(("part %d (%d:%d)\n%s\n"):format(i, p.cid, p.bucket,
+        require("regolith.cluster.debugparts").decode(p.data)))
+    end
+  end
   local function cmd_of(p)
     return redis.fcall_cmd("FCALL", "rg_apply",
       layout.place_keys(D.name, p.cid, p.bucket, p.buckets), { "1", p.data })
@@ -149,6 +156,12 @@ local function apply(D)
       return true
     end
     local t = now_ms()
+    if DEBUG then
+      io.stderr:write(("refused part %d (%d:%d): %s\n"):format(i, p.cid, p.bucket, tostring(r[1])))
+      for _, f in ipairs(r[2]) do
+        io.stderr:write(("  kind %s tb %s %q = %q\n"):format(tostring(f[1]), tostring(f[2]), tostring(f[3]), tostring(f[4])))
+      end
+    end
     for _, f in ipairs(r[2]) do          -- what the place holds now
       if f[1] ~= 4 and f[1] ~= 5 then
         h:_remote_feed_point(p.cid, p.bucket, p.buckets, f[2], f[3],
@@ -202,16 +215,51 @@ local function apply(D)
   return all, lsn, stand_in
 end
 
+-- A call made inside a running one (a transactional processor's
+-- handler calling a method): when what it read was not all there, it goes
+-- back to its mark, fetches and runs again alone, so that the handler's
+-- own code runs on whole answers and once.  A transport that cannot block
+-- inside the core's call (cosockets) leaves it to the outer call, which
+-- then runs again whole.
+local function nested(D, f, ...)
+  local h = D.handle
+  if not D.blocking or not h:_remote_complete() then return f(...) end
+  for _ = 1, MAX_ROUNDS do
+    local m = h:_remote_mark()
+    local out = pack(pcall(f, ...))
+    if h:_remote_complete() then
+      h:_remote_keep(m)
+      if not out[1] then error(out[2], 0) end
+      return unpack(out, 2, out.n)
+    end
+    h:_remote_back(m)
+    local ok, err, st = fetch(D)
+    if not ok then return nil, err, st end
+    h:_remote_fetched()
+  end
+  return nil, "cluster: the call kept asking for more (" .. MAX_ROUNDS ..
+    " runs)", 500
+end
+
 -- Runs f (a method of the core's handles) as one call on the cluster.
 local function drive(D, f, ...)
   local h = D.handle
-  if h:_in_scope() then return f(...) end     -- the outer call drives
+  if h:_in_scope() then return nested(D, f, ...) end
   h:_remote_reset(now_ms(), D.meta_refresh)
   local conflicts = 0
   for round = 1, MAX_ROUNDS do
     if round > 1 then h:_remote_rerun() end
     local out = pack(pcall(f, ...))
     local state = h:_remote_state()
+    if DEBUG then
+      io.stderr:write(("round %d state %s -> %s %s %s\n"):format(round, state,
+        tostring(out[1]), tostring(out[2]), tostring(out[4])))
+      if state == "fetch" then
+        for _, n in ipairs((h:_remote_needs())) do
+          io.stderr:write(("  need %d:%d tb %d %q%s\n"):format(n.cid, n.bucket, n.tb, n.key, n.range and " range" or ""))
+        end
+      end
+    end
     if state == "done" then
       if not out[1] then error(out[2], 0) end
       return unpack(out, 2, out.n)
@@ -349,6 +397,9 @@ local function check_options(opts)
     if type(v) ~= want then
       error("open: option '" .. k .. "' must be a " .. want, 3)
     end
+    if want == "string" and v:find("\0", 1, true) then
+      error("open: option '" .. k .. "' must not contain NUL", 3)
+    end
   end
   return opts
 end
@@ -435,6 +486,7 @@ function M.open(url, opts)
   if not handle then c:close(); return nil, herr, hst end
   local D = {
     url = url, name = name, redis = c, handle = handle, sync = sync,
+    blocking = c.t.name ~= "cosocket",
     wait_ms = opts.wait_timeout or 1000,
     meta_refresh = (opts.meta_refresh or 0) * 1000,
     extra = {},

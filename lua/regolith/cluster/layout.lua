@@ -69,7 +69,10 @@ function M.place_keys(db, cid, bucket, buckets)
   ks = {}
   for t = 0, M.TABLES - 1 do ks[t + 1] = pfx .. "h" .. t end
   for t = 0, M.TABLES - 1 do ks[M.TABLES + t + 1] = pfx .. "z" .. t end
-  ks[2 * M.TABLES + 1] = pfx .. "v"
+  -- the global place's two halves share its tables, not their versions:
+  -- what the first half gets once (path ids, shapes) does not refuse the
+  -- other half's reads of a range
+  ks[2 * M.TABLES + 1] = pfx .. ((cid == M.GLOBAL and bucket == 1) and "v1" or "v")
   cache[id] = ks
   return ks
 end
