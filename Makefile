@@ -48,6 +48,9 @@ LMDB_LIBDIR  ?= /usr/lib
 CJSON_LIBDIR ?= /usr/lib
 PCRE2_INCDIR ?= /usr/include
 PCRE2_LIBDIR ?= /usr/lib
+# Duktape's amalgamated source, compiled by csrc/script/jsengine.c with
+# regolith's configuration (Debian's duktape-dev installs it here)
+DUKTAPE_DIR  ?= /usr/share/duktape
 
 ifeq ($(LUA),luajit)
 LUA_INCDIR ?= /usr/include/luajit-2.1
@@ -74,9 +77,9 @@ BINDIR  ?= $(PREFIX)/bin
 WARN     = -std=c99 -Wall -Wextra -Wno-unused-parameter
 ALL_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden \
              -MMD -MP -Icsrc -I$(LUA_INCDIR) -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) \
-             -I$(PCRE2_INCDIR)
+             -I$(PCRE2_INCDIR) -I$(DUKTAPE_DIR)
 LIBS     = -L$(LMDB_LIBDIR) -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -llmdb -lcjson \
-           -lpcre2-8
+           -lpcre2-8 -lstemmer -lpthread -lm
 
 # The C core, one folder per layer (csrc/README.md): base, sql and store
 # never include a Lua header; luax, script and host are the Lua side.
@@ -91,10 +94,11 @@ ARCHIVES = $(BUILD)/lib/libstore.a $(BUILD)/lib/libsql.a \
 
 # Debian packages: the build, the tests, the benchmarks
 DEPS_BUILD = gcc make liblua5.4-dev liblmdb-dev libcjson-dev libpcre2-dev \
-             lua5.4
+             libstemmer-dev \
+             lua5.4 duktape-dev
 DEPS_TEST  = $(DEPS_BUILD) lua-busted lua-system luajit2 libluajit2-5.1-dev \
              lua-argparse lua-readline lua-sql-sqlite3
-DEPS_BENCH = $(DEPS_TEST)
+DEPS_BENCH = $(DEPS_TEST) libsqlite3-dev
 DEPS_FUZZ  = $(DEPS_TEST) clang libclang-rt-14-dev
 DEPS_VALGRIND = $(DEPS_TEST) valgrind
 DEPS_CLUSTER = redis-server redis-tools lua-socket nginx libnginx-mod-http-lua
@@ -109,6 +113,7 @@ HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
 
 .PHONY: dist rock install-test all test test-luajit luajit-build ctest layers tour demo bench check crash powerloss hammer \
         fuzz fuzz-build valgrind install clean deps-test deps-bench deps-fuzz \
+        bench-search-text \
         openresty explorer explorer-test install-explorer cluster-test gateway \
         gateway-stop gateway-test gateway-bench bench-search
 
@@ -119,6 +124,9 @@ all: $(MODULE)
 $(BUILD)/obj/%.o: csrc/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# Duktape's own source is not held to the project's warnings.
+$(BUILD)/obj/script/jsengine.o: WARN = -std=c99 -w
 
 -include $(OBJ:.o=.d)
 
@@ -169,7 +177,7 @@ endif
 CLUSTER_API_SPECS = $(addprefix spec/,$(addsuffix _spec.lua,items batch patch \
   procedures triggers query query_plan query_functions query_grammar \
   query_groupby query_udf feed processor unique ttl none_pk containers \
-  bad_input))
+  bad_input search_text))
 # (the blog's spec, the longest, runs against the cluster under Lua 5.4)
 
 # The cluster specs against a local Redis Cluster (3 primaries, 3 replicas,
@@ -208,7 +216,8 @@ endif
 
 # The plain C tests (tests/c): the lower layers' archives, linked with no
 # Lua (base_test: not even LMDB).
-CTESTS = $(BUILD)/tests/base_test $(BUILD)/tests/store_test
+CTESTS = $(BUILD)/tests/base_test $(BUILD)/tests/store_test \
+         $(BUILD)/tests/ftindex_test
 TEST_CFLAGS = $(CFLAGS) $(WARN) -D_GNU_SOURCE -Icsrc -I$(LMDB_INCDIR) \
               -I$(CJSON_INCDIR) -I$(PCRE2_INCDIR)
 
@@ -216,11 +225,16 @@ $(BUILD)/tests/base_test: tests/c/base_test.c $(BUILD)/lib/libsql.a \
                           $(BUILD)/lib/libbase.a
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $^ -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -lcjson \
-	  -lpcre2-8 -lm
+	  -lpcre2-8 -lstemmer -lm
 
 $(BUILD)/tests/store_test: tests/c/store_test.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $^ $(LIBS) -lm
+
+$(BUILD)/tests/ftindex_test: tests/c/ftindex_test.c tests/c/memkv.h \
+                             $(ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/c/ftindex_test.c $(ARCHIVES) $(LIBS) -lm
 
 ctest: $(CTESTS)
 	@for t in $(CTESTS); do $$t || exit 1; done
@@ -230,14 +244,15 @@ ctest: $(CTESTS)
 # store's seam call LMDB (tools/layers.sh, which first checks itself on a
 # planted bad tree), and the lower layers link without Lua: every
 # object of base and sql with cJSON (and PCRE2, RegexMatch's) alone, and of
-# the store with LMDB too.
-layers: $(ARCHIVES)
+# the store with LMDB too.  It builds the whole module first, so that the
+# objects it reads are those of the sources, every folder's included.
+layers: $(ARCHIVES) $(MODULE)
 	@mkdir -p build
 	sh tools/layers.sh --self-test
 	sh tools/layers.sh csrc $(BUILD)/obj
 	$(CC) -shared -o $(BUILD)/lib/check_sql.so -Wl,--whole-archive \
 	  $(BUILD)/lib/libsql.a $(BUILD)/lib/libbase.a -Wl,--no-whole-archive \
-	  -Wl,--no-undefined -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -lcjson -lpcre2-8 -lm
+	  -Wl,--no-undefined -L$(CJSON_LIBDIR) -L$(PCRE2_LIBDIR) -lcjson -lpcre2-8 -lstemmer -lm
 	$(CC) -shared -o $(BUILD)/lib/check_store.so -Wl,--whole-archive \
 	  $(ARCHIVES) -Wl,--no-whole-archive -Wl,--no-undefined $(LIBS) -lm
 	$(MAKE) ctest
@@ -269,6 +284,21 @@ build/bench/raw_lmdb: examples/bench/raw_lmdb.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=c99 -D_GNU_SOURCE -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) -o $@ $< $(LIBS)
 
+build/bench/search_text: examples/bench/search_text.c $(ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=c99 -D_GNU_SOURCE -Icsrc -I$(LMDB_INCDIR) -o $@ $< \
+	  $(ARCHIVES) $(LIBS) -lsqlite3 -lm
+
+# The full-text part of the search bench (examples/bench/search_text.c;
+# SEARCH_DOCS documents), run by bench-search:
+# full text against SQLite FTS5, and hybrid fusion, on one seeded corpus.
+SEARCH_DOCS ?= 200000
+bench-search-text: deps-bench
+	$(MAKE) all build/bench/search_text
+	@mkdir -p build/bench/search
+	nice build/bench/search_text build/bench/search --docs $(SEARCH_DOCS) \
+	  --json build/bench/search.json
+
 # The search bench's C programs (examples/bench/search_data.c, search_c.c):
 # the data generator and the C-level vector searches, on the base archive.
 build/bench/search_%: examples/bench/search_%.c $(BUILD)/lib/libbase.a
@@ -283,6 +313,7 @@ bench: deps-bench
 	$(RUN) examples/bench/query.lua
 	$(RUN) examples/bench/feed.lua
 	$(RUN) examples/bench/scripts.lua
+	$(RUN) examples/bench/scripts_js.lua
 	$(RUN) examples/bench/throughput.lua
 	$(RUN) examples/bench/writers.lua
 	@mkdir -p build/bench
@@ -296,6 +327,7 @@ bench-search: deps-bench
 	@sh tools/deps.sh $(DEPS_SEARCH_BENCH)
 	$(MAKE) all build/bench/search_data build/bench/search_c
 	$(RUN) examples/bench/search.lua
+	$(MAKE) bench-search-text
 
 # regolith in nginx workers under HTTP load, with 1, 2 and 4 workers
 # (examples/openresty/load.sh; OPENRESTY_WORKERS to choose).
@@ -390,29 +422,38 @@ hammer: all
 
 # libFuzzer targets (tools/fuzz/<target>.c): each is built with clang, with
 # ASan and UBSan, against the layer archives it names in FUZZ_LIBS_<target>
-# (instrumented archives of base, sql, store and luax under build/fuzz/lib;
-# only luax needs the Lua library), then run for FUZZ_SECONDS on a scratch
+# (instrumented archives of the layers under build/fuzz/lib; luax and
+# those above need the Lua library), then run for FUZZ_SECONDS on a scratch
 # corpus seeded from tools/fuzz/corpus/<target>/ (and <target>.dict if
-# present).  A crash stops the run and leaves its input in build/fuzz/crash-*.
+# present).  A crash, or an input running past FUZZ_TIMEOUT seconds, stops
+# the run and leaves its input in build/fuzz/crash-* (timeout-*).
+# damage_fuzz damages a real database and opens, reads, queries, writes
+# and verifies it (docs/guarantees.md, A damaged file).
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
 FUZZ_MAXLEN  ?= 4096
+FUZZ_TIMEOUT ?= 60
 FUZZ_LUALIB  ?= -llua5.4
 FUZZ_FLAGS    = -g -O1 -std=c99 -D_GNU_SOURCE -DRG_DEBUG -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer -Icsrc -I$(LUA_INCDIR) \
-                -I$(LMDB_INCDIR) -I$(CJSON_INCDIR)
+                -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) -I$(PCRE2_INCDIR) \
+                -I$(DUKTAPE_DIR)
 FUZZ_TARGETS  = $(basename $(notdir $(wildcard tools/fuzz/*.c)))
 
 FUZZ_LIBS_query_fuzz = sql base
 FUZZ_LIBS_json_fuzz  = luax store sql base
 FUZZ_LIBS_patch_fuzz = base
 FUZZ_LIBS_token_fuzz = store sql base
+FUZZ_LIBS_damage_fuzz = host script luax store sql base
+FUZZ_LIBS_text_fuzz  = sql base
 FUZZ_LIBS_vector_fuzz = base
 
 build/fuzz/obj/%.o: csrc/%.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined \
-	  -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_FLAGS) -MMD -MP \
+	  -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+
+-include $(wildcard build/fuzz/obj/*/*.d)
 
 build/fuzz/lib/lib%.a: $$(call layer_objs,build/fuzz/obj,$$*)
 	@mkdir -p $(dir $@)
@@ -437,8 +478,10 @@ fuzz: deps-fuzz
 	  echo "== $$t ($(FUZZ_SECONDS)s)"; \
 	  mkdir -p build/fuzz/corpus/$$t; \
 	  dict=""; [ -f tools/fuzz/$$t.dict ] && dict="-dict=tools/fuzz/$$t.dict"; \
-	  build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAXLEN) \
-	    -artifact_prefix=build/fuzz/ -print_final_stats=1 $$dict \
+	  supp=""; [ -f tools/fuzz/$$t.lsan ] && supp="suppressions=tools/fuzz/$$t.lsan"; \
+	  LSAN_OPTIONS="$$supp" build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAXLEN) \
+	    -timeout=$(FUZZ_TIMEOUT) -artifact_prefix=build/fuzz/ \
+	    -print_final_stats=1 $$dict \
 	    build/fuzz/corpus/$$t tools/fuzz/corpus/$$t || exit 1; \
 	done
 
@@ -494,7 +537,9 @@ build/explorer/index.html: $(EXPLORER_PAGE) build/npm/package-lock.json
 	} > build/explorer/vendor/VERSIONS
 
 # The page in a real browser: Debian's Chromium driven by playwright-core
-# (explorer/browser_test.js) against the blog's data set.
+# (explorer/browser_test.js) against the blog's data set; then the explorer
+# and the gateway under hostile clients (spec/servers_spec.lua, which
+# needs nginx and the page, so `make test` leaves it pending).
 DEPS_BROWSER = chromium
 explorer-test: explorer
 	@sh tools/deps.sh $(DEPS_BROWSER)
@@ -502,6 +547,7 @@ explorer-test: explorer
 	$(RUN) tools/blog_db.lua build/explorer-test/blog 0.0001
 	NODE_PATH=build/npm/node_modules node explorer/browser_test.js \
 	  build/explorer-test/blog build/explorer-test
+	SERVERS_SPEC=1 $(BUSTED) spec/servers_spec.lua
 	$(BUSTED) spec/explore_spec.lua
 
 # The Data Explorer's page: explorer/www in a release tarball, else the

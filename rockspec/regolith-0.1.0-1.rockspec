@@ -42,6 +42,7 @@ external_dependencies = {
   LMDB = { header = "lmdb.h", library = "lmdb" },
   CJSON = { header = "cjson/cJSON.h", library = "cjson" },
   PCRE2 = { header = "pcre2.h", library = "pcre2-8" },
+  STEMMER = { header = "libstemmer.h", library = "stemmer" },
 }
 build = {
   type = "make",

@@ -18,13 +18,24 @@ end
 -- its `after` pattern (a grep -E expression), so that the keys reach the
 -- program when a person's would.  Returns the screen (all that was
 -- printed) with the terminal's \r removed, and the command's exit code.
+-- Under `make check`, `script` runs without the sanitizer's preloaded
+-- runtime (its own leaks are not ours to find), and the shell inside it
+-- without the leak check: lua-readline does not free the lines and
+-- completions readline gives it.
+local function outside_check(command)
+  local preload = os.getenv("LD_PRELOAD") or ""
+  if not preload:find("asan", 1, true) then return command end
+  return ("LD_PRELOAD=%s ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 %s")
+    :format(sh_quote(preload), command)
+end
+
 local function on_terminal(command, steps)
   local dir = H.tmpdir()
   assert(H.execute("mkdir -p " .. dir .. " && mkfifo " .. dir .. "/in"))
   local parts = {
     "cd " .. sh_quote((assert(io.popen("pwd")):read("*l"))),
-    ("(script -qfec %s /dev/null <%s/in >%s/out 2>&1; echo $? >%s/code) &")
-      :format(sh_quote(command .. "; echo EXIT=$?"), dir, dir, dir),
+    ("(env -u LD_PRELOAD script -qfec %s /dev/null <%s/in >%s/out 2>&1; echo $? >%s/code) &")
+      :format(sh_quote(outside_check(command) .. "; echo EXIT=$?"), dir, dir, dir),
     "exec 3>" .. dir .. "/in",
     "wait_for() { n=0; until grep -qE \"$1\" " .. dir .. "/out 2>/dev/null; " ..
       "do n=$((n+1)); [ $n -gt 300 ] && { echo TIMEOUT \"$1\" >&2; return 1; }; " ..

@@ -261,6 +261,28 @@ describe("regolith", function()
       local r = run("query", path, "posts", "-", { input = "SELECT VALUE COUNT(1)\nFROM c" })
       assert.equal("6\n", r.out)
     end)
+
+    it("ranks by FullTextScore, shows the scores, and takes --score-scope", function()
+      local db, path = H.open()
+      local c = assert(db:create_container("docs", { partition_key = "/pk" }))
+      assert(c:create({ id = "a", pk = "x", text = "solar panel" }))
+      assert(c:create({ id = "b", pk = "x", text = "solar solar roof" }))
+      assert(c:create({ id = "c", pk = "y", text = "wind farm" }))
+      db:close()
+      local sql = "SELECT c.id, FullTextScore(c.text, 'solar') AS score FROM c " ..
+        "ORDER BY RANK FullTextScore(c.text, 'solar')"
+      local r = run("query", path, "docs", sql)
+      assert.equal(0, r.code)
+      local rows = decode_lines(r.out)
+      assert.same({ "b", "a", "c" }, { rows[1].id, rows[2].id, rows[3].id })
+      assert.is_true(rows[1].score > rows[2].score and rows[3].score == 0)
+      local here = decode_lines(run("query", path, "docs", sql, "-k", "x",
+                                    "--score-scope", "local").out)
+      assert.equal(2, #here)
+      assert.is_true(here[1].score < rows[1].score)   -- N = 2 in x, df = 2
+      r = run("query", path, "docs", sql, "--score-scope", "galaxy")
+      assert.equal(2, r.code)
+    end)
   end)
 
   describe("import", function()

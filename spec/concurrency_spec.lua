@@ -241,7 +241,8 @@ print("done")
     local writer = spawn(prelude(path, nil, "{ sync = 'none' }") .. string.format([[
 local c = assert(db:container("things"))
 local i = 0
-while not io.open(%q) do
+local give_up = os.time() + 120   -- the parent failed: end, not hang it
+while not io.open(%q) and os.time() < give_up do
   i = i + 1
   assert(c:upsert({ id = "w" .. (i %% 200), pk = "p", s = ("w"):rep(20000 + i) }))
 end

@@ -92,6 +92,9 @@ describe("database", function()
       raises(regolith.open, path, { max_containers = math.huge })
       raises(regolith.open, path, { max_containers = 0 })
       raises(regolith.open, path, { max_containers = "2" })
+      raises(regolith.open, path, { query_time = -1 })
+      raises(regolith.open, path, { query_time = "5" })
+      raises(regolith.open, path, { query_time = 0 / 0 })
       assert.is_false(exists(path))
     end)
 
@@ -99,6 +102,7 @@ describe("database", function()
       local db = assert(regolith.open(H.tmpdir(), {
         sync = "lazy", map_size = 4 * 1048576, readonly = false,
         script_budget = 1000000, script_memory = 8 * 1048576, max_containers = 10,
+        query_time = 2.5,
       }))
       assert(db:create_container("c", { partition_key = "/pk" }))
       db:close()

@@ -26,8 +26,10 @@ local function wait_until(fn, seconds)
   return fn()
 end
 
+-- curl without the sanitizer's runtime that `make check` preloads: with it,
+-- curl hangs at its start (a lock of setlocale), and the spec with it
 local function http_code(port)
-  local out = H.run(("curl -s -o /dev/null -w '%%{http_code}' --max-time 2 " ..
+  local out = H.run(("env -u LD_PRELOAD curl -s -o /dev/null -w '%%{http_code}' --max-time 2 " ..
     "http://127.0.0.1:%d/ 2>/dev/null"):format(port))
   return out
 end
@@ -52,8 +54,17 @@ local function start(db)
   assert(H.execute(("sh -c '%s' </dev/null >/dev/null 2>&1 &"):format(inner)))
   assert(wait_until(function() return slurp(pidf):match("%d+") end, 10))
   local pid = slurp(pidf):match("%d+")
+  -- its own nginx first (the line naming its prefix), then the port: a
+  -- server of another program on that port must not pass for it
+  assert(wait_until(function()
+    return slurp(err):match("runs with (%S+)/nginx%.conf") ~= nil
+  end, 20), "the explorer did not start: " .. slurp(err))
   assert(wait_until(function() return http_code(port) == "200" end, 20),
     "the explorer did not answer: " .. slurp(err))
+  -- the command says where nginx runs once it answers: wait for the line
+  assert(wait_until(function()
+    return slurp(err):match("runs with (%S+)/nginx%.conf")
+  end, 10), "the command did not say where nginx runs: " .. slurp(err))
   local prefix = slurp(err):match("runs with (%S+)/nginx%.conf")
   local nginx = slurp(prefix .. "/nginx.pid"):match("%d+")
   assert(nginx and alive(nginx))

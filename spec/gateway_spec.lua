@@ -135,6 +135,26 @@ describe("the gateway's container definitions", function()
     assert.are.same(spec.change_feed, again.change_feed)
     assert.are.equal("[]", regolith.json.encode(def.uniqueKeyPolicy.uniqueKeys))
   end)
+
+  it("maps Cosmos's full-text policy and indexes both ways", function()
+    local spec = policy.spec({ id = "docs",
+      fullTextPolicy = { defaultLanguage = "en-US",
+        fullTextPaths = { { path = "/text", language = "de-DE" }, { path = "/title" } } },
+      indexingPolicy = { fullTextIndexes = { { path = "/text" } } } })
+    assert.are.same({ default_language = "en-US", paths = {
+      { path = "/text", language = "de-DE" }, { path = "/title" } } }, spec.full_text)
+    assert.are.same({ "/text" }, spec.indexing.full_text)
+    local db = H.open()
+    spec.partition_key = "/pk"
+    local c = assert(db:create_container("docs", spec))
+    local def = policy.definition("docs", c:spec())
+    assert.are.same({ defaultLanguage = "en-US", fullTextPaths = {
+      { path = "/text", language = "de-DE" }, { path = "/title", language = "en-US" } } },
+      def.fullTextPolicy)
+    assert.are.same({ { path = "/text" } }, def.indexingPolicy.fullTextIndexes)
+    db:close()
+    H.cleanup()
+  end)
 end)
 
 describe("the gateway's database directories", function()

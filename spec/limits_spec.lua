@@ -107,6 +107,62 @@ describe("limits", function()
     end)
   end)
 
+  describe("what a script's transaction writes", function()
+    -- A loop writing items of 1.9 MB once held every page it wrote in the
+    -- host's memory until the transaction ended: 2.1 GB, 47 s holding the
+    -- writer lock, before the instruction budget stopped it.  Now the
+    -- transaction may hold 64 MiB (docs/scripts.md, Limits).
+    local LOOP = [[return function(ctx, pk)
+      local big = ("x"):rep(1900000)
+      local i = 0
+      while true do
+        i = i + 1
+        assert(ctx:create({ id = "i" .. i, pk = pk, v = big }))
+      end
+    end]]
+    -- the default budget (5 s of CPU): the loop runs well past the limit
+    -- before it (once it ran to 500 MB), also under the sanitizers
+    local db, c
+    before_each(function()
+      db = assert(regolith.open(H.tmpdir(), { sync = "none", script_budget = 1e9 }))
+      c = assert(db:create_container("things", { partition_key = "/pk" }))
+    end)
+    after_each(function() db:close() end)
+
+    it("stops a procedure past 64 MiB with 413, keeping nothing it wrote", function()
+      assert(c:create_procedure("loop", LOOP))
+      assert(c:create({ id = "before", pk = "p" }))
+      local msg = H.fails(413, c:execute("loop", "p", "p"))
+      assert.matches("procedure 'loop' exceeded the write limit of its transaction (67108864 bytes)",
+                     msg, 1, true)
+      H.fails(404, c:read("i1", "p"))
+      assert(c:read("before", "p"))
+      assert.are.equal(1, db:stats().items)
+      assert(c:create({ id = "after", pk = "p" }))
+      assert(db:verify())
+    end)
+
+    it("stops a trigger the same way, and the write it belongs to fails", function()
+      assert(c:create_trigger("spill", { type = "pre",
+        source = LOOP:gsub("function%(ctx, pk%)", "function(ctx)"):gsub("pk = pk", 'pk = "p"') }))
+      local msg = H.fails(413, c:create({ id = "a", pk = "p" }, { pre_trigger = "spill" }))
+      assert.matches("exceeded the write limit of its transaction", msg, 1, true)
+      H.fails(404, c:read("a", "p"))
+      H.fails(404, c:read("i1", "p"))
+      assert.are.equal(0, db:stats().items)
+    end)
+
+    it("lets a procedure write up to the limit", function()
+      assert(c:create_procedure("some", [[return function(ctx, n)
+        local big = ("x"):rep(1900000)
+        for i = 1, n do assert(ctx:create({ id = "i" .. i, pk = "p", v = big })) end
+        return n
+      end]]))
+      assert.are.equal(25, (c:execute("some", "p", 25)))
+      assert.are.equal(25, db:stats().items)
+    end)
+  end)
+
   describe("nesting", function()
     local function nest(n)
       local t = {}

@@ -290,6 +290,81 @@ describe("query functions", function()
       assert.is_true(like("Ünïcode", "_n_code"))
       assert.is_false(v("'abc' NOT LIKE 'a%'"))
       assert.is_nil(v("1 LIKE '1'"))
+      -- several stars: each middle part at its leftmost place
+      assert.is_true(like("abcabcx", "%b%c%x"))
+      assert.is_true(like("aXbYc", "a%b%c"))
+      assert.is_false(like("aXcYb", "a%b%c"))
+      assert.is_true(like("ab", "a%%b"))
+      assert.is_false(like("ab", "ab_%"))
+    end)
+  end)
+
+  describe("work and time", function()
+    -- 200 items of 20,000 "a"s: LIKE '%' + 19,000 "a"s + 'b' took 35-40 s
+    -- here once, a scan of every end of every string
+    local function long_items(n, len)
+      for i = 1, n do
+        assert(c:create({ id = "i" .. i, pk = "p" .. i, s = ("a"):rep(len) }))
+      end
+    end
+
+    it("matches a LIKE whose stars leave its ends fixed in time linear in the string", function()
+      local tdb = assert(regolith.open(H.tmpdir(), { sync = "none" }))
+      local tc = assert(tdb:create_container("f", { partition_key = "/pk" }))
+      for i = 1, 200 do
+        assert(tc:create({ id = "i" .. i, pk = "p" .. i, s = ("a"):rep(20000) }))
+      end
+      local tail = ("a"):rep(19000)
+      local t0 = os.clock()
+      local rows, info = tc:query("SELECT VALUE c.id FROM c WHERE c.s LIKE @p",
+                                  { p = "%" .. tail .. "b" })
+      assert.are.same({}, rows, info)
+      assert.is_true(os.clock() - t0 < 2, "not linear")
+      -- what a scan costs: nothing more for the pattern
+      local _, scan = tc:query("SELECT VALUE c.id FROM c WHERE LENGTH(c.s) = 1")
+      assert.are.equal(scan.charge, info.charge)
+      rows = assert(tc:query("SELECT VALUE COUNT(1) FROM c WHERE c.s LIKE @p",
+                             { p = "a%" .. tail }))
+      assert.are.same({ 200 }, rows)
+      tdb:close()
+    end)
+
+    it("charges the steps of a LIKE that must search, beyond a pass over its input", function()
+      long_items(10, 2000)
+      local _, plain = assert(c:query("SELECT VALUE c.id FROM c WHERE c.s LIKE '%ab%'"))
+      local rows, info = assert(c:query("SELECT VALUE c.id FROM c WHERE c.s LIKE @p",
+                                        { p = "%" .. ("a_"):rep(300) .. "b%" }))
+      assert.are.same({}, rows)
+      -- each of the 2,000 places tries up to 600 elements: about 10^6 steps
+      -- an item, 0.1 RU a thousand
+      assert.is_true(info.charge - plain.charge > 10 * 80, tostring(info.charge))
+    end)
+
+    it("stops a query past its time limit with 408, and says so", function()
+      local tdb = assert(regolith.open(H.tmpdir(), { query_time = 0.3 }))
+      local tc = assert(tdb:create_container("f", { partition_key = "/pk" }))
+      for i = 1, 40 do
+        assert(tc:create({ id = "i" .. i, pk = "p" .. i, s = ("a"):rep(20000) }))
+      end
+      local t0 = os.clock()
+      local msg = H.fails(408, tc:query("SELECT VALUE c.id FROM c WHERE c.s LIKE @p",
+                                        { p = "%" .. ("a_"):rep(5000) .. "b%" }))
+      assert.matches("the query exceeded its time limit (0.30 s of CPU)", msg, 1, true)
+      assert.is_true(os.clock() - t0 < 3, "it ran on")
+      -- the limit is the page's: the next query has its own
+      assert.are.same({ 40 }, (tc:query("SELECT VALUE COUNT(1) FROM c")))
+      tdb:close()
+    end)
+
+    it("answers RegexMatch on long values, or fails the query when it backtracks without end", function()
+      assert(c:create({ id = "long", pk = "p", s = ("a"):rep(20000) }))
+      assert(c:create({ id = "short", pk = "p", s = ("a"):rep(30) }))
+      -- once undefined for the long value: the pattern gave up silently
+      local rows = assert(c:query(
+        "SELECT VALUE c.id FROM c WHERE RegexMatch(c.s, '^(a|aa)+$') ORDER BY c.id"))
+      assert.are.same({ "long", "short" }, rows)
+      local msg = H.fails(400, c:query("SELECT VALUE c.id FROM c WHERE RegexMatch(c.s, '^(a|a)*[^a]$')"))
+      assert.matches("RegexMatch: the pattern backtracks too much", msg, 1, true)
     end)
   end)
 

@@ -212,7 +212,7 @@ describe("query grammar", function()
   describe("errors", function()
     it("names what it refuses", function()
       local cases = {
-        { "SELECT * FROM c ORDER BY RANK FullTextScore(c.name, 'x')", "ORDER BY RANK is not supported" },
+        { "SELECT * FROM c ORDER BY RANK c.name", "ORDER BY RANK takes FullTextScore, VectorDistance or RRF" },
         { "SELECT VALUE * FROM c", "SELECT VALUE %* is not valid" },
         { "SELECT *, c.id FROM c", "'%*' must be the only item selected" },
         { "SELECT VALUE EXISTS(1)", "expected SELECT after EXISTS%(" },

@@ -2,7 +2,7 @@ local regolith = require "regolith"
 local H = require "helper"
 
 -- Small limits keep the runaway cases short.
-local BUDGET = 5000000
+local BUDGET = 20000000
 local MEMORY = 8 * 2^20
 
 describe("the script sandbox", function()
@@ -209,9 +209,12 @@ describe("the script sandbox", function()
     end)
 
     it("charges storage operations and JSON conversions: loops of them are stopped", function()
-      H.fails(408, run([[
+      -- stopped by the budget, or by what the transaction may write
+      local ok, _, status = run([[
         local i = 0
-        while true do i = i + 1 assert(ctx:upsert({ id = "w" .. i, pk = "p" })) end]]))
+        while true do i = i + 1 assert(ctx:upsert({ id = "w" .. i, pk = "p" })) end]])
+      assert.is_nil(ok)
+      assert.is_true(status == 408 or status == 413, tostring(status))
       H.fails(404, c:read("w1", "p"))
       H.fails(408, run([[
         local t = {} for i = 1, 50000 do t[i] = i end
@@ -283,6 +286,63 @@ describe("the script sandbox", function()
       local _, _, status = run("local function f(n) return f(n + 1) + 1 end return f(1)")
       assert.is_true(status == 400 or status == 413)
       usable()
+    end)
+  end)
+
+  describe("the time limit", function()
+    -- A budget of 4e8 instructions gives 2 s of CPU (budget / 2e8 a
+    -- second).  Each case below does work no instruction count sees, or
+    -- that its charges once undercounted several times over: each ran on
+    -- until the wall-clock backstop (8 s for this budget) or past it.
+    local LIMIT = 2
+    local tdb, tc
+    before_each(function()
+      tdb = assert(regolith.open(H.tmpdir(), { script_budget = 4e8 }))
+      tc = assert(tdb:create_container("t", { partition_key = "/pk" }))
+    end)
+    after_each(function() tdb:close() end)
+
+    local cases = {
+      ["comparisons of long strings"] = [[
+        local a, b = ("x"):rep(2^23) .. "a", ("x"):rep(2^23) .. "b"
+        local n = 0
+        while true do if a < b and a ~= b then n = n + 1 end end]],
+      ["catastrophic backtracking"] = [[
+        return (("a"):rep(30) .. "b"):match(("a*"):rep(30) .. "c")]],
+      ["a gmatch loop"] = [[
+        local s = ("ab"):rep(1e6)
+        while true do for w in s:gmatch("a") do end end]],
+      ["inserts at the front of a long table"] = [[
+        local t = {} for i = 1, 1e6 do t[i] = i end
+        while true do table.insert(t, 1, 0) end]],
+      ["sorting long strings"] = [[
+        local t = {} for i = 1, 300 do t[i] = ("x"):rep(1e5) .. (i % 7) end
+        while true do table.sort(t) end]],
+      -- (10 MB a call: the limit is noticed between calls, and one call
+      -- takes 0.05 s, 0.13 s under the sanitizers)
+      ["string.rep"] = [[
+        while true do local s = ("x"):rep(1e7) end]],
+    }
+    for what, body in pairs(cases) do
+      it("stops " .. what .. " within the limit, with 408", function()
+        assert(tc:create_procedure("p", "return function(ctx) " .. body .. " end"))
+        local t0 = os.clock()
+        local msg = H.fails(408, tc:execute("p", "p"))
+        local spent = os.clock() - t0
+        assert.matches("exceeded its ", msg, 1, true)
+        assert.is_true(spent < LIMIT * 1.1, ("%s: %.2f s of CPU"):format(what, spent))
+        -- and the next execution has a limit of its own
+        assert(tc:create_procedure("q", "return function(ctx) return 1 + 2 end"))
+        assert.are.equal(3, (tc:execute("q", "p")))
+      end)
+    end
+
+    it("names the time limit when it is what stopped the script", function()
+      assert(tc:create_procedure("p", [[return function(ctx)
+        local a, b = ("x"):rep(2^23) .. "a", ("x"):rep(2^23) .. "b"
+        while true do local _ = a < b end end]]))
+      local msg = H.fails(408, tc:execute("p", "p"))
+      assert.matches("procedure 'p' exceeded its time limit (2.00 s of CPU)", msg, 1, true)
     end)
   end)
 

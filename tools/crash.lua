@@ -58,9 +58,13 @@ local PAIR, SHADOW = scripts.PAIR, scripts.SHADOW
 -- keeps: "crash" mirrored into "copy", with a count of the changes applied
 -- per id (exactly once each, or the count drifts from the feed).
 local function bulk_container(db)
+  -- its documents carry vectors into a diskANN index, which trains its
+  -- codes and builds its graph in some load's transaction (past 1,000)
   return db:container("bulk") or assert(db:create_container("bulk", {
     partition_key = "/pk", physical_partitions = 3, unique_keys = { { "/u" } },
-    change_feed = { all_versions = true } }))
+    change_feed = { all_versions = true },
+    vector_embeddings = { { path = "/v", dimensions = 4, distance_function = "euclidean" } },
+    indexing = { vector_indexes = { { path = "/v", type = "diskANN" } } } }))
 end
 
 local function spec(db)
@@ -69,6 +73,8 @@ local function spec(db)
   c = assert(db:create_container("crash", {
     partition_key = "/pk", physical_partitions = 4,
     unique_keys = { { "/u" } }, change_feed = { all_versions = true },
+    vector_embeddings = { { path = "/v", dimensions = 3 } },
+    indexing = { vector_indexes = { { path = "/v", type = "flat" } } },
   }))
   assert(c:create_procedure("pair", PAIR))
   assert(c:create_trigger("shadow", { type = "post", operation = "all",
@@ -127,7 +133,8 @@ local function child()
         j = j + 1
         if j <= n then
           return { id = ("b%d-%d"):format(seq, j), pk = "q" .. (j % 5),
-                   u = ("u%d-%d"):format(seq, j), n = j, tags = { j % 3, "t" } }
+                   u = ("u%d-%d"):format(seq, j), n = j, tags = { j % 3, "t" },
+                   v = { j % 7, j % 11, seq % 13, (j * seq) % 17 } }
         end
       end, { batch = batch, progress = function(done)
         log:write(("P %d %d\n"):format(seq, done))
@@ -142,10 +149,11 @@ local function child()
     elseif r <= 30 then
       log:write(("I %d W %s %s\n"):format(seq, id, pk))
       outcome(seq, c:upsert({ id = id, pk = pk, seq = seq, u = "u" .. seq,
-        blob = blob:sub(1, math.random(200)) }))
+        blob = blob:sub(1, math.random(200)), v = { seq % 5, seq % 3, 1 } }))
     elseif r <= 45 then
       log:write(("I %d W %s %s\n"):format(seq, id, pk))
-      outcome(seq, c:create({ id = id, pk = pk, seq = seq, u = "u" .. seq }))
+      outcome(seq, c:create({ id = id, pk = pk, seq = seq, u = "u" .. seq,
+        v = { seq % 7, 1, seq % 2 } }))
     elseif r <= 60 then
       log:write(("I %d W %s %s\n"):format(seq, id, pk))
       outcome(seq, c:patch(id, pk, { { op = "set", path = "/seq", value = seq },

@@ -10,6 +10,8 @@
 **                                        past its item header (5 bytes, or
 **                                        13 with an expiry) with bytes that
 **                                        are not JSON
+**   lmdb_poke DIR TABLE drop             remove the whole table (a database
+**                                        made before the table existed)
 **   lmdb_poke DIR TABLE hold SECONDS     hold a read transaction open (a
 **                                        reader slot) for SECONDS, saying
 **                                        "ready" on stdout once it does
@@ -48,9 +50,14 @@ int main (int argc, char **argv) {
     return 0;
   }
   if ((rc = mdb_txn_begin(env, NULL, 0, &txn)) ||
-      (rc = mdb_dbi_open(txn, argv[2], 0, &dbi)) ||
-      (rc = mdb_cursor_open(txn, dbi, &cur)))
+      (rc = mdb_dbi_open(txn, argv[2], 0, &dbi)))
     goto fail;
+  if (strcmp(argv[3], "drop") == 0) {
+    if ((rc = mdb_drop(txn, dbi, 1)) || (rc = mdb_txn_commit(txn))) goto fail;
+    mdb_env_close(env);
+    return 0;
+  }
+  if ((rc = mdb_cursor_open(txn, dbi, &cur))) goto fail;
   rc = mdb_cursor_get(cur, &k, &v, strcmp(argv[3], "del-last") == 0 ?
                       MDB_LAST : MDB_FIRST);
   if (rc == 0 && argc == 5) {

@@ -80,6 +80,7 @@ call numbers are unique across the processes. ]]
 local function child()
   local db = assert(regolith.open(opts.db, { sync = opts.sync }))
   local c = assert(db:container("pl"))
+  local vec = assert(db:container("vec"))
   local marks = assert(io.open(opts.marks, "a"))
   marks:setvbuf("line")
   math.randomseed(opts.seed + 7919 * opts.proc)
@@ -102,6 +103,15 @@ local function child()
     local id, pk = key_of(n)
     local r = math.random(100)
     local ok
+    if seq % 3 == 0 then                 -- a vector moved, or gone
+      local i = math.random(1100)
+      local vid, vpk = "v" .. i, "p" .. (i % 3)
+      write(function()
+        if math.random(4) == 1 then return vec:delete(vid, vpk) end
+        return vec:upsert({ id = vid, pk = vpk,
+                            v = { s % 7 + 1, i % 5, s % 3, w } })
+      end)
+    end
     if r <= 10 then
       local m = n + PARTS * W
       if m > KEYS then m = n - PARTS * W end
@@ -342,6 +352,17 @@ local function drive()
     local db = assert(regolith.open(base, { sync = "full" }))
     local c = assert(db:create_container("pl", { partition_key = "/pk",
       physical_partitions = 2 }))
+    -- a diskANN index past the 1,000 vectors it trains at, which the
+    -- writers change as they go (verify checks it in every image)
+    local vec = assert(db:create_container("vec", { partition_key = "/pk",
+      vector_embeddings = { { path = "/v", dimensions = 4 } },
+      indexing = { vector_indexes = { { path = "/v", type = "diskANN" } } } }))
+    local docs = {}
+    for i = 1, 1100 do
+      docs[i] = { id = "v" .. i, pk = "p" .. (i % 3),
+                  v = { i % 7 + 1, i % 11, i % 13, 1 } }
+    end
+    assert(vec:bulk_load(docs))
     assert(c:create_procedure("pair", PAIR))
     assert(c:create_trigger("shadow", { type = "post", operation = "all",
       automatic = true, source = SHADOW }))

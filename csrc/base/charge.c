@@ -25,6 +25,19 @@
 **                 + 0.01 RU per index entry counted without loading its
 **                 item, where a GROUP BY or DISTINCT is answered from the
 **                 index alone (one document stands for a run of entries)
+**                 + 0.1 RU per 1,000 steps of LIKE and RegexMatch beyond
+**                 a pass over their input and pattern (which loading the
+**                 item pays for): a pattern that backtracks costs what it
+**                 does, about as much per step as a loaded byte
+**   vectors       (vector indexes; docs/search.md) a write: 4 RU per KB of
+**                 vectors it indexes or removes, + 1 RU per graph
+**                 neighbour list it writes (diskANN); a query: 0.01 RU per
+**                 KB of exact vectors read, 0.001 RU per code read, 0.1 RU
+**                 per neighbour list read.  So a 1,536-dimension float32
+**                 vector costs about 25 RU more to write with quantizedFlat
+**                 and 55 with diskANN (Cosmos DB: about 35 and 65 in all),
+**                 and a TOP 10 diskANN search about 15 RU (Cosmos DB: up to
+**                 45 in one partition)
 **   scripts       1 RU per procedure or trigger run, plus what it does
 **   change feed   a read (c:changes, or a processor's batch: the handler's
 **                 info.charge) costs 0.5 RU per feed range it reads (one
@@ -49,7 +62,10 @@ double rg_charge (const rg_work *w) {
     0.2 * (double)w->terms +
     2.5 * (double)w->partitions + 0.5 * (double)w->lookups +
     0.1 * (double)w->loaded + 0.1 * ((double)w->loaded_bytes / 1024.0) +
-    0.01 * (double)w->scanned +
+    0.01 * (double)w->scanned + 0.0001 * (double)w->steps +
+    4.0 * ((double)w->vector_written / 1024.0) + 1.0 * (double)w->nodes_written +
+    0.01 * ((double)w->vector_read / 1024.0) + 0.001 * (double)w->codes +
+    0.1 * (double)w->nodes +
     1.0 * (double)w->scripts;
   return floor(ru * 100.0 + 0.5) / 100.0;
 }
@@ -64,7 +80,15 @@ void rg_work_add (rg_work *out, const rg_work *w) {
   out->partitions += w->partitions;
   out->loaded += w->loaded;
   out->loaded_bytes += w->loaded_bytes;
+  out->scanned += w->scanned;
+  out->steps += w->steps;
   out->scripts += w->scripts;
+  out->vector_read += w->vector_read;
+  out->codes += w->codes;
+  out->nodes += w->nodes;
+  out->vector_written += w->vector_written;
+  out->nodes_written += w->nodes_written;
+  out->text_loaded += w->text_loaded;
 }
 
 void rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before) {
@@ -78,7 +102,14 @@ void rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before) {
   out->loaded = after->loaded - before->loaded;
   out->loaded_bytes = after->loaded_bytes - before->loaded_bytes;
   out->scanned = after->scanned - before->scanned;
+  out->steps = after->steps - before->steps;
   out->scripts = after->scripts - before->scripts;
+  out->vector_read = after->vector_read - before->vector_read;
+  out->codes = after->codes - before->codes;
+  out->nodes = after->nodes - before->nodes;
+  out->vector_written = after->vector_written - before->vector_written;
+  out->nodes_written = after->nodes_written - before->nodes_written;
+  out->text_loaded = after->text_loaded - before->text_loaded;
 }
 
 /* The read units of one item of `bytes` bytes. */

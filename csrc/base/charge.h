@@ -25,7 +25,15 @@ typedef struct rg_work {
   uint64_t loaded;          /* items loaded by queries */
   uint64_t loaded_bytes;
   uint64_t scanned;         /* index entries a query answered from alone */
+  uint64_t steps;           /* LIKE and RegexMatch work beyond a linear pass */
   uint64_t scripts;         /* procedure and trigger runs */
+  uint64_t vector_read;     /* bytes of exact vectors a search read */
+  uint64_t codes;           /* codes a vector search read */
+  uint64_t nodes;           /* graph neighbour lists read */
+  uint64_t vector_written;  /* bytes of vectors a write indexed or removed */
+  uint64_t nodes_written;   /* graph neighbour lists written */
+  uint64_t text_loaded;     /* items read for full-text statistics (also
+                               counted in loaded: they cost the same) */
 } rg_work;
 
 /* The charge of the work, in request units, rounded to hundredths. */

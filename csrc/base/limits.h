@@ -18,10 +18,17 @@
 #define RG_MAX_PK_PATHS    3
 #define RG_MAX_PARTITIONS  256
 #define RG_MAX_PATH_SEGS   16             /* segments in a declared path */
+#define RG_MAX_FT_PATHS    64             /* paths of a full-text policy */
 #define RG_MAX_KEY         511            /* LMDB's compiled-in key limit */
 #define RG_MAX_SQL         (512u << 10)
 #define RG_MAX_TTL         2147483647     /* seconds (about 68 years) */
 #define RG_MAX_INSTANCE    200            /* bytes of a processor instance name */
 #define RG_DEFAULT_PARTITION_BYTES (20ull << 30)
+/* what the transaction of a procedure or a trigger may write, as the
+** memory it holds until the commit (store/kv.h, rg_kv_pending): 413 */
+#define RG_MAX_TXN_DIRTY   (64ull << 20)
+/* seconds of CPU a query page may take by default (open's query_time):
+** 408 */
+#define RG_QUERY_TIME      5.0
 
 #endif

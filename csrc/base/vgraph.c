@@ -34,6 +34,8 @@ void rg_vgraph_init (rg_vgraph *g, const rg_vgio *io, const rg_sq8 *sq,
   g->sq = sq;
   g->degree = degree < 2 ? 2 : degree > RG_VG_MAX_DEGREE ? RG_VG_MAX_DEGREE
                                                          : degree;
+  g->max_degree = g->degree + g->degree / 4;
+  if (g->max_degree > RG_VG_MAX_DEGREE) g->max_degree = RG_VG_MAX_DEGREE;
   g->build_list = build_list < g->degree ? g->degree : build_list;
   g->alpha = 1.2f;
   g->entry = RG_VG_NONE;
@@ -158,14 +160,17 @@ static int expanded_add (expanded *x, float key, uint32_t id) {
 ** all those measured; `exp` (may be NULL) the nodes expanded. */
 static int greedy (rg_vgraph *g, const target *t, size_t list,
                    int (*accept) (void *, uint32_t), void *aud, rg_vbest *best,
-                   expanded *exp, uint32_t skip) {
+                   expanded *exp, uint32_t skip, rg_vcand *top, size_t *ntop) {
   rg_vglist l;
   vset seen;
   uint32_t adj[RG_VG_MAX_DEGREE];
   const uint8_t *code;
   size_t first = 0;
   int rc = 0, n, i;
-  if (g->entry == RG_VG_NONE) return 0;
+  if (g->entry == RG_VG_NONE) {      /* an empty graph: nothing to give */
+    if (ntop) *ntop = 0;
+    return 0;
+  }
   l.c = (rg_vcand *)malloc(list * sizeof(rg_vcand));
   l.done = (uint8_t *)malloc(list);
   l.n = 0;
@@ -210,6 +215,11 @@ static int greedy (rg_vgraph *g, const target *t, size_t list,
     }
   }
 done:
+  if (rc == 0 && top) {              /* the list itself: the best it kept */
+    size_t i, n = *ntop < l.n ? *ntop : l.n;
+    for (i = 0; i < n; i++) top[i] = l.c[i];
+    *ntop = n;
+  }
   free(l.c);
   free(l.done);
   free(seen.slot);
@@ -226,8 +236,12 @@ int rg_vgraph_search (rg_vgraph *g, const rg_sq8q *q, size_t list, size_t k,
   t.code = NULL;
   t.n = g->sq->n;
   if (list < k) list = k;
+  if (accept == NULL) {              /* every node a result: the list's */
+    *n = k;
+    return greedy(g, &t, list, NULL, NULL, NULL, NULL, RG_VG_NONE, out, n);
+  }
   rg_vbest_init(&best, out, k);
-  rc = greedy(g, &t, list, accept, aud, &best, NULL, RG_VG_NONE);
+  rc = greedy(g, &t, list, accept, aud, &best, NULL, RG_VG_NONE, NULL, NULL);
   rg_vbest_sort(&best);
   *n = best.n;
   return rc;
@@ -304,7 +318,7 @@ static int add_edge (rg_vgraph *g, uint32_t p, uint32_t v) {
   g->adj_reads++;
   for (i = 0; i < n; i++) if (adj[i] == v) return 0;
   adj[n++] = v;
-  if (n <= g->degree) {
+  if (n <= g->max_degree) {
     g->adj_writes++;
     return g->io.put_adj(g->io.ud, p, adj, n);
   }
@@ -333,7 +347,8 @@ int rg_vgraph_insert (rg_vgraph *g, uint32_t v) {
   t.code = code;
   t.n = g->sq->n;
   memset(&x, 0, sizeof(x));
-  if ((rc = greedy(g, &t, (size_t)g->build_list, NULL, NULL, NULL, &x, v)))
+  if ((rc = greedy(g, &t, (size_t)g->build_list, NULL, NULL, NULL, &x, v,
+                   NULL, NULL)))
     goto done;
   if ((ids = (uint32_t *)malloc((x.n + 1) * sizeof(uint32_t))) == NULL) {
     rc = 500;
@@ -378,7 +393,8 @@ int rg_vgraph_delete (rg_vgraph *g, uint32_t v) {
     t.q = NULL;
     t.code = code;
     t.n = g->sq->n;
-    if ((rc = greedy(g, &t, (size_t)g->build_list, NULL, NULL, NULL, &x, v)))
+    if ((rc = greedy(g, &t, (size_t)g->build_list, NULL, NULL, NULL, &x, v,
+                     NULL, NULL)))
       goto fail;
   }
   if (vset_init(&done, x.n + 1) != 0) { rc = 500; goto fail; }

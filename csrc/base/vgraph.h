@@ -31,7 +31,7 @@
 **            nodes may be results, while every node still guides.
 **
 ** Invariants: a node's list never names itself, never holds an id twice,
-** and holds at most `degree` ids; every operation is deterministic (ties
+** and holds at most `max_degree` ids; every operation is deterministic (ties
 ** by the lower id), so the same writes build the same graph everywhere.
 */
 
@@ -64,7 +64,9 @@ typedef struct rg_vgio {
 typedef struct rg_vgraph {
   rg_vgio io;
   const rg_sq8 *sq;          /* the codes' quantizer */
-  int degree;                /* R */
+  int degree;                /* R: what a prune keeps at most */
+  int max_degree;            /* a list grows to this before it is pruned
+                                (R + R/4: fewer prunes, DiskANN's slack) */
   int build_list;            /* L while inserting */
   float alpha;               /* the prune's alpha, 1.2 */
   uint32_t entry;            /* RG_VG_NONE: empty */

@@ -67,6 +67,7 @@
 #include "sql/sql.h"
 #include "store/index.h"
 #include "store/plan.h"
+#include "store/search.h"
 
 #define SPEC_MT    "regolith.cluster.spec"
 #define QUERY_MT   "regolith.cluster.query"
@@ -117,7 +118,7 @@ static int l_spec_check (lua_State *L) {
   static const char *const allowed[] = {
     "partition_key", "physical_partitions", "indexing", "unique_keys",
     "default_ttl", "max_partition_bytes", "change_feed",
-    "computed_properties", "throughput", NULL
+    "computed_properties", "throughput", "full_text", "fullTextPolicy", NULL
   };
   const char *name;
   size_t n;
@@ -578,6 +579,7 @@ typedef struct lquery {
   rg_udfs udfs;                      /* Q:use_udfs: the records in urec, */
   rg_buf urec;                       /* run in the stepper at pref */
   int pref;
+  rg_qtext text;                     /* full text: the policy's languages */
 } lquery;
 
 static void lquery_free (lua_State *L, lquery *lq) {
@@ -607,6 +609,23 @@ static void lquery_free (lua_State *L, lquery *lq) {
   rg_buf_free(&lq->offsets);
 }
 
+/* Full text on a cluster: the policy's languages; FullTextScore's
+** statistics, which need a pass over the container, are not read from
+** Redis yet (docs/search.md). */
+static int cl_text_lang (void *ud, const char *path, size_t n) {
+  return rg_ftpolicy_lang((const rg_cspec *)ud, path, n);
+}
+
+static int cl_text_stats (void *ud, const char *path, size_t n, int lang,
+                          const char *const *terms, const size_t *lens,
+                          int nterms, uint64_t *docs, uint64_t *tokens,
+                          uint64_t *df, rg_err *e) {
+  (void)ud; (void)path; (void)n; (void)lang; (void)terms; (void)lens;
+  (void)nterms; (void)docs; (void)tokens; (void)df;
+  return rg_fail(e, 501, "FullTextScore is not available on a Redis "
+                 "Cluster yet (its statistics are not read there)");
+}
+
 static lquery *checkquery (lua_State *L, int idx) {
   lquery *lq = (lquery *)luaL_checkudata(L, idx, QUERY_MT);
   if (lq->q == NULL) luaL_error(L, "attempt to use a finished query");
@@ -619,7 +638,7 @@ static int query_gc (lua_State *L) {
 }
 
 static const char *const query_opts[] = {
-  "partition_key", "max_items", "continuation", NULL
+  "partition_key", "max_items", "continuation", "full_text_score_scope", NULL
 };
 
 /* S:query(sql, params, opts, secret, internal) -> Q | nil, msg, status.
@@ -704,6 +723,10 @@ static int spec_query (lua_State *L) {
                          lq->tok.n, &e)))
     goto fail;
   rg_qexec_limits(lq->x, rq.max_rows, rq.max_bytes);
+  lq->text.ud = (void *)sp;
+  lq->text.lang = cl_text_lang;
+  lq->text.stats = cl_text_stats;
+  rg_qexec_text(lq->x, &lq->text);
   if (sp->ncp) rg_qexec_computed(lq->x, sp->cp, sp->ncp);
   if (lq->pl.has_conds) rg_qexec_conds(lq->x, lq->pl.conds, lq->pl.nconds);
   lq->resumed = rg_qexec_resume(lq->x, &lq->rphase, &lq->rpos,
@@ -1267,6 +1290,7 @@ static int query_finish (lua_State *L) {
   }
   if (rg_qexec_finish(lq->x, &lq->rows, &lq->offsets, &count, &lq->tok, &e))
     return rgl_push_fail(L, &e);
+  lq->work.steps = rg_qexec_steps(lq->x);
   if (as_text) lua_pushlstring(L, lq->rows.p ? lq->rows.p : "[]",
                                lq->rows.p ? lq->rows.n : 2);
   else {
@@ -1312,6 +1336,8 @@ static int query_finish (lua_State *L) {
     lua_setfield(L, -2, "loaded");
     lua_pushinteger(L, (lua_Integer)lq->work.loaded_bytes);
     lua_setfield(L, -2, "loaded_bytes");
+    lua_pushinteger(L, (lua_Integer)lq->work.steps);
+    lua_setfield(L, -2, "steps");
     lua_setfield(L, -2, "work");
   }
   lquery_free(L, lq);
@@ -1566,20 +1592,21 @@ static int l_token_open (lua_State *L) {
 }
 
 /* core.charge({read_units, written, write_extra_kb, terms, lookups,
-** partitions, loaded, loaded_bytes, scripts}) -> request units */
+** partitions, loaded, loaded_bytes, scripts, steps}) -> request units */
 static int l_charge (lua_State *L) {
   static const char *const names[] = {
     "read_units", "written", "write_extra_kb", "terms", "lookups",
-    "partitions", "loaded", "loaded_bytes", "scripts", NULL
+    "partitions", "loaded", "loaded_bytes", "scripts", "steps", NULL
   };
   rg_work w;
-  uint64_t *f[9];
+  uint64_t *f[10];
   int i;
   luaL_checktype(L, 1, LUA_TTABLE);
   memset(&w, 0, sizeof(w));
   f[0] = &w.read_units; f[1] = &w.written; f[2] = &w.write_extra_kb;
   f[3] = &w.terms; f[4] = &w.lookups; f[5] = &w.partitions;
   f[6] = &w.loaded; f[7] = &w.loaded_bytes; f[8] = &w.scripts;
+  f[9] = &w.steps;
   for (i = 0; names[i]; i++) {
     lua_getfield(L, 1, names[i]);
     *f[i] = (uint64_t)luaL_optinteger(L, -1, 0);

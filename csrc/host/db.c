@@ -129,7 +129,7 @@ static int container_call (lua_State *L, int replace) {
   static const char *const allowed[] = {
     "partition_key", "physical_partitions", "indexing", "unique_keys",
     "default_ttl", "max_partition_bytes", "change_feed",
-    "computed_properties", "throughput",
+    "computed_properties", "throughput", "full_text", "fullTextPolicy",
     "vector_embeddings", "vectorEmbeddingPolicy", NULL
   };
   const char *what = replace ? "replace_container" : "create_container";
@@ -502,7 +502,7 @@ static int db_group (lua_State *L) {
 static int open_db (lua_State *L, int remote) {
   static const char *const allowed[] = {
     "sync", "map_size", "readonly", "script_budget", "script_memory",
-    "max_containers", "retry_throttled", NULL
+    "max_containers", "retry_throttled", "query_time", NULL
   };
   static const char *const syncs[] = { "full", "lazy", "none", NULL };
   const char *path = remote ? luaL_checkstring(L, 1) : check_path(L, 1);
@@ -547,6 +547,18 @@ static int open_db (lua_State *L, int remote) {
                                        "open");
   d->retry_throttled = (int)rgl_opt_int(L, 2, "retry_throttled", 0, 0, 1000,
                                         "open");
+  d->query_time = RG_QUERY_TIME;
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "query_time");
+    if (!lua_isnil(L, -1)) {
+      lua_Number t = lua_tonumber(L, -1);
+      if (lua_type(L, -1) != LUA_TNUMBER || !(t >= 0 && t <= 1e6))
+        return luaL_error(L, "open: option 'query_time' must be a number of "
+                          "seconds from 0 (0: no limit) to 1e6");
+      d->query_time = (double)t;
+    }
+    lua_pop(L, 1);
+  }
   if (remote) {
     const char *secret = lua_tostring(L, 4);
     if (rg_env_open_remote(path, (const uint8_t *)secret, o.readonly, &d->env,

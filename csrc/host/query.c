@@ -135,9 +135,11 @@ static int query_admit (void *ud, int routed, uint64_t hash, rg_err *e) {
 ** Pushes rows, info (returns 2) or nil, message, status (returns 3).
 */
 static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
-                 lua_Integer max_items, const char *cont, size_t contlen) {
+                 lua_Integer max_items, const char *cont, size_t contlen,
+                 int fts_local) {
   rg_lcont *lc = rgl_checkcont(L, cix);
   rg_query_req rq;
+  rg_deadline dl;
   qadmit qa;
   qcall *q;
   rg_err e;
@@ -156,6 +158,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
   rq.max_items = (long)max_items;
   rq.continuation = cont;
   rq.contlen = contlen;
+  rq.fts_local = fts_local;
   q = (qcall *)rgl_newbox(L, sizeof(qcall), qcall_clear);
   top = lua_gettop(L);
   if ((rc = rgl_params_from_lua(L, pix, &q->params, &e)) ||
@@ -164,6 +167,10 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
     return rgl_push_fail(L, &e);
   }
   rq.params = q->params;
+  if (lc->db->query_time > 0) {
+    rg_deadline_start(&dl, (int64_t)(lc->db->query_time * 1e9));
+    rq.deadline = &dl;
+  }
   do {                               /* again after a 429 waited out */
     if (rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) {
       rq.admit = query_admit;
@@ -218,22 +225,34 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
 }
 
 static const char *const query_opts[] = {
-  "partition_key", "max_items", "continuation", NULL
+  "partition_key", "max_items", "continuation", "full_text_score_scope", NULL
 };
+
+/* full_text_score_scope: "container" (the default) or "local" (the
+** queried logical partition's statistics); 1 for local. */
+static int fts_scope (lua_State *L, int idx) {
+  const char *s = rgl_opt_string(L, idx, "full_text_score_scope", "query");
+  if (s == NULL || strcmp(s, "container") == 0) return 0;
+  if (strcmp(s, "local") == 0) return 1;
+  return luaL_error(L, "query: option 'full_text_score_scope' is "
+                    "\"container\" or \"local\"");
+}
 
 /* c:query(sql, params, opts) */
 static int cont_query (lua_State *L) {
   lua_Integer max_items;
   const char *cont;
   size_t contlen = 0;
+  int local;
   rgl_checkcont(L, 1);
   lua_settop(L, 4);
   rgl_opts_check(L, 4, query_opts, "query");
   max_items = rgl_opt_int(L, 4, "max_items", 0, 1, 1 << 30, "query");
   cont = rgl_opt_lstring(L, 4, "continuation", &contlen, "query");
+  local = fts_scope(L, 4);
   if (lua_isnil(L, 4)) lua_pushnil(L);
   else lua_getfield(L, 4, "partition_key");      /* 5 */
-  return page(L, 1, 2, 3, 5, max_items, cont, contlen);
+  return page(L, 1, 2, 3, 5, max_items, cont, contlen, local);
 }
 
 void rgl_query_open (lua_State *L) {

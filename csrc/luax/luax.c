@@ -147,8 +147,21 @@ double rgl_push_query_info (lua_State *L, const rg_work *w, int cross) {
   lua_setfield(L, -2, "index_lookups");
   lua_pushinteger(L, (lua_Integer)w->scanned);
   lua_setfield(L, -2, "scanned");
+  if (w->vector_read || w->codes || w->nodes) {   /* what a vector index
+                                                     search read */
+    lua_pushinteger(L, (lua_Integer)w->vector_read);
+    lua_setfield(L, -2, "vector_bytes");
+    lua_pushinteger(L, (lua_Integer)w->codes);
+    lua_setfield(L, -2, "vector_codes");
+    lua_pushinteger(L, (lua_Integer)w->nodes);
+    lua_setfield(L, -2, "vector_nodes");
+  }
   lua_pushboolean(L, cross);
   lua_setfield(L, -2, "cross_partition");
+  if (w->text_loaded) {              /* what FullTextScore's statistics read */
+    lua_pushinteger(L, (lua_Integer)w->text_loaded);
+    lua_setfield(L, -2, "full_text_loaded");
+  }
   return charge;
 }
 /* }===================================================================== */

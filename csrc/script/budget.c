@@ -7,17 +7,19 @@
 ** runner charge through it) and calls none of them.
 */
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/deadline.h"
 #include "luax/compat.h"
 #include "script/sandbox.h"
 
-#define HOOK_PERIOD   1000
+#define HOOK_PERIOD   100
 #define ALLOC_COST    12             /* an allocation costs 12 ... */
 #define ALLOC_SHIFT   4              /* ... plus 1/16 per byte */
-#define MIN_DEADLINE  5000           /* ms */
+#define TIME_RATE     200000000      /* instructions a second of CPU ... */
+#define MIN_TIME      1000000000     /* ... and at least 1 s (ns) */
 #define CSTACK_MAX    (2u << 20)     /* C stack a run may use, bytes */
 
 
@@ -26,16 +28,6 @@
 ** Accounting: the allocator, the hook, charges
 ** ======================================================================
 */
-static int64_t now_ms (void) {
-  struct timespec ts;
-#if defined(CLOCK_MONOTONIC_COARSE)
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-#else
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-#endif
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void hook (lua_State *L, lua_Debug *ar);
 
 /* Sets the count hook on the state and on a resumable run's thread (Lua
@@ -102,14 +94,14 @@ void *rg_sandbox_alloc (void *ud, void *p, size_t osize, size_t nsize) {
 /* The key under which a state made by luaL_newstate finds its sandbox. */
 static const char sysalloc_key = 'S';
 
-void rgl_sandbox_adopt (lua_State *S, rg_sandbox *sb) {
+void rg_sandbox_adopt (lua_State *S, rg_sandbox *sb) {
   sb->sysalloc = 1;
   lua_pushlightuserdata(S, (void *)&sysalloc_key);
   lua_pushlightuserdata(S, sb);
   lua_rawset(S, LUA_REGISTRYINDEX);
 }
 
-rg_sandbox *rgl_sandbox_of (lua_State *L) {
+rg_sandbox *rg_sandbox_of (lua_State *L) {
   void *ud = NULL;
   rg_sandbox *sb;
   if (lua_getallocf(L, &ud) == rg_sandbox_alloc) return (rg_sandbox *)ud;
@@ -131,6 +123,8 @@ static const char *stop_message (int why) {
   switch (why) {
     case RG_STOP_BUDGET: return "instruction budget exceeded";
     case RG_STOP_MEMORY: return "memory budget exceeded";
+    case RG_STOP_TIME: return "time limit exceeded";
+    case RG_STOP_WRITES: return "transaction write limit exceeded";
     default: return "aborted";
   }
 }
@@ -160,26 +154,26 @@ static void check_memory (lua_State *L, rg_sandbox *sb) {
 }
 
 static void hook (lua_State *L, lua_Debug *ar) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
+  rg_sandbox *sb = rg_sandbox_of(L);
   (void)ar;
   if (!sb->armed) return;
   if (sb->collect) check_memory(L, sb);    /* an overdraft: not a period */
   else if (sb->stop == RG_STOP_NONE) {
     sb->spent += HOOK_PERIOD;
-    if (sb->spent >= sb->budget || now_ms() > sb->deadline)
-      stop(sb, RG_STOP_BUDGET);
+    if (sb->spent >= sb->budget) stop(sb, RG_STOP_BUDGET);
+    else if (rg_deadline_passed(&sb->time)) stop(sb, RG_STOP_TIME);
     else if (sb->sysalloc) check_memory(L, sb);
   }
   if (sb->stop != RG_STOP_NONE) raise_stop(L, sb);
 }
 
-void rgl_sandbox_charge (lua_State *L, uint64_t n) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
+void rg_sandbox_charge (lua_State *L, uint64_t n) {
+  rg_sandbox *sb = rg_sandbox_of(L);
   if (!sb->armed) return;
   if (sb->stop == RG_STOP_NONE) {
     sb->spent += n;
-    if (sb->spent >= sb->budget || sb->spent < n || now_ms() > sb->deadline)
-      stop(sb, RG_STOP_BUDGET);
+    if (sb->spent >= sb->budget || sb->spent < n) stop(sb, RG_STOP_BUDGET);
+    else if (rg_deadline_passed(&sb->time)) stop(sb, RG_STOP_TIME);
     else if (sb->sysalloc) check_memory(L, sb);
   }
   if (sb->stop != RG_STOP_NONE) raise_stop(L, sb);
@@ -192,8 +186,8 @@ size_t rg_sandbox_room (rg_sandbox *sb) {
   return h < sb->limit ? sb->limit - h : 0;
 }
 
-int rgl_sandbox_stop (lua_State *L, int why) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
+int rg_sandbox_stop (lua_State *L, int why) {
+  rg_sandbox *sb = rg_sandbox_of(L);
   stop(sb, why);
   return raise_stop(L, sb);
 }
@@ -205,8 +199,8 @@ int rgl_sandbox_stop (lua_State *L, int why) {
 ** replacement calls gsub again ran off the end of the stack.  Called by
 ** the C functions of the sandbox that call back into the script.
 */
-void rgl_sandbox_cstack (lua_State *L) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
+void rg_sandbox_cstack (lua_State *L) {
+  rg_sandbox *sb = rg_sandbox_of(L);
   char here;
   uintptr_t at = (uintptr_t)&here;
   if (!sb->armed) return;
@@ -214,13 +208,13 @@ void rgl_sandbox_cstack (lua_State *L) {
     luaL_error(L, "C stack overflow");
 }
 
-int rgl_sandbox_stopped (lua_State *L) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
+int rg_sandbox_stopped (lua_State *L) {
+  rg_sandbox *sb = rg_sandbox_of(L);
   return sb->stop;
 }
 
-void rgl_sandbox_left (lua_State *L, uint64_t *instructions, size_t *bytes) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
+void rg_sandbox_left (lua_State *L, uint64_t *instructions, size_t *bytes) {
+  rg_sandbox *sb = rg_sandbox_of(L);
   size_t r;
   *instructions = 0;
   *bytes = 0;
@@ -234,9 +228,15 @@ static size_t add_sat (size_t a, size_t b) {
   return a + b < a ? (size_t)-1 : a + b;
 }
 
+/* The CPU time an execution of `budget` instructions may take, ns. */
+static int64_t time_limit (uint64_t budget) {
+  double ns = (double)budget * (1e9 / TIME_RATE);
+  if (ns < MIN_TIME) return MIN_TIME;
+  return ns > 9e18 ? INT64_MAX : (int64_t)ns;
+}
+
 void rg_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
   char here;
-  int64_t ms = (int64_t)(budget / 50000);
   sb->cbase = (uintptr_t)&here;
   sb->limit = add_sat(held(sb), memory);
   sb->hard = add_sat(sb->limit, memory);
@@ -245,9 +245,8 @@ void rg_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory) {
   sb->stop = RG_STOP_NONE;
   sb->refused = 0;
   sb->collect = 0;
-  sb->deadline = now_ms() + (ms < MIN_DEADLINE ? MIN_DEADLINE : ms);
+  rg_deadline_start(&sb->time, time_limit(budget));
   sb->armed = 1;
-  sb->paused = 0;
   set_hook(sb, hook, HOOK_PERIOD);
 }
 
@@ -259,24 +258,37 @@ int rg_sandbox_disarm (rg_sandbox *sb) {
   sb->collect = 0;
   set_hook(sb, NULL, 0);
   sb->run = NULL;
-  sb->paused = 0;
   return why;
 }
 
-void rgl_sandbox_thread (rg_sandbox *sb, lua_State *co) {
+const char *rg_sandbox_exceeded (rg_sandbox *sb, int why, char *buf,
+                                  size_t n) {
+  if (why == RG_STOP_TIME)
+    snprintf(buf, n, "time limit (%.2f s of CPU)",
+             (double)sb->time.limit / 1e9);
+  else
+    snprintf(buf, n, "instruction budget (%llu instructions)",
+             (unsigned long long)sb->budget);
+  return buf;
+}
+
+rg_deadline *rg_sandbox_deadline (rg_sandbox *sb) {
+  return sb->armed ? &sb->time : NULL;
+}
+
+void rg_sandbox_thread (rg_sandbox *sb, lua_State *co) {
   sb->run = co;
   set_hook(sb, hook, sb->stop != RG_STOP_NONE || sb->collect ? 1 :
                      HOOK_PERIOD);
 }
 
 void rg_sandbox_pause (rg_sandbox *sb) {
-  sb->paused = now_ms();
+  rg_deadline_pause(&sb->time);
 }
 
 void rg_sandbox_unpause (rg_sandbox *sb) {
   char here;
-  if (sb->paused) sb->deadline += now_ms() - sb->paused;
-  sb->paused = 0;
+  rg_deadline_resume(&sb->time);
   sb->cbase = (uintptr_t)&here;
 }
 

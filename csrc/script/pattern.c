@@ -11,10 +11,13 @@
 ** ( ) and position captures (), back-references %1-%9, %bxy and %f[set])
 ** and counts its
 ** work: every step of the matcher (one attempt to match a pattern item at
-** a position) is charged to the running script's instruction budget, in
-** batches of CHARGE_BATCH steps.  When the budget runs out the charge
-** raises an error out of the matcher, which holds no C memory (captures
-** live in the match state on the C stack, results on the Lua stack).
+** a position) is charged to the running script's instruction budget as
+** STEP_COST instructions (what a step takes, measured against the VM's
+** instructions), in batches of CHARGE_BATCH steps, and every call (every
+** iteration of gmatch) CALL_COST more, with the steps left over.  When
+** the budget (or the time limit) runs out the charge raises an error out
+** of the matcher, which holds no C memory (captures live in the match
+** state on the C stack, results on the Lua stack).
 **
 ** Plain searches (find with `plain`, or a pattern without specials) are
 ** charged per candidate position and per byte compared, so a quadratic
@@ -30,6 +33,8 @@
 #define MAX_CAPTURES  32
 #define MAX_DEPTH     200
 #define CHARGE_BATCH  1024
+#define STEP_COST     2
+#define CALL_COST     24
 #define CAP_UNFINISHED (-1)
 #define CAP_POSITION   (-2)
 #define SPECIALS      "^$*+?.([%-"
@@ -53,8 +58,16 @@ static void step (mstate *ms, unsigned n) {
   if (ms->steps >= CHARGE_BATCH) {
     unsigned k = ms->steps;
     ms->steps = 0;
-    rgl_sandbox_charge(ms->L, k);
+    rg_sandbox_charge(ms->L, (uint64_t)k * STEP_COST);
   }
+}
+
+/* Charges the call and the steps not charged yet; returns `n`. */
+static int finish (mstate *ms, int n) {
+  unsigned k = ms->steps;
+  ms->steps = 0;
+  rg_sandbox_charge(ms->L, (uint64_t)k * STEP_COST + CALL_COST);
+  return n;
 }
 
 static void reset (mstate *ms) {
@@ -399,7 +412,7 @@ static int find_aux (lua_State *L, int find) {
     if (hit) {
       lua_pushinteger(L, (lua_Integer)(hit - s) + 1);
       lua_pushinteger(L, (lua_Integer)(hit - s + lp));
-      return 2;
+      return finish(&ms, 2);
     }
   }
   else {
@@ -413,14 +426,14 @@ static int find_aux (lua_State *L, int find) {
         if (find) {
           lua_pushinteger(L, (lua_Integer)(s1 - s) + 1);
           lua_pushinteger(L, (lua_Integer)(e - s));
-          return push_captures(&ms, NULL, NULL) + 2;
+          return finish(&ms, push_captures(&ms, NULL, NULL) + 2);
         }
-        return push_captures(&ms, s1, e);
+        return finish(&ms, push_captures(&ms, s1, e));
       }
     } while (s1++ < ms.src_end && !anchor);
   }
   lua_pushnil(L);
-  return 1;
+  return finish(&ms, 1);
 }
 
 static int l_find (lua_State *L) { return find_aux(L, 1); }
@@ -445,10 +458,10 @@ static int gmatch_next (lua_State *L) {
       lua_pushvalue(L, -1);
       lua_replace(L, lua_upvalueindex(3));
       lua_replace(L, lua_upvalueindex(4));
-      return push_captures(&ms, src, e);
+      return finish(&ms, push_captures(&ms, src, e));
     }
   }
-  return 0;
+  return finish(&ms, 0);
 }
 
 static int l_gmatch (lua_State *L) {
@@ -493,14 +506,14 @@ static int add_value (mstate *ms, luaL_Buffer *b, const char *s,
   switch (tr) {
     case LUA_TFUNCTION: {
       int n;
-      rgl_sandbox_cstack(L);          /* a replacement may gsub again */
+      rg_sandbox_cstack(L);          /* a replacement may gsub again */
       lua_pushvalue(L, 3);
       n = push_captures(ms, s, e);
       lua_call(L, n, 1);
       break;
     }
     case LUA_TTABLE:
-      rgl_sandbox_cstack(L);          /* __index may gsub again */
+      rg_sandbox_cstack(L);          /* __index may gsub again */
       push_capture(ms, 0, s, e);
       lua_gettable(L, 3);
       break;
@@ -557,7 +570,7 @@ static int l_gsub (lua_State *L) {
     luaL_pushresult(&b);
   }
   lua_pushinteger(L, n);
-  return 2;
+  return finish(&ms, 2);
 }
 /* }===================================================================== */
 

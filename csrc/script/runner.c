@@ -69,6 +69,7 @@
 #include "base/json.h"
 #include "luax/luajson.h"
 #include "luax/luax.h"
+#include "script/js.h"
 #include "script/runtime.h"
 #include "script/sandbox.h"
 #include "script/script.h"
@@ -80,7 +81,6 @@
 #define CTX_MT    "regolith.ctx"
 #define CTX_STEP_MT "regolith.ctx.step"
 #define STEP_BOOT "regolith.step.boot"
-#define LOG_MAX   (256u << 10)         /* bytes of ctx:log lines per run */
 #define NTMP      4
 
 enum { K_PROC, K_PRE, K_POST };
@@ -222,7 +222,7 @@ static exec *current (lua_State *L) {
   rg_runtime *rt = (rg_runtime *)lua_touserdata(L, lua_upvalueindex(1));
   exec *x = rt->cur;
   if (x == NULL) luaL_error(L, "ctx is only usable while its script runs");
-  if (rgl_sandbox_stopped(L)) rgl_sandbox_stop(L, rgl_sandbox_stopped(L));
+  if (rg_sandbox_stopped(L)) rg_sandbox_stop(L, rg_sandbox_stopped(L));
   free_tmp(x);
   return x;
 }
@@ -241,8 +241,86 @@ static int doc_arg (lua_State *L, exec *x, int idx, int slot, rg_err *e) {
   if (lua_type(L, idx) != LUA_TTABLE)
     return rg_fail(e, 400, "a document must be a table, not %s",
                    luaL_typename(L, idx));
-  return rgl_sandbox_from_lua(L, idx, &x->tmp[slot], e);
+  return rg_sandbox_from_lua(L, idx, &x->tmp[slot], e);
 }
+
+/*
+** The storage side of ctx, shared with the JavaScript runtime (js.c), so
+** that a script in either language reads, queries and checks what it
+** writes by the same code.
+*/
+
+/* Reads item `id` of the partition lp in the scope into *doc (owned by the
+** caller): 0, 404, 304 (etag `inm`), or 500 for a corrupt item; counts the
+** read units. */
+static int part_read (rg_scope *s, const rg_ikey *lp, const char *id,
+                      size_t idlen, const char *inm, cJSON **doc, rg_err *e) {
+  rg_ikey k = *lp;
+  rg_val v;
+  int rc;
+  *doc = NULL;
+  rg_ikey_id(&k, id, idlen);
+  rc = rg_item_get(s->txn, s->env, &k, s->now, &v, e);
+  if (rc == 404) s->work.read_units++;
+  if (rc) return rc;
+  s->work.read_units += rg_read_units(v.n);
+  if (rg_json_parse((const char *)v.p, v.n, doc, e))
+    return rg_fail(e, 500, "corrupt item: %s", e->msg);
+  if (k.lossy) {                     /* the key holds digests: check */
+    const cJSON *sid = cJSON_GetObjectItemCaseSensitive(*doc, "id");
+    rg_buf b;
+    int same;
+    rg_buf_init(&b);
+    if (cJSON_IsString(sid)) rg_str_bytes(sid, &b);
+    same = cJSON_IsString(sid) && b.n == idlen &&
+           memcmp(b.p ? b.p : "", id, idlen) == 0;
+    rg_buf_free(&b);
+    if (!same) return rg_fail(e, 404, "item not found");
+  }
+  if (inm) {
+    const cJSON *tag = cJSON_GetObjectItemCaseSensitive(*doc, "_etag");
+    if (cJSON_IsString(tag) && strcmp(tag->valuestring, inm) == 0)
+      return rg_fail(e, 304, "not modified");
+  }
+  return 0;
+}
+
+/* Runs a script's query (its partition and bounds set by the caller) in
+** the scope, with the container's user-defined functions, into *res
+** (which the caller frees); adds its work to the scope's. */
+static int part_query (rg_scope *s, const rg_cont *c, rg_query_req *q,
+                       rg_query_res *res, rg_err *e) {
+  rg_udfs udfs;
+  int rc;
+  rg_udfs_init(&udfs, s->txn, c);
+  q->udf = &udfs.iface;
+  rc = rg_query_exec(s->txn, c, s->now, q, res, e);
+  rg_udfs_done(&udfs);
+  if (rc) return rc;
+  s->work.read_units += res->work.read_units;
+  s->work.lookups += res->work.lookups;
+  s->work.partitions += res->work.partitions;
+  s->work.loaded += res->work.loaded;
+  s->work.loaded_bytes += res->work.loaded_bytes;
+  s->work.scanned += res->work.scanned;
+  s->work.steps += res->work.steps;
+  return 0;
+}
+
+/* Is `doc` item `id` of the partition lp (a pre-trigger's new body)? */
+static int same_item (const rg_cont *c, const rg_ikey *lp, const char *id,
+                      const cJSON *doc) {
+  const cJSON *pkv[RG_MAX_PK_PATHS];
+  const cJSON *sid = cJSON_GetObjectItemCaseSensitive(doc, "id");
+  rg_ikey k;
+  if (!cJSON_IsString(sid) || strcmp(sid->valuestring, id) != 0) return 0;
+  rg_doc_pk(c->spec, doc, pkv);
+  return rg_ikey_partition(c->spec, pkv, &k, NULL) == 0 &&
+         k.lplen == lp->lplen && memcmp(k.key, lp->key, k.lplen) == 0;
+}
+
+/* The table js.c's runs are given (runtime.h). */
+static const rg_ctxops ctx_ops = { part_read, part_query, same_item };
 
 /* ctx:read(id, opts) -> doc, info | nil, msg, status */
 static int do_read (lua_State *L) {
@@ -252,10 +330,7 @@ static int do_read (lua_State *L) {
   rg_work before = s->work;
   const char *id, *inm = NULL;
   size_t idlen, inmlen;
-  rg_ikey k;
-  rg_val v;
   rg_err e;
-  int rc;
   rgl_opts_check(L, 3, allowed, "ctx:read");
   inm = rgl_opt_lstring(L, 3, "if_none_match", &inmlen, "ctx:read");
   if (rg_opt_text(inm, inmlen, "if_none_match", &e))
@@ -267,37 +342,8 @@ static int do_read (lua_State *L) {
   id = lua_tolstring(L, 2, &idlen);
   if (rg_check_id(id, idlen, RG_MAX_ID, "id", &e)) return rgl_push_fail(L, &e);
   if (x->step) return ask_read(L, x, id, idlen, inm, inm ? inmlen : 0);
-  k = x->lp;
-  rg_ikey_id(&k, id, idlen);
-  rc = rg_item_get(s->txn, s->env, &k, s->now, &v, &e);
-  if (rc == 404) s->work.read_units++;
-  if (rc) return rgl_push_fail(L, &e);
-  s->work.read_units += rg_read_units(v.n);
-  if (rg_json_parse((const char *)v.p, v.n, &x->tmp[0], &e)) {
-    rg_fail(&e, 500, "corrupt item: %s", e.msg);
+  if (part_read(s, &x->lp, id, idlen, inm, &x->tmp[0], &e))
     return rgl_push_fail(L, &e);
-  }
-  if (k.lossy) {                     /* the key holds digests: check */
-    const cJSON *sid = cJSON_GetObjectItemCaseSensitive(x->tmp[0], "id");
-    rg_buf b;
-    int same;
-    rg_buf_init(&b);
-    if (cJSON_IsString(sid)) rg_str_bytes(sid, &b);
-    same = cJSON_IsString(sid) && b.n == idlen &&
-           memcmp(b.p ? b.p : "", id, idlen) == 0;
-    rg_buf_free(&b);
-    if (!same) {
-      rg_fail(&e, 404, "item not found");
-      return rgl_push_fail(L, &e);
-    }
-  }
-  if (inm) {
-    const cJSON *tag = cJSON_GetObjectItemCaseSensitive(x->tmp[0], "_etag");
-    if (cJSON_IsString(tag) && strcmp(tag->valuestring, inm) == 0) {
-      rg_fail(&e, 304, "not modified");
-      return rgl_push_fail(L, &e);
-    }
-  }
   rgl_json_push(L, x->tmp[0]);
   push_info(L, x, &before, 200);
   return 2;
@@ -339,7 +385,7 @@ static int do_write (lua_State *L, int op) {
         rg_fail(&e, 400, "patch operations must be a list of tables");
         return rgl_push_fail(L, &e);
       }
-      if (rgl_sandbox_from_lua(L, 3, &x->tmp[1], &e) ||
+      if (rg_sandbox_from_lua(L, 3, &x->tmp[1], &e) ||
           rg_patch_ops_parse(x->tmp[1], &x->ops, &w.nops, &e))
         return rgl_push_fail(L, &e);
       w.ops = x->ops;
@@ -367,10 +413,6 @@ static int do_upsert (lua_State *L) { return do_write(L, RG_OP_UPSERT); }
 static int do_delete (lua_State *L) { return do_write(L, RG_OP_DELETE); }
 static int do_patch (lua_State *L) { return do_write(L, RG_OP_PATCH); }
 
-/* What a query's work costs a script, in instructions: a document read or
-** a row made (a JOIN's cross product is made row by row, in C, where no
-** hook runs). */
-#define ROW_COST 32
 
 /* ctx:query(sql, params, opts) -> rows, info | nil, msg, status: always in
 ** the bound logical partition.  The engine is bounded by what the script
@@ -404,7 +446,7 @@ static int do_query (lua_State *L) {
       rg_fail(&e, 400, "query parameters must be a table of name = value");
       return rgl_push_fail(L, &e);
     }
-    if (rgl_sandbox_from_lua(L, 3, &x->tmp[0], &e)) return rgl_push_fail(L, &e);
+    if (rg_sandbox_from_lua(L, 3, &x->tmp[0], &e)) return rgl_push_fail(L, &e);
     if (!cJSON_IsObject(x->tmp[0])) {
       rg_fail(&e, 400, "query parameters must be a table of name = value");
       return rgl_push_fail(L, &e);
@@ -421,7 +463,7 @@ static int do_query (lua_State *L) {
       const cJSON *pkv[RG_MAX_PK_PATHS];
       const cJSON *t;
       rg_ikey k;
-      int ok = rgl_sandbox_from_lua(L, -1, &x->tmp[1], &e) == 0;
+      int ok = rg_sandbox_from_lua(L, -1, &x->tmp[1], &e) == 0;
       memset(pkv, 0, sizeof(pkv));
       if (ok && x->c->spec->npk == 1) pkv[0] = x->tmp[1];
       else if (ok && cJSON_IsObject(x->tmp[1]) && !x->tmp[1]->child) {}
@@ -441,31 +483,22 @@ static int do_query (lua_State *L) {
   q.has_pk = 1;
   for (i = 0; i < RG_MAX_PK_PATHS; i++) q.pkv[i] = x->pkv[i];
   q.pk_conflict_msg = RG_BOUND_MSG;  /* a WHERE naming another partition */
-  rgl_sandbox_left(L, &left, &room);
+  rg_sandbox_left(L, &left, &room);
   q.max_rows = left / ROW_COST + 1;
   q.max_bytes = room;
+  q.deadline = rg_sandbox_deadline(x->rt->sb);
   if (x->step) return ask_query(L, x, &q);
   memset(&x->qres, 0, sizeof(x->qres));
   x->qlive = 1;
-  {
-    rg_udfs udfs;
-    rg_udfs_init(&udfs, s->txn, x->c);
-    q.udf = &udfs.iface;
-    rc = rg_query_exec(s->txn, x->c, s->now, &q, &x->qres, &e);
-    rg_udfs_done(&udfs);
-  }
+  rc = part_query(s, x->c, &q, &x->qres, &e);
   if (rc == 408 && x->qres.made > q.max_rows)
-    rgl_sandbox_stop(L, RG_STOP_BUDGET);
-  if (rc == 413) rgl_sandbox_stop(L, RG_STOP_MEMORY);
-  rgl_sandbox_charge(L, x->qres.made * ROW_COST);
+    rg_sandbox_stop(L, RG_STOP_BUDGET);
+  if (rc == 408 && q.deadline && q.deadline->passed)
+    rg_sandbox_stop(L, RG_STOP_TIME);
+  if (rc == 413) rg_sandbox_stop(L, RG_STOP_MEMORY);
+  rg_sandbox_charge(L, x->qres.made * ROW_COST + x->qres.work.steps);
   if (rc) return rgl_push_fail(L, &e);
-  s->work.read_units += x->qres.work.read_units;
-  s->work.lookups += x->qres.work.lookups;
-  s->work.partitions += x->qres.work.partitions;
-  s->work.loaded += x->qres.work.loaded;
-  s->work.loaded_bytes += x->qres.work.loaded_bytes;
-  s->work.scanned += x->qres.work.scanned;
-  rgl_sandbox_charge(L, x->qres.rows.n / 8);
+  rg_sandbox_charge(L, x->qres.rows.n / 8);
   /* straight into the sandbox, whose allocator counts it: a tree of the
   ** page would be host memory many times the text */
   if (rgl_json_push_text(L, x->qres.rows.p ? x->qres.rows.p : "[]",
@@ -488,8 +521,6 @@ static int do_query (lua_State *L) {
 ** instructions here), so a script looping over writes spends its budget in
 ** about the time one looping in Lua does.
 */
-#define OP_COST 200
-#define RU_COST 400
 
 static int charged_op (lua_State *L, lua_CFunction f) {
   exec *x = current(L);
@@ -499,7 +530,10 @@ static int charged_op (lua_State *L, lua_CFunction f) {
   before = x->s->work;
   n = f(L);
   rg_work_diff(&w, &x->s->work, &before);
-  rgl_sandbox_charge(L, OP_COST + (uint64_t)(rg_charge(&w) * RU_COST));
+  /* the memory the transaction holds until its commit is bounded: the
+  ** host's, not the script's, so no budget of the script sees it */
+  if (rg_kv_pending(x->s->txn) > RG_MAX_TXN_DIRTY) rg_sandbox_stop(L, RG_STOP_WRITES);
+  rg_sandbox_charge(L, OP_COST + (uint64_t)(rg_charge(&w) * RU_COST));
   return n;
 }
 
@@ -514,7 +548,7 @@ static int ctx_query (lua_State *L) { return charged_op(L, do_query); }
 /* A value as text, as tostring gives it (a __tostring may call ctx:log
 ** again, each level with a buffer on the C stack). */
 static const char *text_of (lua_State *L, int idx, size_t *n) {
-  rgl_sandbox_cstack(L);
+  rg_sandbox_cstack(L);
 #if RG_LUAJIT
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
   lua_getglobal(L, "tostring");
@@ -564,7 +598,7 @@ static int ctx_abort (lua_State *L) {
   else n = strlen(msg);
   x->status = (int)status;
   rg_fail(&x->err, (int)status, "%.*s", (int)(n < 400 ? n : 400), msg);
-  return rgl_sandbox_stop(L, RG_STOP_ABORT);
+  return rg_sandbox_stop(L, RG_STOP_ABORT);
 }
 
 /* ctx:body(): the trigger's document. */
@@ -588,17 +622,6 @@ static int ctx_body (lua_State *L) {
   return 1;
 }
 
-/* Is `doc` the same item (id and logical partition) as the run's? */
-static int same_item (exec *x, const cJSON *doc) {
-  const cJSON *pkv[RG_MAX_PK_PATHS];
-  const cJSON *id = cJSON_GetObjectItemCaseSensitive(doc, "id");
-  rg_ikey k;
-  if (!cJSON_IsString(id) || strcmp(id->valuestring, x->id) != 0) return 0;
-  rg_doc_pk(x->c->spec, doc, pkv);
-  return rg_ikey_partition(x->c->spec, pkv, &k, NULL) == 0 &&
-         k.lplen == x->lp.lplen && memcmp(k.key, x->lp.key, k.lplen) == 0;
-}
-
 /* ctx:set_body(v): a pre-trigger's new document; a post-trigger's reply. */
 static int ctx_set_body (lua_State *L) {
   exec *x = current(L);
@@ -612,7 +635,7 @@ static int ctx_set_body (lua_State *L) {
     if (doc_arg(L, x, 2, 0, &e) || !cJSON_IsObject(x->tmp[0]))
       return luaL_error(L, "ctx:set_body: %s", e.status ? e.msg :
                         "a document must be an object");
-    if (!same_item(x, x->tmp[0]))
+    if (!same_item(x->c, &x->lp, x->id, x->tmp[0]))
       return luaL_error(L, "ctx:set_body: a pre-trigger cannot change the "
                         "id or the partition key");
     cJSON_Delete(*x->doc);
@@ -622,7 +645,7 @@ static int ctx_set_body (lua_State *L) {
   }
   if (lua_isnoneornil(L, 2))
     x->tmp[0] = cJSON_CreateNull();
-  else if (rgl_sandbox_from_lua(L, 2, &x->tmp[0], &e))
+  else if (rg_sandbox_from_lua(L, 2, &x->tmp[0], &e))
     return luaL_error(L, "ctx:set_body: %s", e.msg);
   cJSON_Delete(x->reply);
   x->reply = x->tmp[0];
@@ -685,7 +708,7 @@ static void keep_result (lua_State *L, exec *x) {
     if ((x->result = cJSON_CreateNull()) == NULL)
       luaL_error(L, "out of memory");
   }
-  else if (rgl_sandbox_from_lua(L, -1, &x->result, &x->err)) {
+  else if (rg_sandbox_from_lua(L, -1, &x->result, &x->err)) {
     char msg[sizeof(x->err.msg)];
     memcpy(msg, x->err.msg, sizeof(msg));
     x->status = x->err.status;
@@ -723,14 +746,18 @@ static int exec_main (lua_State *L) {
 static int outcome (exec *x, lua_State *L, int rc, int why, rg_err *e) {
   const char *what = what_of(x->kind);
   int n = (int)x->namelen;
-  if (why == RG_STOP_BUDGET)
-    return rg_fail(e, 408, "%s '%.*s' exceeded its instruction budget "
-                   "(%llu instructions)", what, n, x->name,
-                   (unsigned long long)x->rt->budget);
+  char lim[64];
+  if (why == RG_STOP_BUDGET || why == RG_STOP_TIME)
+    return rg_fail(e, 408, "%s '%.*s' exceeded its %s", what, n, x->name,
+                   rg_sandbox_exceeded(x->rt->sb, why, lim, sizeof(lim)));
   if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM)
     return rg_fail(e, 413, "%s '%.*s' exceeded its memory budget "
                    "(%llu bytes)", what, n, x->name,
                    (unsigned long long)x->rt->memory);
+  if (why == RG_STOP_WRITES)
+    return rg_fail(e, 413, "%s '%.*s' exceeded the write limit of its "
+                   "transaction (%llu bytes)", what, n, x->name,
+                   (unsigned long long)RG_MAX_TXN_DIRTY);
   if (why == RG_STOP_ABORT)
     return rg_fail(e, x->status, "%s '%.*s' aborted: %s", what, n, x->name,
                    x->err.msg);
@@ -748,6 +775,54 @@ static int outcome (exec *x, lua_State *L, int rc, int why, rg_err *e) {
   return 0;
 }
 
+/* Runs x in the JavaScript runtime (js.c), bound and counted as run()
+** binds and counts a Lua run. */
+static int run_js (exec *x, rg_err *e) {
+  rg_runtime *rt = x->rt;
+  rg_scope *s = x->s;
+  rg_binding saved = s->bound;
+  rg_jscall call;
+  int rc;
+  memset(&call, 0, sizeof(call));
+  call.kind = x->kind == K_PROC ? RG_JS_PROC :
+              x->kind == K_PRE ? RG_JS_PRE : RG_JS_POST;
+  call.name = x->name;
+  call.namelen = x->namelen;
+  call.s = s;
+  call.c = x->c;
+  call.ckey = x->ckey;
+  call.cklen = x->cklen;
+  call.version = x->rec.version;
+  call.src = x->rec.src;
+  call.len = x->rec.len;
+  call.lp = &x->lp;
+  call.pk = x->pk;
+  call.pkv = x->pkv;
+  call.args = x->args;
+  call.nargs = x->nargs;
+  call.result = &x->result;
+  call.log = x->log;
+  call.op = x->op;
+  call.doc = x->doc;
+  call.id = x->id;
+  call.idlen = x->idlen;
+  call.stored = x->stored;
+  call.reply = &x->reply;
+  call.replied = &x->replied;
+  call.ctx = &ctx_ops;
+  s->work.scripts++;
+  s->bound.spec = x->c->spec;
+  s->bound.lp = x->lp.key;
+  s->bound.lplen = x->lp.lplen;
+  s->bound.msg = RG_BOUND_MSG;
+  s->bound.script = x;
+  rt->cur = x;
+  rc = rg_js_exec(rt, &call, e);
+  rt->cur = NULL;
+  s->bound = saved;
+  return rc;
+}
+
 /*
 ** Runs x in the sandbox, inside scope x->s, bound to x->lp.  Restores the
 ** scope's binding and script afterwards.
@@ -760,8 +835,9 @@ static int run (exec *x, rg_err *e) {
   int rc, why;
   if (rt->cur != NULL)
     return rg_fail(e, 500, "a script cannot start while another runs");
+  if (rg_js_is(x->rec.src, x->rec.len)) return run_js(x, e);
   if ((rc = rg_runtime_sandbox(rt, e))) return rc;
-  L = rgl_sandbox_state(rt->sb);
+  L = rg_sandbox_state(rt->sb);
   s->work.scripts++;
   s->bound.spec = x->c->spec;
   s->bound.lp = x->lp.key;
@@ -877,6 +953,9 @@ int rg_script_check (rg_env *env, int tag, const char *name, size_t n,
                      const char *src, size_t len, rg_err *e) {
   rg_runtime *rt = runtime_of(env);
   if (rt == NULL) return rg_fail(e, 500, "out of memory");
+  if (rt->cur != NULL)
+    return rg_fail(e, 500, "a script cannot be stored while a script runs");
+  if (rg_js_is(src, len)) return rg_js_check(rt, tag, name, n, src, len, e);
   return check_with(rt, tag, name, n, src, len, e);
 }
 
@@ -889,18 +968,20 @@ static int check_with (rg_runtime *rt, int tag, const char *name, size_t n,
   if (rt->cur != NULL)
     return rg_fail(e, 500, "a script cannot be stored while a script runs");
   if ((rc = rg_runtime_sandbox(rt, e))) return rc;
-  L = rgl_sandbox_state(rt->sb);
+  L = rg_sandbox_state(rt->sb);
   lua_settop(L, 0);
   lua_pushcfunction(L, check_main);
   rg_sandbox_arm(rt->sb, rt->budget, rt->memory);
-  rc = rgl_sandbox_load(L, src, len, name, n);
+  rc = rg_sandbox_load(L, src, len, name, n);
   if (rc == LUA_OK) rc = lua_pcall(L, 1, 0, 0);
   else rc = -rc;                     /* the compiler failed */
   why = rg_sandbox_disarm(rt->sb);
-  if (why == RG_STOP_BUDGET)
-    rc = rg_fail(e, 408, "%s '%.*s' exceeded its instruction budget while "
-                 "loading (%llu instructions)", what, (int)n, name,
-                 (unsigned long long)rt->budget);
+  if (why == RG_STOP_BUDGET || why == RG_STOP_TIME) {
+    char lim[64];
+    rc = rg_fail(e, 408, "%s '%.*s' exceeded its %s while loading", what,
+                 (int)n, name,
+                 rg_sandbox_exceeded(rt->sb, why, lim, sizeof(lim)));
+  }
   else if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM || rc == -LUA_ERRMEM)
     rc = rg_fail(e, 413, "%s '%.*s' exceeded its memory budget while "
                  "loading (%llu bytes)", what, (int)n, name,
@@ -1253,9 +1334,9 @@ static int step_take (lua_State *L) {
   int n;
   lua_settop(L, 0);
   if (r->ask == ASK_QUERY) {
-    rgl_sandbox_charge(L, r->made * ROW_COST);
-    if (r->stop) rgl_sandbox_stop(L, r->stop);
-    rgl_sandbox_charge(L, r->rows.n / 8);
+    rg_sandbox_charge(L, r->made * ROW_COST);
+    if (r->stop) rg_sandbox_stop(L, r->stop);
+    rg_sandbox_charge(L, r->rows.n / 8);
   }
   if (r->status >= 300) {
     rg_fail(&e, r->status, "%.*s", (int)r->msg.n, r->msg.p ? r->msg.p : "");
@@ -1282,7 +1363,7 @@ static int step_take (lua_State *L) {
     }
     n = 2;
   }
-  rgl_sandbox_charge(L, OP_COST + (uint64_t)(rg_charge(&r->work) * RU_COST));
+  rg_sandbox_charge(L, OP_COST + (uint64_t)(rg_charge(&r->work) * RU_COST));
   return n;
 }
 
@@ -1362,10 +1443,21 @@ static int step_prepare (lua_State *L) {
 
 
 
+/* A cluster runs scripts whose storage operations its host performs
+** between resumptions; JavaScript's callbacks are not written that way. */
+static int js_refused (int tag, const char *name, size_t n, rg_err *e) {
+  return rg_fail(e, 501, "%s '%.*s' is JavaScript, which regolith.cluster "
+                 "does not run (a local database and the gateway do): "
+                 "write it in Lua", tag == RG_MK_PROC ? "procedure" :
+                 tag == RG_MK_UDF ? "user-defined function" : "trigger",
+                 (int)n, name);
+}
+
 int rg_stepper_check (rg_stepper *p, int tag, const char *name, size_t n,
                        const char *src, size_t len, rg_err *e) {
-  rg_runtime *rt = rg_stepper_runtime(p, e);
-  if (rt == NULL) return e->status;
+  rg_runtime *rt;
+  if (rg_js_is(src, len)) return js_refused(tag, name, n, e);
+  if ((rt = rg_stepper_runtime(p, e)) == NULL) return e->status;
   return check_with(rt, tag, name, n, src, len, e);
 }
 
@@ -1373,7 +1465,7 @@ void rg_run_free (rg_run *r) {
   int i;
   if (r == NULL) return;
   if (r->rt) {                       /* abandoned while it waited */
-    lua_State *S = rgl_sandbox_state(r->rt->sb);
+    lua_State *S = rg_sandbox_state(r->rt->sb);
     if (r->started) rg_sandbox_disarm(r->rt->sb);
     if (r->coref) luaL_unref(S, LUA_REGISTRYINDEX, r->coref);
     lua_settop(S, 0);
@@ -1404,6 +1496,9 @@ int rg_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
   exec *x;
   int i, rc, npk = a->spec->npk;
   *out = NULL;
+  if (rg_js_is(a->src, a->srclen))
+    return js_refused(a->kind == RG_RUN_PROC ? RG_MK_PROC : RG_MK_TRIG,
+                      a->name, a->namelen, e);
   if ((r = (rg_run *)calloc(1, sizeof(rg_run))) == NULL)
     return rg_fail(e, 500, "out of memory");
   rg_buf_init(&r->log);
@@ -1485,9 +1580,10 @@ fail:
 static int read_reply (lua_State *H, rg_run *r, int idx) {
   static const char *const counters[] = {
     "read_units", "written", "write_bytes", "write_extra_kb", "terms",
-    "lookups", "partitions", "loaded", "loaded_bytes", "scripts", NULL
+    "lookups", "partitions", "loaded", "loaded_bytes", "scripts", "steps",
+    NULL
   };
-  uint64_t *w[10];
+  uint64_t *w[11];
   size_t n;
   const char *s;
   int i;
@@ -1495,6 +1591,7 @@ static int read_reply (lua_State *H, rg_run *r, int idx) {
   w[2] = &r->work.write_bytes; w[3] = &r->work.write_extra_kb;
   w[4] = &r->work.terms; w[5] = &r->work.lookups; w[6] = &r->work.partitions;
   w[7] = &r->work.loaded; w[8] = &r->work.loaded_bytes; w[9] = &r->work.scripts;
+  w[10] = &r->work.steps;
   luaL_checktype(H, idx, LUA_TTABLE);
   lua_getfield(H, idx, "status");
   r->status = (int)luaL_optinteger(H, -1, 200);
@@ -1587,7 +1684,7 @@ static void push_request (lua_State *H, rg_run *r) {
 /* Pushes onto H the outcome of a finished run, and lets its sandbox go. */
 static void push_outcome (lua_State *H, rg_run *r, int rc, const rg_err *e) {
   exec *x = &r->x;
-  lua_State *S = rgl_sandbox_state(r->rt->sb);
+  lua_State *S = rg_sandbox_state(r->rt->sb);
   rg_buf tmp;
   rg_buf_init(&tmp);
   luaL_unref(S, LUA_REGISTRYINDEX, r->coref);
@@ -1624,7 +1721,7 @@ int rgl_run_resume (lua_State *H, rg_run *r, int idx) {
   rg_err e;
   int rc, why, nargs = 0;
   if (r->rt == NULL) return luaL_error(H, "the script run has finished");
-  S = rgl_sandbox_state(r->rt->sb);
+  S = rg_sandbox_state(r->rt->sb);
   if (!r->started) {
     r->started = 1;
     r->rt->cur = &r->x;
@@ -1640,7 +1737,7 @@ int rgl_run_resume (lua_State *H, rg_run *r, int idx) {
       push_outcome(H, r, rc, &e);
       return 1;
     }
-    rgl_sandbox_thread(r->rt->sb, r->co);
+    rg_sandbox_thread(r->rt->sb, r->co);
     nargs = lua_gettop(r->co) - 1;
   }
   else {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "luax/compat.h"
+#include "script/js.h"
 #include "script/runtime.h"
 #include "script/sandbox.h"
 #include "script/script.h"
@@ -34,10 +35,11 @@ static void free_autos (rg_runtime *rt) {
   rt->nautos = 0;
 }
 
-/* Frees a runtime: its sandbox and caches. */
+/* Frees a runtime: its sandbox, its JavaScript heap and caches. */
 void rg_runtime_free (rg_runtime *rt) {
   if (rt == NULL) return;
   rg_sandbox_free(rt->sb);
+  rg_js_free(rt->js);
   free_autos(rt);
   free(rt);
 }
@@ -84,7 +86,7 @@ void rgl_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
     lua_pop(L, 1);
   }
   lua_pop(L, 1);                     /* cache, key */
-  if (rgl_sandbox_load(L, src, len, name, namelen))
+  if (rg_sandbox_load(L, src, len, name, namelen))
     lua_error(L);                    /* the compiler's message */
   lua_createtable(L, 2, 0);          /* cache, key, chunk, entry */
   lua_pushlstring(L, (const char *)ver, 8);
@@ -100,8 +102,8 @@ void rgl_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
 
 /* Calls the chunk in a fresh environment; leaves the function it returns. */
 void rgl_runtime_call_chunk (lua_State *L) {
-  rgl_sandbox_env(L);
-  rgl_sandbox_setenv(L, -2);
+  rg_sandbox_env(L);
+  rg_sandbox_setenv(L, -2);
   lua_call(L, 0, 1);
   if (lua_type(L, -1) != LUA_TFUNCTION)
     luaL_error(L, "the chunk must return a function, not %s",

@@ -56,13 +56,20 @@
 **     (string.rep of an empty string, table.move, table.concat, table.sort,
 **     utf8.len, tonumber, ...) are wrapped to charge their work before
 **     they do it; converting a value to JSON costs 32 a value (runner.c
-**     charges ctx's storage operations by their request charge).
-**     Spending the budget stops the execution (408).  As a backstop for
-**     single instructions that do work in proportion to their operands
-**     without allocating (comparing two huge strings, copying a million
-**     varargs), the hook and every charge also stop an execution that runs
-**     longer than the budget would take at 50 million instructions a
-**     second (and at least 5 s).
+**     charges ctx's storage operations by their request charge).  The
+**     weights were measured (examples/bench/runaway.lua) so that each
+**     spends its budget in about the time a tight loop does.  Spending the
+**     budget stops the execution (408);
+**   - time: for single instructions that do work in proportion to their
+**     operands without allocating (comparing two huge strings) and for
+**     what the weights still undercount, the hook and every charge also
+**     stop an execution (408) that has taken more CPU time than its budget
+**     would at TIME_RATE instructions a second (5 s for the default
+**     budget), and at least MIN_TIME (base/deadline.h: CPU time, so that a
+**     busy machine does not stop a script its budget lets run).  The hook
+**     runs every HOOK_PERIOD = 100 instructions, so the stop comes at most
+**     a hundred instructions late: 0.1 s for comparisons of two strings of
+**     the whole memory budget.
 ** A stop cannot be caught: the hook is set to run before every instruction
 ** and raises again each time, and the allocator refuses every growth after
 ** a memory stop, so a script's pcall handler fails at once and the error
@@ -95,10 +102,12 @@
 */
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/deadline.h"
 #include "base/json.h"
 #include "luax/luajson.h"
 #include "luax/luax.h"
@@ -108,6 +117,7 @@
 #include "luajit.h"
 #endif
 
+#define CALL_COST     24             /* a charged library call, at least */
 #define TEMPLATE      "regolith.sandbox.template"
 #define ENV_MT        "regolith.sandbox.env"
 
@@ -160,14 +170,29 @@ static double explicit_range (lua_State *L, int a, int b) {
   return j >= i ? (double)j - (double)i + 1 : 0;
 }
 
-/* Without our allocator nothing refuses a growth: a result known to be
-** larger than the room left (after a full collection) stops the execution
-** before it is built. */
+/* A result known to be larger than the room left (after a full
+** collection) stops the execution before it is built, and before its work
+** is charged: it is the memory that it lacks (and without our allocator
+** nothing would refuse the growth). */
 static void need (lua_State *L, double bytes) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
-  if (!sb->sysalloc || bytes <= (double)rg_sandbox_room(sb)) return;
+  rg_sandbox *sb = rg_sandbox_of(L);
+  if (!sb->armed || bytes <= (double)rg_sandbox_room(sb)) return;
   lua_gc(L, LUA_GCCOLLECT, 0);
-  if (bytes > (double)rg_sandbox_room(sb)) rgl_sandbox_stop(L, RG_STOP_MEMORY);
+  if (bytes > (double)rg_sandbox_room(sb)) rg_sandbox_stop(L, RG_STOP_MEMORY);
+}
+
+/* The mean length of the strings among the first n values of the table
+** at 1 (a comparison of two strings reads up to their length), looked at
+** in at most 64 places. */
+static double mean_len (lua_State *L, double n) {
+  double sum = 0;
+  lua_Integer i, k = 0, stride = n > 64 ? (lua_Integer)(n / 64) : 1;
+  for (i = 1; i <= (lua_Integer)n && k < 64; i += stride, k++) {
+    lua_rawgeti(L, 1, i);
+    sum += (double)strlen_at(L, -1);
+    lua_pop(L, 1);
+  }
+  return k ? sum / (double)k : 0;
 }
 
 static int charged (lua_State *L) {
@@ -178,7 +203,7 @@ static int charged (lua_State *L) {
       double n = (double)luaL_checkinteger(L, 2);
       size_t l = strlen_at(L, 1), lsep = strlen_at(L, 3);
       if (n > 0) {
-        cost = n / 8 + n * ((double)l + (double)lsep) / 16;
+        cost = 4 * CALL_COST + n / 2 + n * ((double)l + (double)lsep) / 6;
         need(L, n * ((double)l + (double)lsep));
       }
       break;
@@ -187,7 +212,7 @@ static int charged (lua_State *L) {
     case W_SORT:
       if (lua_type(L, 1) == LUA_TTABLE) {
         double n = (double)rg_rawlen(L, 1);
-        cost = n * (log(n + 1) / log(2.0) + 1);
+        cost = n * (log(n + 1) / log(2.0) + 1) * (4 + mean_len(L, n) / 32);
       }
       break;
     case W_MOVE: {
@@ -195,17 +220,17 @@ static int charged (lua_State *L) {
       if (e >= f) cost = (double)e - (double)f + 1;
       break;
     }
-    case W_CONCAT: cost = explicit_range(L, 3, 4); break;
+    case W_CONCAT: cost = 3 * explicit_range(L, 3, 4); break;
     case W_UNPACK: cost = explicit_range(L, 2, 3); break;
     case W_ARITH:
       cost = (double)(strlen_at(L, 1) + strlen_at(L, 2)) / 16;
       break;
     case W_SIZE1:
-      if (lua_type(L, 1) == LUA_TTABLE) cost = (double)rg_rawlen(L, 1);
+      if (lua_type(L, 1) == LUA_TTABLE) cost = 2 * (double)rg_rawlen(L, 1);
       break;
   }
-  rgl_sandbox_charge(L, clamp(cost) + 1);
-  rgl_sandbox_cstack(L);              /* sort's comparator, __index, ... */
+  rg_sandbox_charge(L, clamp(cost) + 1);
+  rg_sandbox_cstack(L);              /* sort's comparator, __index, ... */
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
@@ -236,7 +261,7 @@ static int t_insert (lua_State *L) {
       pos = luaL_checkinteger(L, 2);
       luaL_argcheck(L, (lua_Unsigned)pos - 1u < (lua_Unsigned)e, 2,
                     "position out of bounds");
-      rgl_sandbox_charge(L, (uint64_t)(e - pos) + 1);
+      rg_sandbox_charge(L, 2 * (uint64_t)(e - pos) + 1);
       for (i = e; i > pos; i--) {
         lua_geti(L, 1, i - 1);
         lua_seti(L, 1, i);
@@ -257,7 +282,7 @@ static int t_remove (lua_State *L) {
   if (pos != size)
     luaL_argcheck(L, (lua_Unsigned)pos - 1u <= (lua_Unsigned)size, 2,
                   "position out of bounds");
-  if (size > pos) rgl_sandbox_charge(L, (uint64_t)(size - pos) + 1);
+  if (size > pos) rg_sandbox_charge(L, 2 * (uint64_t)(size - pos) + 1);
   lua_geti(L, 1, pos);
   for (; pos < size; pos++) {
     lua_geti(L, 1, pos + 1);
@@ -308,8 +333,8 @@ static int sb_setmetatable (lua_State *L) {
 ** hook): a handler looping forever would run unchecked.
 */
 static int sb_handler (lua_State *L) {
-  if (rgl_sandbox_stopped(L)) return 1;      /* the message as it is */
-  rgl_sandbox_cstack(L);
+  if (rg_sandbox_stopped(L)) return 1;      /* the message as it is */
+  rg_sandbox_cstack(L);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, 1);
@@ -318,7 +343,7 @@ static int sb_handler (lua_State *L) {
 
 static int sb_xpcall (lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
-  rgl_sandbox_cstack(L);
+  rg_sandbox_cstack(L);
   lua_pushvalue(L, 2);
   lua_pushcclosure(L, sb_handler, 1);
   lua_replace(L, 2);
@@ -348,14 +373,14 @@ static int sb_encode (lua_State *L) {
   luaL_checkany(L, 1);
   lua_settop(L, 1);
   j = (jbox *)rgl_newbox(L, sizeof(jbox), jbox_free);
-  if (rgl_sandbox_from_lua(L, 1, &j->tree, &e)) return rgl_push_fail(L, &e);
+  if (rg_sandbox_from_lua(L, 1, &j->tree, &e)) return rgl_push_fail(L, &e);
   rg_json_print(j->tree, &j->text);
   if (j->text.oom) {
     rg_box_done(j);
     rg_fail(&e, 500, "out of memory");
     return rgl_push_fail(L, &e);
   }
-  rgl_sandbox_charge(L, j->text.n / 8);
+  rg_sandbox_charge(L, j->text.n / 8);
   lua_pushlstring(L, j->text.p ? j->text.p : "", j->text.n);
   rg_box_done(j);
   return 1;
@@ -373,7 +398,7 @@ static int sb_decode (lua_State *L) {
     return rgl_push_fail(L, &e);
   }
   s = lua_tolstring(L, 1, &n);
-  rgl_sandbox_charge(L, n / 8);
+  rg_sandbox_charge(L, n / 8);
   lua_settop(L, 1);
   if (rgl_json_push_text(L, s, n, &e)) return rgl_push_fail(L, &e);
   return 1;
@@ -580,7 +605,7 @@ static lua_State *new_state (rg_sandbox *sb) {
     return S;
   no_newstate = 1;
   if ((S = luaL_newstate()) == NULL) return NULL;
-  rgl_sandbox_adopt(S, sb);
+  rg_sandbox_adopt(S, sb);
   return S;
 }
 #else
@@ -613,7 +638,7 @@ void rg_sandbox_free (rg_sandbox *sb) {
   free(sb);
 }
 
-lua_State *rgl_sandbox_state (rg_sandbox *sb) {
+lua_State *rg_sandbox_state (rg_sandbox *sb) {
   return sb->S;
 }
 /* }===================================================================== */
@@ -648,7 +673,7 @@ static void copy_table (lua_State *L, int idx, int depth) {
 /* Gives the math library of an execution a fresh random stream, so that
 ** no script sees what another seeded. */
 static void reseed (lua_State *L, int math) {
-  rg_sandbox *sb = rgl_sandbox_of(L);
+  rg_sandbox *sb = rg_sandbox_of(L);
   uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)(size_t)sb << 16) ^
                   (++sb->seeds * 0x9E3779B97F4A7C15ull);
   lua_getfield(L, math, "randomseed");
@@ -700,7 +725,7 @@ static int env_pairs (lua_State *L) {
   return 3;
 }
 
-void rgl_sandbox_env (lua_State *L) {
+void rg_sandbox_env (lua_State *L) {
   lua_newtable(L);
   if (luaL_newmetatable(L, ENV_MT)) {
     lua_pushcfunction(L, env_index);
@@ -713,7 +738,7 @@ void rgl_sandbox_env (lua_State *L) {
   lua_setmetatable(L, -2);
 }
 
-int rgl_sandbox_load (lua_State *L, const char *src, size_t n,
+int rg_sandbox_load (lua_State *L, const char *src, size_t n,
                      const char *name, size_t namelen) {
   char chunk[RG_MAX_NAME + 2];
   if (namelen > RG_MAX_NAME) namelen = RG_MAX_NAME;
@@ -730,7 +755,7 @@ int rgl_sandbox_load (lua_State *L, const char *src, size_t n,
   return luaL_loadbufferx(L, src, n, chunk, "t");
 }
 
-void rgl_sandbox_setenv (lua_State *L, int fidx) {
+void rg_sandbox_setenv (lua_State *L, int fidx) {
   fidx = fidx < 0 ? lua_gettop(L) + fidx + 1 : fidx;
 #if LUA_VERSION_NUM >= 502
   if (lua_setupvalue(L, fidx, 1) == NULL) lua_pop(L, 1);
@@ -752,7 +777,7 @@ static uint64_t tree_cost (const cJSON *v) {
   return n;
 }
 
-int rgl_sandbox_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
+int rg_sandbox_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
   uint64_t left;
   size_t room;
   int rc;
@@ -765,10 +790,10 @@ int rgl_sandbox_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
   ** take what the memory budget has left (a table shared at every level,
   ** or one long string listed many times, is small in Lua and huge as a
   ** tree) */
-  rgl_sandbox_left(L, &left, &room);
+  rg_sandbox_left(L, &left, &room);
   rc = rgl_json_from_lua_max(L, idx, room, out, e);
-  if (rc == 413) rgl_sandbox_stop(L, RG_STOP_MEMORY);
-  if (rc == 0) rgl_sandbox_charge(L, tree_cost(*out));
+  if (rc == 413) rg_sandbox_stop(L, RG_STOP_MEMORY);
+  if (rc == 0) rg_sandbox_charge(L, tree_cost(*out));
   return rc;
 }
 /* }===================================================================== */

@@ -121,6 +121,7 @@ typedef struct rg_udfs {
   uint32_t cid;
   rg_udf_find find;
   void *find_ud;
+  int js_armed, js_stopped, js_stopped_rc;   /* JavaScript functions (js.c) */
 } rg_udfs;
 
 void rg_udfs_init (rg_udfs *u, rg_txn *txn, const rg_cont *c);

@@ -26,6 +26,7 @@
 
 #include "base/json.h"
 #include "luax/luajson.h"
+#include "script/js.h"
 #include "script/runtime.h"
 #include "script/sandbox.h"
 #include "script/script.h"
@@ -89,7 +90,7 @@ static int call_main (lua_State *L) {
   }
   lua_call(L, c->nargs, 1);
   if (!lua_isnil(L, -1))
-    c->converted = rgl_sandbox_from_lua(L, -1, &c->result, &c->err);
+    c->converted = rg_sandbox_from_lua(L, -1, &c->result, &c->err);
   return 0;
 }
 
@@ -116,6 +117,10 @@ static int udf_call (void *ud, const char *name, size_t n,
                 &c.rec.version))
       return rg_fail(e, 404, "user-defined function '%.*s' not found",
                      (int)n, name);
+    if (rg_js_is(c.rec.src, c.rec.len))
+      return rg_fail(e, 501, "user-defined function '%.*s' is JavaScript, "
+                     "which regolith.cluster does not run: write it in Lua",
+                     (int)n, name);
     c.klen = rg_meta_key(c.key, RG_MK_UDF, u->cid, name, n);
     if ((rt = u->rt) == NULL && (rt = rg_stepper_runtime(u->pool, e)) == NULL)
       return e->status;
@@ -128,10 +133,14 @@ static int udf_call (void *ud, const char *name, size_t n,
       return rc;
     if ((rt = (rg_runtime *)rg_env_hook_state(u->c->env)) == NULL)
       return rg_fail(e, 500, "the database has no script runtime");
+    if (rg_js_is(c.rec.src, c.rec.len))
+      return rg_js_udf(rt, u, name, n, &c.rec, c.key, c.klen, args, lens,
+                       nargs, out, e);
     if ((rc = rg_runtime_sandbox(rt, e))) return rc;
   }
-  L = rgl_sandbox_state(rt->sb);
-  if (!u->armed && !rg_runtime_running(rt)) {   /* the query's execution */
+  L = rg_sandbox_state(rt->sb);
+  /* the query's execution, unless a Lua script runs it (and pays) */
+  if (!u->armed && (!rg_runtime_running(rt) || rg_js_running(rt))) {
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, FUNCS);
     rg_sandbox_arm(rt->sb, rt->budget, rt->memory);
@@ -144,11 +153,13 @@ static int udf_call (void *ud, const char *name, size_t n,
     lua_pushcfunction(L, call_main);
     lua_pushlightuserdata(L, &c);
     rc = lua_pcall(L, 1, 0, 0);
-    why = rgl_sandbox_stopped(L);
-    if (why == RG_STOP_BUDGET)
-      rc = rg_fail(e, 408, "user-defined function '%.*s' exceeded the "
-                   "instruction budget (%llu instructions)", (int)n, name,
-                   (unsigned long long)rt->budget);
+    why = rg_sandbox_stopped(L);
+    if (why == RG_STOP_BUDGET || why == RG_STOP_TIME) {
+      char lim[64];
+      rc = rg_fail(e, 408, "user-defined function '%.*s' exceeded the %s",
+                   (int)n, name,
+                   rg_sandbox_exceeded(rt->sb, why, lim, sizeof(lim)));
+    }
     else if (why == RG_STOP_MEMORY || rc == LUA_ERRMEM)
       rc = rg_fail(e, 413, "user-defined function '%.*s' exceeded the memory "
                    "budget (%llu bytes)", (int)n, name,
@@ -192,8 +203,11 @@ void rg_udfs_host (rg_udfs *u, rg_stepper *pool, uint32_t cid,
 }
 
 void rg_udfs_done (rg_udfs *u) {
+  if (u->js_armed)
+    rg_js_udfs_done(u->c ? (rg_runtime *)rg_env_hook_state(u->c->env) : NULL,
+                    u);
   if (u->armed) {
-    lua_State *L = rgl_sandbox_state(u->rt->sb);
+    lua_State *L = rg_sandbox_state(u->rt->sb);
     int why = rg_sandbox_disarm(u->rt->sb);
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, FUNCS);

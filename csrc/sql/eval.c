@@ -29,13 +29,6 @@ static int is_scalar (int t) {
 ** Evaluation
 ** ======================================================================
 */
-/* Fails the evaluation (the first failure is kept). */
-static void qctx_fail (rg_qctx *x, int status, const char *msg) {
-  if (x->status) return;
-  x->status = status;
-  rg_fail(&x->err, status, "%s", msg);
-}
-
 static void compare (int op, const rg_qv *a, const rg_qv *b, rg_qv *out) {
   int c;
   *out = undef;
@@ -134,6 +127,7 @@ static void computed (rg_qctx *x, int k, rg_qv *out) {
     bind[1] = x->doc;
     c.now_ticks = x->now_ticks;
     rg_qeval(&c, cq->sel[cq->blk[0].sel0].expr, &x->cpv[k]);
+    rg_qfts_free(&c);                /* a FullTextContains' analyses */
     x->cpdone[k] = 1;
   }
   *out = x->cpv[k];
@@ -149,7 +143,7 @@ static void udf (rg_qctx *x, const rg_qexpr *ex, rg_qv *out) {
   *out = undef;
   if (x->status) return;
   if (x->udf == NULL) {
-    qctx_fail(x, 400, "user-defined functions cannot be called here");
+    rg_qctx_fail(x, 400, "user-defined functions cannot be called here");
     return;
   }
   if (ex->nlist > 8) {
@@ -179,7 +173,7 @@ static void udf (rg_qctx *x, const rg_qexpr *ex, rg_qv *out) {
   rc = x->udf->call(x->udf->ud, ex->s, ex->n, av, al, ex->nlist, &res, &e);
   rg_buf_free(&text);
   if (rc) {
-    qctx_fail(x, rc, e.msg);
+    rg_qctx_fail(x, rc, e.msg);
     rg_buf_free(&res);
     return;
   }
@@ -303,8 +297,8 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
         esc = cp;
       }
       {
-        int m = rg_like(a.s, a.n, b.s, b.n, esc);
-        rg_qv_bool(out, ex->op ? !m : m);
+        int m = rg_like(x, a.s, a.n, b.s, b.n, esc);
+        if (m >= 0) rg_qv_bool(out, ex->op ? !m : m);
       }
       return;
     }
@@ -326,8 +320,11 @@ void rg_qeval (rg_qctx *x, int32_t e, rg_qv *out) {
         args = (rg_qv *)rg_arena_alloc(x->scratch, (size_t)n * sizeof(rg_qv));
         if (args == NULL) return;
       }
+      if (ex->op == RG_QF_RRF) n = 0;    /* it fails: ORDER BY RANK's alone */
       for (i = 0; i < n; i++) rg_qeval(x, x->q->list[ex->list + i], &args[i]);
-      rg_qcall(x, ex->op, args, n, out);
+      if (ex->op >= RG_QF_FULLTEXTCONTAINS && ex->op <= RG_QF_RRF)
+        rg_qfts_call(x, e, args, n, out);   /* prepared once per query */
+      else rg_qcall(x, ex->op, args, n, out);
       return;
     }
     case RG_QE_UDF: udf(x, ex, out); return;
@@ -602,11 +599,12 @@ static void sr_row (subrun *r) {
   rg_qv v;
   if (x->made) {
     if (++*x->made > x->max_made && x->max_made) {
-      qctx_fail(x, 408, "the query made more rows than its bound");
+      rg_qctx_fail(x, 408, "the query made more rows than its bound");
       r->stop = 1;
       return;
     }
   }
+  if (rg_qctx_late(x)) { r->stop = 1; return; }
   if (b->where >= 0) {
     rg_qeval(x, b->where, &v);
     if (v.t != RG_QV_TRUE) return;
@@ -670,7 +668,7 @@ static int64_t sr_count (rg_qctx *x, int32_t e) {
   rg_qeval(x, e, &v);
   if (v.t != RG_QV_NUM || v.d < 0 || v.d > 9007199254740992.0 ||
       floor(v.d) != v.d) {
-    qctx_fail(x, 400, "TOP, OFFSET and LIMIT must be non-negative "
+    rg_qctx_fail(x, 400, "TOP, OFFSET and LIMIT must be non-negative "
                  "integers");
     return -1;
   }

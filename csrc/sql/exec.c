@@ -53,12 +53,16 @@
 */
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sql/sql_int.h"
+#include "sql/text.h"
 
 #define PAYLOAD_FORMAT 1
+#define RG_QMAX_FUSE   16            /* RRF's scoring functions */
+#define FUSE_KEY        9            /* a number's term: the fused score */
 
 typedef struct hentry {              /* a kept row: key and text */
   char *key;
@@ -100,6 +104,7 @@ struct rg_qexec {
   int fast;                          /* SELECT * streamed, nothing to test */
   /* bounds of the page's work (0: none): documents and rows, bytes */
   uint64_t max_rows, made;
+  uint64_t passed;                   /* SORT: rows past the WHERE */
   size_t max_bytes, held;
   int count_only;                    /* COUNT(literal)s, nothing to test */
   int32_t uo_expr;                   /* what unordered_only documents test */
@@ -122,6 +127,14 @@ struct rg_qexec {
   int naggs;
   int32_t *aggslot;                  /* their slots in ctx.aggs */
   rg_qagg *aggs;                     /* AGG: the accumulators */
+  /* ORDER BY RANK RRF(...): every row is kept with its components' scores
+  ** (fscore[row * fuse + i], NAN where it has none), fused at the end */
+  int fuse;
+  int32_t fcomp[RG_QMAX_FUSE];
+  double fw[RG_QMAX_FUSE];
+  int fdesc[RG_QMAX_FUSE], fts[RG_QMAX_FUSE];
+  double *fscore;
+  size_t fcap;
 };
 
 
@@ -211,6 +224,27 @@ static void free_aggs (rg_qexec *x, rg_qagg *g) {
   free(g);
 }
 
+/* ORDER BY RANK RRF(...): its components, weights and directions; every
+** row is kept (the ranks are known only once all are in). */
+static int fuse_setup (rg_qexec *x, const rg_qv *params, rg_err *e) {
+  const rg_query *q = x->q;
+  int32_t k = x->m->order[0].expr;
+  int i;
+  if (q->ex[k].k != RG_QE_CALL || q->ex[k].op != RG_QF_RRF) return 0;
+  x->fuse = rg_qfts_rrf(q, params, k, x->fcomp, x->fw, RG_QMAX_FUSE);
+  if (x->fuse > RG_QMAX_FUSE)
+    return rg_fail(e, 400, "RRF fuses at most %d scoring functions",
+                   RG_QMAX_FUSE);
+  for (i = 0; i < x->fuse; i++) {
+    if (!isfinite(x->fw[i]))
+      return rg_fail(e, 400, "RRF's weights are finite numbers");
+    x->fdesc[i] = rg_qfts_rank_desc(q, params, x->fcomp[i]);
+    x->fts[i] = q->ex[x->fcomp[i]].op == RG_QF_FULLTEXTSCORE;
+  }
+  x->bound = 0;
+  return 0;
+}
+
 int rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
                   int mode, int tie_desc, long page, const uint8_t *resume,
                   size_t rlen, rg_err *e) {
@@ -286,6 +320,9 @@ int rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
     }
     x->bound = want ? off + want + 1 : 0;
   }
+  if (mode == RG_QX_SORT && m->rank &&
+      (rc = fuse_setup(x, params, e)))
+    return rc;
   if (x->limit >= 0 && x->emitted >= (uint64_t)x->limit) x->done = 1;
   if (mode == RG_QX_GROUP) x->uo_expr = m->group[0];
   else if (mode == RG_QX_DISTINCT && m->nsel) x->uo_expr = q->sel[m->sel0].expr;
@@ -329,6 +366,8 @@ void rg_qexec_free (rg_qexec *x) {
   free(x->slots);
   free_aggs(x, x->aggs);
   free(x->aggslot);
+  free(x->fscore);
+  rg_qfts_free(&x->ctx);
   free(x->ctx.bind);
   free(x->ctx.aggs);
   free(x->ctx.cpv);
@@ -364,9 +403,12 @@ static int oom (rg_qexec *x) {
   return x->status;
 }
 
-/* Counts a document fed or a row made against the bound; 1 when the page
-** must stop (408). */
+static int eval_failed (rg_qexec *x);
+
+/* Counts a document fed or a row made against the bound, and asks whether
+** the page has used its time; 1 when the page must stop (408). */
 static int meter_rows (rg_qexec *x) {
+  if (rg_qctx_late(&x->ctx)) return eval_failed(x);
   if (++x->made <= x->max_rows || x->max_rows == 0) return 0;
   if (!x->status)
     x->status = rg_fail(x->e, 408, "the query read or made more than %llu "
@@ -565,9 +607,13 @@ static void sift_up (hentry *h, size_t i) {
   }
 }
 
+static void fuse_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord);
+
 static void sort_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
   rg_qv v;
   hentry probe;
+  x->passed++;
+  if (x->fuse) { fuse_row(x, d, ord); return; }
   order_key(x, d, ord, 1);
   if (x->key.oom) { oom(x); return; }
   if (x->resumed) {
@@ -604,6 +650,117 @@ static void sort_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
   }
   x->nheap++;
   if (x->bound) sift_up(x->heap, x->nheap - 1);
+}
+
+/* Keeps a row of an RRF ranking: its components' scores, a key whose
+** first FUSE_KEY bytes the fused score fills in at the end, and its text. */
+static void fuse_row (rg_qexec *x, const rg_qdoc *d, uint32_t ord) {
+  uint8_t tail[FUSE_KEY + 20];
+  double sc[RG_QMAX_FUSE];
+  size_t i;
+  int k;
+  rg_qv v;
+  for (k = 0; k < x->fuse; k++) {
+    rg_qeval(&x->ctx, x->fcomp[k], &v);
+    sc[k] = v.t == RG_QV_NUM && !(x->fts[k] && v.d <= 0) ? v.d : NAN;
+  }
+  if (!project(x, &v)) return;
+  x->tmp.n = 0;
+  rg_qv_print(&x->tmp, &v);
+  if (x->tmp.oom) { oom(x); return; }
+  memset(tail, 0, FUSE_KEY);
+  rg_put_u64(tail + FUSE_KEY, d->hash);
+  rg_put_u64(tail + FUSE_KEY + 8, d->digest);
+  rg_put_u32(tail + FUSE_KEY + 16, ord);
+  if (x->tie_desc)
+    for (i = FUSE_KEY; i < sizeof(tail); i++) tail[i] = (uint8_t)~tail[i];
+  x->key.n = 0;
+  rg_buf_add(&x->key, tail, sizeof(tail));
+  if (x->key.oom) { oom(x); return; }
+  if (meter_bytes(x, x->key.n + x->tmp.n + sizeof(hentry) +
+                  (size_t)x->fuse * sizeof(double)))
+    return;
+  if (x->nheap == x->capheap) {
+    size_t cap = x->capheap ? x->capheap * 2 : 64;
+    hentry *nh = (hentry *)realloc(x->heap, cap * sizeof(hentry));
+    if (nh == NULL) { oom(x); return; }
+    x->heap = nh;
+    x->capheap = cap;
+  }
+  if (x->nheap == x->fcap) {
+    size_t cap = x->fcap ? x->fcap * 2 : 64;
+    double *ns = (double *)realloc(x->fscore, cap * (size_t)x->fuse *
+                                   sizeof(double));
+    if (ns == NULL) { oom(x); return; }
+    x->fscore = ns;
+    x->fcap = cap;
+  }
+  if (make_entry(&x->heap[x->nheap], &x->key, &x->tmp, NULL)) {
+    oom(x);
+    return;
+  }
+  memcpy(x->fscore + x->nheap * (size_t)x->fuse, sc,
+         (size_t)x->fuse * sizeof(double));
+  x->nheap++;
+}
+
+/* Ranks of one component: rows with a score, best first, ties by key. */
+typedef struct fuse_by { const rg_qexec *x; int k; } fuse_by;
+static int fuse_cmp (const void *pa, const void *pb, void *ud) {
+  const fuse_by *by = (const fuse_by *)ud;
+  const rg_qexec *x = by->x;
+  size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+  double sa = x->fscore[a * (size_t)x->fuse + (size_t)by->k];
+  double sb = x->fscore[b * (size_t)x->fuse + (size_t)by->k];
+  if (sa != sb) return (sa > sb) == (x->fdesc[by->k] != 0) ? -1 : 1;
+  return key_cmp(&x->heap[a], &x->heap[b]);
+}
+
+/* Fuses the kept rows' ranks into their keys' scores, then drops the rows
+** a previous page returned. */
+static void fuse_finish (rg_qexec *x) {
+  size_t n = x->nheap, i, j, m;
+  size_t *idx;
+  double *fused;
+  int k;
+  if (n == 0) return;
+  idx = (size_t *)malloc(n * sizeof(size_t));
+  fused = (double *)calloc(n, sizeof(double));
+  if (idx == NULL || fused == NULL) { free(idx); free(fused); oom(x); return; }
+  for (k = 0; k < x->fuse; k++) {
+    fuse_by by;
+    m = 0;
+    for (i = 0; i < n; i++)
+      if (!isnan(x->fscore[i * (size_t)x->fuse + (size_t)k])) idx[m++] = i;
+    by.x = x;
+    by.k = k;
+    qsort_r(idx, m, sizeof(size_t), fuse_cmp, &by);
+    for (j = 0; j < m; j++)
+      fused[idx[j]] += x->fw[k] / (RG_RRF_K + (double)(j + 1));
+  }
+  for (i = 0; i < n; i++) {
+    rg_qv v;
+    x->key.n = 0;
+    rg_qv_num(&v, fused[i]);
+    rg_qv_term(&x->key, &v, 1, 0);
+    if (x->key.oom || x->key.n != FUSE_KEY) { oom(x); break; }
+    memcpy(x->heap[i].key, x->key.p, FUSE_KEY);
+  }
+  free(idx);
+  free(fused);
+  if (x->resumed) {                  /* rows up to the last one returned */
+    hentry r;
+    r.key = x->rokey.p;
+    r.klen = x->rokey.n;
+    for (i = j = 0; i < n; i++) {
+      if (key_cmp(&x->heap[i], &r) <= 0) {
+        free_entry(x, &x->heap[i]);
+        continue;
+      }
+      x->heap[j++] = x->heap[i];
+    }
+    x->nheap = j;
+  }
 }
 
 static uint64_t canon_hash (const rg_buf *b) {
@@ -753,12 +910,12 @@ static void row (rg_qexec *x, const rg_qdoc *d) {
     int i;
     for (i = 0; i < x->nconds; i++) {
       rg_qeval(&x->ctx, x->conds[i], &v);
-      if (v.t != RG_QV_TRUE) return;
+      if (v.t != RG_QV_TRUE) { eval_failed(x); return; }
     }
   }
   else if (x->m->where >= 0) {
     rg_qeval(&x->ctx, x->m->where, &v);
-    if (v.t != RG_QV_TRUE) return;
+    if (v.t != RG_QV_TRUE) { eval_failed(x); return; }
   }
   if (eval_failed(x)) return;
   switch (x->mode) {
@@ -818,6 +975,7 @@ static int load (rg_qexec *x, const rg_qdoc *d, rg_err *e) {
   int rc;
   rg_arena_reset(&x->docmem);
   rg_arena_reset(&x->scratch);
+  rg_qfts_newdoc(&x->ctx);
   if (x->ctx.cpdone) memset(x->ctx.cpdone, 0, (size_t)x->ctx.ncp);
   memset(x->ctx.bind, 0, (size_t)x->q->nslots * sizeof(rg_qv));
   x->ctx.docid = d->digest;
@@ -836,8 +994,20 @@ void rg_qexec_limits (rg_qexec *x, uint64_t max_rows, size_t max_bytes) {
   x->ctx.max_made = max_rows;
 }
 
+uint64_t rg_qexec_passed (const rg_qexec *x) {
+  return x->passed;
+}
+
 uint64_t rg_qexec_made (const rg_qexec *x) {
   return x->made;
+}
+
+void rg_qexec_deadline (rg_qexec *x, rg_deadline *d) {
+  x->ctx.deadline = d;
+}
+
+uint64_t rg_qexec_steps (const rg_qexec *x) {
+  return x->ctx.steps;
 }
 
 void rg_qexec_conds (rg_qexec *x, const int32_t *conds, int n) {
@@ -863,6 +1033,10 @@ void rg_qexec_computed (rg_qexec *x, const rg_qcomputed *cp, int n) {
     x->ctx.ncp = 0;
     oom(x);
   }
+}
+
+void rg_qexec_text (rg_qexec *x, const rg_qtext *t) {
+  x->ctx.text = t;
 }
 
 void rg_qexec_udf (rg_qexec *x, const rg_qudf *u) {
@@ -971,6 +1145,7 @@ static int page_room (rg_qexec *x) {
 
 static void finish_sort (rg_qexec *x) {
   size_t i = 0;
+  if (x->fuse) fuse_finish(x);
   if (x->nheap > 1) qsort(x->heap, x->nheap, sizeof(hentry), cmp_entries);
   while (i < x->nheap && x->skipped < (uint64_t)x->offset) {
     rg_buf kb;

@@ -80,6 +80,7 @@ int rg_qcomputed_json (const rg_query *cq, const char *doc, size_t n,
   bind[0] = bind[1] = c.doc;
   rg_qeval(&c, cq->sel[cq->blk[0].sel0].expr, &v);
   if (v.t != RG_QV_UNDEF) rg_qv_print(out, &v);
+  rg_qfts_free(&c);                  /* a FullTextContains' analyses */
   rc = mem.oom || out->oom ? rg_fail(e, 500, "out of memory") : 0;
   rg_tape_free(&t);
   rg_arena_free(&mem);

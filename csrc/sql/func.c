@@ -11,7 +11,8 @@
 ** newlocale so that the process's own locale is never touched; where that
 ** locale is missing, only ASCII letters change case.  RegexMatch uses
 ** PCRE2 (a Debian package) in UTF mode, with the modifiers i, m, s and x,
-** a match limit, and a small cache of compiled patterns per query.
+** match limits that tell its work (regex_match), and a small cache of
+** compiled patterns per query.
 **
 ** Numbers are doubles; the Int* functions take integers (numbers with no
 ** fraction within the 64-bit range) and compute in 64-bit integers, and
@@ -127,6 +128,12 @@ const rg_qfinfo rg_qfuncs[] = {
   F("YEAR", RG_QF_YEAR, 1, 1), F("MONTH", RG_QF_MONTH, 1, 1),
   F("DAY", RG_QF_DAY, 1, 1),
   F("IIF", RG_QF_IIF, 3, 3), F("DOCUMENTID", RG_QF_DOCUMENTID, 1, 1),
+  /* full-text search (fts.c) */
+  F("FULLTEXTCONTAINS", RG_QF_FULLTEXTCONTAINS, 2, 2),
+  F("FULLTEXTCONTAINSALL", RG_QF_FULLTEXTCONTAINSALL, 2, MANY),
+  F("FULLTEXTCONTAINSANY", RG_QF_FULLTEXTCONTAINSANY, 2, MANY),
+  N("FULLTEXTSCORE", RG_QF_FULLTEXTSCORE, 2, MANY),
+  N("RRF", RG_QF_RRF, 2, MANY),
   F("VECTORDISTANCE", RG_QF_VECTORDISTANCE, 2, 4),
   { NULL, 0, 0, 0, 0 }
 };
@@ -252,55 +259,157 @@ static int like_class (const char *p, size_t n, unsigned cp, size_t *plen) {
   return neg ? !hit : hit;
 }
 
-int rg_like (const char *s, size_t n, const char *p, size_t pn,
-             unsigned esc) {
-  size_t si = 0, pi = 0, star_p = (size_t)-1, star_s = 0;
-  while (si < n) {
-    if (pi < pn) {
-      unsigned pc, sc;
-      size_t pk = utf8_get(p + pi, pn - pi, &pc), sk;
-      if (esc && pc == esc && pi + pk < pn) {   /* an escaped character */
-        unsigned lit;
-        size_t lk = utf8_get(p + pi + pk, pn - pi - pk, &lit);
-        sk = utf8_get(s + si, n - si, &sc);
-        if (sc == lit) { si += sk; pi += pk + lk; continue; }
-      }
-      else if (pc == '%') {
-        star_p = ++pi;
-        star_s = si;
-        continue;
-      }
-      else if (pc == '_') {
-        sk = utf8_get(s + si, n - si, &sc);
-        si += sk;
-        pi += pk;
-        continue;
-      }
-      else if (pc == '[') {
-        size_t cl;
-        int m;
-        sk = utf8_get(s + si, n - si, &sc);
-        m = like_class(p + pi, pn - pi, sc, &cl);
-        if (cl == 0) {               /* no closing bracket: literal */
-          if (sc == '[') { si += sk; pi += pk; continue; }
-        }
-        else if (m) { si += sk; pi += cl; continue; }
-      }
-      else {
-        sk = utf8_get(s + si, n - si, &sc);
-        if (sc == pc) { si += sk; pi += pk; continue; }
-      }
-    }
-    if (star_p == (size_t)-1) return 0;
-    {                                /* let the last % take one more */
-      unsigned sc;
-      star_s += utf8_get(s + star_s, n - star_s, &sc);
-      si = star_s;
-      pi = star_p;
-    }
+/*
+** A pattern is a sequence of elements, each matching one character (a
+** literal, an escaped character, _, a class [...]), and stars (%).  The
+** stars cut it into segments: the first must match where the string
+** begins, the last where it ends (so its place is known: as many
+** characters before the end as it has elements), and each one between
+** at the leftmost place after the one before it (taking the leftmost
+** place never loses a match the others could make).  So a pattern with
+** one or two stars, or whose middle segments find their place at once,
+** matches in time linear in the string; the search for a middle segment
+** can cost its length at every place of the string, and that work is
+** counted (rg_qctx_work: charged, and stopped by the query's time limit).
+*/
+enum { E_STAR, E_LIT, E_ANY, E_CLASS };
+
+typedef struct like_state {
+  const char *s, *p;
+  size_t n, pn;
+  unsigned esc;
+  uint64_t steps;              /* elements compared */
+  rg_qctx *x;
+  int stop;                    /* the query must stop */
+} like_state;
+
+/* The element at p[pi]: its kind (E_*), its code point (E_LIT); returns
+** where the next begins. */
+static size_t like_elem (const like_state *L, size_t pi, int *kind,
+                         unsigned *cp) {
+  const char *p = L->p;
+  size_t pn = L->pn, pk, cl;
+  unsigned pc;
+  pk = utf8_get(p + pi, pn - pi, &pc);
+  if (L->esc && pc == L->esc && pi + pk < pn) {   /* an escaped character */
+    size_t lk = utf8_get(p + pi + pk, pn - pi - pk, cp);
+    *kind = E_LIT;
+    return pi + pk + lk;
   }
-  while (pi < pn && p[pi] == '%') pi++;
-  return pi == pn;
+  if (pc == '%') { *kind = E_STAR; return pi + pk; }
+  if (pc == '_') { *kind = E_ANY; return pi + pk; }
+  if (pc == '[') {
+    like_class(p + pi, pn - pi, 0, &cl);
+    if (cl) { *kind = E_CLASS; return pi + cl; }   /* unclosed: a literal */
+  }
+  *kind = E_LIT;
+  *cp = pc;
+  return pi + pk;
+}
+
+/* Counts a step; every 2^20 of them, asks whether the query must stop. */
+static int like_step (like_state *L) {
+  if ((++L->steps & 0xFFFFF) == 0 && rg_qctx_late(L->x)) L->stop = 1;
+  return L->stop;
+}
+
+/* Does the segment p[a..b) (no stars) match the string at *si?  On a match
+** *si moves past it. */
+static int like_seg (like_state *L, size_t a, size_t b, size_t *si) {
+  size_t i = *si;
+  while (a < b) {
+    unsigned cp = 0, sc;
+    size_t cl;
+    int kind, ok;
+    size_t next = like_elem(L, a, &kind, &cp);
+    if (i >= L->n || like_step(L)) return 0;
+    i += utf8_get(L->s + i, L->n - i, &sc);
+    switch (kind) {
+      case E_ANY: ok = 1; break;
+      case E_CLASS: ok = like_class(L->p + a, L->pn - a, sc, &cl); break;
+      default: ok = sc == cp; break;
+    }
+    if (!ok) return 0;
+    a = next;
+  }
+  *si = i;
+  return 1;
+}
+
+/* The next star at or after pi (pn: none); *after, where what follows
+** it begins. */
+static size_t like_star (const like_state *L, size_t pi, size_t *after) {
+  while (pi < L->pn) {
+    int kind;
+    unsigned cp;
+    size_t next = like_elem(L, pi, &kind, &cp);
+    if (kind == E_STAR) { *after = next; return pi; }
+    pi = next;
+  }
+  *after = L->pn;
+  return L->pn;
+}
+
+int rg_like (rg_qctx *x, const char *s, size_t n, const char *p, size_t pn,
+             unsigned esc) {
+  like_state L;
+  size_t si = 0, end = n, first, after, last = (size_t)-1, a, m = 0, chars;
+  int ok = 1;
+  L.s = s; L.n = n; L.p = p; L.pn = pn; L.esc = esc;
+  L.steps = 0; L.x = x; L.stop = 0;
+  first = like_star(&L, 0, &after);
+  if (first == pn) {                 /* no star: the whole string */
+    ok = like_seg(&L, 0, pn, &si) && si == n;
+    goto done;
+  }
+  if (!like_seg(&L, 0, first, &si)) { ok = 0; goto done; }
+  for (a = after; a < pn; ) {        /* the last star */
+    size_t next, nafter;
+    next = like_star(&L, a, &nafter);
+    if (next == pn) break;
+    last = next;
+    a = nafter;
+  }
+  if (last == (size_t)-1) last = first;
+  like_star(&L, last, &a);           /* the last segment: p[a..pn) */
+  {
+    size_t i;
+    int kind;
+    unsigned cp;
+    for (i = a; i < pn; i = like_elem(&L, i, &kind, &cp)) m++;
+    for (i = si, chars = 0; i < n; chars++) {
+      unsigned sc;
+      i += utf8_get(s + i, n - i, &sc);
+    }
+    L.steps += chars;
+    if (chars < m) { ok = 0; goto done; }
+    for (end = si, i = 0; i < chars - m; i++) {
+      unsigned sc;
+      end += utf8_get(s + end, n - end, &sc);
+    }
+    i = end;
+    if (!like_seg(&L, a, pn, &i)) { ok = 0; goto done; }
+  }
+  L.n = end;                         /* the middle segments, leftmost */
+  for (a = after; a < pn && !L.stop; ) {
+    size_t star = like_star(&L, a, &after);
+    if (star > last) break;
+    if (star > a) {
+      size_t at = si;
+      for (;;) {
+        size_t i = at;
+        unsigned sc;
+        if (like_seg(&L, a, star, &i)) { si = i; break; }
+        if (at >= end || L.stop) { ok = 0; goto done; }
+        at += utf8_get(s + at, end - at, &sc);
+      }
+    }
+    if (star == last) break;
+    a = after;
+  }
+done:
+  if (rg_qctx_work(x, L.steps, (uint64_t)n + pn) || L.stop) return -1;
+  return ok;
 }
 /* }===================================================================== */
 
@@ -695,6 +804,11 @@ static void string_fn (rg_qctx *x, int fn, const rg_qv *a, int n,
 
 /* RegexMatch: compiled patterns are cached per query. */
 #define RX_CACHE 4
+#define RX_MIN      1000             /* a match's free steps: its input, */
+#define RX_TIER     8                /* then tiers of 8 times more, */
+#define RX_MAX      10000000u        /* up to 10^7 (about 0.3 s) */
+#define RX_MAX_TEXT "10^7"
+#define RX_HEAP_KB  65536            /* backtracking memory: 64 MiB */
 typedef struct rxentry {
   char *pat;
   size_t n;
@@ -775,13 +889,36 @@ static void regex_match (rg_qctx *x, const rg_qv *a, int n, rg_qv *out) {
     rx->md = pcre2_match_data_create(1, NULL);
     rx->mc = pcre2_match_context_create(NULL);
     if (rx->md == NULL || rx->mc == NULL) { x->scratch->oom = 1; return; }
-    pcre2_set_match_limit(rx->mc, 1000000);
-    pcre2_set_depth_limit(rx->mc, 10000);
+    pcre2_set_heap_limit(rx->mc, RX_HEAP_KB);
   }
-  rc = pcre2_match(en->code, (PCRE2_SPTR)a[0].s, a[0].n, 0, 0, rx->md,
-                   rx->mc);
+  /*
+  ** PCRE2 backtracks, and tells its work only by failing past a limit: the
+  ** match is tried under a limit of the input's length (free: a linear
+  ** pass), then under limits RX_TIER times larger, up to RX_MAX.  The
+  ** limit that sufficed is the work charged (at most RX_TIER times what
+  ** was done, and the tries cost at most 1/(RX_TIER - 1) more); past
+  ** RX_MAX the query fails rather than call the value not matching.
+  */
+  {
+    uint64_t linear = (uint64_t)a[0].n + a[1].n + RX_MIN, limit = linear;
+    for (;;) {
+      pcre2_set_match_limit(rx->mc, (uint32_t)limit);
+      pcre2_set_depth_limit(rx->mc, (uint32_t)limit);
+      rc = pcre2_match(en->code, (PCRE2_SPTR)a[0].s, a[0].n, 0, 0, rx->md,
+                       rx->mc);
+      if (rc != PCRE2_ERROR_MATCHLIMIT && rc != PCRE2_ERROR_DEPTHLIMIT) break;
+      if (rg_qctx_work(x, limit, 0) || limit >= RX_MAX) break;
+      limit = limit * RX_TIER > RX_MAX ? RX_MAX : limit * RX_TIER;
+    }
+    if (rg_qctx_work(x, limit, linear)) return;
+  }
   if (rc >= 0) rg_qv_bool(out, 1);
   else if (rc == PCRE2_ERROR_NOMATCH) rg_qv_bool(out, 0);
+  else if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
+           rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_NOMEMORY)
+    rg_qctx_fail(x, 400, "RegexMatch: the pattern backtracks too much on "
+                 "this value (more than " RX_MAX_TEXT " steps, or 64 MiB): "
+                 "make it more specific");
 }
 /* }===================================================================== */
 

@@ -94,17 +94,6 @@ static const char *const reserved[] = {
 ** Errors
 ** ======================================================================
 */
-void rg_query_where (const char *sql, size_t off, int *line, int *col) {
-  size_t i;
-  *line = 1;
-  *col = 1;
-  for (i = 0; i < off; i++) {
-    unsigned char c = (unsigned char)sql[i];
-    if (c == '\n') { (*line)++; *col = 1; }
-    else if ((c & 0xC0) != 0x80) (*col)++;
-  }
-}
-
 /* A short description of the current token, for messages. */
 static void describe (pstate *P, char *out, size_t size) {
   const token *t = &P->t;
@@ -1391,10 +1380,15 @@ static int select_block (pstate *P, int b, int filter) {
   }
   if (is_kw(P, "ORDER")) {
     if (next(P) || want_kw(P, "BY")) return P->status;
-    if (is_kw(P, "RANK"))
-      return fail_at(P, P->t.pos, "ORDER BY RANK is not supported "
-                     "(full-text search is not implemented)");
-    for (;;) {
+    if (is_kw(P, "RANK")) {          /* one scoring function, best first */
+      int32_t x;
+      if (next(P) || (x = expr(P)) < 0) return P->status;
+      BLK(P, b)->order[0].expr = x;
+      BLK(P, b)->order[0].desc = 1;
+      BLK(P, b)->norder = 1;
+      BLK(P, b)->rank = 1;
+    }
+    else for (;;) {
       int32_t x;
       int n = BLK(P, b)->norder, desc = 0;
       if (n == RG_QMAX_ORDER)
@@ -1877,6 +1871,7 @@ int rg_query_parse (const char *sql, size_t n, int filter, rg_query **out,
   P.e = e;
   P.filter = filter;
   if (query(&P, filter) == 0) resolve_block(&P, 0, NULL);
+  if (P.status == 0) P.status = rg_qfts_check(q, e);
   if (P.status) {
     rg_query_free(q);
     return P.status;

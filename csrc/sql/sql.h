@@ -31,6 +31,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/arena.h"
+#include "base/deadline.h"
 #include "base/support.h"
 
 /* Value types, in the order ORDER BY ranks them (arrays and objects rank
@@ -146,6 +147,9 @@ enum {
   RG_QF_TIMESTAMPTODATETIME, RG_QF_YEAR, RG_QF_MONTH, RG_QF_DAY,
   /* conditional, items */
   RG_QF_IIF, RG_QF_DOCUMENTID,
+  /* full-text search and fusion (fts.c) */
+  RG_QF_FULLTEXTCONTAINS, RG_QF_FULLTEXTCONTAINSALL,
+  RG_QF_FULLTEXTCONTAINSANY, RG_QF_FULLTEXTSCORE, RG_QF_RRF,
   /* vector search (vector.c) */
   RG_QF_VECTORDISTANCE,
   RG_QF_COUNT_
@@ -217,6 +221,7 @@ typedef struct rg_qblock {
   int32_t where;
   int norder;
   struct { int32_t expr; int desc; } order[RG_QMAX_ORDER];
+  int rank;                            /* ORDER BY RANK: order[0] ranks */
   int ngroup;
   int32_t group[RG_QMAX_GROUP];
   int naggs;                           /* aggregate calls in its SELECT */
@@ -335,6 +340,35 @@ typedef struct rg_qudf {
 
 
 /*
+** Full-text search (fts.c).  The container gives what a scoring function
+** cannot see in one row through this interface: `lang` the language of a
+** path ("/text") under the container's full-text policy (path NULL: its
+** default), -1 for en-US; `stats` BM25's statistics of `path` for the
+** analyzed terms (the documents holding text there, their terms, each
+** term's document frequency), over the container or the queried
+** partition, as the request asks.  0, or a status with `e` filled.
+*/
+typedef struct rg_qtext {
+  void *ud;
+  int (*lang) (void *ud, const char *path, size_t n);
+  int (*stats) (void *ud, const char *path, size_t n, int lang,
+                const char *const *terms, const size_t *lens, int nterms,
+                uint64_t *docs, uint64_t *tokens, uint64_t *df, rg_err *e);
+} rg_qtext;
+
+/* The statistics of a scan: documents as JSON text in, BM25's figures of
+** one path and its terms out (the analysis of text.h in `lang`).
+** rg_ftacc_doc: 0, or 500 out of memory (text that is not JSON counts as
+** a document without the path). */
+typedef struct rg_ftacc rg_ftacc;
+int  rg_ftacc_new (rg_ftacc **out, const char *path, size_t pn, int lang,
+                   const char *const *terms, const size_t *lens, int nterms);
+int  rg_ftacc_doc (rg_ftacc *a, const char *json, size_t n);
+void rg_ftacc_result (const rg_ftacc *a, uint64_t *docs, uint64_t *tokens,
+                      uint64_t *df);
+void rg_ftacc_free (rg_ftacc *a);
+
+/*
 ** The row pipeline (exec.c): documents come in from a source (the
 ** planner's scans and index lookups, or a test harness), rows are made
 ** (FROM, JOIN), filtered, grouped, ordered, counted and projected into one
@@ -379,11 +413,22 @@ void rg_qexec_conds (rg_qexec *x, const int32_t *conds, int n);
 ** and user-defined functions; both must outlive the pipeline. */
 void rg_qexec_computed (rg_qexec *x, const rg_qcomputed *cp, int n);
 void rg_qexec_udf (rg_qexec *x, const rg_qudf *u);
+/* The container's full-text statistics and languages; must outlive the
+** pipeline. */
+void rg_qexec_text (rg_qexec *x, const rg_qtext *t);
 /* Bounds the page's work: documents fed plus rows made (408 beyond), and
 ** bytes of results held (413 beyond); 0: no bound.  rg_qexec_made tells
 ** the work done so far. */
 void rg_qexec_limits (rg_qexec *x, uint64_t max_rows, size_t max_bytes);
 uint64_t rg_qexec_made (const rg_qexec *x);
+/* Bounds the CPU time of the page's work (NULL: none): 408 once it is
+** spent, checked at every document, row and 2^20 steps of LIKE. */
+void rg_qexec_deadline (rg_qexec *x, rg_deadline *d);
+/* The evaluation work to charge (rg_work's `steps`). */
+uint64_t rg_qexec_steps (const rg_qexec *x);
+/* SORT: the rows that passed the WHERE so far (a source that reads its
+** items best first stops once the page's TOP has them). */
+uint64_t rg_qexec_passed (const rg_qexec *x);
 /* Does the pipeline need the documents' text (0: it only counts them, so
 ** a source may feed blank documents)? */
 int  rg_qexec_needs_text (const rg_qexec *x);

@@ -92,6 +92,8 @@ typedef struct rg_qctx {
   rg_qv *cpv;
   uint8_t *cpdone;
   const rg_qudf *udf;
+  const rg_qtext *text;                /* full-text statistics, or NULL */
+  struct rg_qfts *fts;                 /* full-text state (fts.c) */
   /* time: the query's fixed now (static functions), in ticks */
   int64_t now_ticks;
   uint64_t rand;
@@ -100,6 +102,11 @@ typedef struct rg_qctx {
   uint64_t max_made;
   uint64_t docid;                      /* DocumentId of the document */
   struct rg_qrx *rx;                   /* compiled patterns (func.c) */
+  /* the work of LIKE and RegexMatch beyond a pass over their input (a
+  ** linear pass is paid for by loading the document): charged as the
+  ** rg_work counter `steps`; the CPU time the query may take, or NULL */
+  uint64_t steps;
+  rg_deadline *deadline;
   struct rg_qvcache *vcache;           /* query vectors, converted once
                                           (vector.c) */
   /* the first failure (a UDF's, a bound), 0 while none */
@@ -116,6 +123,29 @@ void rg_qcall (rg_qctx *x, int fn, const rg_qv *a, int n, rg_qv *out);
 /* Frees the compiled patterns of a context. */
 void rg_qrx_free (struct rg_qrx *rx);
 void rg_qblock_run (rg_qctx *x, int blk, int kind, rg_qv *out);
+/* Fails the evaluation (the first failure is kept). */
+void rg_qctx_fail (rg_qctx *x, int status, const char *msg);
+/* Has the query used its time?  Then it fails with 408 (returns 1); 1
+** also once the evaluation has failed. */
+int  rg_qctx_late (rg_qctx *x);
+/* Counts `steps` of evaluation work, of which `linear` are free (see
+** `steps` above), and asks rg_qctx_late. */
+int  rg_qctx_work (rg_qctx *x, uint64_t steps, uint64_t linear);
+
+/* Full text (fts.c): a FullText* or RRF call node evaluated (given the
+** values of all its arguments, evaluated by eval.c; none for RRF); the row
+** changed (its texts' analyses are dropped); the state freed.  Parse-time
+** checks of the calls and of ORDER BY RANK (400).  RRF's components and
+** weights (at most max; the count), and whether a component ranks higher
+** values first. */
+void rg_qfts_call (rg_qctx *x, int32_t e, const rg_qv *args, int n,
+                   rg_qv *out);
+void rg_qfts_newdoc (rg_qctx *x);
+void rg_qfts_free (rg_qctx *x);
+int  rg_qfts_check (const rg_query *q, rg_err *e);
+int  rg_qfts_rrf (const rg_query *q, const rg_qv *params, int32_t e,
+                  int32_t *comp, double *w, int max);
+int  rg_qfts_rank_desc (const rg_query *q, const rg_qv *params, int32_t e);
 
 /* Date and time (time.c): "YYYY-MM-DDThh:mm:ss.fffffffZ" strings and ticks
 ** (100 ns since 0001-01-01).  0 when the text is not one. */
@@ -135,8 +165,9 @@ void rg_qvd_eval (rg_qctx *x, const rg_qexpr *ex, const rg_qv *a, int n,
                   rg_qv *out);
 void rg_qvcache_free (struct rg_qvcache *c);
 
-/* LIKE (func.c): does s match the pattern (escape 0: none)? */
-int  rg_like (const char *s, size_t n, const char *p, size_t pn,
+/* LIKE (func.c): does s match the pattern (escape 0: none)?  1 or 0; -1
+** when the query must stop (its time is up). */
+int  rg_like (rg_qctx *x, const char *s, size_t n, const char *p, size_t pn,
               unsigned esc);
 
 #endif

@@ -17,8 +17,10 @@
 ** objects as the single byte 0x01, below every scalar, which is how ORDER
 ** BY ranks them), and rg_qv_canon a canonical form in which equal values
 ** (objects in any member order) have equal bytes.  This file is below the
-** rest of sql/: evaluation (eval.c), the functions (func.c, time.c) and
-** the pipeline (exec.c) build on it, and it calls none of them.
+** rest of sql/: the parser (parse.c), evaluation (eval.c), the functions
+** (func.c, time.c, fts.c) and the pipeline (exec.c) build on it, and it
+** calls none of them; so do the helpers every one of them reports
+** failures and checks the time limit with (the last section).
 */
 
 #include <locale.h>
@@ -661,5 +663,42 @@ int rg_qv_build (rg_arena *a, int obj, const rg_qv *items,
   }
   rg_qv_of_node(out, nd);
   return 0;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Failures and where they are
+** ======================================================================
+*/
+void rg_qctx_fail (rg_qctx *x, int status, const char *msg) {
+  if (x->status) return;
+  x->status = status;
+  rg_fail(&x->err, status, "%s", msg);
+}
+
+int rg_qctx_late (rg_qctx *x) {
+  if (x->status) return 1;
+  if (x->deadline == NULL || !rg_deadline_passed(x->deadline)) return 0;
+  x->status = rg_fail(&x->err, 408, "the query exceeded its time limit "
+                      "(%.2f s of CPU)", (double)x->deadline->limit / 1e9);
+  return 1;
+}
+
+int rg_qctx_work (rg_qctx *x, uint64_t steps, uint64_t linear) {
+  if (steps > linear) x->steps += steps - linear;
+  return rg_qctx_late(x);
+}
+
+void rg_query_where (const char *sql, size_t off, int *line, int *col) {
+  size_t i;
+  *line = 1;
+  *col = 1;
+  for (i = 0; i < off; i++) {
+    unsigned char c = (unsigned char)sql[i];
+    if (c == '\n') { (*line)++; *col = 1; }
+    else if ((c & 0xC0) != 0x80) (*col)++;
+  }
 }
 /* }===================================================================== */

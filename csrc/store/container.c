@@ -67,6 +67,7 @@
 #include "base/json.h"
 #include "store/container.h"
 #include "store/layout.h"
+#include "store/search.h"
 
 
 /*
@@ -235,7 +236,8 @@ int rg_cspec_indexed (const rg_cspec *s, const char *const *seg, int n) {
 
 static int build_indexing (rg_cspec *s, const cJSON *ix, rg_err *e) {
   static const char *const keys[] = { "automatic", "included", "excluded",
-                                       "composite", "vector_indexes", NULL };
+                                       "composite", "full_text",
+                                       "fullTextIndexes", "vector_indexes", NULL };
   const cJSON *inc = NULL, *exc = NULL, *comp = NULL, *c;
   int npat = 3 + s->nvemb, rc, i, lsn_asked = 0;
   s->automatic = 1;
@@ -471,6 +473,7 @@ void rg_cspec_free (rg_cspec *s) {
     free((char *)s->cp[i].name);
   }
   free(s->cp);
+  rg_ftpolicy_free(s->ft);
   rg_vpolicy_free(s);
   free(s->json);
   free(s);
@@ -480,8 +483,8 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
   static const char *const keys[] = {
     "name", "partition_key", "physical_partitions", "indexing",
     "unique_keys", "default_ttl", "max_partition_bytes", "change_feed",
-    "computed_properties", "revision", "throughput", "vector_embeddings",
-    NULL
+    "computed_properties", "revision", "throughput", "full_text",
+    "fullTextPolicy", "vector_embeddings", NULL
   };
   rg_cspec *s;
   const cJSON *v;
@@ -593,6 +596,10 @@ int rg_cspec_build (const cJSON *j, uint32_t cid, rg_cspec **out, rg_err *e) {
 
   if ((rc = build_computed(s, cJSON_GetObjectItemCaseSensitive(
                               j, "computed_properties"), e)))
+    goto fail;
+
+  if ((rc = rg_ftpolicy_build(s, j, cJSON_GetObjectItemCaseSensitive(
+                                j, "indexing"), e)))
     goto fail;
 
   s->revision = 1;

@@ -19,6 +19,7 @@
 #include "store/kv.h"
 
 struct rg_env;
+struct rg_ftpolicy;                 /* store/search.h */
 
 enum { RG_PAT_SCALAR = 1, RG_PAT_ALL = 2 };   /* "/a/?" and "/a/\*" */
 
@@ -107,6 +108,7 @@ struct rg_cspec {
   /* 2 for containers made since queries use shape entries and prefix
   ** hashing of hierarchical keys (index.c, layout.c); absent: 1 */
   int revision;
+  struct rg_ftpolicy *ft;           /* full-text policy, or NULL */
   rg_tpset tp;                      /* as created (the live one may differ:
                                        store/throughput.h) */
   int nvemb;                        /* vector embeddings and indexes */

@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "store/env_int.h"
+#include "store/pagewalk.h"
+#include "store/preflight.h"
 #include "store/hooks.h"
 #include "store/remote.h"
 #include "store/throughput.h"
@@ -173,6 +175,14 @@ int rg_env_tables (rg_env *env, rg_table_stat out[], uint64_t *free_bytes,
 int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
   if (env->remote) return not_remote(env, "backup", e);
   return rg_local_backup(env->local, path, e);
+}
+
+void rg_env_walk (rg_env *env, rg_txn *txn, struct rg_walk *w) {
+  if (env->remote) {        /* no file of pages: nothing to walk */
+    memset(w, 0, sizeof(*w));
+    return;
+  }
+  rg_local_walk(env->local, txn, w);
 }
 
 int rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,

@@ -76,6 +76,11 @@ int  rg_env_tables (rg_env *env, rg_table_stat out[], uint64_t *free_bytes,
                     rg_err *e);
 const char *rg_env_table_name (int db);
 int  rg_env_backup (rg_env *env, const char *path, rg_err *e);
+/* Every page of the file as txn sees it, walked without LMDB
+** (pagewalk.h, local.h): verify's first check (a remote database has no
+** pages: an empty walk). */
+struct rg_walk;
+void rg_env_walk (rg_env *env, rg_txn *txn, struct rg_walk *w);
 int  rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,
                      rg_err *e);
 

@@ -951,6 +951,7 @@ int rg_ixcur_open (rg_ixcur *c, rg_txn *txn, rg_env *env) {
   c->txn = txn;
   c->env = env;
   c->cur = c->refs = NULL;
+  c->nbuf = 0;
   if ((rc = rg_cur_open(txn, RG_DB_INDEX, &c->cur))) return rc;
   if ((rc = rg_cur_open(txn, RG_DB_REFS, &c->refs))) {
     rg_cur_close(c->cur);
@@ -973,8 +974,20 @@ static int flat (rg_ixcur *c, const rg_val *key, const rg_val *dup,
   memcpy(c->buf, key->p, key->n);
   memcpy(c->buf + key->n, dup->p, RG_REF_SIZE);
   k->p = c->buf;
-  k->n = key->n + RG_REF_SIZE;
+  k->n = c->nbuf = key->n + RG_REF_SIZE;
   return 0;
+}
+
+/* The entry key | dup (dup RG_REF_SIZE bytes) against the n bytes at b,
+** as flat bytes: < 0, 0, > 0. */
+static int flat_cmp (const rg_val *key, const rg_val *dup,
+                     const uint8_t *b, size_t n) {
+  size_t kn = key->n, m = kn < n ? kn : n, all = kn + RG_REF_SIZE;
+  int c = memcmp(key->p, b, m);
+  if (c || kn >= n) return c ? c : 1;
+  m = n - kn < RG_REF_SIZE ? n - kn : RG_REF_SIZE;
+  if ((c = memcmp(dup->p, b + kn, m)) != 0) return c;
+  return all > n ? 1 : all < n ? -1 : 0;
 }
 
 /* Positions on the first entry >= the flat bytes `want`: the first key
@@ -1015,7 +1028,7 @@ static int seek (rg_ixcur *c, const rg_val *want, rg_val *key,
 
 int rg_ixcur_get (rg_ixcur *c, rg_val *k, int op) {
   rg_val key, dup;
-  int rc;
+  int rc, order = 0;
   switch (op) {
     case RG_IX_SEEK: rc = seek(c, k, &key, &dup); break;
     case RG_IX_NEXT: rc = rg_cur_get(c->cur, &key, &dup, RG_NEXT); break;
@@ -1023,6 +1036,15 @@ int rg_ixcur_get (rg_ixcur *c, rg_val *k, int op) {
     default: rc = rg_cur_get(c->cur, &key, &dup, RG_LAST); break;
   }
   if (rc) return rc;
+  if (dup.n != RG_REF_SIZE) return RG_CORRUPT;
+  if (op == RG_IX_SEEK)
+    order = flat_cmp(&key, &dup, (const uint8_t *)k->p, k->n) >= 0;
+  else if (op == RG_IX_NEXT || op == RG_IX_PREV) {
+    int c0 = c->nbuf ? flat_cmp(&key, &dup, c->buf, c->nbuf) : 0;
+    order = !c->nbuf || (op == RG_IX_NEXT ? c0 > 0 : c0 < 0);
+  }
+  else order = 1;
+  if (!order) return RG_CORRUPT;
   return flat(c, &key, &dup, k);
 }
 

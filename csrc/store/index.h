@@ -105,11 +105,15 @@ typedef struct rg_ixcur {
   rg_env *env;
   rg_cur *cur, *refs;
   uint8_t buf[RG_MAX_KEY + RG_REF_SIZE];
+  size_t nbuf;                /* the entry last given (0: none) */
 } rg_ixcur;
 int  rg_ixcur_open (rg_ixcur *c, rg_txn *txn, rg_env *env);
 void rg_ixcur_close (rg_ixcur *c);
 /* Moves (RG_IX_*; SEEK from the bytes in *k) and gives the entry in *k
-** (valid until the next move): 0, RG_NOTFOUND, or an LMDB code. */
+** (valid until the next move): 0, RG_NOTFOUND, or a code of the seam.  An
+** entry out of order (before the bytes sought, not after the entry last
+** given by NEXT, not before it by PREV) is RG_CORRUPT: a damaged tree can
+** give one, and a walk that trusted it could go round for ever. */
 int  rg_ixcur_get (rg_ixcur *c, rg_val *k, int op);
 /* The item key of the entry last given (*ikey, valid in the
 ** transaction): 0, RG_NOTFOUND (a dangling reference), or a code. */

@@ -41,8 +41,10 @@
 **
 ** Declaring a table: a name in the enum of layout.h (before RG_NDB), a
 ** row in rg_tables (layout.c: its name in the database and its duplicate
-** size, 0 for one value per key), and its key format in layout.c's
-** essay.  A database opened for writing gets the tables it lacks.
+** size, 0 for one value per key; `late` when databases of the format
+** already exist), and its key format in layout.c's essay.  A database
+** opened for writing gets the tables it lacks; one opened read-only reads
+** a late table it lacks as empty (and refuses to open without any other).
 */
 
 #ifndef rg_kv_h
@@ -63,6 +65,9 @@ typedef struct rg_val {
 typedef struct rg_table {
   const char *name;          /* its name in the database */
   unsigned dupsize;          /* sorted duplicates of this size; 0: none */
+  int late;                  /* added after databases of this format were
+                                made: one opened read-only without it reads
+                                it as empty */
 } rg_table;
 extern const struct rg_table rg_tables[];
 
@@ -126,6 +131,7 @@ typedef struct rg_kv_ops {
   int (*add) (rg_txn *t, int tb, const void *k, size_t kn, int64_t items,
               int64_t bytes, uint64_t bound, unsigned flags);
   int (*last) (rg_txn *t, uint32_t cid, int range, uint64_t *lsn);
+  uint64_t (*pending) (rg_txn *t);
 } rg_kv_ops;
 
 /* A transaction and a cursor begin with their backend's table: the
@@ -242,6 +248,12 @@ static inline int rg_kv_add (rg_txn *t, int tb, const void *k, size_t kn,
                              int64_t items, int64_t bytes, uint64_t bound,
                              unsigned flags) {
   return t->ops->add(t, tb, k, kn, items, bytes, bound, flags);
+}
+/* The memory a write transaction's writes hold until its commit, bytes
+** (the backend's estimate; a savepoint's rollback takes nothing back):
+** what bounds a script's transaction (RG_MAX_TXN_DIRTY, base/limits.h). */
+static inline uint64_t rg_kv_pending (rg_txn *t) {
+  return t->ops->pending(t);
 }
 
 /* A failure code as a status and a message about `what` (500, or 507 for

@@ -55,6 +55,11 @@
 **   latest   cid u16:range        => u64:lsn u32:seq  (sorted duplicates of
 **                                        12 bytes; write.c, feed.c)
 **   parts    lp                                     -> u64 items, u64 bytes
+**   vector   cid u32:index-id u64:shard 'h'         -> an index's header
+**            cid u32:index-id u64:shard u8:type u32:n -> its blocks, lists
+**                                        and slots (vindex.c: types 'x'
+**                                        vectors, 'c' codes, 'a' neighbours,
+**                                        'f' free slots, 's' an item's slot)
 **
 ** Logical and physical partitions.  A partition key value (one value per
 ** level, up to three levels) is encoded as a tuple of terms (below) and
@@ -141,9 +146,10 @@
 /* The tables, in the order of the enum of layout.h (kv.h says how a
 ** table is declared). */
 const rg_table rg_tables[RG_NDB] = {
-  { "meta", 0 }, { "items", 0 }, { "index", RG_REF_SIZE }, { "unique", 0 },
-  { "ttl", 0 }, { "feed", 0 }, { "latest", RG_LATEST_DUP }, { "parts", 0 },
-  { "refs", 0 }
+  { "meta", 0, 0 }, { "items", 0, 0 }, { "index", RG_REF_SIZE, 0 },
+  { "unique", 0, 0 }, { "ttl", 0, 0 }, { "feed", 0, 0 },
+  { "latest", RG_LATEST_DUP, 0 }, { "parts", 0, 0 }, { "refs", 0, 0 },
+  { "vector", 0, 1 }
 };
 
 #define RG_ID_INLINE     200      /* ids longer than this are cut + digest */
@@ -447,6 +453,18 @@ size_t rg_key_host_index (uint8_t *out, uint32_t cid, uint64_t id) {
   rg_put_u32(out, cid);
   rg_put_u64(out + 4, id);
   return 12;
+}
+
+size_t rg_key_vector (uint8_t *out, uint32_t cid, uint32_t ixid,
+                      uint64_t shard, int type, uint32_t n) {
+  rg_put_u32(out, cid);
+  rg_put_u32(out + 4, ixid);
+  rg_put_u64(out + 8, shard);
+  if (type == 0) return 16;
+  out[16] = (uint8_t)type;
+  if (type == RG_VK_HEADER) return 17;
+  rg_put_u32(out + 17, n);
+  return RG_VECTOR_KEY;
 }
 
 void rg_ref_hash_put (uint8_t *out, uint64_t hash) {

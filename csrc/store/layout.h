@@ -23,7 +23,9 @@
 /* The tables (rg_tables, layout.c, names each; kv.h says how to declare
 ** one). */
 enum { RG_DB_META, RG_DB_ITEMS, RG_DB_INDEX, RG_DB_UNIQUE, RG_DB_TTL,
-       RG_DB_FEED, RG_DB_LATEST, RG_DB_PARTS, RG_DB_REFS, RG_NDB };
+       RG_DB_FEED, RG_DB_LATEST, RG_DB_PARTS, RG_DB_REFS,
+       RG_DB_VECTOR,                 /* vector indexes (vindex.c) */
+       RG_NDB };
 
 /* The format this build writes and reads (format 1 databases are read
 ** only by the upgrade, upgrade.c). */
@@ -107,6 +109,14 @@ size_t rg_key_index (uint8_t *out, size_t cap, const uint8_t *prefix,
 /* A host's index prefix (index.h, cluster mode): cid | the 64-bit id of
 ** the index (12 bytes). */
 size_t rg_key_host_index (uint8_t *out, uint32_t cid, uint64_t id);
+/* A vector index record's key (vindex.c): cid | the index's id | shard
+** (the instance's prefix: 16 bytes, with type 0), then the record's type
+** and, except for the header, a number (RG_VECTOR_KEY bytes). */
+#define RG_VECTOR_KEY 21
+enum { RG_VK_HEADER = 'h', RG_VK_VECTORS = 'x', RG_VK_CODES = 'c',
+       RG_VK_ADJ = 'a', RG_VK_FREE = 'f', RG_VK_SLOT = 's' };
+size_t rg_key_vector (uint8_t *out, uint32_t cid, uint32_t ixid,
+                      uint64_t shard, int type, uint32_t n);
 /* Writes the first half of a reference (the top 32 bits of `hash`). */
 void   rg_ref_hash_put (uint8_t *out, uint64_t hash);
 

@@ -62,8 +62,12 @@
 
 #include <lmdb.h>
 
+#include "store/guarded.h"
 #include "store/layout.h"
 #include "store/local.h"
+#include "store/pagecheck.h"
+#include "store/pagewalk.h"
+#include "store/preflight.h"
 #include "store/wal.h"
 
 #define DEFAULT_MAP   (64u << 20)
@@ -85,6 +89,7 @@ typedef struct ltxn {
   int savepoints;            /* open savepoints */
   rg_buf undo;               /* their undo log: what writes overwrote */
   uint64_t lsn;              /* the transaction's lsn, 0 until taken */
+  uint64_t dirty;            /* rg_kv_pending: dirty_cost of its writes */
 } ltxn;
 
 typedef struct lcur {
@@ -94,9 +99,13 @@ typedef struct lcur {
   int tb;
 } lcur;
 
+/* The handle of a table a read-only open found missing (a late one,
+** kv.h): read as empty. */
+#define DBI_NONE ((MDB_dbi)~0u)
+
 struct rg_local {
   MDB_env *mdb;
-  MDB_dbi dbi[RG_NDB];
+  MDB_dbi dbi[RG_NDB];       /* DBI_NONE: a late table this file lacks */
   const unsigned *dupsize;   /* per table (0: plain) */
   int ntables;
   char *path;
@@ -105,6 +114,10 @@ struct rg_local {
   int broken;                /* a remap failed (errno): unusable until
                                 reopened */
   struct rg_wal *wal;        /* the write-ahead log (wal.h), or NULL */
+  struct rg_guard *guard;    /* the map's guard (guard.h), or NULL */
+  int sums;                  /* the pages' checksums are checked */
+  int damaged;               /* LMDB's own check failed: no more writes */
+  uint8_t secret[16];
   ltxn r;                    /* the cached read transaction */
   int rtxn_live;
   ltxn w;                    /* the write transaction */
@@ -130,6 +143,14 @@ int rg_kv_fail (rg_err *e, int rc, const char *what) {
   if (rc == ENOSPC || rc == EDQUOT)
     return rg_fail(e, 507, "insufficient storage: %s: %s", what,
                    mdb_strerror(rc));
+  if (rc == MDB_CORRUPTED && rg_guard_why && rg_guard_pgno == 0)
+    return rg_fail(e, 500, "the database is damaged: %s: %s; `regolith "
+                   "verify` walks the file", what, rg_guard_why);
+  if (rc == MDB_CORRUPTED && rg_guard_why)  /* the guard's (guard.h) */
+    return rg_fail(e, 500, "the database is damaged: %s: page %llu of "
+                   "data.mdb does not check out (%s); `regolith verify` "
+                   "walks the file", what, (unsigned long long)rg_guard_pgno,
+                   rg_guard_why);
   return rg_fail(e, 500, "storage failure: %s: %s", what, mdb_strerror(rc));
 }
 
@@ -223,10 +244,30 @@ static int l_get (rg_txn *tx, int tb, const void *k, size_t kn, rg_val *v) {
   rg_assert(tb >= 0 && tb < t->l->ntables);
   key.mv_data = (void *)k;
   key.mv_size = kn;
+  if (t->l->dbi[tb] == DBI_NONE) return RG_NOTFOUND;
   rc = mdb_get(t->mdb, t->l->dbi[tb], &key, &val);
   v->p = val.mv_data;
   v->n = val.mv_size;
   return rc;
+}
+
+/* What a write of key and value adds to the memory its transaction holds
+** until the commit (LMDB's dirty pages): a value too big to share a leaf
+** page is given pages of its own, which LMDB never spills before the
+** commit (it bounds its dirty pages by their count, not their size); any
+** other write makes its leaf page dirty (4 KiB) unless an earlier write
+** of the transaction did: writes in key order share pages, writes spread
+** over a large table do not, so each counts as at least a quarter page.
+** Deleting counts as writing the key. */
+static uint64_t dirty_cost (size_t kn, size_t vn) {
+  const size_t page = 4096, nodemax = 2038;     /* LMDB 0.9, 4 KiB pages */
+  size_t n = kn + vn + 16;
+  if (kn + vn + 8 > nodemax) return (vn + 16 + page - 1) / page * page + kn;
+  return n < page / 4 ? page / 4 : n;
+}
+
+static uint64_t l_pending (rg_txn *tx) {
+  return T(tx)->dirty;
 }
 
 /* The seam's put flags as LMDB's. */
@@ -262,6 +303,7 @@ static int l_put (rg_txn *tx, int tb, const void *k, size_t kn,
   int rc;
   rg_assert(t == &t->l->w && t->l->dupsize[tb] == 0);
   if (t->savepoints && (rc = undo_record(t, tb, k, kn))) return rc;
+  t->dirty += dirty_cost(kn, vn);
   return put_retry(t, NULL, tb, k, kn, v, vn, mflags(flags));
 }
 
@@ -271,6 +313,7 @@ static void *l_reserve (rg_txn *tx, int tb, const void *k, size_t kn,
   MDB_val key, val;
   rg_assert(t == &t->l->w && t->l->dupsize[tb] == 0);
   if (t->savepoints && (*rc = undo_record(t, tb, k, kn))) return NULL;
+  t->dirty += dirty_cost(kn, vn);
   key.mv_data = (void *)k;
   key.mv_size = kn;
   val.mv_size = vn;
@@ -300,6 +343,7 @@ static int l_del (rg_txn *tx, int tb, const void *k, size_t kn) {
     }
     else if ((rc = undo_record(t, tb, k, kn))) return rc;
   }
+  t->dirty += dirty_cost(kn, 0);
   key.mv_data = (void *)k;
   key.mv_size = kn;
   return mdb_del(t->mdb, t->l->dbi[tb], &key, NULL);
@@ -310,6 +354,7 @@ static int l_dput (rg_txn *tx, int tb, const void *k, size_t kn,
   ltxn *t = T(tx);
   int rc;
   rg_assert(t == &t->l->w && t->l->dupsize[tb] == dn);
+  t->dirty += dirty_cost(kn, dn);
   rc = put_retry(t, NULL, tb, k, kn, d, dn, MDB_NODUPDATA | mflags(flags));
   if (rc == 0 && t->savepoints)
     return undo_add(t, tb, UNDO_DUP_ADDED, k, kn, d, dn);
@@ -322,6 +367,7 @@ static int l_ddel (rg_txn *tx, int tb, const void *k, size_t kn,
   MDB_val key, val;
   int rc;
   rg_assert(t == &t->l->w && t->l->dupsize[tb] == dn);
+  t->dirty += dirty_cost(kn, 0);
   kv(&key, &val, k, kn, d, dn);
   rc = mdb_del(t->mdb, t->l->dbi[tb], &key, &val);
   if (rc == 0 && t->savepoints)
@@ -336,7 +382,9 @@ static int l_cur_open (rg_txn *tx, int tb, rg_cur **out) {
   *out = NULL;
   rg_assert(tb >= 0 && tb < t->l->ntables);
   if (c == NULL) return ENOMEM;
-  if ((rc = mdb_cursor_open(t->mdb, t->l->dbi[tb], &c->mc))) {
+  c->mc = NULL;                      /* a missing late table: empty */
+  if (t->l->dbi[tb] != DBI_NONE &&
+      (rc = mdb_cursor_open(t->mdb, t->l->dbi[tb], &c->mc))) {
     free(c);
     return rc;
   }
@@ -348,7 +396,7 @@ static int l_cur_open (rg_txn *tx, int tb, rg_cur **out) {
 }
 
 static void l_cur_close (rg_cur *c) {
-  mdb_cursor_close(C(c)->mc);
+  if (C(c)->mc) mdb_cursor_close(C(c)->mc);
   free(c);
 }
 
@@ -362,6 +410,7 @@ static int l_cur_get (rg_cur *c, rg_val *k, rg_val *v, int op) {
   MDB_val key, val;
   int rc;
   rg_assert(op >= RG_FIRST && op <= RG_BOTH_RANGE);
+  if (C(c)->mc == NULL) return RG_NOTFOUND;
   if (op == RG_BOTH || op == RG_BOTH_RANGE)
     kv(&key, &val, k->p, k->n, v->p, v->n);
   else if (op == RG_SEEK || op == RG_SET)
@@ -378,7 +427,7 @@ static int l_cur_get (rg_cur *c, rg_val *k, rg_val *v, int op) {
 
 static int l_cur_count (rg_cur *c, size_t *n) {
   size_t count = 0;
-  int rc = mdb_cursor_count(C(c)->mc, &count);
+  int rc = C(c)->mc ? mdb_cursor_count(C(c)->mc, &count) : RG_NOTFOUND;
   *n = (size_t)count;
   return rc;
 }
@@ -391,6 +440,7 @@ static int l_cur_put (rg_cur *cu, const void *k, size_t kn, const void *v,
   rg_assert(t == &t->l->w && (!dup || vn == t->l->dupsize[c->tb]));
   if (t->savepoints && !dup && (rc = undo_record(t, c->tb, k, kn)))
     return rc;
+  t->dirty += dirty_cost(kn, vn);
   rc = put_retry(t, c->mc, c->tb, k, kn, v, vn,
                  (dup ? MDB_NODUPDATA : 0) | mflags(flags));
   if (rc == 0 && dup && t->savepoints)
@@ -412,6 +462,7 @@ static int l_cur_del (rg_cur *cu) {
          : undo_record(t, c->tb, k.mv_data, k.mv_size);
     if (rc) return rc;
   }
+  t->dirty += dirty_cost(0, 0);
   return mdb_cursor_del(c->mc, 0);
 }
 
@@ -518,7 +569,8 @@ static int l_last (rg_txn *tx, uint32_t cid, int range, uint64_t *lsn) {
 static const rg_kv_ops lmdb_ops = {
   l_get, l_put, l_reserve, l_del, l_dput, l_ddel,
   l_cur_open, l_cur_close, l_cur_get, l_cur_count, l_cur_put, l_cur_del,
-  l_savepoint, l_rollback, l_release, l_lsn, l_seqs, l_add, l_last
+  l_savepoint, l_rollback, l_release, l_lsn, l_seqs, l_add, l_last,
+  l_pending
 };
 /* }===================================================================== */
 
@@ -574,6 +626,7 @@ static int remap (rg_local *l, size_t size, rg_err *e) {
     return l->broken ? broken_fail(l, e)
                      : rg_kv_fail(e, rc, "growing the map");
   }
+  rg_guard_remap(l->guard);
   return 0;
 }
 
@@ -588,6 +641,50 @@ static int txn_begin (rg_local *l, unsigned flags, MDB_txn **txn,
     if ((rc = remap(l, 0, e))) return rc;
   }
   return rc ? rg_kv_fail(e, rc, "begin") : 0;
+}
+
+/* Stamps the checksum of every page in use that lacks one or holds a
+** stale one, with the writer's lock held (no page changes meanwhile), and
+** says so in regolith.id. */
+static int stamp_all (rg_local *l, rg_err *e) {
+  MDB_txn *txn;
+  uint64_t n, at;
+  int rc, fd;
+  if (mdb_env_get_fd(l->mdb, &fd) != 0) return 0;
+  if ((rc = txn_begin(l, 0, &txn, e))) return rc;
+  at = (uint64_t)mdb_txn_id(txn) - 1;  /* the last one committed */
+  rc = rg_pages_stamp(fd, &n, e);
+  mdb_txn_abort(txn);
+  if (rc == 0) {                     /* else the next open stamps again */
+    rg_err ignored;
+    rg_preflight_stamped(l->path, l->secret, at, &ignored);
+  }
+  return rc;
+}
+
+/* LMDB's assert callback: a check of its own failed on what it read
+** (guard.h). */
+static void lmdb_assert (MDB_env *mdb, const char *msg) {
+  rg_local *l = (rg_local *)mdb_env_get_userctx(mdb);
+  if (l) l->damaged = 1;
+  rg_guard_fail(msg);
+}
+
+/* Guards the map LMDB made (guard.h), once a read transaction showed
+** that liblmdb lays its transactions out as the guard reads them. */
+static rg_guard *guard_map (MDB_env *mdb, int sums) {
+  static int checked;
+  MDB_stat st;
+  MDB_txn *txn;
+  int fd;
+  if (!checked && mdb_txn_begin(mdb, NULL, MDB_RDONLY, &txn) == 0) {
+    checked = 1;
+    rg_guard_layout(txn, (uint64_t)mdb_txn_id(txn), 2);
+    mdb_txn_abort(txn);
+  }
+  if (mdb_env_get_fd(mdb, &fd) != 0) return NULL;
+  mdb_env_stat(mdb, &st);
+  return rg_guard_open(fd, st.ms_psize, sums);
 }
 
 /*
@@ -659,6 +756,10 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
     if (i == RG_DB_META) continue;
     rc = mdb_dbi_open(txn, rg_tables[i].name,
                       db_flags(l, i) | (create ? MDB_CREATE : 0), &l->dbi[i]);
+    if (rc == MDB_NOTFOUND && l->readonly && rg_tables[i].late) {
+      l->dbi[i] = DBI_NONE;          /* made before it: read as empty */
+      continue;
+    }
     if (rc == MDB_NOTFOUND) {
       mdb_txn_abort(txn);
       if (!create && !l->readonly) return init_tables(l, 1, secret, e);
@@ -760,10 +861,15 @@ void rg_local_close (rg_local *l) {
     rg_err e;
     if (mdb_txn_begin(l->mdb, NULL, 0, &txn) == 0) {
       rg_wal_closing(l->wal, txn, &e);
+      /* every commit of this process stamped its pages: as far as the
+      ** file goes now, they all carry their checksums */
+      rg_preflight_stamped(l->path, l->secret,
+                           (uint64_t)mdb_txn_id(txn) - 1, &e);
       mdb_txn_abort(txn);
     }
   }
   rg_wal_close(l->wal);
+  rg_guard_close(l->guard);
   if (l->mdb) mdb_env_close(l->mdb);
   rg_buf_free(&l->w.undo);
   free(l->path);
@@ -774,24 +880,41 @@ int rg_local_open (const char *path, int readonly, size_t map_size,
                    rg_local **out, uint8_t secret[16], rg_err *e) {
   rg_local *l;
   MDB_envinfo info;
-  int rc, dead;
+  int rc, dead, sums;
   *out = NULL;
   if ((rc = reserve_lock(path, readonly, e))) return rc;
   if ((l = local_new(path, readonly)) == NULL)
     return rg_fail(e, 500, "out of memory");
-  /* before LMDB reads the file: the log, replayed after a restart */
+  /* before LMDB reads the file: its checks (preflight.h), and the log,
+  ** replayed after a restart */
+  if ((rc = rg_preflight_log(path, readonly, e))) goto fail;
   if ((rc = rg_wal_open(path, readonly, &l->wal, e))) goto fail;
+  if ((rc = rg_preflight_map(path, e))) goto fail;
   if ((rc = mdb_env_create(&l->mdb))) goto fail_mdb;
+  mdb_env_set_userctx(l->mdb, l);
+  mdb_env_set_assert(l->mdb, lmdb_assert);
   mdb_env_set_maxdbs(l->mdb, RG_NDB + 4);
   mdb_env_set_maxreaders(l->mdb, MAX_READERS);
   mdb_env_set_mapsize(l->mdb, map_size ? map_size : DEFAULT_MAP);
   if ((rc = mdb_env_open(l->mdb, path, MDB_NOTLS | (readonly ? MDB_RDONLY : 0),
                          0644)))
     goto fail_mdb;
+  l->guard = guard_map(l->mdb, 0);
   mdb_reader_check(l->mdb, &dead);
   mdb_env_info(l->mdb, &info);
   l->map_size = info.me_mapsize;
   if ((rc = init_tables(l, 0, secret, e))) goto fail;
+  memcpy(l->secret, secret, 16);
+  mdb_env_info(l->mdb, &info);
+  if ((rc = rg_preflight_identity(path, secret, (uint64_t)info.me_last_txnid,
+                                  readonly, &sums, e)))
+    goto fail;
+  /* the pages' checksums: stamped again where something else wrote
+  ** (pagecheck.h), then checked; only a process whose writes stamp them
+  ** (the log's hooks are in: l->wal) can trust its own */
+  if (!sums && !readonly && l->wal && (rc = stamp_all(l, e))) goto fail;
+  l->sums = l->wal && (sums || !readonly);
+  rg_guard_sums(l->guard, l->sums);
   if (l->wal && (rc = rg_wal_attach(l->wal, l->mdb, e))) goto fail;
   *out = l;
   return 0;
@@ -952,6 +1075,12 @@ static void set_sync (rg_local *l, int sync) {
 int rg_local_begin (rg_local *l, int sync, rg_txn **t, rg_err *e) {
   int rc;
   rg_assert(l->w.mdb == NULL);
+  /* LMDB's state after a call it could not finish is not to be written
+  ** from again, nor is a tree found damaged to be written into */
+  if (l->damaged || rg_guard_met(l->guard))
+    return rg_fail(e, 500, "the database '%s' is damaged: writes are refused "
+                   "until it is opened again (`regolith verify` walks the "
+                   "file)", l->path);
   rg_local_read_end(l);              /* nothing may hold the old map */
   /* room ahead of need; when it cannot be made the write may still fit,
   ** and running out gives MDB_MAP_FULL, then a growth that must succeed */
@@ -967,6 +1096,7 @@ int rg_local_begin (rg_local *l, int sync, rg_txn **t, rg_err *e) {
   l->w.savepoints = 0;
   l->w.undo.n = 0;
   l->w.lsn = 0;
+  l->w.dirty = 0;
   *t = &l->w.base;
   return 0;
 }
@@ -1053,6 +1183,7 @@ int rg_local_tables (rg_local *l, rg_txn *tx, rg_table_stat out[],
   mdb_env_stat(l->mdb, &st);
   psize = st.ms_psize;
   for (i = 0; i < RG_NDB && rc == 0; i++) {
+    if (l->dbi[i] == DBI_NONE) continue;        /* a table not there */
     if ((rc = mdb_stat(txn, l->dbi[i], &st))) break;
     out[i].entries = st.ms_entries;
     out[i].bytes = psize * (st.ms_branch_pages + st.ms_leaf_pages +
@@ -1105,6 +1236,7 @@ static int copy_dest (rg_local *l, const char *path, char *data, size_t n,
 
 int rg_local_backup (rg_local *l, const char *path, rg_err *e) {
   char data[4096];
+  uint64_t stamped;
   int rc, fd;
   if ((rc = copy_dest(l, path, data, sizeof(data), e))) return rc;
   /* a log left there belongs to no file of the directory (wal.h) */
@@ -1119,6 +1251,12 @@ int rg_local_backup (rg_local *l, const char *path, rg_err *e) {
     unlink(data);
     return rg_fail(e, 500, "storage failure: flushing the backup: %s",
                    strerror(rc));
+  }
+  /* the copy numbers its pages anew: their checksums, made anew too */
+  if ((rc = rg_pages_stamp(fd, &stamped, e))) {
+    close(fd);
+    unlink(data);
+    return rc;
   }
   close(fd);
   return rg_sync_dir(path, e);
@@ -1200,8 +1338,9 @@ int rg_local_compact (rg_local *l, const char *path, uint64_t *bytes,
   if ((rc = mdb_env_open(dst, tmp, MDB_NOSYNC, 0644))) goto fail;
   if ((rc = mdb_txn_begin(l->mdb, NULL, MDB_RDONLY, &src))) goto fail;
   for (i = 0; i < RG_NDB && rc == 0; i++)
-    rc = compact_table(src, dst, l->dbi[i], rg_tables[i].name,
-                       db_flags(l, i), &entries);
+    if (l->dbi[i] != DBI_NONE)
+      rc = compact_table(src, dst, l->dbi[i], rg_tables[i].name,
+                         db_flags(l, i), &entries);
   mdb_txn_abort(src);
   src = NULL;
   if (rc) goto fail;
@@ -1210,6 +1349,15 @@ int rg_local_compact (rg_local *l, const char *path, uint64_t *bytes,
   *bytes = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
   mdb_env_close(dst);
   dst = NULL;
+  {                                  /* the copy's pages, checksummed */
+    uint64_t stamped;
+    int fd = open(from, O_RDWR | O_CLOEXEC);
+    rc = fd < 0 ? rg_fail(e, 500, "cannot open '%s': %s", from,
+                          strerror(errno))
+                : rg_pages_stamp(fd, &stamped, e);
+    if (fd >= 0) close(fd);
+    if (rc) { unlink(from); return rc; }
+  }
   /* a log left in the directory describes no file that is there: it must
      never be replayed over the copy (wal.h) */
   if ((rc = rg_wal_forget(path, e))) {
@@ -1235,6 +1383,14 @@ fail:
   unlink(data);
   rmdir(tmp);
   return rg_kv_fail(e, rc, "compact");
+}
+
+void rg_local_walk (rg_local *l, rg_txn *t, rg_walk *w) {
+  int fd;
+  memset(w, 0, sizeof(*w));
+  rg_assert(t->ops == &lmdb_ops);
+  if (mdb_env_get_fd(l->mdb, &fd) != 0) return;
+  rg_pages_walk(fd, (uint64_t)mdb_txn_id(T(t)->mdb), l->sums, w);
 }
 
 int rg_local_forget (const char *path, rg_err *e) {

@@ -77,6 +77,10 @@ int  rg_local_compact (rg_local *l, const char *path, uint64_t *bytes,
 /* The data file of the database at `path` was replaced by another (a
 ** compacted copy, an upgrade): its log is forgotten (wal.h). */
 int  rg_local_forget (const char *path, rg_err *e);
+/* Walks every page of the file as transaction t sees it, without LMDB
+** (pagewalk.h): what is damaged, in *w (rg_walk_free it). */
+struct rg_walk;
+void rg_local_walk (rg_local *l, rg_txn *t, struct rg_walk *w);
 /* Flushes the data file. */
 int  rg_local_flush (rg_local *l, rg_err *e);
 

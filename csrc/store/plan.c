@@ -82,6 +82,7 @@
 ** id, the text, the parameters and the routing partition key.
 */
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,6 +93,8 @@
 #include "store/env_int.h"
 #include "store/index.h"
 #include "store/plan.h"
+#include "store/vindex.h"
+#include "store/search.h"
 
 #define QMAX_SEGS        32
 #define SMALL_PARTITION  256     /* items: read the partition whole */
@@ -99,7 +102,8 @@
 #define SKIP_AFTER       8       /* misses before seeking past them */
 #define PH_SMALL         0x80    /* phase bit: the partition read whole */
 
-enum { SRC_NONE = 1, SRC_SCAN, SRC_TERMS, SRC_RANGE, SRC_WALK };
+enum { SRC_NONE = 1, SRC_SCAN, SRC_TERMS, SRC_RANGE, SRC_WALK,
+       SRC_VECTOR };
 enum { SA_EQ = 1, SA_IN, SA_PREFIX, SA_RANGE };
 enum { R_NONE, R_PARTITION, R_PREFIX };          /* routing */
 
@@ -169,6 +173,9 @@ typedef struct plan {
   qpath wpath;
   size_t wskip;
   int wcomp, wdesc;
+  /* SRC_VECTOR: the best items of a vector index (vindex.h) */
+  rg_vsearch vs;
+  size_t vwant;                     /* rows the page's TOP needs */
 } plan;
 
 typedef struct planner {
@@ -2105,6 +2112,192 @@ static int src_walk (source *S, int phase) {
   return 0;
 }
 
+/*
+** {=====================================================================
+** Vector search
+** ======================================================================
+*/
+/* A constant expression's elements as a vector of the embedding's type
+** (float32 for both float types) in `out`: 0, or -1 when it is none. */
+static int query_vector (planner *P, int32_t e, const rg_vembed *m,
+                         void *out) {
+  const rg_qexpr *ex = &P->q->ex[e];
+  int i, n = 0;
+  double d[4096];
+  if (ex->k == RG_QE_PARAM) {
+    const rg_qv *v = &P->params[ex->slot];
+    const rg_qnode *c;
+    if (v->t != RG_QV_ARR || v->node->n != (uint32_t)m->dims) return -1;
+    for (i = 0, c = v->node + 1; i < m->dims; i++, c += c->size) {
+      if (c->t != RG_QV_NUM) return -1;
+      d[n++] = c->d;
+    }
+  } else if (ex->k == RG_QE_ARRAY && ex->nlist == m->dims) {
+    for (i = 0; i < ex->nlist; i++) {
+      const rg_qexpr *el = &P->q->ex[P->q->list[ex->list + i]];
+      int neg = 0;
+      if (el->k == RG_QE_UNARY && el->op == RG_QO_NEG) {
+        el = &P->q->ex[el->a];
+        neg = 1;
+      }
+      if (el->k != RG_QE_LIT || el->v.t != RG_QV_NUM) return -1;
+      d[n++] = neg ? -el->v.d : el->v.d;
+    }
+  } else return -1;
+  for (i = 0; i < n; i++) {
+    if (m->dtype == RG_VT_FLOAT16) {
+      uint16_t h;
+      if (rg_vput(RG_VT_FLOAT16, &h, 0, d[i])) return -1;
+      ((float *)out)[i] = rg_half_to_float(h);
+    } else if (rg_vput(m->dtype, out, (size_t)i, d[i])) return -1;
+  }
+  return 0;
+}
+
+/* A count (TOP, OFFSET, LIMIT): a literal or a parameter; -1 otherwise. */
+static int64_t count_value (planner *P, int32_t e) {
+  const rg_qexpr *ex = &P->q->ex[e];
+  const rg_qv *v = ex->k == RG_QE_LIT ? &ex->v
+                 : ex->k == RG_QE_PARAM ? &P->params[ex->slot] : NULL;
+  if (v == NULL || v->t != RG_QV_NUM || v->d < 0 || v->d != floor(v->d) ||
+      v->d > 1e9)
+    return -1;
+  return (int64_t)v->d;
+}
+
+/* ORDER BY VectorDistance(path, query) with a TOP, over a path with a
+** vector index whose similarity and type the call keeps: the index's
+** best items, in SORT mode, instead of the plan made.  Not when the query
+** is routed to one partition (its items are read: there are few), nor
+** when an index seek serves the WHERE unless filterPriority is 0 (the
+** seek finds the few items that pass, each then scored exactly) or the
+** WHERE fixes the index's shard key (that shard alone is searched). */
+static int plan_vector (planner *P, plan *pl, rg_err *e) {
+  const rg_qblock *m = P->m;
+  const rg_qexpr *call;
+  const rg_qvd *vd;
+  const rg_vembed *emb;
+  qpath path;
+  int64_t top, off = 0;
+  void *query;
+  int one_shard = 0;
+  uint64_t shard = 0;
+  if (m->norder != 1 || m->ngroup || m->naggs || m->distinct ||
+      pl->routed != R_NONE || P->host)
+    return 0;
+  call = &P->q->ex[m->order[0].expr];
+  if (call->k != RG_QE_CALL || call->op != RG_QF_VECTORDISTANCE) return 0;
+  vd = &P->q->vd[call->slot];
+  if (!path_of(P, P->q->list[call->list], &path) || path.arr) return 0;
+  emb = rg_vpolicy_find(P->spec, path.seg, path.n);
+  if (emb == NULL || emb->index < 0 || vd->dist != emb->dist ||
+      vd->dtype != emb->dtype)
+    return 0;
+  {                                  /* a WHERE that fixes the shard key: its
+                                        shard alone */
+    const rg_vindex *ix = &P->spec->vix[emb->index];
+    rg_buf t;
+    int i, j, fixed = ix->nshard > 0;
+    rg_buf_init(&t);
+    for (i = 0; fixed && i < ix->nshard; i++) {
+      const sarg *eq = NULL;
+      for (j = 0; j < P->nsa; j++)
+        if (P->sa[j].kind == SA_EQ && scalar(&P->sa[j].lo) &&
+            path_is(&P->sa[j].path, &ix->shard[i]))
+          eq = &P->sa[j];
+      if (eq) rg_qv_term(&t, &eq->lo, 0, RG_TERM_MAX);
+      else fixed = 0;
+    }
+    if (t.oom) { rg_buf_free(&t); return rg_fail(e, 500, "out of memory"); }
+    if (fixed) {
+      one_shard = 1;
+      shard = rg_vindex_shard_hash(t.p, t.n);
+    }
+    rg_buf_free(&t);
+  }
+  if (pl->src != SRC_SCAN && vd->filter_priority != 0 && !one_shard) return 0;
+  if (m->top >= 0) top = count_value(P, m->top);
+  else if (m->limit >= 0) top = count_value(P, m->limit);
+  else return 0;
+  if (m->offset >= 0) off = count_value(P, m->offset);
+  if (top < 0 || off < 0) return 0;
+  query = rg_arena_alloc(P->mem, 4 * (size_t)emb->dims);
+  if (query == NULL) return rg_fail(e, 500, "out of memory");
+  if (query_vector(P, P->q->list[call->list + 1], emb, query)) return 0;
+  memset(&pl->vs, 0, sizeof(pl->vs));
+  pl->vs.spec = P->spec;
+  pl->vs.embed = (int)(emb - P->spec->vemb);
+  pl->vs.query = query;
+  pl->vs.brute = vd->brute;
+  pl->vs.quant_mult = vd->quant_mult;
+  pl->vs.search_mult = vd->search_mult;
+  pl->vs.one_shard = one_shard;
+  pl->vs.shard = shard;
+  {
+    rg_scope *sc = rg_env_scope(P->env);
+    pl->vs.in_scope = sc != NULL && sc->txn == P->txn;
+  }
+
+  pl->vwant = (size_t)(top + off);
+  pl->src = SRC_VECTOR;
+  pl->mode = RG_QX_SORT;
+  return 0;
+}
+
+/* The items of SRC_VECTOR, best first, until the pipeline has as many
+** rows as it needs or the index has no more: a search for the rows wanted,
+** then for four times as many while the WHERE leaves too few. */
+static int src_vector (source *S) {
+  rg_vsearch vs = S->pl->vs;
+  size_t want = S->pl->vwant, ask = want ? want : 1, fedcap = 0, nfed = 0, i;
+  uint32_t *fed = NULL;              /* seqs fed already, sorted */
+  int rc = 0;
+  if (want == 0) return 0;
+  for (;;) {
+    vs.k = ask;
+    if ((rc = rg_vindex_search(S->txn, S->env, &vs, S->e))) break;
+    S->w->vector_read += vs.vectors_read * rg_vtype_size(
+      S->pl->vs.spec->vemb[vs.embed].dtype) * (uint64_t)
+      S->pl->vs.spec->vemb[vs.embed].dims;
+    S->w->codes += vs.codes_read;
+    S->w->nodes += vs.nodes_read;
+    vs.vectors_read = vs.codes_read = vs.nodes_read = 0;
+    for (i = 0; i < vs.nhit && rc == 0; i++) {
+      rg_val ik;
+      size_t lo = 0, hi = nfed;
+      uint32_t seq = vs.hit[i].seq;
+      while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (fed[mid] < seq) lo = mid + 1; else hi = mid;
+      }
+      if (lo < nfed && fed[lo] == seq) continue;
+      if (nfed == fedcap) {
+        size_t cap = fedcap ? 2 * fedcap : 64;
+        uint32_t *nf = (uint32_t *)realloc(fed, cap * sizeof(uint32_t));
+        if (nf == NULL) { rc = rg_fail(S->e, 500, "out of memory"); break; }
+        fed = nf;
+        fedcap = cap;
+      }
+      memmove(fed + lo + 1, fed + lo, (nfed - lo) * sizeof(uint32_t));
+      fed[lo] = seq;
+      nfed++;
+      rc = rg_ref_item(S->txn, S->env, seq, &ik);
+      if (rc == RG_NOTFOUND) { rc = 0; continue; }
+      if (rc) { rc = kv_fail(S, rc); break; }
+      rc = feed(S, (const uint8_t *)ik.p, ik.n, NULL, NULL, 0, 0, 0, 1);
+    }
+    if (rc || rg_qexec_passed(S->x) >= want || !vs.more || vs.nhit < ask)
+      break;
+    rg_vsearch_free(&vs);
+    ask *= 4;
+  }
+  rg_vsearch_free(&vs);
+  free(fed);
+  return rc == 1 ? 0 : rc;
+}
+/* }===================================================================== */
+
+
 static int run (source *S) {
   const plan *pl = S->pl;
   int r = 0;
@@ -2112,6 +2305,7 @@ static int run (source *S) {
     case SRC_NONE: return rg_qexec_once(S->x, S->e);
     case SRC_SCAN: return scan_route(S, 0, 0, 0);
     case SRC_TERMS: return src_terms(S);
+    case SRC_VECTOR: return src_vector(S);
     default: {
       int (*main) (source *, int) = pl->src == SRC_WALK ? src_walk
                                                          : src_range;
@@ -2141,6 +2335,7 @@ typedef struct qstate {
   rg_buf ptext, tok;
   rg_qexec *x;
   plan pl;
+  rg_ftsrc fts;                      /* full-text statistics (search.h) */
 } qstate;
 
 static void qstate_free (qstate *st) {
@@ -2246,6 +2441,7 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   }
   if ((rc = make_plan(&P, rq, &st.pl, e))) goto done;
   if (P.status) { rc = P.status; goto done; }   /* the path dictionary */
+  if (c->spec->nvix && (rc = plan_vector(&P, &st.pl, e))) goto done;
   if (rq->admit &&                   /* a prefix's hash names its range */
       (rc = rq->admit(rq->admit_ud, st.pl.routed != R_NONE, st.pl.rhash, e)))
     goto done;
@@ -2262,6 +2458,16 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
                          st.tok.n, e)))
     goto done;
   rg_qexec_limits(st.x, rq->max_rows, rq->max_bytes);
+  rg_qexec_deadline(st.x, rq->deadline);
+  {                                  /* full-text statistics: the scope */
+    uint8_t cid[4];
+    rg_put_u32(cid, c->spec->cid);
+    if (rq->fts_local && st.pl.routed == R_PARTITION)
+      rg_ftsrc_init(&st.fts, txn, c, st.pl.rkey, st.pl.rklen, now, &r->work);
+    else rg_ftsrc_init(&st.fts, txn, c, cid, 4, now, &r->work);
+    st.fts.deadline = rq->deadline;
+    rg_qexec_text(st.x, &st.fts.iface);
+  }
   if (c->spec->ncp) rg_qexec_computed(st.x, c->spec->cp, c->spec->ncp);
   if (rq->udf) rg_qexec_udf(st.x, rq->udf);
   if (st.q->blk[0].where >= 0) {     /* test only what the source does not
@@ -2295,6 +2501,7 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   if (S.probe) rg_cur_close(S.probe);
   rg_buf_free(&S.okey);
   rg_buf_free(&S.doc);
+  r->work.steps += rg_qexec_steps(st.x);
   if (rc < 0 || rc > 1) goto done;
   st.tok.n = 0;
   if ((rc = rg_qexec_finish(st.x, &r->rows, &r->offsets, &r->count, &st.tok,

@@ -47,6 +47,11 @@ typedef struct rg_query_req {
   ** returns (429) ends the query with nothing read */
   int (*admit) (void *ud, int routed, uint64_t hash, rg_err *e);
   void *admit_ud;
+  /* the CPU time the query may take (408 beyond), or NULL: no limit */
+  rg_deadline *deadline;
+  /* FullTextScore's statistics over the routed logical partition only
+  ** (Cosmos's FullTextScoreScope Local); 0: the whole container */
+  int fts_local;
 } rg_query_req;
 
 typedef struct rg_query_res {

@@ -170,6 +170,7 @@ struct rg_remote {
   size_t nundo, capundo;
   uint64_t stand_in;
   size_t txmark;                  /* the write transaction's savepoint */
+  uint64_t wbytes;                /* rg_kv_pending: bytes its writes gave */
   int lsn_taken;
   int sealed;                     /* the parts are built */
   uint32_t cur_place, cur_cid;
@@ -830,6 +831,7 @@ static ent *write_ent (rg_remote *r, int tb, const uint8_t *k, size_t kn,
   }
   if ((*rc = log_undo(r, e))) return NULL;
   ctx_item(r, tb, e->place, k, kn);
+  r->wbytes += kn + vn + 16;           /* (a reserve adds its value's own) */
   return e;
 }
 
@@ -862,6 +864,7 @@ static void *r_reserve (rg_txn *tx, int tb, const void *k, size_t kn,
   if ((e = write_ent(r, tb, (const uint8_t *)k, kn, NULL, 0, rc)) == NULL)
     return NULL;
   side_free(&e->cur);
+  r->wbytes += vn;
   if ((e->cur.v = (uint8_t *)malloc(vn ? vn : 1)) == NULL) {
     *rc = ENOMEM;
     return NULL;
@@ -1401,10 +1404,18 @@ static int r_cur_del (rg_cur *cu) {
   return r_del(tx, c->tb, c->pos, c->posn);
 }
 
+/* The bytes the transaction's writes gave (keys and values, with a
+** little for each entry's bookkeeping): what the write set will hold at
+** most, the bound of a script's transaction as locally. */
+static uint64_t r_pending (rg_txn *tx) {
+  return R(tx)->wbytes;
+}
+
 static const rg_kv_ops remote_ops = {
   r_get, r_put, r_reserve, r_del, r_dput, r_ddel,
   r_cur_open, r_cur_close, r_cur_get, r_cur_count, r_cur_put, r_cur_del,
-  r_savepoint, r_rollback, r_release, r_lsn, r_seqs, r_add, r_last
+  r_savepoint, r_rollback, r_release, r_lsn, r_seqs, r_add, r_last,
+  r_pending
 };
 /* }===================================================================== */
 
@@ -1498,6 +1509,7 @@ static int begin (rg_remote *r, int writing, rg_txn **t) {
   r->writing = writing;
   if (writing) {                        /* an abort undoes it all */
     if (r->stand_in == 0) r->stand_in = random_stand_in();
+    r->wbytes = 0;
     r->txmark = r_savepoint(&r->tx.base);
   }
   *t = &r->tx.base;

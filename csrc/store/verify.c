@@ -33,7 +33,9 @@
 #include "store/feed.h"
 #include "store/index.h"
 #include "store/lease.h"
+#include "store/pagewalk.h"
 #include "store/verify.h"
+#include "store/vindex.h"
 
 #define MAX_PROBLEMS 50
 
@@ -272,6 +274,9 @@ static void verify_container (verifier *v, const rg_cspec *s) {
     }
     v->problems += rg_index_verify(v->txn, v->env, s, &ik, ih.seq, doc,
                                    &nindex, &nunique, &v->report);
+    if (s->nvix)
+      v->problems += rg_vindex_verify_item(v->txn, v->env, s, ih.seq, doc,
+                                           &v->report);
     if (expiry) {
       uint8_t tk[RG_TTL_KEY];
       size_t tn = rg_key_ttl(tk, s->cid, expiry, rg_ikey_digest(ik.key,
@@ -332,6 +337,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
       problem(v, "container '%s': the index holds entries no item needs (%lu "
               "expected)", s->name, (unsigned long)nindex);
   }
+  v->problems += rg_vindex_verify(v->txn, v->env, s, &v->report);
   if (!s->all_versions && count_prefix(v, RG_DB_FEED, s->cid) != 0)
     problem(v, "container '%s' keeps no all-versions feed, but the feed "
             "table holds %lu records of it", s->name,
@@ -469,6 +475,26 @@ static void verify_owners (verifier *v, const uint32_t *cids, int n) {
   }
 }
 
+/* Every page of the file, as the transaction sees it, walked without
+** LMDB (pagewalk.h): a damaged file is reported as such, and the checks
+** that would follow it through LMDB are not made.  The problems. */
+static int walk_pages (verifier *v) {
+  rg_walk w;
+  int n;
+  rg_env_walk(v->env, v->txn, &w);
+  n = (int)w.damaged;
+  if (n) {
+    rg_buf_add(&v->report, w.report.p, w.report.n);
+    if (w.damaged > 50)
+      rg_buf_addf(&v->report, "... %llu damaged pages in all\n",
+                  (unsigned long long)w.damaged);
+    rg_buf_adds(&v->report, "the file is damaged: the checks of the items, "
+                "indexes and feed were not made (restore it from a backup)");
+  }
+  rg_walk_free(&w);
+  return n;
+}
+
 int rg_verify (rg_env *env, rg_buf *report) {
   verifier v;
   rg_cur *cur;
@@ -483,6 +509,12 @@ int rg_verify (rg_env *env, rg_buf *report) {
   if ((rc = rg_read_begin(env, &v.txn, &e))) {
     rg_buf_adds(report, e.msg);
     return 1;
+  }
+  if ((rc = walk_pages(&v)) != 0) {  /* a damaged file: only that */
+    rg_read_end(env);
+    rg_buf_add(report, v.report.p, v.report.n);
+    rg_buf_free(&v.report);
+    return rc;
   }
   if (rg_cur_open(v.txn, RG_DB_META, &cur) == 0) {
     k.p = from;

@@ -35,7 +35,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "store/guarded.h"
 #include "store/local.h"
+#include "store/pagecheck.h"
+#include "store/pages.h"
 #include "store/wal.h"
 
 #define HDR_SLOT     4096
@@ -360,11 +363,46 @@ static int checkpoint (rg_wal *w, uint64_t base, unsigned flags, rg_err *e) {
 ** The hooks on liblmdb
 ** ======================================================================
 */
-static rg_wal *logging (int fd) {
+static rg_wal *data_file (int fd) {
   int i;
   for (i = 0; i < 64; i++)
-    if (reg[i].w && reg[i].fd == fd) return reg[i].w->capturing ? reg[i].w : NULL;
+    if (reg[i].w && reg[i].fd == fd) return reg[i].w;
   return NULL;
+}
+
+static rg_wal *logging (int fd) {
+  rg_wal *w = data_file(fd);
+  return w && w->capturing ? w : NULL;
+}
+
+/* Every page (or overflow run) LMDB writes to a data file gets its
+** checksum (pagecheck.h) on its way, before the log copies it: each write
+** is one page or run, the meta pages aside. */
+static void stamp (int fd, const void *buf, size_t n, off_t off) {
+  rg_wal *w = data_file(fd);
+  if (w && w->psize && (uint64_t)off >= 2u * w->psize && n >= w->psize &&
+      n % w->psize == 0) {
+    rg_page_stamp((uint8_t *)(uintptr_t)buf, n);
+    rg_guard_written(fd, (uint64_t)off, n);     /* guard.h */
+  }
+}
+
+/* LMDB counts in a meta page's last page every page its transaction took,
+** written or not: a page taken and given back within the transaction (a
+** loose page) is never written, and when it is the last one the file ends
+** short of it.  The file is made that long (a hole) before the meta page
+** naming it is written, so that a data file shorter than its meta page
+** says is damage (preflight.h), never LMDB's bookkeeping.  buf: n bytes of
+** a meta page written at off (LMDB writes its tail only). */
+static int fit_meta (int fd, unsigned psize, const uint8_t *buf, size_t n,
+                     uint64_t off) {
+  struct stat st;
+  uint64_t at = (off < psize ? 0 : psize) + RG_PG_HDR + RG_META_LASTPG, need;
+  if (at < off || at + 8 > off + n) return 0;
+  need = (rg_le64(buf + (at - off)) + 1) * psize;
+  if (fstat(fd, &st) != 0) return -1;
+  if ((uint64_t)st.st_size >= need) return 0;
+  return ftruncate(fd, (off_t)need);
 }
 
 /* The meta page: the commit's last write.  The record goes to the log
@@ -386,7 +424,11 @@ static ssize_t commit_meta (rg_wal *w, int fd, const void *buf, size_t n,
 }
 
 static ssize_t hook_pwrite (int fd, const void *buf, size_t n, off_t off) {
-  rg_wal *w = logging(fd);
+  rg_wal *w = logging(fd), *d = data_file(fd);
+  stamp(fd, buf, n, off);
+  if (d && d->psize && (uint64_t)off < 2u * d->psize &&
+      fit_meta(fd, d->psize, (const uint8_t *)buf, n, (uint64_t)off) != 0)
+    return -1;                       /* LMDB fails the commit (errno) */
   if (w == NULL) return pwrite(fd, buf, n, off);
   if ((uint64_t)off < 2u * w->psize) return commit_meta(w, fd, buf, n, off);
   capture(w, (const uint8_t *)buf, n, (uint64_t)off);
@@ -397,9 +439,12 @@ static ssize_t hook_writev (int fd, const struct iovec *iov, int cnt) {
   rg_wal *w = logging(fd);
   off_t at;
   int i;
-  if (w != NULL && (at = lseek(fd, 0, SEEK_CUR)) >= 0)
+  if (data_file(fd) != NULL && (at = lseek(fd, 0, SEEK_CUR)) >= 0)
     for (i = 0; i < cnt; i++) {
-      capture(w, (const uint8_t *)iov[i].iov_base, iov[i].iov_len, (uint64_t)at);
+      stamp(fd, iov[i].iov_base, iov[i].iov_len, at);
+      if (w != NULL)
+        capture(w, (const uint8_t *)iov[i].iov_base, iov[i].iov_len,
+                (uint64_t)at);
       at += (off_t)iov[i].iov_len;
     }
   return writev(fd, iov, cnt);
@@ -507,43 +552,138 @@ static int lock_shared_file (int fd, int type) {
   return 0;
 }
 
+/* The record at `off` into rec, when it is whole: the transaction
+** `expect` of epoch `epoch`, its checksum right.  Its length, or 0. */
+static uint32_t whole_record (rg_wal *w, uint64_t off, uint64_t expect,
+                              uint64_t epoch, rg_buf *rec) {
+  uint8_t head[REC_HEAD];
+  uint32_t magic, len;
+  uint64_t ep, txnid, sum, zero = 0;
+  if (pread(w->wfd, head, REC_HEAD, (off_t)off) != REC_HEAD) return 0;
+  memcpy(&magic, head, 4);
+  memcpy(&len, head + 4, 4);
+  memcpy(&ep, head + 8, 8);
+  memcpy(&txnid, head + 16, 8);
+  memcpy(&sum, head + 32, 8);
+  if (magic != REC_MAGIC || ep != epoch || txnid != expect ||
+      len < REC_HEAD || len > CAPTURE_MAX + 4096 || len % 8) return 0;
+  rec->n = 0;
+  if (rg_buf_reserve(rec, len) != 0) return 0;
+  if (pread(w->wfd, rec->p, len, (off_t)off) != (ssize_t)len) return 0;
+  memcpy((uint8_t *)rec->p + 32, &zero, 8);
+  if (hash64((const uint8_t *)rec->p, len) != sum) return 0;
+  rec->n = len;
+  return len;
+}
+
+/*
+** Where the records end at `off` (the next one, `expect`, is not whole):
+** an end, or damage?  A crash leaves the last record torn, and may leave
+** the one after it whole (a transaction starts once the log is flushed up
+** to the one two before it: the disk may keep N + 1 and lose N), never
+** one further on.  So a whole record of a transaction from expect + 2 on
+** further in the log means a record in the middle was damaged; replaying
+** up to it would set the database back and lose commits that were made
+** durable.  Returns that transaction, or 0.
+*/
+static uint64_t later_record (rg_wal *w, uint64_t off, uint64_t expect,
+                              uint64_t epoch) {
+  uint8_t buf[65536];
+  rg_buf rec;
+  uint64_t found = 0;
+  ssize_t got;
+  memset(&rec, 0, sizeof(rec));
+  for (off += 8; !found && (got = pread(w->wfd, buf, sizeof(buf),
+                                        (off_t)off)) >= REC_HEAD;
+       off += (uint64_t)got - REC_HEAD) {
+    size_t i;
+    for (i = 0; i + REC_HEAD <= (size_t)got && !found; i += 8) {
+      uint32_t magic;
+      uint64_t ep, txnid;
+      memcpy(&magic, buf + i, 4);
+      if (magic != REC_MAGIC) continue;
+      memcpy(&ep, buf + i + 8, 8);
+      memcpy(&txnid, buf + i + 16, 8);
+      if (ep == epoch && txnid >= expect + 2 && txnid < expect + (1u << 30) &&
+          whole_record(w, off + i, txnid, epoch, &rec))
+        found = txnid;
+    }
+    if ((size_t)got < sizeof(buf)) break;
+  }
+  rg_buf_free(&rec);
+  return found;
+}
+
+/* The newest transaction either meta page of the data file names. */
+static uint64_t data_txnid (int dfd, unsigned psize) {
+  uint64_t t, best = 0;
+  uint8_t m[META_LEN];
+  int i;
+  for (i = 0; i < 2; i++)
+    if (pread(dfd, m, META_LEN, (off_t)i * psize + META_OFF) == META_LEN) {
+      memcpy(&t, m + META_TXNID, 8);
+      if (t > best) best = t;
+    }
+  return best;
+}
+
 /*
 ** Replays the log into the data file: every whole record from the header's
 ** base on, in order, then both meta pages set to the last one's.  Run by
-** the first process after a restart, before LMDB opens the file.
+** the first process after a restart, before LMDB opens the file.  The
+** records are checked first, and nothing is written when the log is
+** damaged in its middle (later_record): the database is refused instead.
 */
 static int recover (rg_wal *w, const char *path, rg_err *e) {
   header h;
   char name[4096];
-  uint64_t off = REC_START, expect, last;
-  uint8_t meta[META_LEN], head[REC_HEAD];
+  uint64_t off, expect, last, later;
+  uint8_t meta[META_LEN];
+  uint32_t len;
   rg_buf rec;
   int dfd;
   if (read_header(w->wfd, &h) != 0 || (h.flags & (F_UNLOGGED | F_CLOSED)))
     return 0;
   snprintf(name, sizeof(name), "%s/data.mdb", path);
-  if ((dfd = open(name, O_RDWR | O_CLOEXEC)) < 0) return 0;
   memset(&rec, 0, sizeof(rec));
+  for (off = REC_START, expect = h.base + 1;
+       (len = whole_record(w, off, expect, h.epoch, &rec)) != 0; expect++)
+    off += len;
+  if ((later = later_record(w, off, expect, h.epoch)) != 0) {
+    rg_buf_free(&rec);
+    return rg_fail(e, 500, "the database '%s' is damaged: its log "
+                   "(regolith.wal) does not check out at byte %llu (the "
+                   "record of transaction %llu), and holds transaction %llu "
+                   "further on; replaying only what comes before would lose "
+                   "commits made durable: restore it from a backup", path,
+                   (unsigned long long)off, (unsigned long long)expect,
+                   (unsigned long long)later);
+  }
+  if ((dfd = open(name, O_RDWR | O_CLOEXEC)) < 0) {
+    rg_buf_free(&rec);
+    return 0;
+  }
+  /* the data file's meta pages, written after the log's record (flushed
+  ** first under sync "full"; under "lazy" up to two commits behind), may
+  ** not be more than two transactions past the log's end */
+  if ((later = data_txnid(dfd, h.psize)) > expect + 1) {
+    rg_buf_free(&rec);
+    close(dfd);
+    return rg_fail(e, 500, "the database '%s' is damaged: its log "
+                   "(regolith.wal) ends at transaction %llu, while the data "
+                   "file holds transaction %llu: the log was cut short or "
+                   "damaged, and replaying it would lose commits made "
+                   "durable: restore it from a backup", path,
+                   (unsigned long long)(expect - 1),
+                   (unsigned long long)later);
+  }
   last = h.base;
   memcpy(meta, h.meta, META_LEN);
-  for (expect = h.base + 1;; expect++) {
-    uint32_t magic, len, nseg, i;
-    uint64_t epoch, txnid, sum, zero = 0;
+  for (off = REC_START, expect = h.base + 1;
+       (len = whole_record(w, off, expect, h.epoch, &rec)) != 0; expect++) {
     size_t at = REC_HEAD;
-    if (pread(w->wfd, head, REC_HEAD, (off_t)off) != REC_HEAD) break;
-    memcpy(&magic, head, 4);
-    memcpy(&len, head + 4, 4);
-    memcpy(&epoch, head + 8, 8);
-    memcpy(&txnid, head + 16, 8);
-    memcpy(&nseg, head + 24, 4);
-    memcpy(&sum, head + 32, 8);
-    if (magic != REC_MAGIC || epoch != h.epoch || txnid != expect ||
-        len < REC_HEAD || len > CAPTURE_MAX + 4096) break;
-    rec.n = 0;
-    if (rg_buf_reserve(&rec, len) != 0) break;
-    if (pread(w->wfd, rec.p, len, (off_t)off) != (ssize_t)len) break;
-    memcpy((uint8_t *)rec.p + 32, &zero, 8);
-    if (hash64((const uint8_t *)rec.p, len) != sum) break;
+    uint32_t nseg, i;
+    memcpy(&nseg, (uint8_t *)rec.p + 24, 4);
     for (i = 0; i < nseg && at + 16 <= len; i++) {
       uint64_t soff;
       uint32_t slen;
@@ -558,7 +698,7 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
       }
       at += (slen + 7) / 8 * 8;
     }
-    last = txnid;
+    last = expect;
     off += len;
   }
   rg_buf_free(&rec);
@@ -567,7 +707,8 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
     return rg_fail(e, 500, "storage failure: replaying the log: the meta page "
                    "of transaction %llu is missing", (unsigned long long)last);
   }
-  if (pwrite(dfd, meta, META_LEN, META_OFF) != META_LEN ||
+  if (fit_meta(dfd, h.psize, meta, META_LEN, META_OFF) != 0 ||
+      pwrite(dfd, meta, META_LEN, META_OFF) != META_LEN ||
       pwrite(dfd, meta, META_LEN, (off_t)h.psize + META_OFF) != META_LEN ||
       fdatasync(dfd) != 0) {
     close(dfd);
@@ -677,11 +818,29 @@ int rg_wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
   return readonly ? 0 : rc;       /* read-only: what it can, or the file as is */
 }
 
+uint64_t rg_wal_base (const char *path, int *closed) {
+  char name[4096];
+  header h;
+  uint64_t base = 0;
+  int fd;
+  if (closed) *closed = 0;
+  snprintf(name, sizeof(name), "%s/regolith.wal", path);
+  if ((fd = open(name, O_RDONLY | O_CLOEXEC)) < 0) return 0;
+  if (read_header(fd, &h) == 0) {
+    base = h.base;
+    if (closed) *closed = (h.flags & F_CLOSED) != 0;
+  }
+  close(fd);
+  return base;
+}
+
 int rg_wal_forget (const char *path, rg_err *e) {
-  static const char *const names[] = { "regolith.wal", "regolith.shm" };
+  /* and the identity of the file that was there (preflight.h) */
+  static const char *const names[] = { "regolith.wal", "regolith.shm",
+                                        "regolith.id" };
   char name[4096];
   int i;
-  for (i = 0; i < 2; i++) {
+  for (i = 0; i < 3; i++) {
     snprintf(name, sizeof(name), "%s/%s", path, names[i]);
     if (unlink(name) != 0 && errno != ENOENT)
       return fail_errno(e, "removing the", name);

@@ -76,10 +76,17 @@ void rg_wal_close (rg_wal *w);
 ** LMDB program may then write it, and a restart replays nothing over it). */
 int  rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e);
 
+/* The transaction of the last checkpoint the log at `path` names (the
+** data file was flushed there: it can hold no older one), read without
+** joining the database; 0 when there is no log or no whole header.
+** *closed (when given): the checkpoint was a process letting the database
+** go (whatever committed since was not written through this library). */
+uint64_t rg_wal_base (const char *path, int *closed);
+
 /* The data file of the database at `path` was replaced by another file (a
-** compacted copy moved into place, an upgrade): the log and the shared
-** file, which describe the file that was there, are removed and the
-** directory flushed, so that no replay ever writes that file's pages over
+** compacted copy moved into place, an upgrade): the log, the shared file
+** and regolith.id (preflight.h), which describe the file that was there,
+** are removed and the directory flushed, so that no replay ever writes that file's pages over
 ** the new one.  Only where no process has the database open. */
 int  rg_wal_forget (const char *path, rg_err *e);
 

@@ -39,6 +39,7 @@
 #include "store/feed.h"
 #include "store/hooks.h"
 #include "store/index.h"
+#include "store/vindex.h"
 #include "store/write.h"
 
 #define NOT_SYSTEM(s) (strcmp(s, "_etag") && strcmp(s, "_ts") && strcmp(s, "_lsn"))
@@ -210,6 +211,8 @@ static int store (rg_scope *s, const rg_cont *c, const rg_ikey *k, item *old,
       return rc;
   }
   if ((rc = rg_index_update(s, spec, k, seq, old->doc, neu, e))) return rc;
+  if (spec->nvix && (rc = rg_vindex_update(s, spec, seq, old->doc, neu, e)))
+    return rc;
   if (old->doc && old->expiry &&                /* TTL entries */
       (rc = rg_del(s, RG_DB_TTL, tk,
                    rg_key_ttl(tk, spec->cid, old->expiry, digest), NULL, e)))
@@ -412,6 +415,9 @@ static int rebuild_item (rg_scope *s, const rg_cont *c, const rg_cspec *from,
   memcpy(k.key, key, klen);
   k.len = klen;
   if (reindex && (rc = rg_index_reindex(s, from, spec, &k, h.seq, doc, e)))
+    goto done;
+  if (reindex && (from->nvix || spec->nvix) &&
+      (rc = rg_vindex_reindex(s, from, spec, h.seq, doc, e)))
     goto done;
   if (!reexpire) goto done;
   {                                /* the expiry counts from the last write */
@@ -763,6 +769,8 @@ struct rg_bulk {
   blist t[RG_NDB];
   bmap keys, uniq, parts;
   size_t *later, nlater, cap;     /* through the write path afterwards */
+  uint32_t *vseq;                 /* the seq of each new item, when the
+                                     container has vector indexes */
   rg_buf text, ikeys;
   int oom;
 };
@@ -861,6 +869,7 @@ void rg_bulk_free (rg_bulk *b) {
   free(b->uniq.v);
   free(b->parts.v);
   free(b->later);
+  free(b->vseq);
   free(b);
 }
 
@@ -1004,6 +1013,7 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
   if ((rc = rg_index_keys(s->txn, s->env, s, spec, it->doc, keys, &nkeys, e)))
     return rc;
   if ((rc = bulk_seq(b, &seq, e))) return rc;
+  if (b->vseq) b->vseq[i] = seq;
   if (map_get(b, &b->keys, k.key, k.len, 1) == NULL) return rg_fail(e, 500, "out of memory");
   ps->a++;
   ps->b += (int64_t)text->n;
@@ -1174,16 +1184,23 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
     return s->failed;
   if (b->cap < n) {
     size_t *a = (size_t *)realloc(b->later, n * sizeof(size_t));
-    if (a == NULL) return rg_fail(e, 500, "out of memory");
+    uint32_t *vs = (uint32_t *)realloc(b->vseq, n * sizeof(uint32_t));
+    if (vs) b->vseq = vs;
+    if (a == NULL || vs == NULL) return rg_fail(e, 500, "out of memory");
     b->later = a;
     b->cap = n;
   }
+  if (c->spec->nvix) memset(b->vseq, 0, n * sizeof(uint32_t));
   for (i = 0; i < n && rc == 0; i++)
     if (items[i].status == 0)
       rc = bulk_one(b, i, &items[i], &b->text, &b->ikeys, e);
   if (rc == 0 && b->oom) rc = rg_fail(e, 500, "out of memory");
   for (i = 0; rc == 0 && i < sizeof(order) / sizeof(order[0]); i++)
     rc = bulk_apply(b, order[i], e);
+  for (i = 0; rc == 0 && c->spec->nvix && i < n; i++)   /* vector indexes:
+                                                  one slot at a time */
+    if (b->vseq[i])
+      rc = rg_vindex_update(s, c->spec, b->vseq[i], NULL, items[i].doc, e);
   for (i = 0; rc == 0 && i < b->parts.cap; i++) {    /* statistics */
     bslot *ps = &b->parts.v[i];
     if (!ps->off || ps->a == 0) continue;

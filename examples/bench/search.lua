@@ -4,7 +4,7 @@
 -- graph), by hnswlib and FAISS on the same files in the same run
 -- (search_anchor.py under /usr/bin/python3, Debian's python3-hnswlib and
 -- python3-faiss), and through the SQL API from Lua (what a user gets).
--- One query at a time, one thread.
+-- One query at a time, one thread, timed in CPU time (os.clock).
 --
 --   lua5.4 examples/bench/search.lua [--n N] [--queries Q] [--sql-queries S]
 --                                    [--dir DIR]
@@ -13,7 +13,7 @@
 
 local regolith = require "regolith"
 
-local N, Q, SQLQ, DIR = 100000, 1000, 20, "build/bench/search"
+local N, Q, SQLQ, DIR = 100000, 1000, 200, "build/bench/search"
 do
   local i = 1
   while arg[i] do
@@ -88,45 +88,68 @@ end
 local base = floats(DIR .. "/base.f32", N)
 local queries = floats(DIR .. "/query.f32", SQLQ)
 local exact = truth(DIR .. "/truth.u32", SQLQ)
+local results_sql_start = #results
 
 local dbdir = DIR .. "/db"
 sh("rm -rf " .. dbdir)
 local db = assert(regolith.open(dbdir, { sync = "none" }))
-local c = assert(db:create_container("vectors", {
-  partition_key = "/pk", physical_partitions = 1,
-  vector_embeddings = { { path = "/v", data_type = "float32", dimensions = D,
-                          distance_function = "euclidean" } },
-  indexing = { vector_indexes = { { path = "/v", type = "flat" } } } }))
-local t0 = os.clock()
-local batch = {}
-for i = 1, N do
-  batch[#batch + 1] = { id = tostring(i - 1), pk = "p" .. (i % 16), v = base[i],
-                        tag = (i - 1) % 100 }
-  if #batch == 1000 or i == N then
-    assert(c:bulk_load(batch))
-    batch = {}
-  end
-end
-local load = os.clock() - t0
-print(('{"test":"sql load","vectors":%d,"seconds":%.1f,"per_second":%.0f}')
-  :format(N, load, N / load))
 
-local function sql_run(name, sql)
+local function sql_run(c, name, sql, nq, params)
   local hits, t = 0, os.clock()
-  for i = 1, SQLQ do
-    local rows = assert(c:query(sql, { q = queries[i] }))
+  local info
+  for i = 1, nq do
+    local p = { q = queries[i] }
+    for k, v in pairs(params or {}) do p[k] = v end
+    local rows
+    rows, info = assert(c:query(sql, p))
     local want = {}
     for _, id in ipairs(exact[i]) do want[tostring(id)] = true end
     for _, id in ipairs(rows) do if want[id] then hits = hits + 1 end end
   end
   t = os.clock() - t
-  local r = { test = name, recall = hits / (SQLQ * K), qps = SQLQ / t,
-              queries = SQLQ }
+  local r = { test = name, recall = hits / (nq * K), qps = nq / t,
+              queries = nq, charge = info and info.charge }
   print(regolith.json.encode(r))
   results[#results + 1] = r
 end
-sql_run("sql flat (scan)", "SELECT TOP 10 VALUE c.id FROM c ORDER BY "
-  .. "VectorDistance(c.v, @q)")
+
+local function load(kind)
+  local spec = { partition_key = "/pk", physical_partitions = 1,
+    vector_embeddings = { { path = "/v", data_type = "float32", dimensions = D,
+                            distance_function = "euclidean" } } }
+  if kind then spec.indexing = { vector_indexes = { { path = "/v", type = kind } } } end
+  local c = assert(db:create_container(kind or "none", spec))
+  local t0 = os.clock()
+  local batch = {}
+  for i = 1, N do
+    batch[#batch + 1] = { id = tostring(i - 1), pk = "p" .. (i % 16), v = base[i],
+                          tag = (i - 1) % 100 }
+    if #batch == 1000 or i == N then
+      assert(c:bulk_load(batch))
+      batch = {}
+    end
+  end
+  local t = os.clock() - t0
+  local r = { test = "sql load " .. (kind or "no index"), vectors = N,
+              seconds = t, per_second = N / t }
+  print(regolith.json.encode(r))
+  results[#results + 1] = r
+  return c
+end
+
+local TOP = "SELECT TOP 10 VALUE c.id FROM c ORDER BY VectorDistance(c.v, @q%s)"
+local c = load(nil)
+sql_run(c, "sql no index (scan)", TOP:format(""), math.min(SQLQ, 5))
+c = load("flat")
+sql_run(c, "sql flat", TOP:format(""), SQLQ)
+c = load("quantizedFlat")
+sql_run(c, "sql quantizedFlat", TOP:format(""), SQLQ)
+c = load("diskANN")
+for _, m in ipairs({ 1, 2, 4, 10 }) do
+  sql_run(c, "sql diskANN x" .. m, TOP:format(", false, @o"), SQLQ,
+          { o = { searchListSizeMultiplier = m } })
+end
+assert(db:verify())
 db:close()
 sh("rm -rf " .. dbdir)
 

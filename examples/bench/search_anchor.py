@@ -1,6 +1,7 @@
 """The anchors of the vector search benchmark: hnswlib and FAISS (Debian's
 python3-hnswlib and python3-faiss) on the files search_data wrote, one
-query per call, one thread, as the note in docs/search.md measured them.
+query per call, one thread, timed in CPU time (as search_c and search.lua
+are: the least sensitive to a shared machine's load).
 
 Usage: /usr/bin/python3 examples/bench/search_anchor.py DIR [K]
 Prints one JSON object per line (the same fields as search_c).
@@ -32,25 +33,25 @@ def main():
     faiss.omp_set_num_threads(1)
     flat = faiss.IndexFlatL2(dim)
     flat.add(base)
-    t = time.perf_counter()
+    t = time.process_time()
     found = [flat.search(query[i:i + 1], k)[1][0] for i in range(q)]
-    t = time.perf_counter() - t
+    t = time.process_time() - t
     out(test="faiss flat", recall=round(recall(found), 4), qps=round(q / t))
 
     import hnswlib
     index = hnswlib.Index(space="l2", dim=dim)
     index.init_index(max_elements=n, M=16, ef_construction=200, random_seed=42)
     index.set_num_threads(1)
-    t = time.perf_counter()
+    t = time.process_time()
     index.add_items(base, np.arange(n))
-    t = time.perf_counter() - t
+    t = time.process_time() - t
     out(test="hnswlib build", vectors=n, seconds=round(t, 2),
         per_second=round(n / t), M=16, ef_construction=200)
     for ef in (10, 20, 40, 80):
         index.set_ef(max(ef, k))
-        t = time.perf_counter()
+        t = time.process_time()
         found = [index.knn_query(query[i:i + 1], k=k)[0][0] for i in range(q)]
-        t = time.perf_counter() - t
+        t = time.process_time() - t
         out(test="hnswlib", ef=ef, recall=round(recall(found), 4),
             qps=round(q / t))
 

@@ -37,7 +37,7 @@ KEYS=$PREFIX/data/keys
 # What it needs, installed when missing: the build for Lua 5.4 (the loader
 # and the checks) and for LuaJIT (the workers), nginx with the Lua module
 # and lua-resty-core, wrk and curl.
-sh tools/deps.sh gcc make liblua5.4-dev liblmdb-dev libcjson-dev lua5.4 \
+sh tools/deps.sh gcc make liblua5.4-dev liblmdb-dev libcjson-dev duktape-dev lua5.4 \
   lua-system libluajit2-5.1-dev nginx libnginx-mod-http-lua lua-resty-core \
   wrk curl
 make -s all

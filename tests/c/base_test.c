@@ -285,7 +285,7 @@ static void test_vgraph (void) {
   }
   for (v = 0; v < TG_N; v++) {
     if (!tg_live[v]) continue;
-    bad += tg_nadj[v] > 8 || tg_nadj[v] == 0;
+    bad += tg_nadj[v] > g.max_degree || tg_nadj[v] == 0;
     for (j = 0; j < tg_nadj[v]; j++) {
       bad += tg_adj[v][j] == v;
       for (k = 0; k < j; k++) bad += tg_adj[v][k] == tg_adj[v][j];

@@ -53,7 +53,9 @@ export async function startGateway({ workers = 2, sync = "lazy", tls = false } =
       return execFileSync("cat", [join(prefix, "logs", "error.log")], { encoding: "utf8" });
     },
     // A raw request signed as the SDKs sign (or with `key` given).
-    async raw(method, path, { body, headers = {}, signKey = key, date } = {}) {
+    // `signLink` replaces the signed link (a RID-addressed path is signed
+    // with its last RID, lower-cased, as the SDKs sign it).
+    async raw(method, path, { body, headers = {}, signKey = key, date, signLink } = {}) {
       const segs = path.split("/").filter((s) => s !== "").map(decodeURIComponent);
       let type = "", link = "";
       if (segs.length % 2 === 0 && segs.length > 0) {
@@ -61,6 +63,7 @@ export async function startGateway({ workers = 2, sync = "lazy", tls = false } =
       } else if (segs.length > 0) {
         type = segs[segs.length - 1]; link = segs.slice(0, -1).join("/");
       }
+      if (signLink !== undefined) link = signLink;
       const d = date ?? new Date().toUTCString();
       const text = `${method.toLowerCase()}\n${type.toLowerCase()}\n${link}\n${d.toLowerCase()}\n\n`;
       const sig = createHmac("sha256", Buffer.from(signKey, "base64")).update(text).digest("base64");

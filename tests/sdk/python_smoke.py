@@ -4,7 +4,10 @@
 
 Databases, containers, items (create, read, upsert, replace with if-match,
 delete), a cross-partition and a partitioned query, the change feed, a
-stored procedure in Lua, an error.  Exits 0 when everything holds.
+stored procedure in Lua, an error; then the calls the 3.x SDK's samples make
+with `_self` links (RID-addressed paths): a container created under a
+database's _self, items, a JavaScript procedure and an offer reached by
+theirs.  Exits 0 when everything holds.
 """
 import sys
 
@@ -77,7 +80,54 @@ def main(endpoint, key):
     client.DeleteContainer(link)
     expect_status(404, client.ReadContainer, link)
     client.DeleteDatabase("dbs/pysmoke")
+
+    self_links(client)
     print("python3-azure-cosmos smoke test: ok")
+
+
+def self_links(client):
+    """The SDK's own samples: every call after the first by a _self link."""
+    db = client.CreateDatabase({"id": "pyrid"})
+    coll = client.CreateContainer(db["_self"], {
+        "id": "c", "partitionKey": {"paths": ["/pk"], "kind": "Hash"}},
+        {"offerThroughput": 500})
+    assert coll["_self"].startswith(db["_self"]), coll["_self"]
+    assert client.ReadContainer(coll["_self"])["id"] == "c"
+    assert [c["id"] for c in client.ReadContainers(db["_self"])] == ["c"]
+    item = client.CreateItem(coll["_self"], {"id": "a", "pk": "p", "n": 1})
+    read = client.ReadItem(item["_self"], {"partitionKey": "p"})
+    assert read["n"] == 1 and read["_self"] == item["_self"]
+    read["n"] = 2
+    assert client.ReplaceItem(item["_self"], read, {"partitionKey": "p"})["n"] == 2
+    rows = list(client.QueryItems(coll["_self"], "SELECT VALUE c.n FROM c",
+                                  {"partitionKey": "p"}))
+    assert rows == [2], rows
+    sproc = client.CreateStoredProcedure(coll["_self"], {"id": "bump", "body": """
+        function bump(id) {
+            var coll = getContext().getCollection();
+            coll.readDocument(coll.getAltLink() + "/docs/" + id, function (err, doc) {
+                if (err) throw err;
+                doc.n += 1;
+                coll.replaceDocument(doc._self, doc, function (err, done) {
+                    if (err) throw err;
+                    getContext().getResponse().setBody(done.n);
+                });
+            });
+        }"""})
+    assert client.ExecuteStoredProcedure(sproc["_self"], ["a"],
+                                         {"partitionKey": "p"}) == 3
+    offer = list(client.QueryOffers(
+        "SELECT * FROM root r WHERE r.resource = '%s'" % coll["_self"]))[0]
+    assert offer["content"]["offerThroughput"] == 500, offer
+    offer["content"]["offerThroughput"] = 800
+    replaced = client.ReplaceOffer(offer["_self"], offer)
+    assert replaced["content"]["offerThroughput"] == 800
+    assert client.ReadOffer(offer["_self"])["content"]["offerThroughput"] == 800
+    client.DeleteItem(item["_self"], {"partitionKey": "p"})
+    expect_status(404, client.ReadItem, item["_self"], {"partitionKey": "p"})
+    expect_status(404, client.ReadContainer, db["_self"] + "colls/AAAAAIAAAAA=/")
+    client.DeleteContainer(coll["_self"])
+    client.DeleteDatabase(db["_self"])
 
 
 if __name__ == "__main__":

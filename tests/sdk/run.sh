@@ -13,7 +13,7 @@
 set -eu
 
 cd "$(dirname "$0")/../.."
-sh tools/deps.sh gcc make liblua5.4-dev liblmdb-dev libcjson-dev lua5.4 \
+sh tools/deps.sh gcc make liblua5.4-dev liblmdb-dev libcjson-dev duktape-dev lua5.4 \
   lua-system luajit2 libluajit2-5.1-dev nginx libnginx-mod-http-lua \
   lua-resty-core openssl curl python3-azure-cosmos
 command -v node >/dev/null 2>&1 || sh tools/deps.sh nodejs npm

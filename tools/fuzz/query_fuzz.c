@@ -14,7 +14,9 @@
 ** interfaces; the grammar's whole reach (subqueries, GROUP BY, LIKE, the
 ** system functions) comes from the dictionary.  Functions of the clock and
 ** RAND make results differ between runs, so a query using them is run but
-** its pages are not compared.
+** its pages are not compared; neither are those of the full-text scores
+** (marked nondeterministic to keep them out of computed properties), whose
+** statistics come from a pass over the same documents.
 **
 ** It links the sql and base archives (no Lua, no LMDB):
 **   make fuzz FUZZ_SECONDS=60
@@ -64,6 +66,33 @@ static int udf_call (void *ud, const char *name, size_t n,
 }
 
 static const rg_qudf udfs = { NULL, udf_call };
+
+/* Full-text statistics: a pass over the documents, as the store's. */
+static int text_lang (void *ud, const char *path, size_t n) {
+  (void)ud;
+  return n == 2 && memcmp(path, "/s", 2) == 0 ? 3 : -1;   /* fr-FR */
+}
+
+static int text_stats (void *ud, const char *path, size_t n, int lang,
+                       const char *const *terms, const size_t *lens,
+                       int nterms, uint64_t *ndocs, uint64_t *tokens,
+                       uint64_t *df, rg_err *e) {
+  rg_ftacc *a;
+  size_t i;
+  (void)ud;
+  if (rg_ftacc_new(&a, path, n, lang, terms, lens, nterms))
+    return rg_fail(e, 500, "out of memory");
+  for (i = 0; i < NDOCS; i++)
+    if (rg_ftacc_doc(a, docs[i], strlen(docs[i]))) {
+      rg_ftacc_free(a);
+      return rg_fail(e, 500, "out of memory");
+    }
+  rg_ftacc_result(a, ndocs, tokens, df);
+  rg_ftacc_free(a);
+  return 0;
+}
+
+static const rg_qtext texts = { NULL, text_lang, text_stats };
 static rg_qcomputed computed[1];
 
 /* One page: feeds the documents from where the token left off. */
@@ -83,6 +112,7 @@ static int run_page (const rg_query *q, const rg_qv *params, int mode,
                     payload ? payload->n : 0, &e);
   if (rc) { rg_qexec_free(x); rg_buf_free(&offs); return rc; }
   rg_qexec_udf(x, &udfs);
+  rg_qexec_text(x, &texts);
   if (computed[0].q) rg_qexec_computed(x, computed, 1);
   if (rg_qexec_resume(x, &phase, &rpos, &rposlen, &rokey, &roklen) &&
       rposlen == 4)

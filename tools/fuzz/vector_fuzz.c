@@ -72,7 +72,7 @@ static void check_graph (const rg_vgraph *g) {
   for (v = 0; v < MAXN; v++) {
     if (!live[v]) continue;
     any = 1;
-    CHECK(nadj[v] <= g->degree, "a list past the degree");
+    CHECK(nadj[v] <= g->max_degree, "a list past the degree");
     for (j = 0; j < nadj[v]; j++) {
       CHECK(adj[v][j] != (uint32_t)v, "a node is its own neighbour");
       CHECK(adj[v][j] < MAXN, "a neighbour out of range");

@@ -43,12 +43,12 @@ stop() {
 
 start() {
   if [ "$QUIET" = 1 ]; then
-    sh tools/deps.sh gcc make liblmdb-dev libcjson-dev luajit2 \
+    sh tools/deps.sh gcc make liblmdb-dev libcjson-dev duktape-dev luajit2 \
       libluajit2-5.1-dev nginx libnginx-mod-http-lua lua-resty-core openssl \
       curl >/dev/null
     make -s all LUA=luajit >/dev/null
   else
-    sh tools/deps.sh gcc make liblmdb-dev libcjson-dev luajit2 \
+    sh tools/deps.sh gcc make liblmdb-dev libcjson-dev duktape-dev luajit2 \
       libluajit2-5.1-dev nginx libnginx-mod-http-lua lua-resty-core openssl curl
     make -s all LUA=luajit
   fi

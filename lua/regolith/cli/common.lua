@@ -213,6 +213,11 @@ function M.note_info(info, extra)
   if info.index_lookups then
     parts[#parts + 1] = "index lookups " .. num(info.index_lookups)
   end
+  if info.vector_codes then          -- a vector index search (search.md)
+    parts[#parts + 1] = ("vector index: %s KB of vectors, %s codes, %s nodes")
+      :format(num(math.floor(info.vector_bytes / 1024 + 0.5)),
+              num(info.vector_codes), num(info.vector_nodes))
+  end
   if info.etag then parts[#parts + 1] = "etag " .. info.etag end
   if info.status then parts[#parts + 1] = "status " .. info.status end
   if extra then parts[#parts + 1] = extra end

@@ -2,7 +2,7 @@
 regolith.cli.explore: `regolith explore DIR [--port N] [--host H]`.
 
 Writes an nginx configuration into a new temporary directory, starts
-Debian's nginx with the Lua module on it (one worker, listening on
+Debian's nginx with the Lua module on it (two workers, listening on
 127.0.0.1 unless --host says otherwise), prints the address, and waits:
 SIGINT (Ctrl-C), SIGTERM (kill, a service manager's stop) and SIGHUP (a
 closed terminal) alike stop nginx, remove the directory and end the
@@ -130,12 +130,41 @@ local function config(t)
 # Written by `regolith explore`; removed when it stops.
 load_module %s/ndk_http_module.so;
 load_module %s/ngx_http_lua_module.so;
-%sworker_processes 1;
+%sworker_processes 2;
+worker_rlimit_nofile 8192;
 error_log "%s/error.log" warn;
 pid "%s/nginx.pid";
-events { worker_connections 64; }
+events { worker_connections 4096; }
 http {
   access_log off;
+  # what slow or stalled clients may hold (docs/explorer.md, Limits): a
+  # header must arrive whole within 10 s, a body and an answer may pause
+  # 10 s at most, an idle connection stays 30 s
+  client_header_timeout 10s;
+  client_body_timeout 10s;
+  send_timeout 10s;
+  keepalive_timeout 30s;
+  reset_timedout_connection on;
+  large_client_header_buffers 4 16k;
+  # what nginx itself refuses, in the API's JSON shape
+  map $status $regolith_error {
+    400 "bad request: malformed request line, header or body";
+    404 "not found";
+    405 "method not allowed";
+    408 "the request took too long to arrive";
+    411 "a body needs its length";
+    413 "the request body is too large (at most 3 MiB)";
+    414 "the request line is too long";
+    494 "a request header is too large";
+    500 "internal error";
+    501 "not implemented";
+    502 "bad gateway";
+    503 "unavailable";
+    504 "timed out";
+    505 "HTTP version not supported";
+    default "refused";
+  }
+  error_page 400 404 405 408 411 413 414 494 500 501 502 503 504 505 /.error;
   types {
     text/html html; text/css css; application/javascript js;
     image/svg+xml svg; text/plain txt;
@@ -160,6 +189,12 @@ http {
     listen %s:%d;
     add_header Content-Security-Policy "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:" always;
     add_header X-Content-Type-Options nosniff always;
+    location = /.error {
+      internal;
+      default_type application/json;
+      add_header Cache-Control no-store always;
+      return 200 '{"error":"$regolith_error","status":$status}\n';
+    }
     location /api/ {
       content_by_lua_block { require("regolith.explorer.nginx").handle() }
     }

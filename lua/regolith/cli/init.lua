@@ -116,6 +116,9 @@ local function build()
     "token goes to stderr.", nil, tonumber):argname("N")
   c:option("-c --continuation", "Continue from this token (same query " ..
     "and parameters)."):argname("TOKEN")
+  c:option("--score-scope", "FullTextScore's statistics: container (the " ..
+    "default) or local (the logical partition of --partition-key)."):choices(
+    { "container", "local" })
   add_format(c, "json", "json (one JSON line per row), or table (an " ..
     "aligned table of the rows' members).")
 

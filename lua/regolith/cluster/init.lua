@@ -41,6 +41,7 @@ local OPEN_OPTIONS = {
   retry_seconds = "number", wait_timeout = "number", password = "string",
   user = "string", transport = "string", protocol = "number",
   map_size = "number", retry_throttled = "number", meta_refresh = "number",
+  query_time = "number",
 }
 
 local function now_ms()
@@ -482,7 +483,7 @@ function M.open(url, opts)
     sync = sync, readonly = opts.readonly,
     script_budget = opts.script_budget, script_memory = opts.script_memory,
     max_containers = opts.max_containers,
-    retry_throttled = opts.retry_throttled })
+    retry_throttled = opts.retry_throttled, query_time = opts.query_time })
   if not handle then c:close(); return nil, herr, hst end
   local D = {
     url = url, name = name, redis = c, handle = handle, sync = sync,

@@ -26,7 +26,8 @@ routes (docs/explorer.md):
     POST   /api/containers/C/items          a document (create)
     GET    /api/containers/C/items/ID?pk=   PUT (If-Match)   DELETE (If-Match)
     POST   /api/containers/C/query          {sql, params, partition_key,
-                                             max_items, continuation}
+                                             max_items, continuation,
+                                             full_text_score_scope}
     GET    /api/containers/C/procedures     POST {name, source}
     GET    /api/containers/C/procedures/N   PUT {source}     DELETE
     POST   /api/containers/C/procedures/N/execute  {partition_key, args}
@@ -315,10 +316,15 @@ function H.query(self, req, name)
   local b = body_of(req, "object")
   local sql = field(b, "sql", "string", true)
   local params = field(b, "params", "object")
+  local scope = field(b, "full_text_score_scope", "string")
+  if scope and scope ~= "container" and scope ~= "local" then
+    bad(400, "'full_text_score_scope' must be \"container\" or \"local\"")
+  end
   local rows, info = ok(c:query(sql, params, {
     partition_key = field(b, "partition_key", "pk"),
     max_items = field(b, "max_items", "integer"),
-    continuation = field(b, "continuation", "string") }))
+    continuation = field(b, "continuation", "string"),
+    full_text_score_scope = scope }))
   return 200, { rows = rows, info = info }
 end
 

@@ -85,8 +85,9 @@ local function same(a, b)
   return diff == 0
 end
 
--- Checks a request; returns nil, or the 401 message.  `key` is the raw
--- master key; `skew` the seconds a date may be off (nil: unchecked).
+-- Checks a request; returns nil and "name" or "rid" (how the path was
+-- signed), or the 401 message.  `key` is the raw master key; `skew` the
+-- seconds a date may be off (nil: unchecked).
 function M.verify(key, method, segs, authorization, date, skew)
   if not authorization then return "the request has no authorization header" end
   if not date then return "the request has no x-ms-date header" end
@@ -104,10 +105,25 @@ function M.verify(key, method, segs, authorization, date, skew)
     end
   end
   local rtype, link = M.resource(segs)
-  if not same(M.signature(key, method, rtype, link, date), f.sig) then
-    return "the signature does not match (the master key, or the signed "
-      .. "verb, resource type, link or date, differ)"
+  if same(M.signature(key, method, rtype, link, date), f.sig) then
+    return nil, "name"
   end
+  local rid = M.rid_link(segs)
+  if rid and (same(M.signature(key, method, rtype, rid:lower(), date), f.sig) or
+              same(M.signature(key, method, rtype, rid, date), f.sig)) then
+    return nil, "rid"
+  end
+  return "the signature does not match (the master key, or the signed "
+    .. "verb, resource type, link or date, differ)"
+end
+
+-- The link a RID-addressed path is signed with: the RID of its last
+-- resource (the resource itself, or the owner of a feed), which the SDKs
+-- lower-case (offers keep their case in some); nil when there is none.
+function M.rid_link(segs)
+  local n = #segs
+  if n >= 2 and n % 2 == 0 then return segs[n] end
+  if n >= 3 then return segs[n - 1] end
   return nil
 end
 

@@ -9,8 +9,8 @@ Layout under the root directory (REGOLITH_GATEWAY_ROOT):
                          under their own ids, with their procedures and
                          triggers
     <root>/_gateway/     the catalog: a regolith database with containers
-                         databases (/id), collections (/_db), sprocs and
-                         triggers (/_coll): the Cosmos resources as the
+                         databases (/id), collections (/_db), sprocs,
+                         triggers and udfs (/_coll): the Cosmos resources as the
                          SDKs see them (RIDs, _self, the definition as
                          given), which regolith has no place for
 
@@ -129,6 +129,7 @@ function M.open(dir, o)
   cat.collections = catalog_container("collections", "/_db")
   cat.sprocs = catalog_container("sprocs", "/_coll")
   cat.triggers = catalog_container("triggers", "/_coll")
+  cat.udfs = catalog_container("udfs", "/_coll")
 end
 
 function M.close()
@@ -280,11 +281,14 @@ function M.container_doc(e)
                               cat.collections:read(e.id, e.db)))
 end
 
-function M.create_container(dbid, def)
+-- Creates a container from its Cosmos definition; `throughput` is the
+-- budget its create asked for (regolith's setting), or nil.
+function M.create_container(dbid, def, throughput)
   local dbdoc = db_doc(dbid)
   if type(def.id) ~= "string" then fail(400, "a container needs an id") end
   M.check_id(def.id, "a container")
   local spec = policy.spec(def)
+  spec.throughput = throughput
   local base = {}
   for k, v in pairs(def) do if k:sub(1, 1) ~= "_" then base[k] = v end end
   local db = M.handle(dbid)
@@ -312,6 +316,7 @@ end
 function M.replace_container(e, def)
   if def.id ~= e.id then fail(400, "the body's id differs from the container's") end
   local spec = policy.spec(def)
+  spec.throughput = e.c:spec().throughput      -- offers change it, not PUT
   local db = M.handle(e.db)
   local made, c, msg, status = pcall(db.replace_container, db, e.id, spec)
   if not made then
@@ -327,7 +332,7 @@ end
 local function drop_entries(dbid, coll)
   local key = ckey(dbid, coll)
   cat.collections:delete(coll, dbid)
-  for _, kind in ipairs({ cat.sprocs, cat.triggers }) do
+  for _, kind in ipairs({ cat.sprocs, cat.triggers, cat.udfs }) do
     for _, id in ipairs(check(kind:query("SELECT VALUE c.id FROM c", nil,
                                          { partition_key = key }))) do
       kind:delete(id, key)
@@ -377,10 +382,45 @@ end
 
 
 -- {=====================================================================
+-- Resource ids
+-- ======================================================================
+
+-- The id of the database whose RID is `rid`, or nil.
+function M.database_by_rid(rid)
+  local ids = check(cat.databases:query("SELECT VALUE c.id FROM c WHERE c._rid = @r",
+                                        { r = rid }))
+  return ids[1]
+end
+
+-- The id of the container of database `dbid` whose RID is `rid`, or nil
+-- (the catalog brought in line with the database first when it has none).
+function M.container_by_rid(dbid, rid)
+  local function find()
+    return check(cat.collections:query("SELECT VALUE c.id FROM c WHERE c._rid = @r",
+                                       { r = rid }, { partition_key = dbid }))[1]
+  end
+  local id = find()
+  if id == nil then
+    M.containers(dbid)
+    id = find()
+  end
+  return id
+end
+
+-- The id of the script of a kind whose RID is `rid` in the catalog's
+-- partition `key`, or nil.
+function M.script_by_rid(kind, key, rid)
+  return check(cat[kind]:query("SELECT VALUE c.id FROM c WHERE c._rid = @r",
+                               { r = rid }, { partition_key = key }))[1]
+end
+-- }=====================================================================
+
+
+-- {=====================================================================
 -- Scripts: the catalog side (regolith.gateway.scripts has the rest)
 -- ======================================================================
 
--- The catalog container of a script kind ("sprocs" or "triggers").
+-- The catalog container of a script kind ("sprocs", "triggers", "udfs").
 function M.scripts(kind)
   return cat[kind]
 end

@@ -22,7 +22,10 @@ Settings (environment, named by `env` in nginx.conf):
 Every request is checked against the master key (regolith.gateway.auth);
 then the path decides: the account (GET /), databases, containers, their
 partition key ranges, documents (regolith.gateway.items), scripts
-(regolith.gateway.scripts).  Users, permissions and offers answer 501.
+(regolith.gateway.scripts), offers (regolith.gateway.offers).  A path
+addressed by resource ids (the _self links: dbs/{rid}/colls/{rid}/...) is
+served as the path of the names those ids resolve to (M.resolve).  Users
+and permissions answer 501.
 ]]
 
 local regolith = require "regolith"
@@ -31,8 +34,9 @@ local auth = require "regolith.gateway.auth"
 local catalog = require "regolith.gateway.catalog"
 local items = require "regolith.gateway.items"
 local scripts = require "regolith.gateway.scripts"
+local offers = require "regolith.gateway.offers"
 
-local fail, header = wire.fail, wire.header
+local fail, check, header = wire.fail, wire.check, wire.header
 
 local M = {}
 
@@ -129,7 +133,10 @@ local function databases(r, id)
         return wire.send(r, 200, wire.feed(r, "Databases", public_rows(rows)))
       end
       local body = wire.body_object(r)
-      return wire.send(r, 201, catalog.public(catalog.create_database(body.id)))
+      local budget = offers.requested(r)
+      local doc = catalog.create_database(body.id)
+      if budget ~= nil then check(catalog.handle(body.id):set_throughput(budget)) end
+      return wire.send(r, 201, catalog.public(doc))
     end
   else
     if method == "GET" then return wire.send(r, 200, catalog.public(catalog.database(id))) end
@@ -176,9 +183,6 @@ end
 local NOT_SUPPORTED = {
   users = "users and permissions are not supported by regolith: the master "
     .. "key is the only credential",
-  offers = "throughput offers are not supported by regolith's gateway: a "
-    .. "budget is set in Lua, with c:set_throughput or db:set_throughput "
-    .. "(docs/throughput.md); its 429s come through with x-ms-retry-after-ms",
 }
 
 local function containers(r, dbid, id, sub, subid, extra)
@@ -193,7 +197,8 @@ local function containers(r, dbid, id, sub, subid, extra)
         local rows = catalog.query_containers(dbid, items.query_spec(r))
         return wire.send(r, 200, wire.feed(r, "DocumentCollections", public_rows(rows)))
       end
-      return wire.send(r, 201, catalog.create_container(dbid, wire.body_object(r)))
+      return wire.send(r, 201, catalog.create_container(dbid, wire.body_object(r),
+                                                        offers.requested(r)))
     end
     fail(405, method .. " is not allowed here")
   end
@@ -229,12 +234,57 @@ end
 -- }=====================================================================
 
 
+-- {=====================================================================
+-- Resource ids
+-- ======================================================================
+local function missing(what, rid)
+  fail(404, "Resource Not Found: no " .. what .. " has the resource id '"
+    .. rid .. "'")
+end
+
+-- The segments of a RID-addressed path with the names its ids stand for
+-- (404 for an id nothing has); an item's partition key, which its id
+-- holds, goes to r.rid_pk.
+function M.resolve(r, segs)
+  if segs[1] ~= "dbs" or segs[2] == nil then return segs end
+  local out = { "dbs" }
+  out[2] = catalog.database_by_rid(segs[2]) or missing("database", segs[2])
+  if segs[3] == nil then return out end
+  out[3] = segs[3]
+  if segs[3] ~= "colls" or segs[4] == nil then
+    for i = 4, #segs do out[i] = segs[i] end
+    return out
+  end
+  out[4] = catalog.container_by_rid(out[2], segs[4]) or missing("container", segs[4])
+  out[5] = segs[5]
+  if segs[6] == nil then return out end
+  local e = catalog.container(out[2], out[4])
+  if segs[5] == "docs" then
+    local id, pk = items.rid_item(e, segs[6])
+    if id == nil then missing("item of container '" .. out[4] .. "'", segs[6]) end
+    out[6], r.rid_pk = id, pk
+  elseif segs[5] == "sprocs" or segs[5] == "triggers" or segs[5] == "udfs" then
+    out[6] = scripts.by_rid(e, segs[5], segs[6]) or missing(segs[5]:sub(1, -2), segs[6])
+  else
+    out[6] = segs[6]
+  end
+  for i = 7, #segs do out[i] = segs[i] end
+  return out
+end
+-- }=====================================================================
+
+
 local function route(r)
   if not config.ready then fail(500, "the gateway is not configured (see nginx's error log)") end
   local segs = r.segs
-  local err = auth.verify(config.key, r.method, segs, header(r, "authorization"),
-                          header(r, "x-ms-date") or header(r, "date"), SKEW)
+  local err, how = auth.verify(config.key, r.method, segs, header(r, "authorization"),
+                               header(r, "x-ms-date") or header(r, "date"), SKEW)
   if err then fail(401, err) end
+  if segs[1] == "offers" then
+    if #segs > 2 then fail(404, "Resource Not Found: " .. table.concat(segs, "/")) end
+    return offers.serve(r, segs[2], items.query_spec, is_query(r))
+  end
+  if how == "rid" then segs = M.resolve(r, segs) end
   local n = #segs
   if n == 0 then
     if r.method ~= "GET" then fail(405, r.method .. " is not allowed here") end

@@ -38,7 +38,7 @@ end
 -- A partition key in its wire form (a JSON array, or its decoded value) as
 -- regolith takes it: the value for a single path, an array of values for
 -- a hierarchical key, the none value {} for [{}] (or []).
-function M.pk_value(e, v, what)
+function M.pk_value(e, v, what, prefix)
   if type(v) == "string" then
     local d, msg = json.decode(v)
     if d == nil then fail(400, what .. " is not JSON: " .. tostring(msg)) end
@@ -53,23 +53,25 @@ function M.pk_value(e, v, what)
     if #v ~= 1 then fail(400, what .. " holds one value for this container") end
     return v[1]
   end
-  if #v ~= n then
-    fail(400, what .. " must hold a value for each of the " .. n .. " levels "
-      .. "(regolith has no prefix partition keys)")
+  if #v ~= n and not (prefix and #v < n) then
+    fail(400, what .. " must hold a value for each of the " .. n .. " levels"
+      .. (prefix and "" or " (a prefix of the levels is taken by queries)"))
   end
   return v
 end
 
--- The request's partition key (x-ms-documentdb-partitionkey), or nil.
-function M.partition_key(r, e, required)
+-- The request's partition key (x-ms-documentdb-partitionkey; that of a
+-- RID-addressed item when it has none), or nil.
+function M.partition_key(r, e, required, prefix)
   local h = header(r, "x-ms-documentdb-partitionkey")
+  if h == nil and r.rid_pk ~= nil then return r.rid_pk end
   if h == nil then
     if required then
       fail(400, "the request needs a partition key (x-ms-documentdb-partitionkey)")
     end
     return nil
   end
-  return M.pk_value(e, h, "x-ms-documentdb-partitionkey")
+  return M.pk_value(e, h, "x-ms-documentdb-partitionkey", prefix)
 end
 
 -- The trigger named by an include header (regolith runs one of each kind).
@@ -128,20 +130,47 @@ local function path_value(doc, path)
   return v
 end
 
--- Gives an item the resource fields the service's items have: _rid (the
--- container's RID and 8 bytes of a digest of the id and partition key),
--- _self and _attachments; Python's SDK reads _self to keep session tokens.
+-- An item's RID: the container's RID and the JSON text of [id, the
+-- partition key's values] ({} for an undefined level), in base64 with "/"
+-- written "-".  It is made from what names the item, so that a RID-addressed
+-- path names the item again (M.rid_item); an item deleted and created
+-- again has the same RID.
+local function item_rid(e, doc)
+  local key = { doc.id }
+  for i, path in ipairs(e.paths) do
+    local v = path_value(doc, path)
+    key[i + 1] = v == nil and regolith.object() or v
+  end
+  return (ngx.encode_base64(e.ridbytes .. assert(json.encode(key))):gsub("/", "-"))
+end
+
+-- The id and partition key (as pk_value gives it) an item RID of the
+-- container names, or nil.
+function M.rid_item(e, rid)
+  local bytes = ngx.decode_base64((rid:gsub("%-", "/")))
+  if not bytes or #bytes <= #e.ridbytes or bytes:sub(1, #e.ridbytes) ~= e.ridbytes then
+    return nil
+  end
+  local key = json.decode(bytes:sub(#e.ridbytes + 1))
+  if type(key) ~= "table" or type(key[1]) ~= "string" or #key ~= #e.paths + 1 then
+    return nil
+  end
+  local pk = { (table.unpack or unpack)(key, 2) }
+  local allnone = true
+  for _, v in ipairs(pk) do allnone = allnone and none(v) end
+  if allnone then return key[1], regolith.object() end
+  if #e.paths == 1 then return key[1], pk[1] end
+  return key[1], pk
+end
+
+-- Gives an item the resource fields the service's items have: _rid,
+-- _self and _attachments; Python's SDK reads _self to keep session tokens
+-- and addresses items by it.
 function M.decorate(e, doc)
   if type(doc) ~= "table" or type(doc.id) ~= "string" or not doc._etag then
     return doc
   end
-  local key = { doc.id }
-  for i, path in ipairs(e.paths) do
-    local v = path_value(doc, path)
-    key[i + 1] = v == nil and "{}" or (json.encode(v) or "")
-  end
-  local digest = ngx.md5_bin(table.concat(key, "\0")):sub(1, 8)
-  local rid = ngx.encode_base64(e.ridbytes .. digest):gsub("/", "-")
+  local rid = item_rid(e, doc)
   doc._rid = rid
   doc._self = "dbs/" .. e.dbrid .. "/colls/" .. e.rid .. "/docs/" .. rid .. "/"
   doc._attachments = "attachments/"
@@ -434,10 +463,98 @@ local function metrics(info, ms)
       ms, ms, info.loaded or 0, info.count or 0)
 end
 
+-- {---------------------------------------------------------------------
+-- A prefix of a hierarchical key.  regolith routes a query to the
+-- partitions of a prefix when its WHERE fixes the first levels (docs/
+-- query.md, Routing); a request naming a prefix in its partition key
+-- header gets those equalities added to its WHERE, on parameters, so that
+-- it is routed and filtered as the same query written in Lua would be.
+
+local KEYWORDS = { WHERE = true, ORDER = true, GROUP = true, OFFSET = true,
+                   LIMIT = true, JOIN = true }
+
+-- The top-level words of a query with their positions (strings and
+-- parenthesized parts skipped).
+local function words(sql)
+  local out, i, depth, n = {}, 1, 0, #sql
+  while i <= n do
+    local c = sql:sub(i, i)
+    if c == "'" or c == '"' then
+      local j = i + 1
+      while j <= n and sql:sub(j, j) ~= c do
+        if sql:sub(j, j) == "\\" then j = j + 1 end
+        j = j + 1
+      end
+      i = j + 1
+    elseif c == "(" or c == "[" then depth = depth + 1; i = i + 1
+    elseif c == ")" or c == "]" then depth = depth - 1; i = i + 1
+    elseif c:match("[%a_]") then
+      local w = sql:match("^[%w_]+", i)
+      if depth == 0 then out[#out + 1] = { w = w, at = i } end
+      i = i + #w
+    else i = i + 1 end
+  end
+  return out
+end
+
+-- The query with the prefix's equalities added, and its parameters.
+local function with_prefix(e, sql, params, prefix)
+  local ws, alias, from = words(sql), nil, nil
+  for k, t in ipairs(ws) do
+    if t.w:upper() == "FROM" then
+      from = k
+      local a, b, c = ws[k + 1], ws[k + 2], ws[k + 3]
+      if b and b.w:upper() == "AS" then alias = c and c.w
+      elseif b and not KEYWORDS[b.w:upper()] and b.w:upper() ~= "IN" then alias = b.w
+      elseif b and b.w:upper() == "IN" then alias = nil
+      else alias = a and a.w end
+      break
+    end
+  end
+  if not alias then
+    fail(400, "a query on a prefix of the partition key needs FROM <alias> "
+      .. "(not FROM x IN ...)")
+  end
+  params = params or {}
+  local conds = {}
+  for i, v in ipairs(prefix) do
+    local name = "__pk" .. i
+    local ref = alias
+    for seg in e.paths[i]:gmatch("[^/]+") do
+      seg = seg:gsub("~1", "/"):gsub("~0", "~")
+      ref = ref .. "[" .. json.encode(seg) .. "]"
+    end
+    conds[#conds + 1] = ref .. " = @" .. name
+    params[name] = v
+  end
+  local cond = table.concat(conds, " AND ")
+  local where, tail
+  for k = from + 1, #ws do
+    local u = ws[k].w:upper()
+    if u == "WHERE" and not where then where = ws[k]
+    elseif (u == "ORDER" or u == "GROUP" or u == "OFFSET") and not tail then tail = ws[k] end
+  end
+  local stop = tail and tail.at - 1 or #sql
+  if where then
+    local body = sql:sub(where.at + 5, stop)
+    sql = sql:sub(1, where.at - 1) .. "WHERE " .. cond .. " AND (" .. body .. ") "
+      .. sql:sub(stop + 1)
+  else
+    sql = sql:sub(1, stop) .. " WHERE " .. cond .. " " .. sql:sub(stop + 1)
+  end
+  return sql, params
+end
+-- }---------------------------------------------------------------------
+
 -- Runs a query on a container; `sql`, `params` from the body, or SELECT *.
 local function run_query(r, e, sql, params)
+  local pk = M.partition_key(r, e, false, true)
+  if type(pk) == "table" and pk ~= regolith.null and not none(pk) and #pk < #e.paths then
+    sql, params = with_prefix(e, sql, params, pk)
+    pk = nil
+  end
   local o = {
-    partition_key = M.partition_key(r, e),
+    partition_key = pk,
     max_items = wire.max_items(r, PAGE, PAGE_MAX),
     continuation = header(r, "x-ms-continuation"),
   }

@@ -11,7 +11,9 @@ what").
     defaultTtl                                   default_ttl
     changeFeedPolicy {retentionDuration}         change_feed {retention}
       (minutes)                                    (seconds)
-
+    fullTextPolicy {defaultLanguage,             full_text {default_language,
+      fullTextPaths [{path, language}]}            paths [{path, language}]}
+    indexingPolicy.fullTextIndexes [{path}]      indexing.full_text [paths]
     vectorEmbeddingPolicy                        vector_embeddings
       {vectorEmbeddings [{path, dataType,          [{path, data_type, dimensions,
       dimensions, distanceFunction}]}               distance_function}]
@@ -22,9 +24,9 @@ what").
 
 A gateway container has one physical partition (the one partition key range
 the gateway shows).  What regolith has no use for (conflictResolutionPolicy,
-geospatialConfig) is kept as given; what it cannot do (spatial and
-full-text indexes) is refused.  The vector parts are handed over in Cosmos
-DB's spelling: the core takes it as the Lua API does (docs/search.md).
+geospatialConfig) is kept as given; what it cannot do (spatial indexes)
+is refused.  The vector parts are handed over in Cosmos DB's spelling: the
+core takes it as the Lua API does (docs/search.md).
 ]]
 
 local regolith = require "regolith"
@@ -66,10 +68,54 @@ local function is_etag(path)
   return path == ETAG_PATH or path == "/_etag/?"
 end
 
+-- {{ Full text (docs/search.md): Cosmos's fullTextPolicy and
+-- fullTextIndexes, and back.  The store checks what they hold.
+function M.full_text_policy(ft)
+  if not present(ft) then return nil end
+  if type(ft) ~= "table" then fail(400, "fullTextPolicy must be an object") end
+  local paths = {}
+  for i, p in ipairs(list(ft.fullTextPaths, "fullTextPolicy.fullTextPaths")) do
+    if type(p) ~= "table" then fail(400, "a full-text path is {path, language}") end
+    paths[i] = { path = p.path, language = present(p.language) and p.language or nil }
+  end
+  return { default_language = present(ft.defaultLanguage) and ft.defaultLanguage or nil,
+           paths = #paths > 0 and paths or nil }
+end
+
+function M.full_text_indexes(list_)
+  local out = {}
+  for i, p in ipairs(list(list_, "indexingPolicy.fullTextIndexes")) do
+    if type(p) ~= "table" then fail(400, "a full-text index is {path}") end
+    out[i] = p.path
+  end
+  return #out > 0 and out or nil
+end
+
+function M.full_text_definition(def, spec)
+  local ft = spec.full_text or spec.fullTextPolicy
+  if ft then
+    local paths = {}
+    for i, p in ipairs(ft.paths or ft.fullTextPaths or {}) do
+      paths[i] = { path = p.path, language = p.language or
+        ft.default_language or ft.defaultLanguage or "en-US" }
+    end
+    def.fullTextPolicy = { defaultLanguage = ft.default_language or
+      ft.defaultLanguage or "en-US", fullTextPaths = regolith.array(paths) }
+  end
+  local ix = spec.indexing or {}
+  local idx = ix.full_text or ix.fullTextIndexes
+  if idx then
+    local out = {}
+    for i, p in ipairs(idx) do out[i] = { path = type(p) == "table" and p.path or p } end
+    def.indexingPolicy.fullTextIndexes = out
+  end
+end
+-- }}
+
 local function indexing(ip)
   if not present(ip) then return nil end
   if type(ip) ~= "table" then fail(400, "indexingPolicy must be an object") end
-  for _, k in ipairs({ "spatialIndexes", "fullTextIndexes" }) do
+  for _, k in ipairs({ "spatialIndexes" }) do
     if #list(ip[k], "indexingPolicy." .. k) > 0 then
       fail(400, "indexingPolicy." .. k .. " is not supported by regolith")
     end
@@ -103,6 +149,7 @@ local function indexing(ip)
     composite[#composite + 1] = cols
   end
   if #composite > 0 then out.composite = composite end
+  out.full_text = M.full_text_indexes(ip.fullTextIndexes)
   -- vector indexes: as given (the core reads Cosmos DB's spelling)
   if #list(ip.vectorIndexes, "indexingPolicy.vectorIndexes") > 0 then
     out.vectorIndexes = ip.vectorIndexes
@@ -152,11 +199,7 @@ function M.spec(def)
     end
     if minutes > 0 then spec.change_feed = { retention = minutes * 60 } end
   end
-  for _, k in ipairs({ "fullTextPolicy" }) do
-    if present(def[k]) and next(def[k]) ~= nil then
-      fail(400, k .. " is not supported by regolith")
-    end
-  end
+  spec.full_text = M.full_text_policy(def.fullTextPolicy)
   -- the vector embedding policy: as given (the core reads this spelling)
   if present(def.vectorEmbeddingPolicy) then
     spec.vectorEmbeddingPolicy = def.vectorEmbeddingPolicy
@@ -203,6 +246,7 @@ function M.definition(id, spec, base)
     end
     def.indexingPolicy.compositeIndexes = comp
   end
+  M.full_text_definition(def, spec)
   -- vector search, in Cosmos DB's spelling
   if ix.vector_indexes then
     local vix = {}

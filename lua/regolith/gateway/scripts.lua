@@ -2,19 +2,22 @@
 regolith.gateway.scripts: stored procedures, triggers and user-defined
 functions of a container (docs/gateway.md).
 
-    POST/GET  .../sprocs           create (the body is Lua) / list
+    POST/GET  .../sprocs           create / list
     GET/PUT/DELETE .../sprocs/{id} read / replace / delete
     POST      .../sprocs/{id}      execute: the body is the argument array,
                                    x-ms-documentdb-partitionkey the partition
     POST/GET  .../triggers         the same for triggers {id, body,
     GET/PUT/DELETE .../triggers/{id}  triggerType, triggerOperation}
-    .../udfs                       an empty list; creating one is 400
+    POST/GET  .../udfs             the same for user-defined functions
+    GET/PUT/DELETE .../udfs/{id}   (called by queries as udf.name(...))
 
-The script's body is what regolith stores and runs: Lua source returning a
-function (`return function(ctx, ...) ... end`), so the SDKs' JavaScript
-bodies are refused with 400 when they are created.  regolith holds the
-source and the trigger's definition; the catalog adds the Cosmos resource
-fields (RID, _self) and the trigger's operation as it was named.
+The script's body is what regolith stores and runs: JavaScript, as the
+SDKs send it (`function name(...) { ... }`, run by regolith's JavaScript
+runtime with Cosmos DB's server-side API), or Lua (`return function(ctx,
+...) ... end`); regolith tells them apart by the source (docs/scripts.md).
+regolith holds the source and the trigger's definition; the catalog adds
+the Cosmos resource fields (RID, _self) and the trigger's operation as it
+was named.
 ]]
 
 local regolith = require "regolith"
@@ -27,9 +30,6 @@ local fail, check, header = wire.fail, wire.check, wire.header
 local unpack = table.unpack or unpack
 
 local M = {}
-
-local LUA_ONLY = "procedures and triggers are Lua in regolith (a chunk that "
-  .. "returns the function: return function(ctx, ...) ... end): "
 
 -- Trigger names both ways.
 local TYPES = { Pre = "pre", Post = "post" }
@@ -69,6 +69,18 @@ local KINDS = {
     -- the regolith definition of a request body
     def = function(body) return body.body end,
     -- the Cosmos fields of a regolith definition, given the catalog's
+    doc = function(def) return { body = def } end,
+  },
+  udfs = {
+    feed = "UserDefinedFunctions",
+    names = function(c) return c:udfs() end,
+    get = function(c, id) return c:udf(id) end,
+    put = function(c, id, def, replace)
+      if replace then return c:replace_udf(id, def) end
+      return c:create_udf(id, def)
+    end,
+    delete = function(c, id) return c:delete_udf(id) end,
+    def = function(body) return body.body end,
     doc = function(def) return { body = def } end,
   },
   triggers = {
@@ -165,15 +177,13 @@ local function put(r, e, kind, id, replace)
     catalog.check_id(body.id, "a script")
     id = body.id
   end
-  if type(body.body) ~= "string" then fail(400, "a script needs a body (its Lua source)") end
+  if type(body.body) ~= "string" then
+    fail(400, "a script needs a body (its JavaScript or Lua source)")
+  end
   local k = KINDS[kind]
   local def = k.def(body)
   local ok, msg, status = k.put(e.c, id, def, replace)
   if not ok then
-    if status == 400 and (msg:find("compile", 1, true) or
-                          msg:find("must return a function", 1, true)) then
-      fail(400, LUA_ONLY .. msg)
-    end
     if status == 409 then
       fail(409, "Entity with the specified id already exists in the system.")
     end
@@ -227,22 +237,19 @@ local function queries(r, e, kind)
   return wire.send(r, 200, wire.feed(r, KINDS[kind].feed, rows, e.rid))
 end
 
-local function udfs(r, id)
-  if r.method == "GET" and id == nil then
-    return wire.send(r, 200, wire.feed(r, "UserDefinedFunctions", {}))
+-- The id of the script of a kind whose RID is `rid`, or nil.
+function M.by_rid(e, kind, rid)
+  local key = catalog.script_key(e)
+  local id = catalog.script_by_rid(kind, key, rid)
+  if id == nil then
+    list(e, kind)
+    id = catalog.script_by_rid(kind, key, rid)
   end
-  if r.method == "GET" or r.method == "DELETE" then
-    fail(404, "Resource Not Found: user-defined function '" .. id .. "'")
-  end
-  fail(400, "JavaScript user-defined functions are not supported by "
-    .. "regolith's gateway: regolith's UDFs are Lua, created with "
-    .. "c:create_udf (docs/query.md); stored procedures and triggers are "
-    .. "Lua too")
+  return id
 end
 
 -- Serves `.../<kind>` (id nil) and `.../<kind>/{id}`.
 function M.serve(r, e, kind, id)
-  if kind == "udfs" then return udfs(r, id) end
   local method = r.method
   if id == nil then
     if method == "GET" then

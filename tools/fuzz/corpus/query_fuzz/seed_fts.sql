@@ -1,0 +1,1 @@
+SELECT c.id, FullTextScore(c.s, 'hello', 'world') AS sc FROM c WHERE FullTextContainsAny(c.s, 'hello', {term: 'wrld', distance: 1}) ORDER BY RANK RRF(FullTextScore(c.s, 'hello'), FullTextScore(c.obj.y, 'two'), [2, 1])
