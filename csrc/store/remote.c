@@ -187,6 +187,11 @@ struct rg_remote {
 
 static const rg_kv_ops remote_ops;
 
+/* The tables a host keeps (redis/regolith.lua's NT): not the vector table,
+** whose graph spans a container's partitions and so has no place (remote.h);
+** reading it finds nothing, writing it fails (RG_NOPLACE). */
+#define KEPT (RG_DB_REFS + 1)
+
 #define R(t) (((rtxn *)(t))->r)
 #define RC(c) ((rcur *)(c))
 
@@ -770,6 +775,7 @@ static int r_get (rg_txn *tx, int tb, const void *kv, size_t kn, rg_val *v) {
   rg_remote *r = R(tx);
   const uint8_t *k = (const uint8_t *)kv;
   rg_assert(r->active);
+  if (tb >= KEPT) return RG_NOTFOUND;
   if (is_stats_key(tb, k, kn)) return stats_get(r, k, kn, v);
   if (dupsize(tb)) {                    /* the key's first duplicate */
     rg_cur *c;
@@ -1095,6 +1101,7 @@ static void cur_places (rcur *c, const uint8_t *k, size_t kn) {
   int np, b;
   uint32_t cid = 0;
   c->nplaces = 0;
+  if (c->tb >= KEPT) return;                 /* none: an empty table */
   if (rg_key_place(c->tb, k, kn, NULL, 0, &kp) == 0) {
     switch (kp.kind) {
       case RG_KP_GLOBAL:
@@ -1109,14 +1116,9 @@ static void cur_places (rcur *c, const uint8_t *k, size_t kn) {
         }
         cid = kp.cid;
         break;
-      case RG_KP_HASH:
-        if (kn >= 12) {
-          uint32_t p = hash_place(r, kp.cid, kp.hash);
-          if (p != NONE) { cur_add(c, p); c->placed = 1; }
-          return;
-        }
-        cid = kp.cid;
-        break;
+      case RG_KP_HASH:                  /* from an item on, as locally: */
+        cid = kp.cid;                   /* every bucket (step skips those */
+        break;                          /* whose keys lie elsewhere) */
       case RG_KP_CID:
         cid = kp.cid;
         break;
@@ -1150,6 +1152,41 @@ static int in_places (const rcur *c, uint32_t p) {
   int i;
   for (i = 0; i < c->nplaces; i++) if (c->places[i] == p) return 1;
   return 0;
+}
+
+/* The keys place p holds in a table placed by the partition hash (items,
+** unique, parts: cid | u64 hash ...): from lo (cid | the bucket's first
+** hash) to before hi; 0 for another table or the global place.  A bucket's
+** hashes are one run (rg_range_of). */
+static int hash_span (rg_remote *r, int tb, uint32_t p, uint8_t lo[12],
+                      uint8_t hi[12]) {
+  const rg_place *pl = &r->places[p];
+  uint64_t np = pl->buckets, b = pl->bucket;
+  if ((tb != RG_DB_ITEMS && tb != RG_DB_UNIQUE && tb != RG_DB_PARTS) ||
+      pl->cid == RG_PLACE_GLOBAL || np == 0)
+    return 0;
+  rg_put_u32(lo, pl->cid);
+  rg_put_u64(lo + 4, ((b << 32) + np - 1) / np << 32);
+  if (b + 1 == np) {                    /* to the end of the container's */
+    rg_put_u32(hi, pl->cid + 1);
+    rg_put_u64(hi + 4, 0);
+  }
+  else {
+    rg_put_u32(hi, pl->cid);
+    rg_put_u64(hi + 4, (((b + 1) << 32) + np - 1) / np << 32);
+  }
+  return 1;
+}
+
+/* Can place p hold an entry of table tb between a and b (a NULL: from the
+** start; b NULL: to the end)? */
+static int may_hold (rg_remote *r, int tb, uint32_t p, const uint8_t *a,
+                     size_t an, const uint8_t *b, size_t bn) {
+  uint8_t lo[12], hi[12];
+  if (!hash_span(r, tb, p, lo, hi)) return 1;
+  if (a && bcmp2(a, an, hi, 12) >= 0) return 0;
+  if (b && bcmp2(b, bn, lo, 12) < 0) return 0;
+  return 1;
 }
 
 /* The next entry of the cursor's places strictly after (or at, `incl`)
@@ -1188,14 +1225,17 @@ static long step (rcur *c, const uint8_t *k, size_t kn, int incl, int back) {
     uint32_t p = c->places[j];
     tplace *tp = tplace_of(r, c->tb, p);
     int ok;
+    const uint8_t *fk = found >= 0 ? t->v[found]->k : NULL;
+    size_t fn = found >= 0 ? t->v[found]->kn : 0;
+    if (!back ? !may_hold(r, c->tb, p, k, kn, fk, fn)
+              : !may_hold(r, c->tb, p, fk, fn, k, kn))
+      continue;                         /* nothing of its there */
     if (tp) tp->ranged = 1;
     if (!back)
-      ok = found >= 0 ? covered(r, c->tb, p, k, kn, !incl, t->v[found]->k,
-                                t->v[found]->kn)
+      ok = found >= 0 ? covered(r, c->tb, p, k, kn, !incl, fk, fn)
                       : covered(r, c->tb, p, k, kn, !incl, NULL, 0);
     else
-      ok = found >= 0 ? covered(r, c->tb, p, t->v[found]->k, t->v[found]->kn,
-                                0, k, kn)
+      ok = found >= 0 ? covered(r, c->tb, p, fk, fn, 0, k, kn)
                       : covered(r, c->tb, p, (const uint8_t *)"", 0, 0, k, kn);
     if (!ok) {
       need_range(r, c->tb, p, k, kn, !incl, back);
@@ -1284,7 +1324,17 @@ static int r_cur_get (rg_cur *cu, rg_val *k, rg_val *v, int op) {
     case RG_PREV:
       return land(c, step(c, c->pos, c->posn, 0, 1), k, v);
     case RG_SEEK:
-      return land(c, step(c, key, kn, 1, 0), k, v);
+      i = step(c, key, kn, 1, 0);
+      if (ds && i >= 0) {               /* LMDB compares the keys alone: */
+        ent *e = r->t[c->tb].v[i];      /* a key that is a proper prefix */
+        size_t en = e->kn - ds;         /* of k is before k, dups and all */
+        if (en < kn && memcmp(e->k, key, en) == 0) {
+          memcpy(hi, e->k, en);
+          memset(hi + en, 0xFF, ds);
+          i = step(c, hi, en + ds, 0, 0);
+        }
+      }
+      return land(c, i, k, v);
     case RG_CURRENT:
       i = (long)lower(&r->t[c->tb], c->pos, c->posn);
       return land(c, i, k, v);

@@ -376,9 +376,8 @@ Proxy.__index = function(p, name)
   return f
 end
 
-Proxy.__tostring = function(p)
-  local h = handles[p]
-  return (tostring(h):gsub("^regolith", "regolith cluster"))
+Proxy.__tostring = function(p)       -- the core's: "regolith.db (url)"
+  return tostring(handles[p])
 end
 
 -- }==================================================================
