@@ -79,7 +79,6 @@ int luaopen_regolith_core (lua_State *L) {
   rgl_throughput_open(L);
   rgl_remote_open(L);
   rgl_json_open(L);
-  rgl_cluster_open(L);
   rgl_signals_open(L);
   lua_pushcfunction(L, l_is_container);
   lua_setfield(L, -2, "is_container");
