@@ -22,6 +22,9 @@
 **                          was done since
 **   db:_remote_fetched() what the reads asked is fed: they are answered
 **                          (a call inside a scope, run again alone)
+**   c:_remote_bucket(pk) -> cid, bucket, buckets: the place of a logical
+**                          partition's items (the specs of faults find
+**                          its slot with it)
 **
 ** A place is (cid, bucket, buckets); the global place's cid is
 ** 4294967295.  These raise on misuse (the module's own calls).
@@ -241,6 +244,17 @@ static int m_fetched (lua_State *L) {
   return 0;
 }
 
+static int m_bucket (lua_State *L) {
+  rg_lcont *lc = rgl_checkcont(L, 1);
+  rg_ikey k;
+  if (!rgl_pk_partition(L, 2, lc->c.spec, &k))
+    return luaL_error(L, "_remote_bucket: not a partition key of the container");
+  lua_pushinteger(L, lc->c.spec->cid);
+  lua_pushinteger(L, k.range);
+  lua_pushinteger(L, lc->c.spec->nparts);
+  return 3;
+}
+
 void rgl_remote_open (lua_State *L) {
   static const luaL_Reg methods[] = {
     {"_remote_reset", m_reset},
@@ -261,7 +275,12 @@ void rgl_remote_open (lua_State *L) {
     {"_remote_fetched", m_fetched},
     {NULL, NULL}
   };
+  static const luaL_Reg cont_methods[] = {
+    {"_remote_bucket", m_bucket},
+    {NULL, NULL}
+  };
   luaL_newmetatable(L, RG_MARK_MT);
   lua_pop(L, 1);
   rgl_add_methods(L, RG_DB_MT, methods);
+  rgl_add_methods(L, RG_CONT_MT, cont_methods);
 }

@@ -64,7 +64,7 @@ http {
       content_by_lua_block {
         local regolith = require "regolith"
         local db = assert(regolith.open(ngx.var.arg_url))
-        local transport = db.redis.t.name
+        local transport = db:cluster().t.name
         local c = assert(db:create_container("c", { partition_key = "/pk" }))
         assert(c:create({ id = "a", pk = "p", n = 1 }))
         assert(c:create_procedure("inc", "return function(ctx) " ..

@@ -459,8 +459,9 @@ function M.open(url, opts)
       c:close()
       return nil, "the cluster database '" .. name .. "' is of the layout before " ..
         "this release (one hash per logical partition); this release reads " ..
-        "layout 3: move its data with `regolith migrate " .. url .. "` " ..
-        "(docs/cluster.md, \"Migrating\")", 426
+        "format 2's places: export it with the release that made it and " ..
+        "import it here (docs/cluster.md, \"Moving a database of the " ..
+        "earlier layout\")", 426
     end
     if not opts.readonly then
       local zmeta = layout.place_keys(name, layout.GLOBAL, 0, 1)[layout.TABLES + 1]

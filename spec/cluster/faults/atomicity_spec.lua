@@ -13,13 +13,13 @@ describe("cluster atomicity", function()
   local db, c, admin, slot
 
   before_each(function()
-    db = assert(regolith.open("redis://" .. C.seeds .. "/" .. C.fresh_db(),
+    local url = "redis://" .. C.seeds .. "/" .. C.fresh_db()
+    db = assert(regolith.open(url,
       { script_budget = 2000000, script_memory = 4 * 1024 * 1024 }))
     c = assert(db:create_container("a", { partition_key = "/pk",
       unique_keys = { { "/u" } } }))
     assert(c:create({ id = "x", pk = "p", n = 1, u = "taken" }))
-    local _, r = c.S:pk("p")
-    slot = c:bucket(r).slot
+    slot = C.slot_of(url, c, "p")
     admin = C.client()
   end)
   after_each(function()
