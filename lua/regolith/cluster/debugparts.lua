@@ -1,4 +1,7 @@
--- temporary: decode a write set part (csrc/store/remote.c's format)
+-- regolith.cluster.debugparts: a write set's part (csrc/store/remote.c's
+-- format, redis/regolith.lua's rg_apply reads it) in words, one line per
+-- condition and write: what RG_DEBUG=1 prints of every call's parts
+-- (regolith.cluster traces its rounds, needs and refusals on stderr).
 local M = {}
 function M.decode(s)
   local pos = 5
