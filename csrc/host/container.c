@@ -1127,7 +1127,7 @@ static int cont_bulk_batch (lua_State *L) {
   int rc;
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_settop(L, 3);
-  n = (size_t)luaL_len(L, 2);
+  n = (size_t)rg_rawlen(L, 2);
   luaL_argcheck(L, n <= BULK_BATCH_MAX, 2, "too many documents in a batch");
   a.own = a.pool = NULL;
   a.retries = 0;

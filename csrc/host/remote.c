@@ -137,7 +137,7 @@ static int m_feed_range (lua_State *L) {
   luaL_checktype(L, 9, LUA_TTABLE);
   luaL_checktype(L, 10, LUA_TTABLE);
   done = lua_toboolean(L, 11);
-  n = (size_t)lua_rawlen(L, 9);
+  n = (size_t)rg_rawlen(L, 9);
   ks = (const void **)calloc(n + 1, sizeof(void *));
   vs = (const void **)calloc(n + 1, sizeof(void *));
   kns = (size_t *)calloc(n + 1, sizeof(size_t));
