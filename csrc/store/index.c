@@ -389,7 +389,7 @@ int rg_index_drop (rg_scope *s, uint32_t cid, uint64_t max, uint64_t *count,
 */
 typedef struct walker {
   rg_txn *txn;
-  rg_env *env;                   /* NULL: a host's entries (no storage) */
+  rg_env *env;
   rg_scope *s;                   /* set: give missing path ids */
   const rg_cspec *spec;
   const char *seg[RG_MAX_DEPTH + 2];
@@ -405,8 +405,6 @@ typedef struct walker {
   size_t sidlen;
 } walker;
 
-static void host_prefix (rg_buf *b, uint32_t cid, uint64_t path_id);
-
 /* Starts an entry key for the path text in w->text: 1 when it has an id
 ** (the key is started in w->ks->buf; *idp receives the id when given), 0
 ** when it has none (find mode) or on failure (w->status). */
@@ -415,11 +413,6 @@ static int start_key (walker *w, uint32_t *idp) {
   size_t len;
   int rc;
   if (w->text.oom) { w->status = rg_fail(w->e, 500, "out of memory"); return 0; }
-  if (w->env == NULL) {              /* a host's: cid | hash of the text */
-    host_prefix(&w->ks->buf, w->spec->cid, rg_hash(w->text.p, w->text.n));
-    if (idp) *idp = 0;
-    return 1;
-  }
   rc = w->s ? pathid_make(w->s, w->spec->cid, w->text.p, w->text.n, id, &len,
                           w->e)
             : rg_pathid_find(w->txn, w->env, w->spec->cid, w->text.p,
@@ -644,45 +637,6 @@ int rg_index_keys (rg_txn *txn, rg_env *env, rg_scope *s,
   free(ord);
   ks_free(&ks);
   return keys->oom ? rg_fail(e, 500, "out of memory") : 0;
-}
-
-/* Appends cid | path id: a host's index prefix. */
-static void host_prefix (rg_buf *b, uint32_t cid, uint64_t path_id) {
-  uint8_t p[RG_HOST_PREFIX];
-  rg_buf_add(b, p, rg_key_host_index(p, cid, path_id));
-}
-
-uint64_t rg_index_path_id (const char *const *seg, int n) {
-  rg_buf b;
-  uint64_t h;
-  rg_buf_init(&b);
-  rg_index_path_text(&b, seg, n);
-  h = b.oom ? 0 : rg_hash(b.p ? b.p : "", b.n);
-  rg_buf_free(&b);
-  return h;
-}
-
-int rg_index_terms (const rg_cspec *spec, const cJSON *doc,
-                    void (*f) (void *ud, uint64_t id, const uint8_t *term,
-                               size_t n),
-                    void *ud) {
-  keyset ks;
-  rg_err e;
-  size_t *ord, n = 0, i;
-  ks_init(&ks);
-  if (doc_terms(NULL, NULL, NULL, spec, doc, &ks, NULL, NULL, &e) ||
-      (ord = ks_sorted(&ks, &n)) == NULL) {
-    ks_free(&ks);
-    return -1;
-  }
-  for (i = 0; i < n; i++) {         /* cid | id | term */
-    const uint8_t *p = (const uint8_t *)ks.buf.p + ks.off[ord[i]];
-    f(ud, rg_get_u64(p + 4), p + RG_HOST_PREFIX,
-      ks.len[ord[i]] - RG_HOST_PREFIX);
-  }
-  free(ord);
-  ks_free(&ks);
-  return 0;
 }
 /* }===================================================================== */
 

@@ -449,12 +449,6 @@ size_t rg_key_index (uint8_t *out, size_t cap, const uint8_t *prefix,
   return n;
 }
 
-size_t rg_key_host_index (uint8_t *out, uint32_t cid, uint64_t id) {
-  rg_put_u32(out, cid);
-  rg_put_u64(out + 4, id);
-  return 12;
-}
-
 size_t rg_key_vector (uint8_t *out, uint32_t cid, uint32_t ixid,
                       uint64_t shard, int type, uint32_t n) {
   rg_put_u32(out, cid);

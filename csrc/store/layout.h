@@ -106,9 +106,6 @@ size_t rg_key_unique (uint8_t *out, const uint8_t *lp, size_t lplen, int u,
 size_t rg_key_index (uint8_t *out, size_t cap, const uint8_t *prefix,
                      size_t plen, const uint8_t *term, size_t tn,
                      int with_hash, uint64_t hash);
-/* A host's index prefix (index.h, cluster mode): cid | the 64-bit id of
-** the index (12 bytes). */
-size_t rg_key_host_index (uint8_t *out, uint32_t cid, uint64_t id);
 /* A vector index record's key (vindex.c): cid | the index's id | shard
 ** (the instance's prefix: 16 bytes, with type 0), then the record's type
 ** and, except for the header, a number (RG_VECTOR_KEY bytes). */

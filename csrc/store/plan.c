@@ -142,8 +142,7 @@ typedef struct plan {
   int src;
   int mode, tie_desc;
   uint32_t cid;
-  uint8_t prefix[RG_HOST_PREFIX];   /* the path's (composite's) id; a
-                                       host's is longer (index.h) */
+  uint8_t prefix[RG_PATHID_MAX];    /* the path's (composite's) id */
   size_t plen;
   int absent;                       /* no id: nothing was indexed there */
   /* SRC_TERMS: exact terms, sorted, each `tlen` bytes at `toff` */
