@@ -944,47 +944,14 @@ static int flat_cmp (const rg_val *key, const rg_val *dup,
   return all > n ? 1 : all < n ? -1 : 0;
 }
 
-/* Positions on the first entry >= the flat bytes `want`: the first key
-** >= them, unless a key is a proper prefix of them (they end within its
-** references), and then the first of its references >= the rest. */
-static int seek (rg_ixcur *c, const rg_val *want, rg_val *key,
-                 rg_val *dup) {
-  rg_val k = *want, d, k0, d0;
-  int rc = rg_cur_get(c->cur, &k, &d, RG_SEEK), rc0;
-  if (rc && rc != RG_NOTFOUND) return rc;
-  rc0 = rg_cur_get(c->cur, &k0, &d0, rc == 0 ? RG_PREV_NODUP : RG_LAST);
-  if (rc0 == 0 && k0.n < want->n &&
-      want->n - k0.n <= RG_REF_SIZE &&
-      memcmp(k0.p, want->p, k0.n) == 0) {
-    uint8_t part[RG_REF_SIZE];
-    memset(part, 0, RG_REF_SIZE);
-    memcpy(part, (const uint8_t *)want->p + k0.n,
-           want->n - k0.n);
-    d0.p = part;
-    d0.n = RG_REF_SIZE;
-    rc0 = rg_cur_get(c->cur, &k0, &d0, RG_BOTH_RANGE);
-    if (rc0 == 0) {
-      *key = k0;
-      *dup = d0;
-      return 0;
-    }
-    if (rc0 != RG_NOTFOUND) return rc0;
-    rc0 = rg_cur_get(c->cur, &k0, &d0, RG_SET);
-    if (rc0) return rc0;
-  }
-  else if (rc0 && rc0 != RG_NOTFOUND) return rc0;
-  if (rc == RG_NOTFOUND) return RG_NOTFOUND;
-  /* back to the first key >= want, at its first reference */
-  if (rc0 == 0) rc = rg_cur_get(c->cur, key, dup, RG_NEXT_NODUP);
-  else rc = rg_cur_get(c->cur, key, dup, RG_FIRST);
-  return rc;
-}
-
 int rg_ixcur_get (rg_ixcur *c, rg_val *k, int op) {
   rg_val key, dup;
   int rc, order = 0;
   switch (op) {
-    case RG_IX_SEEK: rc = seek(c, k, &key, &dup); break;
+    case RG_IX_SEEK:
+      key = *k;
+      rc = rg_cur_get(c->cur, &key, &dup, RG_SEEK_FLAT);
+      break;
     case RG_IX_NEXT: rc = rg_cur_get(c->cur, &key, &dup, RG_NEXT); break;
     case RG_IX_PREV: rc = rg_cur_get(c->cur, &key, &dup, RG_PREV); break;
     default: rc = rg_cur_get(c->cur, &key, &dup, RG_LAST); break;

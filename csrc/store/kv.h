@@ -98,7 +98,11 @@ enum {
   RG_NEXT_DUP,      /* the next value of the same key (RG_NOTFOUND past) */
   RG_LAST_DUP,      /* the last value of the current key */
   RG_BOTH,          /* k, v in: exactly that key and duplicate */
-  RG_BOTH_RANGE     /* k, v in: that key, its first duplicate >= v */
+  RG_BOTH_RANGE,    /* k, v in: that key, its first duplicate >= v */
+  RG_SEEK_FLAT      /* k in (tables of sorted duplicates): the first entry
+                       whose key | duplicate bytes are >= k's bytes, which
+                       may run on past a key into its duplicates (a backend
+                       keeping the pairs flat answers it in one step) */
 };
 
 typedef struct rg_txn rg_txn;

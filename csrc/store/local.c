@@ -406,11 +406,47 @@ static const MDB_cursor_op cur_ops[] = {
   MDB_LAST_DUP, MDB_GET_BOTH, MDB_GET_BOTH_RANGE
 };
 
+static int l_cur_get (rg_cur *c, rg_val *k, rg_val *v, int op);
+
+/* RG_SEEK_FLAT (kv.h): the first key >= the bytes sought, unless a key is
+** a proper prefix of them (they end within its duplicates), and then the
+** first of its duplicates >= the rest (padded with zeros). */
+static int seek_flat (rg_cur *c, rg_val *k, rg_val *v) {
+  size_t ds = C(c)->t->l->dupsize[C(c)->tb];
+  rg_val want = *k, k0, d0;
+  uint8_t part[16];                  /* (the widest duplicate: 12) */
+  int rc, rc0;
+  rg_assert(ds > 0 && ds <= sizeof(part));
+  rc = l_cur_get(c, k, v, RG_SEEK);
+  if (rc && rc != RG_NOTFOUND) return rc;
+  rc0 = l_cur_get(c, &k0, &d0, rc == 0 ? RG_PREV_NODUP : RG_LAST);
+  if (rc0 == 0 && k0.n < want.n && want.n - k0.n <= ds &&
+      memcmp(k0.p, want.p, k0.n) == 0) {
+    memset(part, 0, ds);
+    memcpy(part, (const uint8_t *)want.p + k0.n, want.n - k0.n);
+    d0.p = part;
+    d0.n = ds;
+    rc0 = l_cur_get(c, &k0, &d0, RG_BOTH_RANGE);
+    if (rc0 == 0) {
+      *k = k0;
+      *v = d0;
+      return 0;
+    }
+    if (rc0 != RG_NOTFOUND) return rc0;
+    if ((rc0 = l_cur_get(c, &k0, &d0, RG_SET))) return rc0;
+  }
+  else if (rc0 && rc0 != RG_NOTFOUND) return rc0;
+  if (rc == RG_NOTFOUND) return RG_NOTFOUND;
+  /* back to the first key >= want, at its first duplicate */
+  return l_cur_get(c, k, v, rc0 == 0 ? RG_NEXT_NODUP : RG_FIRST);
+}
+
 static int l_cur_get (rg_cur *c, rg_val *k, rg_val *v, int op) {
   MDB_val key, val;
   int rc;
-  rg_assert(op >= RG_FIRST && op <= RG_BOTH_RANGE);
+  rg_assert(op >= RG_FIRST && op <= RG_SEEK_FLAT);
   if (C(c)->mc == NULL) return RG_NOTFOUND;
+  if (op == RG_SEEK_FLAT) return seek_flat(c, k, v);
   if (op == RG_BOTH || op == RG_BOTH_RANGE)
     kv(&key, &val, k->p, k->n, v->p, v->n);
   else if (op == RG_SEEK || op == RG_SET)

@@ -1197,7 +1197,9 @@ static long step (rcur *c, const uint8_t *k, size_t kn, int incl, int back) {
   rg_remote *r = c->r;
   table *t = &r->t[c->tb];
   long i, found = -1;
-  int j, missing = 0;
+  int j, jj, missing = 0;
+  int by_hash = c->tb == RG_DB_ITEMS || c->tb == RG_DB_UNIQUE ||
+                c->tb == RG_DB_PARTS;
   if (!back) {
     i = (long)lower(t, k, kn);
     if (!incl && i < (long)t->n && bcmp2(t->v[i]->k, t->v[i]->kn, k, kn) == 0)
@@ -1221,12 +1223,17 @@ static long step (rcur *c, const uint8_t *k, size_t kn, int incl, int back) {
       break;
     }
   }
-  for (j = 0; j < c->nplaces; j++) {     /* every place known that far? */
-    uint32_t p = c->places[j];
-    tplace *tp = tplace_of(r, c->tb, p);
+  for (jj = 0; jj < c->nplaces; jj++) {  /* every place known that far? */
+    uint32_t p;
+    tplace *tp;
     int ok;
     const uint8_t *fk = found >= 0 ? t->v[found]->k : NULL;
     size_t fn = found >= 0 ? t->v[found]->kn : 0;
+    /* (the buckets of a table placed by hash come in key order: walked in
+       the cursor's direction, the first one not known is the one to ask) */
+    j = back ? c->nplaces - 1 - jj : jj;
+    p = c->places[j];
+    tp = tplace_of(r, c->tb, p);
     if (!back ? !may_hold(r, c->tb, p, k, kn, fk, fn)
               : !may_hold(r, c->tb, p, fk, fn, k, kn))
       continue;                         /* nothing of its there */
@@ -1240,6 +1247,7 @@ static long step (rcur *c, const uint8_t *k, size_t kn, int incl, int back) {
     if (!ok) {
       need_range(r, c->tb, p, k, kn, !incl, back);
       missing = 1;
+      if (by_hash) break;               /* the later ones wait for it */
     }
   }
   if (missing) return -2;
@@ -1287,12 +1295,15 @@ static int r_cur_get (rg_cur *cu, rg_val *k, rg_val *v, int op) {
   /* a move from where it is stops where it ran into what is not fetched;
      a cursor put at a key starts again */
   if (op == RG_SEEK || op == RG_SET || op == RG_BOTH ||
-      op == RG_BOTH_RANGE || op == RG_FIRST || op == RG_LAST)
+      op == RG_BOTH_RANGE || op == RG_FIRST || op == RG_LAST ||
+      op == RG_SEEK_FLAT)
     c->stopped = 0;
   else if (c->stopped) return RG_NOTFOUND;
   switch (op) {
     case RG_SEEK: case RG_SET: case RG_BOTH: case RG_BOTH_RANGE:
-      if (k->n > RG_MAX_KEY) return RG_NOTFOUND;
+    case RG_SEEK_FLAT:
+      if (k->n > (op == RG_SEEK_FLAT ? RG_MAX_KEY + 16 : RG_MAX_KEY))
+        return RG_NOTFOUND;
       memcpy(key, k->p, k->n);
       kn = k->n;
       if (op == RG_BOTH || op == RG_BOTH_RANGE) {
@@ -1323,6 +1334,8 @@ static int r_cur_get (rg_cur *cu, rg_val *k, rg_val *v, int op) {
       return land(c, step(c, c->pos, c->posn, 0, 0), k, v);
     case RG_PREV:
       return land(c, step(c, c->pos, c->posn, 0, 1), k, v);
+    case RG_SEEK_FLAT:                  /* the pairs are kept flat here */
+      return land(c, step(c, key, kn, 1, 0), k, v);
     case RG_SEEK:
       i = step(c, key, kn, 1, 0);
       if (ds && i >= 0) {               /* LMDB compares the keys alone: */
