@@ -136,6 +136,7 @@ typedef struct rg_kv_ops {
               int64_t bytes, uint64_t bound, unsigned flags);
   int (*last) (rg_txn *t, uint32_t cid, int range, uint64_t *lsn);
   uint64_t (*pending) (rg_txn *t);
+  void (*cur_bound) (rg_cur *c, const void *prefix, size_t n);
 } rg_kv_ops;
 
 /* A transaction and a cursor begin with their backend's table: the
@@ -187,6 +188,13 @@ static inline void rg_cur_close (rg_cur *c) {
 ** it: FIRST, LAST, SEEK, SET, BOTH, BOTH_RANGE). */
 static inline int rg_cur_get (rg_cur *c, rg_val *k, rg_val *v, int op) {
   return c->ops->cur_get(c, k, v, op);
+}
+/* The cursor's caller reads no entry that does not start with `prefix`
+** (n bytes; 0, the default: no bound): a backend that fetches what it
+** reads need not fetch past it.  The moves answer as before: an entry
+** past the bound may come back (the caller stops on it), or none. */
+static inline void rg_cur_bound (rg_cur *c, const void *prefix, size_t n) {
+  c->ops->cur_bound(c, prefix, n);
 }
 /* The number of duplicates of the key under the cursor. */
 static inline int rg_cur_count (rg_cur *c, size_t *n) {

@@ -602,11 +602,18 @@ static int l_last (rg_txn *tx, uint32_t cid, int range, uint64_t *lsn) {
   return rc == RG_NOTFOUND ? 0 : rc;
 }
 
+/* LMDB reads in place: a bound changes nothing. */
+static void l_cur_bound (rg_cur *c, const void *prefix, size_t n) {
+  (void)c;
+  (void)prefix;
+  (void)n;
+}
+
 static const rg_kv_ops lmdb_ops = {
   l_get, l_put, l_reserve, l_del, l_dput, l_ddel,
   l_cur_open, l_cur_close, l_cur_get, l_cur_count, l_cur_put, l_cur_del,
   l_savepoint, l_rollback, l_release, l_lsn, l_seqs, l_add, l_last,
-  l_pending
+  l_pending, l_cur_bound
 };
 /* }===================================================================== */
 

@@ -1562,6 +1562,7 @@ static int scan_items (source *S, const uint8_t *prefix, size_t plen,
   int resume = S->resumed && S->rphase == phase;
   if ((rc = rg_cur_open(S->txn, RG_DB_ITEMS, &cur)))
     return kv_fail(S, rc);
+  rg_cur_bound(cur, prefix, plen);
   if (!back) {
     k.p = (void *)(resume ? S->rpos : prefix);
     k.n = resume ? S->rposlen : plen;

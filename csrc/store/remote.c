@@ -143,6 +143,10 @@ typedef struct rcur {
   uint32_t posn;
   int at;                         /* on an entry */
   int stopped;                    /* ran into what is not fetched */
+  /* rg_cur_bound: entries start with lo (lon bytes, 0: no bound) and are
+     before hi (hin bytes; none when the prefix is all 0xFF) */
+  uint8_t lo[RG_MAX_KEY], hi[RG_MAX_KEY];
+  size_t lon, hin;
 } rcur;
 
 struct rg_remote {
@@ -1229,6 +1233,15 @@ static long step (rcur *c, const uint8_t *k, size_t kn, int incl, int back) {
     int ok;
     const uint8_t *fk = found >= 0 ? t->v[found]->k : NULL;
     size_t fn = found >= 0 ? t->v[found]->kn : 0;
+    if (c->lon && !back && c->hin &&    /* nothing past the bound is read */
+        (fk == NULL || bcmp2(fk, fn, c->hi, c->hin) > 0)) {
+      fk = c->hi;
+      fn = c->hin;
+    }
+    if (c->lon && back && (fk == NULL || bcmp2(fk, fn, c->lo, c->lon) < 0)) {
+      fk = c->lo;
+      fn = c->lon;
+    }
     /* (the buckets of a table placed by hash come in key order: walked in
        the cursor's direction, the first one not known is the one to ask) */
     j = back ? c->nplaces - 1 - jj : jj;
@@ -1239,11 +1252,11 @@ static long step (rcur *c, const uint8_t *k, size_t kn, int incl, int back) {
       continue;                         /* nothing of its there */
     if (tp) tp->ranged = 1;
     if (!back)
-      ok = found >= 0 ? covered(r, c->tb, p, k, kn, !incl, fk, fn)
-                      : covered(r, c->tb, p, k, kn, !incl, NULL, 0);
+      ok = fk ? covered(r, c->tb, p, k, kn, !incl, fk, fn)
+              : covered(r, c->tb, p, k, kn, !incl, NULL, 0);
     else
-      ok = found >= 0 ? covered(r, c->tb, p, fk, fn, 0, k, kn)
-                      : covered(r, c->tb, p, (const uint8_t *)"", 0, 0, k, kn);
+      ok = fk ? covered(r, c->tb, p, fk, fn, 0, k, kn)
+              : covered(r, c->tb, p, (const uint8_t *)"", 0, 0, k, kn);
     if (!ok) {
       need_range(r, c->tb, p, k, kn, !incl, back);
       missing = 1;
@@ -1474,11 +1487,27 @@ static uint64_t r_pending (rg_txn *tx) {
   return R(tx)->wbytes;
 }
 
+static void r_cur_bound (rg_cur *cu, const void *prefix, size_t n) {
+  rcur *c = RC(cu);
+  size_t i;
+  c->lon = c->hin = 0;
+  if (n == 0 || n > RG_MAX_KEY) return;
+  memcpy(c->lo, prefix, n);
+  c->lon = n;
+  memcpy(c->hi, prefix, n);
+  for (i = n; i > 0; i--)               /* the first key past the prefix */
+    if (c->hi[i - 1] != 0xFF) {
+      c->hi[i - 1]++;
+      c->hin = i;
+      return;
+    }
+}
+
 static const rg_kv_ops remote_ops = {
   r_get, r_put, r_reserve, r_del, r_dput, r_ddel,
   r_cur_open, r_cur_close, r_cur_get, r_cur_count, r_cur_put, r_cur_del,
   r_savepoint, r_rollback, r_release, r_lsn, r_seqs, r_add, r_last,
-  r_pending
+  r_pending, r_cur_bound
 };
 /* }===================================================================== */
 
