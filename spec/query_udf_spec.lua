@@ -239,8 +239,7 @@ describe("computed properties", function()
     assert.is_nil(spec.revision)
   end)
 
-  H.local_it("change with replace_container, which reindexes the items",
-              "replace_container is 501 on a cluster", function()
+  it("change with replace_container, which reindexes the items", function()
     local c2 = assert(db:replace_container("products", { partition_key = "/pk", physical_partitions = 2,
       computed_properties = {
         { name = "cp_upperName", query = "SELECT VALUE UPPER(c.name) FROM c" },
@@ -263,8 +262,7 @@ describe("computed properties", function()
 end)
 
 describe("a replaced container with a hierarchical key", function()
-  H.local_it("keeps routing its prefixes to the partitions holding them",
-              "replace_container is 501 on a cluster", function()
+  it("keeps routing its prefixes to the partitions holding them", function()
     local db = H.open()
     local opts = { partition_key = { "/tenant", "/user" }, physical_partitions = 4 }
     local c = assert(db:create_container("h", opts))

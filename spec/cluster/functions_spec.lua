@@ -10,14 +10,26 @@ local layout = C.layout
 
 -- A part: "RGW1", the stand-in in its three encodings, the conditions
 -- {kind, t, key, want}, the writes {op, t, stamp, key, value}.
-local function str(s) return string.pack(">s4", s) end
+-- (big-endian integers by hand: LuaJIT has no string packing)
+local function be(n, bytes)
+  local out = {}
+  if n < 0 then n = n + 2 ^ (8 * bytes) end
+  for i = bytes, 1, -1 do
+    out[i] = string.char(n % 256)
+    n = math.floor(n / 256)
+  end
+  return table.concat(out)
+end
+local function u32(n) return be(n, 4) end
+local function u64(n) return be(n, 8) end
+local function str(s) return u32(#s) .. s end
 local function part(stand, conds, writes)
   local out = { "RGW1", str(stand and stand[1] or ""), str(stand and stand[2] or ""),
-                str(stand and stand[3] or ""), string.pack(">I4", #conds) }
+                str(stand and stand[3] or ""), u32(#conds) }
   for _, c in ipairs(conds) do
     out[#out + 1] = string.char(c[1], c[2]) .. str(c[3]) .. str(c[4] or "")
   end
-  out[#out + 1] = string.pack(">I4", #writes)
+  out[#out + 1] = u32(#writes)
   for _, w in ipairs(writes) do
     out[#out + 1] = string.char(w[1], w[2], w[3] or 0) .. str(w[4]) .. str(w[5] or "")
   end
@@ -26,7 +38,7 @@ end
 local ABSENT, EQUAL, VERSION = 1, 2, 4
 local PUT, DEL, ADD = 1, 2, 5
 local function counter(items, bytes, bound, drop0)
-  return string.pack(">i8i8I8", items, bytes, bound or 0) .. string.char(drop0 and 1 or 0)
+  return u64(items) .. u64(bytes) .. u64(bound or 0) .. string.char(drop0 and 1 or 0)
 end
 
 describe("cluster functions", function()
@@ -72,10 +84,10 @@ describe("cluster functions", function()
     end)
     assert.same({ EQUAL, 1, "a", "v1" }, r[2][1])
     r = writes_nothing(function()
-      return apply(part(nil, { { VERSION, 1, "", string.pack(">I8", 0) } }, { { PUT, 1, 0, "b", "x" } }))
+      return apply(part(nil, { { VERSION, 1, "", u64(0) } }, { { PUT, 1, 0, "b", "x" } }))
     end)
     assert.same({ VERSION, 1, "", "1" }, r[2][1])
-    assert.equal("OK", apply(part(nil, { { EQUAL, 1, "a", "v1" }, { VERSION, 1, "", string.pack(">I8", 1) } },
+    assert.equal("OK", apply(part(nil, { { EQUAL, 1, "a", "v1" }, { VERSION, 1, "", u64(1) } },
                                   { { DEL, 1, 0, "a" } }))[1])
     r = get("p", 1, "a", "r", 1, "", "0", "0", 10)
     assert.equal(C.redis.null, r[1])
@@ -83,16 +95,16 @@ describe("cluster functions", function()
   end)
 
   it("stamps the place's lsn over the stand-in in the keys and values that hold it", function()
-    local be = string.pack(">I8", 123456789)
-    local stand = { be, "123456789", "\8" .. be }
+    local b8 = u64(123456789)
+    local stand = { b8, "123456789", "\8" .. b8 }
     local before = c:call("TIME")
-    local r = apply(part(stand, {}, { { PUT, 5, 1, "k" .. be, "x" }, { PUT, 1, 2, "d", '{"_lsn":123456789}' } }))
+    local r = apply(part(stand, {}, { { PUT, 5, 1, "k" .. b8, "x" }, { PUT, 1, 2, "d", '{"_lsn":123456789}' } }))
     local lsn = r[2]
     assert.is_true(lsn >= tonumber(before[1]) * 1e6)
     local zs = assert(c:call("ZRANGE", keys[layout.TABLES + 5 + 1], 0, -1))
-    assert.same({ "k" .. string.pack(">I8", lsn) }, zs)
+    assert.same({ "k" .. u64(lsn) }, zs)
     assert.equal(('{"_lsn":%d}'):format(lsn), get("p", 1, "d")[1])
-    assert.equal(string.pack(">I8", lsn), get("p", 0, "\1lsn")[1])
+    assert.equal(u64(lsn), get("p", 0, "\1lsn")[1])
     -- the next lsn of the place is larger, whatever the clock says
     local r2 = apply(part(stand, {}, { { PUT, 1, 2, "e", "123456789" } }))
     assert.is_true(r2[2] > lsn)
@@ -104,7 +116,7 @@ describe("cluster functions", function()
       return apply(part(nil, {}, { { ADD, 0, 0, "s", counter(1, 60, 150) } }))
     end)
     assert.equal("REFUSED", r[1])
-    assert.same({ 5, 0, "s", string.pack(">I8I8", 2, 100) }, r[2][1])
+    assert.same({ 5, 0, "s", u64(2) .. u64(100) }, r[2][1])
     assert.equal("OK", apply(part(nil, {}, { { ADD, 0, 0, "s", counter(-2, -100, 0, true) } }))[1])
     assert.equal(C.redis.null, get("p", 0, "s")[1])
   end)
