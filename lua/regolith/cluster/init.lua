@@ -60,8 +60,79 @@ local function in_doubt(err, kind)
   return "cluster: " .. tostring(err), kind == "connection" and 503 or 500
 end
 
+-- The tables of sorted duplicates (their zset members are the entries).
+local DUPS = { [2] = true, [6] = true }
+
+-- A place's reads (rg_get's requests) with single-key commands, which
+-- follow ASK one key at a time: while a slot is half-moved, a Function
+-- naming several of its keys is refused (TRYAGAIN) until the move ends.
+-- Each table's version is read before its range (a write between them
+-- makes the commit refuse what was read, never accept it).  The answers
+-- as rg_get gives them.
+local function fetch_plain(D, g)
+  local keys = layout.place_keys(D.name, g.n.cid, g.n.bucket, g.n.buckets)
+  local T = layout.TABLES
+  local cmds = {}
+  for _, n in ipairs(g.reqs) do
+    local h, z, v = keys[n.tb + 1], keys[T + n.tb + 1], keys[2 * T + 1]
+    if n.range then
+      cmds[#cmds + 1] = { "HGET", v, "t" .. n.tb }
+      local key, open = n.key, n.after
+      local function bound(k) return k == "" and (open and "(" or "-") or ((open and "(" or "[") .. k) end
+      if not n.back then
+        cmds[#cmds + 1] = { "ZRANGEBYLEX", z, (key == "" and not open) and "-" or bound(key), "+",
+          "LIMIT", 0, n.limit + 1 }
+      else
+        cmds[#cmds + 1] = { "ZREVRANGEBYLEX", z, key == "" and "+" or bound(key), "-",
+          "LIMIT", 0, n.limit + 1 }
+      end
+    else
+      cmds[#cmds + 1] = { "HGET", h, n.key }
+    end
+  end
+  local res = D.redis:pipeline(cmds)
+  local out, j, vcmds, vfor = {}, 1, {}, {}
+  for i, n in ipairs(g.reqs) do
+    if n.range then
+      local ver, members = res[j], res[j + 1]
+      j = j + 2
+      if redis.is_error(ver) then return nil, ver end
+      if redis.is_error(members) then return nil, members end
+      local done = #members <= n.limit and 1 or 0
+      if #members > n.limit then members[#members] = nil end
+      out[i] = { members, {}, done, ver == redis.null and "0" or ver }
+      if DUPS[n.tb] or #members == 0 then
+        for k = 1, #members do out[i][2][k] = "" end
+      else
+        local c = { "HMGET", keys[n.tb + 1] }
+        for k = 1, #members do c[#c + 1] = members[k] end
+        vcmds[#vcmds + 1] = c
+        vfor[#vfor + 1] = i
+      end
+    else
+      local r = res[j]
+      j = j + 1
+      if redis.is_error(r) then return nil, r end
+      out[i] = r == redis.null and false or r
+    end
+  end
+  if #vcmds > 0 then
+    local vres = D.redis:pipeline(vcmds)
+    for k, i in ipairs(vfor) do
+      local vals = vres[k]
+      if redis.is_error(vals) then return nil, vals end
+      for m = 1, #out[i][1] do
+        local x = vals[m]
+        out[i][2][m] = (x == nil or x == redis.null) and "" or x
+      end
+    end
+  end
+  return out
+end
+
 -- Fetches what the last run needed: every place's reads in one Function
--- call, all pipelined.
+-- call, all pipelined (a place whose slot is half-moved, or whose call ran
+-- out of redirections: fetch_plain).
 local function fetch(D)
   local h = D.handle
   local needs, seqs = h:_remote_needs()
@@ -94,10 +165,15 @@ local function fetch(D)
   end
   if #cmds == 0 then return true end
   M.stats.fetches = M.stats.fetches + 1
-  local res = D.redis:pipeline(cmds)
+  local res = D.redis:pipeline(cmds, true)
   local t = now_ms()
   for i, g in ipairs(order) do
     local r = res[i]
+    if redis.is_error(r) and (r.kind == "tryagain" or r.kind == "cluster") then
+      local perr                        -- (a read: safe to make again)
+      r, perr = fetch_plain(D, g)
+      if not r then r = perr end
+    end
     if redis.is_error(r) then return nil, in_doubt(r.message, r.kind) end
     for j, n in ipairs(g.reqs) do
       local a = r[j]
