@@ -12,10 +12,11 @@ local layout = C.layout
 -- {kind, t, key, want}, the writes {op, t, stamp, key, value}.
 -- (big-endian integers by hand: LuaJIT has no string packing)
 local function be(n, bytes)
-  local out = {}
-  if n < 0 then n = n + 2 ^ (8 * bytes) end
+  local out, neg = {}, n < 0
+  if neg then n = -n - 1 end            -- two's complement: ~(-n - 1)
   for i = bytes, 1, -1 do
-    out[i] = string.char(n % 256)
+    local b = n % 256
+    out[i] = string.char(neg and 255 - b or b)
     n = math.floor(n / 256)
   end
   return table.concat(out)
