@@ -11,6 +11,9 @@
 #                     the article's three models beside its table (examples/blog)
 #   make bench        benchmarks (examples/bench/), and the blog at a larger scale
 #   make bench-search the search bench alone (vectors beside hnswlib and FAISS)
+#   make bench-charges the charge of every query the query specs run, locally
+#                     and on a Redis Cluster, compared (CHARGES_BASE=DIR: and
+#                     against another build's logs)
 #   make check        AddressSanitizer + UndefinedBehaviorSanitizer over the specs
 #   make openresty    the blog over HTTP from nginx workers, under wrk's load
 #   make gateway      the Cosmos DB REST API on 127.0.0.1:8081 (docs/gateway.md);
@@ -115,7 +118,7 @@ HAVE_LUAJIT := $(shell command -v luajit >/dev/null 2>&1 && \
         fuzz fuzz-build valgrind install clean deps-test deps-bench deps-fuzz \
         bench-search-text \
         openresty explorer explorer-test install-explorer cluster-test gateway \
-        gateway-stop gateway-test gateway-bench bench-search
+        gateway-stop gateway-test gateway-bench bench-search bench-charges
 
 .SECONDEXPANSION:
 
@@ -311,6 +314,8 @@ bench: deps-bench
 	$(MAKE) all build/bench/raw_lmdb
 	$(RUN) examples/bench/items.lua
 	$(RUN) examples/bench/query.lua
+	$(RUN) examples/bench/monotone.lua
+	$(MAKE) bench-charges
 	$(RUN) examples/bench/feed.lua
 	$(RUN) examples/bench/scripts.lua
 	$(RUN) examples/bench/scripts_js.lua
@@ -347,6 +352,39 @@ gateway-test:
 	sh tests/sdk/run.sh
 
 GATEWAY_BENCH_WORKERS ?= 1 2 4
+# The charge of every query the query specs run (examples/bench/
+# charge_log.lua), locally and, when Redis can be installed, on a local
+# Redis Cluster, compared (examples/bench/charges.lua); with
+# CHARGES_BASE=DIR, also against the logs DIR/local.jsonl (and
+# DIR/cluster.jsonl) that another build wrote the same way.
+QUERY_SPECS = $(addprefix spec/,$(addsuffix _spec.lua,query query_plan \
+  query_functions query_grammar query_groupby query_udf))
+CHARGES_BASE ?=
+
+bench-charges: deps-test
+	$(MAKE) all
+	@mkdir -p build/charges
+	rm -f build/charges/local.jsonl build/charges/cluster.jsonl
+	CHARGE_LOG=build/charges/local.jsonl $(BUSTED) \
+	  --helper=examples/bench/charge_log.lua $(QUERY_SPECS) >/dev/null
+	@if sh tools/deps.sh $(DEPS_CLUSTER); then \
+	  dir=$$(mktemp -d); \
+	  trap 'tools/redis-cluster.sh stop '$$dir' >/dev/null 2>&1; rm -rf '$$dir EXIT INT TERM; \
+	  base=$$(RG_CLUSTER_OWNER=$$$$ tools/redis-cluster.sh start $$dir) || exit 1; \
+	  REGOLITH_BACKEND=cluster REGOLITH_URL=redis://127.0.0.1:$$base/charges \
+	  RG_CLUSTER_DIR=$$dir CHARGE_LOG=build/charges/cluster.jsonl $(BUSTED) \
+	    --helper=examples/bench/charge_log.lua $(QUERY_SPECS) >/dev/null; \
+	  tools/redis-cluster.sh stop $$dir >/dev/null; \
+	fi
+	@logs=""; base="$(CHARGES_BASE)"; \
+	if [ -n "$$base" ]; then logs="local-before=$$base/local.jsonl"; fi; \
+	logs="$$logs local=build/charges/local.jsonl"; \
+	if [ -n "$$base" ] && [ -f "$$base/cluster.jsonl" ]; then \
+	  logs="$$logs cluster-before=$$base/cluster.jsonl"; fi; \
+	if [ -f build/charges/cluster.jsonl ]; then \
+	  logs="$$logs cluster=build/charges/cluster.jsonl"; fi; \
+	$(RUN) examples/bench/charges.lua $$logs
+
 gateway-bench:
 	sh tests/sdk/bench.sh $(GATEWAY_BENCH_WORKERS)
 

@@ -524,7 +524,43 @@ describe("query functions", function()
         { "DateTimeFormat(" .. t .. ", 'd/M/yy h:mm tt')", "14/3/22 9:26 AM" },
         { "DateTimeFormat(" .. t .. ", 'HH:mm:ss.fff')", "09:26:53.589" },
         { "DateTimeFormat(" .. t .. ", \"'at' HH'h'\")", "at 09h" },
+        { "DateTimeFormat(" .. t .. ", 'ss.FFF')", "53.589" },
+        { "DateTimeFormat('2022-03-14T09:26:53.5000000Z', 'ss.FFFF')", "53.5" },
       })
+    end)
+
+    it("formats the reference's DateTimeFormat examples (F drops trailing zeros)", function()
+      local row = assert(c:query([[SELECT VALUE {
+        case1: DATETIMEFORMAT("2024-10-10 14:40:20", "yyyyMMdd"),
+        case2: DATETIMEFORMAT("2024-10-10 14:40:20", "yyyy-MM-dd [HH:mm:ss]"),
+        case3: DATETIMEFORMAT("2024-10-10 14:40:20", "To\\da\\y i\\s: yyyy-MM-ddTHH:mm:ss.fff"),
+        case4: DATETIMEFORMAT("2024-10-10 14:40:20", "To\\da\\y i\\s: yyyy-MM-ddTHH:mm:ss.FFF")}]]))[1]
+      assert.are.same({ case1 = "20241010", case2 = "2024-10-10 [14:40:20]",
+        case3 = "Today is: 2024-10-10T14:40:20.000",
+        case4 = "Today is: 2024-10-10T14:40:20." }, row)
+    end)
+
+    it("NOW(part, n) is the time now plus n parts, as the reference's examples", function()
+      local row = assert(c:query([[SELECT VALUE {
+        case1: NOW(), case2: NOW("yyyy", 1), case3: NOW("yyyy", -1),
+        case4: NOW("ss", 30), case5: NOW("ms", 4), bad: NOW("fortnight", 1),
+        notnum: NOW("dd", "1")}]]))[1]
+      assert.matches("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d%d%d%d%d%d%dZ$", row.case2)
+      -- each call reads the clock: the differences are those of the parts,
+      -- within the time the query took
+      local function diff(part, a, b)
+        return v(("DateTimeDiff('%s', '%s', '%s')"):format(part, a, b))
+      end
+      assert.are.equal(1, diff("yyyy", row.case1, row.case2))
+      assert.are.equal(-1, diff("yyyy", row.case1, row.case3))
+      local s = diff("ms", row.case1, row.case4)
+      assert.is_true(s >= 30000 and s < 31000, "NOW('ss', 30): " .. s .. " ms on")
+      local ms = diff("mcs", row.case1, row.case5)
+      assert.is_true(ms >= 4000 and ms < 1004000, "NOW('ms', 4): " .. ms .. " us on")
+      assert.is_nil(row.bad)
+      assert.is_nil(row.notnum)
+      local msg = H.fails(400, c:query("SELECT VALUE NOW('dd')"))
+      assert.matches("NOW takes no argument or two", msg)
     end)
 
     it("tells the time now, the static forms fixed for the whole query", function()

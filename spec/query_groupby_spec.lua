@@ -206,7 +206,7 @@ describe("GROUP BY", function()
       assert.are.equal(0, info.loaded)
     end)
 
-    it("groups one partition: a large one from the index, a small one from its items", function()
+    it("groups one partition from the index, a large one or a small one", function()
       local rows, info = bq("SELECT o.total, COUNT(1) AS n FROM o WHERE o.shop = 's2' GROUP BY o.total")
       assert.are.equal(7, #rows)
       assert.are.equal(1, info.partitions)
@@ -217,7 +217,12 @@ describe("GROUP BY", function()
       assert.are.equal(400, sum)
       local rows2, info2 = q("SELECT e.abilities.skill AS skill, COUNT(1) AS n FROM e WHERE e.team = 'supply' GROUP BY e.abilities.skill")
       assert.are.equal(2, #rows2)
-      assert.are.equal(2, info2.loaded)
+      if H.cluster then
+        assert.are.equal(2, info2.loaded)
+      else                           -- a small partition's too
+        assert.are.equal(0, info2.loaded)
+        assert.are.equal(2, info2.scanned)
+      end
     end)
 
     it("gives what an unindexed container gives, page by page", function()

@@ -107,8 +107,7 @@ describe("provisioned throughput", function()
         assert.is_true(ok)
         assert.are.equal(200, info.status)
         assert.are.equal(100000, other:spec().throughput)
-        sleep(0.1)                       -- the debt is paid at the new rate
-        assert(other:read("x1", "p"))
+        assert(other:read("x1", "p"))    -- at once: the raise paid the debt
         assert(c:set_throughput(nil))
         assert.is_nil(c:spec().throughput)
         assert.is_nil(tp(db, "c"))
@@ -120,6 +119,39 @@ describe("provisioned throughput", function()
           assert(again:container("c")):spec().throughput)
         assert.are.equal("autoscale", tp(again, "c").mode)
       end)
+
+    it("takes a raise at once, debt included; a cut keeps the debt", function()
+      local db = H.open()
+      local c = container(db, "c", 10)
+      assert(spend(c, "p", 20))                       -- about 120 RU at 10 RU/s
+      throttled(c:query("SELECT * FROM c WHERE c.pk = 'p'"))
+      local before = tp(db, "c").hot_partitions[1].balance
+      assert.is_true(before < -90)
+      -- a raise of 30 RU/s pays 30 RU of the debt, no more
+      assert(c:set_throughput(40))
+      local after = tp(db, "c").hot_partitions[1].balance
+      assert.is_true(after > before + 29 and after < before + 32,
+        ("balance %.2f, before the raise %.2f"):format(after, before))
+      throttled(c:query("SELECT * FROM c WHERE c.pk = 'p'"))
+      -- a raise that covers it: the next query runs, and so does the next
+      assert(c:set_throughput(100000))
+      local rows = assert(c:query("SELECT * FROM c WHERE c.pk = 'p'"))
+      assert.are.equal(20, #rows)
+      assert(c:query("SELECT * FROM c WHERE c.pk = 'p'"))
+      assert(c:read("x1", "p"))
+      -- a cut keeps what the partition holds up to its new bucket, and a
+      -- debt what it was
+      assert(c:set_throughput(10))
+      assert.is_true(tp(db, "c").hot_partitions[1].balance <= 10.01)
+      assert(spend(c, "p", 20, "y"))
+      local debt = tp(db, "c").hot_partitions[1].balance
+      assert.is_true(debt < -90)
+      assert(c:set_throughput(5))
+      local kept = tp(db, "c").hot_partitions[1].balance
+      assert.is_true(math.abs(kept - debt) < 1,
+        ("balance %.2f after the cut, %.2f before"):format(kept, debt))
+      throttled(c:read("x1", "p"))
+    end)
 
     it("keeps the budget through a replace that does not name it", function()
       local db = H.open()

@@ -116,6 +116,30 @@ describe("ttl", function()
     assert.are.equal(201, uinfo.status)
   end)
 
+  it("leaves expired items out of GROUP BY, DISTINCT and COUNT before anything purges them", function()
+    local c = assert(db:create_container("g", { partition_key = "/pk", default_ttl = -1 }))
+    for i = 1, 10 do
+      assert(c:create({ id = "i" .. i, pk = "p", k = i % 2, ttl = (i <= 4) and 1 or nil }))
+    end
+    sleep(2.2)
+    local function counts(sql)
+      local rows = assert(c:query(sql))
+      local out = {}
+      for _, r in ipairs(rows) do out[r.k] = r.n end
+      return out
+    end
+    -- the index holds every item's entries until a purge; expired items
+    -- count in none of these
+    assert.are.same({ [0] = 3, [1] = 3 },
+      counts("SELECT c.k, COUNT(1) AS n FROM c WHERE c.pk = 'p' GROUP BY c.k"))
+    assert.are.same({ [0] = 3, [1] = 3 },
+      counts("SELECT c.k, COUNT(1) AS n FROM c GROUP BY c.k"))
+    assert.are.same({ 6 }, assert(c:query("SELECT VALUE COUNT(1) FROM c WHERE c.pk = 'p'")))
+    assert.are.same({ 6 }, assert(c:query("SELECT VALUE COUNT(1) FROM c", nil, { partition_key = "p" })))
+    local ids = assert(c:query("SELECT DISTINCT VALUE c.id FROM c"))
+    assert.are.equal(6, #ids)
+  end)
+
   it("treats an expired item as missing in writes before anything purges it, unique values included", function()
     local c = assert(db:create_container("c", { partition_key = "/pk", default_ttl = 1,
                                                 unique_keys = { { "/u" } } }))

@@ -57,6 +57,10 @@ local PAIR, SHADOW = scripts.PAIR, scripts.SHADOW
 -- The container, its procedure and trigger, and the copy the processor
 -- keeps: "crash" mirrored into "copy", with a count of the changes applied
 -- per id (exactly once each, or the count drifts from the feed).
+-- Texts for the full-text indexes: three words a number picks.
+local WORDS = { "bell", "lamp", "rope", "saddle", "anchor", "kettle", "ladder" }
+local function words(n) return WORDS[n % 7 + 1] .. " " .. WORDS[(n // 7) % 7 + 1] .. " " .. WORDS[(n // 49) % 7 + 1] end
+
 local function bulk_container(db)
   -- its documents carry vectors into a diskANN index, which trains its
   -- codes and builds its graph in some load's transaction (past 1,000)
@@ -64,7 +68,9 @@ local function bulk_container(db)
     partition_key = "/pk", physical_partitions = 3, unique_keys = { { "/u" } },
     change_feed = { all_versions = true },
     vector_embeddings = { { path = "/v", dimensions = 4, distance_function = "euclidean" } },
-    indexing = { vector_indexes = { { path = "/v", type = "diskANN" } } } }))
+    full_text = { paths = { { path = "/text" } } },
+    indexing = { vector_indexes = { { path = "/v", type = "diskANN" } },
+                 full_text = { "/text" } } }))
 end
 
 local function spec(db)
@@ -74,7 +80,9 @@ local function spec(db)
     partition_key = "/pk", physical_partitions = 4,
     unique_keys = { { "/u" } }, change_feed = { all_versions = true },
     vector_embeddings = { { path = "/v", dimensions = 3 } },
-    indexing = { vector_indexes = { { path = "/v", type = "flat" } } },
+    full_text = { paths = { { path = "/text" } } },
+    indexing = { vector_indexes = { { path = "/v", type = "flat" } },
+                 full_text = { "/text" } },
   }))
   assert(c:create_procedure("pair", PAIR))
   assert(c:create_trigger("shadow", { type = "post", operation = "all",
@@ -134,7 +142,8 @@ local function child()
         if j <= n then
           return { id = ("b%d-%d"):format(seq, j), pk = "q" .. (j % 5),
                    u = ("u%d-%d"):format(seq, j), n = j, tags = { j % 3, "t" },
-                   v = { j % 7, j % 11, seq % 13, (j * seq) % 17 } }
+                   v = { j % 7, j % 11, seq % 13, (j * seq) % 17 },
+                   text = words(j * seq) }
         end
       end, { batch = batch, progress = function(done)
         log:write(("P %d %d\n"):format(seq, done))
@@ -149,11 +158,12 @@ local function child()
     elseif r <= 30 then
       log:write(("I %d W %s %s\n"):format(seq, id, pk))
       outcome(seq, c:upsert({ id = id, pk = pk, seq = seq, u = "u" .. seq,
-        blob = blob:sub(1, math.random(200)), v = { seq % 5, seq % 3, 1 } }))
+        blob = blob:sub(1, math.random(200)), v = { seq % 5, seq % 3, 1 },
+        text = words(seq) }))
     elseif r <= 45 then
       log:write(("I %d W %s %s\n"):format(seq, id, pk))
       outcome(seq, c:create({ id = id, pk = pk, seq = seq, u = "u" .. seq,
-        v = { seq % 7, 1, seq % 2 } }))
+        v = { seq % 7, 1, seq % 2 }, text = words(seq + 3) }))
     elseif r <= 60 then
       log:write(("I %d W %s %s\n"):format(seq, id, pk))
       outcome(seq, c:patch(id, pk, { { op = "set", path = "/seq", value = seq },

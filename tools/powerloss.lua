@@ -109,7 +109,8 @@ local function child()
       write(function()
         if math.random(4) == 1 then return vec:delete(vid, vpk) end
         return vec:upsert({ id = vid, pk = vpk,
-                            v = { s % 7 + 1, i % 5, s % 3, w } })
+                            v = { s % 7 + 1, i % 5, s % 3, w },
+                            text = ("bell rope lamp kettle"):sub(1 + s % 5) })
       end)
     end
     if r <= 10 then
@@ -356,11 +357,14 @@ local function drive()
     -- writers change as they go (verify checks it in every image)
     local vec = assert(db:create_container("vec", { partition_key = "/pk",
       vector_embeddings = { { path = "/v", dimensions = 4 } },
-      indexing = { vector_indexes = { { path = "/v", type = "diskANN" } } } }))
+      full_text = { paths = { { path = "/text" } } },
+      indexing = { vector_indexes = { { path = "/v", type = "diskANN" } },
+                   full_text = { "/text" } } }))
     local docs = {}
     for i = 1, 1100 do
       docs[i] = { id = "v" .. i, pk = "p" .. (i % 3),
-                  v = { i % 7 + 1, i % 11, i % 13, 1 } }
+                  v = { i % 7 + 1, i % 11, i % 13, 1 },
+                  text = (i % 2 == 0 and "bell lamp " or "rope ") .. i }
     end
     assert(vec:bulk_load(docs))
     assert(c:create_procedure("pair", PAIR))

@@ -38,6 +38,11 @@
 **                 and 55 with diskANN (Cosmos DB: about 35 and 65 in all),
 **                 and a TOP 10 diskANN search about 15 RU (Cosmos DB: up to
 **                 45 in one partition)
+**   full text     (full-text indexes; docs/search.md) a write: 0.2 RU per
+**                 index record it rewrites (a term's last posting block,
+**                 a block of lengths, the statistics); a query: 0.01 RU per
+**                 index record read (posting blocks, lengths, statistics),
+**                 as an index entry counted without its item
 **   scripts       1 RU per procedure or trigger run, plus what it does
 **   change feed   a read (c:changes, or a processor's batch: the handler's
 **                 info.charge) costs 0.5 RU per feed range it reads (one
@@ -66,6 +71,7 @@ double rg_charge (const rg_work *w) {
     4.0 * ((double)w->vector_written / 1024.0) + 1.0 * (double)w->nodes_written +
     0.01 * ((double)w->vector_read / 1024.0) + 0.001 * (double)w->codes +
     0.1 * (double)w->nodes +
+    0.01 * (double)w->text_read + 0.2 * (double)w->text_written +
     1.0 * (double)w->scripts;
   return floor(ru * 100.0 + 0.5) / 100.0;
 }
@@ -89,6 +95,8 @@ void rg_work_add (rg_work *out, const rg_work *w) {
   out->vector_written += w->vector_written;
   out->nodes_written += w->nodes_written;
   out->text_loaded += w->text_loaded;
+  out->text_read += w->text_read;
+  out->text_written += w->text_written;
 }
 
 void rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before) {
@@ -110,6 +118,8 @@ void rg_work_diff (rg_work *out, const rg_work *after, const rg_work *before) {
   out->vector_written = after->vector_written - before->vector_written;
   out->nodes_written = after->nodes_written - before->nodes_written;
   out->text_loaded = after->text_loaded - before->text_loaded;
+  out->text_read = after->text_read - before->text_read;
+  out->text_written = after->text_written - before->text_written;
 }
 
 /* The read units of one item of `bytes` bytes. */

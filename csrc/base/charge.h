@@ -34,6 +34,9 @@ typedef struct rg_work {
   uint64_t nodes_written;   /* graph neighbour lists written */
   uint64_t text_loaded;     /* items read for full-text statistics (also
                                counted in loaded: they cost the same) */
+  uint64_t text_read;       /* full-text index records (posting blocks,
+                               lengths, statistics) a query read */
+  uint64_t text_written;    /* full-text index records a write rewrote */
 } rg_work;
 
 /* The charge of the work, in request units, rounded to hundredths. */

@@ -33,6 +33,7 @@ typedef struct rg_db {
   lua_Integer script_memory;
   int max_containers;
   int retry_throttled;       /* 429s a call waits out before it returns one */
+  long memory_items;         /* rg_query_req's (0: the default; -1: never) */
   double query_time;         /* s of CPU a query page may take; 0: no limit */
 } rg_db;
 

@@ -502,7 +502,8 @@ static int db_group (lua_State *L) {
 static int open_db (lua_State *L, int remote) {
   static const char *const allowed[] = {
     "sync", "map_size", "readonly", "script_budget", "script_memory",
-    "max_containers", "retry_throttled", "query_time", NULL
+    "max_containers", "retry_throttled", "query_memory_items", "query_time",
+    NULL
   };
   static const char *const syncs[] = { "full", "lazy", "none", NULL };
   const char *path = remote ? luaL_checkstring(L, 1) : check_path(L, 1);
@@ -547,6 +548,9 @@ static int open_db (lua_State *L, int remote) {
                                        "open");
   d->retry_throttled = (int)rgl_opt_int(L, 2, "retry_throttled", 0, 0, 1000,
                                         "open");
+  d->memory_items = (long)rgl_opt_int(L, 2, "query_memory_items",
+                                      RG_MEMORY_ITEMS, 0, 1 << 20, "open");
+  if (d->memory_items == 0) d->memory_items = -1;       /* never */
   d->query_time = RG_QUERY_TIME;
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "query_time");

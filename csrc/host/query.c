@@ -156,6 +156,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
   }
   rq.sql = lua_tolstring(L, sqlix, &rq.sqllen);
   rq.max_items = (long)max_items;
+  rq.memory_items = lc->db->memory_items;
   rq.continuation = cont;
   rq.contlen = contlen;
   rq.fts_local = fts_local;
@@ -214,6 +215,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
   }
   rgl_account(L, lc, &qa.a, rgl_push_query_info(L, &q->res.work,
                                                  q->res.cross_partition));
+  rgl_push_executor(L, &q->res.done, q->res.inmem);
   lua_pushinteger(L, (lua_Integer)q->res.count);
   lua_setfield(L, -2, "count");
   if (q->res.continuation.n) {

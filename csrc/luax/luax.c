@@ -162,7 +162,24 @@ double rgl_push_query_info (lua_State *L, const rg_work *w, int cross) {
     lua_pushinteger(L, (lua_Integer)w->text_loaded);
     lua_setfield(L, -2, "full_text_loaded");
   }
+  if (w->text_read) {                /* what a full-text index gave */
+    lua_pushinteger(L, (lua_Integer)w->text_read);
+    lua_setfield(L, -2, "full_text_read");
+  }
   return charge;
+}
+
+void rgl_push_executor (lua_State *L, const rg_work *done, int inmem) {
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, (lua_Integer)done->loaded);
+  lua_setfield(L, -2, "items_read");
+  lua_pushinteger(L, (lua_Integer)done->lookups);
+  lua_setfield(L, -2, "index_seeks");
+  lua_pushinteger(L, (lua_Integer)done->scanned);
+  lua_setfield(L, -2, "index_entries");
+  lua_pushboolean(L, inmem);
+  lua_setfield(L, -2, "partition_in_memory");
+  lua_setfield(L, -2, "executor");
 }
 /* }===================================================================== */
 

@@ -28,6 +28,10 @@ double rgl_push_info (lua_State *L, const rg_work *w, int status);
 /* The same for a query page: also partitions, loaded, index_lookups and
 ** cross_partition. */
 double rgl_push_query_info (lua_State *L, const rg_work *w, int cross);
+/* Sets info.executor on the info table on top: what the executor did to
+** carry the plan out (`done`: items_read, index_seeks, index_entries;
+** partition_in_memory), apart from the work the plan is charged for. */
+void   rgl_push_executor (lua_State *L, const rg_work *done, int inmem);
 
 /* Pushes an array of the lines of `b`, each a u32 length and its bytes
 ** (a script's ctx:log lines). */

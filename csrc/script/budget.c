@@ -92,14 +92,14 @@ void *rg_sandbox_alloc (void *ud, void *p, size_t osize, size_t nsize) {
 /* The key under which a state made by luaL_newstate finds its sandbox. */
 static const char sysalloc_key = 'S';
 
-void rg_sandbox_adopt (lua_State *S, rg_sandbox *sb) {
+void rgl_sandbox_adopt (lua_State *S, rg_sandbox *sb) {
   sb->sysalloc = 1;
   lua_pushlightuserdata(S, (void *)&sysalloc_key);
   lua_pushlightuserdata(S, sb);
   lua_rawset(S, LUA_REGISTRYINDEX);
 }
 
-rg_sandbox *rg_sandbox_of (lua_State *L) {
+rg_sandbox *rgl_sandbox_of (lua_State *L) {
   void *ud = NULL;
   rg_sandbox *sb;
   if (lua_getallocf(L, &ud) == rg_sandbox_alloc) return (rg_sandbox *)ud;
@@ -152,7 +152,7 @@ static void check_memory (lua_State *L, rg_sandbox *sb) {
 }
 
 static void hook (lua_State *L, lua_Debug *ar) {
-  rg_sandbox *sb = rg_sandbox_of(L);
+  rg_sandbox *sb = rgl_sandbox_of(L);
   (void)ar;
   if (!sb->armed) return;
   if (sb->collect) check_memory(L, sb);    /* an overdraft: not a period */
@@ -165,8 +165,8 @@ static void hook (lua_State *L, lua_Debug *ar) {
   if (sb->stop != RG_STOP_NONE) raise_stop(L, sb);
 }
 
-void rg_sandbox_charge (lua_State *L, uint64_t n) {
-  rg_sandbox *sb = rg_sandbox_of(L);
+void rgl_sandbox_charge (lua_State *L, uint64_t n) {
+  rg_sandbox *sb = rgl_sandbox_of(L);
   if (!sb->armed) return;
   if (sb->stop == RG_STOP_NONE) {
     sb->spent += n;
@@ -184,8 +184,8 @@ size_t rg_sandbox_room (rg_sandbox *sb) {
   return h < sb->limit ? sb->limit - h : 0;
 }
 
-int rg_sandbox_stop (lua_State *L, int why) {
-  rg_sandbox *sb = rg_sandbox_of(L);
+int rgl_sandbox_stop (lua_State *L, int why) {
+  rg_sandbox *sb = rgl_sandbox_of(L);
   stop(sb, why);
   return raise_stop(L, sb);
 }
@@ -197,8 +197,8 @@ int rg_sandbox_stop (lua_State *L, int why) {
 ** replacement calls gsub again ran off the end of the stack.  Called by
 ** the C functions of the sandbox that call back into the script.
 */
-void rg_sandbox_cstack (lua_State *L) {
-  rg_sandbox *sb = rg_sandbox_of(L);
+void rgl_sandbox_cstack (lua_State *L) {
+  rg_sandbox *sb = rgl_sandbox_of(L);
   char here;
   uintptr_t at = (uintptr_t)&here;
   if (!sb->armed) return;
@@ -206,13 +206,13 @@ void rg_sandbox_cstack (lua_State *L) {
     luaL_error(L, "C stack overflow");
 }
 
-int rg_sandbox_stopped (lua_State *L) {
-  rg_sandbox *sb = rg_sandbox_of(L);
+int rgl_sandbox_stopped (lua_State *L) {
+  rg_sandbox *sb = rgl_sandbox_of(L);
   return sb->stop;
 }
 
-void rg_sandbox_left (lua_State *L, uint64_t *instructions, size_t *bytes) {
-  rg_sandbox *sb = rg_sandbox_of(L);
+void rgl_sandbox_left (lua_State *L, uint64_t *instructions, size_t *bytes) {
+  rg_sandbox *sb = rgl_sandbox_of(L);
   size_t r;
   *instructions = 0;
   *bytes = 0;

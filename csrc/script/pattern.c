@@ -58,7 +58,7 @@ static void step (mstate *ms, unsigned n) {
   if (ms->steps >= CHARGE_BATCH) {
     unsigned k = ms->steps;
     ms->steps = 0;
-    rg_sandbox_charge(ms->L, (uint64_t)k * STEP_COST);
+    rgl_sandbox_charge(ms->L, (uint64_t)k * STEP_COST);
   }
 }
 
@@ -66,7 +66,7 @@ static void step (mstate *ms, unsigned n) {
 static int finish (mstate *ms, int n) {
   unsigned k = ms->steps;
   ms->steps = 0;
-  rg_sandbox_charge(ms->L, (uint64_t)k * STEP_COST + CALL_COST);
+  rgl_sandbox_charge(ms->L, (uint64_t)k * STEP_COST + CALL_COST);
   return n;
 }
 
@@ -506,14 +506,14 @@ static int add_value (mstate *ms, luaL_Buffer *b, const char *s,
   switch (tr) {
     case LUA_TFUNCTION: {
       int n;
-      rg_sandbox_cstack(L);          /* a replacement may gsub again */
+      rgl_sandbox_cstack(L);          /* a replacement may gsub again */
       lua_pushvalue(L, 3);
       n = push_captures(ms, s, e);
       lua_call(L, n, 1);
       break;
     }
     case LUA_TTABLE:
-      rg_sandbox_cstack(L);          /* __index may gsub again */
+      rgl_sandbox_cstack(L);          /* __index may gsub again */
       push_capture(ms, 0, s, e);
       lua_gettable(L, 3);
       break;

@@ -211,7 +211,7 @@ static exec *current (lua_State *L) {
   rg_runtime *rt = (rg_runtime *)lua_touserdata(L, lua_upvalueindex(1));
   exec *x = rt->cur;
   if (x == NULL) luaL_error(L, "ctx is only usable while its script runs");
-  if (rg_sandbox_stopped(L)) rg_sandbox_stop(L, rg_sandbox_stopped(L));
+  if (rgl_sandbox_stopped(L)) rgl_sandbox_stop(L, rgl_sandbox_stopped(L));
   free_tmp(x);
   return x;
 }
@@ -230,7 +230,7 @@ static int doc_arg (lua_State *L, exec *x, int idx, int slot, rg_err *e) {
   if (lua_type(L, idx) != LUA_TTABLE)
     return rg_fail(e, 400, "a document must be a table, not %s",
                    luaL_typename(L, idx));
-  return rg_sandbox_from_lua(L, idx, &x->tmp[slot], e);
+  return rgl_sandbox_from_lua(L, idx, &x->tmp[slot], e);
 }
 
 /*
@@ -373,7 +373,7 @@ static int do_write (lua_State *L, int op) {
         rg_fail(&e, 400, "patch operations must be a list of tables");
         return rgl_push_fail(L, &e);
       }
-      if (rg_sandbox_from_lua(L, 3, &x->tmp[1], &e) ||
+      if (rgl_sandbox_from_lua(L, 3, &x->tmp[1], &e) ||
           rg_patch_ops_parse(x->tmp[1], &x->ops, &w.nops, &e))
         return rgl_push_fail(L, &e);
       w.ops = x->ops;
@@ -433,7 +433,7 @@ static int do_query (lua_State *L) {
       rg_fail(&e, 400, "query parameters must be a table of name = value");
       return rgl_push_fail(L, &e);
     }
-    if (rg_sandbox_from_lua(L, 3, &x->tmp[0], &e)) return rgl_push_fail(L, &e);
+    if (rgl_sandbox_from_lua(L, 3, &x->tmp[0], &e)) return rgl_push_fail(L, &e);
     if (!cJSON_IsObject(x->tmp[0])) {
       rg_fail(&e, 400, "query parameters must be a table of name = value");
       return rgl_push_fail(L, &e);
@@ -450,7 +450,7 @@ static int do_query (lua_State *L) {
       const cJSON *pkv[RG_MAX_PK_PATHS];
       const cJSON *t;
       rg_ikey k;
-      int ok = rg_sandbox_from_lua(L, -1, &x->tmp[1], &e) == 0;
+      int ok = rgl_sandbox_from_lua(L, -1, &x->tmp[1], &e) == 0;
       memset(pkv, 0, sizeof(pkv));
       if (ok && x->c->spec->npk == 1) pkv[0] = x->tmp[1];
       else if (ok && cJSON_IsObject(x->tmp[1]) && !x->tmp[1]->child) {}
@@ -470,7 +470,7 @@ static int do_query (lua_State *L) {
   q.has_pk = 1;
   for (i = 0; i < RG_MAX_PK_PATHS; i++) q.pkv[i] = x->pkv[i];
   q.pk_conflict_msg = RG_BOUND_MSG;  /* a WHERE naming another partition */
-  rg_sandbox_left(L, &left, &room);
+  rgl_sandbox_left(L, &left, &room);
   q.max_rows = left / ROW_COST + 1;
   q.max_bytes = room;
   q.deadline = rg_sandbox_deadline(x->rt->sb);
@@ -478,13 +478,13 @@ static int do_query (lua_State *L) {
   x->qlive = 1;
   rc = part_query(s, x->c, &q, &x->qres, &e);
   if (rc == 408 && x->qres.made > q.max_rows)
-    rg_sandbox_stop(L, RG_STOP_BUDGET);
+    rgl_sandbox_stop(L, RG_STOP_BUDGET);
   if (rc == 408 && q.deadline && q.deadline->passed)
-    rg_sandbox_stop(L, RG_STOP_TIME);
-  if (rc == 413) rg_sandbox_stop(L, RG_STOP_MEMORY);
-  rg_sandbox_charge(L, x->qres.made * ROW_COST + x->qres.work.steps);
+    rgl_sandbox_stop(L, RG_STOP_TIME);
+  if (rc == 413) rgl_sandbox_stop(L, RG_STOP_MEMORY);
+  rgl_sandbox_charge(L, x->qres.made * ROW_COST + x->qres.work.steps);
   if (rc) return rgl_push_fail(L, &e);
-  rg_sandbox_charge(L, x->qres.rows.n / 8);
+  rgl_sandbox_charge(L, x->qres.rows.n / 8);
   /* straight into the sandbox, whose allocator counts it: a tree of the
   ** page would be host memory many times the text */
   if (rgl_json_push_text(L, x->qres.rows.p ? x->qres.rows.p : "[]",
@@ -493,6 +493,7 @@ static int do_query (lua_State *L) {
     return rgl_push_fail(L, &e);
   }
   rgl_push_query_info(L, &x->qres.work, x->qres.cross_partition);
+  rgl_push_executor(L, &x->qres.done, x->qres.inmem);
   if (x->qres.continuation.n) {
     lua_pushlstring(L, x->qres.continuation.p, x->qres.continuation.n);
     lua_setfield(L, -2, "continuation");
@@ -517,8 +518,8 @@ static int charged_op (lua_State *L, lua_CFunction f) {
   rg_work_diff(&w, &x->s->work, &before);
   /* the memory the transaction holds until its commit is bounded: the
   ** host's, not the script's, so no budget of the script sees it */
-  if (rg_kv_pending(x->s->txn) > RG_MAX_TXN_DIRTY) rg_sandbox_stop(L, RG_STOP_WRITES);
-  rg_sandbox_charge(L, OP_COST + (uint64_t)(rg_charge(&w) * RU_COST));
+  if (rg_kv_pending(x->s->txn) > RG_MAX_TXN_DIRTY) rgl_sandbox_stop(L, RG_STOP_WRITES);
+  rgl_sandbox_charge(L, OP_COST + (uint64_t)(rg_charge(&w) * RU_COST));
   return n;
 }
 
@@ -533,7 +534,7 @@ static int ctx_query (lua_State *L) { return charged_op(L, do_query); }
 /* A value as text, as tostring gives it (a __tostring may call ctx:log
 ** again, each level with a buffer on the C stack). */
 static const char *text_of (lua_State *L, int idx, size_t *n) {
-  rg_sandbox_cstack(L);
+  rgl_sandbox_cstack(L);
 #if RG_LUAJIT
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
   lua_getglobal(L, "tostring");
@@ -583,7 +584,7 @@ static int ctx_abort (lua_State *L) {
   else n = strlen(msg);
   x->status = (int)status;
   rg_fail(&x->err, (int)status, "%.*s", (int)(n < 400 ? n : 400), msg);
-  return rg_sandbox_stop(L, RG_STOP_ABORT);
+  return rgl_sandbox_stop(L, RG_STOP_ABORT);
 }
 
 /* ctx:body(): the trigger's document. */
@@ -630,7 +631,7 @@ static int ctx_set_body (lua_State *L) {
   }
   if (lua_isnoneornil(L, 2))
     x->tmp[0] = cJSON_CreateNull();
-  else if (rg_sandbox_from_lua(L, 2, &x->tmp[0], &e))
+  else if (rgl_sandbox_from_lua(L, 2, &x->tmp[0], &e))
     return luaL_error(L, "ctx:set_body: %s", e.msg);
   cJSON_Delete(x->reply);
   x->reply = x->tmp[0];
@@ -684,7 +685,7 @@ static void keep_result (lua_State *L, exec *x) {
     if ((x->result = cJSON_CreateNull()) == NULL)
       luaL_error(L, "out of memory");
   }
-  else if (rg_sandbox_from_lua(L, -1, &x->result, &x->err)) {
+  else if (rgl_sandbox_from_lua(L, -1, &x->result, &x->err)) {
     char msg[sizeof(x->err.msg)];
     memcpy(msg, x->err.msg, sizeof(msg));
     x->status = x->err.status;
@@ -813,7 +814,7 @@ static int run (exec *x, rg_err *e) {
     return rg_fail(e, 500, "a script cannot start while another runs");
   if (rg_js_is(x->rec.src, x->rec.len)) return run_js(x, e);
   if ((rc = rg_runtime_sandbox(rt, e))) return rc;
-  L = rg_sandbox_state(rt->sb);
+  L = rgl_sandbox_state(rt->sb);
   s->work.scripts++;
   s->bound.spec = x->c->spec;
   s->bound.lp = x->lp.key;
@@ -944,11 +945,11 @@ static int check_with (rg_runtime *rt, int tag, const char *name, size_t n,
   if (rt->cur != NULL)
     return rg_fail(e, 500, "a script cannot be stored while a script runs");
   if ((rc = rg_runtime_sandbox(rt, e))) return rc;
-  L = rg_sandbox_state(rt->sb);
+  L = rgl_sandbox_state(rt->sb);
   lua_settop(L, 0);
   lua_pushcfunction(L, check_main);
   rg_sandbox_arm(rt->sb, rt->budget, rt->memory);
-  rc = rg_sandbox_load(L, src, len, name, n);
+  rc = rgl_sandbox_load(L, src, len, name, n);
   if (rc == LUA_OK) rc = lua_pcall(L, 1, 0, 0);
   else rc = -rc;                     /* the compiler failed */
   why = rg_sandbox_disarm(rt->sb);

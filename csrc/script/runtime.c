@@ -78,7 +78,7 @@ void rgl_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
     lua_pop(L, 1);
   }
   lua_pop(L, 1);                     /* cache, key */
-  if (rg_sandbox_load(L, src, len, name, namelen))
+  if (rgl_sandbox_load(L, src, len, name, namelen))
     lua_error(L);                    /* the compiler's message */
   lua_createtable(L, 2, 0);          /* cache, key, chunk, entry */
   lua_pushlstring(L, (const char *)ver, 8);
@@ -94,8 +94,8 @@ void rgl_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
 
 /* Calls the chunk in a fresh environment; leaves the function it returns. */
 void rgl_runtime_call_chunk (lua_State *L) {
-  rg_sandbox_env(L);
-  rg_sandbox_setenv(L, -2);
+  rgl_sandbox_env(L);
+  rgl_sandbox_setenv(L, -2);
   lua_call(L, 0, 1);
   if (lua_type(L, -1) != LUA_TFUNCTION)
     luaL_error(L, "the chunk must return a function, not %s",

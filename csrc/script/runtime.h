@@ -42,11 +42,6 @@ typedef struct rg_runtime {
   int nautos;
 } rg_runtime;
 
-/* The runtime of an environment, made (and its hooks installed) on first
-** use; NULL out of memory (runner.c: the hooks are its).  A handle's open
-** makes it (rg_script_limits), so below runner.c the environment's hook
-** state is its runtime. */
-rg_runtime *rg_runtime_of (rg_env *env);
 /* Frees a runtime and what it holds, its sandbox and JavaScript heap (the
 ** environment's release hook; a stepper's pool). */
 void rg_runtime_free (rg_runtime *rt);

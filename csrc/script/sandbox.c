@@ -175,10 +175,10 @@ static double explicit_range (lua_State *L, int a, int b) {
 ** is charged: it is the memory that it lacks (and without our allocator
 ** nothing would refuse the growth). */
 static void need (lua_State *L, double bytes) {
-  rg_sandbox *sb = rg_sandbox_of(L);
+  rg_sandbox *sb = rgl_sandbox_of(L);
   if (!sb->armed || bytes <= (double)rg_sandbox_room(sb)) return;
   lua_gc(L, LUA_GCCOLLECT, 0);
-  if (bytes > (double)rg_sandbox_room(sb)) rg_sandbox_stop(L, RG_STOP_MEMORY);
+  if (bytes > (double)rg_sandbox_room(sb)) rgl_sandbox_stop(L, RG_STOP_MEMORY);
 }
 
 /* The mean length of the strings among the first n values of the table
@@ -229,8 +229,8 @@ static int charged (lua_State *L) {
       if (lua_type(L, 1) == LUA_TTABLE) cost = 2 * (double)rg_rawlen(L, 1);
       break;
   }
-  rg_sandbox_charge(L, clamp(cost) + 1);
-  rg_sandbox_cstack(L);              /* sort's comparator, __index, ... */
+  rgl_sandbox_charge(L, clamp(cost) + 1);
+  rgl_sandbox_cstack(L);              /* sort's comparator, __index, ... */
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
@@ -261,7 +261,7 @@ static int t_insert (lua_State *L) {
       pos = luaL_checkinteger(L, 2);
       luaL_argcheck(L, (lua_Unsigned)pos - 1u < (lua_Unsigned)e, 2,
                     "position out of bounds");
-      rg_sandbox_charge(L, 2 * (uint64_t)(e - pos) + 1);
+      rgl_sandbox_charge(L, 2 * (uint64_t)(e - pos) + 1);
       for (i = e; i > pos; i--) {
         lua_geti(L, 1, i - 1);
         lua_seti(L, 1, i);
@@ -282,7 +282,7 @@ static int t_remove (lua_State *L) {
   if (pos != size)
     luaL_argcheck(L, (lua_Unsigned)pos - 1u <= (lua_Unsigned)size, 2,
                   "position out of bounds");
-  if (size > pos) rg_sandbox_charge(L, 2 * (uint64_t)(size - pos) + 1);
+  if (size > pos) rgl_sandbox_charge(L, 2 * (uint64_t)(size - pos) + 1);
   lua_geti(L, 1, pos);
   for (; pos < size; pos++) {
     lua_geti(L, 1, pos + 1);
@@ -333,8 +333,8 @@ static int sb_setmetatable (lua_State *L) {
 ** hook): a handler looping forever would run unchecked.
 */
 static int sb_handler (lua_State *L) {
-  if (rg_sandbox_stopped(L)) return 1;      /* the message as it is */
-  rg_sandbox_cstack(L);
+  if (rgl_sandbox_stopped(L)) return 1;      /* the message as it is */
+  rgl_sandbox_cstack(L);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, 1);
@@ -343,7 +343,7 @@ static int sb_handler (lua_State *L) {
 
 static int sb_xpcall (lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
-  rg_sandbox_cstack(L);
+  rgl_sandbox_cstack(L);
   lua_pushvalue(L, 2);
   lua_pushcclosure(L, sb_handler, 1);
   lua_replace(L, 2);
@@ -373,14 +373,14 @@ static int sb_encode (lua_State *L) {
   luaL_checkany(L, 1);
   lua_settop(L, 1);
   j = (jbox *)rgl_newbox(L, sizeof(jbox), jbox_free);
-  if (rg_sandbox_from_lua(L, 1, &j->tree, &e)) return rgl_push_fail(L, &e);
+  if (rgl_sandbox_from_lua(L, 1, &j->tree, &e)) return rgl_push_fail(L, &e);
   rg_json_print(j->tree, &j->text);
   if (j->text.oom) {
     rg_box_done(j);
     rg_fail(&e, 500, "out of memory");
     return rgl_push_fail(L, &e);
   }
-  rg_sandbox_charge(L, j->text.n / 8);
+  rgl_sandbox_charge(L, j->text.n / 8);
   lua_pushlstring(L, j->text.p ? j->text.p : "", j->text.n);
   rg_box_done(j);
   return 1;
@@ -398,7 +398,7 @@ static int sb_decode (lua_State *L) {
     return rgl_push_fail(L, &e);
   }
   s = lua_tolstring(L, 1, &n);
-  rg_sandbox_charge(L, n / 8);
+  rgl_sandbox_charge(L, n / 8);
   lua_settop(L, 1);
   if (rgl_json_push_text(L, s, n, &e)) return rgl_push_fail(L, &e);
   return 1;
@@ -605,7 +605,7 @@ static lua_State *new_state (rg_sandbox *sb) {
     return S;
   no_newstate = 1;
   if ((S = luaL_newstate()) == NULL) return NULL;
-  rg_sandbox_adopt(S, sb);
+  rgl_sandbox_adopt(S, sb);
   return S;
 }
 #else
@@ -638,7 +638,7 @@ void rg_sandbox_free (rg_sandbox *sb) {
   free(sb);
 }
 
-lua_State *rg_sandbox_state (rg_sandbox *sb) {
+lua_State *rgl_sandbox_state (rg_sandbox *sb) {
   return sb->S;
 }
 /* }===================================================================== */
@@ -673,7 +673,7 @@ static void copy_table (lua_State *L, int idx, int depth) {
 /* Gives the math library of an execution a fresh random stream, so that
 ** no script sees what another seeded. */
 static void reseed (lua_State *L, int math) {
-  rg_sandbox *sb = rg_sandbox_of(L);
+  rg_sandbox *sb = rgl_sandbox_of(L);
   uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)(size_t)sb << 16) ^
                   (++sb->seeds * 0x9E3779B97F4A7C15ull);
   lua_getfield(L, math, "randomseed");
@@ -725,7 +725,7 @@ static int env_pairs (lua_State *L) {
   return 3;
 }
 
-void rg_sandbox_env (lua_State *L) {
+void rgl_sandbox_env (lua_State *L) {
   lua_newtable(L);
   if (luaL_newmetatable(L, ENV_MT)) {
     lua_pushcfunction(L, env_index);
@@ -738,7 +738,7 @@ void rg_sandbox_env (lua_State *L) {
   lua_setmetatable(L, -2);
 }
 
-int rg_sandbox_load (lua_State *L, const char *src, size_t n,
+int rgl_sandbox_load (lua_State *L, const char *src, size_t n,
                      const char *name, size_t namelen) {
   char chunk[RG_MAX_NAME + 2];
   if (namelen > RG_MAX_NAME) namelen = RG_MAX_NAME;
@@ -755,7 +755,7 @@ int rg_sandbox_load (lua_State *L, const char *src, size_t n,
   return luaL_loadbufferx(L, src, n, chunk, "t");
 }
 
-void rg_sandbox_setenv (lua_State *L, int fidx) {
+void rgl_sandbox_setenv (lua_State *L, int fidx) {
   fidx = fidx < 0 ? lua_gettop(L) + fidx + 1 : fidx;
 #if LUA_VERSION_NUM >= 502
   if (lua_setupvalue(L, fidx, 1) == NULL) lua_pop(L, 1);
@@ -777,7 +777,7 @@ static uint64_t tree_cost (const cJSON *v) {
   return n;
 }
 
-int rg_sandbox_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
+int rgl_sandbox_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
   uint64_t left;
   size_t room;
   int rc;
@@ -790,10 +790,10 @@ int rg_sandbox_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
   ** take what the memory budget has left (a table shared at every level,
   ** or one long string listed many times, is small in Lua and huge as a
   ** tree) */
-  rg_sandbox_left(L, &left, &room);
+  rgl_sandbox_left(L, &left, &room);
   rc = rgl_json_from_lua_max(L, idx, room, out, e);
-  if (rc == 413) rg_sandbox_stop(L, RG_STOP_MEMORY);
-  if (rc == 0) rg_sandbox_charge(L, tree_cost(*out));
+  if (rc == 413) rgl_sandbox_stop(L, RG_STOP_MEMORY);
+  if (rc == 0) rgl_sandbox_charge(L, tree_cost(*out));
   return rc;
 }
 /* }===================================================================== */

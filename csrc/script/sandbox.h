@@ -48,13 +48,13 @@ enum { RG_STOP_NONE, RG_STOP_BUDGET, RG_STOP_MEMORY, RG_STOP_ABORT,
 
 rg_sandbox *rg_sandbox_new (void);                 /* NULL: out of memory */
 void        rg_sandbox_free (rg_sandbox *sb);
-lua_State  *rg_sandbox_state (rg_sandbox *sb);
-rg_sandbox *rg_sandbox_of (lua_State *S);
+lua_State  *rgl_sandbox_state (rg_sandbox *sb);
+rg_sandbox *rgl_sandbox_of (lua_State *S);
 /* The allocator of a sandbox's state (ud: the sandbox); where a state
-** cannot take it (LuaJIT without GC64), rg_sandbox_adopt records the
+** cannot take it (LuaJIT without GC64), rgl_sandbox_adopt records the
 ** sandbox in the state made without it (budget.c). */
 void       *rg_sandbox_alloc (void *ud, void *p, size_t osize, size_t nsize);
-void        rg_sandbox_adopt (lua_State *S, rg_sandbox *sb);
+void        rgl_sandbox_adopt (lua_State *S, rg_sandbox *sb);
 /* The bytes an armed execution may still allocate ((size_t)-1: not armed). */
 size_t      rg_sandbox_room (rg_sandbox *sb);
 /* Starts an execution's accounting: at most `budget` instructions and
@@ -66,35 +66,35 @@ int      rg_sandbox_disarm (rg_sandbox *sb);
 ** RG_STOP_TIME, both 408), exceeded, for a message: "instruction budget
 ** (N instructions)" or "time limit (T s of CPU)"; in buf. */
 const char *rg_sandbox_exceeded (rg_sandbox *sb, int why, char *buf,
-                                  size_t n);
+                                 size_t n);
 /* The CPU time the armed execution may still take (base/deadline.h), for
 ** work it asks of C (its queries). */
 rg_deadline *rg_sandbox_deadline (rg_sandbox *sb);
 /* Charges work done in C; raises once the budget is spent. */
-void     rg_sandbox_charge (lua_State *S, uint64_t n);
+void     rgl_sandbox_charge (lua_State *S, uint64_t n);
 /* Stops the execution for good (RG_STOP_ABORT...) and raises. */
-int      rg_sandbox_stop (lua_State *S, int why);
-int      rg_sandbox_stopped (lua_State *S);
+int      rgl_sandbox_stop (lua_State *S, int why);
+int      rgl_sandbox_stopped (lua_State *S);
 /* Raises "C stack overflow" when the run's C stack is too deep: called
 ** before a C function calls back into the script. */
-void     rg_sandbox_cstack (lua_State *S);
+void     rgl_sandbox_cstack (lua_State *S);
 /* What the armed execution has left: instructions and bytes (0: not
 ** armed, no bound). */
-void     rg_sandbox_left (lua_State *S, uint64_t *instructions,
+void     rgl_sandbox_left (lua_State *S, uint64_t *instructions,
                           size_t *bytes);
 /* Pushes a fresh environment for one execution. */
-void     rg_sandbox_env (lua_State *S);
+void     rgl_sandbox_env (lua_State *S);
 /* Compiles text (never bytecode) as chunk "name"; a Lua load status. */
-int      rg_sandbox_load (lua_State *S, const char *src, size_t n,
+int      rgl_sandbox_load (lua_State *S, const char *src, size_t n,
                           const char *name, size_t namelen);
 /* Pops an environment and makes it the globals of the chunk at fidx. */
-void     rg_sandbox_setenv (lua_State *S, int fidx);
+void     rgl_sandbox_setenv (lua_State *S, int fidx);
 /* rgl_json_from_lua for the sandbox, charging the conversion to the budget.
 ** Raises only when the budget runs out, with *out already set (so the
 ** caller must hold it where it is freed), or when the tree would take
 ** more than the memory budget has left (a memory stop, *out NULL); 413
 ** when no stack room can be made for the conversion. */
-int      rg_sandbox_from_lua (lua_State *S, int idx, cJSON **out, rg_err *e);
+int      rgl_sandbox_from_lua (lua_State *S, int idx, cJSON **out, rg_err *e);
 /* Registers the budget-aware find, match, gmatch and gsub in the table at
 ** idx (pattern.c). */
 void     rgl_pattern_open (lua_State *S, int idx);

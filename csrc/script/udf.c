@@ -87,7 +87,7 @@ static int call_main (lua_State *L) {
   }
   lua_call(L, c->nargs, 1);
   if (!lua_isnil(L, -1))
-    c->converted = rg_sandbox_from_lua(L, -1, &c->result, &c->err);
+    c->converted = rgl_sandbox_from_lua(L, -1, &c->result, &c->err);
   return 0;
 }
 
@@ -118,7 +118,7 @@ static int udf_call (void *ud, const char *name, size_t n,
     return rg_js_udf(rt, u, name, n, &c.rec, c.key, c.klen, args, lens,
                      nargs, out, e);
   if ((rc = rg_runtime_sandbox(rt, e))) return rc;
-  L = rg_sandbox_state(rt->sb);
+  L = rgl_sandbox_state(rt->sb);
   /* the query's execution, unless a Lua script runs it (and pays) */
   if (!u->armed && (!rg_runtime_running(rt) || rg_js_running(rt))) {
     lua_pushnil(L);
@@ -133,7 +133,7 @@ static int udf_call (void *ud, const char *name, size_t n,
     lua_pushcfunction(L, call_main);
     lua_pushlightuserdata(L, &c);
     rc = lua_pcall(L, 1, 0, 0);
-    why = rg_sandbox_stopped(L);
+    why = rgl_sandbox_stopped(L);
     if (why == RG_STOP_BUDGET || why == RG_STOP_TIME) {
       char lim[64];
       rc = rg_fail(e, 408, "user-defined function '%.*s' exceeded the %s",
@@ -175,7 +175,7 @@ void rg_udfs_done (rg_udfs *u) {
   if (u->js_armed)
     rg_js_udfs_done((rg_runtime *)rg_env_hook_state(u->c->env), u);
   if (u->armed) {
-    lua_State *L = rg_sandbox_state(u->rt->sb);
+    lua_State *L = rgl_sandbox_state(u->rt->sb);
     int why = rg_sandbox_disarm(u->rt->sb);
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, FUNCS);

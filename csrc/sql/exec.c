@@ -333,10 +333,14 @@ int rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
   return 0;
 }
 
-int rg_qexec_peek (const uint8_t *p, size_t n, int *mode, int *phase) {
+int rg_qexec_peek (const uint8_t *p, size_t n, int *mode, int *phase,
+                   const uint8_t **pos, size_t *poslen) {
   if (n < 25 || p[0] != PAYLOAD_FORMAT) return -1;
   *mode = p[1];
   *phase = p[18];
+  *poslen = rg_get_u16(p + 23);
+  if (n < 25 + *poslen) return -1;
+  *pos = p + 25;
   return 0;
 }
 
@@ -349,6 +353,12 @@ int rg_qexec_resume (const rg_qexec *x, int *phase, const uint8_t **pos,
   *okey = (const uint8_t *)x->rokey.p;
   *oklen = x->rokey.n;
   return 1;
+}
+
+int rg_qexec_resume_past (const rg_qexec *x) {
+  const rg_qblock *m = x->m;
+  return x->resumed && x->mode == RG_QX_STREAM && m->nsrc == 1 &&
+         (m->src[0].kind == RG_QS_ROOT || m->src[0].kind == RG_QS_VALUE);
 }
 
 static void free_entry (rg_qexec *x, hentry *h) {

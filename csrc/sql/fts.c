@@ -600,6 +600,151 @@ void rg_qfts_call (rg_qctx *x, int32_t e, const rg_qv *args, int n,
 
 /*
 ** {=====================================================================
+** The terms an index answers
+** ======================================================================
+*/
+#define MAX_ITERMS 64        /* terms of an index search (ftindex.h) */
+
+static int collect_init (collect *c, rg_arena *mem, int distinct) {
+  memset(c, 0, sizeof(*c));
+  c->a = mem;
+  c->cap = MAX_QTERMS;
+  c->distinct = distinct;
+  c->t = (ftterm *)rg_arena_alloc(mem, MAX_QTERMS * sizeof(ftterm));
+  return c->t == NULL ? -1 : 0;
+}
+
+static int terms_out (const collect *c, rg_arena *mem, rg_qftterms *out) {
+  int i;
+  out->n = c->n;
+  out->t = (const char **)rg_arena_alloc(mem, ((size_t)c->n + 1) *
+                                              sizeof(char *));
+  out->len = (size_t *)rg_arena_alloc(mem, ((size_t)c->n + 1) *
+                                           sizeof(size_t));
+  if (out->t == NULL || out->len == NULL) return -1;
+  for (i = 0; i < c->n; i++) {
+    out->t[i] = c->t[i].s;
+    out->len[i] = c->t[i].n;
+  }
+  return 1;
+}
+
+/* The strings of a search argument: a string, or an array of them (a
+** literal's items or a parameter's); 0 when it is something else. */
+static int arg_strings (const rg_query *q, const rg_qv *params, int32_t e,
+                        rg_analyzer *an, int lang, collect *c, int *r) {
+  const rg_qexpr *a = &q->ex[e];
+  const rg_qv *v = a->k == RG_QE_LIT ? &a->v
+                 : a->k == RG_QE_PARAM && params ? &params[a->slot] : NULL;
+  int k;
+  if (a->k == RG_QE_ARRAY) {
+    for (k = 0; k < a->nlist; k++) {
+      const rg_qexpr *el = &q->ex[q->list[a->list + k]];
+      if (el->k == RG_QE_ARRAY ||
+          !arg_strings(q, params, q->list[a->list + k], an, lang, c, r))
+        return 0;
+    }
+    return 1;
+  }
+  if (v == NULL) return 0;
+  if (v->t == RG_QV_ARR && a->k == RG_QE_PARAM) {
+    const rg_qnode *el = v->node + 1;
+    uint32_t i;
+    for (i = 0; i < v->node->n; i++, el += el->size) {
+      if (el->t != RG_QV_STR) return 0;
+      if (rg_text_analyze(an, lang, 1, el->s, el->n, add_term, c) < 0)
+        *r = -1;
+    }
+    return 1;
+  }
+  if (v->t != RG_QV_STR) return 0;
+  if (rg_text_analyze(an, lang, 1, v->s, v->n, add_term, c) < 0) *r = -1;
+  return 1;
+}
+
+/* FullTextScore's terms: every distinct term of its strings, in order
+** (prepare's), any of which gives a row a score above 0. */
+static int score_terms (const rg_query *q, const rg_qv *params,
+                        const rg_qexpr *ex, int lang, rg_arena *mem,
+                        rg_qftterms *out) {
+  rg_analyzer an;
+  collect c;
+  int i, r = 1;
+  if (collect_init(&c, mem, 1)) return -1;
+  rg_analyzer_init(&an);
+  for (i = 1; i < ex->nlist && r == 1; i++)
+    if (!arg_strings(q, params, q->list[ex->list + i], &an, lang, &c, &r))
+      r = 0;
+  rg_analyzer_free(&an);
+  if (r != 1) return r;
+  if (c.full || c.n == 0 || c.n > MAX_ITERMS) return 0;
+  out->all = 0;
+  return terms_out(&c, mem, out);
+}
+
+int rg_qfts_terms (const rg_query *q, const rg_qv *params, int32_t e,
+                   int (*lang) (void *ud, const char *path, size_t n),
+                   void *ud, rg_arena *mem, rg_qftterms *out) {
+  const rg_qexpr *ex = &q->ex[e];
+  rg_analyzer an;
+  collect c;
+  int i, l, any, r = 1;
+  if (ex->k != RG_QE_CALL || ex->nlist < 2 ||
+      (ex->op != RG_QF_FULLTEXTCONTAINS &&
+       ex->op != RG_QF_FULLTEXTCONTAINSALL &&
+       ex->op != RG_QF_FULLTEXTCONTAINSANY &&
+       ex->op != RG_QF_FULLTEXTSCORE))
+    return 0;
+  memset(out, 0, sizeof(*out));
+  if (root_path(q, q->list[ex->list], out->path, sizeof(out->path),
+                &out->plen))
+    return 0;
+  l = lang(ud, out->path, out->plen);
+  if (l < 0 || l >= RG_LANG_COUNT) l = RG_LANG_EN_US;
+  if (ex->op == RG_QF_FULLTEXTSCORE)
+    return score_terms(q, params, ex, l, mem, out);
+  any = ex->op == RG_QF_FULLTEXTCONTAINSANY;
+  out->all = !any;
+  if (collect_init(&c, mem, 1)) return -1;
+  rg_analyzer_init(&an);
+  for (i = 1; i < ex->nlist && r == 1; i++) {
+    const rg_qexpr *a = &q->ex[q->list[ex->list + i]];
+    const rg_qv *v = a->k == RG_QE_LIT ? &a->v
+                   : a->k == RG_QE_PARAM && params ? &params[a->slot] : NULL;
+    int before = c.n, k;
+    if (v == NULL || v->t != RG_QV_STR) {   /* fuzzy, or not a string */
+      if (any) r = 0;
+      continue;
+    }
+    k = rg_text_analyze(&an, l, 1, v->s, v->n, add_term, &c);
+    if (k < 0) r = -1;
+    else if (c.full) { if (any) r = 0; c.full = 0; }
+    else if (c.n == before && !any) {
+      /* an empty phrase is never found (has_phrase); a phrase of terms
+      ** already taken adds nothing */
+      int phrase_terms = 0;
+      collect d;
+      if (collect_init(&d, mem, 0)) r = -1;
+      else if (rg_text_analyze(&an, l, 1, v->s, v->n, add_term, &d) < 0)
+        r = -1;
+      else phrase_terms = d.n;
+      if (r == 1 && phrase_terms == 0 && !d.full) out->none = 1;
+    }
+  }
+  rg_analyzer_free(&an);
+  if (r != 1) return r;
+  if (c.n > MAX_ITERMS) {
+    if (any) return 0;
+    c.n = MAX_ITERMS;                /* All: a subset of the terms */
+  }
+  if (c.n == 0 && !out->none) return 0;
+  return terms_out(&c, mem, out);
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
 ** Statistics of a scan
 ** ======================================================================
 */

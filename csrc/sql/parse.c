@@ -587,6 +587,11 @@ static int32_t call (pstate *P, const char *name, uint32_t nlen,
   if ((i = node(P, RG_QE_CALL, pos)) < 0) return -1;
   if (list_of(P, TK_RP, "',' or ')'", &start, &count)) return -1;
   nargs = count;
+  if (rg_qfuncs[f].fn == RG_QF_NOW && nargs == 1) {   /* NOW([part, n]) */
+    fail_at(P, pos, "NOW takes no argument or two (a part and a number), "
+            "not 1");
+    return -1;
+  }
   if (nargs < rg_qfuncs[f].min || nargs > rg_qfuncs[f].max) {
     if (rg_qfuncs[f].min == rg_qfuncs[f].max)
       fail_at(P, pos, "%s takes %d argument%s, not %d", rg_qfuncs[f].name,

@@ -79,6 +79,17 @@ typedef struct rg_qv {
 ** arrays and objects give 0x01, below every scalar); strings cut after
 ** `limit` encoded bytes (0: never), as index terms are. */
 void rg_qv_term (rg_buf *b, const rg_qv *v, int desc, size_t limit);
+/* A document's index terms, as the store's index writes them (the planner
+** builds the entries of a small partition in memory from its items): the
+** text is parsed into `t` (decoded strings in `a`), then for each of the
+** `n` paths (object member names, MUTF-8; no array positions) the term of
+** its scalar is appended to `out`, complemented where `desc[i]` (NULL:
+** none), strings cut after `limit` bytes.  1 when every path holds a
+** scalar, 0 when one does not (out as it was), -1 when the text is not
+** JSON or memory ran out. */
+int  rg_qdoc_terms (rg_tape *t, rg_arena *a, const char *text, size_t len,
+                    const char *const *const *seg, const int *nseg,
+                    const int *desc, int n, size_t limit, rg_buf *out);
 /* The JSON text of the value a scalar term encodes (numbers as doubles,
 ** strings decoded); 0, or -1 for a malformed or cut term.  *used receives
 ** the term's length. */
@@ -356,6 +367,28 @@ typedef struct rg_qtext {
                 uint64_t *docs, uint64_t *tokens, uint64_t *df, rg_err *e);
 } rg_qtext;
 
+/* The terms of a full-text condition, for an index (store/search.c):
+** e a FullTextContains, FullTextContainsAll or FullTextContainsAny call on
+** a property of the FROM item, with constant search arguments.  Every row
+** the call can be true for holds all (`all` 1) or one (0) of the terms at
+** the path, analyzed in the language `lang` gives the path (0 to 64
+** distinct terms; `none`: no row can pass).  Fuzzy arguments (a distance
+** above 0) are left out of All's terms and make Any's unanswerable, as do
+** more than 64 terms in Any.  1 when answerable, 0 when not, -1 out of
+** memory.  The call itself is still tested on every row.  For a
+** FullTextScore call, its distinct terms in order (all 0): the rows with a
+** score above 0 hold one of them. */
+typedef struct rg_qftterms {
+  char path[512];
+  size_t plen;
+  int all, none, n;
+  const char **t;
+  size_t *len;
+} rg_qftterms;
+int rg_qfts_terms (const rg_query *q, const rg_qv *params, int32_t e,
+                   int (*lang) (void *ud, const char *path, size_t n),
+                   void *ud, rg_arena *mem, rg_qftterms *out);
+
 /* The statistics of a scan: documents as JSON text in, BM25's figures of
 ** one path and its terms out (the analysis of text.h in `lang`).
 ** rg_ftacc_doc: 0, or 500 out of memory (text that is not JSON counts as
@@ -432,12 +465,17 @@ uint64_t rg_qexec_passed (const rg_qexec *x);
 /* Does the pipeline need the documents' text (0: it only counts them, so
 ** a source may feed blank documents)? */
 int  rg_qexec_needs_text (const rg_qexec *x);
-/* The mode and the source phase recorded in a token's payload (before a
-** pipeline is made): 0, or -1 when the payload is not one. */
-int  rg_qexec_peek (const uint8_t *payload, size_t n, int *mode, int *phase);
+/* The mode, the source phase and the source position (pointing into the
+** payload) recorded in a token's payload (before a pipeline is made): 0,
+** or -1 when the payload is not one. */
+int  rg_qexec_peek (const uint8_t *payload, size_t n, int *mode, int *phase,
+                    const uint8_t **pos, size_t *poslen);
 /* Where the previous page ended: 1 and the source position, or 0. */
 int  rg_qexec_resume (const rg_qexec *x, int *phase, const uint8_t **pos,
                       size_t *poslen, const uint8_t **okey, size_t *oklen);
+/* Did the document at that position give every row it had (a query of
+** one row per document: no JOIN)?  Then a source resumes after it. */
+int  rg_qexec_resume_past (const rg_qexec *x);
 /* Feeds one document: 0 more wanted, 1 the page is complete, or a
 ** status. */
 int  rg_qexec_doc (rg_qexec *x, const rg_qdoc *d, rg_err *e);

@@ -297,10 +297,12 @@ static void format (rg_qctx *x, int64_t ticks, const rg_qv *f, rg_qv *out) {
       }
       case 'm': rg_buf_addf(&b, run >= 2 ? "%02d" : "%d", t.mi); break;
       case 's': rg_buf_addf(&b, run >= 2 ? "%02d" : "%d", t.s); break;
-      case 'f': {
+      case 'f': case 'F': {          /* F: without trailing zeros */
         char fr[8];
+        size_t k = run > 7 ? 7 : run;
         snprintf(fr, sizeof(fr), "%07lld", (long long)t.frac);
-        rg_buf_add(&b, fr, run > 7 ? 7 : run);
+        if (c == 'F') while (k > 0 && fr[k - 1] == '0') k--;
+        rg_buf_add(&b, fr, k);
         break;
       }
       case 't': rg_buf_adds(&b, t.h < 12 ? (run >= 2 ? "AM" : "A")
@@ -331,8 +333,13 @@ void rg_qtime_call (rg_qctx *x, int fn, const rg_qv *a, int n, rg_qv *out) {
   int part;
   dt d;
   switch (fn) {
-    case RG_QF_GETCURRENTDATETIME: case RG_QF_NOW:
+    case RG_QF_GETCURRENTDATETIME:
       set_dt(x, rg_dt_now_ticks(), out);
+      return;
+    case RG_QF_NOW:                  /* NOW(), or NOW(part, n): n parts on */
+      if (n == 0) { set_dt(x, rg_dt_now_ticks(), out); return; }
+      if ((part = part_of(&a[0])) < 0 || !int_arg(&a[1], &k)) return;
+      if ((t = add(rg_dt_now_ticks(), part, k)) >= 0) set_dt(x, t, out);
       return;
     case RG_QF_GETCURRENTDATETIMESTATIC: set_dt(x, x->now_ticks, out); return;
     case RG_QF_GETCURRENTTICKS:

@@ -546,6 +546,50 @@ void rg_qv_term (rg_buf *b, const rg_qv *v, int desc, size_t limit) {
     for (i = start; i < b->n; i++) b->p[i] = (char)~(unsigned char)b->p[i];
 }
 
+/* The member of a parsed object named by MUTF-8 text (NUL as C0 80);
+** a name holding NUL is decoded in `a` (*oom set when it cannot be). */
+static const rg_qnode *member_mutf8 (const rg_qnode *obj, rg_arena *a,
+                                     const char *name, int *oom) {
+  size_t i, n = strlen(name);
+  char *raw;
+  if (memchr(name, 0xC0, n) == NULL) return rg_qnode_member(obj, name, n);
+  if ((raw = (char *)rg_arena_alloc(a, n + 1)) == NULL) {
+    *oom = 1;
+    return NULL;
+  }
+  for (i = 0, n = 0; name[i]; i++) {
+    if ((unsigned char)name[i] == 0xC0 && (unsigned char)name[i + 1] == 0x80) {
+      raw[n++] = '\0';
+      i++;
+    }
+    else raw[n++] = name[i];
+  }
+  return rg_qnode_member(obj, raw, n);
+}
+
+int rg_qdoc_terms (rg_tape *t, rg_arena *a, const char *text, size_t len,
+                   const char *const *const *seg, const int *nseg,
+                   const int *desc, int n, size_t limit, rg_buf *out) {
+  size_t start = out->n;
+  int i, j;
+  if (rg_tape_parse(t, a, text, len) || t->n == 0) return -1;
+  for (i = 0; i < n; i++) {
+    const rg_qnode *nd = &t->node[0];
+    rg_qv v;
+    for (j = 0; j < nseg[i] && nd; j++)
+      nd = nd->t == RG_QV_OBJ ? member_mutf8(nd, a, seg[i][j], &out->oom)
+                             : NULL;
+    if (out->oom) return -1;
+    if (nd == NULL || nd->t < RG_QV_NULL || nd->t > RG_QV_STR) {
+      out->n = start;
+      return 0;
+    }
+    rg_qv_of_node(&v, nd);
+    rg_qv_term(out, &v, desc ? desc[i] : 0, limit);
+  }
+  return out->oom ? -1 : 1;
+}
+
 static int member_cmp (const void *x, const void *y) {
   const rg_qnode *a = *(const rg_qnode *const *)x;
   const rg_qnode *b = *(const rg_qnode *const *)y;

@@ -445,7 +445,9 @@ int rg_cspec_same_indexing (const rg_cspec *a, const rg_cspec *b) {
   cJSON *ja = cJSON_Parse(a->json), *jb = cJSON_Parse(b->json);
   int same = ja && jb && same_member(ja, jb, "indexing") &&
              same_member(ja, jb, "computed_properties") &&
-             same_member(ja, jb, "vector_embeddings");
+             same_member(ja, jb, "vector_embeddings") &&
+             same_member(ja, jb, "full_text") &&
+             same_member(ja, jb, "fullTextPolicy");
   cJSON_Delete(ja);
   cJSON_Delete(jb);
   return same;

@@ -17,10 +17,12 @@
 #include <string.h>
 
 #include "store/ftindex.h"
+#include "store/layout.h"
 
 #define FRONT       4                /* competitive pairs of a block */
 #define MAX_TERM    RG_TEXT_MAX_TOKEN
-#define KEY_MAX     (1 + 4 + MAX_TERM + 1 + 4)
+#define FH          RG_FTEXT_HEAD    /* cid | index id | kind */
+#define KEY_MAX     (FH + MAX_TERM + 1 + 4)
 #define MAX_QUERY   64               /* terms of a search */
 #define END         UINT32_MAX
 
@@ -49,19 +51,118 @@ static int get_varint (const uint8_t **p, const uint8_t *end, uint64_t *v) {
   return -1;
 }
 
-static size_t key_head (uint8_t *k, uint8_t kind, uint32_t fid) {
-  k[0] = kind;
-  rg_put_u32(k + 1, fid);
-  return 5;
+static size_t key_head (uint8_t *k, uint8_t kind, uint64_t fid) {
+  return rg_key_ftext(k, (uint32_t)(fid >> 32), (uint32_t)fid, kind);
 }
 
 /* 'P' | fid | term | 00: the prefix of a term's blocks */
-static size_t key_term (uint8_t *k, uint32_t fid, const char *t, size_t n) {
+static size_t key_term (uint8_t *k, uint64_t fid, const char *t, size_t n) {
   size_t m = key_head(k, 'P', fid);
   memcpy(k + m, t, n);
   m += n;
   k[m++] = 0;
   return m;
+}
+
+/*
+** The table over the seam: the cursor's key and value are given as the
+** seam gives them (valid until the next operation).
+*/
+static int seam_rc (rg_fti_seam *st, int rc) {
+  if (rc == 0) return 0;
+  if (rc == RG_NOTFOUND) return 1;
+  st->rc = rc;
+  return 500;
+}
+
+static int seam_get (void *ud, const uint8_t *k, size_t kn, rg_slice *v) {
+  rg_fti_seam *st = (rg_fti_seam *)ud;
+  rg_val x;
+  int rc = rg_kv_get(st->txn, RG_DB_FTEXT, k, kn, &x);
+  if (rc == 0) { v->p = (const uint8_t *)x.p; v->n = x.n; }
+  return seam_rc(st, rc);
+}
+
+static int seam_put (void *ud, const uint8_t *k, size_t kn, const uint8_t *v,
+                     size_t vn) {
+  rg_fti_seam *st = (rg_fti_seam *)ud;
+  return seam_rc(st, rg_kv_put(st->txn, RG_DB_FTEXT, k, kn, v, vn, 0));
+}
+
+static int seam_del (void *ud, const uint8_t *k, size_t kn) {
+  rg_fti_seam *st = (rg_fti_seam *)ud;
+  return seam_rc(st, rg_kv_del(st->txn, RG_DB_FTEXT, k, kn));
+}
+
+typedef struct seam_cur {
+  rg_fti_seam *st;
+  rg_cur *c;
+} seam_cur;
+
+static void *seam_open (void *ud) {
+  rg_fti_seam *st = (rg_fti_seam *)ud;
+  seam_cur *c = (seam_cur *)malloc(sizeof(*c));
+  int rc;
+  if (c == NULL) return NULL;
+  c->st = st;
+  if ((rc = rg_cur_open(st->txn, RG_DB_FTEXT, &c->c))) {
+    st->rc = rc;
+    free(c);
+    return NULL;
+  }
+  return c;
+}
+
+static int seam_move (seam_cur *c, rg_val *k, rg_slice *ko, rg_slice *vo,
+                      int op) {
+  rg_val v;
+  int rc = rg_cur_get(c->c, k, &v, op);
+  if (rc == 0) {
+    ko->p = (const uint8_t *)k->p;
+    ko->n = k->n;
+    vo->p = (const uint8_t *)v.p;
+    vo->n = v.n;
+  }
+  return seam_rc(c->st, rc);
+}
+
+static int seam_seek (void *cur, const uint8_t *k, size_t kn, rg_slice *ko,
+                      rg_slice *vo) {
+  rg_val x;
+  x.p = k;
+  x.n = kn;
+  return seam_move((seam_cur *)cur, &x, ko, vo, RG_SEEK);
+}
+
+static int seam_next (void *cur, rg_slice *ko, rg_slice *vo) {
+  rg_val x;
+  return seam_move((seam_cur *)cur, &x, ko, vo, RG_NEXT);
+}
+
+static int seam_prev (void *cur, rg_slice *ko, rg_slice *vo) {
+  rg_val x;
+  return seam_move((seam_cur *)cur, &x, ko, vo, RG_PREV);
+}
+
+static void seam_close (void *cur) {
+  seam_cur *c = (seam_cur *)cur;
+  if (c == NULL) return;
+  rg_cur_close(c->c);
+  free(c);
+}
+
+void rg_fti_seam_init (rg_ftkv *kv, rg_fti_seam *st, struct rg_txn *txn) {
+  st->txn = txn;
+  st->rc = 0;
+  kv->ud = st;
+  kv->get = seam_get;
+  kv->put = seam_put;
+  kv->del = seam_del;
+  kv->open = seam_open;
+  kv->seek = seam_seek;
+  kv->next = seam_next;
+  kv->prev = seam_prev;
+  kv->close = seam_close;
 }
 
 typedef struct pair { uint32_t tf, dl; } pair;
@@ -267,7 +368,7 @@ static int last_block (const rg_ftkv *kv, void *cur, const uint8_t *prefix,
 ** cache; 0, or a status. */
 typedef struct norms {
   const rg_ftkv *kv;
-  uint32_t fid, blk;
+  uint64_t fid, blk;
   int have;
   uint8_t v[NORM_N * 4];
 } norms;
@@ -275,12 +376,12 @@ typedef struct norms {
 static int norm_get (norms *c, uint32_t doc, uint32_t *dl1) {
   uint32_t blk = doc >> NORM_SHIFT;
   if (!c->have || c->blk != blk) {
-    uint8_t k[9];
+    uint8_t k[FH + 4];
     rg_slice v;
     int rc;
     key_head(k, 'N', c->fid);
-    rg_put_u32(k + 5, blk);
-    rc = c->kv->get(c->kv->ud, k, 9, &v);
+    rg_put_u32(k + FH, blk);
+    rc = c->kv->get(c->kv->ud, k, FH + 4, &v);
     if (rc > 1) return rc;
     if (rc == 1 || v.n != sizeof(c->v)) memset(c->v, 0, sizeof(c->v));
     else memcpy(c->v, v.p, sizeof(c->v));
@@ -291,13 +392,13 @@ static int norm_get (norms *c, uint32_t doc, uint32_t *dl1) {
   return 0;
 }
 
-static int read_stats (const rg_ftkv *kv, uint32_t fid, uint64_t *docs,
+static int read_stats (const rg_ftkv *kv, uint64_t fid, uint64_t *docs,
                        uint64_t *tokens) {
-  uint8_t k[5];
+  uint8_t k[FH];
   rg_slice v;
   int rc;
   key_head(k, 'S', fid);
-  rc = kv->get(kv->ud, k, 5, &v);
+  rc = kv->get(kv->ud, k, FH, &v);
   *docs = *tokens = 0;
   if (rc > 1) return rc;
   if (rc == 0 && v.n == 16) {
@@ -308,7 +409,7 @@ static int read_stats (const rg_ftkv *kv, uint32_t fid, uint64_t *docs,
 }
 
 /* A term's header: 0 (found), 1 (no such term), or a status. */
-static int read_thead (const rg_ftkv *kv, void *cur, uint32_t fid,
+static int read_thead (const rg_ftkv *kv, void *cur, uint64_t fid,
                        const char *t, size_t n, thead *h) {
   uint8_t prefix[KEY_MAX];
   size_t plen = key_term(prefix, fid, t, n);
@@ -323,7 +424,7 @@ static int read_thead (const rg_ftkv *kv, void *cur, uint32_t fid,
   return 0;
 }
 
-int rg_fti_stats (const rg_ftkv *kv, uint32_t fid, const char *const *terms,
+int rg_fti_stats (const rg_ftkv *kv, uint64_t fid, const char *const *terms,
                   const size_t *lens, int nterms, uint64_t *docs,
                   uint64_t *tokens, uint64_t *df, rg_err *e) {
   void *cur;
@@ -373,7 +474,7 @@ typedef struct run {
 
 struct rg_fti_writer {
   rg_ftkv kv;
-  uint32_t fid;
+  uint64_t fid;
   int lang;
   rg_analyzer an;
   pterm *terms;                      /* open addressing, power of 2 */
@@ -396,7 +497,7 @@ struct rg_fti_writer {
   int ntfront;                       /* the fronts of the blocks written */
 };
 
-int rg_fti_writer_new (rg_fti_writer **out, const rg_ftkv *kv, uint32_t fid,
+int rg_fti_writer_new (rg_fti_writer **out, const rg_ftkv *kv, uint64_t fid,
                        int lang) {
   rg_fti_writer *w = (rg_fti_writer *)calloc(1, sizeof(*w));
   *out = NULL;
@@ -586,7 +687,7 @@ static int pterm_cmp (const void *a, const void *b) {
 /* The lengths table: each document's last change wins. */
 static int flush_norms (rg_fti_writer *w, rg_fti_work *work) {
   size_t i = 0;
-  uint8_t k[9], v[NORM_N * 4];
+  uint8_t k[FH + 4], v[NORM_N * 4];
   qsort(w->docs, w->ndocs, sizeof(dop), dop_cmp);
   while (i < w->ndocs) {
     uint32_t blk = w->docs[i].doc >> NORM_SHIFT;
@@ -594,16 +695,16 @@ static int flush_norms (rg_fti_writer *w, rg_fti_work *work) {
     int rc, any = 0;
     size_t j;
     key_head(k, 'N', w->fid);
-    rg_put_u32(k + 5, blk);
-    rc = w->kv.get(w->kv.ud, k, 9, &old);
+    rg_put_u32(k + FH, blk);
+    rc = w->kv.get(w->kv.ud, k, FH + 4, &old);
     if (rc > 1) return rc;
     if (rc == 0 && old.n == sizeof(v)) memcpy(v, old.p, sizeof(v));
     else memset(v, 0, sizeof(v));
     for (; i < w->ndocs && (w->docs[i].doc >> NORM_SHIFT) == blk; i++)
       rg_put_u32(v + 4 * (w->docs[i].doc & (NORM_N - 1)), w->docs[i].dl1);
     for (j = 0; j < NORM_N; j++) if (rg_get_u32(v + 4 * j)) any = 1;
-    rc = any ? w->kv.put(w->kv.ud, k, 9, v, sizeof(v))
-             : w->kv.del(w->kv.ud, k, 9);
+    rc = any ? w->kv.put(w->kv.ud, k, FH + 4, v, sizeof(v))
+             : w->kv.del(w->kv.ud, k, FH + 4);
     if (rc > 1) return rc;
     if (work) { work->blocks_written++; work->bytes_written += sizeof(v); }
   }
@@ -888,7 +989,7 @@ int rg_fti_flush (rg_fti_writer *w, rg_fti_work *work, rg_err *e) {
   size_t i, n = 0;
   int rc = 0;
   uint64_t docs, tokens;
-  uint8_t k[5], v[16];
+  uint8_t k[FH], v[16];
   if (w->ndocs == 0) return 0;
   if ((rc = flush_norms(w, work)))
     return rg_fail(e, rc, "full-text index: storage failed");
@@ -917,7 +1018,7 @@ int rg_fti_flush (rg_fti_writer *w, rg_fti_work *work, rg_err *e) {
   key_head(k, 'S', w->fid);
   rg_put_u64(v, docs);
   rg_put_u64(v + 8, tokens);
-  rc = docs ? w->kv.put(w->kv.ud, k, 5, v, 16) : w->kv.del(w->kv.ud, k, 5);
+  rc = docs ? w->kv.put(w->kv.ud, k, FH, v, 16) : w->kv.del(w->kv.ud, k, FH);
   if (rc > 1) return rg_fail(e, rc, "full-text index: storage failed");
   /* ready for the next transaction */
   for (i = 0; i < w->cap; i++) {
@@ -1146,7 +1247,7 @@ static int ub_cmp (const void *a, const void *b) {
 
 typedef struct search {
   const rg_ftkv *kv;
-  uint32_t fid;
+  uint64_t fid;
   int n;
   tcur *t;
   tcur *by[MAX_QUERY];               /* ascending bounds */
@@ -1156,7 +1257,7 @@ typedef struct search {
   rg_fti_work *work;
 } search;
 
-static int open_search (search *s, const rg_ftkv *kv, uint32_t fid,
+static int open_search (search *s, const rg_ftkv *kv, uint64_t fid,
                         const char *const *terms, const size_t *lens, int n,
                         rg_fti_work *work) {
   uint64_t docs, tokens;
@@ -1352,7 +1453,7 @@ static int search_all (search *s, topk *top,
   }
 }
 
-int rg_fti_topk (const rg_ftkv *kv, uint32_t fid, const char *const *terms,
+int rg_fti_topk (const rg_ftkv *kv, uint64_t fid, const char *const *terms,
                  const size_t *lens, int nterms, int all, size_t k,
                  int (*accept) (void *ud, uint32_t doc, rg_err *e),
                  void *ud, rg_fti_hit *out, size_t *nout,
@@ -1392,7 +1493,7 @@ static int u32_cmp (const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-int rg_fti_docs (const rg_ftkv *kv, uint32_t fid, const char *const *terms,
+int rg_fti_docs (const rg_ftkv *kv, uint64_t fid, const char *const *terms,
                  const size_t *lens, int nterms, int all, uint32_t **docs,
                  size_t *n, rg_fti_work *work, rg_err *e) {
   search s;
@@ -1448,8 +1549,8 @@ static int vfail (rg_err *e, int rc, const char *what) {
                  rc > 1 && rc != 500 ? "storage failed" : what);
 }
 
-int rg_fti_verify (const rg_ftkv *kv, uint32_t fid, rg_err *e) {
-  uint8_t k[9], term[KEY_MAX];
+int rg_fti_verify (const rg_ftkv *kv, uint64_t fid, rg_err *e) {
+  uint8_t k[FH + 4], term[KEY_MAX];
   void *cur = kv->open(kv->ud);
   rg_slice ko, vo;
   block *b = (block *)malloc(sizeof(block));
@@ -1464,8 +1565,8 @@ int rg_fti_verify (const rg_ftkv *kv, uint32_t fid, rg_err *e) {
   if (cur == NULL || b == NULL) { rc = rg_fail(e, 500, "out of memory"); goto done; }
   /* lengths: the statistics' sums */
   key_head(k, 'N', fid);
-  for (r = kv->seek(cur, k, 5, &ko, &vo); r == 0 && ko.n == 9 &&
-       memcmp(ko.p, k, 5) == 0; r = kv->next(cur, &ko, &vo)) {
+  for (r = kv->seek(cur, k, FH, &ko, &vo); r == 0 && ko.n == FH + 4 &&
+       memcmp(ko.p, k, FH) == 0; r = kv->next(cur, &ko, &vo)) {
     uint32_t j;
     if (vo.n != NORM_N * 4) { rc = vfail(e, 500, "a lengths block is corrupt"); goto done; }
     for (j = 0; j < NORM_N; j++) {
@@ -1485,15 +1586,15 @@ int rg_fti_verify (const rg_ftkv *kv, uint32_t fid, rg_err *e) {
   /* postings: order, disjoint blocks, lengths, each term's header in its
   ** last block only, with its df */
   key_head(k, 'P', fid);
-  for (r = kv->seek(cur, k, 5, &ko, &vo);; r = kv->next(cur, &ko, &vo)) {
-    int at_end = r != 0 || ko.n < 10 || memcmp(ko.p, k, 5) != 0;
+  for (r = kv->seek(cur, k, FH, &ko, &vo);; r = kv->next(cur, &ko, &vo)) {
+    int at_end = r != 0 || ko.n < FH + 5 || memcmp(ko.p, k, FH) != 0;
     size_t this_n = at_end ? 0 : ko.n - 4;
     uint32_t i, first;
     if (r > 1) { rc = vfail(e, r, ""); goto done; }
     if (have_term && (at_end || this_n != tn || memcmp(ko.p, term, tn))) {
       if (!last_seen || hdf != df) {
         rc = rg_fail(e, 500, "full-text index: the term '%.*s' has %s",
-                     (int)(tn - 6), (const char *)term + 5, last_seen ?
+                     (int)(tn - FH - 1), (const char *)term + FH, last_seen ?
                      "a df other than its postings'" : "no header in its "
                      "last block");
         goto done;
@@ -1515,7 +1616,7 @@ int rg_fti_verify (const rg_ftkv *kv, uint32_t fid, rg_err *e) {
         last_seen) {
       rc = rg_fail(e, 500, "full-text index: a block of '%.*s' is corrupt, "
                    "out of order, or after the one holding the header",
-                   (int)(tn - 6), (const char *)term + 5);
+                   (int)(tn - FH - 1), (const char *)term + FH);
       goto done;
     }
     for (i = 0; i < b->h.n; i++) {
@@ -1524,8 +1625,8 @@ int rg_fti_verify (const rg_ftkv *kv, uint32_t fid, rg_err *e) {
       if (dl1 == 0 || dl1 - 1 < b->tf[i]) {
         rc = rg_fail(e, 500, "full-text index: document %u has a posting "
                      "(tf %u, term %.*s) but no length, or a shorter one",
-                     (unsigned)b->doc[i], (unsigned)b->tf[i], (int)(tn - 6),
-                     (const char *)term + 5);
+                     (unsigned)b->doc[i], (unsigned)b->tf[i], (int)(tn - FH - 1),
+                     (const char *)term + FH);
         goto done;
       }
     }

@@ -10,13 +10,16 @@
 ** valid until the next operation on that table or cursor (LMDB's rule):
 ** the index copies what it keeps.
 **
-** Layout, one table, keys big-endian (fid is the id of one indexed
-** (container, path)):
+** Layout, one table (the store's `fulltext` table, layout.c, whose key
+** builder rg_key_ftext writes each key's head), keys big-endian; fid is
+** the id of one indexed (container, path): the container's id in its high
+** 32 bits, the index's id in the low ones, the head cid | index id | kind:
 **
-**   'P' | fid u32 | term | 00 | first doc u32   a block of postings
-**   'T' | fid u32 | term                         varint df, max tf, min dl
-**   'N' | fid u32 | doc >> 7 u32                 128 x u16 lengths
-**   'S' | fid u32                                u64 docs | u64 terms
+**   head 'P' | term | 00 | first doc u32   a block of postings (the last
+**                                          holds the term's header: df,
+**                                          its competitive (tf, dl) pairs)
+**   head 'N' | doc >> 7 u32                128 x u32 length + 1 (0: none)
+**   head 'S'                               u64 docs | u64 terms
 **
 ** A posting is (doc, tf): `doc` the document's number (the item's seq,
 ** given at creation and kept until deletion), `tf` how often the term
@@ -79,6 +82,17 @@ typedef struct rg_ftkv {
   void (*close) (void *cur);
 } rg_ftkv;
 
+/* The table over the store's seam (kv.h): the `fulltext` table of the
+** transaction txn; rg_fti_seam fills kv from st, which must live as long
+** as kv is used.  A storage failure is returned as 500, its code kept in
+** st->rc. */
+struct rg_txn;
+typedef struct rg_fti_seam {
+  struct rg_txn *txn;
+  int rc;
+} rg_fti_seam;
+void rg_fti_seam_init (rg_ftkv *kv, rg_fti_seam *st, struct rg_txn *txn);
+
 /* The work an index operation did, for charges and `info`. */
 typedef struct rg_fti_work {
   uint64_t blocks_read, blocks_written, postings_read, docs_scored;
@@ -93,7 +107,7 @@ typedef struct rg_fti_work {
 ** rg_fti_remove the text it was indexed with.  0, or a status.
 */
 typedef struct rg_fti_writer rg_fti_writer;
-int  rg_fti_writer_new (rg_fti_writer **out, const rg_ftkv *kv, uint32_t fid,
+int  rg_fti_writer_new (rg_fti_writer **out, const rg_ftkv *kv, uint64_t fid,
                         int lang);
 int  rg_fti_add (rg_fti_writer *w, uint32_t doc, const char *text, size_t n);
 int  rg_fti_remove (rg_fti_writer *w, uint32_t doc, const char *text,
@@ -103,7 +117,7 @@ void rg_fti_writer_free (rg_fti_writer *w);
 
 /* The statistics of BM25 for analyzed terms: documents, their terms, each
 ** term's df.  0, or a status. */
-int  rg_fti_stats (const rg_ftkv *kv, uint32_t fid, const char *const *terms,
+int  rg_fti_stats (const rg_ftkv *kv, uint64_t fid, const char *const *terms,
                    const size_t *lens, int nterms, uint64_t *docs,
                    uint64_t *tokens, uint64_t *df, rg_err *e);
 
@@ -120,7 +134,7 @@ typedef struct rg_fti_hit {
   double score;
 } rg_fti_hit;
 
-int  rg_fti_topk (const rg_ftkv *kv, uint32_t fid, const char *const *terms,
+int  rg_fti_topk (const rg_ftkv *kv, uint64_t fid, const char *const *terms,
                   const size_t *lens, int nterms, int all, size_t k,
                   int (*accept) (void *ud, uint32_t doc, rg_err *e),
                   void *ud, rg_fti_hit *out, size_t *nout,
@@ -128,12 +142,12 @@ int  rg_fti_topk (const rg_ftkv *kv, uint32_t fid, const char *const *terms,
 
 /* Every document holding all (or any) of the terms, ascending, into a
 ** malloc'd array (*docs, *n).  0, or a status. */
-int  rg_fti_docs (const rg_ftkv *kv, uint32_t fid, const char *const *terms,
+int  rg_fti_docs (const rg_ftkv *kv, uint64_t fid, const char *const *terms,
                   const size_t *lens, int nterms, int all, uint32_t **docs,
                   size_t *n, rg_fti_work *work, rg_err *e);
 
 /* Checks the invariants of one fid's entries: 0, or 500 naming the first
 ** broken one. */
-int  rg_fti_verify (const rg_ftkv *kv, uint32_t fid, rg_err *e);
+int  rg_fti_verify (const rg_ftkv *kv, uint64_t fid, rg_err *e);
 
 #endif

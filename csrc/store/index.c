@@ -511,7 +511,7 @@ static void composite_terms (walker *w, const cJSON *doc) {
   int i, j;
   for (i = 0; i < w->spec->ncomp && !w->status; i++) {
     const rg_composite *ci = &w->spec->comp[i];
-    size_t start = w->ks->buf.n, limit = 360 / (size_t)ci->n;
+    size_t start = w->ks->buf.n, limit = rg_composite_limit(ci);
     const cJSON *vals[8];
     for (j = 0; j < ci->n; j++) {
       vals[j] = rg_path_get(doc, &ci->path[j]);
@@ -637,6 +637,18 @@ int rg_index_keys (rg_txn *txn, rg_env *env, rg_scope *s,
   free(ord);
   ks_free(&ks);
   return keys->oom ? rg_fail(e, 500, "out of memory") : 0;
+}
+
+int rg_index_shape (rg_txn *txn, rg_env *env, const rg_cspec *spec,
+                    const cJSON *doc, uint64_t *h, rg_err *e) {
+  keyset ks;
+  shapeinfo si;
+  int rc;
+  ks_init(&ks);
+  rc = doc_terms(txn, env, NULL, spec, doc, &ks, NULL, &si, e);
+  ks_free(&ks);
+  *h = si.h;
+  return rc;
 }
 /* }===================================================================== */
 

@@ -58,6 +58,17 @@ int rg_index_count (rg_txn *txn, rg_env *env, uint32_t cid, uint64_t *n);
 int rg_index_drop (rg_scope *s, uint32_t cid, uint64_t max, uint64_t *count,
                    rg_err *e);
 
+/* A composite index's term: its columns' terms concatenated, the strings
+** among them cut after RG_COMPOSITE_TERMS bytes divided among the columns. */
+#define RG_COMPOSITE_TERMS 360
+#define rg_composite_limit(ci) (RG_COMPOSITE_TERMS / (size_t)(ci)->n)
+
+/* The hash of the shape a stored document has (what its shape entry
+** holds: 0 for a wide one), as rg_index_update found it; the planner
+** builds a small partition's entries in memory.  0 or a status. */
+int rg_index_shape (rg_txn *txn, rg_env *env, const rg_cspec *spec,
+                    const cJSON *doc, uint64_t *h, rg_err *e);
+
 /* Shapes (revision 2 containers, index.c): the dictionary text whose path
 ** id holds the shape entries, and the most paths a shape lists. */
 #define RG_SHAPE_TEXT "shape"

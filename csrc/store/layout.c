@@ -60,6 +60,14 @@
 **                                        and slots (vindex.c: types 'x'
 **                                        vectors, 'c' codes, 'a' neighbours,
 **                                        'f' free slots, 's' an item's slot)
+**   fulltext cid u32:index-id 'B'                   -> (empty) the index is built
+**            cid u32:index-id 'S'                   -> u64 documents, u64 terms
+**            cid u32:index-id 'N' u32:doc>>7        -> 128 x u32 length + 1 (0: none)
+**            cid u32:index-id 'P' term 00 u32:doc   -> a block of postings (the
+**                                        term's header in its last)
+**                                        (ftindex.c/h: index-id is the hash
+**                                        of the path and its language; doc
+**                                        is the item's seq)
 **
 ** Logical and physical partitions.  A partition key value (one value per
 ** level, up to three levels) is encoded as a tuple of terms (below) and
@@ -149,7 +157,7 @@ const rg_table rg_tables[RG_NDB] = {
   { "meta", 0, 0 }, { "items", 0, 0 }, { "index", RG_REF_SIZE, 0 },
   { "unique", 0, 0 }, { "ttl", 0, 0 }, { "feed", 0, 0 },
   { "latest", RG_LATEST_DUP, 0 }, { "parts", 0, 0 }, { "refs", 0, 0 },
-  { "vector", 0, 1 }
+  { "vector", 0, 1 }, { "fulltext", 0, 1 }
 };
 
 #define RG_ID_INLINE     200      /* ids longer than this are cut + digest */
@@ -459,6 +467,14 @@ size_t rg_key_vector (uint8_t *out, uint32_t cid, uint32_t ixid,
   if (type == RG_VK_HEADER) return 17;
   rg_put_u32(out + 17, n);
   return RG_VECTOR_KEY;
+}
+
+size_t rg_key_ftext (uint8_t *out, uint32_t cid, uint32_t ixid, int kind) {
+  rg_put_u32(out, cid);
+  rg_put_u32(out + 4, ixid);
+  if (kind == 0) return RG_FTEXT_PREFIX;
+  out[8] = (uint8_t)kind;
+  return RG_FTEXT_HEAD;
 }
 
 void rg_ref_hash_put (uint8_t *out, uint64_t hash) {

@@ -25,6 +25,7 @@
 enum { RG_DB_META, RG_DB_ITEMS, RG_DB_INDEX, RG_DB_UNIQUE, RG_DB_TTL,
        RG_DB_FEED, RG_DB_LATEST, RG_DB_PARTS, RG_DB_REFS,
        RG_DB_VECTOR,                 /* vector indexes (vindex.c) */
+       RG_DB_FTEXT,                  /* full-text indexes (ftindex.c) */
        RG_NDB };
 
 /* The format this build writes and reads (format 1 databases are read
@@ -114,6 +115,14 @@ enum { RG_VK_HEADER = 'h', RG_VK_VECTORS = 'x', RG_VK_CODES = 'c',
        RG_VK_ADJ = 'a', RG_VK_FREE = 'f', RG_VK_SLOT = 's' };
 size_t rg_key_vector (uint8_t *out, uint32_t cid, uint32_t ixid,
                       uint64_t shard, int type, uint32_t n);
+/* A full-text index record's key (ftindex.c): cid | the index's id (the
+** instance's prefix, RG_FTEXT_PREFIX bytes), then the record's kind, one
+** of RG_FK_* (RG_FTEXT_HEAD bytes); ftindex.c appends the rest. */
+#define RG_FTEXT_PREFIX 8
+#define RG_FTEXT_HEAD   9
+enum { RG_FK_BUILT = 'B', RG_FK_POSTINGS = 'P', RG_FK_LENGTHS = 'N',
+       RG_FK_STATS = 'S' };
+size_t rg_key_ftext (uint8_t *out, uint32_t cid, uint32_t ixid, int kind);
 /* Writes the first half of a reference (the top 32 bits of `hash`). */
 void   rg_ref_hash_put (uint8_t *out, uint64_t hash);
 

@@ -35,9 +35,7 @@
 ** partition, ordered by term then the top 32 bits of the hash (which only
 ** nominate: the item key, through the refs table, decides): the source skips the others' (with
 ** a seek to the partition's hash in the term, or past the term, once a run
-** of misses shows they are many), and loads only its own.  A partition of
-** at most SMALL_PARTITION items (the parts table says how many) is read
-** whole instead: that is cheaper than any index range.
+** of misses shows they are many), and loads only its own.
 **
 ** Several conjuncts.  A composite index whose leading columns the WHERE
 ** fixes by equality, and whose next column it bounds by a range, reads
@@ -45,6 +43,10 @@
 ** single conjunct drives and every other equality is checked first against
 ** its own index, one exact probe of (term, reference) per candidate,
 ** so that an item neither conjunct allows is never loaded (intersection).
+** Among equalities and IN lists the driver is the one whose terms hold
+** fewest entries: the index counts a term's entries (its sorted
+** duplicates) without reading them.  That is a fact of the data: a token
+** of a streaming plan resumes the seek its position is in.
 **
 ** ORDER BY.  A single-key ORDER BY on an indexed path (no array position)
 ** reads that path's entries in term order (backwards for DESC), which is
@@ -72,14 +74,27 @@
 ** are loaded.
 **
 ** The planner's choice depends on the query, its parameters and the
-** container spec, and on two facts of the data: whether the routed
-** partition is small, and which shapes lack a path.  A continuation token
-** records the first (the source phase's high bit), so that every page of a
-** paged query reads the same sequence; the second only adds or removes
-** items that sort among the undefined ones, whose phase is numbered the
-** same either way.  Sources report their position (an item key, an index
-** entry key) and a phase for the token, whose context hashes the container
-** id, the text, the parameters and the routing partition key.
+** container spec, and on one fact of the data: which shapes lack a path,
+** which only adds or removes items that sort among the undefined ones,
+** whose phase is numbered the same either way (a token of a sorting plan
+** keeps its pages sorted).  Sources report their position (an item key,
+** an index entry key) and a phase for the token, whose context hashes the
+** container id, the text, the parameters and the routing partition key.
+**
+** The charge is the plan's, never the shortcut's.  The work counted
+** (rg_work: index lookups, documents loaded and their bytes, index entries
+** counted) is what the plan reads in the route: the entries and documents
+** the route's own, whatever else the executor steps over.  How the plan is
+** carried out is the executor's choice, and counted apart (rg_query_res's
+** `done`): in a routed logical partition of at most RG_MEMORY_ITEMS items
+** (rg_query_req's memory_items; the parts table says how many), the entries of the index a range, an
+** ordered read or a walk reads (and the shape entries of its undefined
+** items) are built in memory from the partition's items, in one pass, where
+** the stored index interleaves every partition's entries of each term.  The
+** sources read them through the same cursor (xcur), so the documents fed,
+** their order, the positions in tokens and the work counted are those the
+** stored index gives: a partition of 256 items and one of 257 cost what
+** their plan costs.
 */
 
 #include <math.h>
@@ -97,13 +112,14 @@
 #include "store/search.h"
 
 #define QMAX_SEGS        32
-#define SMALL_PARTITION  256     /* items: read the partition whole */
 #define MAX_SHAPES       1024    /* shapes listed; beyond, scan */
 #define SKIP_AFTER       8       /* misses before seeking past them */
-#define PH_SMALL         0x80    /* phase bit: the partition read whole */
+#define PH_OLD           0x7F    /* a token's phase without the bit an
+                                     earlier release set for a partition
+                                     it read whole */
 
 enum { SRC_NONE = 1, SRC_SCAN, SRC_TERMS, SRC_RANGE, SRC_WALK,
-       SRC_VECTOR };
+       SRC_VECTOR, SRC_TEXT };
 enum { SA_EQ = 1, SA_IN, SA_PREFIX, SA_RANGE };
 enum { R_NONE, R_PARTITION, R_PREFIX };          /* routing */
 
@@ -122,6 +138,8 @@ typedef struct sarg {
   int32_t e;                        /* IN: the expression */
   int ci, ci2;                      /* the conjunct(s) it comes from */
   int loose;                        /* its conjunct is tested all the same */
+  int counted;                      /* EQ, IN: entries counted, in */
+  int64_t entries;                  /* (-1: unknown) */
 } sarg;
 
 /* An exact probe: an index entry's key without its reference. */
@@ -138,12 +156,13 @@ typedef struct plan {
   uint64_t rhash, rmask;            /* the route's entries: hash & mask */
   uint64_t ehash, emask;            /* what references tell of it (the
                                        top 32 bits) */
-  int small;                        /* PH_SMALL: the partition read whole */
   int src;
   int mode, tie_desc;
   uint32_t cid;
   uint8_t prefix[RG_PATHID_MAX];    /* the path's (composite's) id */
   size_t plen;
+  const rg_composite *comp;         /* the composite index read, or */
+  qpath ipath;                      /* the path whose index is read */
   int absent;                       /* no id: nothing was indexed there */
   /* SRC_TERMS: exact terms, sorted, each `tlen` bytes at `toff` */
   rg_buf terms;
@@ -159,6 +178,7 @@ typedef struct plan {
   /* the items without a scalar at the path: 0 none, 1 read first (asc),
   ** 2 last (desc); through the shapes lacking it, or by a scan */
   int uphase, uscan;
+  qpath upath;
   uint64_t *ushape;
   int nushape;
   uint8_t sprefix[RG_PATHID_MAX];   /* the shape entries' path id */
@@ -175,6 +195,12 @@ typedef struct plan {
   /* SRC_VECTOR: the best items of a vector index (vindex.h) */
   rg_vsearch vs;
   size_t vwant;                     /* rows the page's TOP needs */
+  /* SRC_TEXT: the items a full-text index says can pass the WHERE
+  ** (search.h; ftwhere), or (ftwant > 0) its best items for ORDER BY RANK
+  ** FullTextScore (ft), then those that can pass (ftwhere) or all */
+  rg_ftplan ft, ftw;
+  int ftwhere;
+  size_t ftwant;                    /* rows the page's TOP needs */
 } plan;
 
 typedef struct planner {
@@ -190,21 +216,52 @@ typedef struct planner {
   int32_t *conj;
   int nconj;
   char *implied;                    /* conjuncts the source guarantees */
-  int force_small;                  /* from a token: -1 free, 0, 1 */
   int force_sort;                   /* a token of a sorting plan */
+  const uint8_t *rpos;              /* a streaming token's position */
+  size_t rposlen;
   int status;                       /* a path dictionary read failed */
   rg_err *e;
 } planner;
+
+/* An entry built in memory (a small partition's): its flat key (index
+** prefix | term | reference, as the stored index presents it) and its
+** item's key and stored value. */
+typedef struct mentry {
+  const uint8_t *key, *ikey;
+  size_t n, ikn;
+  rg_val val;
+} mentry;
+
+typedef struct memix {              /* entries in the stored index's order */
+  mentry *e;
+  size_t n, cap;
+} memix;
+
+enum { MX_MAIN, MX_SHAPES };
 
 typedef struct source {
   rg_txn *txn;
   rg_env *env;
   const plan *pl;
   rg_qexec *x;
-  rg_work *w;
+  rg_work *w;                       /* the plan's work: the charge */
+  rg_work *xw;                      /* the executor's (items read, index
+                                       seeks, index entries read) */
+  /* the routed partition's entries in memory: built once the stored
+  ** index has been read switch_at times (seeks and entries; 0: never) */
+  uint64_t switch_at;
+  int inmem;
+  memix mem[2];                     /* MX_MAIN, MX_SHAPES */
+  const rg_cspec *spec;
+  rg_arena *arena;                  /* their keys */
+  /* a walk's: the digests of the container's expired items not yet
+  ** purged (sorted), whose entries it does not count */
+  uint64_t *expired;
+  size_t nexpired;
   int64_t now;
   rg_err *e;
   int resumed, rphase;
+  int past;                         /* resume after the document at rpos */
   const uint8_t *rpos, *rokey;
   size_t rposlen, roklen;
   int text;                         /* the pipeline needs the items' text */
@@ -301,14 +358,159 @@ static int ix_has (rg_cur *cur, const probe *p, const uint8_t *ref,
   return *rc == 0;
 }
 
-/* Moves the index cursor (RG_IX_*) and resolves the item key of the entry
-** into *v (empty when its reference is dangling, which feed() skips). */
-static int ix_get (rg_ixcur *c, rg_val *k, rg_val *v, int op) {
-  int rc = rg_ixcur_get(c, k, op);
-  if (rc) return rc;
-  rc = rg_ixcur_item(c, k, v);
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Entry cursors: the stored index, or a partition's entries in memory
+** ======================================================================
+*/
+/* A cursor over index entries, presented as the stored index presents
+** them (flat keys, in byte order): the stored index's, or the entries a
+** small partition's items were found to have (MX_MAIN, MX_SHAPES), built
+** in memory.  The sources cannot tell the two apart. */
+typedef struct xcur {
+  rg_ixcur ix;
+  const memix *m;                   /* NULL: the stored index */
+  size_t at;                        /* m: the entry under the cursor (n:
+                                       none) */
+  rg_work *xw;
+  source *S;
+  int which;                        /* MX_MAIN, MX_SHAPES */
+} xcur;
+
+static int build_partition (source *S, rg_err *e);
+
+static int xcur_open (source *S, xcur *c, int which) {
+  c->xw = S->xw;
+  c->S = S;
+  c->which = which;
+  if (S->inmem) {
+    c->m = &S->mem[which];
+    c->at = c->m->n;
+    return 0;
+  }
+  c->m = NULL;
+  return rg_ixcur_open(&c->ix, S->txn, S->env);
+}
+
+static void xcur_close (xcur *c) {
+  if (c->m == NULL) rg_ixcur_close(&c->ix);
+}
+
+static int bytes_cmp (const uint8_t *a, size_t an, const uint8_t *b,
+                      size_t bn) {
+  int c = memcmp(a, b, an < bn ? an : bn);
+  return c ? c : an < bn ? -1 : an > bn;
+}
+
+/* RG_IX_* over the entries in memory. */
+static int mem_move (xcur *c, rg_val *k, int op) {
+  const memix *m = c->m;
+  size_t lo = 0, hi = m->n;
+  switch (op) {
+    case RG_IX_SEEK:                 /* the first entry >= k */
+      while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (bytes_cmp(m->e[mid].key, m->e[mid].n, (const uint8_t *)k->p,
+                      k->n) < 0)
+          lo = mid + 1;
+        else hi = mid;
+      }
+      c->at = lo;
+      break;
+    case RG_IX_NEXT: c->at = c->at < m->n ? c->at + 1 : m->n; break;
+    case RG_IX_PREV: c->at = c->at > 0 && c->at < m->n ? c->at - 1 : m->n;
+      break;
+    default: c->at = m->n ? m->n - 1 : 0; break;   /* RG_IX_LAST */
+  }
+  if (c->at >= m->n) { c->at = m->n; return RG_NOTFOUND; }
+  k->p = (void *)m->e[c->at].key;
+  k->n = m->e[c->at].n;
+  return 0;
+}
+
+static void mem_free (source *S) {
+  int i;
+  for (i = 0; i < 2; i++) {
+    free(S->mem[i].e);
+    memset(&S->mem[i], 0, sizeof(memix));
+  }
+}
+
+/* The stored index has been read long enough for this partition: its
+** entries are built in memory and the cursor moves there, to the entry
+** after (NEXT) or before (PREV) the one k holds, the one the stored index
+** would have given.  *moved is 0 when they cannot be built: the stored
+** index goes on. */
+static int to_memory (xcur *c, rg_val *k, int op, int *moved) {
+  source *S = c->S;
+  uint8_t at[RG_MAX_KEY + RG_REF_SIZE];
+  size_t n = k->n;
+  rg_val key;
+  rg_err e;
+  int rc;
+  S->switch_at = 0;                  /* once */
+  *moved = 0;
+  if (n > sizeof(at)) return 0;
+  memcpy(at, k->p, n);
+  if (build_partition(S, &e)) {      /* (a failure is the stored index's
+                                        to meet, if it is one) */
+    mem_free(S);
+    return 0;
+  }
+  S->inmem = 1;
+  rg_ixcur_close(&c->ix);
+  c->m = &S->mem[c->which];
+  *moved = 1;
+  key.p = at;
+  key.n = n;
+  rc = mem_move(c, &key, RG_IX_SEEK);        /* the first entry >= k */
+  if (op == RG_IX_NEXT) {
+    if (rc == 0 && key.n == n && memcmp(key.p, at, n) == 0)
+      rc = mem_move(c, k, RG_IX_NEXT);
+    else if (rc == 0) *k = key;
+  }
+  else rc = mem_move(c, k, rc == RG_NOTFOUND ? RG_IX_LAST : RG_IX_PREV);
+  return rc;
+}
+
+/* Moves the cursor (RG_IX_*) and resolves the item key of the entry into
+** *v (empty when its reference is dangling, which feed() skips). */
+static int ix_get (xcur *c, rg_val *k, rg_val *v, int op) {
+  int rc, moved;
+  if (c->m == NULL && c->S->switch_at && (op == RG_IX_NEXT ||
+                                          op == RG_IX_PREV) &&
+      c->xw->lookups + c->xw->scanned >= c->S->switch_at) {
+    rc = to_memory(c, k, op, &moved);
+    if (moved) {
+      if (rc == 0) {
+        v->p = (void *)c->m->e[c->at].ikey;
+        v->n = c->m->e[c->at].ikn;
+      }
+      return rc;
+    }
+  }
+  if (c->m) {
+    if ((rc = mem_move(c, k, op)) == 0) {
+      v->p = (void *)c->m->e[c->at].ikey;
+      v->n = c->m->e[c->at].ikn;
+    }
+    return rc;
+  }
+  if (op == RG_IX_SEEK || op == RG_IX_LAST) c->xw->lookups++;
+  if ((rc = rg_ixcur_get(&c->ix, k, op))) return rc;
+  c->xw->scanned++;
+  rc = rg_ixcur_item(&c->ix, k, v);
   if (rc == RG_NOTFOUND) { v->n = 0; v->p = (void *)""; rc = 0; }
   return rc;
+}
+
+/* The stored value of the item of the entry under the cursor, when the
+** cursor knows it (entries built in memory), else NULL. */
+static rg_val *xcur_val (xcur *c) {
+  return c->m && c->at < c->m->n ? (rg_val *)&c->m->e[c->at].val : NULL;
 }
 /* }===================================================================== */
 
@@ -681,6 +883,7 @@ static int lacking_shapes (planner *P, plan *pl, const uint32_t *ids,
 static int plan_undefined (planner *P, plan *pl, const qpath *p) {
   uint32_t id = path_id(P, p);
   int n = lacking_shapes(P, pl, &id, 1, 1);
+  pl->upath = *p;
   if (n < 0) { pl->uscan = 1; return 1; }
   return n > 0;
 }
@@ -697,12 +900,14 @@ static int term_cut (const rg_buf *t) {
          (uint8_t)t->p[t->n - 1] == 2;
 }
 
-/* The index the plan reads: a path's, or the composite `name`'s. */
+/* The index the plan reads: path p's, or composite ci's. */
 static void set_prefix (planner *P, plan *pl, const qpath *p,
-                        const char *name) {
+                        const rg_composite *ci) {
   pl->plen = p ? ix_prefix(P, p->seg, p->n, NULL, pl->prefix)
-               : ix_prefix(P, NULL, 0, name, pl->prefix);
+               : ix_prefix(P, NULL, 0, ci->name, pl->prefix);
   pl->absent = pl->plen == 0;
+  pl->comp = p ? NULL : ci;
+  if (p) pl->ipath = *p;
 }
 
 /* The source guarantees sarg s exactly: its conjuncts need no test. */
@@ -877,17 +1082,96 @@ static int rank (const sarg *s) {
   }
 }
 
+/* The values an EQ or IN sarg seeks: how many (at most max) into vals. */
+static int sarg_values (planner *P, const sarg *s, rg_qv *vals, int max) {
+  const rg_qexpr *ex;
+  int i, n = 0;
+  if (s->kind == SA_EQ) { vals[0] = s->lo; return 1; }
+  ex = &P->q->ex[s->e];
+  for (i = 0; i < ex->nlist && n < max; i++)
+    if (const_of(P, P->q->list[ex->list + i], &vals[n]) && scalar(&vals[n]))
+      n++;
+  return i < ex->nlist ? -1 : n;
+}
+
+/* How many index entries an EQ or IN sarg's seeks would read: the
+** duplicates of each of its terms, which the index counts without
+** reading them (in the whole container: the route's share is not
+** counted); -1 when that cannot be known.  Counted once per sarg. */
+static int64_t sarg_entries (planner *P, sarg *s) {
+  uint8_t pre[RG_PATHID_MAX], key[RG_MAX_KEY];
+  rg_qv vals[64];
+  rg_cur *cur;
+  rg_buf t;
+  size_t pn;
+  int i, n;
+  if (s->counted) return s->entries;
+  s->counted = 1;
+  s->entries = -1;
+  if ((n = sarg_values(P, s, vals, 64)) < 0) return -1;
+  if ((pn = ix_prefix(P, s->path.seg, s->path.n, NULL, pre)) == 0)
+    return P->status ? -1 : (s->entries = 0);   /* no id: no entry */
+  if (rg_cur_open(P->txn, RG_DB_INDEX, &cur)) return -1;
+  rg_buf_init(&t);
+  s->entries = 0;
+  for (i = 0; i < n && s->entries >= 0; i++) {
+    rg_val k, v;
+    size_t c = 0;
+    int rc;
+    t.n = 0;
+    rg_qv_term(&t, &vals[i], 0, RG_TERM_MAX);
+    if (t.oom || (k.n = rg_key_index(key, sizeof(key), pre, pn,
+                                      (const uint8_t *)t.p, t.n, 0, 0)) == 0) {
+      s->entries = -1;
+      break;
+    }
+    k.p = key;
+    rc = rg_cur_get(cur, &k, &v, RG_SET);
+    if (rc == 0 && rg_cur_count(cur, &c) == 0) s->entries += (int64_t)c;
+    else if (rc != RG_NOTFOUND) s->entries = -1;
+  }
+  rg_buf_free(&t);
+  rg_cur_close(cur);
+  return s->entries;
+}
+
+/* Is sarg s's index the one a streaming token's position is in?  (A
+** token resumes the seek it was made by, whatever the counts are now.) */
+static int sarg_resumes (planner *P, const sarg *s) {
+  uint8_t pre[RG_PATHID_MAX];
+  size_t pn;
+  if (P->rpos == NULL) return 0;
+  pn = ix_prefix(P, s->path.seg, s->path.n, NULL, pre);
+  return pn && P->rposlen > pn && memcmp(P->rpos, pre, pn) == 0;
+}
+
+/* Is a better driver than b?  Among equalities and IN lists, the one
+** whose terms hold fewest entries (the index counts each term's), then
+** the higher rank; a seek a token resumes first. */
+static int better (planner *P, sarg *a, sarg *b) {
+  int ra = rank(a), rb = rank(b);
+  if (ra >= 4 && rb >= 4) {
+    int64_t na, nb;
+    if (sarg_resumes(P, a)) return 1;
+    if (sarg_resumes(P, b)) return 0;
+    na = sarg_entries(P, a);
+    nb = sarg_entries(P, b);
+    if (na >= 0 && nb >= 0 && na != nb) return na < nb;
+  }
+  return ra > rb;
+}
+
 /* The best sarg, or NULL: equalities only when `eq_only`; none on the
 ** partition key when routed (the route serves it). */
 static const sarg *best_sarg (planner *P, int eq_only, int routed) {
-  const sarg *best = NULL;
+  sarg *best = NULL;
   int i;
   for (i = 0; i < P->nsa; i++) {
-    const sarg *s = &P->sa[i];
+    sarg *s = &P->sa[i];
     if (!usable(P, s)) continue;
     if (eq_only && s->kind != SA_EQ && s->kind != SA_IN) continue;
     if (routed && on_pk(P, s)) continue;
-    if (best == NULL || rank(s) > rank(best)) best = s;
+    if (best == NULL || better(P, s, best)) best = s;
   }
   return best;
 }
@@ -950,9 +1234,9 @@ static int columns_defined (planner *P, plan *pl, const rg_composite *ci,
 /* The prefix of the composite's leading columns fixed by equalities. */
 static int composite_fixed (planner *P, plan *pl, const rg_composite *ci,
                             int s, const sarg *const *fx, rg_err *e) {
-  size_t limit = 360 / (size_t)ci->n;
+  size_t limit = rg_composite_limit(ci);
   int i;
-  set_prefix(P, pl, NULL, ci->name);
+  set_prefix(P, pl, NULL, ci);
   for (i = 0; i < s; i++) {
     rg_buf one;
     rg_buf_init(&one);
@@ -985,7 +1269,7 @@ static int leading_fixed (planner *P, const rg_composite *ci,
 ** column s, after the fixed columns already in pl->tpre. */
 static void composite_range (planner *P, plan *pl, const rg_composite *ci,
                              int s, const sarg *r) {
-  size_t limit = 360 / (size_t)ci->n, pn = pl->tpre.n;
+  size_t limit = rg_composite_limit(ci), pn = pl->tpre.n;
   if (r->kind == SA_RANGE) {
     int desc = ci->desc[s], cut = 0;
     uint8_t t = (r->has_lo ? r->lo.t : r->hi.t) == RG_QV_NUM ? 0x08 : 0x09;
@@ -1159,19 +1443,24 @@ static int plan_order (planner *P, plan *pl, rg_err *e) {
   return 1;
 }
 
-/* GROUP BY p, or SELECT DISTINCT [VALUE] p, answered from p's index: the
-** path, or 0 when the query is not of that shape. */
-static int walk_path (planner *P, qpath *p) {
+/* GROUP BY p, or SELECT DISTINCT [VALUE] p, answered from p's index; or
+** aggregates of literals (COUNT(1)) over a route every item of which
+** holds a value of the partition key (`keyed`: not the none partition),
+** from the index of its first level.  The path, or 0 when the query is
+** not of that shape. */
+static int walk_path (planner *P, qpath *p, int keyed) {
   const rg_query *q = P->q;
   const rg_qblock *m = P->m;
-  int32_t e;
+  int32_t e = -1;
   int i;
   if (m->nsrc != 1 || m->src[0].kind != RG_QS_ROOT || m->norder) return 0;
   if (m->ngroup == 1) e = m->group[0];
   else if (m->ngroup == 0 && m->distinct && m->nsel == 1 && m->naggs == 0)
     e = q->sel[m->sel0].expr;
+  else if (m->ngroup == 0 && !m->distinct && m->naggs > 0 && keyed)
+    path_from(p, &P->spec->pk[0]);
   else return 0;
-  if (!path_of(P, e, p) || p->arr || !indexed(P, p)) return 0;
+  if ((e >= 0 && !path_of(P, e, p)) || p->arr || !indexed(P, p)) return 0;
   for (i = 0; i < q->nex; i++) {     /* the aggregates take p or literals */
     const rg_qexpr *ex = &q->ex[i];
     qpath a;
@@ -1214,7 +1503,7 @@ static int plan_walk_composite (planner *P, plan *pl, const qpath *p,
   for (c = 0; c < P->spec->ncomp; c++) {
     const rg_composite *ci = &P->spec->comp[c];
     const sarg *fx[8];
-    size_t limit = 360 / (size_t)ci->n;
+    size_t limit = rg_composite_limit(ci);
     int s = leading_fixed(P, ci, fx), ok = s >= 1 && s < ci->n &&
                                           path_is(p, &ci->path[s]);
     for (i = 0; i < s && ok; i++) {  /* exact terms */
@@ -1385,18 +1674,14 @@ static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
   pl->mode = rg_query_mode(P->q);
   pl->tie_desc = m->norder && m->order[0].desc;
   if (m->nsrc == 0) { pl->src = SRC_NONE; return 0; }
-  if (pl->routed == R_PARTITION) {   /* a small partition: read it whole */
-    if (P->force_small >= 0) pl->small = P->force_small ? PH_SMALL : 0;
-    else pl->small = partition_items(P, &pl->lp) <= SMALL_PARTITION
-                     ? PH_SMALL : 0;
-  }
-  if (!pl->small &&
-      (pl->mode == RG_QX_GROUP || pl->mode == RG_QX_DISTINCT) &&
-      walk_path(P, &wp)) {
+  if ((pl->mode == RG_QX_GROUP || pl->mode == RG_QX_DISTINCT ||
+               pl->mode == RG_QX_AGG) &&
+      walk_path(P, &wp, pl->routed != R_NONE &&
+                        !(rq->has_pk && rq->pkv[0] == NULL))) {
     if ((rc = plan_walk(P, pl, &wp, e)) < 0) return e->status;
     if (rc == 1) return 0;
   }
-  if (m->norder && !m->naggs && !m->ngroup && !pl->small && !P->force_sort) {
+  if (m->norder && !m->naggs && !m->ngroup && !P->force_sort) {
     if ((rc = plan_composite(P, pl, e)) < 0) return e->status;
     if (rc == 0 && best_sarg(P, 1, pl->routed != R_NONE) == NULL &&
         (rc = plan_order(P, pl, e)) < 0)
@@ -1406,10 +1691,9 @@ static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
       return 0;
     }
   }
-  if (!pl->small && P->spec->ncomp &&
-      (rc = plan_composite_filter(P, pl, e)) != 0)
+  if (P->spec->ncomp && (rc = plan_composite_filter(P, pl, e)) != 0)
     return rc < 0 ? e->status : 0;
-  if ((s = best_sarg(P, pl->small != 0, pl->routed != R_NONE)) != NULL) {
+  if ((s = best_sarg(P, 0, pl->routed != R_NONE)) != NULL) {
     if (s->kind == SA_EQ || s->kind == SA_IN) return plan_terms(P, pl, s, e);
     return plan_range(P, pl, s, e);
   }
@@ -1460,6 +1744,7 @@ static int item_lookup (source *S, rg_val *k, rg_val *v) {
   if (S->items == NULL &&
       (rc = rg_cur_open(S->txn, RG_DB_ITEMS, &S->items)))
     return rc;
+  S->xw->loaded++;
   return rg_cur_get(S->items, k, v, RG_SET);
 }
 
@@ -1494,7 +1779,7 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, rg_val *val,
   doc_names(&d, ikey, h.seq);
   d.pos = pos;
   d.poslen = poslen;
-  d.phase = phase | S->pl->small;
+  d.phase = phase;
   d.unordered_only = uo;
   return rg_qexec_doc(S->x, &d, S->e);
 }
@@ -1521,7 +1806,7 @@ static int seek_back (rg_cur *cur, const uint8_t *key, size_t n,
 }
 
 /* seek_back and seek over the index's flat entries. */
-static int ix_seek_back (rg_ixcur *c, const uint8_t *key, size_t n,
+static int ix_seek_back (xcur *c, const uint8_t *key, size_t n,
                          int inclusive, rg_val *k, rg_val *v) {
   int rc;
   k->p = (void *)key;
@@ -1536,11 +1821,21 @@ static int ix_seek_back (rg_ixcur *c, const uint8_t *key, size_t n,
   return ix_get(c, k, v, RG_IX_LAST);
 }
 
-static int seek (rg_ixcur *c, const uint8_t *key, size_t n, rg_val *k,
+static int seek (xcur *c, const uint8_t *key, size_t n, rg_val *k,
                  rg_val *v) {
   k->p = (void *)key;
   k->n = n;
   return ix_get(c, k, v, RG_IX_SEEK);
+}
+
+/* Seeks to where the previous page ended: its last entry, or the one
+** after it when that document gave all its rows. */
+static int seek_resume (source *S, xcur *c, rg_val *k, rg_val *v) {
+  int rc = seek(c, S->rpos, S->rposlen, k, v);
+  if (rc == 0 && S->past && k->n == S->rposlen &&
+      memcmp(k->p, S->rpos, k->n) == 0)
+    rc = ix_get(c, k, v, RG_IX_NEXT);
+  return rc;
 }
 
 /* The smallest byte string greater than every key starting with p. */
@@ -1567,14 +1862,19 @@ static int scan_items (source *S, const uint8_t *prefix, size_t plen,
     k.p = (void *)(resume ? S->rpos : prefix);
     k.n = resume ? S->rposlen : plen;
     rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+    if (rc == 0 && resume && S->past && k.n == S->rposlen &&
+        memcmp(k.p, S->rpos, k.n) == 0)
+      rc = rg_cur_get(cur, &k, &v, RG_NEXT);
   }
-  else if (resume) rc = seek_back(cur, S->rpos, S->rposlen, 1, &k, &v);
+  else if (resume)
+    rc = seek_back(cur, S->rpos, S->rposlen, !S->past, &k, &v);
   else {
     size_t bn = after_prefix(prefix, plen, bound);
     rc = bn ? seek_back(cur, bound, bn, 0, &k, &v)
             : rg_cur_get(cur, &k, &v, RG_LAST);
   }
   while (rc == 0 && starts(&k, prefix, plen)) {
+    S->xw->loaded++;
     r = feed(S, (const uint8_t *)k.p, k.n, &v,
              (const uint8_t *)k.p, k.n, phase, uo, 1);
     if (r) break;
@@ -1603,8 +1903,10 @@ static int probes_pass (source *S, const rg_val *k, int *rc) {
   if (pl->nprobes && S->probe == NULL &&
       (*rc = rg_cur_open(S->txn, RG_DB_INDEX, &S->probe)))
     return 0;
-  for (i = 0; i < pl->nprobes; i++)
+  for (i = 0; i < pl->nprobes; i++) {
+    S->xw->lookups++;
     if (!ix_has(S->probe, &pl->probes[i], ent_ref(k), rc)) return 0;
+  }
   return 1;
 }
 
@@ -1629,7 +1931,7 @@ static int tslice_find (const plan *pl, const uint8_t *t, size_t n) {
 /* One seek per term (to the route's hash when routed). */
 static int src_terms (source *S) {
   const plan *pl = S->pl;
-  rg_ixcur cur;
+  xcur cur;
   size_t i = 0;
   int rc = 0, r = 0;
   if (S->resumed) {                  /* the term of the last entry */
@@ -1652,7 +1954,7 @@ static int src_terms (source *S) {
     S->w->lookups += pl->nterms - i;
     return 0;
   }
-  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return kv_fail(S, rc);
+  if ((rc = xcur_open(S, &cur, MX_MAIN))) return kv_fail(S, rc);
   for (; i < pl->nterms && !r; i++) {
     uint8_t key[RG_MAX_KEY + 16];
     size_t n = rg_key_index(key, sizeof(key), pl->prefix, pl->plen,
@@ -1663,7 +1965,7 @@ static int src_terms (source *S) {
     if (n == 0) continue;
     S->w->lookups++;
     if (S->resumed && (S->rposlen >= tn && memcmp(S->rpos, key, tn) == 0))
-      rc = seek(&cur, S->rpos, S->rposlen, &k, &v);
+      rc = seek_resume(S, &cur, &k, &v);
     else rc = seek(&cur, key, n, &k, &v);
     while (rc == 0 && starts(&k, key, tn) &&
            k.n == tn + ENT_TAIL) {
@@ -1671,7 +1973,7 @@ static int src_terms (source *S) {
         if (ent_past_route(pl, &k)) break;
       }
       else if (probes_pass(S, &k, &rc)) {
-        r = feed(S, (const uint8_t *)v.p, v.n, NULL,
+        r = feed(S, (const uint8_t *)v.p, v.n, xcur_val(&cur),
                  (const uint8_t *)k.p, k.n, 0, 0, 1);
         if (r) break;
       }
@@ -1680,7 +1982,7 @@ static int src_terms (source *S) {
     }
     if (rc && rc != RG_NOTFOUND) { r = kv_fail(S, rc); break; }
   }
-  rg_ixcur_close(&cur);
+  xcur_close(&cur);
   return r;
 }
 /* Length of the term at p (n bytes left), 0 if malformed; *cut when it is
@@ -1748,7 +2050,7 @@ static int gitem_cmp (const void *a, const void *b) {
 
 /* Loads, sorts on full values and feeds a run of entries sharing the
 ** first `g` bytes; the cursor is left on the first entry after the run. */
-static int feed_group (source *S, rg_ixcur *cur, rg_val *k, rg_val *v,
+static int feed_group (source *S, xcur *cur, rg_val *k, rg_val *v,
                        size_t g, int *rcp, int phase) {
   const plan *pl = S->pl;
   gitem *items = NULL;
@@ -1776,7 +2078,8 @@ static int feed_group (source *S, rg_ixcur *cur, rg_val *k, rg_val *v,
     memset(&d, 0, sizeof(d));
     if (ik.n >= 12 &&
         in_route(pl, (const uint8_t *)ik.p, ik.n) &&
-        (rc = item_lookup(S, &ik, &iv)) == 0 &&
+        (xcur_val(cur) ? (iv = *xcur_val(cur), 1)
+                       : (rc = item_lookup(S, &ik, &iv)) == 0) &&
         rg_ihdr_get(iv.p, iv.n, &ih, &d.text, &d.len) == 0) {
       S->w->loaded++;
       S->w->loaded_bytes += iv.n;
@@ -1851,7 +2154,7 @@ static int at_excluded_start (const plan *pl, const rg_val *k) {
 /* In a routed read, entries of other partitions: after SKIP_AFTER in a
 ** row, seek past them (to the route's hash in this term, or past the
 ** term).  Returns the cursor's code, on the next entry to look at. */
-static int skip_other (source *S, rg_ixcur *cur, rg_val *k, rg_val *v,
+static int skip_other (source *S, xcur *cur, rg_val *k, rg_val *v,
                        int *misses) {
   const plan *pl = S->pl;
   uint8_t key[RG_MAX_KEY + 32];
@@ -1882,7 +2185,7 @@ static int skip_other (source *S, rg_ixcur *cur, rg_val *k, rg_val *v,
 
 /* Positions the cursor at the start of the range (or where the previous
 ** page ended in this phase). */
-static int range_start (source *S, rg_ixcur *cur, rg_val *k, rg_val *v,
+static int range_start (source *S, xcur *cur, rg_val *k, rg_val *v,
                         int phase, const uint8_t *pre, size_t pn) {
   const plan *pl = S->pl;
   uint8_t key[RG_MAX_KEY + 32];
@@ -1895,8 +2198,8 @@ static int range_start (source *S, rg_ixcur *cur, rg_val *k, rg_val *v,
       return bn ? ix_seek_back(cur, key, bn, 0, k, v)
                 : ix_get(cur, k, v, RG_IX_LAST);
     }
-    if (!pl->desc) return seek(cur, S->rpos, S->rposlen, k, v);
-    return ix_seek_back(cur, S->rpos, S->rposlen, 1, k, v);
+    if (!pl->desc) return seek_resume(S, cur, k, v);
+    return ix_seek_back(cur, S->rpos, S->rposlen, !S->past, k, v);
   }
   if (!pl->desc) {
     const rg_buf *lo = pl->has_lo ? &pl->lo : &pl->tpre;
@@ -1918,7 +2221,7 @@ static int range_start (source *S, rg_ixcur *cur, rg_val *k, rg_val *v,
 
 static int src_range (source *S, int phase) {
   const plan *pl = S->pl;
-  rg_ixcur cur;
+  xcur cur;
   rg_val k, v;
   uint8_t pre[RG_MAX_KEY + 1];
   size_t pn = pl->plen + pl->tpre.n;
@@ -1927,7 +2230,7 @@ static int src_range (source *S, int phase) {
   if (pn > RG_MAX_KEY || pl->absent) return 0;
   rg_key_index(pre, sizeof(pre), pl->prefix, pl->plen,
                (const uint8_t *)pl->tpre.p, pl->tpre.n, 0, 0);
-  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return kv_fail(S, rc);
+  if ((rc = xcur_open(S, &cur, MX_MAIN))) return kv_fail(S, rc);
   rc = range_start(S, &cur, &k, &v, phase, pre, pn);
   while (rc == 0 && starts(&k, pre, pn) && ent_ok(pl->plen, &k)) {
     size_t g;
@@ -1947,14 +2250,14 @@ static int src_range (source *S, int phase) {
       continue;
     }
     if (probes_pass(S, &k, &rc)) {
-      r = feed(S, (const uint8_t *)v.p, v.n, NULL,
+      r = feed(S, (const uint8_t *)v.p, v.n, xcur_val(&cur),
                (const uint8_t *)k.p, k.n, phase, 0, 1);
       if (r) break;
     }
     if (rc) break;
     rc = ix_get(&cur, &k, &v, pl->desc ? RG_IX_PREV : RG_IX_NEXT);
   }
-  rg_ixcur_close(&cur);
+  xcur_close(&cur);
   if (r) return r;
   if (rc && rc != RG_NOTFOUND) return kv_fail(S, rc);
   return 0;
@@ -1964,12 +2267,12 @@ static int src_range (source *S, int phase) {
 ** shapes lacking it, or by a scan of the route. */
 static int src_undefined (source *S, int phase) {
   const plan *pl = S->pl;
-  rg_ixcur cur;
+  xcur cur;
   size_t hn = pl->splen;
   int i = 0, rc = 0, r = 0;
   if (pl->uscan) return scan_route(S, 0, phase, 1);
   if (pl->nushape == 0) return 0;
-  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return kv_fail(S, rc);
+  if ((rc = xcur_open(S, &cur, MX_SHAPES))) return kv_fail(S, rc);
   S->w->lookups++;
   if (S->resumed && S->rphase == phase && S->rposlen >= hn + 8) {
     uint64_t at = rg_get_u64(S->rpos + hn);
@@ -1984,7 +2287,7 @@ static int src_undefined (source *S, int phase) {
                      pl->routed != R_NONE, pl->rhash);
     if (S->resumed && S->rphase == phase && S->rposlen > hn + 8 &&
         memcmp(S->rpos, key, hn + 8) == 0)
-      rc = seek(&cur, S->rpos, S->rposlen, &k, &v);
+      rc = seek_resume(S, &cur, &k, &v);
     else rc = seek(&cur, key, n, &k, &v);
     while (rc == 0 && starts(&k, key, hn + 8) &&
            k.n == hn + 8 + ENT_TAIL) {
@@ -1992,7 +2295,7 @@ static int src_undefined (source *S, int phase) {
         if (ent_past_route(pl, &k)) break;
       }
       else {
-        r = feed(S, (const uint8_t *)v.p, v.n, NULL,
+        r = feed(S, (const uint8_t *)v.p, v.n, xcur_val(&cur),
                  (const uint8_t *)k.p, k.n, phase, 1, 1);
         if (r) break;
       }
@@ -2000,7 +2303,7 @@ static int src_undefined (source *S, int phase) {
     }
     if (rc && rc != RG_NOTFOUND) { r = kv_fail(S, rc); break; }
   }
-  rg_ixcur_close(&cur);
+  xcur_close(&cur);
   return r;
 }
 
@@ -2020,22 +2323,82 @@ static int walk_doc (source *S, const uint8_t *t, size_t tn) {
   return S->doc.oom ? -1 : 0;
 }
 
+static int u64_cmp (const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Does the sorted array a of n values hold x? */
+static int u64_has (const uint64_t *a, size_t n, uint64_t x) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (a[mid] == x) return 1;
+    if (a[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return 0;
+}
+
+/* The digests of the container's items expired as of S->now and not yet
+** purged, from the TTL table (one seek when there are none). */
+static int expired_items (source *S) {
+  uint8_t from[RG_TTL_KEY];
+  size_t cap = 0;
+  rg_cur *cur;
+  rg_val k, v;
+  int rc;
+  rg_key_ttl(from, S->pl->cid, 0, 0);
+  if ((rc = rg_cur_open(S->txn, RG_DB_TTL, &cur))) return kv_fail(S, rc);
+  k.p = from;
+  k.n = 4;
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  while (rc == 0 && k.n == RG_TTL_KEY && memcmp(k.p, from, 4) == 0 &&
+         (int64_t)rg_get_u64((const uint8_t *)k.p + 4) <= S->now) {
+    if (S->nexpired == cap) {
+      uint64_t *n;
+      cap = cap ? cap * 2 : 16;
+      if ((n = (uint64_t *)realloc(S->expired, cap * sizeof(uint64_t))) == NULL) {
+        rg_cur_close(cur);
+        return rg_fail(S->e, 500, "out of memory");
+      }
+      S->expired = n;
+    }
+    S->expired[S->nexpired++] = rg_get_u64((const uint8_t *)k.p + 12);
+    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
+  }
+  rg_cur_close(cur);
+  if (rc && rc != RG_NOTFOUND) return kv_fail(S, rc);
+  if (S->nexpired > 1)
+    qsort(S->expired, S->nexpired, sizeof(uint64_t), u64_cmp);
+  return 0;
+}
+
+/* Is the item of key ik expired (a walk counts no expired item)? */
+static int is_expired (const source *S, const rg_val *ik) {
+  return S->nexpired > 0 &&
+         u64_has(S->expired, S->nexpired,
+                 rg_ikey_digest((const uint8_t *)ik->p, ik->n));
+}
+
 /* GROUP BY and DISTINCT from the index: one document per run of equal
-** values (standing for the run's entries in the route); the items of a
-** cut value are loaded.  In a composite index the value is the column
-** after the fixed ones (wskip bytes into the terms). */
+** values (standing for the run's entries in the route, expired items
+** left out); the items of a cut value are loaded.  In a composite index
+** the value is the column after the fixed ones (wskip bytes into the
+** terms). */
 static int src_walk (source *S, int phase) {
   const plan *pl = S->pl;
-  rg_ixcur cur;
+  xcur cur;
   rg_val k, v;
   uint8_t pre[RG_MAX_KEY + 1], key[RG_MAX_KEY + 32], val[RG_MAX_KEY];
   size_t pn = pl->plen + pl->tpre.n;
   int rc, r = 0;
   S->w->lookups++;
   if (pn > RG_MAX_KEY || pl->absent) return 0;
+  if (S->expired == NULL && (r = expired_items(S))) return r;
   rg_key_index(pre, sizeof(pre), pl->prefix, pl->plen,
                (const uint8_t *)pl->tpre.p, pl->tpre.n, 0, 0);
-  if ((rc = rg_ixcur_open(&cur, S->txn, S->env))) return kv_fail(S, rc);
+  if ((rc = xcur_open(S, &cur, MX_MAIN))) return kv_fail(S, rc);
   rc = range_start(S, &cur, &k, &v, phase, pre, pn);
   while (rc == 0 && starts(&k, pre, pn) && ent_ok(pl->plen, &k) && !r) {
     size_t tn, gn, n, i;
@@ -2065,12 +2428,13 @@ static int src_walk (source *S, int phase) {
         if (!pl->wcomp && ent_past_route(pl, &k)) break;
       }
       else if (cut) {                /* the full values are in the items */
-        r = feed(S, (const uint8_t *)v.p, v.n, NULL, NULL, 0,
+        r = feed(S, (const uint8_t *)v.p, v.n, xcur_val(&cur), NULL, 0,
                  phase, 0, 1);
         if (r) break;
       }
       /* the reference's hash bits only nominate: the item key decides */
-      else if (in_route(pl, (const uint8_t *)v.p, v.n)) count++;
+      else if (in_route(pl, (const uint8_t *)v.p, v.n) && !is_expired(S, &v))
+        count++;
       rc = ix_get(&cur, &k, &v, RG_IX_NEXT);
     }
     if (r || (rc && rc != RG_NOTFOUND)) break;
@@ -2096,9 +2460,197 @@ static int src_walk (source *S, int phase) {
       rc = an ? seek(&cur, key, an, &k, &v) : RG_NOTFOUND;
     }
   }
-  rg_ixcur_close(&cur);
+  xcur_close(&cur);
   if (r) return r;
   if (rc && rc != RG_NOTFOUND) return kv_fail(S, rc);
+  return 0;
+}
+
+/*
+** The entries of a small partition, built in memory from its items.
+*/
+/* Is path p's first segment a computed property (its values are not in
+** the items' text)? */
+static int computed_path (const rg_cspec *spec, const char *const *seg,
+                          int n) {
+  int i;
+  for (i = 0; i < spec->ncp && n > 0; i++)
+    if (strcmp(spec->cp[i].name, seg[0]) == 0) return 1;
+  return 0;
+}
+
+/* When may the plan's entries be built from the items of its partition?
+** A range, an ordered read or a walk (an equality seeks the partition's
+** own entries at once) routed to a logical partition of at most `max`
+** items, on an index of stored paths: once the stored index has been read
+** (seeks and entries) twice as many times as the partition has items, it
+** is likely to be read much longer, stepping over other partitions'
+** entries.  0: never. */
+static uint64_t switch_point (planner *P, const plan *pl, long max) {
+  const rg_cspec *spec = P->spec;
+  uint64_t n;
+  int i;
+  if (pl->routed != R_PARTITION || pl->absent ||
+      (pl->src != SRC_RANGE && pl->src != SRC_WALK) || !spec->automatic)
+    return 0;
+  if (spec->ncp) {
+    if (pl->comp) {
+      for (i = 0; i < pl->comp->n; i++)
+        if (computed_path(spec, pl->comp->path[i].seg, pl->comp->path[i].n))
+          return 0;
+    }
+    else if (computed_path(spec, pl->ipath.seg, pl->ipath.n)) return 0;
+    if (pl->uphase && computed_path(spec, pl->upath.seg, pl->upath.n))
+      return 0;
+  }
+  if (max == 0) max = RG_MEMORY_ITEMS;
+  if (max < 0 || (n = partition_items(P, &pl->lp)) > (uint64_t)max) return 0;
+  return 2 * n + 16;
+}
+
+/* Adds the entry prefix | term | reference of the item (key ik, stored
+** value val, seq) to m; the key is made in arena a. */
+static int mem_add (memix *m, rg_arena *a, const uint8_t *pre, size_t pn,
+                    const uint8_t *term, size_t tn, const rg_val *ik,
+                    const rg_val *val, uint32_t seq) {
+  uint8_t *key;
+  mentry *me;
+  if (m->n == m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    mentry *ne = (mentry *)realloc(m->e, cap * sizeof(mentry));
+    if (ne == NULL) return -1;
+    m->e = ne;
+    m->cap = cap;
+  }
+  if ((key = (uint8_t *)rg_arena_alloc(a, pn + tn + RG_REF_SIZE)) == NULL)
+    return -1;
+  memcpy(key, pre, pn);
+  if (tn) memcpy(key + pn, term, tn);
+  rg_ref_put(key + pn + tn, rg_get_u64((const uint8_t *)ik->p + 4), seq);
+  me = &m->e[m->n++];
+  me->key = key;
+  me->n = pn + tn + RG_REF_SIZE;
+  me->ikey = (const uint8_t *)ik->p;
+  me->ikn = ik->n;
+  me->val = *val;
+  return 0;
+}
+
+static int mentry_cmp (const void *a, const void *b) {
+  const mentry *x = (const mentry *)a, *y = (const mentry *)b;
+  return bytes_cmp(x->key, x->n, y->key, y->n);
+}
+
+static int ushape_has (const plan *pl, uint64_t h) {
+  return u64_has(pl->ushape, (size_t)pl->nushape, h);
+}
+
+/* The terms item text `t` gives the plan's index into *out: 1, 0 when it
+** has no entry there, -1 when the text is not JSON or out of memory. */
+static int item_terms (const plan *pl, rg_tape *tape, rg_arena *a,
+                       const char *t, size_t n, rg_buf *out) {
+  const char *const *seg[8];
+  int nseg[8], i;
+  if (pl->comp) {
+    for (i = 0; i < pl->comp->n; i++) {
+      seg[i] = pl->comp->path[i].seg;
+      nseg[i] = pl->comp->path[i].n;
+    }
+    return rg_qdoc_terms(tape, a, t, n, seg, nseg, pl->comp->desc,
+                         pl->comp->n, rg_composite_limit(pl->comp), out);
+  }
+  seg[0] = pl->ipath.seg;
+  nseg[0] = pl->ipath.n;
+  return rg_qdoc_terms(tape, a, t, n, seg, nseg, NULL, 1, RG_TERM_MAX, out);
+}
+
+/* Builds, from the items of the routed partition, the entries the plan
+** reads (its index's, and the shape entries of its undefined items), in
+** the order of the stored index: every item of the partition, expired or
+** not, has there the entries the write path gave it. */
+static int build_partition (source *S, rg_err *e) {
+  const plan *pl = S->pl;
+  int shapes = pl->uphase && !pl->uscan && pl->nushape > 0;
+  int wide = shapes && pl->ushape[0] == 0;   /* may lack anything */
+  int same = pl->comp == NULL && same_path(&pl->ipath, &pl->upath);
+  rg_arena *a = S->arena;
+  rg_tape tape;
+  rg_arena docmem;
+  rg_buf terms;
+  rg_cur *cur;
+  rg_val k, v;
+  int rc, r = 0;
+  memset(&tape, 0, sizeof(tape));
+  rg_arena_init(&docmem);
+  rg_buf_init(&terms);
+  if ((rc = rg_cur_open(S->txn, RG_DB_ITEMS, &cur)))
+    return rg_kv_fail(e, rc, "query");
+  k.p = (void *)pl->rkey;
+  k.n = pl->rklen;
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  while (rc == 0 && starts(&k, pl->rkey, pl->rklen) && r == 0) {
+    rg_ihdr h;
+    const char *text;
+    size_t tn;
+    int has;
+    S->xw->loaded++;
+    if (rg_ihdr_get(v.p, v.n, &h, &text, &tn)) {
+      r = rg_fail(e, 500, "corrupt item record");
+      break;
+    }
+    rg_arena_reset(&docmem);
+    terms.n = 0;
+    if ((has = item_terms(pl, &tape, &docmem, text, tn, &terms)) < 0) {
+      r = rg_fail(e, 500, terms.oom ? "out of memory"
+                                       : "corrupt item record");
+      break;
+    }
+    if (has && mem_add(&S->mem[MX_MAIN], a, pl->prefix, pl->plen,
+                       (const uint8_t *)terms.p, terms.n, &k, &v, h.seq)) {
+      r = rg_fail(e, 500, "out of memory");
+      break;
+    }
+    if (shapes) {                    /* its shape, if it may be a lacking one */
+      int lacks = same ? !has : 0;
+      if (!same) {
+        const char *const *seg[1];
+        int nseg[1];
+        seg[0] = pl->upath.seg;
+        nseg[0] = pl->upath.n;
+        terms.n = 0;
+        lacks = rg_qdoc_terms(&tape, &docmem, text, tn, seg, nseg, NULL, 1,
+                              RG_TERM_MAX, &terms) == 0;
+      }
+      if (lacks || wide) {
+        cJSON *doc = NULL;
+        uint64_t sh = 0;
+        uint8_t st[RG_SHAPE_TERM];
+        if ((r = rg_json_parse(text, tn, &doc, e)) ||
+            (r = rg_index_shape(S->txn, S->env, S->spec, doc, &sh, e))) {
+          cJSON_Delete(doc);
+          break;
+        }
+        cJSON_Delete(doc);
+        rg_term_shape(st, sh);
+        if (ushape_has(pl, sh) &&
+            mem_add(&S->mem[MX_SHAPES], a, pl->sprefix, pl->splen, st,
+                    RG_SHAPE_TERM, &k, &v, h.seq)) {
+          r = rg_fail(e, 500, "out of memory");
+          break;
+        }
+      }
+    }
+    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
+  }
+  rg_cur_close(cur);
+  rg_tape_free(&tape);
+  rg_arena_free(&docmem);
+  rg_buf_free(&terms);
+  if (r) return r;
+  if (rc && rc != RG_NOTFOUND) return rg_kv_fail(e, rc, "query");
+  for (rc = 0; rc < 2; rc++)
+    if (S->mem[rc].n > 1)
+      qsort(S->mem[rc].e, S->mem[rc].n, sizeof(mentry), mentry_cmp);
   return 0;
 }
 
@@ -2288,6 +2840,223 @@ static int src_vector (source *S) {
 /* }===================================================================== */
 
 
+/*
+** {=====================================================================
+** Full-text candidates
+** ======================================================================
+*/
+/* A scan's plan over the container (a routed one reads its partition)
+** whose WHERE holds a full-text condition on an indexed path, or that
+** ranks by FullTextScore with TOP (search.c chooses): the items the index
+** names, fed as the scan feeds them. */
+static int plan_text (planner *P, plan *pl, int local, int64_t now,
+                      rg_err *e) {
+  const rg_qblock *m = P->m;
+  int r;
+  size_t want = 0;
+  if (pl->src != SRC_SCAN || pl->routed != R_NONE) return 0;
+  r = rg_ftindex_plan(P->txn, P->spec, P->q, P->params, P->conj, P->nconj,
+                      P->mem, &pl->ftw, e);
+  if (r < 0) return -r;
+  pl->ftwhere = r;
+  if (m->rank && m->norder == 1 && !local && !m->ngroup && !m->naggs &&
+      !m->distinct && (m->top >= 0 || m->limit >= 0)) {
+    int64_t top = count_value(P, m->top >= 0 ? m->top : m->limit), off = 0;
+    if (m->offset >= 0) off = count_value(P, m->offset);
+    if (top >= 0 && off >= 0 && top + off > 0) {
+      r = rg_ftindex_rank_plan(P->txn, P->spec, P->q, P->params,
+                               m->order[0].expr, now, P->mem, &pl->ft, e);
+      if (r < 0) return -r;
+      if (r == 1) want = (size_t)(top + off);
+    }
+  }
+  if (want && pl->ftwhere) {         /* few candidates: score them all */
+    rg_work w;
+    uint64_t n;
+    memset(&w, 0, sizeof(w));
+    if ((r = rg_ftindex_estimate(P->txn, &pl->ftw, &n, &w, e))) return r;
+    if (n <= 64 * (uint64_t)want + 256) want = 0;
+  }
+  if (want && pl->ftwhere && pl->ftw.t.all && pl->ftw.fp == pl->ft.fp) {
+    int i, j, sub = 1;                /* every row that can pass holds all
+                                         the score's terms: rank those */
+    for (i = 0; i < pl->ft.t.n && sub; i++) {
+      for (j = 0; j < pl->ftw.t.n; j++)
+        if (pl->ftw.t.len[j] == pl->ft.t.len[i] &&
+            memcmp(pl->ftw.t.t[j], pl->ft.t.t[i], pl->ft.t.len[i]) == 0)
+          break;
+      sub = j < pl->ftw.t.n;
+    }
+    pl->ft.t.all = sub;
+  }
+  if (want || pl->ftwhere) {
+    pl->src = SRC_TEXT;
+    pl->ftwant = want;
+  }
+  return 0;
+}
+
+/* Feeds the items of n seqs in key order (a scan's order and positions,
+** from where the previous page ended).  0, 1 (stop), or a status. */
+static int feed_seqs (source *S, const uint32_t *seqs, size_t n) {
+  size_t i, nk = 0;
+  size_t *off = NULL;
+  tslice *keys = NULL;
+  rg_buf b;
+  int rc, r = 0;
+  rg_buf_init(&b);
+  if (n && ((off = (size_t *)malloc(n * sizeof(size_t))) == NULL ||
+            (keys = (tslice *)malloc(n * sizeof(tslice))) == NULL)) {
+    r = rg_fail(S->e, 500, "out of memory");
+    goto done;
+  }
+  for (i = 0; i < n; i++) {
+    rg_val ik;
+    rc = rg_ref_item(S->txn, S->env, seqs[i], &ik);
+    if (rc == RG_NOTFOUND) continue;
+    if (rc) { r = kv_fail(S, rc); goto done; }
+    off[nk] = b.n;
+    keys[nk++].n = ik.n;
+    rg_buf_add(&b, ik.p, ik.n);
+  }
+  if (b.oom) { r = rg_fail(S->e, 500, "out of memory"); goto done; }
+  for (i = 0; i < nk; i++) keys[i].p = b.p + off[i];
+  if (nk) qsort(keys, nk, sizeof(tslice), tslice_cmp);
+  for (i = 0; i < nk && r == 0; i++) {
+    if (S->resumed && S->rphase == 0) {
+      tslice at;
+      at.p = (const char *)S->rpos;
+      at.n = S->rposlen;
+      if (tslice_cmp(&keys[i], &at) < 0) continue;
+    }
+    r = feed(S, (const uint8_t *)keys[i].p, keys[i].n, NULL,
+             (const uint8_t *)keys[i].p, keys[i].n, 0, 0, 1);
+  }
+done:
+  free(off);
+  free(keys);
+  rg_buf_free(&b);
+  return r;
+}
+
+static int u32_cmp (const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The items that can pass the WHERE but those fed (sorted seqs). */
+static int feed_candidates (source *S, const uint32_t *fed, size_t nfed) {
+  uint32_t *seqs = NULL;
+  size_t n = 0, i, m = 0;
+  int r;
+  if ((r = rg_ftindex_docs(S->txn, &S->pl->ftw, &seqs, &n, S->w, S->e)))
+    return r;
+  for (i = 0; i < n; i++)
+    if (!nfed || !bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), u32_cmp))
+      seqs[m++] = seqs[i];
+  r = feed_seqs(S, seqs, m);
+  free(seqs);
+  return r;
+}
+
+/* The items of the container but those fed (sorted seqs), in key order. */
+static int feed_rest (source *S, const uint32_t *fed, size_t nfed) {
+  uint8_t cid[4];
+  rg_cur *cur;
+  rg_val k, v;
+  int rc, r = 0;
+  size_t plen = rg_key_cid(cid, S->pl->cid);
+  if ((rc = rg_cur_open(S->txn, RG_DB_ITEMS, &cur))) return kv_fail(S, rc);
+  k.p = cid;
+  k.n = plen;
+  for (rc = rg_cur_get(cur, &k, &v, RG_SEEK); rc == 0 && starts(&k, cid, plen);
+       rc = rg_cur_get(cur, &k, &v, RG_NEXT)) {
+    rg_ihdr h;
+    const char *json;
+    size_t jn;
+    if (rg_ihdr_get(v.p, v.n, &h, &json, &jn) == 0 && nfed &&
+        bsearch(&h.seq, fed, nfed, sizeof(uint32_t), u32_cmp))
+      continue;
+    if ((r = feed(S, (const uint8_t *)k.p, k.n, &v, (const uint8_t *)k.p,
+                  k.n, 0, 0, 1)))
+      break;
+  }
+  rg_cur_close(cur);
+  if (r) return r;
+  return rc && rc != RG_NOTFOUND ? kv_fail(S, rc) : 0;
+}
+
+/* ORDER BY RANK: the index's best items by the query's own score, in
+** rounds (the rows wanted, then four times as many while the WHERE leaves
+** too few).  Each round feeds the items scoring above its last one (all
+** of them, ties included, rank above every item not fed), and once the
+** index has no more, the rest of the container (scores 0 and none). */
+static int src_rank (source *S) {
+  size_t want = S->pl->ftwant, ask = want, nfed = 0, i, m;
+  uint32_t *fed = NULL, *seqs = NULL, *batch = NULL;
+  double *scores = NULL;
+  size_t n = 0;
+  int r = 0;
+  for (;;) {
+    uint32_t *nf;
+    int done;
+    if ((r = rg_ftindex_topk(S->txn, &S->pl->ft, ask, &seqs, &scores, &n,
+                             S->w, S->e)))
+      break;
+    done = n < ask;
+    if ((batch = (uint32_t *)malloc((n ? n : 1) * sizeof(uint32_t))) ==
+        NULL ||
+        (nf = (uint32_t *)realloc(fed, (nfed + n + 1) * sizeof(uint32_t))) ==
+        NULL) {
+      r = rg_fail(S->e, 500, "out of memory");
+      break;
+    }
+    fed = nf;
+    for (i = m = 0; i < n; i++) {
+      if (!done && scores[i] <= scores[n - 1]) break;
+      if (nfed && bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), u32_cmp))
+        continue;
+      batch[m++] = seqs[i];
+    }
+    if ((r = feed_seqs(S, batch, m))) break;
+    memcpy(fed + nfed, batch, m * sizeof(uint32_t));
+    nfed += m;
+    qsort(fed, nfed, sizeof(uint32_t), u32_cmp);
+    free(batch);
+    free(seqs);
+    free(scores);
+    batch = seqs = NULL;
+    scores = NULL;
+    if (rg_qexec_passed(S->x) >= want) break;
+    if (done) {
+      r = S->pl->ftwhere ? feed_candidates(S, fed, nfed)
+                         : feed_rest(S, fed, nfed);
+      break;
+    }
+    ask *= 4;
+  }
+  free(batch);
+  free(seqs);
+  free(scores);
+  free(fed);
+  return r;
+}
+
+/* The candidates of a WHERE's full-text condition, or the ranking's. */
+static int src_text (source *S) {
+  uint32_t *seqs = NULL;
+  size_t n = 0;
+  int r;
+  if (S->pl->ftwant) return src_rank(S);
+  if ((r = rg_ftindex_docs(S->txn, &S->pl->ftw, &seqs, &n, S->w, S->e)))
+    return r;
+  r = feed_seqs(S, seqs, n);
+  free(seqs);
+  return r;
+}
+/* }===================================================================== */
+
+
 static int run (source *S) {
   const plan *pl = S->pl;
   int r = 0;
@@ -2296,6 +3065,7 @@ static int run (source *S) {
     case SRC_SCAN: return scan_route(S, 0, 0, 0);
     case SRC_TERMS: return src_terms(S);
     case SRC_VECTOR: return src_vector(S);
+    case SRC_TEXT: return src_text(S);
     default: {
       int (*main) (source *, int) = pl->src == SRC_WALK ? src_walk
                                                          : src_range;
@@ -2413,25 +3183,34 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   P.mem = &st.mem;
   P.txn = txn;
   P.env = c->env;
-  P.force_small = -1;
   P.e = e;
   st.pl.cid = c->spec->cid;
   if (rq->continuation) {            /* the token's context is checked once
                                         the routing is known, below */
     int mode, phase;
+    const uint8_t *pos;
+    size_t poslen;
     rg_buf peek;
     rg_buf_init(&peek);
     if (rg_token_open(NULL, RG_TOKEN_QUERY, 0, rq->continuation,
                       rq->contlen, &peek, NULL) == 0 &&
-        rg_qexec_peek((const uint8_t *)peek.p, peek.n, &mode, &phase) == 0) {
-      P.force_small = (phase & PH_SMALL) != 0;
+        rg_qexec_peek((const uint8_t *)peek.p, peek.n, &mode, &phase, &pos,
+                      &poslen) == 0) {
       P.force_sort = mode == RG_QX_SORT;
+      if (mode == RG_QX_STREAM && poslen &&
+          (P.rpos = (const uint8_t *)rg_arena_dup(&st.mem, (const char *)pos,
+                                                  poslen)) != NULL)
+        P.rposlen = poslen;
     }
     rg_buf_free(&peek);
   }
   if ((rc = make_plan(&P, rq, &st.pl, e))) goto done;
   if (P.status) { rc = P.status; goto done; }   /* the path dictionary */
   if (c->spec->nvix && (rc = plan_vector(&P, &st.pl, e))) goto done;
+  if (c->spec->ft &&
+      (rc = plan_text(&P, &st.pl, rq->fts_local &&
+                      st.pl.routed == R_PARTITION, now, e)))
+    goto done;
   if (rq->admit &&                   /* a prefix's hash names its range */
       (rc = rq->admit(rq->admit_ud, st.pl.routed != R_NONE, st.pl.rhash, e)))
     goto done;
@@ -2476,6 +3255,7 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   S.pl = &st.pl;
   S.x = st.x;
   S.w = &r->work;
+  S.xw = &r->done;
   S.now = now;
   S.e = e;
   S.text = rg_qexec_needs_text(st.x);
@@ -2483,10 +3263,19 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   rg_buf_init(&S.doc);
   S.resumed = rg_qexec_resume(st.x, &S.rphase, &S.rpos, &S.rposlen,
                               &S.rokey, &S.roklen);
-  S.rphase &= ~PH_SMALL;
+  S.rphase &= PH_OLD;
+  S.past = S.resumed && rg_qexec_resume_past(st.x);
   if (S.resumed && st.pl.src == SRC_TERMS && S.rposlen == 0)
     rc = bad_token(e);
-  else rc = run(&S);
+  else {
+    S.spec = c->spec;
+    S.arena = &st.mem;
+    S.switch_at = switch_point(&P, &st.pl, rq->memory_items);
+    rc = run(&S);
+    r->inmem = S.inmem;
+  }
+  mem_free(&S);
+  free(S.expired);
   if (S.items) rg_cur_close(S.items);
   if (S.probe) rg_cur_close(S.probe);
   rg_buf_free(&S.okey);

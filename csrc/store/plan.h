@@ -47,6 +47,11 @@ typedef struct rg_query_req {
   ** returns (429) ends the query with nothing read */
   int (*admit) (void *ud, int routed, uint64_t hash, rg_err *e);
   void *admit_ud;
+  /* the executor's choice, never the plan's: a routed logical partition
+  ** of at most this many items has the entries a range, an ordered read
+  ** or a walk reads built in memory from its items (0: RG_MEMORY_ITEMS;
+  ** negative: never) */
+  long memory_items;
   /* the CPU time the query may take (408 beyond), or NULL: no limit */
   rg_deadline *deadline;
   /* FullTextScore's statistics over the routed logical partition only
@@ -54,11 +59,20 @@ typedef struct rg_query_req {
   int fts_local;
 } rg_query_req;
 
+#define RG_MEMORY_ITEMS 256
+
 typedef struct rg_query_res {
   rg_buf rows;                 /* the page: JSON text of an array */
   size_t count;                /* results in the page */
   rg_buf continuation;         /* empty when no results remain */
-  rg_work work;                /* partitions, lookups, loaded, ... */
+  rg_work work;                /* the plan's work, what it is charged:
+                                  partitions, lookups, loaded, ... */
+  /* what the executor did to carry the plan out: items read from storage
+  ** (loaded), seeks of the stored index (lookups) and entries read from it
+  ** (scanned); `inmem` when the routed partition's entries were built in
+  ** memory from its items instead */
+  rg_work done;
+  int inmem;
   int cross_partition;
   rg_buf offsets;              /* size_t pairs: where each row's text is */
   uint64_t made;               /* documents read plus rows made */

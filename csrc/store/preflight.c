@@ -193,6 +193,7 @@ int rg_preflight_log (const char *path, int readonly, rg_err *e) {
 
 int rg_preflight_map (const char *path, rg_err *e) {
   char what[320];
+  struct stat st;
   uint64_t size = 0, need;
   rg_meta m[2];
   int fd, best, i;
@@ -201,6 +202,11 @@ int rg_preflight_map (const char *path, rg_err *e) {
     return 0;                        /* a new database: LMDB makes it */
   }
   best = rg_meta_read(fd, size, m);
+  /* The size is taken again after the metas: another process may have
+  ** committed between the two reads, and a writer extends the file
+  ** before it writes the meta that names the new pages (the file only
+  ** grows), so the size read now covers every page the metas name. */
+  if (best >= 0 && fstat(fd, &st) == 0) size = (uint64_t)st.st_size;
   close(fd);
   if (best < 0) return bad_meta(e, path, m);
   need = (m[best].last_pg + 1) * m[best].psize;

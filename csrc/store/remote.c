@@ -51,7 +51,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/json.h"
-#include "store/container.h"
+#include "base/limits.h"
 #include "store/layout.h"
 #include "store/remote.h"
 
@@ -358,36 +358,36 @@ static int nparts_of (rg_remote *r, uint32_t cid) {
   return 0;
 }
 
-/* Learns a container's partitions from its stored spec's text. */
+/* Learns a container's partitions from its stored spec's text: the one
+** field of it that places keys.  container.c checked the spec before it
+** was stored (rg_cspec_build); a spec without the field has one. */
 static void learn_spec (rg_remote *r, const uint8_t *k, size_t kn,
                         const uint8_t *v, size_t vn) {
   cJSON *j = NULL;
-  rg_cspec *s = NULL;
+  const cJSON *p;
   uint32_t cid;
+  int nparts = 1;
   size_t i;
   rg_err e;
   if (kn != 5 || k[0] != RG_MK_SPEC || v == NULL) return;
   cid = rg_get_u32(k + 1);
-  if (rg_json_parse((const char *)v, vn, &j, &e) == 0 &&
-      rg_cspec_build(j, cid, &s, &e) == 0) {
-    for (i = 0; i < r->nspecs; i++)
-      if (r->specs[i].cid == cid) { r->specs[i].nparts = s->nparts; break; }
-    if (i == r->nspecs) {
-      if (r->nspecs == r->capspecs) {
-        size_t cap = r->capspecs ? r->capspecs * 2 : 16;
-        spec *a = (spec *)realloc(r->specs, cap * sizeof(spec));
-        if (a == NULL) r->nomem = 1;
-        else { r->specs = a; r->capspecs = cap; }
-      }
-      if (r->nspecs < r->capspecs) {
-        r->specs[r->nspecs].cid = cid;
-        r->specs[r->nspecs].nparts = s->nparts;
-        r->nspecs++;
-      }
-    }
-  }
-  rg_cspec_free(s);
+  if (rg_json_parse((const char *)v, vn, &j, &e)) return;
+  p = cJSON_GetObjectItemCaseSensitive(j, "physical_partitions");
+  if (cJSON_IsNumber(p)) nparts = (int)p->valuedouble;
   cJSON_Delete(j);
+  if (nparts < 1 || nparts > RG_MAX_PARTITIONS) return;
+  for (i = 0; i < r->nspecs; i++)
+    if (r->specs[i].cid == cid) { r->specs[i].nparts = nparts; return; }
+  if (r->nspecs == r->capspecs) {
+    size_t cap = r->capspecs ? r->capspecs * 2 : 16;
+    spec *a = (spec *)realloc(r->specs, cap * sizeof(spec));
+    if (a == NULL) { r->nomem = 1; return; }
+    r->specs = a;
+    r->capspecs = cap;
+  }
+  r->specs[r->nspecs].cid = cid;
+  r->specs[r->nspecs].nparts = nparts;
+  r->nspecs++;
 }
 
 static tplace *tplace_of (rg_remote *r, int tb, uint32_t place) {

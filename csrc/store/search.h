@@ -10,8 +10,10 @@
 **
 ** The statistics of BM25 (documents with text at a path, their terms,
 ** each term's document frequency) are read, for each FullTextScore of a
-** query, by one pass over the items of the container, or of the routed
-** logical partition when the request asks for that scope.  Every item the
+** query, from the path's full-text index when it has one and the scope is
+** the container's (and no item has expired unpurged), otherwise by one
+** pass over the items of the container, or of the routed logical
+** partition when the request asks for that scope.  Every item the
 ** pass reads is counted in the query's work (it is charged like the
 ** query's own reads, and `info` shows it), and the pass ends with the
 ** query's 408 when the query's CPU time limit passes during it.
@@ -25,6 +27,7 @@
 #include "sql/sql.h"
 #include "store/container.h"
 #include "store/kv.h"
+#include "store/scope.h"
 
 typedef struct rg_ftpath {
   char *path;                       /* "/text" */
@@ -50,6 +53,81 @@ void rg_ftpolicy_free (struct rg_ftpolicy *p);
 /* The language of a path under the policy (NULL: its default); en-US
 ** without a policy. */
 int  rg_ftpolicy_lang (const rg_cspec *s, const char *path, size_t n);
+
+/*
+** The full-text indexes in the store (the `fulltext` table, ftindex.h's
+** layout under the prefix cid | index id): one per path the indexes
+** name, holding every item whose value at the path is a string (the
+** documents a scan's statistics count), analyzed in the path's language.
+** The id hashes the path and its language, so that a policy giving the
+** path another language makes another index.  Invariant: an index holds
+** exactly the texts of the container's stored items (rg_ftup keeps it in
+** every write's scope, db:verify checks it).
+*/
+uint32_t rg_ftindex_id (const rg_ftpath *p);
+/* The path's index (NULL: none), for a language (-1: any). */
+const rg_ftpath *rg_ftindex_of (const rg_cspec *s, const char *path,
+                                size_t n, int lang);
+
+/* Upkeep: one batch of changes, each item's old and new version (either
+** NULL), flushed at rg_ftup_end (which frees u, also after a failure).
+** rg_ftindex_update is one change.  0, or a status (the scope failed). */
+typedef struct rg_ftup rg_ftup;
+int  rg_ftup_begin (rg_ftup **u, rg_scope *s, const rg_cspec *c, rg_err *e);
+int  rg_ftup_item (rg_ftup *u, uint32_t seq, const cJSON *old,
+                   const cJSON *neu, rg_err *e);
+int  rg_ftup_end (rg_ftup *u, rg_err *e);
+int  rg_ftindex_update (rg_scope *s, const rg_cspec *c, uint32_t seq,
+                        const cJSON *old, const cJSON *neu, rg_err *e);
+/* A container's replace (write.c's rebuild): the indexes of `from` that
+** `to` lacks are removed at once, those `to` gains are built from the
+** items. */
+int  rg_ftindex_replace (rg_scope *s, const rg_cspec *from,
+                         const rg_cspec *to, rg_err *e);
+/* db:verify: each index's own invariants (rg_fti_verify), its documents
+** against `docs[i]` (the items holding text at the i-th path of the
+** policy, which verify counts with rg_ftindex_count), and no stray record
+** of the container in the table.  Problems are appended to report and
+** counted. */
+int  rg_ftindex_count (const rg_cspec *s, const cJSON *doc, uint64_t *docs);
+int  rg_ftindex_verify (rg_txn *txn, const rg_cspec *s, const uint64_t *docs,
+                        rg_buf *report);
+
+/*
+** Queries.  rg_ftindex_plan finds, among a WHERE's conjuncts, a full-text
+** condition (FullTextContains, All, Any: rg_qfts_terms) on a path whose
+** index is built: 1 and *out, or 0.  rg_ftindex_docs gives the seqs of
+** the items that can pass it (ascending, malloc'd), counting the index
+** records read in w->text_read.  0, or a status.
+*/
+typedef struct rg_ftplan {
+  const rg_cspec *spec;
+  const rg_ftpath *fp;
+  rg_qftterms t;
+} rg_ftplan;
+int rg_ftindex_plan (rg_txn *txn, const rg_cspec *spec, const rg_query *q,
+                     const rg_qv *params, const int32_t *conj, int nconj,
+                     rg_arena *mem, rg_ftplan *out, rg_err *e);
+int rg_ftindex_docs (rg_txn *txn, const rg_ftplan *p,
+                     uint32_t **seqs, size_t *n, rg_work *w, rg_err *e);
+/* How many items rg_ftindex_docs would give at most (the smallest
+** document frequency of All's terms, the sum of Any's): 0, or a status. */
+int rg_ftindex_estimate (rg_txn *txn, const rg_ftplan *p, uint64_t *n,
+                         rg_work *w, rg_err *e);
+/* ORDER BY RANK FullTextScore(path, ...) over a path whose index is built,
+** when the query's statistics are the index's (the container's scope, no
+** item expired unpurged at `now`): 1 and *out, or 0.  rg_ftindex_topk
+** gives the best k items by the score the query computes, best first
+** (seqs and scores, malloc'd; fewer than k: every item with a score above
+** 0), among those holding all the terms when p->t.all is set (the
+** planner sets it when the WHERE requires them all).  0, or a status. */
+int rg_ftindex_rank_plan (rg_txn *txn, const rg_cspec *spec,
+                          const rg_query *q, const rg_qv *params,
+                          int32_t call, int64_t now, rg_arena *mem,
+                          rg_ftplan *out, rg_err *e);
+int rg_ftindex_topk (rg_txn *txn, const rg_ftplan *p, size_t k,
+                     uint32_t **seqs, double **scores, size_t *n,
+                     rg_work *w, rg_err *e);
 
 /* A query's source of full-text statistics: items under `prefix` (the
 ** container's or the route's), read in `txn`, counted in `w`. */

@@ -303,8 +303,12 @@ static void rates (const rg_tpset *set, int n, double *nspr,
 }
 
 /* Gives slot s the setting `set`, keeping each partition's balance (in
-** RU, at most the new bucket) so that a change takes effect at once: a
-** partition in debt owes what it owed, at the new rate. */
+** RU, at most the new bucket) so that a change takes effect at once.  A
+** raise grows the bucket, and its growth comes full, as a new budget's
+** does: each partition gains one second of the difference of the rates,
+** which pays the debt run up under the old budget (a raise large enough
+** admits the next request at once); a cut leaves a debt what it was, to
+** be paid at the new rate. */
 static void configure (rg_tpslot *s, const rg_tpset *set, uint64_t now,
                        int fresh) {
   double nspr, nspr_b;
@@ -316,8 +320,10 @@ static void configure (rg_tpslot *s, const rg_tpset *set, uint64_t now,
     /* a new budget holds one second of its rate (burst capacity builds up
     ** while idle), a changed one what it held */
     double cap = (double)window / nspr, bal = (double)NS / nspr, t;
-    if (!fresh && s->nspr > 0)
+    if (!fresh && s->nspr > 0) {
       bal = ((double)(now + s->window) - (double)LOAD(&p->tat)) / s->nspr;
+      if (nspr < s->nspr) bal += (double)NS / nspr - (double)NS / s->nspr;
+    }
     if (bal > cap) bal = cap;
     t = (double)(now + window) - bal * nspr;
     STORE(&p->tat, t < 0 ? 0 : (uint64_t)t);

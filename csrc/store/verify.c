@@ -34,6 +34,7 @@
 #include "store/index.h"
 #include "store/lease.h"
 #include "store/pagewalk.h"
+#include "store/search.h"
 #include "store/verify.h"
 #include "store/vindex.h"
 
@@ -206,6 +207,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
   rg_val k, d;
   uint8_t p[4];
   uint64_t items = 0, bytes = 0, nindex = 0, nunique = 0, nttl = 0, nlp = 0;
+  uint64_t ftdocs[RG_MAX_FT_PATHS] = { 0 };   /* texts of each indexed path */
   lpstat *lp = (lpstat *)calloc(1, sizeof(lpstat));
   int64_t since = 0;               /* the history starts there */
   int rc;
@@ -277,6 +279,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
     if (s->nvix)
       v->problems += rg_vindex_verify_item(v->txn, v->env, s, ih.seq, doc,
                                            &v->report);
+    rg_ftindex_count(s, doc, ftdocs);
     if (expiry) {
       uint8_t tk[RG_TTL_KEY];
       size_t tn = rg_key_ttl(tk, s->cid, expiry, rg_ikey_digest(ik.key,
@@ -338,6 +341,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
               "expected)", s->name, (unsigned long)nindex);
   }
   v->problems += rg_vindex_verify(v->txn, v->env, s, &v->report);
+  v->problems += rg_ftindex_verify(v->txn, s, ftdocs, &v->report);
   if (!s->all_versions && count_prefix(v, RG_DB_FEED, s->cid) != 0)
     problem(v, "container '%s' keeps no all-versions feed, but the feed "
             "table holds %lu records of it", s->name,

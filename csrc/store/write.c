@@ -39,6 +39,7 @@
 #include "store/feed.h"
 #include "store/hooks.h"
 #include "store/index.h"
+#include "store/search.h"
 #include "store/vindex.h"
 #include "store/write.h"
 
@@ -212,6 +213,8 @@ static int store (rg_scope *s, const rg_cont *c, const rg_ikey *k, item *old,
   }
   if ((rc = rg_index_update(s, spec, k, seq, old->doc, neu, e))) return rc;
   if (spec->nvix && (rc = rg_vindex_update(s, spec, seq, old->doc, neu, e)))
+    return rc;
+  if (spec->ft && (rc = rg_ftindex_update(s, spec, seq, old->doc, neu, e)))
     return rc;
   if (old->doc && old->expiry &&                /* TTL entries */
       (rc = rg_del(s, RG_DB_TTL, tk,
@@ -460,6 +463,7 @@ int rg_cont_rebuild (rg_scope *s, const rg_cont *c, const rg_cspec *from,
   size_t lens[REBUILD_CHUNK];
   int i, n, rc, more = 1;
   if (!reindex && !reexpire) return 0;
+  if (reindex && (rc = rg_ftindex_replace(s, from, c->spec, e))) return rc;
   lens[0] = rg_key_cid(prefix, c->spec->cid);
   memcpy(keys[0], prefix, lens[0]);
   n = 0;
@@ -1190,7 +1194,7 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
     b->later = a;
     b->cap = n;
   }
-  if (c->spec->nvix) memset(b->vseq, 0, n * sizeof(uint32_t));
+  if (c->spec->nvix || c->spec->ft) memset(b->vseq, 0, n * sizeof(uint32_t));
   for (i = 0; i < n && rc == 0; i++)
     if (items[i].status == 0)
       rc = bulk_one(b, i, &items[i], &b->text, &b->ikeys, e);
@@ -1201,6 +1205,14 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
                                                   one slot at a time */
     if (b->vseq[i])
       rc = rg_vindex_update(s, c->spec, b->vseq[i], NULL, items[i].doc, e);
+  if (rc == 0 && c->spec->ft) {       /* full-text indexes: one flush */
+    rg_ftup *u;
+    if ((rc = rg_ftup_begin(&u, s, c->spec, e)) == 0) {
+      for (i = 0; rc == 0 && u && i < n; i++)
+        if (b->vseq[i]) rc = rg_ftup_item(u, b->vseq[i], NULL, items[i].doc, e);
+      rc = rc ? (rg_ftup_end(u, NULL), rc) : rg_ftup_end(u, e);
+    }
+  }
   for (i = 0; rc == 0 && i < b->parts.cap; i++) {    /* statistics */
     bslot *ps = &b->parts.v[i];
     if (!ps->off || ps->a == 0) continue;

@@ -5,7 +5,8 @@
 --
 -- Two data sets of N items each (100,000 by default):
 --   items   4,000 logical partitions of 25 small items (8 physical
---           partitions); composite index (/tag, /score)
+--           partitions); composite indexes (/tag, /score) and (/tag,
+--           /score DESC)
 --   events  20 logical partitions of 5,000 (8 physical partitions);
 --           composite indexes (/pk, /t) and (/pk, /kind)
 -- and these requests, each returning its rows as Lua tables:
@@ -15,6 +16,9 @@
 --   two paths  an equality and a range on two paths, across partitions
 --   TOP asc    TOP 100 ... ORDER BY an indexed path, ascending
 --   TOP desc   the same, descending
+--   TOP 20 composite  tag = @t ORDER BY tag, score DESC: a composite index
+--           read in order across the partitions (loads 20)
+--   small range  a range of 6 rows in a logical partition of 25 items
 --   GROUP 1    GROUP BY with COUNT inside one partition of 5,000 items
 --   GROUP all  GROUP BY with COUNT across all 100,000 events
 -- SQLite gets a relational table per data set with the matching indexes
@@ -66,7 +70,8 @@ os.remove(dir)
 local db = assert(regolith.open(dir, { sync = "none", map_size = 256 * 2^20 }))
 local c = assert(db:create_container("items", { partition_key = "/pk",
   physical_partitions = 8,
-  indexing = { composite = { { { path = "/tag" }, { path = "/score" } } } } }))
+  indexing = { composite = { { { path = "/tag" }, { path = "/score" } },
+                             { { path = "/tag" }, { path = "/score", order = "descending" } } } } }))
 local ev = assert(db:create_container("events", { partition_key = "/pk",
   physical_partitions = 8,
   indexing = { composite = { { { path = "/pk" }, { path = "/t" } },
@@ -207,6 +212,17 @@ bench("fan-out, TOP 100 ORDER BY score DESC", 100,
   function() return c:query("SELECT TOP 100 * FROM c ORDER BY c.score DESC") end,
   function() return sqlite_rows("SELECT * FROM items ORDER BY score DESC LIMIT 100") end)
 
+bench("fan-out, TOP 20 ORDER BY tag, score DESC (composite)", 20,
+  function() return c:query("SELECT TOP 20 * FROM c WHERE c.tag = @t ORDER BY c.tag, c.score DESC",
+                            { t = "t7" }) end,
+  function() return sqlite_rows("SELECT * FROM items WHERE tag = 't7' ORDER BY tag, score DESC LIMIT 20") end)
+
+bench("one partition of 25, range, 6 rows", 6,
+  function(k) return c:query("SELECT * FROM c WHERE c.pk = @pk AND c.n >= @lo AND c.n < @hi",
+                             { pk = "p" .. k, lo = k + 10 * NPK, hi = k + 16 * NPK }) end,
+  function(k) return sqlite_rows(("SELECT * FROM items WHERE pk = 'p%d' AND n >= %d AND n < %d")
+                                 :format(k, k + 10 * NPK, k + 16 * NPK)) end)
+
 bench("GROUP BY in one partition of 5000", NKIND,
   function(k) return ev:query("SELECT c.kind, COUNT(1) AS n FROM c WHERE c.pk = @pk GROUP BY c.kind",
                               { pk = "e" .. (k % EPARTS) }) end,
@@ -217,10 +233,10 @@ bench("GROUP BY across " .. N .. " events", NKIND,
   function() return ev:query("SELECT c.kind, COUNT(1) AS n FROM c GROUP BY c.kind") end,
   function() return sqlite_rows("SELECT kind, COUNT(*) AS n FROM events GROUP BY kind") end)
 
-print(("%-42s %12s %12s %8s %8s %7s %6s"):format("request (median of " .. RUNS .. ")",
+print(("%-52s %12s %12s %8s %8s %7s %6s"):format("request (median of " .. RUNS .. ")",
   "regolith us", "SQLite us", "ratio", "RU", "loaded", "parts"))
 for _, r in ipairs(results) do
-  print(("%-42s %12.1f %12.1f %7.2fx %8.2f %7d %6d"):format(r.name, r.ours, r.theirs,
+  print(("%-52s %12.1f %12.1f %7.2fx %8.2f %7d %6d"):format(r.name, r.ours, r.theirs,
     r.theirs / r.ours, r.charge, r.loaded, r.partitions))
 end
 print("(ratio > 1: regolith is faster; os.clock CPU time)")

@@ -53,7 +53,8 @@ local STALE = "SELECT DISTINCT VALUE p.postId FROM p " ..
 -- The work the processors did: changes seen, and the charge of their feed
 -- reads and of the writes they made.
 function M.new_denorm()
-  return { changes = 0, charge = 0, users = 0, partitions = 0, copies = 0 }
+  return { changes = 0, charge = 0, users = 0, partitions = 0, copies = 0,
+           items = 0 }
 end
 
 -- Carries a user's username into every item of `posts` that carries

@@ -61,7 +61,8 @@ function M:copies_handler()
         local copy = common.short_post(post)
         local _, i1 = assert(users:upsert(copy))
         local _, i2 = assert(feed:upsert(copy, opts))
-        d.copies = d.copies + 1
+        d.copies = d.copies + 1         -- a post copied
+        d.items = d.items + 2           -- into two items
         d.charge = d.charge + i1.charge + i2.charge
       end
     end

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "store/ftindex.h"
+#include "store/layout.h"
 #include "memkv.h"
 
 static int failures = 0, checks = 0;
@@ -241,7 +242,10 @@ int main (void) {
     size_t i;
     int damaged = 0;
     for (i = 0; i < m.n && !damaged; i++)
-      if (m.e[i].k[0] == 'P') { m.e[i].v[0] ^= 1; damaged = 1; }
+      if (m.e[i].k[RG_FTEXT_HEAD - 1] == RG_FK_POSTINGS) {
+        m.e[i].v[0] ^= 1;
+        damaged = 1;
+      }
     CHECK(damaged);
     CHECK(rg_fti_verify(&kv, 7, &e) == 500);
   }
