@@ -187,6 +187,7 @@ struct rg_remote {
   size_t pending;
   int64_t now_ms;
   int64_t global_since;           /* the first global fetch still kept */
+  int kept;                       /* this call trusts them unchecked */
 };
 
 static const rg_kv_ops remote_ops;
@@ -1870,49 +1871,67 @@ void rg_remote_rerun (rg_remote *r) {
   r->sealed = 0;
 }
 
-void rg_remote_reset (rg_remote *r, int64_t now_ms, int64_t keep_ms) {
-  int tb, keep;
+/* What is known of the global place is kept from call to call (`keep`),
+** or, once the oldest of it is keep_ms old, its entries are kept as
+** guesses the call asks for again (what is known of its ranges goes).
+** `call`: a new call, which starts knowing nothing of the other places. */
+static void keep_global (rg_remote *r, int keep, int call) {
+  int tb;
   size_t i, j;
   uint32_t g = global_place(r), f = first_place(r);
-  rg_remote_rerun(r);
-  r->stand_in = 0;
-  r->now_ms = now_ms;
-  /* the global place's entries are kept together, or, once the oldest is
-     keep_ms old, kept as guesses the call asks for again (what is known
-     of its ranges goes) */
-  keep = r->global_since != 0 && now_ms - r->global_since < keep_ms;
   if (!keep) r->global_since = 0;
+  r->kept = keep;
   for (tb = 0; tb < RG_NDB; tb++) {
     table *t = &r->t[tb];
     spans *s = &r->cov[tb];
     for (i = j = 0; i < t->n; i++) {
       ent *e = t->v[i];
-      if ((e->place == g || e->place == f) && e->known) {
+      int global = e->place == g || e->place == f;
+      if (global && e->known) {
         if (!keep) e->stale = 1;
         t->v[j++] = e;
       }
+      else if (!global && !call) t->v[j++] = e;
       else ent_free(e);
     }
     t->n = j;
     for (i = j = 0; i < s->n; i++) {
-      if (keep && (s->v[i].place == g || s->v[i].place == f))
-        s->v[j++] = s->v[i];
+      int global = s->v[i].place == g || s->v[i].place == f;
+      if (global ? keep : !call) s->v[j++] = s->v[i];
       else { free(s->v[i].lo); free(s->v[i].hi); }
     }
     s->n = j;
   }
   for (i = j = 0; i < r->ntp; i++) {
-    if (keep && (r->tp[i].place == g || r->tp[i].place == f)) {
+    int global = r->tp[i].place == g || r->tp[i].place == f;
+    if (global ? keep : !call) {
       r->tp[j] = r->tp[i];
-      r->tp[j++].fetches = 0;
+      if (call) r->tp[j].fetches = 0;
+      j++;
     }
   }
   r->ntp = j;
 }
 
+void rg_remote_reset (rg_remote *r, int64_t now_ms, int64_t keep_ms) {
+  rg_remote_rerun(r);
+  r->stand_in = 0;
+  r->now_ms = now_ms;
+  keep_global(r, r->global_since != 0 && now_ms - r->global_since < keep_ms,
+              1);
+}
+
 int rg_remote_state (rg_remote *r) {
   size_t i;
   if (!r->sealed && seal(r)) r->nomem = 1;
+  if (r->nparts && r->kept) {
+    /* a write set made from global entries trusted unchecked (kept from
+       an earlier call): its commit could not check them in the places it
+       writes; the run goes again, asking for what it reads of them */
+    rg_remote_rerun(r);
+    keep_global(r, 0, 0);
+    return RG_REMOTE_FETCH;
+  }
   if (r->nparts && r->pending && !r->refused) {
     /* reads the commit cannot check are fetched first; and all of them
        when it writes to several places (besides the first half), applied

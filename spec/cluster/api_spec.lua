@@ -106,6 +106,18 @@ describe("cluster database", function()
     other:close()
   end)
 
+  it("writes by the catalog as it is, even where a handle trusts what it fetched (meta_refresh)", function()
+    local trusting = assert(regolith.open(url, { meta_refresh = 60 }))
+    local tc = assert(trusting:container("c"))
+    assert(tc:create({ id = "a", pk = "p" }))      -- the catalog fetched, kept
+    assert(c:create_trigger("stamp", { type = "pre", automatic = true, source = [[
+      return function(ctx) local d = ctx:body(); d.stamped = true; ctx:set_body(d) end]] }))
+    assert(tc:create({ id = "b", pk = "p" }))      -- the new trigger runs
+    assert.is_true(assert(c:read("b", "p")).stamped)
+    assert.is_true(tc:read("b", "p").stamped)     -- reads may trust it
+    trusting:close()
+  end)
+
   it("finds what is damaged in Redis with verify", function()
     assert(c:create({ id = "a", pk = "p", n = 1 }))
     assert(c:create({ id = "b", pk = "p", n = 2 }))
