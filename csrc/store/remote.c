@@ -640,11 +640,7 @@ static void need_range (rg_remote *r, int tb, uint32_t p, const uint8_t *k,
   uint32_t limit = FIRST_RANGE;
   const uint8_t *end = NULL;
   size_t endn = 0;
-  int to_end;
-  if (tp) {
-    uint32_t i;
-    for (i = 0; i < tp->fetches && limit < MAX_RANGE; i++) limit *= 4;
-  }
+  int to_end, walk = 0;
   memset(&n, 0, sizeof(n));
   n.pl = r->places[p];
   n.tb = tb;
@@ -658,6 +654,11 @@ static void need_range (rg_remote *r, int tb, uint32_t p, const uint8_t *k,
     n.k = end;                         /* what is known already is not asked */
     n.kn = endn;
     n.after = 1;
+    walk = 1;
+  }
+  if ((walk || back) && tp) {          /* a walk going on: more each time */
+    uint32_t i;                        /* (a seek elsewhere: FIRST_RANGE) */
+    for (i = 0; i < tp->fetches && n.limit < MAX_RANGE; i++) n.limit *= 4;
   }
   need_add(r, &n);
 }
