@@ -492,8 +492,10 @@ int rg_key_place (int tb, const uint8_t *k, size_t kn, const uint8_t *dup,
         out->cid = rg_get_u32(k + 1);
         out->stats = 1;
       }
-      else if (kn == sizeof(RG_META_LSN) - 1 &&
-               memcmp(k, RG_META_LSN, kn) == 0)
+      else if ((kn == sizeof(RG_META_LSN) - 1 &&
+                memcmp(k, RG_META_LSN, kn) == 0) ||
+               (kn == sizeof(RG_META_EPOCH) - 1 &&
+                memcmp(k, RG_META_EPOCH, kn) == 0))
         out->kind = RG_KP_NONE;                   /* each place's own */
       else if ((kn >= 1 && (k[0] == RG_MK_PATH || k[0] == RG_MK_SHAPE)) ||
                (kn == sizeof(RG_META_PATHID) - 1 &&

@@ -163,10 +163,15 @@ int rg_key_place (int tb, const uint8_t *k, size_t kn, const uint8_t *dup,
 #define RG_META_SEQ     "\x01seq"              /* u32: the last item seq */
 #define RG_META_PATHID  "\x01pathid"           /* u32: the last path id */
 #define RG_META_THROUGHPUT "\x01throughput"    /* u64 version, setting JSON */
+/* A remote database's only (remote.h): a container's catalog epoch, kept
+** by each of its buckets (RG_META_EPOCH, the place's own) and by the
+** global place beside its spec (RG_MK_EPOCH | cid). */
+#define RG_META_EPOCH   "\001epoch"
 enum { RG_MK_NAME = 'n', RG_MK_SPEC = 'c', RG_MK_STATS = 'k',
        RG_MK_PROC = 's', RG_MK_TRIG = 't', RG_MK_LEASE = 'l',
        RG_MK_DEAD = 'd', RG_MK_DROP = 'x', RG_MK_PATH = 'p',
-       RG_MK_SHAPE = 'h', RG_MK_UDF = 'u', RG_MK_SINCE = 'v' };
+       RG_MK_SHAPE = 'h', RG_MK_UDF = 'u', RG_MK_SINCE = 'v',
+       RG_MK_EPOCH = 'e' };
 /* Builds a meta key: tag, container id, then `n` bytes of name. */
 size_t rg_meta_key (uint8_t *out, int tag, uint32_t cid, const char *name,
                     size_t n);

@@ -75,8 +75,10 @@ typedef struct ent {
   side base, cur;                 /* as fetched; as the transaction made it */
   uint8_t known;                  /* base came from the host */
   uint8_t stale;                  /* from an earlier call: asked again (1),
-                                     and meanwhile a guess (2: asked) */
+                                     and meanwhile a guess (2: asked); or
+                                     trusted if its epoch holds (3) */
   uint8_t guessed;                /* read before known: absent for now */
+  uint8_t assumed;                /* known as the commit will check it */
   uint8_t read, dirty;
   uint8_t adding;                 /* counter deltas pending (add below) */
   int64_t add_items, add_bytes;
@@ -349,7 +351,18 @@ static size_t own_key (rg_remote *r, uint32_t p, const uint8_t *k, size_t kn,
 static int is_own_key (int tb, const uint8_t *k, size_t kn) {
   return tb == RG_DB_META &&
          ((kn == 5 && k[0] == RG_MK_STATS) ||
-          (kn == sizeof(RG_META_LSN) - 1 && memcmp(k, RG_META_LSN, kn) == 0));
+          (kn == sizeof(RG_META_LSN) - 1 && memcmp(k, RG_META_LSN, kn) == 0) ||
+          (kn == sizeof(RG_META_EPOCH) - 1 &&
+           memcmp(k, RG_META_EPOCH, kn) == 0));
+}
+
+/* An overlay key's length on the wire: an own key without its place. */
+static size_t wire_kn (int tb, const ent *e) {
+  size_t kn = e->kn;
+  if (tb == RG_DB_META && kn > 7 && e->k[kn - 7] == 0xFF &&
+      is_own_key(tb, e->k, kn - 7))
+    kn -= 7;
+  return kn;
 }
 
 static int nparts_of (rg_remote *r, uint32_t cid) {
@@ -410,19 +423,76 @@ static tplace *tplace_of (rg_remote *r, int tb, uint32_t place) {
 
 static void need_add (rg_remote *r, const rg_need *n);
 
-/* Asks for a container's spec (its place depends on it). */
-static void need_spec (rg_remote *r, uint32_t cid) {
-  uint8_t k[5];
+/* Asks for key k of table tb in place p. */
+static void need_point (rg_remote *r, uint32_t p, int tb, const uint8_t *k,
+                        size_t kn) {
   rg_need n;
-  ent *e;
-  size_t kn = rg_meta_key(k, RG_MK_SPEC, cid, NULL, 0);
-  if ((e = find(r, RG_DB_META, k, kn)) != NULL && e->known) return;
   memset(&n, 0, sizeof(n));
-  n.pl = r->places[global_place(r)];
-  n.tb = RG_DB_META;
+  n.pl = r->places[p];
+  n.tb = tb;
   n.k = k;
   n.kn = kn;
   need_add(r, &n);
+}
+
+/* Asks for a container's spec (its place depends on it). */
+static void need_spec (rg_remote *r, uint32_t cid) {
+  uint8_t k[5];
+  ent *e;
+  size_t kn = rg_meta_key(k, RG_MK_SPEC, cid, NULL, 0);
+  if ((e = find(r, RG_DB_META, k, kn)) != NULL && e->known) return;
+  need_point(r, global_place(r), RG_DB_META, k, kn);
+}
+
+/*
+** Catalog epochs.  A container's catalog entries (its spec, procedures,
+** triggers, functions, drop mark; and the scripts' version, which any
+** container's change moves) are kept from call to call and trusted while
+** the container's epoch holds: the global place keeps it beside them
+** (RG_MK_EPOCH | cid, fetched with the first of them a call asks for),
+** and each of its buckets a copy (RG_META_EPOCH).  A write set that
+** changes a container's catalog gives it a new epoch, written in every
+** bucket and in the global place (whose part applies last).  A call that
+** trusted them checks, in one bucket of the container it reads, that the
+** bucket's epoch is the one fetched with them: fetched with the run's
+** other needs, or, in a bucket the write set writes, a condition of its
+** commit.  Otherwise they are asked for again.  What is written once
+** (path ids, shapes) is trusted once present.
+*/
+/* 1 and *cid for a catalog entry of container cid; 2 for the scripts'
+** version; 0 for any other entry. */
+static int catalog_of (int tb, const uint8_t *k, size_t kn, uint32_t *cid) {
+  if (tb != RG_DB_META) return 0;
+  if (kn >= 5 && (k[0] == RG_MK_SPEC || k[0] == RG_MK_PROC ||
+                  k[0] == RG_MK_TRIG || k[0] == RG_MK_UDF ||
+                  k[0] == RG_MK_DROP)) {
+    *cid = rg_get_u32(k + 1);
+    return 1;
+  }
+  if (kn == sizeof(RG_META_SCRIPTS) - 1 &&
+      memcmp(k, RG_META_SCRIPTS, kn) == 0)
+    return 2;
+  return 0;
+}
+
+static int is_epoch_g (int tb, const uint8_t *k, size_t kn) {
+  return tb == RG_DB_META && kn == 5 && k[0] == RG_MK_EPOCH;
+}
+
+/* Asks for container cid's epoch in the global place, unless known from
+** this call's fetches (or asked already). */
+static void need_epoch_g (rg_remote *r, uint32_t cid) {
+  uint8_t k[5];
+  size_t kn = rg_meta_key(k, RG_MK_EPOCH, cid, NULL, 0);
+  ent *e = find(r, RG_DB_META, k, kn);
+  if (e && ((e->known && e->stale == 0) || e->stale == 2 || e->guessed))
+    return;
+  if (e == NULL && (e = get_ent(r, RG_DB_META, k, kn,
+                                global_place(r))) == NULL)
+    return;
+  if (e->known) e->stale = 2;
+  else e->guessed = 1;
+  need_point(r, global_place(r), RG_DB_META, k, kn);
 }
 
 /* The place of bucket `range` of container cid (NONE: its spec is not
@@ -729,7 +799,7 @@ static int is_stats_key (int tb, const uint8_t *k, size_t kn) {
 static int point (rg_remote *r, int tb, const uint8_t *k, size_t kn,
                   rg_val *v) {
   ent *e = find(r, tb, k, kn);
-  uint32_t p;
+  uint32_t p, cid;
   if (e == NULL) {
     if ((p = place_of(r, tb, k, kn, NULL, 0)) == NONE)
       return RG_NOTFOUND;               /* its spec is asked for */
@@ -756,6 +826,7 @@ static int point (rg_remote *r, int tb, const uint8_t *k, size_t kn,
     n.kn = kn;
     need_add(r, &n);
     e->stale = 2;
+    if (catalog_of(tb, k, kn, &cid) == 1) need_epoch_g(r, cid);
   }
   if (!e->dirty) {                      /* not its own write: a condition */
     if (!e->known && !e->guessed) {
@@ -767,6 +838,7 @@ static int point (rg_remote *r, int tb, const uint8_t *k, size_t kn,
       n.kn = kn;
       need_add(r, &n);
       e->guessed = 1;
+      if (catalog_of(tb, k, kn, &cid) == 1) need_epoch_g(r, cid);
     }
     e->read = 1;
   }
@@ -1746,19 +1818,20 @@ static void part_build (rg_remote *r, uint32_t p, const stands *st,
     tplace *tp;
     for (i = 0; i < r->t[tb].n; i++) {
       ent *e = r->t[tb].v[i];
+      size_t kn = wire_kn(tb, e);
       if (e->place != p || !e->read || e->adding) continue;
       if (e->known && !e->base.have) {
         rg_buf_addc(b, C_ABSENT); rg_buf_addc(b, tb);
-        put_str(b, e->k, e->kn); put_str(b, "", 0);
+        put_str(b, e->k, kn); put_str(b, "", 0);
       }
       else if (!e->known) {             /* guessed absent */
         rg_buf_addc(b, C_ABSENT); rg_buf_addc(b, tb);
-        put_str(b, e->k, e->kn); put_str(b, "", 0);
+        put_str(b, e->k, kn); put_str(b, "", 0);
       }
       else if ((tb == RG_DB_ITEMS || tb == RG_DB_FEED) && e->base.n > TAIL) {
         uint8_t l[4];
         rg_buf_addc(b, C_TAIL); rg_buf_addc(b, tb);
-        put_str(b, e->k, e->kn);
+        put_str(b, e->k, kn);
         rg_put_u32(l, e->base.n);
         put_u32(b, 4 + TAIL);
         rg_buf_add(b, l, 4);
@@ -1766,7 +1839,7 @@ static void part_build (rg_remote *r, uint32_t p, const stands *st,
       }
       else {
         rg_buf_addc(b, C_EQUAL); rg_buf_addc(b, tb);
-        put_str(b, e->k, e->kn); put_str(b, e->base.v, e->base.n);
+        put_str(b, e->k, kn); put_str(b, e->base.v, e->base.n);
       }
       n++;
     }
@@ -1793,11 +1866,8 @@ static void part_build (rg_remote *r, uint32_t p, const stands *st,
         if (e->cur.have && e->cur.n)
           stamp |= stamp_of(st, e->cur.v, e->cur.n) ? 2 : 0;
       }
+      size_t kn = wire_kn(tb, e);       /* a place's own meta key: bare */
       if (e->adding && !e->dirty) {
-        size_t kn = e->kn;
-        if (tb == RG_DB_META && kn > 7 && e->k[kn - 7] == 0xFF &&
-            is_own_key(tb, e->k, kn - 7))
-          kn -= 7;                      /* a place's own meta key */
         rg_buf_addc(b, W_ADD); rg_buf_addc(b, tb); rg_buf_addc(b, 0);
         put_str(b, e->k, kn);
         put_u32(b, 25);
@@ -1810,18 +1880,64 @@ static void part_build (rg_remote *r, uint32_t p, const stands *st,
         if (e->known && e->cur.have == e->base.have) continue;
         rg_buf_addc(b, e->cur.have ? W_DPUT : W_DDEL); rg_buf_addc(b, tb);
         rg_buf_addc(b, (uint8_t)stamp);
-        put_str(b, e->k, e->kn); put_str(b, "", 0);
+        put_str(b, e->k, kn); put_str(b, "", 0);
       }
       else {
         rg_buf_addc(b, e->cur.have ? W_PUT : W_DEL); rg_buf_addc(b, tb);
         rg_buf_addc(b, (uint8_t)stamp);
-        put_str(b, e->k, e->kn);
+        put_str(b, e->k, kn);
         put_str(b, e->cur.have ? e->cur.v : NULL, e->cur.have ? e->cur.n : 0);
       }
       n++;
     }
   }
   rg_put_u32((uint8_t *)b->p + count_at, (uint32_t)n);
+}
+
+/* Writes `v` (8 bytes) at own or global key k of place p. */
+static int put_epoch (rg_remote *r, uint32_t p, const uint8_t *k, size_t kn,
+                      const uint8_t *v) {
+  ent *e = get_ent(r, RG_DB_META, k, kn, p);
+  if (e == NULL) return -1;
+  if (e->cur.v != e->base.v) side_free(&e->cur);
+  e->cur.v = NULL;
+  if (side_set(&e->cur, 1, v, 8)) return -1;
+  e->dirty = 1;
+  return 0;
+}
+
+/* A write set that changes a container's catalog gives it a new epoch,
+** in the global place and in each of its buckets (catalog epochs above):
+** 0, or -1 out of memory. */
+static int new_epochs (rg_remote *r) {
+  table *t = &r->t[RG_DB_META];
+  uint32_t g = global_place(r), cids[16];
+  int n = 0, i, b, np;
+  size_t j;
+  for (j = 0; j < t->n; j++) {
+    const ent *e = t->v[j];
+    uint32_t cid;
+    if (e->place != g || !e->dirty ||
+        catalog_of(RG_DB_META, e->k, e->kn, &cid) != 1)
+      continue;
+    for (i = 0; i < n && cids[i] != cid; i++) {}
+    if (i == n && n < 16) cids[n++] = cid;
+  }
+  for (i = 0; i < n; i++) {
+    uint8_t v[8], k[5], ok[sizeof(RG_META_EPOCH) + 7];
+    if ((np = nparts_of(r, cids[i])) == 0) continue;  /* a new one */
+    rg_put_u64(v, random_stand_in());
+    if (put_epoch(r, g, k, rg_meta_key(k, RG_MK_EPOCH, cids[i], NULL, 0), v))
+      return -1;
+    for (b = 0; b < np; b++) {
+      uint32_t p = place_index(r, cids[i], (uint32_t)b, (uint32_t)np);
+      if (p == NONE ||
+          put_epoch(r, p, ok, own_key(r, p, (const uint8_t *)RG_META_EPOCH,
+                                      sizeof(RG_META_EPOCH) - 1, ok), v))
+        return -1;
+    }
+  }
+  return 0;
 }
 
 /* Builds the write set's parts from what the run's transactions wrote:
@@ -1831,6 +1947,7 @@ static int seal (rg_remote *r) {
   size_t np = 0, i;
   stands st;
   r->sealed = 1;
+  if (new_epochs(r)) return -1;
   stands_of(r->stand_in, &st);
   /* what is written once first, what depends on the rest last */
   if (writes_in(r, first_place(r))) order[np++] = first_place(r);
@@ -1872,6 +1989,26 @@ void rg_remote_rerun (rg_remote *r) {
   r->sealed = 0;
 }
 
+/* How a call may use an entry of the global place fetched by an earlier
+** one: trusted (0: written once, and present), trusted while its epoch
+** holds (3), or asked for again (1). */
+static int trust_of (rg_remote *r, int tb, const ent *e) {
+  uint32_t cid;
+  uint8_t k[5];
+  const ent *g;
+  if (tb == RG_DB_META && e->kn >= 1 && e->base.have &&
+      (e->k[0] == RG_MK_PATH || e->k[0] == RG_MK_SHAPE))
+    return 0;
+  if (is_epoch_g(tb, e->k, e->kn)) return 3;
+  switch (catalog_of(tb, e->k, e->kn, &cid)) {
+    case 1:
+      g = find(r, RG_DB_META, k, rg_meta_key(k, RG_MK_EPOCH, cid, NULL, 0));
+      return g && g->known ? 3 : 1;
+    case 2: return 3;
+    default: return 1;
+  }
+}
+
 /* What is known of the global place is kept from call to call (`keep`),
 ** or, once the oldest of it is keep_ms old, its entries are kept as
 ** guesses the call asks for again (what is known of its ranges goes).
@@ -1888,14 +2025,14 @@ static void keep_global (rg_remote *r, int keep, int call) {
     for (i = j = 0; i < t->n; i++) {
       ent *e = t->v[i];
       int global = e->place == g || e->place == f;
-      if (global && e->known) {
-        if (!keep) e->stale = 1;
-        t->v[j++] = e;
-      }
+      if (global && e->known) t->v[j++] = e;
       else if (!global && !call) t->v[j++] = e;
       else ent_free(e);
     }
     t->n = j;
+    for (i = 0; !keep && i < t->n; i++)
+      if (t->v[i]->place == g || t->v[i]->place == f)
+        t->v[i]->stale = (uint8_t)trust_of(r, tb, t->v[i]);
     for (i = j = 0; i < s->n; i++) {
       int global = s->v[i].place == g || s->v[i].place == f;
       if (global ? keep : !call) s->v[j++] = s->v[i];
@@ -1922,8 +2059,113 @@ void rg_remote_reset (rg_remote *r, int64_t now_ms, int64_t keep_ms) {
               1);
 }
 
+/* A bucket of container cid the call reads or writes (one the run
+** writes first), or NONE.  (What the overlay holds of a bucket is this
+** call's: rg_remote_reset.) */
+static uint32_t touched (rg_remote *r, uint32_t cid) {
+  uint32_t any = NONE;
+  size_t i;
+  int tb;
+  for (tb = 0; tb < RG_NDB; tb++)
+    for (i = 0; i < r->t[tb].n; i++) {
+      const ent *e = r->t[tb].v[i];
+      if (r->places[e->place].cid != cid) continue;
+      if (e->dirty || e->adding) return e->place;
+      if (any == NONE) any = e->place;
+    }
+  for (i = 0; any == NONE && i < r->nneeds; i++)
+    if (r->needs[i].pl.cid == cid)
+      any = place_index(r, cid, r->needs[i].pl.bucket,
+                        r->needs[i].pl.buckets);
+  return any;
+}
+
+/* Container cid's trusted entries (and the scripts' version) are asked
+** for again. */
+static void distrust (rg_remote *r, uint32_t cid) {
+  table *t = &r->t[RG_DB_META];
+  size_t i;
+  uint32_t c;
+  for (i = 0; i < t->n; i++) {
+    ent *e = t->v[i];
+    int cat = catalog_of(RG_DB_META, e->k, e->kn, &c);
+    if (e->stale == 3 &&
+        (cat == 2 || (cat == 1 && c == cid) ||
+         (is_epoch_g(RG_DB_META, e->k, e->kn) && rg_get_u32(e->k + 1) == cid)))
+      e->stale = 1;
+  }
+}
+
+/* Checks the epochs of the catalog entries the run trusted (above): 0
+** when they hold, 1 when the run must go again after a fetch (an epoch
+** asked for, or entries distrusted). */
+static int check_epochs (rg_remote *r) {
+  table *t = &r->t[RG_DB_META];
+  uint32_t cids[16];
+  int n = 0, scripts = 0, valid = 0, again = 0, i;
+  size_t j;
+  for (j = 0; j < t->n; j++) {
+    const ent *e = t->v[j];
+    uint32_t cid;
+    int cat;
+    if (e->stale != 3 || !e->read || e->dirty) continue;
+    cat = catalog_of(RG_DB_META, e->k, e->kn, &cid);
+    if (cat == 2) { scripts = 1; continue; }
+    if (cat != 1) continue;
+    for (i = 0; i < n && cids[i] != cid; i++) {}
+    if (i == n) {
+      if (n == 16) { distrust(r, cid); again = 1; continue; }
+      cids[n++] = cid;
+    }
+  }
+  for (i = 0; i < n; i++) {
+    uint32_t p = touched(r, cids[i]);
+    uint8_t gk[5], bk[sizeof(RG_META_EPOCH) + 7];
+    ent *g, *b;
+    g = find(r, RG_DB_META, gk, rg_meta_key(gk, RG_MK_EPOCH, cids[i], NULL,
+                                             0));
+    if (p == NONE || g == NULL || !g->known) {
+      distrust(r, cids[i]);
+      again = 1;
+      continue;
+    }
+    b = get_ent(r, RG_DB_META, bk,
+                own_key(r, p, (const uint8_t *)RG_META_EPOCH,
+                        sizeof(RG_META_EPOCH) - 1, bk), p);
+    if (b == NULL) return 1;
+    if (b->assumed && !writes_in(r, p)) b->known = b->assumed = 0;
+    if (!b->known && writes_in(r, p)) {
+      /* the commit checks it: the epoch fetched with the entries */
+      if (side_set(&b->base, g->base.have, g->base.v, g->base.n) ||
+          side_copy(&b->cur, &b->base)) {
+        r->nomem = 1;
+        return 1;
+      }
+      b->known = b->assumed = 1;
+    }
+    if (!b->known) {
+      need_point(r, p, RG_DB_META, (const uint8_t *)RG_META_EPOCH,
+                 sizeof(RG_META_EPOCH) - 1);
+      b->guessed = 1;
+      again = 1;
+      continue;
+    }
+    if (b->base.have != g->base.have || b->base.n != g->base.n ||
+        (b->base.n && memcmp(b->base.v, g->base.v, b->base.n) != 0)) {
+      distrust(r, cids[i]);
+      again = 1;
+      continue;
+    }
+    b->read = 1;                        /* a condition of a commit there */
+    valid = 1;
+  }
+  if (scripts && !valid && !again) { distrust(r, 0); again = 1; }
+  return again;
+}
+
 int rg_remote_state (rg_remote *r) {
   size_t i;
+  if (!r->sealed && check_epochs(r)) return RG_REMOTE_FETCH;
   if (!r->sealed && seal(r)) r->nomem = 1;
   if (r->nparts && r->kept) {
     /* a write set made from global entries trusted unchecked (kept from
@@ -1994,7 +2236,7 @@ static int known (rg_remote *r, int tb, uint32_t p, const uint8_t *k,
   if (side_set(&e->base, have, v, vn) || side_copy(&e->cur, &e->base))
     return 500;
   e->known = 1;
-  e->guessed = 0;
+  e->guessed = e->assumed = 0;
   e->stale = 0;
   e->place = p;
   e->at_ms = now_ms;

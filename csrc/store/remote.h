@@ -41,7 +41,13 @@
 **     only if every condition in it still holds; the lsn of its changes is
 **     the place's, stamped over the stand-in the engine used (kv.h).
 **   - The overlay of a call starts empty but for the global place's
-**     entries younger than the refresh time the host set.
+**     entries: younger than the refresh time the host set (trusted by
+**     reads), written once and present (path ids, shapes: trusted), a
+**     container's catalog (trusted while the epoch fetched with it is the
+**     one a bucket of the container holds: checked by a fetch or by the
+**     commit, remote.c), or else asked for again.
+**   - A write set that changes a container's catalog gives it a new
+**     epoch in the global place and in every one of its buckets.
 */
 
 #ifndef rg_remote_h

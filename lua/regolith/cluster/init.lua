@@ -355,9 +355,13 @@ local function drive(D, f, ...)
       end
       conflicts = conflicts + 1
       M.stats.conflicts = M.stats.conflicts + 1
-      -- wait, longer after the first conflicts (a hot partition)
-      local cap = conflicts > LOCK_AFTER and 0.02 or 0.002
-      core._processor.sleep(math.random() * cap)
+      -- at once the first time (often a guess of the engine's, an item
+      -- guessed absent, refused with what is there); then wait, longer
+      -- after a few (a hot partition)
+      if conflicts > 1 then
+        local cap = conflicts > LOCK_AFTER and 0.02 or 0.002
+        core._processor.sleep(math.random() * cap)
+      end
     else
       error(out[2], 0)
     end
