@@ -106,6 +106,27 @@ describe("cluster database", function()
     other:close()
   end)
 
+  it("follows another handle's changes of the catalog it keeps from call to call", function()
+    local other = assert(regolith.open(url))
+    local oc = assert(other:container("c"))
+    assert(oc:create({ id = "a", pk = "p", n = 1 }))     -- its catalog kept
+    assert(oc:read("a", "p"))
+    assert(c:create_trigger("stamp", { type = "pre", automatic = true, source = [[
+      return function(ctx) local d = ctx:body(); d.stamped = true; ctx:set_body(d) end]] }))
+    assert(oc:create({ id = "b", pk = "p" }))            -- the new trigger runs
+    assert.is_true(assert(c:read("b", "p")).stamped)
+    assert(db:replace_container("c", { partition_key = "/pk",
+      indexing = { excluded = { "/n/?" } } }))
+    assert(oc:create({ id = "t", pk = "p", n = 2 }))     -- by the new policy
+    assert(db:verify())
+    assert(db:delete_container("c"))
+    local _, _, st = oc:read("a", "p")                  -- gone for both
+    assert.are.equal(404, st)
+    _, _, st = oc:create({ id = "z", pk = "p" })
+    assert.are.equal(404, st)
+    other:close()
+  end)
+
   it("writes by the catalog as it is, even where a handle trusts what it fetched (meta_refresh)", function()
     local trusting = assert(regolith.open(url, { meta_refresh = 60 }))
     local tc = assert(trusting:container("c"))
