@@ -287,6 +287,10 @@ build/bench/raw_lmdb: examples/bench/raw_lmdb.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=c99 -D_GNU_SOURCE -I$(LMDB_INCDIR) -I$(CJSON_INCDIR) -o $@ $< $(LIBS)
 
+build/bench/disk: examples/bench/disk.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 $(WARN) -D_GNU_SOURCE -o $@ $<
+
 build/bench/search_text: examples/bench/search_text.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=c99 -D_GNU_SOURCE -Icsrc -I$(LMDB_INCDIR) -o $@ $< \
@@ -311,7 +315,7 @@ build/bench/search_%: examples/bench/search_%.c $(BUILD)/lib/libbase.a
 DEPS_SEARCH_BENCH = python3-hnswlib python3-faiss python3-numpy
 
 bench: deps-bench
-	$(MAKE) all build/bench/raw_lmdb
+	$(MAKE) all build/bench/raw_lmdb build/bench/disk
 	$(RUN) examples/bench/items.lua
 	$(RUN) examples/bench/query.lua
 	$(RUN) examples/bench/monotone.lua
@@ -417,12 +421,14 @@ valgrind:
 	  echo "valgrind: no leaks or memory errors in $$(ls build/valgrind | wc -l) processes"
 
 # The crash harness: SIGKILL a writer at random moments, then check that
-# nothing acknowledged was lost and nothing half-applied (tools/crash.lua).
+# nothing acknowledged was lost and nothing half-applied (tools/crash.lua);
+# the last run with a tiny log, killing writers in its checkpoints too.
 CRASH_KILLS ?= 200
 crash: deps-test
 	$(MAKE) all
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync lazy
+	REGOLITH_WAL_RING="16384 65536" $(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full
 
 # The power-loss harness (tools/powerloss.lua): writers run with
 # build/powerloss/shim.so preloaded, which journals every write and flush of
@@ -430,8 +436,10 @@ crash: deps-test
 # cut at random moments could leave (what was flushed, plus any subset of the
 # pages written since, in any order), and each is opened and checked:
 # verify() clean, nothing acknowledged lost under sync "full", and for
-# "lazy" nothing acknowledged before the last flush; with one writer, and
-# with coroutines sharing transactions (group commit).  First the self-test:
+# "lazy" nothing acknowledged before the log's last flush; with one writer,
+# with coroutines sharing transactions (group commit), with processes; then
+# with a log made tiny (REGOLITH_WAL_RING), so that its checkpoints without
+# the writer lock and its laps happen many times a run.  First the self-test:
 # with every flush dropped (PL_DROP_SYNC=1) the harness must find a loss.
 POWERLOSS_IMAGES ?= 500
 build/powerloss/shim.so: tools/powerloss/shim.c
@@ -449,6 +457,10 @@ powerloss: deps-test
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --writers 8 --group
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --procs 4
 	$(RUN) tools/powerloss.lua --sync lazy --images $(POWERLOSS_IMAGES) --writers 4
+	REGOLITH_WAL_RING="16384 65536" $(RUN) tools/powerloss.lua --sync full \
+	  --images $(POWERLOSS_IMAGES) --procs 4
+	REGOLITH_WAL_RING="16384 65536" $(RUN) tools/powerloss.lua --sync lazy \
+	  --images $(POWERLOSS_IMAGES) --writers 4
 
 # The hammer: writers, readers and processors in several processes on one
 # database for HAMMER_SECONDS, then verify() and exact counts

@@ -288,6 +288,18 @@ static int db_stats (lua_State *L) {
   lua_setfield(L, -2, "page_size");
   lua_pushinteger(L, (lua_Integer)info.readers);
   lua_setfield(L, -2, "readers");
+  if (info.logged) {
+    static const char *const names[] = { "records", "bytes", "flushes",
+                                         "checkpoints", "checkpoints_locked" };
+    const uint64_t v[] = { info.log_records, info.log_bytes, info.log_flushes,
+                           info.log_checkpoints, info.log_checkpoints_locked };
+    lua_createtable(L, 0, 5);
+    for (i = 0; i < 5; i++) {
+      lua_pushinteger(L, (lua_Integer)v[i]);
+      lua_setfield(L, -2, names[i]);
+    }
+    lua_setfield(L, -2, "log");
+  }
   lua_pushinteger(L, (lua_Integer)g->lsn);
   lua_setfield(L, -2, "lsn");
   lua_createtable(L, 0, g->n);

@@ -1183,6 +1183,16 @@ void rg_local_info (rg_local *l, rg_env_info *out) {
   out->used_bytes = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
   out->page_size = st.ms_psize;
   out->readers = info.me_numreaders;
+  out->logged = l->wal != NULL;
+  if (l->wal) {
+    rg_wal_stat ws;
+    rg_wal_stats(l->wal, &ws);
+    out->log_records = ws.records;
+    out->log_bytes = ws.bytes;
+    out->log_flushes = ws.flushes;
+    out->log_checkpoints = ws.checkpoints;
+    out->log_checkpoints_locked = ws.checkpoints_locked;
+  }
 }
 
 /*

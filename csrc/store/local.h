@@ -52,9 +52,14 @@ int  rg_local_commit (rg_local *l, rg_err *e);
 void rg_local_abort (rg_local *l);
 int  rg_local_grow (rg_local *l, rg_err *e);
 
-/* Sizes: map, bytes used, page size, reader slots in use. */
+/* Sizes: map, bytes used, page size, reader slots in use; and, when the
+** database has a write-ahead log (`logged`), what every process did to it
+** since the boot (wal.h's rg_wal_stat). */
 typedef struct rg_env_info {
   uint64_t map_size, used_bytes, page_size, readers;
+  int logged;
+  uint64_t log_records, log_bytes, log_flushes, log_checkpoints,
+           log_checkpoints_locked;
 } rg_env_info;
 void rg_local_info (rg_local *l, rg_env_info *out);
 

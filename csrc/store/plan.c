@@ -192,6 +192,8 @@ typedef struct plan {
   qpath wpath;
   size_t wskip;
   int wcomp, wdesc;
+  int wroute;                       /* the fixed columns are the route's
+                                       key: every entry is in the route */
   /* SRC_VECTOR: the best items of a vector index (vindex.h) */
   rg_vsearch vs;
   size_t vwant;                     /* rows the page's TOP needs */
@@ -216,6 +218,8 @@ typedef struct planner {
   int32_t *conj;
   int nconj;
   char *implied;                    /* conjuncts the source guarantees */
+  const sarg *rsa[RG_MAX_PK_PATHS]; /* the equalities a route was taken
+                                       from, one a level (or NULL) */
   int force_sort;                   /* a token of a sorting plan */
   const uint8_t *rpos;              /* a streaming token's position */
   size_t rposlen;
@@ -378,6 +382,8 @@ typedef struct xcur {
   rg_work *xw;
   source *S;
   int which;                        /* MX_MAIN, MX_SHAPES */
+  int lazy;                         /* the stored index: moves leave the
+                                       item key unresolved (xcur_item) */
 } xcur;
 
 static int build_partition (source *S, rg_err *e);
@@ -386,6 +392,7 @@ static int xcur_open (source *S, xcur *c, int which) {
   c->xw = S->xw;
   c->S = S;
   c->which = which;
+  c->lazy = 0;
   if (S->inmem) {
     c->m = &S->mem[which];
     c->at = c->m->n;
@@ -476,8 +483,21 @@ static int to_memory (xcur *c, rg_val *k, int op, int *moved) {
   return rc;
 }
 
+/* The item key of entry k, the one under the cursor, into *v when a lazy
+** cursor left it unresolved (v->p NULL): a seek in the refs table.  Empty
+** when its reference is dangling, which feed() skips. */
+static int xcur_item (xcur *c, const rg_val *k, rg_val *v) {
+  int rc;
+  if (v->p != NULL) return 0;
+  rg_assert(c->m == NULL);
+  rc = rg_ixcur_item(&c->ix, k, v);
+  if (rc == RG_NOTFOUND) { v->n = 0; v->p = (void *)""; rc = 0; }
+  return rc;
+}
+
 /* Moves the cursor (RG_IX_*) and resolves the item key of the entry into
-** *v (empty when its reference is dangling, which feed() skips). */
+** *v (xcur_item), unless the cursor is lazy: then *v is left unresolved
+** (NULL) for the caller to resolve when it needs the key. */
 static int ix_get (xcur *c, rg_val *k, rg_val *v, int op) {
   int rc, moved;
   if (c->m == NULL && c->S->switch_at && (op == RG_IX_NEXT ||
@@ -502,9 +522,9 @@ static int ix_get (xcur *c, rg_val *k, rg_val *v, int op) {
   if (op == RG_IX_SEEK || op == RG_IX_LAST) c->xw->lookups++;
   if ((rc = rg_ixcur_get(&c->ix, k, op))) return rc;
   c->xw->scanned++;
-  rc = rg_ixcur_item(&c->ix, k, v);
-  if (rc == RG_NOTFOUND) { v->n = 0; v->p = (void *)""; rc = 0; }
-  return rc;
+  v->p = NULL;
+  v->n = 0;
+  return c->lazy ? 0 : xcur_item(c, k, v);
 }
 
 /* The stored value of the item of the entry under the cursor, when the
@@ -1491,6 +1511,24 @@ static int sarg_exact (const sarg *s) {
   return !cut && !s->loose;
 }
 
+/* Does every level of the partition key have, among the s fixed columns
+** fx of a composite, the very equality the route was taken from (exact:
+** the route is not lossy)?  Then the entries under those columns are
+** those of the route's items, and no other's; but for a number from 2^53
+** on, whose route is its double's while an item's key keeps the integer
+** it was written as (layout.c), and whose term is the double's. */
+static int route_fixed (const planner *P, const sarg *const *fx, int s) {
+  int i, k;
+  for (i = 0; i < P->spec->npk; i++) {
+    const sarg *r = P->rsa[i];
+    for (k = 0; k < s && fx[k] != r; k++) {}
+    if (r == NULL || k == s ||
+        (r->lo.t == RG_QV_NUM && !(fabs(r->lo.d) < 9007199254740992.0)))
+      return 0;
+  }
+  return 1;
+}
+
 /* A composite index whose leading columns equalities fix (exactly: no
 ** string cut in them) and whose next column is p, when every other
 ** conjunct is implied by the route: the walk reads p's values there, in
@@ -1526,6 +1564,7 @@ static int plan_walk_composite (planner *P, plan *pl, const qpath *p,
     pl->wpath = *p;
     pl->wskip = pl->tpre.n;
     pl->wcomp = 1;
+    pl->wroute = route_fixed(P, fx, s);
     pl->wdesc = ci->desc[s];
     if (!proves_scalar(P, p) && plan_undefined(P, pl, p)) pl->uphase = 2;
     return 1;
@@ -1667,6 +1706,7 @@ static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
         const sarg *sa = &P->sa[k];
         if (sa->kind == SA_EQ && path_is(&sa->path, &P->spec->pk[i])) {
           imply(P, sa);              /* the one where_partition took */
+          P->rsa[i] = sa;
           break;
         }
       }
@@ -2399,6 +2439,9 @@ static int src_walk (source *S, int phase) {
   rg_key_index(pre, sizeof(pre), pl->prefix, pl->plen,
                (const uint8_t *)pl->tpre.p, pl->tpre.n, 0, 0);
   if ((rc = xcur_open(S, &cur, MX_MAIN))) return kv_fail(S, rc);
+  /* an entry counts by itself when its item is surely in the route and
+  ** none is expired: its item key is needed only for a cut value's item */
+  cur.lazy = (pl->routed == R_NONE || pl->wroute) && S->nexpired == 0;
   rc = range_start(S, &cur, &k, &v, phase, pre, pn);
   while (rc == 0 && starts(&k, pre, pn) && ent_ok(pl->plen, &k) && !r) {
     size_t tn, gn, n, i;
@@ -2428,10 +2471,12 @@ static int src_walk (source *S, int phase) {
         if (!pl->wcomp && ent_past_route(pl, &k)) break;
       }
       else if (cut) {                /* the full values are in the items */
+        if ((rc = xcur_item(&cur, &k, &v))) break;
         r = feed(S, (const uint8_t *)v.p, v.n, xcur_val(&cur), NULL, 0,
                  phase, 0, 1);
         if (r) break;
       }
+      else if (cur.lazy) count++;
       /* the reference's hash bits only nominate: the item key decides */
       else if (in_route(pl, (const uint8_t *)v.p, v.n) && !is_expired(S, &v))
         count++;

@@ -2,15 +2,35 @@
 ** wal.c: the write-ahead log in front of LMDB (wal.h says what and why).
 **
 ** The log file: two header slots of 4 KiB (a checkpoint writes the one its
-** epoch names, so that a torn header leaves the other), then records from
-** REC_START on.  A header: magic | epoch | base txnid | page size | flags
-** (UNLOGGED: the data file alone is the truth) | boot | the base's meta
-** (bytes 16..152 of its meta page) | checksum.  A record: magic | length
-** | epoch | txnid | segments | checksum, then the segments: file offset |
-** length | bytes (padded to 8).  A checkpoint flushes the data file,
-** writes a header with the next epoch, flushes the log, and makes records
-** start over at REC_START: records left there from before carry the old
-** epoch, so replay stops at them.
+** sequence number names, so that a torn header leaves the other), then
+** records from REC_START on.  A header: magic | epoch | base txnid | page
+** size | flags (UNLOGGED: the data file alone is the truth; CLOSED: no
+** commit since) | boot | the base's meta (bytes 16..152 of its meta page)
+** | sequence | where the record after the base starts | checksum.  A
+** record: magic | length | epoch | txnid | segments | checksum, then the
+** segments: file offset | length | bytes (padded to 8).
+**
+** The records are a ring.  Records are appended at the end until it
+** passes WRAP_AT; then, when the records the last checkpoint left needed
+** (from its header's base_off on) begin far enough past REC_START, a jump
+** (a record of no segments that says "go on at REC_START") is written at
+** the end and the next records go from REC_START up to base_off, never
+** onto it.  A checkpoint that does not stop writers (checkpoint_run):
+** the writer whose commit takes the live part of the log past CKPT_BYTES
+** claims one at its own transaction K, ending at O; once K is known
+** committed, a thread of some process flushes the data file (every page
+** of K and before is in it: the pages of K's tree, which the transactions
+** after K cannot overwrite before the log holds K+1, the one that freed
+** them), then writes a header naming K and O, and flushes the log: a
+** replay then starts at O.  Meanwhile writers go on appending after O.
+** Only when the ring is full (a checkpoint could not keep up), when a
+** commit is too big for it, and when the log is restarted (a recovery, a
+** close, unlogged commits) does a checkpoint run under the writer lock
+** (checkpoint): the records then start over at REC_START with the next
+** epoch, and those left there from before carry the old one, so replay
+** stops at them.  Within an epoch a transaction id is written once (a
+** record unmade is zeroed first), so a record of an earlier lap never
+** passes for the next one.
 **
 ** Seeing LMDB's writes.  liblmdb calls pwrite (one page, the meta page)
 ** and lseek+writev (runs of pages); its import table's slots for pwrite and
@@ -18,7 +38,7 @@
 ** (install_hooks).  The hooks let every write through, and while a write
 ** scope of a logged database runs, copy what LMDB writes to its data file
 ** into the record; the meta page, the last write of a commit, makes the
-** hook append the record and flush the log first.
+** hook append the record first.
 */
 
 #include <dlfcn.h>
@@ -27,6 +47,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,12 +65,19 @@
 #define HDR_SLOT     4096
 #define REC_START    8192
 #define REC_HEAD     40
-#define LOG_LIMIT    (32u << 20)     /* checkpoint when the log is longer */
+#define CKPT_BYTES   (8u << 20)      /* a checkpoint when the live log is longer */
+#define WRAP_AT      (32u << 20)     /* records go back to REC_START past this */
+#define LIVE_MAX     (512u << 20)    /* checkpoints cannot keep up: one under
+                                        the writer lock */
 #define CAPTURE_MAX  (64u << 20)     /* a bigger commit checkpoints instead */
 #define GROW         (1u << 20)      /* the log grows by zeros, this much */
-#define WAL_MAGIC    0x3130304c41574752ull  /* "RGWAL001" */
+#define WAL_MAGIC    0x3130304c41574752ull  /* "RGWAL001": the header before
+                                                the ring (no sequence) */
+#define WAL_MAGIC2   0x3230304c41574752ull  /* "RGWAL002" */
 #define REC_MAGIC    0x43524752u            /* "RGRC" */
+#define JUMP_MAGIC   0x504d4a52u            /* "RJMP": go on at REC_START */
 #define SHM_MAGIC    0x314d485347524752ull  /* "RGRGSHM1" */
+#define SHM_LAYOUT   2u              /* the fields after mu_state are kept */
 #define META_OFF     16              /* the meta after the page header */
 #define META_LEN     136             /* sizeof(MDB_meta), LMDB 0.9 (checked
                                         against mdb_version at open) */
@@ -64,6 +92,9 @@
 #define P_META       0x08
 #define P_LEAF2      0x20
 
+/* The checkpoint claimed by a commit (shared.ck_state). */
+enum { CK_NONE, CK_CLAIMED, CK_READY, CK_RUNNING };
+
 /* What the processes of one database share (regolith.shm, never flushed). */
 typedef struct shared {
   uint64_t magic;
@@ -73,10 +104,28 @@ typedef struct shared {
   /* guards `synced` and `gen`, which a process flushing the log after its
   ** commit (outside the writer lock) updates; `gen` changes whenever
   ** records may be unmade (a checkpoint, a repair), so that a flush that
-  ** began before does not vouch for records written after */
+  ** began before does not vouch for records written after; and, from
+  ** layout 2 on, base_off, hseq and the claim (ck_*) */
   pthread_mutex_t mu;
   uint64_t gen;
   uint32_t mu_state;         /* 0: not made yet, 1: being made, 2: made */
+  /* layout 2 (a file of a build before holds zeros from here on) */
+  uint32_t layout;
+  uint64_t hseq;             /* the sequence of the header on the disk */
+  uint64_t base_off;         /* where the record after its base starts */
+  uint64_t frontier;         /* the end of the furthest record of the epoch */
+  /* the claimed checkpoint: the commit ck_txnid, whose record ends at
+  ** ck_off, in epoch ck_epoch; ck_gen tells one claim from the next;
+  ** ck_pid runs it (CK_RUNNING) */
+  uint32_t ck_state;
+  int32_t ck_pid;
+  uint64_t ck_gen, ck_txnid, ck_off, ck_epoch;
+  uint8_t ck_meta[META_LEN];
+  /* held by whoever writes a header: one checkpoint at a time */
+  pthread_mutex_t ck_mu;
+  uint32_t ck_mu_state;
+  /* counters since the boot (rg_wal_stats), added to atomically */
+  uint64_t n_records, n_bytes, n_flushes, n_ckpt_run, n_ckpt_lock;
 } shared;
 
 struct rg_wal {
@@ -92,9 +141,20 @@ struct rg_wal {
   uint32_t nseg;
   rg_buf rec;
   char boot[40];
+  uint64_t claimed;          /* the claim this commit made (its ck_gen), or 0 */
+  int ck_live;               /* a checkpoint thread of this process runs */
+  int ck_thread_made;        /* ck_thread is to be joined */
+  pthread_t ck_thread;
 };
 
 static int hooked;           /* 0 not tried, 1 installed, -1 impossible */
+/* CKPT_BYTES and WRAP_AT, which the harnesses make small
+** (REGOLITH_WAL_RING="ckpt_bytes wrap_at") so that a short run claims
+** checkpoints and wraps the ring many times; LIVE_MAX and GROW follow
+** (16 rings, a ring at most), so that a ring whose checkpoints fall behind
+** (a slow flush of the data file) stays as small as the real one, to scale */
+static uint64_t ckpt_bytes = CKPT_BYTES, wrap_at = WRAP_AT,
+                live_max = LIVE_MAX, grow = GROW;
 static struct { int fd; rg_wal *w; } reg[64];
 
 
@@ -123,11 +183,15 @@ static uint64_t hash64 (const uint8_t *p, size_t n) {
   return r;
 }
 
+/* A header as this build writes it; one of a build before the ring
+** (WAL_MAGIC) ends at `seq` with its checksum there, and reads as seq =
+** epoch, base_off = REC_START. */
 typedef struct header {
   uint64_t magic, epoch, base;
   uint32_t psize, flags;
   char boot[40];
   uint8_t meta[META_LEN];
+  uint64_t seq, base_off;
   uint64_t sum;
 } header;
 
@@ -135,16 +199,33 @@ static int read_header (int wfd, header *out) {
   header h[2];
   int i, best = -1;
   for (i = 0; i < 2; i++) {
+    uint64_t old;
     if (pread(wfd, &h[i], sizeof(header), (off_t)i * HDR_SLOT) != (ssize_t)sizeof(header))
       continue;
-    if (h[i].magic != WAL_MAGIC ||
-        h[i].sum != hash64((const uint8_t *)&h[i], offsetof(header, sum)))
+    if (h[i].magic == WAL_MAGIC) {
+      memcpy(&old, &h[i].seq, 8);
+      if (old != hash64((const uint8_t *)&h[i], offsetof(header, seq))) continue;
+      h[i].seq = h[i].epoch;
+      h[i].base_off = REC_START;
+    }
+    else if (h[i].magic != WAL_MAGIC2 ||
+             h[i].sum != hash64((const uint8_t *)&h[i], offsetof(header, sum)) ||
+             h[i].base_off < REC_START)
       continue;
-    if (best < 0 || h[i].epoch > h[best].epoch) best = i;
+    if (best < 0 || h[i].seq > h[best].seq) best = i;
   }
   if (best < 0) return -1;
   *out = h[best];
   return 0;
+}
+
+/* Writes a header (its seq names the slot) and flushes the log: 0 or -1. */
+static int write_header (int wfd, header *h) {
+  h->magic = WAL_MAGIC2;
+  h->sum = hash64((const uint8_t *)h, offsetof(header, sum));
+  if (pwrite(wfd, h, sizeof(*h), (off_t)(h->seq % 2) * HDR_SLOT) != (ssize_t)sizeof(*h))
+    return -1;
+  return fdatasync(wfd);
 }
 
 static int fail_errno (rg_err *e, const char *what, const char *path) {
@@ -199,12 +280,12 @@ static void capture (rg_wal *w, const uint8_t *p, size_t n, uint64_t off) {
   add_segment(w, off, p, n);
 }
 
-/* Writes zeros from the log's end to `to` (or GROW further), so that the
+/* Writes zeros from the log's end to `to` (or `grow` further), so that the
 ** records written there later overwrite allocated blocks. */
 static int grow_log (rg_wal *w, uint64_t to) {
   static const uint8_t zeros[65536];
   uint64_t at = w->sh->size < REC_START ? REC_START : w->sh->size;   /* never the headers */
-  uint64_t end = to > at + GROW ? to : at + GROW;
+  uint64_t end = to > at + grow ? to : at + grow;
   while (at < end) {
     size_t n = end - at < sizeof(zeros) ? (size_t)(end - at) : sizeof(zeros);
     ssize_t r = pwrite(w->wfd, zeros, n, (off_t)at);
@@ -215,30 +296,39 @@ static int grow_log (rg_wal *w, uint64_t to) {
   return 0;
 }
 
-/* The mutex is made by the first process that needs it (a shared file
-** from a build before it holds zeros there, and its processes never use
-** it): process-shared, and robust, so that a process dying while it holds
-** it leaves it usable. */
-static void make_mu (shared *sh) {
+/* A shared mutex is made by the first process that needs it (a shared
+** file from a build before it holds zeros there, and its processes never
+** use it): process-shared, and robust, so that a process dying while it
+** holds it leaves it usable.  *state: 0 not made, 1 being made, 2 made. */
+static void make_robust (pthread_mutex_t *m, uint32_t *state) {
   uint32_t zero = 0;
-  if (__atomic_compare_exchange_n(&sh->mu_state, &zero, 1, 0, __ATOMIC_ACQ_REL,
+  if (__atomic_compare_exchange_n(state, &zero, 1, 0, __ATOMIC_ACQ_REL,
                                   __ATOMIC_ACQUIRE)) {
     pthread_mutexattr_t ma;
     pthread_mutexattr_init(&ma);
     pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
     pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(&sh->mu, &ma);
+    pthread_mutex_init(m, &ma);
     pthread_mutexattr_destroy(&ma);
-    __atomic_store_n(&sh->mu_state, 2, __ATOMIC_RELEASE);
+    __atomic_store_n(state, 2, __ATOMIC_RELEASE);
   }
-  while (__atomic_load_n(&sh->mu_state, __ATOMIC_ACQUIRE) != 2) sched_yield();
+  while (__atomic_load_n(state, __ATOMIC_ACQUIRE) != 2) sched_yield();
 }
 
-static void lock_mu (shared *sh) {
-  if (__atomic_load_n(&sh->mu_state, __ATOMIC_ACQUIRE) != 2) make_mu(sh);
-  if (pthread_mutex_lock(&sh->mu) == EOWNERDEAD)   /* died holding it: */
-    pthread_mutex_consistent(&sh->mu);              /* two words, no harm */
+/* Locks a robust mutex; returns 1 when its last holder died holding it
+** (it is usable again, and what it guarded may be half-changed). */
+static int lock_robust (pthread_mutex_t *m, uint32_t *state) {
+  if (__atomic_load_n(state, __ATOMIC_ACQUIRE) != 2) make_robust(m, state);
+  if (pthread_mutex_lock(m) == EOWNERDEAD) {
+    pthread_mutex_consistent(m);
+    return 1;
+  }
+  return 0;
 }
+
+/* mu guards words only, each written whole: a holder that died left
+** nothing half-done. */
+static void lock_mu (shared *sh) { lock_robust(&sh->mu, &sh->mu_state); }
 
 /* With the writer lock held: the log is flushed up to `txnid` (a flush
 ** under the lock, a checkpoint), or records from after `txnid` on may be
@@ -250,13 +340,16 @@ static void set_synced (shared *sh, uint64_t txnid, int unmade) {
   pthread_mutex_unlock(&sh->mu);
 }
 
-static uint64_t synced (shared *sh) {
-  uint64_t t;
+/* A word mu guards, read under it. */
+static uint64_t read_mu (shared *sh, const uint64_t *word) {
+  uint64_t v;
   lock_mu(sh);
-  t = sh->synced;
+  v = *word;
   pthread_mutex_unlock(&sh->mu);
-  return t;
+  return v;
 }
+
+static uint64_t synced (shared *sh) { return read_mu(sh, &sh->synced); }
 
 /* Flushes the log: afterwards every record appended before it is on the
 ** disk.  0, or -1 (errno). */
@@ -268,9 +361,64 @@ static int flush_log (rg_wal *w) {
   upto = __atomic_load_n(&sh->last_txnid, __ATOMIC_ACQUIRE);
   pthread_mutex_unlock(&sh->mu);
   if (fdatasync(w->wfd) != 0) return -1;
+  __atomic_add_fetch(&sh->n_flushes, 1, __ATOMIC_RELAXED);
   lock_mu(sh);
   if (sh->gen == gen && sh->synced < upto) sh->synced = upto;
   pthread_mutex_unlock(&sh->mu);
+  return 0;
+}
+
+/* Fills a record's head (magic, length, epoch, txnid, segments) and its
+** checksum over the whole record. */
+static void seal (uint8_t *r, uint32_t magic, uint32_t len, uint64_t epoch,
+                  uint64_t txnid, uint32_t nseg) {
+  uint64_t sum = 0;
+  memcpy(r, &magic, 4);
+  memcpy(r + 4, &len, 4);
+  memcpy(r + 8, &epoch, 8);
+  memcpy(r + 16, &txnid, 8);
+  memcpy(r + 24, &nseg, 4);
+  memset(r + 28, 0, 4);
+  memcpy(r + 32, &sum, 8);
+  sum = hash64(r, len);
+  memcpy(r + 32, &sum, 8);
+}
+
+/* Where the records after the last checkpoint's base start, as the header
+** on the disk says. */
+static uint64_t base_off (shared *sh) { return read_mu(sh, &sh->base_off); }
+
+/* The bytes of the records a replay would read: from base_off to the end
+** (and, once the records went back to REC_START, from there to next_off). */
+static uint64_t live_bytes (shared *sh) {
+  uint64_t b = base_off(sh);
+  if (sh->next_off >= b) return sh->next_off - b;
+  return (sh->frontier > b ? sh->frontier - b : 0) + (sh->next_off - REC_START);
+}
+
+/* Where the next record of `len` bytes goes (the writer lock held): at the
+** end; at REC_START, after a jump written at the end, when the end passed
+** WRAP_AT and the live records begin past it; after a jump, below the live
+** records, never onto them.  -1 (errno) when it cannot be placed. */
+static int place (rg_wal *w, uint32_t len, uint64_t *at) {
+  shared *sh = w->sh;
+  uint64_t b = base_off(sh), off = sh->next_off;
+  uint8_t jump[REC_HEAD];
+  if (off < b) {                      /* a later lap, below the live records */
+    if (off + len >= b) { errno = ENOSPC; return -1; }
+    *at = off;
+    return 0;
+  }
+  if (off >= wrap_at && (uint64_t)REC_START + len < b) {
+    seal(jump, JUMP_MAGIC, REC_HEAD, sh->epoch, w->txnid, 0);
+    if (off + REC_HEAD > sh->size && grow_log(w, off + REC_HEAD) != 0) return -1;
+    if (pwrite(w->wfd, jump, REC_HEAD, (off_t)off) != REC_HEAD) return -1;
+    if (off + REC_HEAD > sh->frontier) sh->frontier = off + REC_HEAD;
+    *at = REC_START;
+    return 0;
+  }
+  if (off + len > sh->size && grow_log(w, off + len) != 0) return -1;
+  *at = off;
   return 0;
 }
 
@@ -283,23 +431,18 @@ static int flush_log (rg_wal *w) {
 static int append_record (rg_wal *w) {
   shared *sh = w->sh;
   uint8_t *r = (uint8_t *)w->rec.p;
-  uint32_t len = (uint32_t)w->rec.n, magic = REC_MAGIC;
-  uint64_t off = sh->next_off, sum = 0;
+  uint32_t len = (uint32_t)w->rec.n;
+  uint64_t off;
   if (w->overflow || w->rec.oom) { errno = EFBIG; return -1; }
-  memcpy(r, &magic, 4);
-  memcpy(r + 4, &len, 4);
-  memcpy(r + 8, &sh->epoch, 8);
-  memcpy(r + 16, &w->txnid, 8);
-  memcpy(r + 24, &w->nseg, 4);
-  memset(r + 28, 0, 4);
-  memcpy(r + 32, &sum, 8);
-  sum = hash64(r, len);
-  memcpy(r + 32, &sum, 8);
-  if (off + len > sh->size && grow_log(w, off + len) != 0) return -1;
+  seal(r, REC_MAGIC, len, sh->epoch, w->txnid, w->nseg);
+  if (place(w, len, &off) != 0) return -1;
   if (pwrite(w->wfd, r, len, (off_t)off) != (ssize_t)len) return -1;
   sh->last_start = off;
   __atomic_store_n(&sh->last_txnid, w->txnid, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&sh->n_records, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&sh->n_bytes, len, __ATOMIC_RELAXED);
   sh->next_off = off + len;
+  if (off + len > sh->frontier) sh->frontier = off + len;
   w->pending = w->sync == RG_SYNC_FULL && synced(sh) < w->txnid;
   return 0;
 }
@@ -317,43 +460,232 @@ static int read_meta (int dfd, unsigned psize, uint64_t txnid, uint8_t *out) {
   return -1;
 }
 
+/* Takes the checkpoint lock; a holder that died part-way through a
+** checkpoint_run leaves its claim to be run again. */
+static void lock_ck (shared *sh) {
+  if (lock_robust(&sh->ck_mu, &sh->ck_mu_state)) {
+    lock_mu(sh);
+    if (sh->ck_state == CK_RUNNING) sh->ck_state = CK_READY;
+    pthread_mutex_unlock(&sh->mu);
+  }
+}
+
 /*
 ** A checkpoint at transaction `base` (the last committed, the writer lock
-** held): the data file is flushed, then a header names `base` as where the
-** log starts, and records start over.  0 or a status.
+** held) that restarts the log: the data file is flushed, then a header of
+** the next epoch names `base` and records start over at REC_START.  A
+** claimed checkpoint not yet run is dropped (this one covers it).  0 or a
+** status.
 */
 static int checkpoint (rg_wal *w, uint64_t base, unsigned flags, rg_err *e) {
   shared *sh = w->sh;
   header h;
+  int rc = 0;
   memset(&h, 0, sizeof(h));
+  lock_ck(sh);
+  lock_mu(sh);
+  sh->ck_state = CK_NONE;
+  sh->ck_gen++;
+  pthread_mutex_unlock(&sh->mu);
   /* the records first: until the new header is on the disk the old one
   ** rules, and a replay from it over the flushed data file must reach the
   ** last commit, or it would set the meta pages back behind what the data
   ** file's flush made durable */
   if (synced(sh) < sh->last_txnid && flush_log(w) != 0)
-    return fail_errno(e, "flushing the", "regolith.wal");
-  if (fdatasync(w->dfd) != 0) return fail_errno(e, "flushing the data file for the", "checkpoint");
-  if (read_meta(w->dfd, w->psize, base, h.meta) != 0)
-    return rg_fail(e, 500, "storage failure: checkpoint: no meta page holds "
-                   "transaction %llu", (unsigned long long)base);
-  h.magic = WAL_MAGIC;
+    rc = fail_errno(e, "flushing the", "regolith.wal");
+  else if (fdatasync(w->dfd) != 0)
+    rc = fail_errno(e, "flushing the data file for the", "checkpoint");
+  else if (read_meta(w->dfd, w->psize, base, h.meta) != 0)
+    rc = rg_fail(e, 500, "storage failure: checkpoint: no meta page holds "
+                 "transaction %llu", (unsigned long long)base);
+  if (rc) { pthread_mutex_unlock(&sh->ck_mu); return rc; }
   h.epoch = sh->epoch + 1;
+  h.seq = sh->hseq + 1;
   h.base = base;
+  h.base_off = REC_START;
   h.psize = w->psize;
   h.flags = flags;
   memcpy(h.boot, w->boot, sizeof(h.boot));
-  h.sum = hash64((const uint8_t *)&h, offsetof(header, sum));
-  if (pwrite(w->wfd, &h, sizeof(h), (off_t)(h.epoch % 2) * HDR_SLOT) != (ssize_t)sizeof(h) ||
-      fdatasync(w->wfd) != 0)
-    return fail_errno(e, "writing the", "checkpoint");
+  if (write_header(w->wfd, &h) != 0) {
+    rc = fail_errno(e, "writing the", "checkpoint");
+    pthread_mutex_unlock(&sh->ck_mu);
+    return rc;
+  }
   sh->epoch = h.epoch;
   sh->base = sh->last_txnid = base;
   set_synced(sh, base, 1);
-  sh->next_off = REC_START;
+  lock_mu(sh);
+  sh->hseq = h.seq;
+  sh->base_off = REC_START;
+  pthread_mutex_unlock(&sh->mu);
+  sh->next_off = sh->frontier = REC_START;
   sh->last_start = 0;
   sh->unlogged = (flags & F_UNLOGGED) != 0;
   sh->closed = (flags & F_CLOSED) != 0;
+  __atomic_add_fetch(&sh->n_ckpt_lock, 1, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&sh->ck_mu);
   return 0;
+}
+
+/*
+** A checkpoint that does not stop writers: the claim's commit K (known
+** committed: CK_RUNNING, by this process) becomes the log's base.  The
+** data file is flushed without the writer lock, while writers go on
+** appending records after the claim's offset; the pages of K's tree are
+** all in it by then (a transaction reuses only pages that the one two
+** before it freed, and starts only once the log holds that one: so a page
+** of K's tree is overwritten only by a transaction at K+3 or later, when
+** the log holds K+1, whose record makes the page unneeded).  Then a
+** header names K and where the records after it start.  Run by a thread
+** of the process (checkpoint_thread); nothing is returned: a claim that
+** fails is dropped, and the next is made as the log grows.
+*/
+static void checkpoint_run (rg_wal *w, uint64_t gen) {
+  shared *sh = w->sh;
+  header h;
+  int ok;
+  memset(&h, 0, sizeof(h));
+  lock_ck(sh);
+  lock_mu(sh);
+  ok = sh->ck_state == CK_RUNNING && sh->ck_gen == gen && sh->ck_epoch == sh->epoch;
+  if (ok) {
+    h.epoch = sh->ck_epoch;
+    h.base = sh->ck_txnid;
+    h.base_off = sh->ck_off;
+    memcpy(h.meta, sh->ck_meta, META_LEN);
+  }
+  pthread_mutex_unlock(&sh->mu);
+  if (!ok) { pthread_mutex_unlock(&sh->ck_mu); return; }
+  /* the records first, as checkpoint does: a flush of the data file then
+  ** never makes durable a commit whose record is not (so every commit
+  ** before a flush of either file survives, sync "lazy" too) */
+  ok = (synced(sh) >= __atomic_load_n(&sh->last_txnid, __ATOMIC_ACQUIRE) ||
+        flush_log(w) == 0) && fdatasync(w->dfd) == 0;
+  h.psize = w->psize;
+  memcpy(h.boot, w->boot, sizeof(h.boot));
+  h.seq = read_mu(sh, &sh->hseq) + 1;
+  ok = ok && write_header(w->wfd, &h) == 0;
+  lock_mu(sh);
+  if (sh->ck_gen == gen) {
+    if (ok && sh->epoch == h.epoch) {
+      sh->hseq = h.seq;
+      sh->base = h.base;
+      sh->base_off = h.base_off;
+      sh->n_ckpt_run++;
+    }
+    sh->ck_state = CK_NONE;
+  }
+  pthread_mutex_unlock(&sh->mu);
+  pthread_mutex_unlock(&sh->ck_mu);
+}
+
+typedef struct ck_arg { rg_wal *w; uint64_t gen; } ck_arg;
+
+static void *checkpoint_thread (void *arg) {
+  ck_arg a = *(ck_arg *)arg;
+  free(arg);
+  checkpoint_run(a.w, a.gen);
+  __atomic_store_n(&a.w->ck_live, 0, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static int alive (int32_t pid) {
+  return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno != ESRCH);
+}
+
+/* After a commit of this process: a claimed checkpoint whose commit is
+** known committed, and that no live process runs, is started on a thread
+** of this one (one at a time per process). */
+static void checkpoint_start (rg_wal *w) {
+  shared *sh = w->sh;
+  ck_arg *a;
+  uint64_t gen = 0;
+  if (__atomic_load_n(&w->ck_live, __ATOMIC_ACQUIRE)) return;
+  if (w->ck_thread_made) {           /* the last one ended: reap it */
+    pthread_join(w->ck_thread, NULL);
+    w->ck_thread_made = 0;
+  }
+  lock_mu(sh);
+  if (sh->ck_state == CK_READY ||
+      (sh->ck_state == CK_RUNNING && sh->ck_pid != (int32_t)getpid() &&
+       !alive(sh->ck_pid))) {
+    sh->ck_state = CK_RUNNING;
+    sh->ck_pid = (int32_t)getpid();
+    gen = sh->ck_gen;
+  }
+  pthread_mutex_unlock(&sh->mu);
+  if (gen == 0) return;
+  if ((a = (ck_arg *)malloc(sizeof(*a))) != NULL) {
+    a->w = w;
+    a->gen = gen;
+    w->ck_live = 1;
+    if (pthread_create(&w->ck_thread, NULL, checkpoint_thread, a) == 0) {
+      w->ck_thread_made = 1;
+      return;
+    }
+    w->ck_live = 0;
+    free(a);
+  }
+  lock_mu(sh);                        /* no thread: give the claim back */
+  if (sh->ck_gen == gen && sh->ck_state == CK_RUNNING) sh->ck_state = CK_READY;
+  pthread_mutex_unlock(&sh->mu);
+}
+
+/* Waits for this process's checkpoint thread, if any. */
+static void checkpoint_join (rg_wal *w) {
+  if (w->ck_thread_made) {
+    pthread_join(w->ck_thread, NULL);
+    w->ck_thread_made = 0;
+    w->ck_live = 0;
+  }
+}
+
+/* In a commit, once its record is appended (the writer lock held): when
+** the live log passed CKPT_BYTES and no checkpoint is claimed, this
+** commit claims one at itself.  Its meta is read once LMDB wrote it. */
+static void checkpoint_claim (rg_wal *w) {
+  shared *sh = w->sh;
+  w->claimed = 0;
+  if (sh->layout != SHM_LAYOUT || live_bytes(sh) < ckpt_bytes) return;
+  lock_mu(sh);
+  if (sh->ck_state == CK_NONE) {
+    sh->ck_state = CK_CLAIMED;
+    sh->ck_gen++;
+    sh->ck_txnid = w->txnid;
+    sh->ck_off = sh->next_off;
+    sh->ck_epoch = sh->epoch;
+    w->claimed = sh->ck_gen;
+  }
+  pthread_mutex_unlock(&sh->mu);
+}
+
+/* After the meta page of the claiming commit is written (writer lock
+** held): its meta into the claim; a claim without one is dropped. */
+static void checkpoint_meta (rg_wal *w) {
+  shared *sh = w->sh;
+  uint8_t meta[META_LEN];
+  int ok;
+  if (!w->claimed) return;
+  ok = read_meta(w->dfd, w->psize, w->txnid, meta) == 0;
+  lock_mu(sh);
+  if (sh->ck_gen == w->claimed && sh->ck_state == CK_CLAIMED) {
+    if (ok) memcpy(sh->ck_meta, meta, META_LEN);
+    else sh->ck_state = CK_NONE;
+  }
+  pthread_mutex_unlock(&sh->mu);
+  if (!ok) w->claimed = 0;
+}
+
+/* A claim's commit is known committed (by its process after the commit,
+** or by the next writer, whose transaction id is past it): CK_READY.  A
+** claim at `unmade` (a commit its process died making) is dropped. */
+static void checkpoint_settle (shared *sh, uint64_t committed, uint64_t unmade) {
+  lock_mu(sh);
+  if (sh->ck_state == CK_CLAIMED) {
+    if (sh->ck_txnid <= committed) sh->ck_state = CK_READY;
+    else if (sh->ck_txnid == unmade) sh->ck_state = CK_NONE;
+  }
+  pthread_mutex_unlock(&sh->mu);
 }
 /* }===================================================================== */
 
@@ -417,8 +749,10 @@ static ssize_t commit_meta (rg_wal *w, int fd, const void *buf, size_t n,
   capture(w, (const uint8_t *)buf, n, (uint64_t)off);
   logged = append_record(w) == 0;
   w->capturing = 0;
+  if (logged) checkpoint_claim(w);
   r = pwrite(fd, buf, n, off);
-  if (r != (ssize_t)n || logged) return r;
+  if (r != (ssize_t)n) return r;
+  if (logged) { checkpoint_meta(w); return r; }
   if (checkpoint(w, w->txnid, 0, &e) != 0) w->failed = 1;
   return r;
 }
@@ -517,7 +851,17 @@ static int patch_object (struct dl_phdr_info *info, size_t size, void *data) {
 
 static int install_hooks (void) {
   int slots = 0;
+  const char *ring;
   if (hooked) return hooked > 0 ? 0 : -1;
+  if ((ring = getenv("REGOLITH_WAL_RING")) != NULL) {
+    unsigned long long c, w;
+    if (sscanf(ring, "%llu %llu", &c, &w) == 2 && c >= 4096 && w >= 4 * c) {
+      ckpt_bytes = c;
+      wrap_at = w;
+      live_max = 16 * w;
+      grow = w < GROW ? w : GROW;
+    }
+  }
   dl_iterate_phdr(patch_object, &slots);
   hooked = slots >= 2 ? 1 : -1;
   return hooked > 0 ? 0 : -1;
@@ -552,20 +896,42 @@ static int lock_shared_file (int fd, int type) {
   return 0;
 }
 
-/* The record at `off` into rec, when it is whole: the transaction
-** `expect` of epoch `epoch`, its checksum right.  Its length, or 0. */
-static uint32_t whole_record (rg_wal *w, uint64_t off, uint64_t expect,
-                              uint64_t epoch, rg_buf *rec) {
+/* Whether a process has the database's LMDB environment open: each one
+** holds a shared lock on the first byte of lock.mdb while it does (LMDB's
+** mdb_env_excl_lock).  Asked when the shared file was stamped by a build
+** keeping another layout: once its processes are gone (an upgrade without
+** a reboot), this one takes the log over as the first after a restart. */
+static int in_use (const char *path) {
+  char name[4096];
+  struct flock l;
+  int fd, used = 1;
+  snprintf(name, sizeof(name), "%s/lock.mdb", path);
+  if ((fd = open(name, O_RDWR | O_CLOEXEC)) < 0) return errno != ENOENT;
+  memset(&l, 0, sizeof(l));
+  l.l_type = F_WRLCK;
+  l.l_whence = SEEK_SET;
+  l.l_start = 0;
+  l.l_len = 1;
+  if (fcntl(fd, F_OFD_GETLK, &l) == 0) used = l.l_type != F_UNLCK;
+  close(fd);
+  return used;
+}
+
+/* The record of kind `magic` at `off` into rec, when it is whole: the
+** transaction `expect` of epoch `epoch`, its checksum right.  Its length,
+** or 0. */
+static uint32_t whole_record (rg_wal *w, uint64_t off, uint32_t magic,
+                              uint64_t expect, uint64_t epoch, rg_buf *rec) {
   uint8_t head[REC_HEAD];
-  uint32_t magic, len;
+  uint32_t m, len;
   uint64_t ep, txnid, sum, zero = 0;
   if (pread(w->wfd, head, REC_HEAD, (off_t)off) != REC_HEAD) return 0;
-  memcpy(&magic, head, 4);
+  memcpy(&m, head, 4);
   memcpy(&len, head + 4, 4);
   memcpy(&ep, head + 8, 8);
   memcpy(&txnid, head + 16, 8);
   memcpy(&sum, head + 32, 8);
-  if (magic != REC_MAGIC || ep != epoch || txnid != expect ||
+  if (m != magic || ep != epoch || txnid != expect ||
       len < REC_HEAD || len > CAPTURE_MAX + 4096 || len % 8) return 0;
   rec->n = 0;
   if (rg_buf_reserve(rec, len) != 0) return 0;
@@ -576,25 +942,40 @@ static uint32_t whole_record (rg_wal *w, uint64_t off, uint64_t expect,
   return len;
 }
 
+/* The next record of a replay, transaction `expect`, at *off into rec:
+** at *off, or, when a whole jump of that transaction is there, at
+** REC_START (*off set to it).  Its length, or 0 when it is not whole. */
+static uint32_t next_record (rg_wal *w, uint64_t *off, uint64_t expect,
+                             uint64_t epoch, rg_buf *rec) {
+  uint32_t len = whole_record(w, *off, REC_MAGIC, expect, epoch, rec);
+  if (len == 0 && *off != REC_START &&
+      whole_record(w, *off, JUMP_MAGIC, expect, epoch, rec) == REC_HEAD &&
+      (len = whole_record(w, REC_START, REC_MAGIC, expect, epoch, rec)) != 0)
+    *off = REC_START;
+  return len;
+}
+
 /*
-** Where the records end at `off` (the next one, `expect`, is not whole):
-** an end, or damage?  A crash leaves the last record torn, and may leave
-** the one after it whole (a transaction starts once the log is flushed up
-** to the one two before it: the disk may keep N + 1 and lose N), never
-** one further on.  So a whole record of a transaction from expect + 2 on
-** further in the log means a record in the middle was damaged; replaying
-** up to it would set the database back and lose commits that were made
-** durable.  Returns that transaction, or 0.
+** Where the records end (the next one, `expect`, is not whole): an end, or
+** damage?  A crash leaves the last record torn, and may leave the one
+** after it whole (a transaction starts once the log is flushed up to the
+** one two before it: the disk may keep N + 1 and lose N), never one
+** further on.  So a whole record of the epoch's transaction from expect + 2
+** on anywhere in the log means a record in the middle was damaged;
+** replaying up to it would set the database back and lose commits that
+** were made durable.  Anywhere: past a jump the records go on at
+** REC_START, before the end; and what a later lap leaves of an earlier one
+** holds older transactions only (an epoch writes a transaction's record
+** once, a record unmade is zeroed first).  Returns that transaction, or 0.
 */
-static uint64_t later_record (rg_wal *w, uint64_t off, uint64_t expect,
-                              uint64_t epoch) {
+static uint64_t later_record (rg_wal *w, uint64_t expect, uint64_t epoch) {
   uint8_t buf[65536];
   rg_buf rec;
-  uint64_t found = 0;
+  uint64_t found = 0, off;
   ssize_t got;
   memset(&rec, 0, sizeof(rec));
-  for (off += 8; !found && (got = pread(w->wfd, buf, sizeof(buf),
-                                        (off_t)off)) >= REC_HEAD;
+  for (off = REC_START; !found && (got = pread(w->wfd, buf, sizeof(buf),
+                                               (off_t)off)) >= REC_HEAD;
        off += (uint64_t)got - REC_HEAD) {
     size_t i;
     for (i = 0; i + REC_HEAD <= (size_t)got && !found; i += 8) {
@@ -605,7 +986,7 @@ static uint64_t later_record (rg_wal *w, uint64_t off, uint64_t expect,
       memcpy(&ep, buf + i + 8, 8);
       memcpy(&txnid, buf + i + 16, 8);
       if (ep == epoch && txnid >= expect + 2 && txnid < expect + (1u << 30) &&
-          whole_record(w, off + i, txnid, epoch, &rec))
+          whole_record(w, off + i, REC_MAGIC, txnid, epoch, &rec))
         found = txnid;
     }
     if ((size_t)got < sizeof(buf)) break;
@@ -646,10 +1027,10 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
     return 0;
   snprintf(name, sizeof(name), "%s/data.mdb", path);
   memset(&rec, 0, sizeof(rec));
-  for (off = REC_START, expect = h.base + 1;
-       (len = whole_record(w, off, expect, h.epoch, &rec)) != 0; expect++)
+  for (off = h.base_off, expect = h.base + 1;
+       (len = next_record(w, &off, expect, h.epoch, &rec)) != 0; expect++)
     off += len;
-  if ((later = later_record(w, off, expect, h.epoch)) != 0) {
+  if ((later = later_record(w, expect, h.epoch)) != 0) {
     rg_buf_free(&rec);
     return rg_fail(e, 500, "the database '%s' is damaged: its log "
                    "(regolith.wal) does not check out at byte %llu (the "
@@ -679,8 +1060,8 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
   }
   last = h.base;
   memcpy(meta, h.meta, META_LEN);
-  for (off = REC_START, expect = h.base + 1;
-       (len = whole_record(w, off, expect, h.epoch, &rec)) != 0; expect++) {
+  for (off = h.base_off, expect = h.base + 1;
+       (len = next_record(w, &off, expect, h.epoch, &rec)) != 0; expect++) {
     size_t at = REC_HEAD;
     uint32_t nseg, i;
     memcpy(&nseg, (uint8_t *)rec.p + 24, 4);
@@ -721,6 +1102,7 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
 void rg_wal_close (rg_wal *w) {
   int i;
   if (w == NULL) return;
+  checkpoint_join(w);
   for (i = 0; i < 64; i++) if (reg[i].w == w) reg[i].w = NULL;
   if (w->locked) lock_shared_file(w->sfd, F_UNLCK);
   if (w->sh) munmap(w->sh, sizeof(shared));
@@ -795,9 +1177,16 @@ static int wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
     int dfd = open(path, O_RDONLY | O_CLOEXEC);
     if (dfd >= 0) { fsync(dfd); close(dfd); }
   }
-  if (w->sh->magic == SHM_MAGIC && memcmp(w->sh->boot, w->boot, 40) == 0) {
+  if (w->sh->magic == SHM_MAGIC && memcmp(w->sh->boot, w->boot, 40) == 0 &&
+      (w->sh->layout == SHM_LAYOUT || in_use(path))) {
     lock_shared_file(w->sfd, F_UNLCK);     /* others run it: join them */
     w->locked = 0;
+    if (w->sh->layout != SHM_LAYOUT) {     /* ... unless they keep another */
+      rg_wal_close(w);
+      return rg_fail(e, 409, "the database is in use by a process of an older "
+                     "build of regolith, whose log this one cannot share: "
+                     "close it first");
+    }
   }
   else {                                   /* the first since the boot */
     if ((rc = recover(w, path, e)) != 0) { rg_wal_close(w); return rc; }
@@ -862,8 +1251,12 @@ int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
     header h;
     mdb_env_info(mdb, &info);
     memset(sh, 0, sizeof(*sh));
-    sh->epoch = read_header(w->wfd, &h) == 0 ? h.epoch : 0;
+    if (read_header(w->wfd, &h) == 0) {
+      sh->epoch = h.epoch;
+      sh->hseq = h.seq;
+    }
     sh->size = fstat(w->wfd, &fs) == 0 ? (uint64_t)fs.st_size : 0;
+    sh->layout = SHM_LAYOUT;
     rc = checkpoint(w, (uint64_t)info.me_last_txnid, 0, e);
     if (rc == 0) {
       memcpy(sh->boot, w->boot, 40);
@@ -888,6 +1281,15 @@ int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
 ** Transactions
 ** ======================================================================
 */
+/* The records of a later lap are about to reach the live ones (the
+** checkpoints did not keep up), or the live log is very long: a
+** checkpoint under the writer lock restarts it. */
+static int ring_full (shared *sh) {
+  uint64_t b = base_off(sh);
+  if (sh->next_off < b && b - sh->next_off < wrap_at / 16) return 1;
+  return live_bytes(sh) > live_max;
+}
+
 int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
   shared *sh = w->sh;
   uint64_t t = (uint64_t)mdb_txn_id(txn), last = t - 1;
@@ -899,8 +1301,9 @@ int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
   w->rec.n = 0;
   if (sync == RG_SYNC_NONE)              /* not logged: the file is the truth */
     return sh->unlogged && !sh->closed ? 0 : checkpoint(w, last, F_UNLOGGED, e);
-  if (sh->unlogged || sh->closed || sh->next_off > LOG_LIMIT || sh->last_txnid < last ||
-      sh->last_txnid > t) {
+  checkpoint_settle(sh, last, t);
+  if (sh->unlogged || sh->closed || sh->last_txnid < last || sh->last_txnid > t ||
+      ring_full(sh)) {
     if ((rc = checkpoint(w, last, 0, e))) return rc;
   }
   else if (sh->last_txnid == t) {
@@ -920,7 +1323,8 @@ int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
   /* room for the record, made before anything is written: on a full disk
   ** the transaction fails here, whole, rather than at its commit, when
   ** LMDB has made it and only a checkpoint could make it durable */
-  if (sh->next_off + GROW > sh->size && grow_log(w, sh->next_off + GROW) != 0)
+  if (sh->next_off >= base_off(sh) && sh->next_off + grow > sh->size &&
+      grow_log(w, sh->next_off + grow) != 0)
     return fail_errno(e, "growing the", "regolith.wal");
   if (rg_buf_reserve(&w->rec, REC_HEAD) != 0) return rg_fail(e, 500, "out of memory");
   w->rec.n = REC_HEAD;
@@ -935,18 +1339,36 @@ int rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e) {
 }
 
 int rg_wal_durable (rg_wal *w, rg_err *e) {
+  int rc = 0;
   if (w->failed)
     return rg_fail(e, 500, "storage failure: the commit is made but could not "
                    "be flushed (its checkpoint failed)");
-  if (!w->pending || synced(w->sh) >= w->txnid) return 0;
-  if (flush_log(w) != 0)
-    return fail_errno(e, "flushing the", "regolith.wal (the commit is made; "
-                      "whether it would survive a power cut is unknown)");
-  return 0;
+  if (w->claimed) {                       /* its claim: committed */
+    checkpoint_settle(w->sh, w->txnid, 0);
+    w->claimed = 0;
+  }
+  if (w->pending && synced(w->sh) < w->txnid && flush_log(w) != 0)
+    rc = fail_errno(e, "flushing the", "regolith.wal (the commit is made; "
+                    "whether it would survive a power cut is unknown)");
+  if (__atomic_load_n(&w->sh->ck_state, __ATOMIC_RELAXED) >= CK_READY)
+    checkpoint_start(w);
+  return rc;
 }
 
 void rg_wal_end (rg_wal *w) {
   w->capturing = 0;
+  w->claimed = 0;
   if (w->rec.cap > CAPTURE_MAX / 4) rg_buf_free(&w->rec);
+}
+
+void rg_wal_stats (rg_wal *w, rg_wal_stat *out) {
+  shared *sh = w->sh;
+  memset(out, 0, sizeof(*out));
+  if (sh == NULL || sh->layout != SHM_LAYOUT) return;
+  out->records = __atomic_load_n(&sh->n_records, __ATOMIC_RELAXED);
+  out->bytes = __atomic_load_n(&sh->n_bytes, __ATOMIC_RELAXED);
+  out->flushes = __atomic_load_n(&sh->n_flushes, __ATOMIC_RELAXED);
+  out->checkpoints = __atomic_load_n(&sh->n_ckpt_run, __ATOMIC_RELAXED);
+  out->checkpoints_locked = __atomic_load_n(&sh->n_ckpt_lock, __ATOMIC_RELAXED);
 }
 /* }===================================================================== */

@@ -9,11 +9,18 @@
 ** writes for a transaction is also copied into one record appended to the
 ** log file (<dir>/regolith.wal), which is flushed once, before the meta
 ** page goes to the data file.  The data file is flushed only at
-** checkpoints (when the log fills, when a commit cannot be logged, when a
-** writer finds the log behind), after which the log starts over.  After a
-** power loss, the first process to open the database copies the records
-** of the log, in order, over the data file (the pages as they were
-** committed), and then sets both meta pages to the last record's.
+** checkpoints.  Ordinarily a checkpoint stops no writer: once the records
+** since the last one pass a few MiB, a commit claims one at itself, and a
+** thread of some process flushes the data file and writes a header naming
+** that commit as the log's base, while writers go on appending; the
+** records are a ring, going back to the start of the file once the base
+** has moved past it.  A checkpoint under the writer lock, which restarts
+** the log, is left for a commit that cannot be logged, a writer that
+** finds the log behind, the ring filled faster than checkpoints keep up,
+** and a close.  After a power loss, the first process to open the
+** database copies the records of the log from the base on, in order, over
+** the data file (the pages as they were committed), and then sets both
+** meta pages to the last record's.
 **
 ** What is shared by the processes using the database lives in a small
 ** mapped file (<dir>/regolith.shm) that is never flushed, stamped with the
@@ -30,6 +37,10 @@
 **     overwrite pages the commit two before it freed): the replay can
 **     always reach a state whose pages are all there.  Sync "lazy" asks
 **     no more: never more than the last two commits are unflushed.
+**   - A header names its base K only once the data file holding K's pages
+**     is flushed; records are never written over the ones a replay from
+**     the header on the disk reads (from its base on), nor before that
+**     header is flushed.
 **   - Sync "full": a commit's record is flushed before the call returns,
 **     after the commit releases the writer lock (rg_wal_durable): other
 **     processes commit meanwhile, and one flush serves every record
@@ -99,5 +110,13 @@ void rg_wal_end (rg_wal *w);
 ** record did).  0 or a status (the commit is made, its durability is not
 ** known). */
 int  rg_wal_durable (rg_wal *w, rg_err *e);
+
+/* What the log did since the machine started, counted by every process
+** of the database: records appended and their bytes, flushes of the log,
+** checkpoints without the writer lock and under it. */
+typedef struct rg_wal_stat {
+  uint64_t records, bytes, flushes, checkpoints, checkpoints_locked;
+} rg_wal_stat;
+void rg_wal_stats (rg_wal *w, rg_wal_stat *out);
 
 #endif

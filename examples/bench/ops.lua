@@ -10,7 +10,13 @@ A fixed number of one operation, for instruction counts under callgrind
 Operations: none, read (a point read of a 1 KB item), create (a 1 KB item,
 sync none), query (a routed query returning 5 of 25 items by an
 equality), range (a routed range of 6 of 25), fanout (an equality over 8
-physical partitions, 10 matches).  Prints the operations done.
+physical partitions, 10 matches), group (GROUP BY with COUNT over every
+partition: 5,000 index entries counted), group1 (GROUP BY with COUNT in
+one partition of 1,000 small items among 4, from a composite index (/pk,
+/k); its setup differs: subtract `group1 0`), twopath (`tag = @t AND
+score < @s` over 800 partitions of 25 small items, 100 rows of 200
+candidates, as query.lua's two paths; subtract `twopath 0`).  Prints the
+operations done.
 ]]
 
 local regolith = require "regolith"
@@ -47,6 +53,41 @@ elseif op == "range" then
   end
 elseif op == "fanout" then
   for i = 1, n do assert(c:query("SELECT * FROM c WHERE c.v = @v", { v = i % 500 })) end
+elseif op == "group1" then
+  local e = assert(db:create_container("e", { partition_key = "/pk",
+    indexing = { composite = { { { path = "/pk" }, { path = "/k" } } } } }))
+  for p = 0, 3 do
+    for b = 0, 9 do
+      local ops = {}
+      for i = b * 100, b * 100 + 99 do
+        ops[#ops + 1] = { op = "create", doc = { id = "e" .. i, pk = "e" .. p, k = i % 10 } }
+      end
+      assert(e:batch("e" .. p, ops))
+    end
+  end
+  for i = 1, n do
+    assert(e:query("SELECT c.k, COUNT(1) AS n FROM c WHERE c.pk = @pk GROUP BY c.k",
+                   { pk = "e" .. (i % 4) }))
+  end
+elseif op == "twopath" then
+  local t = assert(db:create_container("t", { partition_key = "/pk",
+    physical_partitions = 8,
+    indexing = { composite = { { { path = "/tag" }, { path = "/score" } } } } }))
+  for p = 0, 799 do
+    local ops = {}
+    for i = p, 19999, 800 do
+      ops[#ops + 1] = { op = "create", doc = { id = ("item%06d"):format(i),
+        pk = "p" .. p, cat = i % 200, score = (i * 7919) % 1000003,
+        name = "name" .. i, n = i, tag = "t" .. (i % 100) } }
+    end
+    assert(t:batch("p" .. p, ops))
+  end
+  for _ = 1, n do
+    assert(t:query("SELECT * FROM c WHERE c.tag = @t AND c.score < @s",
+                   { t = "t7", s = 500000 }))
+  end
+elseif op == "group" then
+  for _ = 1, n do assert(c:query("SELECT c.k, COUNT(1) AS n FROM c GROUP BY c.k")) end
 elseif op ~= "none" then
   error("unknown operation " .. op)
 end

@@ -1,7 +1,7 @@
 -- Query benchmarks: regolith against SQLite (lua-sql-sqlite3) on the same
 -- data, in the same run.
 --
---   lua5.4 examples/bench/query.lua [--items N] [--runs R]
+--   lua5.4 examples/bench/query.lua [--items N] [--runs R] [--only PATTERN]
 --
 -- Two data sets of N items each (100,000 by default):
 --   items   4,000 logical partitions of 25 small items (8 physical
@@ -23,20 +23,20 @@
 --   GROUP all  GROUP BY with COUNT across all 100,000 events
 -- SQLite gets a relational table per data set with the matching indexes
 -- (primary key (pk, id); cat, score, (tag, score); (pk, t), (pk, kind),
--- kind) and the same queries in SQL.  Medians of R runs, in microseconds
--- of CPU time (os.clock), both measured in this one process.
+-- kind) and the same queries in SQL.  Medians and 99th percentiles of R
+-- runs, in microseconds of CPU time (os.clock), both measured in this one
+-- process.
 
 local regolith = require "regolith"
 
-local N, RUNS = 100000, 200
-do
-  local i = 1
-  while arg[i] do
-    if arg[i] == "--items" then N = tonumber(arg[i + 1]); i = i + 2
-    elseif arg[i] == "--runs" then RUNS = tonumber(arg[i + 1]); i = i + 2
-    else error("unknown argument " .. arg[i]) end
-  end
-end
+local argparse = require "argparse"
+
+local parser = argparse("query.lua", "Queries beside SQLite, same data, same run")
+parser:option("--items", "Items in each data set.", "100000", tonumber)
+parser:option("--runs", "Runs of each request (medians and p99 over them).", "200", tonumber)
+parser:option("--only", "Only the requests whose name holds this Lua pattern.")
+local args = parser:parse()
+local N, RUNS, ONLY = args.items, args.runs, args.only
 local PER_PARTITION = 25
 local NPK = N // PER_PARTITION
 local NCAT = N // 100
@@ -51,6 +51,9 @@ local function median(t)
   local n = #t
   if n % 2 == 1 then return t[(n + 1) // 2] end
   return (t[n // 2] + t[n // 2 + 1]) / 2
+end
+local function p99(t)                -- t sorted (by median)
+  return t[math.max(1, math.ceil(#t * 0.99))]
 end
 
 local function item(i)
@@ -147,6 +150,7 @@ local results = {}
 
 local function bench(name, expect, ours, theirs)
   local a, b, info = {}, {}, nil
+  if ONLY and not name:find(ONLY) then return end
   math.randomseed(42)
   for r = 1, RUNS do
     local k = math.random(0, NPK - 1)
@@ -165,6 +169,7 @@ local function bench(name, expect, ours, theirs)
     assert(#rows == expect, name .. ": SQLite returned " .. #rows)
   end
   results[#results + 1] = { name = name, ours = median(a), theirs = median(b),
+                            ours99 = p99(a), theirs99 = p99(b),
                             charge = info.charge, loaded = info.loaded,
                             partitions = info.partitions }
 end
@@ -233,11 +238,11 @@ bench("GROUP BY across " .. N .. " events", NKIND,
   function() return ev:query("SELECT c.kind, COUNT(1) AS n FROM c GROUP BY c.kind") end,
   function() return sqlite_rows("SELECT kind, COUNT(*) AS n FROM events GROUP BY kind") end)
 
-print(("%-52s %12s %12s %8s %8s %7s %6s"):format("request (median of " .. RUNS .. ")",
-  "regolith us", "SQLite us", "ratio", "RU", "loaded", "parts"))
+print(("%-52s %12s %12s %8s %10s %10s %8s %7s %6s"):format("request (median of " .. RUNS .. ")",
+  "regolith us", "SQLite us", "ratio", "p99 ours", "p99 SQLite", "RU", "loaded", "parts"))
 for _, r in ipairs(results) do
-  print(("%-52s %12.1f %12.1f %7.2fx %8.2f %7d %6d"):format(r.name, r.ours, r.theirs,
-    r.theirs / r.ours, r.charge, r.loaded, r.partitions))
+  print(("%-52s %12.1f %12.1f %7.2fx %10.1f %10.1f %8.2f %7d %6d"):format(r.name, r.ours,
+    r.theirs, r.theirs / r.ours, r.ours99, r.theirs99, r.charge, r.loaded, r.partitions))
 end
 print("(ratio > 1: regolith is faster; os.clock CPU time)")
 

@@ -5,6 +5,7 @@ container that already holds 20,000 items.
 
   LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
     lua5.4 examples/bench/writers.lua [--n 2000] [--writers 16] [--json FILE]
+                                      [--disk build/bench/disk]
 
 Rows:
   lone, direct          one writer, c:create, one transaction per create
@@ -17,19 +18,26 @@ Rows:
   N processes           N processes writing at once (LMDB serialises them)
 
 For each: creates per second, and the median and 99th percentile of a
-create's latency (from the call to its return, waiting included), in µs.
+create's latency (from the call to its return, waiting included), in µs,
+with the machine's load average.  Where the build counts what its log did
+(db:stats().log): the bytes of log a create wrote, and for the processes
+the commits and flushes per create; and the lone writer's creates run in
+four turns, each followed by this disk's own write and flush of as many
+bytes as a commit's record (build/bench/disk, examples/bench/disk.c), so
+that the create's median is set beside the disk's in the same minutes.
 ]]
 
 local regolith = require "regolith"
 local system = require "system"
 
-local args = { n = 2000, writers = 16, json = nil, child = nil, dir = nil }
+local args = { n = 2000, writers = 16, json = nil, child = nil, dir = nil,
+               disk = "build/bench/disk" }
 do
   local i = 1
   while i <= #arg do
     local k = arg[i]:match("^%-%-(.+)$")
     if not k or arg[i + 1] == nil then
-      error("usage: writers.lua [--n N] [--writers W] [--json FILE]")
+      error("usage: writers.lua [--n N] [--writers W] [--json FILE] [--disk PROGRAM]")
     end
     args[k] = arg[i + 1]
     i = i + 2
@@ -52,12 +60,37 @@ local function quantile(t, q)
   return t[math.max(1, math.ceil(#t * q))]
 end
 
-local function summary(name, lat, seconds)
+-- The machine's load average over the last minute (a shared machine).
+local function load_average()
+  local f = io.open("/proc/loadavg")
+  if not f then return nil end
+  local l = tonumber(f:read("*l"):match("^(%S+)"))
+  f:close()
+  return l
+end
+
+-- What the log did since the machine started (db:stats().log), or nil.
+local function log_stats(db)
+  local st = db:stats()
+  return st and st.log
+end
+
+local function summary(name, lat, seconds, extra)
   local r = { name = name, per_second = #lat / seconds,
-              p50 = quantile(lat, 0.5) * 1e6, p99 = quantile(lat, 0.99) * 1e6 }
-  print(("%-28s %9.0f/s  p50 %8.0f µs  p99 %8.0f µs"):format(name, r.per_second,
-    r.p50, r.p99))
+              p50 = quantile(lat, 0.5) * 1e6, p99 = quantile(lat, 0.99) * 1e6,
+              load = load_average() }
+  print(("%-28s %9.0f/s  p50 %8.0f µs  p99 %8.0f µs  (load %.1f)%s"):format(name,
+    r.per_second, r.p50, r.p99, r.load or 0, extra or ""))
   return r
+end
+
+-- Log records and bytes per create between two log_stats.
+local function per_create(before, after, creates)
+  if not (before and after) then return nil end
+  local records = after.records - before.records
+  return { records = records / creates, bytes = (after.bytes - before.bytes) / creates,
+           per_record = records > 0 and (after.bytes - before.bytes) / records or 0,
+           flushes = (after.flushes - before.flushes) / creates }
 end
 
 -- N writers as coroutines taking turns; write(w, i) makes one create.
@@ -125,14 +158,43 @@ for i = 1, 1000 do assert(c:create(comment("warm", i))) end   -- a warm cache
 print(("writers benchmark: sync full, %d creates per row, %d items before"):format(n, PRELOAD))
 
 do
-  local lat = {}
-  local t0 = now()
-  for i = 1, n do
-    local s = now()
-    assert(c:create(comment("lone", i)))
-    lat[#lat + 1] = now() - s
+  -- in four turns, each followed by this disk's own write and flush of as
+  -- many bytes as a commit's log record (build/bench/disk), so that both
+  -- meet the disk in the same state
+  local lat, disk, seconds, done = {}, {}, 0, 0
+  local before = log_stats(db)
+  local have_disk = io.open(args.disk) ~= nil
+  for turn = 1, 4 do
+    local count = turn < 4 and n // 4 or n - done
+    local t0 = now()
+    for i = done + 1, done + count do
+      local s = now()
+      assert(c:create(comment("lone", i)))
+      lat[#lat + 1] = now() - s
+    end
+    seconds = seconds + now() - t0
+    done = done + count
+    local pc = per_create(before, log_stats(db), done)
+    if have_disk and pc and pc.per_record > 0 then
+      local p = io.popen(("%s %s %d %d"):format(args.disk, dir, math.floor(pc.per_record),
+        math.max(20, count // 2)))
+      local line = p:read("*a")
+      p:close()
+      for v in line:gmatch("p50=([%d.]+)") do disk[#disk + 1] = tonumber(v) end
+    end
   end
-  rows[#rows + 1] = summary("lone, direct", lat, now() - t0)
+  local pc = per_create(before, log_stats(db), n)
+  local extra = pc and ("  %.0f B of log a create"):format(pc.bytes) or ""
+  local r = summary("lone, direct", lat, seconds, extra)
+  if #disk > 0 then
+    table.sort(disk)
+    r.disk_p50 = disk[(#disk + 1) // 2]
+    r.record_bytes = pc.per_record
+    print(("%28s this disk's write+flush of %.0f B: p50 %.0f µs (median of %d turns); "
+      .. "the create %.2fx that"):format("", pc.per_record, r.disk_p50, #disk,
+      r.p50 / r.disk_p50))
+  end
+  rows[#rows + 1] = r
 end
 local grouped = db.group_commit ~= nil     -- an older build has none
 if grouped then
@@ -159,11 +221,11 @@ if grouped then
   print(("%28s %.1f creates per transaction"):format("", r.per_transaction))
   rows[#rows + 1] = r
 end
-db:close()
 do
   local interp = arg[-1] or "lua5.4"
   local per = math.max(1, n // nw)
   local pipes, lat = {}, {}
+  local before = log_stats(db)
   local t0 = now()
   for w = 1, nw do
     pipes[w] = io.popen(("%s %s --child %d --dir '%s' --n %d"):format(interp, arg[0], w,
@@ -173,8 +235,15 @@ do
     for line in pipes[w]:lines() do lat[#lat + 1] = tonumber(line) end
     pipes[w]:close()
   end
-  rows[#rows + 1] = summary(("%d processes"):format(nw), lat, now() - t0)
+  local seconds = now() - t0
+  local pc = per_create(before, log_stats(db), #lat)
+  local r = summary(("%d processes"):format(nw), lat, seconds, pc and
+    ("  %.2f commits and %.2f flushes a create, %.0f B of log a create"):format(
+      pc.records, pc.flushes, pc.bytes) or "")
+  r.log = pc
+  rows[#rows + 1] = r
 end
+db:close()
 if grouped then
   print(("group commit: %.1fx the throughput of %d coroutines writing alone, "
     .. "%.1fx that of %d processes; a lone writer %.2fx its latency"):format(
