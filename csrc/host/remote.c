@@ -16,7 +16,8 @@
 **   db:_remote_parts()  -> {{cid, bucket, buckets, data}...}, stand-in
 **   db:_remote_applied(i, lsn), db:_remote_refused(i)
 **   db:_in_scope()      -> is a write scope running (the call's own)?
-**   db:_remote_complete() -> has every read so far been answered?
+**   db:_remote_complete() -> has every read so far been answered (and
+**                            none contradicted by a fetch since)?
 **   db:_remote_mark()   -> a mark in the running scope (scope.h);
 **   db:_remote_back(m), db:_remote_keep(m): back to it, or keep what
 **                          was done since

@@ -25,14 +25,19 @@
 ** Writes change `cur` and mark the entry dirty, keeping in the undo log
 ** what they overwrote (savepoints, kv.h).  Counters (rg_kv_add) are kept
 ** as deltas: the commit adds them in the place, bounded (kv.h), so two
-** writers adding to one counter never conflict.  The lsn is a stand-in,
-** a random number from 8e15 to 9e15, which the place replaces at the
-** commit in the three encodings the layout writes it in: 8 bytes
-** big-endian (feed keys, latest entries), decimal text (the documents'
-** _lsn) and an index term (an index on _lsn).  A place's lsn is the time
-** in microseconds (or one more than its last), 16 digits until the year
-** 2286 and below 8e15 until 2223, as the stand-in is: a document keeps its
-** size when its lsn is put in, and the sizes the write counted hold.
+** writers adding to one counter never conflict.  A fetch can come in the
+** middle of a transaction (a call made inside a scope fetches what it
+** lacks and runs again alone over its mark): it sets `base` and never
+** changes what the transaction wrote; `cur` of an entry it did not put or
+** delete is always `base` plus its deltas (view), after a fetch as after
+** an undo.  The lsn is a stand-in, a random number from 8e15 to 9e15,
+** which the place replaces at the commit in the three encodings the
+** layout writes it in: 8 bytes big-endian (feed keys, latest entries),
+** decimal text (the documents' _lsn) and an index term (an index on
+** _lsn).  A place's lsn is the time in microseconds (or one more than its
+** last), 16 digits until the year 2286 and below 8e15 until 2223, as the
+** stand-in is: a document keeps its size when its lsn is put in, and the
+** sizes the write counted hold.
 **
 ** The write set: one part per place written (the global place's first:
 ** what it holds, path ids and shapes, is written once and harmless when
@@ -81,6 +86,7 @@ typedef struct ent {
   uint8_t assumed;                /* known as the commit will check it */
   uint8_t read, dirty;
   uint8_t adding;                 /* counter deltas pending (add below) */
+  uint8_t held;                   /* named by the undo log (forget) */
   int64_t add_items, add_bytes;
   uint64_t add_bound;
   unsigned add_flags;
@@ -179,6 +185,9 @@ struct rg_remote {
   uint64_t wbytes;                /* rg_kv_pending: bytes its writes gave */
   int lsn_taken;
   int sealed;                     /* the parts are built */
+  int moved;                      /* a fetch in the middle of the run
+                                     contradicts what it read: it goes
+                                     again whole (known, forget) */
   uint32_t cur_place, cur_cid;
   int nomem;
   /* the write set */
@@ -299,6 +308,28 @@ static ent *get_ent (rg_remote *r, int tb, const uint8_t *k, size_t kn,
 
 /* The entry's value as the transaction sees it. */
 static const side *now_of (const ent *e) { return &e->cur; }
+
+/* Sets `cur` of an entry the transaction did not put or delete (not
+** dirty): `base`, plus the counter deltas it added (r_add).  The one rule
+** for what such an entry reads, whatever was fetched since (known) or
+** undone (r_rollback). */
+static int view (ent *e) {
+  uint8_t buf[16];
+  uint64_t n = 0, b = 0;
+  rg_assert(!e->dirty);
+  if (!e->adding) return side_copy(&e->cur, &e->base);
+  if (e->base.have && e->base.n == 16) {
+    n = rg_get_u64(e->base.v);
+    b = rg_get_u64(e->base.v + 8);
+  }
+  n += (uint64_t)e->add_items;
+  b += (uint64_t)e->add_bytes;
+  if (n == 0 && (e->add_flags & RG_KV_DROP0))
+    return side_set(&e->cur, 0, NULL, 0);
+  rg_put_u64(buf, n);
+  rg_put_u64(buf + 8, b);
+  return side_set(&e->cur, 1, buf, 16);
+}
 /* }===================================================================== */
 
 
@@ -643,11 +674,16 @@ static void cover (rg_remote *r, int tb, uint32_t p, const uint8_t *lo,
   s->v[s->n++] = nw;
 }
 
-/* Forgets what is known of table tb in place p (a version changed). */
+/* Forgets what is known of table tb in place p (a version changed).
+** What the run wrote there stays, unknown now (the undo log names those
+** entries); and if the run read or wrote there, what it read may be
+** stale: it goes again whole (`moved`). */
 static void forget (rg_remote *r, int tb, uint32_t p) {
   spans *s = &r->cov[tb];
   table *t = &r->t[tb];
+  tplace *tp = tplace_of(r, tb, p);
   size_t i, j;
+  int touched = tp != NULL && tp->ranged;
   for (i = 0; i < s->n;) {
     if (s->v[i].place == p) {
       free(s->v[i].lo);
@@ -656,11 +692,21 @@ static void forget (rg_remote *r, int tb, uint32_t p) {
     }
     else i++;
   }
+  for (i = 0; i < r->nundo; i++) r->undo[i].e->held = 1;
   for (i = j = 0; i < t->n; i++) {
-    if (t->v[i]->place == p) ent_free(t->v[i]);
-    else t->v[j++] = t->v[i];
+    ent *e = t->v[i];
+    if (e->place != p) { t->v[j++] = e; continue; }
+    if (e->read || e->dirty || e->adding || e->held) touched = 1;
+    if (!(e->dirty || e->adding || e->held)) { ent_free(e); continue; }
+    side_set(&e->base, 0, NULL, 0);
+    e->known = 0;
+    e->stale = 0;
+    if (!e->dirty && view(e)) r->nomem = 1;
+    t->v[j++] = e;
   }
   t->n = j;
+  for (i = 0; i < r->nundo; i++) r->undo[i].e->held = 0;
+  if (touched) r->moved = 1;
 }
 /* }===================================================================== */
 
@@ -1029,12 +1075,19 @@ static int r_rollback (rg_txn *tx, size_t mark) {
   rg_assert(r->savepoints > 0 && mark <= r->nundo);
   while (r->nundo > mark) {
     undo *u = &r->undo[--r->nundo];
-    side_free(&u->e->cur);
-    u->e->cur = u->cur;                 /* (moved, not copied) */
-    u->e->dirty = u->dirty;
-    u->e->adding = u->adding;
-    u->e->add_items = u->add_items;
-    u->e->add_bytes = u->add_bytes;
+    ent *e = u->e;
+    e->dirty = u->dirty;
+    e->adding = u->adding;
+    e->add_items = u->add_items;
+    e->add_bytes = u->add_bytes;
+    if (e->dirty) {                     /* its own write before the mark */
+      side_free(&e->cur);
+      e->cur = u->cur;                  /* (moved, not copied) */
+    }
+    else {                              /* base may be newer than u->cur */
+      side_free(&u->cur);
+      if (view(e)) r->nomem = 1;
+    }
   }
   r->savepoints--;
   return 0;
@@ -1636,6 +1689,7 @@ static void run_clear (rg_remote *r) {
   r->cur_place = NONE;
   r->cur_cid = 0;
   r->seq_taken = 0;                     /* nothing went out: taken again */
+  r->moved = 0;
   needs_clear(r);
 }
 
@@ -2165,6 +2219,7 @@ static int check_epochs (rg_remote *r) {
 
 int rg_remote_state (rg_remote *r) {
   size_t i;
+  if (r->moved) return RG_REMOTE_FETCH;  /* (no needs: run again whole) */
   if (!r->sealed && check_epochs(r)) return RG_REMOTE_FETCH;
   if (!r->sealed && seal(r)) r->nomem = 1;
   if (r->nparts && r->kept) {
@@ -2205,7 +2260,7 @@ int rg_remote_state (rg_remote *r) {
 void rg_remote_fetched (rg_remote *r) { needs_clear(r); }
 
 int rg_remote_complete (const rg_remote *r) {
-  return r->nneeds == 0 && r->want_seqs == 0;
+  return r->nneeds == 0 && r->want_seqs == 0 && !r->moved;
 }
 
 size_t rg_remote_needs (rg_remote *r, const rg_need **out) {
@@ -2226,15 +2281,33 @@ static uint32_t place_from (rg_remote *r, const rg_place *pl) {
   return place_index(r, pl->cid, pl->bucket, pl->buckets);
 }
 
-/* Sets what the host fetched for an entry. */
+static int same_side (const side *s, int have, const void *v, size_t vn) {
+  if (!s->have || !have) return !s->have == !have;
+  return s->n == vn && (vn == 0 || memcmp(s->v, v, vn) == 0);
+}
+
+/* Sets what the host fetched for an entry.  A fetch never changes what
+** the transaction wrote: `cur` of an entry it put or deleted stays, and
+** one it added to reads the new base plus its deltas (view).  And when
+** the fetch comes in the middle of a run (a call made inside a scope,
+** rg_remote_fetched) and contradicts what the run decided on (a value it
+** read changed; a key a conditional write took as absent is there), the
+** run goes again whole (`moved`). */
 static int known (rg_remote *r, int tb, uint32_t p, const uint8_t *k,
                   size_t kn, const void *v, size_t vn, int have,
                   int64_t now_ms) {
   ent *e = find(r, tb, k, kn);
   if (e == NULL && (e = get_ent(r, tb, k, kn, p)) == NULL) return 500;
-  if (e->cur.v != e->base.v) side_free(&e->cur);
-  if (side_set(&e->base, have, v, vn) || side_copy(&e->cur, &e->base))
-    return 500;
+  if (e->known && same_side(&e->base, have, v, vn)) {
+    /* nothing new: the memory the run's answers point into stays */
+  }
+  else {
+    if (r->active && ((e->read && e->known) ||
+                      (e->guessed && !e->known && e->dirty && have)))
+      r->moved = 1;
+    if (side_set(&e->base, have, v, vn)) return 500;
+    if (!e->dirty && view(e)) return 500;
+  }
   e->known = 1;
   e->guessed = e->assumed = 0;
   e->stale = 0;

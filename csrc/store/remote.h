@@ -109,7 +109,11 @@ typedef struct rg_need {
   size_t kn;
 } rg_need;
 size_t rg_remote_needs (rg_remote *r, const rg_need **out);
-/* Has the run read nothing it lacks (so far)? */
+/* Has the run read nothing it lacks (so far), and has no fetch since
+** contradicted what it read?  (A fetch in the middle of a run never changes
+** what the run wrote; one that changes what it read, or finds a key its
+** conditional write took as absent, makes it run again whole:
+** rg_remote_state says RG_REMOTE_FETCH, with no needs.) */
 int rg_remote_complete (const rg_remote *r);
 /* Seqs: a block is needed (RG_REMOTE_FETCH with rg_remote_want_seqs > 0);
 ** the host gives it with rg_remote_feed_seqs. */

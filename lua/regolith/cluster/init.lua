@@ -297,7 +297,8 @@ end
 -- back to its mark, fetches and runs again alone, so that the handler's
 -- own code runs on whole answers and once.  A transport that cannot block
 -- inside the core's call (cosockets) leaves it to the outer call, which
--- then runs again whole.
+-- then runs again whole; so does a fetch that shows the running call read
+-- what has changed since (remote.c `moved`: still incomplete once fed).
 local function nested(D, f, ...)
   local h = D.handle
   if not D.blocking or not h:_remote_complete() then return f(...) end
@@ -313,6 +314,7 @@ local function nested(D, f, ...)
     local ok, err, st = fetch(D)
     if not ok then return nil, err, st end
     h:_remote_fetched()
+    if not h:_remote_complete() then return f(...) end
   end
   return nil, "cluster: the call kept asking for more (" .. MAX_ROUNDS ..
     " runs)", 500
