@@ -49,7 +49,7 @@ rg_apply  KEYS: a place's 19   ARGV: "1", part
 rg_version  (no-writes)  -> VERSION
 ]]
 
-local VERSION = "3.2"
+local VERSION = "3.3"
 local FORMAT = "1"
 local NT = 9
 local DUPS = { [2] = 8, [6] = 12 }
@@ -244,9 +244,13 @@ end
 local C_ABSENT, C_EQUAL, C_TAIL, C_VERSION = 1, 2, 3, 4
 local W_PUT, W_DEL, W_DPUT, W_DDEL, W_ADD = 1, 2, 3, 4, 5
 
+-- A counter (items, bytes) as stored: two's complement, as the engine
+-- adds them (a bucket's share of a container's statistics goes below
+-- zero when its writes shrank what other buckets counted; read unsigned,
+-- -1 would be 2^64 - 1, which a double cannot add 1 to exactly).
 local function counter_of(v)
   if not v or #v ~= 16 then return 0, 0 end
-  return u64(v, 1), u64(v, 9)
+  return i64(v, 1), i64(v, 9)
 end
 
 local function rg_apply(keys, argv)

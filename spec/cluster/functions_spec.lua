@@ -122,6 +122,15 @@ describe("cluster functions", function()
     assert.equal(C.redis.null, get("p", 0, "s")[1])
   end)
 
+  it("adds exactly to a counter below zero (a bucket's share of a container's statistics)", function()
+    assert.equal("OK", apply(part(nil, {}, { { ADD, 0, 0, "k", counter(-1, -61) } }))[1])
+    assert.same(u64(-1) .. u64(-61), get("p", 0, "k")[1])
+    assert.equal("OK", apply(part(nil, {}, { { ADD, 0, 0, "k", counter(3, 2160) } }))[1])
+    assert.same(u64(2) .. u64(2099), get("p", 0, "k")[1])
+    assert.equal("OK", apply(part(nil, {}, { { ADD, 0, 0, "k", counter(-2, -2100) } }))[1])
+    assert.same(u64(0) .. u64(-1), get("p", 0, "k")[1])
+  end)
+
   it("refuses malformed arguments without writing", function()
     for _, args in ipairs({ { "2", part(nil, {}, {}) }, { "1", "XXXX" },
                             { "1", part(nil, {}, { { PUT, 9, 0, "a", "b" } }) },
