@@ -342,6 +342,58 @@ describe("vector search", function()
       end
     end)
 
+    it("tests the whole WHERE when the graph replaces an index seek (filterPriority 0)", function()
+      -- the seek on c.n would find only items that pass; the graph's do not
+      local k = make("k", "diskANN", "euclidean")
+      fill(k, N)
+      local fp = ", false, {'filterPriority': 0}"
+      for q = 1, 3 do
+        local qv = vec(3000 + q)
+        for _, where in ipairs({ "WHERE c.n < 25", "WHERE c.n = 7",
+                                 "WHERE c.n > 600 AND c.pk = 'p1'" }) do
+          local a = top(k, qv, fp, where)
+          local b = top(k, qv, ", true", where)
+          assert.are.same(b, a)
+          assert.is_true(#a > 0)
+        end
+      end
+    end)
+
+    it("searches the graph among the items an index seek finds, scoring few of them exactly", function()
+      local k = make("k", "diskANN", "euclidean")
+      fill(k, N)
+      for q = 1, 3 do
+        local qv = vec(4000 + q)
+        -- 900 items: the graph, kept to them; 150 (under 40 a row): each scored
+        for _, case in ipairs({ { "WHERE c.n > 300", true }, { "WHERE c.n <= 150", false },
+                                { "WHERE c.n > 300 AND c.n % 7 = 2", true },
+                                { "WHERE c.pk IN ('p1', 'p3')", true } }) do
+          local a, ia = top(k, qv, nil, case[1])
+          local b = top(k, qv, ", true", case[1])
+          assert.are.same(b, a)
+          assert.are.equal(#b, #a)
+          assert.are.equal(case[2], (ia.vector_nodes or 0) > 0, case[1])
+        end
+      end
+      -- a seek past 1,000 items a row wanted: the graph alone, the WHERE after
+      local one = "SELECT TOP 1 VALUE c.id FROM c WHERE c.n > 100 ORDER BY VectorDistance(c.v, @q%s)"
+      for q = 1, 3 do
+        local a, ia = assert(k:query(one:format(""), { q = vec(4200 + q) }))
+        assert.are.same(assert(k:query(one:format(", true"), { q = vec(4200 + q) })), a)
+        assert.is_true(ia.vector_nodes > 0 and ia.scanned > 1000)
+      end
+      local sql = "SELECT TOP 10 VALUE c.id FROM c WHERE c.n > 300 ORDER BY VectorDistance(c.v, @q)"
+      local want = assert(k:query(sql, { q = vec(4100) }))
+      local all, token = {}, nil
+      repeat                         -- pages: the same ten
+        local rows, info = assert(k:query(sql, { q = vec(4100) },
+                                          { max_items = 4, continuation = token }))
+        for _, id in ipairs(rows) do all[#all + 1] = id end
+        token = info.continuation
+      until token == nil
+      assert.are.same(want, all)
+    end)
+
     it("follows every kind of write in the write's transaction", function()
       local k = make("k", "diskANN", "euclidean")
       fill(k, N)

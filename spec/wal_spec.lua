@@ -35,8 +35,9 @@ end
 -- machine: on a loaded one a flush of the data file can take as long as a
 -- hundred commits, the live log then passes 16 rings and is restarted
 -- under the writer lock, and the ring would seldom go round.  Every fourth
--- write (about 48 KiB of records, three claims' worth) waits until a
--- checkpoint was made since the last wait (1 s at most).
+-- write (about 48 KiB of records, three claims' worth), or every `every`th
+-- for a ring whose claims are further apart, waits until a checkpoint was
+-- made since the last wait (1 s at most).
 local PACE = [[
   local system = require "system"
   local pace_n, pace_last = 0, -1
@@ -44,9 +45,9 @@ local PACE = [[
     local l = db:stats().log
     return l.checkpoints + l.checkpoints_locked
   end
-  local function pace(db)
+  local function pace(db, every)
     pace_n = pace_n + 1
-    if pace_n % 4 ~= 0 then return end
+    if pace_n % (every or 4) ~= 0 then return end
     local t0 = system.monotime()
     while made(db) == pace_last and system.monotime() - t0 < 1 do
       system.sleep(0.001)
@@ -261,9 +262,15 @@ describe("the write-ahead log", function()
     -- back to 8 KiB, and stops at the first record that is not whole.  A
     -- record damaged just before the jump leaves every later one below it
     -- in the file: the check must still find them and refuse the log.
-    -- A writer in a tiny ring runs until the records a replay reads go
-    -- through a jump with two after it (about a third of the time, by the checkpoints'
-    -- timing), and is killed there (no closing checkpoint).
+    -- A writer in a small ring runs until the records a replay reads go
+    -- through a jump with two after it, and is killed there (no closing
+    -- checkpoint).  Its checkpoints are claimed every 64 KiB of live log
+    -- (about six records) and the ring is 256 KiB: each time the ring goes
+    -- round, a claim falls early enough before the jump for the replay's
+    -- records to hold it with two after it about half the time, whatever
+    -- the checkpoints' speed (with claims at every record, as in the tiny
+    -- ring, only a checkpoint slower than two commits leaves such a window,
+    -- which a quiet machine seldom has).
     local walk_src = [[
       local function u32(s, at)
         local a, b, c, d = s:byte(at, at + 3)
@@ -310,7 +317,7 @@ describe("the write-ahead log", function()
         for i = 1, 3000 do
           assert(c:upsert({ id = "k" .. (i %% 40), pk = "p", n = i,
                             s = ("z"):rep(600 + i %% 500) }))
-          pace(db)
+          pace(db, 8)
           if i > 300 then
             local f = assert(io.open(%q .. "/regolith.wal", "rb"))
             local list = walk(f:read("*a"))
@@ -322,7 +329,7 @@ describe("the write-ahead log", function()
         end
         os.exit(0, false)
       ]]):format(dir, dir))
-      assert.is_true(H.execute("REGOLITH_WAL_RING='16384 65536' " .. H.lua_cmd(child)))
+      assert.is_true(H.execute("REGOLITH_WAL_RING='65536 262144' " .. H.lua_cmd(child)))
       list = walk(H.slurp(dir .. "/regolith.wal"))
       j = jump_at(list)
       if j and j + 2 <= #list then break end

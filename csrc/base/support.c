@@ -148,6 +148,11 @@ uint32_t rg_get_u16 (const uint8_t *p) {
   return ((uint32_t)p[0] << 8) | p[1];
 }
 
+int rg_u32_cmp (const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
 uint32_t rg_get_u32 (const uint8_t *p) {
   return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
          ((uint32_t)p[2] << 8) | p[3];

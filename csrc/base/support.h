@@ -85,6 +85,8 @@ void     rg_put_u64 (uint8_t *p, uint64_t v);
 uint32_t rg_get_u16 (const uint8_t *p);
 uint32_t rg_get_u32 (const uint8_t *p);
 uint64_t rg_get_u64 (const uint8_t *p);
+/* qsort/bsearch order of uint32_t values, ascending. */
+int      rg_u32_cmp (const void *a, const void *b);
 
 /* SipHash-2-4 with a 128-bit key. */
 uint64_t rg_siphash (const uint8_t key[16], const void *p, size_t n);

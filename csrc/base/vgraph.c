@@ -155,12 +155,23 @@ static int expanded_add (expanded *x, float key, uint32_t id) {
   return 0;
 }
 
+/* Meets node v in a walk: *code is its code when v is met for the first
+** time, NULL when it was met before or is a freed slot.  Returns a
+** status. */
+static int meet (rg_vgraph *g, vset *seen, uint32_t v, const uint8_t **code) {
+  int added = vset_add(seen, v);
+  *code = NULL;
+  if (added < 0) return 500;
+  if (added == 0) return 0;
+  g->codes_read++;
+  return g->io.get_code(g->io.ud, v, code);
+}
+
 /* A search from the entry point for `t`, with a list of `list` nodes;
-** `best` (room for k, may be NULL) collects the best k accepted nodes of
-** all those measured; `exp` (may be NULL) the nodes expanded. */
+** `exp` (may be NULL) collects the nodes expanded, `top` (may be NULL,
+** room for *ntop) the best of the list. */
 static int greedy (rg_vgraph *g, const target *t, size_t list,
-                   int (*accept) (void *, uint32_t), void *aud, rg_vbest *best,
-                   expanded *exp, uint32_t skip, rg_vcand *top, size_t *ntop) {
+                   expanded *exp, rg_vcand *top, size_t *ntop) {
   rg_vglist l;
   vset seen;
   uint32_t adj[RG_VG_MAX_DEGREE];
@@ -180,15 +191,8 @@ static int greedy (rg_vgraph *g, const target *t, size_t list,
     free(l.done);
     return 500;
   }
-  if ((rc = g->io.get_code(g->io.ud, g->entry, &code))) goto done;
-  g->codes_read++;
-  vset_add(&seen, g->entry);
-  if (code != NULL) {
-    float k = key_of(t, code);
-    list_put(&l, k, g->entry);
-    if (best && g->entry != skip && (accept == NULL || accept(aud, g->entry)))
-      rg_vbest_offer(best, k, g->entry);
-  }
+  if ((rc = meet(g, &seen, g->entry, &code))) goto done;
+  if (code != NULL) list_put(&l, key_of(t, code), g->entry);
   for (;;) {
     uint32_t v;
     while (first < l.n && l.done[first]) first++;
@@ -201,15 +205,9 @@ static int greedy (rg_vgraph *g, const target *t, size_t list,
     for (i = 0; i < n; i++) {
       float k;
       long pos;
-      int added = vset_add(&seen, adj[i]);
-      if (added < 0) { rc = 500; goto done; }
-      if (added == 0) continue;
-      if ((rc = g->io.get_code(g->io.ud, adj[i], &code))) goto done;
-      g->codes_read++;
-      if (code == NULL) continue;    /* an edge to a freed slot */
+      if ((rc = meet(g, &seen, adj[i], &code))) goto done;
+      if (code == NULL) continue;    /* met before, or a freed slot */
       k = key_of(t, code);
-      if (best && adj[i] != skip && (accept == NULL || accept(aud, adj[i])))
-        rg_vbest_offer(best, k, adj[i]);
       pos = list_put(&l, k, adj[i]);
       if (pos >= 0 && (size_t)pos < first) first = (size_t)pos;
     }
@@ -226,6 +224,108 @@ done:
   return rc;
 }
 
+/* A min-heap of candidates to expand, nearest first (ties by the lower
+** id), that grows as a filtered search needs. */
+typedef struct vheap {
+  rg_vcand *c;
+  size_t n, cap;
+} vheap;
+
+static int vheap_push (vheap *h, float key, uint32_t id) {
+  size_t i;
+  if (h->n == h->cap) {
+    size_t cap = h->cap ? 2 * h->cap : 256;
+    rg_vcand *c = (rg_vcand *)realloc(h->c, cap * sizeof(rg_vcand));
+    if (c == NULL) return -1;
+    h->c = c;
+    h->cap = cap;
+  }
+  for (i = h->n++; i > 0; i = (i - 1) / 2) {   /* sift up */
+    rg_vcand *p = &h->c[(i - 1) / 2];
+    if (!before(key, id, p->key, p->id)) break;
+    h->c[i] = *p;
+  }
+  h->c[i].key = key;
+  h->c[i].id = id;
+  return 0;
+}
+
+static rg_vcand vheap_pop (vheap *h) {
+  rg_vcand top = h->c[0], last = h->c[--h->n];
+  size_t i = 0;
+  for (;;) {                                   /* sift the last down */
+    size_t m = 2 * i + 1;
+    if (m >= h->n) break;
+    if (m + 1 < h->n && before(h->c[m + 1].key, h->c[m + 1].id,
+                               h->c[m].key, h->c[m].id))
+      m++;
+    if (!before(h->c[m].key, h->c[m].id, last.key, last.id)) break;
+    h->c[i] = h->c[m];
+    i = m;
+  }
+  if (h->n) h->c[i] = last;
+  return top;
+}
+
+/* A search whose results are the nodes `accept` accepts, into best (room
+** for k).  Best-first from the entry point, every node measured guides;
+** a node is expanded while it lies within the `list` nearest nodes
+** measured (what an unfiltered search expands) or closer than the k-th
+** accepted node found (all of them while fewer than k are found), so the
+** search goes on past its list as far as the filter makes it need: about
+** k / (the fraction accepted) nodes around the query. */
+static int greedy_accepted (rg_vgraph *g, const target *t, size_t list,
+                            int (*accept) (void *, uint32_t), void *aud,
+                            rg_vbest *best) {
+  rg_vcand *bm = (rg_vcand *)malloc(list * sizeof(rg_vcand));
+  rg_vbest beam;                     /* the `list` nearest measured */
+  vheap h;
+  vset seen;
+  uint32_t adj[RG_VG_MAX_DEGREE];
+  const uint8_t *code;
+  int rc = 0, n, i;
+  memset(&h, 0, sizeof(h));
+  if (bm == NULL || vset_init(&seen, list * 8) != 0) {
+    free(bm);
+    return 500;
+  }
+  rg_vbest_init(&beam, bm, list);
+  if ((rc = meet(g, &seen, g->entry, &code))) goto done;
+  if (code != NULL) {
+    float k = key_of(t, code);
+    rg_vbest_offer(&beam, k, g->entry);
+    if (accept(aud, g->entry)) rg_vbest_offer(best, k, g->entry);
+    if (vheap_push(&h, k, g->entry)) { rc = 500; goto done; }
+  }
+  while (h.n > 0) {
+    float lim = rg_vbest_bound(&beam), acc = rg_vbest_bound(best);
+    rg_vcand c = vheap_pop(&h);
+    if (acc > lim) lim = acc;
+    if (c.key > lim) break;          /* and so is every one left */
+    if ((rc = g->io.get_adj(g->io.ud, c.id, adj, &n))) goto done;
+    g->adj_reads++;
+    for (i = 0; i < n; i++) {
+      float k;
+      if ((rc = meet(g, &seen, adj[i], &code))) goto done;
+      if (code == NULL) continue;    /* met before, or a freed slot */
+      k = key_of(t, code);
+      lim = rg_vbest_bound(&beam);
+      acc = rg_vbest_bound(best);
+      if (acc > lim) lim = acc;
+      if (k >= lim) continue;        /* it could never be expanded nor be
+                                        among the best k */
+      rg_vbest_offer(&beam, k, adj[i]);
+      if (accept(aud, adj[i])) rg_vbest_offer(best, k, adj[i]);
+      if (vheap_push(&h, k, adj[i])) { rc = 500; goto done; }
+    }
+  }
+done:
+  free(bm);
+  free(h.c);
+  free(seen.slot);
+  return rc;
+}
+
 int rg_vgraph_search (rg_vgraph *g, const rg_sq8q *q, size_t list, size_t k,
                       int (*accept) (void *ud, uint32_t v), void *aud,
                       rg_vcand *out, size_t *n) {
@@ -235,13 +335,18 @@ int rg_vgraph_search (rg_vgraph *g, const rg_sq8q *q, size_t list, size_t k,
   t.q = q;
   t.code = NULL;
   t.n = g->sq->n;
+  if (k == 0) {
+    *n = 0;
+    return 0;
+  }
   if (list < k) list = k;
   if (accept == NULL) {              /* every node a result: the list's */
     *n = k;
-    return greedy(g, &t, list, NULL, NULL, NULL, NULL, RG_VG_NONE, out, n);
+    return greedy(g, &t, list, NULL, out, n);
   }
   rg_vbest_init(&best, out, k);
-  rc = greedy(g, &t, list, accept, aud, &best, NULL, RG_VG_NONE, NULL, NULL);
+  rc = g->entry == RG_VG_NONE ? 0
+     : greedy_accepted(g, &t, list, accept, aud, &best);
   rg_vbest_sort(&best);
   *n = best.n;
   return rc;
@@ -347,8 +452,7 @@ int rg_vgraph_insert (rg_vgraph *g, uint32_t v) {
   t.code = code;
   t.n = g->sq->n;
   memset(&x, 0, sizeof(x));
-  if ((rc = greedy(g, &t, (size_t)g->build_list, NULL, NULL, NULL, &x, v,
-                   NULL, NULL)))
+  if ((rc = greedy(g, &t, (size_t)g->build_list, &x, NULL, NULL)))
     goto done;
   if ((ids = (uint32_t *)malloc((x.n + 1) * sizeof(uint32_t))) == NULL) {
     rc = 500;
@@ -393,8 +497,7 @@ int rg_vgraph_delete (rg_vgraph *g, uint32_t v) {
     t.q = NULL;
     t.code = code;
     t.n = g->sq->n;
-    if ((rc = greedy(g, &t, (size_t)g->build_list, NULL, NULL, NULL, &x, v,
-                     NULL, NULL)))
+    if ((rc = greedy(g, &t, (size_t)g->build_list, &x, NULL, NULL)))
       goto fail;
   }
   if (vset_init(&done, x.n + 1) != 0) { rc = 500; goto fail; }

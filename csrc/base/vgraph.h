@@ -27,8 +27,12 @@
 **            slot, and is skipped (or, once the slot is reused, is one
 **            more long edge): a search never depends on an edge;
 **   search   a greedy (beam) search with a list of `list` candidates,
-**            nearest first; `accept` (a filter) decides which visited
-**            nodes may be results, while every node still guides.
+**            nearest first.  With a filter (`accept`), every node measured
+**            still guides but only the accepted are results, and the
+**            search goes on past its list while a node lies closer than
+**            the k-th accepted found (or fewer than k are found): it reads
+**            about k / (the fraction accepted) nodes, all of the graph
+**            for a filter that accepts none.
 **
 ** Invariants: a node's list never names itself, never holds an id twice,
 ** and holds at most `max_degree` ids; every operation is deterministic (ties
@@ -95,7 +99,8 @@ int rg_vgraph_delete (rg_vgraph *g, uint32_t v);
 
 /* Searches for the query (rg_sq8_query made from it): the best `k` nodes
 ** that `accept` accepts (NULL: all), by approximate key, nearest first,
-** into out (room for k): *n of them.  `list` >= k is the beam. */
+** into out (room for k): *n of them.  `list` >= k is the beam; with a
+** filter, the search widens past it until the k accepted are settled. */
 int rg_vgraph_search (rg_vgraph *g, const rg_sq8q *q, size_t list, size_t k,
                       int (*accept) (void *ud, uint32_t v), void *aud,
                       rg_vcand *out, size_t *n);

@@ -1488,11 +1488,6 @@ done:
   return rc;
 }
 
-static int u32_cmp (const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 int rg_fti_docs (const rg_ftkv *kv, uint64_t fid, const char *const *terms,
                  const size_t *lens, int nterms, int all, uint32_t **docs,
                  size_t *n, rg_fti_work *work, rg_err *e) {
@@ -1526,7 +1521,7 @@ int rg_fti_docs (const rg_ftkv *kv, uint64_t fid, const char *const *terms,
       }
     }
     if (rc == 0 && *n) {
-      qsort(*docs, *n, sizeof(uint32_t), u32_cmp);
+      qsort(*docs, *n, sizeof(uint32_t), rg_u32_cmp);
       for (j = 0; j < *n; j++)
         if (m == 0 || (*docs)[m - 1] != (*docs)[j]) (*docs)[m++] = (*docs)[j];
       *n = m;

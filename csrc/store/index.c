@@ -488,18 +488,13 @@ done:
   rg_buf_free(&val);
 }
 
-static int cmp_u32 (const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* The shape of the paths walked: sorted, without repeats, into w->shape;
 ** its hash (0: wide). */
 static uint64_t shape_of (walker *w) {
   int i, n = 0;
   uint8_t b[4 * RG_SHAPE_MAX];
   if (w->nshape > RG_SHAPE_MAX) return 0;
-  qsort(w->shape, (size_t)w->nshape, sizeof(uint32_t), cmp_u32);
+  qsort(w->shape, (size_t)w->nshape, sizeof(uint32_t), rg_u32_cmp);
   for (i = 0; i < w->nshape; i++)
     if (n == 0 || w->shape[n - 1] != w->shape[i]) w->shape[n++] = w->shape[i];
   w->nshape = n;

@@ -194,9 +194,11 @@ typedef struct plan {
   int wcomp, wdesc;
   int wroute;                       /* the fixed columns are the route's
                                        key: every entry is in the route */
-  /* SRC_VECTOR: the best items of a vector index (vindex.h) */
+  /* SRC_VECTOR: the best items of a vector index (vindex.h); vseek
+  ** (SRC_TERMS, SRC_RANGE; 0: none): among the items that seek finds */
   rg_vsearch vs;
   size_t vwant;                     /* rows the page's TOP needs */
+  int vseek;
   /* SRC_TEXT: the items a full-text index says can pass the WHERE
   ** (search.h; ftwhere), or (ftwant > 0) its best items for ORDER BY RANK
   ** FullTextScore (ft), then those that can pass (ftwhere) or all */
@@ -274,8 +276,18 @@ typedef struct source {
   rg_cur *items;                /* item lookups: a cursor stays on its
                                        page when the next key is there */
   rg_cur *probe;                /* intersection probes */
+  /* SRC_VECTOR's seek: the seqs of the entries it finds, not fed */
+  int collect;
+  uint32_t *cseq;
+  size_t ncseq, cseqcap;
 } source;
 
+
+#define VSEEK_EXACT 40               /* SRC_VECTOR's seek finding at most this
+                                        many items per row wanted: each is
+                                        scored */
+#define VSEEK_MAX 1000               /* past this many: the search keeps to
+                                        none (the WHERE tested after) */
 
 /*
 ** {=====================================================================
@@ -1797,6 +1809,21 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, rg_val *val,
   rg_qdoc d;
   rg_ihdr h;
   int rc;
+  if (S->collect) {                  /* pos: the index entry, whose
+                                        reference ends with the seq; an
+                                        entry counted without its item */
+    if (poslen < ENT_TAIL) return 0;
+    S->w->scanned++;
+    if (S->ncseq == S->cseqcap) {
+      size_t cap = S->cseqcap ? 2 * S->cseqcap : 1024;
+      uint32_t *c = (uint32_t *)realloc(S->cseq, cap * sizeof(uint32_t));
+      if (c == NULL) return rg_fail(S->e, 500, "out of memory");
+      S->cseq = c;
+      S->cseqcap = cap;
+    }
+    S->cseq[S->ncseq++] = rg_get_u32(pos + poslen - 4);
+    return S->ncseq > VSEEK_MAX * S->pl->vwant;   /* 1: too many */
+  }
   if (iklen < 12) return 0;
   if (!in_route(S->pl, ikey, iklen)) return 0;   /* another partition */
   if (val == NULL) {
@@ -2767,7 +2794,7 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
   qpath path;
   int64_t top, off = 0;
   void *query;
-  int one_shard = 0;
+  int one_shard = 0, vseek = 0;
   uint64_t shard = 0;
   if (m->norder != 1 || m->ngroup || m->naggs || m->distinct ||
       pl->routed != R_NONE)
@@ -2802,7 +2829,15 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
     }
     rg_buf_free(&t);
   }
-  if (pl->src != SRC_SCAN && vd->filter_priority != 0 && !one_shard) return 0;
+  if (pl->src != SRC_SCAN && vd->filter_priority != 0 && !one_shard) {
+    /* the seek's items: a diskANN graph searched among them (src_vector
+    ** scores them exactly when they are few); other kinds score them */
+    if (P->spec->vix[emb->index].kind != RG_VIX_DISKANN ||
+        (pl->src != SRC_TERMS && pl->src != SRC_RANGE) || pl->uphase ||
+        pl->ordered)
+      return 0;
+    vseek = pl->src;
+  }
   if (m->top >= 0) top = count_value(P, m->top);
   else if (m->limit >= 0) top = count_value(P, m->limit);
   else return 0;
@@ -2826,20 +2861,62 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
   }
 
   pl->vwant = (size_t)(top + off);
+  pl->vseek = vseek;
+  if (P->implied)                    /* the index guarantees no conjunct a
+                                        seek it replaces did */
+    memset(P->implied, 0, (size_t)P->nconj);
   pl->src = SRC_VECTOR;
   pl->mode = RG_QX_SORT;
   return 0;
 }
 
+static int cseq_has (void *ud, uint32_t seq) {
+  const source *S = (const source *)ud;
+  return bsearch(&seq, S->cseq, S->ncseq, sizeof(uint32_t), rg_u32_cmp) != NULL;
+}
+
+/* SRC_VECTOR's seek run without feeding: the seqs it finds, sorted.  Few
+** (VSEEK_EXACT per row wanted): the seek run again, its items fed and
+** scored (1, or a status); else 0 and the search keeps to them; many
+** (past VSEEK_MAX per row): 0 and none kept (S->ncseq 0), the WHERE is
+** tested on what the search gives, as most items pass it. */
+static int vseek_run (source *S) {
+  int resumed = S->resumed, rc;
+  S->resumed = 0;                    /* a token's position is the pipeline's */
+  S->collect = 1;
+  rc = S->pl->vseek == SRC_TERMS ? src_terms(S) : src_range(S, 0);
+  S->collect = 0;
+  S->resumed = resumed;
+  if (rc == 1) {                     /* too many */
+    S->ncseq = 0;
+    return 0;
+  }
+  if (rc) return rc;
+  if (S->ncseq <= VSEEK_EXACT * S->pl->vwant) {
+    rc = S->pl->vseek == SRC_TERMS ? src_terms(S) : src_range(S, 0);
+    return rc ? rc : 1;
+  }
+  qsort(S->cseq, S->ncseq, sizeof(uint32_t), rg_u32_cmp);
+  return 0;
+}
+
 /* The items of SRC_VECTOR, best first, until the pipeline has as many
 ** rows as it needs or the index has no more: a search for the rows wanted,
-** then for four times as many while the WHERE leaves too few. */
+** then for four times as many while the WHERE leaves too few; with a seek,
+** among the items it finds. */
 static int src_vector (source *S) {
   rg_vsearch vs = S->pl->vs;
   size_t want = S->pl->vwant, ask = want ? want : 1, fedcap = 0, nfed = 0, i;
   uint32_t *fed = NULL;              /* seqs fed already, sorted */
   int rc = 0;
   if (want == 0) return 0;
+  if (S->pl->vseek) {
+    if ((rc = vseek_run(S))) return rc == 1 ? 0 : rc;
+    if (S->ncseq) {
+      vs.accept = cseq_has;
+      vs.aud = S;
+    }
+  }
   for (;;) {
     vs.k = ask;
     if ((rc = rg_vindex_search(S->txn, S->env, &vs, S->e))) break;
@@ -2984,11 +3061,6 @@ done:
   return r;
 }
 
-static int u32_cmp (const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* The items that can pass the WHERE but those fed (sorted seqs). */
 static int feed_candidates (source *S, const uint32_t *fed, size_t nfed) {
   uint32_t *seqs = NULL;
@@ -2997,7 +3069,7 @@ static int feed_candidates (source *S, const uint32_t *fed, size_t nfed) {
   if ((r = rg_ftindex_docs(S->txn, &S->pl->ftw, &seqs, &n, S->w, S->e)))
     return r;
   for (i = 0; i < n; i++)
-    if (!nfed || !bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), u32_cmp))
+    if (!nfed || !bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), rg_u32_cmp))
       seqs[m++] = seqs[i];
   r = feed_seqs(S, seqs, m);
   free(seqs);
@@ -3020,7 +3092,7 @@ static int feed_rest (source *S, const uint32_t *fed, size_t nfed) {
     const char *json;
     size_t jn;
     if (rg_ihdr_get(v.p, v.n, &h, &json, &jn) == 0 && nfed &&
-        bsearch(&h.seq, fed, nfed, sizeof(uint32_t), u32_cmp))
+        bsearch(&h.seq, fed, nfed, sizeof(uint32_t), rg_u32_cmp))
       continue;
     if ((r = feed(S, (const uint8_t *)k.p, k.n, &v, (const uint8_t *)k.p,
                   k.n, 0, 0, 1)))
@@ -3032,12 +3104,13 @@ static int feed_rest (source *S, const uint32_t *fed, size_t nfed) {
 }
 
 /* ORDER BY RANK: the index's best items by the query's own score, in
-** rounds (the rows wanted, then four times as many while the WHERE leaves
-** too few).  Each round feeds the items scoring above its last one (all
+** rounds (one more than the rows wanted, so that a first round whose last
+** score is below the others' feeds them all; then four times as many
+** while the WHERE leaves too few).  Each round feeds the items scoring above its last one (all
 ** of them, ties included, rank above every item not fed), and once the
 ** index has no more, the rest of the container (scores 0 and none). */
 static int src_rank (source *S) {
-  size_t want = S->pl->ftwant, ask = want, nfed = 0, i, m;
+  size_t want = S->pl->ftwant, ask = want + 1, nfed = 0, i, m;
   uint32_t *fed = NULL, *seqs = NULL, *batch = NULL;
   double *scores = NULL;
   size_t n = 0;
@@ -3059,14 +3132,14 @@ static int src_rank (source *S) {
     fed = nf;
     for (i = m = 0; i < n; i++) {
       if (!done && scores[i] <= scores[n - 1]) break;
-      if (nfed && bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), u32_cmp))
+      if (nfed && bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), rg_u32_cmp))
         continue;
       batch[m++] = seqs[i];
     }
     if ((r = feed_seqs(S, batch, m))) break;
     memcpy(fed + nfed, batch, m * sizeof(uint32_t));
     nfed += m;
-    qsort(fed, nfed, sizeof(uint32_t), u32_cmp);
+    qsort(fed, nfed, sizeof(uint32_t), rg_u32_cmp);
     free(batch);
     free(seqs);
     free(scores);
@@ -3323,6 +3396,7 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   free(S.expired);
   if (S.items) rg_cur_close(S.items);
   if (S.probe) rg_cur_close(S.probe);
+  free(S.cseq);
   rg_buf_free(&S.okey);
   rg_buf_free(&S.doc);
   r->work.steps += rg_qexec_steps(st.x);

@@ -381,11 +381,6 @@ static int known_cid (verifier *v, const uint32_t *cids, int n,
                 NULL);
 }
 
-static int cmp_u32 (const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* The path dictionary: ids given once, to known containers; every index
 ** key under one of them. */
 static void verify_paths (verifier *v, const uint32_t *cids, int n) {
@@ -423,7 +418,7 @@ static void verify_paths (verifier *v, const uint32_t *cids, int n) {
     ids[nid++] = id;
   }
   rg_cur_close(cur);
-  if (nid > 1) qsort(ids, nid, sizeof(uint32_t), cmp_u32);
+  if (nid > 1) qsort(ids, nid, sizeof(uint32_t), rg_u32_cmp);
   for (i = 1; i < nid; i++)
     if (ids[i] == ids[i - 1])
       problem(v, "the path dictionary gives path id %s%lu twice", "",
@@ -436,7 +431,7 @@ static void verify_paths (verifier *v, const uint32_t *cids, int n) {
         problem(v, "the index holds a key without a path id%s", "", 0);
         break;
       }
-      if (!bsearch(&id, ids, nid, sizeof(uint32_t), cmp_u32))
+      if (!bsearch(&id, ids, nid, sizeof(uint32_t), rg_u32_cmp))
         problem(v, "the index holds entries under path id %s%lu, which the "
                 "dictionary does not give", "", (unsigned long)id);
       if (id == UINT32_MAX) break;

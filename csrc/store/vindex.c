@@ -1117,19 +1117,23 @@ static int search_codes (sstate *st, const rg_sq8q *qq) {
   return rc;
 }
 
-/* diskANN: the graph searched with a list of k * multiplier. */
+/* diskANN: the graph searched with a list of k * multiplier; with a
+** filter, for the best 2k accepted (the search widens past its list until
+** it has them: search_c measures 2k to hold the exact best k). */
 static int search_graph (sstate *st, const rg_sq8q *qq) {
   vx *x = st->x;
   rg_vsearch *q = st->q;
   size_t list = q->k * (size_t)(q->search_mult ? q->search_mult : 10), n = 0;
+  size_t want;
   rg_vcand *cand;
   rg_vgraph g;
   int rc;
   if (list < 10) list = 10;
+  want = q->accept && 2 * q->k < list ? 2 * q->k : list;
   if ((cand = (rg_vcand *)malloc((list + 1) * sizeof(rg_vcand))) == NULL)
     return rg_fail(x->e, 500, "out of memory");
   graph_of(x, &g);
-  rc = rg_vgraph_search(&g, qq, list, list, q->accept ? accept_code : NULL,
+  rc = rg_vgraph_search(&g, qq, list, want, q->accept ? accept_code : NULL,
                         st, cand, &n);
   if (rc == 0) {
     q->more = n >= q->k;

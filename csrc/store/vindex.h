@@ -44,7 +44,8 @@ int rg_vindex_reindex (rg_scope *s, const rg_cspec *from, const rg_cspec *to,
 ** A search: the best `k` items of one index by the exact score of the
 ** query vector (its elements converted to the embedding's type: float32
 ** for both float types), best first.  `accept` (NULL: all) filters items
-** by seq as the search goes (diskANN: every visited item still guides);
+** by seq as the search goes (diskANN: every visited item still guides, and
+** the search widens past its list until the best 2k accepted are settled);
 ** `more` is set when the index may hold further accepted items past the
 ** k given (the planner then asks again with a larger k).
 */

@@ -70,7 +70,7 @@ local function floats(path, count)
   end
   return out
 end
-local function truth(path, count)
+local function truth(path, count, width)
   local f = assert(io.open(path, "rb"))
   local data = f:read("*a")
   f:close()
@@ -78,7 +78,7 @@ local function truth(path, count)
   for i = 1, count do
     local t = {}
     for j = 1, K do
-      t[j] = string.unpack("<I4", data, ((i - 1) * 100 + j - 1) * 4 + 1)
+      t[j] = string.unpack("<I4", data, ((i - 1) * (width or 100) + j - 1) * 4 + 1)
     end
     out[i] = t
   end
@@ -94,7 +94,7 @@ local dbdir = DIR .. "/db"
 sh("rm -rf " .. dbdir)
 local db = assert(regolith.open(dbdir, { sync = "none" }))
 
-local function sql_run(c, name, sql, nq, params)
+local function sql_run(c, name, sql, nq, params, truth_of)
   local hits, t = 0, os.clock()
   local info
   for i = 1, nq do
@@ -103,7 +103,7 @@ local function sql_run(c, name, sql, nq, params)
     local rows
     rows, info = assert(c:query(sql, p))
     local want = {}
-    for _, id in ipairs(exact[i]) do want[tostring(id)] = true end
+    for _, id in ipairs((truth_of or exact)[i]) do want[tostring(id)] = true end
     for _, id in ipairs(rows) do if want[id] then hits = hits + 1 end end
   end
   t = os.clock() - t
@@ -148,6 +148,17 @@ c = load("diskANN")
 for _, m in ipairs({ 1, 2, 4, 10 }) do
   sql_run(c, "sql diskANN x" .. m, TOP:format(", false, @o"), SQLQ,
           { o = { searchListSizeMultiplier = m } })
+end
+-- filtered: the items whose number modulo 100 is below keep % (as search_c
+-- filters them; its exact top 10s), c.tag range-indexed as every path is
+for _, keep in ipairs({ 1, 10, 50 }) do
+  local ft = truth(("%s/truth_keep%d.u32"):format(DIR, keep), SQLQ, K)
+  local sql = "SELECT TOP 10 VALUE c.id FROM c WHERE c.tag < @keep "
+    .. "ORDER BY VectorDistance(c.v, @q%s)"
+  sql_run(c, ("sql diskANN, filter keeping %d %%"):format(keep), sql:format(""),
+          SQLQ, { keep = keep }, ft)
+  sql_run(c, ("sql diskANN, filter keeping %d %%, filterPriority 0"):format(keep),
+          sql:format(", false, {'filterPriority': 0}"), SQLQ, { keep = keep }, ft)
 end
 assert(db:verify())
 db:close()

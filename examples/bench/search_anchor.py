@@ -55,6 +55,33 @@ def main():
         out(test="hnswlib", ef=ef, recall=round(recall(found), 4),
             qps=round(q / t))
 
+    # Filtered: the items whose number modulo 100 is below keep % (as
+    # search_c filters them).  This hnswlib has no filter in its search, so
+    # a program asks for k / (the fraction kept) items and keeps those that
+    # pass, asking for twice as many while fewer than k pass.
+    ids = np.arange(n)
+    for keep in (1, 10, 50):
+        passing = ids[ids % 100 < keep]
+        sub = faiss.IndexFlatL2(dim)
+        sub.add(base[passing])
+        ftruth = passing[sub.search(query, k)[1]]
+        t = time.process_time()
+        found = []
+        for i in range(q):
+            ask = min(n, -(-k * 100 // keep))
+            while True:
+                index.set_ef(ask)
+                got = index.knn_query(query[i:i + 1], k=ask)[0][0]
+                got = got[got % 100 < keep][:k]
+                if len(got) >= k or ask == n:
+                    break
+                ask = min(n, 2 * ask)
+            found.append(got)
+        t = time.process_time() - t
+        hits = sum(len(set(f) & set(tr)) for f, tr in zip(found, ftruth))
+        out(test="hnswlib filtered (post-filter)", keep=keep / 100,
+            recall=round(hits / (q * k), 4), qps=round(q / t))
+
 
 if __name__ == "__main__":
     main()

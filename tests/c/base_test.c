@@ -258,6 +258,17 @@ static int tg_any (void *ud, uint32_t v, uint32_t *out) {
   return 0;
 }
 
+static int tg_keep (void *ud, uint32_t v) {
+  (void)ud;
+  return v % 20 == 1;
+}
+
+static int tg_none (void *ud, uint32_t v) {
+  (void)ud;
+  (void)v;
+  return 0;
+}
+
 static void test_vgraph (void) {
   rg_vgio io = { NULL, tg_get_adj, tg_put_adj, tg_get_code, tg_any };
   float lo[TG_D + 1], x[TG_N][TG_D];
@@ -305,6 +316,34 @@ static void test_vgraph (void) {
     for (i = 0; i < (int)n; i++) CHECK(tg_live[out[i].id]);
   }
   CHECK(found >= 36);                 /* of the 38 live ones probed */
+  /* a filter keeping one node in 20: the search widens past its list
+  ** until it holds the best k accepted (by code), as a scan of the codes
+  ** finds them; a filter keeping none ends with none */
+  found = 0;
+  for (v = 2; v < TG_N; v += 9) {
+    int16_t w[TG_D];
+    rg_sq8q qq;
+    rg_vcand out[4], mem[4];
+    rg_vbest scan;
+    size_t n;
+    uint32_t u;
+    rg_sq8_query(&sq, x[v], w, &qq);
+    rg_vbest_init(&scan, mem, 4);
+    for (u = 0; u < TG_N; u++)
+      if (tg_live[u] && tg_keep(NULL, u))
+        rg_vbest_offer(&scan, rg_sq8_approx(&qq, tg_code[u]), u);
+    rg_vbest_sort(&scan);
+    CHECK(rg_vgraph_search(&g, &qq, 8, 4, tg_keep, NULL, out, &n) == 0);
+    CHECK(n == 4);
+    for (i = 0; i < (int)n; i++) {
+      CHECK(tg_live[out[i].id] && tg_keep(NULL, out[i].id));
+      CHECK(i == 0 || out[i - 1].key <= out[i].key);
+      found += out[i].id == scan.c[i].id;
+    }
+    CHECK(rg_vgraph_search(&g, &qq, 8, 4, tg_none, NULL, out, &n) == 0);
+    CHECK(n == 0);
+  }
+  CHECK(found >= 171);                /* 95 % of the 180 (45 probes x 4) */
 }
 
 int main (void) {
