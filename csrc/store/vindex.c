@@ -225,7 +225,7 @@ static int vx_save (vx *x) {
   uint8_t k[RG_VECTOR_KEY], h[VX_HDR_FIXED + 1 + 4 * (4096 + 1)];
   uint16_t dims = (uint16_t)x->dims, degree = VX_DEGREE;
   size_t n = VX_HDR_FIXED + 1;
-  uint64_t lsn = rg_scope_lsn(x->s, x->e);
+  uint64_t lsn = rg_scope_lsn(x->s, NULL, 0, x->e);
   if (lsn == 0) return x->s->failed ? x->s->failed : 500;
   if (x->count == 0) return vx_clear(x);
   x->gen = lsn;
