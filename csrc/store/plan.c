@@ -276,10 +276,13 @@ typedef struct source {
   rg_cur *items;                /* item lookups: a cursor stays on its
                                        page when the next key is there */
   rg_cur *probe;                /* intersection probes */
-  /* SRC_VECTOR's seek: the seqs of the entries it finds, not fed */
+  /* SRC_VECTOR's seek: the seqs of the entries it finds (read without
+  ** their items' keys), not fed, and while they are few, the entries
+  ** (u32 n, the entry), to be fed without seeking again */
   int collect;
   uint32_t *cseq;
   size_t ncseq, cseqcap;
+  rg_buf cent;
 } source;
 
 
@@ -1822,6 +1825,12 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, rg_val *val,
       S->cseqcap = cap;
     }
     S->cseq[S->ncseq++] = rg_get_u32(pos + poslen - 4);
+    if (S->ncseq <= VSEEK_EXACT * S->pl->vwant) {
+      uint32_t len = (uint32_t)poslen;
+      rg_buf_add(&S->cent, &len, 4);
+      rg_buf_add(&S->cent, pos, poslen);
+      if (S->cent.oom) return rg_fail(S->e, 500, "out of memory");
+    }
     return S->ncseq > VSEEK_MAX * S->pl->vwant;   /* 1: too many */
   }
   if (iklen < 12) return 0;
@@ -2022,6 +2031,7 @@ static int src_terms (source *S) {
     return 0;
   }
   if ((rc = xcur_open(S, &cur, MX_MAIN))) return kv_fail(S, rc);
+  cur.lazy = S->collect;             /* an entry's seq is in its key */
   for (; i < pl->nterms && !r; i++) {
     uint8_t key[RG_MAX_KEY + 16];
     size_t n = rg_key_index(key, sizeof(key), pl->prefix, pl->plen,
@@ -2298,6 +2308,7 @@ static int src_range (source *S, int phase) {
   rg_key_index(pre, sizeof(pre), pl->prefix, pl->plen,
                (const uint8_t *)pl->tpre.p, pl->tpre.n, 0, 0);
   if ((rc = xcur_open(S, &cur, MX_MAIN))) return kv_fail(S, rc);
+  cur.lazy = S->collect;             /* an entry's seq is in its key */
   rc = range_start(S, &cur, &k, &v, phase, pre, pn);
   while (rc == 0 && starts(&k, pre, pn) && ent_ok(pl->plen, &k)) {
     size_t g;
@@ -2876,25 +2887,35 @@ static int cseq_has (void *ud, uint32_t seq) {
 }
 
 /* SRC_VECTOR's seek run without feeding: the seqs it finds, sorted.  Few
-** (VSEEK_EXACT per row wanted): the seek run again, its items fed and
+** (VSEEK_EXACT per row wanted): the entries it kept fed, their items
 ** scored (1, or a status); else 0 and the search keeps to them; many
 ** (past VSEEK_MAX per row): 0 and none kept (S->ncseq 0), the WHERE is
-** tested on what the search gives, as most items pass it. */
+** tested on what the search gives, as most items pass it.  (SRC_VECTOR
+** sorts: a token never resumes its seek.) */
 static int vseek_run (source *S) {
-  int resumed = S->resumed, rc;
-  S->resumed = 0;                    /* a token's position is the pipeline's */
+  int rc;
   S->collect = 1;
   rc = S->pl->vseek == SRC_TERMS ? src_terms(S) : src_range(S, 0);
   S->collect = 0;
-  S->resumed = resumed;
   if (rc == 1) {                     /* too many */
     S->ncseq = 0;
     return 0;
   }
   if (rc) return rc;
   if (S->ncseq <= VSEEK_EXACT * S->pl->vwant) {
-    rc = S->pl->vseek == SRC_TERMS ? src_terms(S) : src_range(S, 0);
-    return rc ? rc : 1;
+    const uint8_t *p = (const uint8_t *)S->cent.p, *end = p + S->cent.n;
+    while (rc == 0 && p < end) {     /* as the seek would feed them */
+      uint32_t n;
+      const uint8_t *pos = p + 4;
+      rg_val ik;
+      memcpy(&n, p, 4);
+      p = pos + n;
+      rc = rg_ref_item(S->txn, S->env, rg_get_u32(pos + n - 4), &ik);
+      if (rc == RG_NOTFOUND) { rc = 0; continue; }   /* dangling */
+      if (rc) return kv_fail(S, rc);
+      rc = feed(S, (const uint8_t *)ik.p, ik.n, NULL, pos, n, 0, 0, 1);
+    }
+    return rc == 0 || rc == 1 ? 1 : rc;
   }
   qsort(S->cseq, S->ncseq, sizeof(uint32_t), rg_u32_cmp);
   return 0;
@@ -2902,14 +2923,18 @@ static int vseek_run (source *S) {
 
 /* The items of SRC_VECTOR, best first, until the pipeline has as many
 ** rows as it needs or the index has no more: a search for the rows wanted,
-** then for four times as many while the WHERE leaves too few; with a seek,
-** among the items it finds. */
+** then for twice as many while the WHERE leaves too few, each going on
+** from where the last stopped (rg_vsearch.widen, diskANN: a round reads
+** only what it adds, so small steps load few items past those needed; an
+** index that searches again from the start is asked for four times as
+** many); with a seek, among the items it finds. */
 static int src_vector (source *S) {
   rg_vsearch vs = S->pl->vs;
   size_t want = S->pl->vwant, ask = want ? want : 1, fedcap = 0, nfed = 0, i;
   uint32_t *fed = NULL;              /* seqs fed already, sorted */
   int rc = 0;
   if (want == 0) return 0;
+  vs.widen = 1;                      /* each round goes on from the last */
   if (S->pl->vseek) {
     if ((rc = vseek_run(S))) return rc == 1 ? 0 : rc;
     if (S->ncseq) {
@@ -2953,9 +2978,11 @@ static int src_vector (source *S) {
     if (rc || rg_qexec_passed(S->x) >= want || !vs.more || vs.nhit < ask)
       break;
     rg_vsearch_free(&vs);
-    ask *= 4;
+    ask *= vs.nkept ? 2 : 4;         /* going on costs what a round adds;
+                                        starting again (flat,
+                                        quantizedFlat) all of it */
   }
-  rg_vsearch_free(&vs);
+  rg_vsearch_end(&vs);
   free(fed);
   return rc == 1 ? 0 : rc;
 }
@@ -3397,6 +3424,7 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   if (S.items) rg_cur_close(S.items);
   if (S.probe) rg_cur_close(S.probe);
   free(S.cseq);
+  rg_buf_free(&S.cent);
   rg_buf_free(&S.okey);
   rg_buf_free(&S.doc);
   r->work.steps += rg_qexec_steps(st.x);
