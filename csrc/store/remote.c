@@ -813,13 +813,7 @@ static int stats_get (rg_remote *r, const uint8_t *k, size_t kn, rg_val *v) {
     uint8_t pk[16];
     ent *x = find(r, RG_DB_META, pk, own_key(r, p, k, kn, pk));
     if (x == NULL || (!x->known && !x->dirty)) {
-      rg_need n;
-      memset(&n, 0, sizeof(n));
-      n.pl = r->places[p];
-      n.tb = RG_DB_META;
-      n.k = k;
-      n.kn = kn;
-      need_add(r, &n);
+      need_point(r, p, RG_DB_META, k, kn);
       missing = 1;
       continue;
     }
@@ -864,25 +858,13 @@ static int point (rg_remote *r, int tb, const uint8_t *k, size_t kn,
     return RG_NOTFOUND;
   }
   if (e->known && e->stale == 1 && !e->dirty) {
-    rg_need n;                          /* what an earlier call read: again */
-    memset(&n, 0, sizeof(n));
-    n.pl = r->places[e->place];
-    n.tb = tb;
-    n.k = k;
-    n.kn = kn;
-    need_add(r, &n);
+    need_point(r, e->place, tb, k, kn); /* what an earlier call read: again */
     e->stale = 2;
     if (catalog_of(tb, k, kn, &cid) == 1) need_epoch_g(r, cid);
   }
   if (!e->dirty) {                      /* not its own write: a condition */
     if (!e->known && !e->guessed) {
-      rg_need n;
-      memset(&n, 0, sizeof(n));
-      n.pl = r->places[e->place];
-      n.tb = tb;
-      n.k = k;
-      n.kn = kn;
-      need_add(r, &n);
+      need_point(r, e->place, tb, k, kn);
       e->guessed = 1;
       if (catalog_of(tb, k, kn, &cid) == 1) need_epoch_g(r, cid);
     }
@@ -1112,13 +1094,7 @@ static int r_last (rg_txn *tx, uint32_t cid, int range, uint64_t *lsn) {
   e = find(r, RG_DB_META, pk, own_key(r, p, (const uint8_t *)RG_META_LSN, kn,
                                       pk));
   if (e == NULL || !e->known) {
-    rg_need n;
-    memset(&n, 0, sizeof(n));
-    n.pl = r->places[p];
-    n.tb = RG_DB_META;
-    n.k = (const uint8_t *)RG_META_LSN;
-    n.kn = kn;
-    need_add(r, &n);
+    need_point(r, p, RG_DB_META, (const uint8_t *)RG_META_LSN, kn);
     return 0;
   }
   if (e->cur.have && e->cur.n == 8) *lsn = rg_get_u64(e->cur.v);
