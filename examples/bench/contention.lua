@@ -63,18 +63,13 @@ if arg[1] == "--child" then
 end
 -- }=====================================================================
 
-local args = { seconds = 5, writers = 16 }
-do
-  local i = 1
-  while arg[i] do
-    local k = arg[i]:match("^%-%-(.*)")
-    if not k or not arg[i + 1] then
-      error("usage: contention.lua [--seconds S] [--writers N] [--url URL] [--json FILE]")
-    end
-    args[k] = tonumber(arg[i + 1]) or arg[i + 1]
-    i = i + 2
-  end
-end
+local parser = require("argparse")("contention.lua",
+  "Writers contending on a Redis Cluster")
+parser:option("--seconds", "Seconds each case runs.", "5", tonumber)
+parser:option("--writers", "Writer processes.", "16", tonumber)
+parser:option("--url", "A cluster's redis:// URL (else one is started).")
+parser:option("--json", "Writes the results there too.")
+local args = parser:parse()
 
 local function sh(cmd)
   local p = assert(io.popen(cmd, "r"))
