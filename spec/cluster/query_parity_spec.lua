@@ -314,6 +314,16 @@ describe("the query language on a cluster", function()
     assert.is_nil(r)
     assert.are.equal(501, status)
     assert.matches("VectorDistance still runs, by scan", msg, 1, true)
+    -- nor does a replace add one; the policy's embeddings stay as they were
+    r, msg, status = sides[2].db:replace_container("vec", { partition_key = "/pk",
+      physical_partitions = 8, vector_embeddings = {
+        { path = "/v", dimensions = 8 },
+        { path = "/e", data_type = "int8", dimensions = 4, distance_function = "euclidean" } },
+      indexing = { vector_indexes = { { path = "/v", type = "flat" } } } })
+    assert.is_nil(r)
+    assert.are.equal(501, status)
+    assert.matches("applies atomically only within one", msg, 1, true)
+    assert.is_nil((sides[2].vec:spec().indexing or {}).vector_indexes)
   end)
 
   it("fails alike: the same status and message", function()
