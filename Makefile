@@ -180,7 +180,7 @@ endif
 CLUSTER_API_SPECS = $(addprefix spec/,$(addsuffix _spec.lua,items batch patch \
   procedures triggers query query_plan query_functions query_grammar \
   query_groupby query_udf feed processor unique ttl none_pk containers \
-  bad_input search_text))
+  bad_input search_text vector))
 # (the blog's spec, the longest, runs against the cluster under Lua 5.4)
 
 # The cluster specs against a local Redis Cluster (3 primaries, 3 replicas,
