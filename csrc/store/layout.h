@@ -138,6 +138,7 @@ void   rg_ref_hash_put (uint8_t *out, uint64_t hash);
 #define RG_META_SEQ     "\x01seq"              /* u32: the last item seq */
 #define RG_META_PATHID  "\x01pathid"           /* u32: the last path id */
 #define RG_META_THROUGHPUT "\x01throughput"    /* u64 version, setting JSON */
+#define RG_META_QBATCH  "\x01qbatch"           /* u64: the queue's last batch */
 enum { RG_MK_NAME = 'n', RG_MK_SPEC = 'c', RG_MK_STATS = 'k',
        RG_MK_PROC = 's', RG_MK_TRIG = 't', RG_MK_LEASE = 'l',
        RG_MK_DEAD = 'd', RG_MK_DROP = 'x', RG_MK_PATH = 'p',

@@ -95,8 +95,9 @@ int  rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e);
 uint64_t rg_wal_base (const char *path, int *closed);
 
 /* The data file of the database at `path` was replaced by another file (a
-** compacted copy moved into place, an upgrade): the log, the shared file
-** and regolith.id (preflight.h), which describe the file that was there,
+** compacted copy moved into place, an upgrade): the log, the shared file,
+** the write queue's (queue.h: requests left by processes that died) and
+** regolith.id (preflight.h), which describe the file that was there,
 ** are removed and the directory flushed, so that no replay ever writes that file's pages over
 ** the new one.  Only where no process has the database open. */
 int  rg_wal_forget (const char *path, rg_err *e);

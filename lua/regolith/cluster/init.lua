@@ -384,6 +384,8 @@ Db.group = unavailable("group", "one transaction cannot span the slots of " ..
   "several partitions; each write commits alone")
 Db.group_commit = unavailable("group_commit", "one transaction cannot span " ..
   "the slots of several partitions; each write commits alone")
+Db.write_queue = unavailable("write_queue", "one transaction cannot span " ..
+  "the slots of several partitions; each write commits alone")
 
 -- db:set_throughput(nil) -> true: there is no budget to clear; a budget
 -- is 501 (throughput budgets are a local database's, docs/throughput.md).

@@ -1,0 +1,410 @@
+/*
+** queue.c: the write queue the processes of a database share (queue.h).
+**
+** The file <dir>/regolith.queue: a header page (stamp, the leader lock, a
+** futex word counting the batches, counters), then Q_SLOTS slots, each a
+** small header, a request area and a result area.  The file is sparse and
+** never flushed: it describes the processes of this boot, which its stamp
+** names; a process finding another boot's stamp (or none) makes it anew,
+** under a lock on its first byte.  A file stamped by this boot in another
+** layout (a build before, still running) is left alone, and this process
+** writes without the queue.
+**
+** A process queues: it takes a FREE slot (a compare-and-swap), writes its
+** request, marks it PENDING, and then, until its slot has an outcome,
+** tries the leader lock: held, it waits on the futex word (a leader bumps
+** it and wakes every waiter when its batch is done) for at most Q_WAIT_MS,
+** after which it tries again (so a leader that died is noticed: the lock
+** is robust).  Got, it leads: it claims every PENDING slot, and every
+** CLAIMED one (a dead leader's, since none other can hold the lock), and
+** runs them in one scope (batch_body): it reads the last batch committed,
+** settles the dead leader's slots by it, writes its own batch number, and
+** runs each request in a savepoint through the host's run().  Committed,
+** each slot gets its outcome, and the lock is let go.  The leader holds
+** the lock through its commit's flush, so an outcome given is durable.
+*/
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
+
+#include "store/env_int.h"
+#include "store/local.h"
+#include "store/queue.h"
+#include "store/shm.h"
+
+#define Q_MAGIC   0x3155455551475247ull   /* "GRQUEUE1" */
+#define Q_LAYOUT  1u
+#define Q_SLOTS   64
+#define Q_REQ     (32u << 10)
+#define Q_RES     (64u << 10)
+#define Q_HEAD    4096
+#define Q_WAIT_MS 10
+
+enum { S_FREE, S_FILLING, S_PENDING, S_CLAIMED, S_DONE, S_ALONE, S_FAILED };
+/* what a member's run left in its slot (before the commit) */
+enum { O_RESULT, O_ALONE };
+
+typedef struct qslot {
+  uint32_t state;
+  int32_t pid;                 /* the process that queued it */
+  int32_t sync;                /* the sync it asked for */
+  int32_t status;              /* FAILED: the transaction's status */
+  uint64_t batch;              /* CLAIMED: its batch (0: not known yet) */
+  uint32_t outcome;            /* O_RESULT or O_ALONE, set before commit */
+  uint32_t reqlen, reslen;     /* FAILED: reslen is the message's */
+  uint32_t pad;
+  uint8_t req[Q_REQ];
+  uint8_t res[Q_RES];
+} qslot;
+
+typedef struct qhead {
+  uint64_t magic;
+  uint32_t layout, nslots;
+  char boot[40];
+  pthread_mutex_t lead;
+  uint32_t lead_state;
+  uint32_t gen;                /* futex word: bumped after every batch */
+  uint64_t batches, members;   /* since the boot */
+} qhead;
+
+struct rg_queue {
+  int fd;
+  size_t len;
+  qhead *h;
+  qslot *slots;
+};
+
+#define Q_LEN (Q_HEAD + (size_t)Q_SLOTS * sizeof(qslot))
+
+size_t rg_queue_max_request (void) { return Q_REQ; }
+size_t rg_queue_max_result (void) { return Q_RES; }
+
+
+/*
+** {=====================================================================
+** The file
+** ======================================================================
+*/
+void rg_queue_close (rg_queue *q) {
+  if (q == NULL) return;
+  if (q->h) munmap(q->h, q->len);
+  if (q->fd >= 0) close(q->fd);
+  free(q);
+}
+
+/* Opens (making it anew when it is another boot's) the queue file of the
+** database at `path`; NULL when there is none to be had (the caller writes
+** alone). */
+static rg_queue *queue_open (const char *path) {
+  char name[4096], boot[40];
+  qhead head;
+  struct stat st;
+  rg_queue *q;
+  int ok = 0;
+  if (rg_boot_id(boot) != 0) return NULL;
+  if ((q = (rg_queue *)calloc(1, sizeof(rg_queue))) == NULL) return NULL;
+  q->len = Q_LEN;
+  snprintf(name, sizeof(name), "%s/regolith.queue", path);
+  if ((q->fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0 ||
+      rg_file_lock(q->fd, F_WRLCK) != 0) {
+    rg_queue_close(q);
+    return NULL;
+  }
+  memset(&head, 0, sizeof(head));
+  if (fstat(q->fd, &st) == 0 && st.st_size >= (off_t)Q_LEN &&
+      pread(q->fd, &head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
+      memcmp(head.boot, boot, 40) == 0)
+    ok = head.magic == Q_MAGIC && head.layout == Q_LAYOUT &&
+         head.nslots == Q_SLOTS ? 1 : -1;
+  if (ok == 0) {                    /* another boot's, or new: made anew */
+    memset(&head, 0, sizeof(head));
+    head.magic = Q_MAGIC;
+    head.layout = Q_LAYOUT;
+    head.nslots = Q_SLOTS;
+    memcpy(head.boot, boot, 40);
+    if (ftruncate(q->fd, 0) == 0 && ftruncate(q->fd, (off_t)Q_LEN) == 0 &&
+        pwrite(q->fd, &head, sizeof(head), 0) == (ssize_t)sizeof(head))
+      ok = 1;
+  }
+  if (ok == 1) {
+    void *m = mmap(NULL, Q_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, q->fd, 0);
+    if (m != MAP_FAILED) {
+      q->h = (qhead *)m;
+      q->slots = (qslot *)((uint8_t *)m + Q_HEAD);
+    }
+  }
+  rg_file_lock(q->fd, F_UNLCK);
+  if (q->h == NULL) {
+    rg_queue_close(q);
+    return NULL;
+  }
+  return q;
+}
+
+static rg_queue *queue_get (rg_env *env) {
+  if (env->queue == NULL && !env->queue_off &&
+      (env->queue = queue_open(env->path)) == NULL)
+    env->queue_off = 1;
+  return env->queue;
+}
+
+void rg_queue_stats (rg_env *env, rg_queue_stat *out) {
+  memset(out, 0, sizeof(*out));
+  if (env->readonly || queue_get(env) == NULL) return;
+  out->batches = __atomic_load_n(&env->queue->h->batches, __ATOMIC_RELAXED);
+  out->members = __atomic_load_n(&env->queue->h->members, __ATOMIC_RELAXED);
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Waiting
+** ======================================================================
+*/
+static void wait_gen (qhead *h, uint32_t seen) {
+#ifdef __linux__
+  struct timespec ts;
+  ts.tv_sec = 0;
+  ts.tv_nsec = Q_WAIT_MS * 1000000L;
+  syscall(SYS_futex, &h->gen, FUTEX_WAIT, seen, &ts, NULL, 0);
+#else
+  struct timespec ts;
+  (void)h; (void)seen;
+  ts.tv_sec = 0;
+  ts.tv_nsec = 1000000L;
+  nanosleep(&ts, NULL);
+#endif
+}
+
+static void wake_all (qhead *h) {
+  __atomic_add_fetch(&h->gen, 1, __ATOMIC_RELEASE);
+#ifdef __linux__
+  syscall(SYS_futex, &h->gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+#endif
+}
+
+static int dead (int32_t pid) {
+  return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Takes a FREE slot for this process; NULL when there is none, even after
+** taking back those whose process died. */
+static qslot *take_slot (rg_queue *q) {
+  int i, round;
+  for (round = 0; round < 2; round++) {
+    for (i = 0; i < Q_SLOTS; i++) {
+      qslot *s = &q->slots[i];
+      uint32_t st = S_FREE;
+      if (__atomic_compare_exchange_n(&s->state, &st, S_FILLING, 0,
+                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return s;
+    }
+    for (i = 0; i < Q_SLOTS; i++) {   /* a dead process's outcome, unread */
+      qslot *s = &q->slots[i];
+      uint32_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+      if ((st == S_FILLING || st >= S_DONE) && dead(s->pid))
+        __atomic_compare_exchange_n(&s->state, &st, S_FREE, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    }
+  }
+  return NULL;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Leading
+** ======================================================================
+*/
+typedef struct batch {
+  rg_queue *q;
+  rg_env *env;
+  const rg_qhost *h;
+  int sync;
+  int n;
+  qslot *slot[Q_SLOTS];
+  int settled[Q_SLOTS];        /* a dead leader's, committed: as it was */
+  qslot *cur;                  /* the member running */
+  rg_buf res;
+} batch;
+
+static void put_result (qslot *s, const rg_buf *res) {
+  s->outcome = O_RESULT;
+  memcpy(s->res, res->p ? res->p : "", res->n);
+  s->reslen = (uint32_t)res->n;
+}
+
+/* Claims the slots queued (PENDING), and before the transaction (`first`)
+** those a dead leader claimed (CLAIMED: no other leader can be running),
+** taking the strongest sync among them; in the transaction, once the
+** writer lock is held, the slots queued meanwhile whose sync is no
+** stronger than the batch's join it. */
+static void claim (batch *b, int first) {
+  int i;
+  for (i = 0; i < Q_SLOTS; i++) {
+    qslot *s = &b->q->slots[i];
+    uint32_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+    int sync = s->sync;
+    if (sync < RG_SYNC_FULL || sync > RG_SYNC_NONE) sync = RG_SYNC_FULL;
+    if (st == S_PENDING && (first || sync >= b->sync)) {
+      s->batch = 0;
+      s->outcome = O_RESULT;
+      __atomic_store_n(&s->state, S_CLAIMED, __ATOMIC_RELEASE);
+    }
+    else if (!(first && st == S_CLAIMED)) continue;  /* a dead leader's */
+    if (sync < b->sync) b->sync = sync;
+    b->slot[b->n++] = s;
+  }
+}
+
+/* One member, in a savepoint of its own. */
+static int member_body (rg_scope *sc, void *ud, rg_err *e) {
+  batch *b = (batch *)ud;
+  qslot *s = b->cur;
+  int rc;
+  (void)sc;
+  b->res.n = 0;
+  b->res.oom = 0;
+  rc = b->h->run(b->h->ud, s->req, s->reqlen > Q_REQ ? Q_REQ : s->reqlen,
+                 &b->res);
+  if (b->res.oom || b->res.n > Q_RES) {   /* too large: its process runs it */
+    s->outcome = O_ALONE;
+    s->reslen = 0;
+    return rg_fail(e, 413, "the result does not fit the queue's slot");
+  }
+  put_result(s, &b->res);
+  return rc ? rg_fail(e, 400, "the request raised") : 0;
+}
+
+static int batch_body (rg_scope *sc, void *ud, rg_err *e) {
+  batch *b = (batch *)ud;
+  uint8_t buf[8];
+  uint64_t last = 0, mine;
+  rg_val v;
+  int i, rc;
+  rc = rg_kv_get(sc->txn, RG_DB_META, RG_META_QBATCH,
+                 sizeof(RG_META_QBATCH) - 1, &v);
+  if (rc == 0 && v.n == 8) last = rg_get_u64((const uint8_t *)v.p);
+  else if (rc && rc != RG_NOTFOUND) return rg_scope_fail(sc, rc, "read", e);
+  mine = last + 1;
+  claim(b, 0);
+  for (i = 0; i < b->n; i++) {
+    qslot *s = b->slot[i];
+    b->settled[i] = s->batch != 0 && s->batch <= last;
+    if (!b->settled[i]) s->batch = mine;
+  }
+  rg_put_u64(buf, mine);
+  if ((rc = rg_put(sc, RG_DB_META, RG_META_QBATCH, sizeof(RG_META_QBATCH) - 1,
+                   buf, 8, e)))
+    return rc;
+  for (i = 0; i < b->n; i++) {
+    rg_err me;
+    if (b->settled[i]) continue;
+    b->cur = b->slot[i];
+    rc = rg_scope_run(b->env, b->h->protect, b->h->host, b->sync, 1,
+                      member_body, b, &me);
+    if (sc->failed) return rg_fail(e, sc->failed, "%s", me.msg);
+    if (rc == RG_RAISED) {             /* undone: the host's error stands */
+      b->res.n = 0;
+      b->res.oom = 0;
+      b->h->raised(b->h->ud, &b->res);
+      if (b->res.oom || b->res.n > Q_RES) b->res.n = 0;
+      put_result(b->cur, &b->res);
+    }
+  }
+  return 0;
+}
+
+/* With the leader lock held: claims the queued slots and runs them in one
+** transaction, then gives each its outcome. */
+static void lead (rg_queue *q, rg_env *env, const rg_qhost *h) {
+  batch b;
+  rg_err e;
+  int i, rc;
+  memset(&b, 0, sizeof(b));
+  b.q = q;
+  b.env = env;
+  b.h = h;
+  b.sync = RG_SYNC_NONE;
+  claim(&b, 1);
+  if (b.n == 0) return;
+  rg_buf_init(&b.res);
+  rc = rg_scope_run(env, NULL, NULL, b.sync, 0, batch_body, &b, &e);
+  rg_buf_free(&b.res);
+  for (i = 0; i < b.n; i++) {
+    qslot *s = b.slot[i];
+    uint32_t st;
+    if (rc == 0) st = s->outcome == O_ALONE ? S_ALONE : S_DONE;
+    else if (b.settled[i]) continue;   /* committed before: the next leader */
+    else {
+      size_t n = strlen(e.msg);
+      memcpy(s->res, e.msg, n);
+      s->reslen = (uint32_t)n;
+      s->status = rc;
+      st = S_FAILED;
+    }
+    __atomic_store_n(&s->state, st, __ATOMIC_RELEASE);
+  }
+  if (rc == 0) {
+    __atomic_add_fetch(&q->h->batches, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&q->h->members, (uint64_t)b.n, __ATOMIC_RELAXED);
+  }
+}
+/* }===================================================================== */
+
+
+int rg_queue_write (rg_env *env, int sync, const rg_qhost *h,
+                    const void *req, size_t n, rg_buf *res, rg_err *e) {
+  rg_queue *q;
+  qslot *s;
+  uint32_t st;
+  int rc;
+  if (env->scope != NULL || env->readonly || n > Q_REQ ||
+      (q = queue_get(env)) == NULL || (s = take_slot(q)) == NULL)
+    return RG_QUEUE_ALONE;
+  memcpy(s->req, req, n);
+  s->reqlen = (uint32_t)n;
+  s->sync = sync;
+  s->pid = (int32_t)getpid();
+  s->reslen = 0;
+  s->status = 0;
+  __atomic_store_n(&s->state, S_PENDING, __ATOMIC_RELEASE);
+  for (;;) {
+    uint32_t seen;
+    if ((st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE)) >= S_DONE) break;
+    seen = __atomic_load_n(&q->h->gen, __ATOMIC_ACQUIRE);
+    if ((st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE)) >= S_DONE) break;
+    if (rg_shm_trylock(&q->h->lead, &q->h->lead_state) >= 0) {
+      lead(q, env, h);
+      pthread_mutex_unlock(&q->h->lead);
+      wake_all(q->h);
+      continue;
+    }
+    wait_gen(q->h, seen);
+  }
+  if (st == S_DONE) {
+    rg_buf_add(res, s->res, s->reslen > Q_RES ? Q_RES : s->reslen);
+    rc = res->oom ? rg_fail(e, 500, "out of memory") : 0;
+  }
+  else if (st == S_ALONE) rc = RG_QUEUE_ALONE;
+  else rc = rg_fail(e, s->status > 0 ? s->status : 500, "%.*s",
+                    (int)(s->reslen > 400 ? 400 : s->reslen),
+                    (const char *)s->res);
+  __atomic_store_n(&s->state, S_FREE, __ATOMIC_RELEASE);
+  return rc;
+}
