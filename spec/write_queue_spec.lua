@@ -2,7 +2,8 @@
 -- processes run in one transaction, each in a savepoint of its own, and
 -- each process gets what it would have got alone; a failing member, a
 -- procedure that raises, a waiting process killed and a leader killed in
--- the middle of its batch lose nothing acknowledged and block no one.
+-- the middle of its batch lose nothing acknowledged and block no one, and
+-- the request of a process that died is not run after it.
 local regolith = require "regolith"
 local H = require "helper"
 
@@ -174,12 +175,15 @@ it("goes on when a waiting process is killed", function()
     for i = 1, 3 do expect(kids[i], "^calling") end
     sleep(0.2)
     os.execute("kill -9 " .. kids[2].pid)
+    sleep(0.1)
   end }))
   finish(kids[2])
   assert.is_truthy(finish(kids[1]):find("ok w1", 1, true))
   assert.is_truthy(finish(kids[3]):find("ok w3", 1, true))
   assert(c:read("w1", "p"))
   assert(c:read("w3", "p"))
+  -- no one waited for the killed process's request any more: not run
+  H.fails(404, c:read("w2", "p"))
   -- the queue serves this process, and another, afterwards
   assert(q:create(c, { id = "after", pk = "p" }))
   local k = spawn(prelude(path) .. 'show(q:create(c, { id = "later", pk = "p" }))\n')
@@ -220,8 +224,7 @@ end]]))
     assert.is_truthy(o:find("ok v" .. i, 1, true), o)
     assert(c:read("v" .. i, "p"))
   end
-  -- the dead leader's request was run again by the next leader, whose
-  -- budget (the default) ended it, and undone
+  -- the dead leader's own request was not committed, and is not run again
   H.fails(404, c:read("spun", "p"))
   assert(q:create(c, { id = "after", pk = "p" }))
   assert(db:verify())

@@ -54,8 +54,9 @@
 #define Q_WAIT_MS 10
 
 enum { S_FREE, S_FILLING, S_PENDING, S_CLAIMED, S_DONE, S_ALONE, S_FAILED };
-/* what a member's run left in its slot (before the commit) */
-enum { O_RESULT, O_ALONE };
+/* what a member's run left in its slot (before the commit); O_DROP: its
+** process is gone, it was not run */
+enum { O_RESULT, O_ALONE, O_DROP };
 
 typedef struct qslot {
   uint32_t state;
@@ -197,8 +198,23 @@ static void wake_all (qhead *h) {
 #endif
 }
 
+/* Whether the process pid is gone: no such process, or one that ended and
+** is not yet reaped by its parent (a zombie, whose pid still answers). */
 static int dead (int32_t pid) {
-  return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+  char name[64], stat[256], *p;
+  ssize_t n;
+  int fd;
+  if (pid <= 0) return 0;
+  if (kill((pid_t)pid, 0) != 0) return errno == ESRCH;
+  snprintf(name, sizeof(name), "/proc/%d/stat", (int)pid);
+  if ((fd = open(name, O_RDONLY | O_CLOEXEC)) < 0) return errno == ENOENT;
+  n = read(fd, stat, sizeof(stat) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  stat[n] = '\0';
+  /* "pid (comm) S ...": the state follows the last ')' */
+  if ((p = strrchr(stat, ')')) == NULL || p[1] != ' ') return 0;
+  return p[2] == 'Z' || p[2] == 'X';
 }
 
 /* Takes a FREE slot for this process; NULL when there is none, even after
@@ -253,7 +269,10 @@ static void put_result (qslot *s, const rg_buf *res) {
 ** those a dead leader claimed (CLAIMED: no other leader can be running),
 ** taking the strongest sync among them; in the transaction, once the
 ** writer lock is held, the slots queued meanwhile whose sync is no
-** stronger than the batch's join it. */
+** stronger than the batch's join it.  A slot whose process is gone is let
+** go instead: a request runs only while its process waits for it, so that
+** a process's death never makes a write of its own happen after the
+** writes others made since. */
 static void claim (batch *b, int first) {
   int i;
   for (i = 0; i < Q_SLOTS; i++) {
@@ -261,6 +280,12 @@ static void claim (batch *b, int first) {
     uint32_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
     int sync = s->sync;
     if (sync < RG_SYNC_FULL || sync > RG_SYNC_NONE) sync = RG_SYNC_FULL;
+    if ((st == S_PENDING || (first && st == S_CLAIMED)) && dead(s->pid)) {
+      /* no one waits for it: not run (a dead leader's own request, or one
+      ** whose process died queued), as if it had died before queueing */
+      __atomic_store_n(&s->state, S_FREE, __ATOMIC_RELEASE);
+      continue;
+    }
     if (st == S_PENDING && (first || sync >= b->sync)) {
       s->batch = 0;
       s->outcome = O_RESULT;
@@ -316,6 +341,10 @@ static int batch_body (rg_scope *sc, void *ud, rg_err *e) {
     rg_err me;
     if (b->settled[i]) continue;
     b->cur = b->slot[i];
+    if (dead(b->cur->pid)) {           /* no one waits for it any more */
+      b->cur->outcome = O_DROP;
+      continue;
+    }
     rc = rg_scope_run(b->env, b->h->protect, b->h->host, b->sync, 1,
                       member_body, b, &me);
     if (sc->failed) return rg_fail(e, sc->failed, "%s", me.msg);
@@ -349,7 +378,8 @@ static void lead (rg_queue *q, rg_env *env, const rg_qhost *h) {
   for (i = 0; i < b.n; i++) {
     qslot *s = b.slot[i];
     uint32_t st;
-    if (rc == 0) st = s->outcome == O_ALONE ? S_ALONE : S_DONE;
+    if (s->outcome == O_DROP && !b.settled[i]) st = S_FREE;
+    else if (rc == 0) st = s->outcome == O_ALONE ? S_ALONE : S_DONE;
     else if (b.settled[i]) continue;   /* committed before: the next leader */
     else {
       size_t n = strlen(e.msg);

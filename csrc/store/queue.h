@@ -29,8 +29,11 @@
 **     died knows, in its own transaction, whether each slot the dead one
 **     claimed was committed (its batch is not above the stored one: the
 **     outcome stands, made durable by this leader's flush) or not (it runs
-**     again).  No acknowledged request is lost, none is made twice, and a
-**     dead leader or waiter blocks no one.
+**     again, if its process still waits).  No acknowledged request is
+**     lost, none is made twice, and a dead leader or waiter blocks no one.
+**   - A request runs only while its process waits for it: a leader lets
+**     go of the slots of processes that died instead of running them (a
+**     dead leader's own request among them).
 **   - The batch runs under the strongest sync of its members.
 */
 
