@@ -23,7 +23,7 @@ local function show(v, msg, status)
   else print("fail " .. tostring(status) .. " " .. tostring(msg)) end
 end
 print("ready")
-while not io.open(%q) do os.execute("sleep 0.01") end
+for _ = 1, 3000 do if io.open(%q) then break end os.execute("sleep 0.01") end
 print("calling")
 ]], path, opts or "nil", path .. "/go")
 end
@@ -32,28 +32,7 @@ local function go(path)
   assert(io.open(path .. "/go", "w")):close()
 end
 
--- Starts a child; the shell prints its pid and becomes the child.
-local function spawn(source)
-  local file = H.script(source)
-  local p = assert(io.popen("echo $$; exec env " .. H.lua_cmd(file) .. " 2>&1", "r"))
-  return { p = p, pid = assert(tonumber(p:read("l"))) }
-end
-
--- Reads the child's lines until one matching `pattern`; returns it.
-local function expect(child, pattern)
-  while true do
-    local line = child.p:read("l")
-    assert(line, "the child ended before printing " .. pattern)
-    if line:match(pattern) then return line end
-  end
-end
-
--- The rest of the child's output, once it has ended.
-local function finish(child)
-  local out = child.p:read("a")
-  child.p:close()
-  return out
-end
+local spawn, expect, finish = H.spawn, H.expect, H.finish
 
 local function sleep(s) os.execute("sleep " .. s) end
 
@@ -205,7 +184,7 @@ end]]))
   local kids = {}
   for i = 1, 3 do
     kids[i] = spawn(prelude(path, "{ script_budget = 10000000 }") ..
-      ('while not io.open(%q) do os.execute("sleep 0.01") end\n'):format(path .. "/go2") ..
+      ('for _ = 1, 3000 do if io.open(%q) then break end os.execute("sleep 0.01") end\n'):format(path .. "/go2") ..
       ('show(q:create(c, { id = "v%d", pk = "p" }))\n'):format(i))
     expect(kids[i], "^ready")
   end

@@ -1,12 +1,13 @@
 /*
 ** queue.c: the write queue the processes of a database share (queue.h).
 **
-** The file <dir>/regolith.queue: a header page (stamp, the leader lock, a
-** futex word counting the batches, counters), then Q_SLOTS slots, each a
-** small header, a request area and a result area.  The file is sparse and
-** never flushed: it describes the processes of this boot, which its stamp
-** names; a process finding another boot's stamp (or none) makes it anew,
-** under a lock on its first byte.  A file stamped by this boot in another
+** The file <dir>/regolith.queue (3 MiB): a header page (stamp, the leader
+** lock, a futex word counting the batches, counters), then Q_SLOTS slots,
+** each a small header, a request area and a result area.  It is allocated
+** whole when made, and never flushed: it describes the processes of this
+** boot, which its stamp names; a process finding another boot's stamp (or
+** none) makes it anew, under a lock on its first byte (where it cannot be
+** allocated, a full disk, there is no queue).  A file stamped by this boot in another
 ** layout (a build before, still running) is left alone, and this process
 ** writes without the queue.
 **
@@ -48,8 +49,8 @@
 #define Q_MAGIC   0x3155455551475247ull   /* "GRQUEUE1" */
 #define Q_LAYOUT  1u
 #define Q_SLOTS   64
-#define Q_REQ     (32u << 10)
-#define Q_RES     (64u << 10)
+#define Q_REQ     (16u << 10)
+#define Q_RES     (32u << 10)
 #define Q_HEAD    4096
 #define Q_WAIT_MS 10
 
@@ -136,7 +137,11 @@ static rg_queue *queue_open (const char *path) {
     head.layout = Q_LAYOUT;
     head.nslots = Q_SLOTS;
     memcpy(head.boot, boot, 40);
-    if (ftruncate(q->fd, 0) == 0 && ftruncate(q->fd, (off_t)Q_LEN) == 0 &&
+    /* every block allocated now: a page of a mapped file that would have
+    ** to be allocated when first written, on a full disk, kills the
+    ** process writing it (SIGBUS) */
+    if (ftruncate(q->fd, 0) == 0 &&
+        posix_fallocate(q->fd, 0, (off_t)Q_LEN) == 0 &&
         pwrite(q->fd, &head, sizeof(head), 0) == (ssize_t)sizeof(head))
       ok = 1;
   }
@@ -163,8 +168,13 @@ static rg_queue *queue_get (rg_env *env) {
 }
 
 void rg_queue_stats (rg_env *env, rg_queue_stat *out) {
+  char name[4096];
+  struct stat st;
   memset(out, 0, sizeof(*out));
-  if (env->readonly || queue_get(env) == NULL) return;
+  snprintf(name, sizeof(name), "%s/regolith.queue", env->path);
+  if (env->readonly || (env->queue == NULL && stat(name, &st) != 0) ||
+      queue_get(env) == NULL)
+    return;                          /* never used: not made for this */
   out->batches = __atomic_load_n(&env->queue->h->batches, __ATOMIC_RELAXED);
   out->members = __atomic_load_n(&env->queue->h->members, __ATOMIC_RELAXED);
 }
