@@ -20,9 +20,13 @@
 ** CLAIMED one (a dead leader's, since none other can hold the lock), and
 ** runs them in one scope (batch_body): it reads the last batch committed,
 ** settles the dead leader's slots by it, writes its own batch number, and
-** runs each request in a savepoint through the host's run().  Committed,
-** each slot gets its outcome, and the lock is let go.  The leader holds
-** the lock through its commit's flush, so an outcome given is durable.
+** runs each request in a savepoint through the host's run().  Once it is
+** committed (LMDB's writer lock let go, the log not yet flushed: the
+** commit is deferred, local.h), the slots are COMMITTED, the leader lock
+** is let go and the waiters woken, so that the next leader's transaction
+** begins while this one's flush runs; after the flush each slot gets its
+** outcome, so an outcome given is durable.  A waiter whose slot stays
+** COMMITTED while its leader is gone flushes the log itself.
 */
 
 #include <errno.h>
@@ -54,7 +58,8 @@
 #define Q_HEAD    4096
 #define Q_WAIT_MS 10
 
-enum { S_FREE, S_FILLING, S_PENDING, S_CLAIMED, S_DONE, S_ALONE, S_FAILED };
+enum { S_FREE, S_FILLING, S_PENDING, S_CLAIMED, S_COMMITTED, S_DONE, S_ALONE,
+       S_FAILED };
 /* what a member's run left in its slot (before the commit); O_DROP: its
 ** process is gone, it was not run */
 enum { O_RESULT, O_ALONE, O_DROP };
@@ -64,6 +69,8 @@ typedef struct qslot {
   int32_t pid;                 /* the process that queued it */
   int32_t sync;                /* the sync it asked for */
   int32_t status;              /* FAILED: the transaction's status */
+  int32_t leader;              /* COMMITTED: the process making it durable */
+  int32_t pad0;
   uint64_t batch;              /* CLAIMED: its batch (0: not known yet) */
   uint32_t outcome;            /* O_RESULT or O_ALONE, set before commit */
   uint32_t reqlen, reslen;     /* FAILED: reslen is the message's */
@@ -186,18 +193,21 @@ void rg_queue_stats (rg_env *env, rg_queue_stat *out) {
 ** Waiting
 ** ======================================================================
 */
-static void wait_gen (qhead *h, uint32_t seen) {
+/* Waits until a leader is done with a batch (gen moves from `seen`), for
+** at most Q_WAIT_MS; 1 when that time passed with nothing done. */
+static int wait_gen (qhead *h, uint32_t seen) {
 #ifdef __linux__
   struct timespec ts;
   ts.tv_sec = 0;
   ts.tv_nsec = Q_WAIT_MS * 1000000L;
-  syscall(SYS_futex, &h->gen, FUTEX_WAIT, seen, &ts, NULL, 0);
+  return syscall(SYS_futex, &h->gen, FUTEX_WAIT, seen, &ts, NULL, 0) != 0 &&
+         errno == ETIMEDOUT;
 #else
   struct timespec ts;
-  (void)h; (void)seen;
   ts.tv_sec = 0;
   ts.tv_nsec = 1000000L;
   nanosleep(&ts, NULL);
+  return __atomic_load_n(&h->gen, __ATOMIC_ACQUIRE) == seen;
 #endif
 }
 
@@ -242,7 +252,8 @@ static qslot *take_slot (rg_queue *q) {
     for (i = 0; i < Q_SLOTS; i++) {   /* a dead process's outcome, unread */
       qslot *s = &q->slots[i];
       uint32_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-      if ((st == S_FILLING || st >= S_DONE) && dead(s->pid))
+      if ((st == S_FILLING || st >= S_DONE ||
+           (st == S_COMMITTED && dead(s->leader))) && dead(s->pid))
         __atomic_compare_exchange_n(&s->state, &st, S_FREE, 0,
                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     }
@@ -369,8 +380,25 @@ static int batch_body (rg_scope *sc, void *ud, rg_err *e) {
   return 0;
 }
 
-/* With the leader lock held: claims the queued slots and runs them in one
-** transaction, then gives each its outcome. */
+/* The outcome of a slot whose batch failed with `rc` (e says why). */
+static void failed (qslot *s, int rc, const rg_err *e) {
+  size_t n = strlen(e->msg);
+  memcpy(s->res, e->msg, n);
+  s->reslen = (uint32_t)n;
+  s->status = rc;
+  __atomic_store_n(&s->state, S_FAILED, __ATOMIC_RELEASE);
+}
+
+/* The outcome of a slot whose batch is committed and durable. */
+static void settle (qslot *s) {
+  __atomic_store_n(&s->state, s->outcome == O_ALONE ? S_ALONE : S_DONE,
+                   __ATOMIC_RELEASE);
+}
+
+/* With the leader lock held, which it lets go: claims the queued slots and
+** runs them in one transaction.  Once it is committed the lock is let go
+** and the waiters woken, so that the next leader's transaction begins
+** while this one's flush runs; then each slot gets its outcome. */
 static void lead (rg_queue *q, rg_env *env, const rg_qhost *h) {
   batch b;
   rg_err e;
@@ -381,28 +409,39 @@ static void lead (rg_queue *q, rg_env *env, const rg_qhost *h) {
   b.h = h;
   b.sync = RG_SYNC_NONE;
   claim(&b, 1);
-  if (b.n == 0) return;
+  if (b.n == 0) {
+    pthread_mutex_unlock(&q->h->lead);
+    return;
+  }
   rg_buf_init(&b.res);
+  env->deferred = 1;
   rc = rg_scope_run(env, NULL, NULL, b.sync, 0, batch_body, &b, &e);
+  env->deferred = 0;
   rg_buf_free(&b.res);
   for (i = 0; i < b.n; i++) {
     qslot *s = b.slot[i];
-    uint32_t st;
-    if (s->outcome == O_DROP && !b.settled[i]) st = S_FREE;
-    else if (rc == 0) st = s->outcome == O_ALONE ? S_ALONE : S_DONE;
-    else if (b.settled[i]) continue;   /* committed before: the next leader */
-    else {
-      size_t n = strlen(e.msg);
-      memcpy(s->res, e.msg, n);
-      s->reslen = (uint32_t)n;
-      s->status = rc;
-      st = S_FAILED;
+    if (s->outcome == O_DROP && !b.settled[i])
+      __atomic_store_n(&s->state, S_FREE, __ATOMIC_RELEASE);
+    else if (rc == 0) {                /* committed, not yet durable */
+      s->leader = (int32_t)getpid();
+      __atomic_store_n(&s->state, S_COMMITTED, __ATOMIC_RELEASE);
     }
-    __atomic_store_n(&s->state, st, __ATOMIC_RELEASE);
+    else if (!b.settled[i]) failed(s, rc, &e);
+    /* else committed by the dead leader: left to the next leader */
   }
   if (rc == 0) {
     __atomic_add_fetch(&q->h->batches, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&q->h->members, (uint64_t)b.n, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&q->h->lead);
+  wake_all(q->h);
+  if (rc) return;
+  rc = rg_local_durable(env->local, &e);
+  for (i = 0; i < b.n; i++) {
+    qslot *s = b.slot[i];
+    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != S_COMMITTED) continue;
+    if (rc && s->outcome != O_ALONE) failed(s, rc, &e);
+    else settle(s);
   }
 }
 /* }===================================================================== */
@@ -429,13 +468,21 @@ int rg_queue_write (rg_env *env, int sync, const rg_qhost *h,
     if ((st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE)) >= S_DONE) break;
     seen = __atomic_load_n(&q->h->gen, __ATOMIC_ACQUIRE);
     if ((st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE)) >= S_DONE) break;
-    if (rg_shm_trylock(&q->h->lead, &q->h->lead_state) >= 0) {
+    /* queued, or claimed by a leader that may have died holding the lock:
+    ** try to lead (committed: its leader is flushing, nothing to lead) */
+    if (st <= S_CLAIMED &&
+        rg_shm_trylock(&q->h->lead, &q->h->lead_state) >= 0) {
       lead(q, env, h);
-      pthread_mutex_unlock(&q->h->lead);
       wake_all(q->h);
       continue;
     }
-    wait_gen(q->h, seen);
+    if (wait_gen(q->h, seen) && st == S_COMMITTED && dead(s->leader)) {
+      /* committed by a leader that died before its flush: flush it here */
+      rg_err fe;
+      int frc = rg_local_flush_log(env->local, &fe);
+      if (frc && s->outcome != O_ALONE) failed(s, frc, &fe);
+      else settle(s);
+    }
   }
   if (st == S_DONE) {
     rg_buf_add(res, s->res, s->reslen > Q_RES ? Q_RES : s->reslen);

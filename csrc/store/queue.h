@@ -17,10 +17,11 @@
 **
 ** Invariants:
 **   - A slot goes FREE -> FILLING (its process writes the request) ->
-**     PENDING -> CLAIMED (by a leader holding the leader lock) -> DONE (its
-**     result), ALONE (undone: its process runs it) or FAILED (the
-**     transaction failed: nothing of it is kept) -> FREE (its process took
-**     the outcome).  Only a leader moves a slot from PENDING to an
+**     PENDING -> CLAIMED (by a leader holding the leader lock) ->
+**     COMMITTED (the transaction is committed, its flush under way, the
+**     leader lock let go) -> DONE (its result, durable), ALONE (undone:
+**     its process runs it) or FAILED (the transaction failed: nothing of
+**     it is kept) -> FREE (its process took the outcome).  Only a leader moves a slot from PENDING to an
 **     outcome; only the slot's process frees it, or whoever finds that
 **     process dead.
 **   - A leader's transaction writes its batch number ("\1qbatch" in meta:
@@ -29,8 +30,10 @@
 **     died knows, in its own transaction, whether each slot the dead one
 **     claimed was committed (its batch is not above the stored one: the
 **     outcome stands, made durable by this leader's flush) or not (it runs
-**     again, if its process still waits).  No acknowledged request is
-**     lost, none is made twice, and a dead leader or waiter blocks no one.
+**     again, if its process still waits).  A leader that died between its
+**     commit and its flush leaves its slots COMMITTED: their processes
+**     flush the log themselves.  No acknowledged request is lost, none is
+**     made twice, and a dead leader or waiter blocks no one.
 **   - A request runs only while its process waits for it: a leader lets
 **     go of the slots of processes that died instead of running them (a
 **     dead leader's own request among them).

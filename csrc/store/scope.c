@@ -147,7 +147,7 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
       if (!s.rerun) return t.status ? t.status : s.failed;
     }
     else {
-      rc = rg_local_commit(env->local, e);
+      rc = rg_local_commit(env->local, env->deferred, e);
       if (rc != RG_RERUN) return rc;
     }
     if ((rc = rg_local_grow(env->local, e))) return rc;

@@ -1304,6 +1304,13 @@ int rg_wal_durable (rg_wal *w, rg_err *e) {
   return rc;
 }
 
+int rg_wal_flush (rg_wal *w, rg_err *e) {
+  if (synced(w->sh) < __atomic_load_n(&w->sh->last_txnid, __ATOMIC_ACQUIRE) &&
+      flush_log(w) != 0)
+    return fail_errno(e, "flushing the", "regolith.wal");
+  return 0;
+}
+
 void rg_wal_end (rg_wal *w) {
   w->capturing = 0;
   w->claimed = 0;
