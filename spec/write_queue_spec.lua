@@ -92,8 +92,15 @@ it("writes directly what the queue cannot carry", function()
   H.fails(400, q:create(c, { id = "f", pk = "p", f = 0 / 0 }))
   -- a document larger than a slot: written directly, in full
   local big = string.rep("x", 40000)
-  local d = assert(q:create(c, { id = "big", pk = "p", s = big }))
+  local d = assert(q:create(c, { id = "big", pk = "p", s = big, n = 0 }))
   assert.are.equal(big, d.s)
+  -- a small request whose result would not fit its slot: the leader
+  -- undoes it, and it runs directly, once
+  local before = db:stats().queue.batches
+  d = assert(q:patch(c, "big", "p", { { op = "incr", path = "/n", value = 1 } }))
+  assert.are.equal(1, d.n)
+  assert.are.equal(1, c:read("big", "p").n)
+  assert.are.equal(before + 1, db:stats().queue.batches)
   -- inside a transaction the call joins it
   local res = assert(db:group({ function() return q:create(c, { id = "in", pk = "p" }) end }))
   assert.is_true(res[1][1])
