@@ -30,7 +30,7 @@ describe("the build", function()
       end
     end
     p:close()
-    assert.is_true(n > 30)
+    assert.is_true(n > 20)             -- (the find found the modules)
     assert.are.same({}, missing)
     assert.is_true(H.execute(("test -f %s%s/regolith/core.so"):format(dest, libdir)))
     assert.is_true(H.execute(("test -x %s/usr/local/bin/regolith"):format(dest)))

@@ -202,9 +202,7 @@ describe("processors", function()
       assert.are.equal(21, #all)              -- count, 10 copies, 10 patches
     end)
 
-  H.local_it("does not let a transactional handler yield",
-    "on a cluster a transactional handler may yield: its writes carry " ..
-    "idempotency tokens instead of sharing a transaction", function()
+  it("does not let a transactional handler yield", function()
     assert(src:create({ id = "a", pk = "x" }))
     local err
     local p = assert(db:processor({ name = "yielder", source = "src",

@@ -168,10 +168,6 @@ describe("GROUP BY", function()
       assert.are.equal(4, info.partitions)
       local _, loading = bq("SELECT o.total, COUNT(1) AS n, SUM(o.total + 0) AS s FROM o GROUP BY o.total")
       assert.are.equal(1200, loading.loaded)      -- an argument the index cannot give
-      if H.cluster then   -- the pipeline groups the items there (docs/cluster.md)
-        assert.are.equal(1200, info.loaded)
-        return
-      end
       assert.are.equal(0, info.loaded)
       assert.are.equal(1200, info.scanned)
       assert.is_true(info.charge < loading.charge / 4)
@@ -190,52 +186,39 @@ describe("GROUP BY", function()
       assert.are.same(want, by)
       assert.are.equal(9, want.undefined)
       assert.are.equal(6, want['["odd"]'])
-      assert.are.equal(H.cluster and 1200 or 15, info.loaded)
-      if not H.cluster then assert.are.equal(1185, info.scanned) end
+      assert.are.equal(15, info.loaded)
+      assert.are.equal(1185, info.scanned)
     end)
 
     it("narrows the walk to a range on the grouped path", function()
       local rows, info = bq("SELECT o.total, COUNT(1) AS n FROM o WHERE o.total >= 5 GROUP BY o.total")
       assert.are.same(canon({ { total = 5, n = 171 }, { total = 6, n = 171 } }), canon(rows))
-      if H.cluster then                -- the range's items, grouped
-        assert.are.equal(342, info.loaded)
-      else
-        assert.are.equal(0, info.loaded)
-        assert.are.equal(342, info.scanned)
-      end
+      assert.are.equal(0, info.loaded)
+      assert.are.equal(342, info.scanned)
     end)
 
     it("answers SELECT DISTINCT from the index too", function()
       local rows, info = bq("SELECT DISTINCT VALUE o.total FROM o")
       assert.are.same({ 0, 1, 2, 3, 4, 5, 6 }, rows)
-      assert.are.equal(H.cluster and 1200 or 0, info.loaded)
+      assert.are.equal(0, info.loaded)
       rows, info = bq("SELECT DISTINCT VALUE o.status FROM o WHERE STARTSWITH(o.status, 'p')")
       assert.are.same({ "paid" }, rows)
-      -- (on a cluster, the items of the prefix's range, grouped)
-      if H.cluster then assert.is_true(info.loaded > 0) else assert.are.equal(0, info.loaded) end
+      assert.are.equal(0, info.loaded)
     end)
 
     it("groups one partition from the index, a large one or a small one", function()
       local rows, info = bq("SELECT o.total, COUNT(1) AS n FROM o WHERE o.shop = 's2' GROUP BY o.total")
       assert.are.equal(7, #rows)
       assert.are.equal(1, info.partitions)
-      if H.cluster then
-        assert.are.equal(400, info.loaded)
-      else
-        assert.are.equal(0, info.loaded)
-        assert.are.equal(400, info.scanned)
-      end
+      assert.are.equal(0, info.loaded)
+      assert.are.equal(400, info.scanned)
       local sum = 0
       for _, r in ipairs(rows) do sum = sum + r.n end
       assert.are.equal(400, sum)
       local rows2, info2 = q("SELECT e.abilities.skill AS skill, COUNT(1) AS n FROM e WHERE e.team = 'supply' GROUP BY e.abilities.skill")
       assert.are.equal(2, #rows2)
-      if H.cluster then
-        assert.are.equal(2, info2.loaded)
-      else                           -- a small partition's too
-        assert.are.equal(0, info2.loaded)
-        assert.are.equal(2, info2.scanned)
-      end
+      assert.are.equal(0, info2.loaded)  -- a small partition's too
+      assert.are.equal(2, info2.scanned)
     end)
 
     it("gives what an unindexed container gives, page by page", function()

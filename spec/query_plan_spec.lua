@@ -637,15 +637,12 @@ describe("query plans inside large partitions", function()
     table.sort(ns)
     for i = 1, 5 do assert.is_nil(rows[i].n) end
     for i = 6, 10 do assert.are.equal(ns[i - 5], rows[i].n) end
-    -- a cluster knows no shapes: the items lacking n, which come first,
-    -- could be anywhere, so it sorts the partition (docs/cluster.md)
-    assert.are.equal(H.cluster and 100000 or 10, info.loaded)
+    assert.are.equal(10, info.loaded)
     rows, info = q("SELECT TOP 10 VALUE c.n FROM c WHERE c.pk = 'big' ORDER BY c.n DESC")
     for i = 1, 10 do assert.are.equal(ns[#ns + 1 - i], rows[i]) end
     assert.are.equal(10, info.loaded)
     -- page by page, each page reads what it returns
-    local sql = H.cluster and "SELECT c.id FROM c WHERE c.pk = 'big' ORDER BY c.n DESC"
-                          or "SELECT c.id FROM c WHERE c.pk = 'big' ORDER BY c.n"
+    local sql = "SELECT c.id FROM c WHERE c.pk = 'big' ORDER BY c.n"
     local _, i1 = q(sql, nil, { max_items = 25 })
     assert.is_true(i1.loaded <= 26, "page 1 loaded " .. i1.loaded)
     local _, i2 = q(sql, nil, { max_items = 25, continuation = i1.continuation })
@@ -687,13 +684,8 @@ describe("query plans inside large partitions", function()
 
   it("intersects two equalities without a composite index through exact probes", function()
     local rows, info = q("SELECT VALUE c.id FROM c WHERE c.s = 's005' AND c.n = 40039")
-    if H.cluster then                -- no probes there: one term's items
-      assert.is_true(info.loaded > #rows)
-      assert.are.equal(1, info.index_lookups)
-    else
-      assert.are.equal(#rows, info.loaded)
-      assert.is_true(info.index_lookups >= 2)
-    end
+    assert.are.equal(#rows, info.loaded)
+    assert.is_true(info.index_lookups >= 2)
     local plain = q("SELECT VALUE c.id FROM c WHERE c.s = 's005' AND c.n + 0 = 40039")
     assert.are.same(plain, rows)
   end)
@@ -702,12 +694,8 @@ describe("query plans inside large partitions", function()
     local rows, info = q("SELECT c.g, COUNT(1) AS n FROM c WHERE c.pk = 'big' GROUP BY c.g")
     assert.are.equal(10, #rows)
     for _, r in ipairs(rows) do assert.are.equal(10000, r.n) end
-    if H.cluster then                -- the pipeline groups the items there
-      assert.are.equal(100000, info.loaded)
-    else
-      assert.are.equal(0, info.loaded)
-      assert.are.equal(100000, info.scanned)
-    end
+    assert.are.equal(0, info.loaded)
+    assert.are.equal(100000, info.scanned)
   end)
 end)
 
@@ -760,8 +748,7 @@ describe("query plans and shapes", function()
     local db = H.open({ sync = "none" })
     local c = assert(db:create_container("s", { partition_key = "/pk", physical_partitions = 2 }))
     for i = 1, 300 do assert(c:create({ id = "i" .. i, pk = "p" .. (i % 3), n = i })) end
-    -- (a cluster keeps no shapes: it sorts every item, docs/cluster.md)
-    local all = H.cluster and 300
+    local all
     local rows, info = assert(c:query("SELECT TOP 2 VALUE c.id FROM c ORDER BY c.n"))
     assert.are.same({ "i1", "i2" }, rows)
     assert.are.equal(all or 2, info.loaded)

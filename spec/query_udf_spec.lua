@@ -190,8 +190,7 @@ describe("computed properties", function()
     rows, info = q("SELECT c.cp_family AS family, COUNT(1) AS n FROM c GROUP BY c.cp_family")
     table.sort(rows, function(a, b) return a.family < b.family end)
     assert.are.same({ { family = "Hats", n = 1 }, { family = "Jackets", n = 1 }, { family = "Shoes", n = 2 } }, rows)
-    -- (a cluster's pipeline groups the items: docs/cluster.md)
-    assert.are.equal(H.cluster and 4 or 0, info.loaded)
+    assert.are.equal(0, info.loaded)
     rows, info = q("SELECT VALUE c.id FROM c WHERE ARRAY_CONTAINS(c.cp_tags, 'red')")
     table.sort(rows)
     assert.are.same({ "a", "c" }, rows)
@@ -240,8 +239,7 @@ describe("computed properties", function()
     assert.is_nil(spec.revision)
   end)
 
-  H.local_it("change with replace_container, which reindexes the items",
-              "replace_container is 501 on a cluster", function()
+  it("change with replace_container, which reindexes the items", function()
     local c2 = assert(db:replace_container("products", { partition_key = "/pk", physical_partitions = 2,
       computed_properties = {
         { name = "cp_upperName", query = "SELECT VALUE UPPER(c.name) FROM c" },
@@ -264,8 +262,7 @@ describe("computed properties", function()
 end)
 
 describe("a replaced container with a hierarchical key", function()
-  H.local_it("keeps routing its prefixes to the partitions holding them",
-              "replace_container is 501 on a cluster", function()
+  it("keeps routing its prefixes to the partitions holding them", function()
     local db = H.open()
     local opts = { partition_key = { "/tenant", "/user" }, physical_partitions = 4 }
     local c = assert(db:create_container("h", opts))

@@ -342,19 +342,32 @@ describe("vector search", function()
       end
     end)
 
-    it("tests the whole WHERE when the graph replaces an index seek (filterPriority 0)", function()
-      -- the seek on c.n would find only items that pass; the graph's do not
+    it("tests the whole WHERE when the graph replaces an index seek (filterPriority 0) or no seek serves it, widening from where it stopped", function()
+      -- the seek on c.n would find only items that pass; the graph's do
+      -- not.  The index is asked for 10, 20, 40 ... until 10 pass, each
+      -- round going on from the last (before, each searched again from
+      -- the start and read about 3.4 times the graph at 1 %)
       local k = make("k", "diskANN", "euclidean")
       fill(k, N)
       local fp = ", false, {'filterPriority': 0}"
       for q = 1, 3 do
         local qv = vec(3000 + q)
-        for _, where in ipairs({ "WHERE c.n < 25", "WHERE c.n = 7",
-                                 "WHERE c.n > 600 AND c.pk = 'p1'" }) do
-          local a = top(k, qv, fp, where)
-          local b = top(k, qv, ", true", where)
-          assert.are.same(b, a)
-          assert.is_true(#a > 0)
+        for _, case in ipairs({ { "WHERE c.n < 25", 10 }, { "WHERE c.n = 7", 1 },
+                                { "WHERE c.n > 600 AND c.pk = 'p1'", 10 },
+                                { "WHERE c.n % 100 = 7", 10, "" },   -- 1 %: every round
+                                { "WHERE c.n % 20 = 3", 10, "" },    -- 5 %: several
+                                { "WHERE c.n % 3 = 1", 10, "" },     -- one or two
+                                { "WHERE c.n < 0", 0, "" } }) do     -- none pass
+          for _, opts in ipairs({ fp, case[3] }) do
+            local a, ia = top(k, qv, opts, case[1])
+            local b = top(k, qv, ", true", case[1])
+            assert.are.same(b, a)
+            assert.are.equal(case[2], #a)
+            -- each neighbour list and exact vector read at most once
+            assert.is_true((ia.vector_nodes or 0) <= N, ia.vector_nodes)
+            assert.is_true((ia.vector_bytes or 0) <= N * DIMS * 4, ia.vector_bytes)
+            assert.is_true(ia.charge < 300, ia.charge)
+          end
         end
       end
     end)
@@ -365,14 +378,16 @@ describe("vector search", function()
       for q = 1, 3 do
         local qv = vec(4000 + q)
         -- 900 items: the graph, kept to them; 150 (under 40 a row): each scored
-        for _, case in ipairs({ { "WHERE c.n > 300", true }, { "WHERE c.n <= 150", false },
-                                { "WHERE c.n > 300 AND c.n % 7 = 2", true },
-                                { "WHERE c.pk IN ('p1', 'p3')", true } }) do
+        for _, case in ipairs({ { "WHERE c.n > 300", true, 1 }, { "WHERE c.n <= 150", false, 1 },
+                                { "WHERE c.n > 300 AND c.n % 7 = 2", true, 1 },
+                                { "WHERE c.pk IN ('p1', 'p3')", true, 2 } }) do
           local a, ia = top(k, qv, nil, case[1])
           local b = top(k, qv, ", true", case[1])
           assert.are.same(b, a)
           assert.are.equal(#b, #a)
           assert.are.equal(case[2], (ia.vector_nodes or 0) > 0, case[1])
+          -- the seek runs once, its items scored or searched among
+          assert.are.equal(case[3], ia.index_lookups, case[1])
         end
       end
       -- a seek past 1,000 items a row wanted: the graph alone, the WHERE after

@@ -208,6 +208,8 @@ describe("the write-ahead log", function()
         log:write(i, "\n")
         log:flush()
       end
+      log:write("bytes ", db:stats().log.bytes, "\n")
+      log:flush()
       os.exit(0, false)
     ]]):format(dir, acks))
     assert.is_true(H.execute("REGOLITH_WAL_RING='16384 65536' " .. H.lua_cmd(child)))
@@ -230,8 +232,11 @@ describe("the write-ahead log", function()
     end
     assert.is_truthy(best)
     assert.is_true(best.seq > best.epoch + 10, "checkpoints without the writer lock")
-    local jumps = select(2, wal:gsub("RJMP", ""))
-    assert.is_true(jumps > 1, "the ring went round")
+    -- the records logged were many times the file's size: the ring went
+    -- round (how many jump records its last laps left in the file depends
+    -- on where each lap ended, and so on the checkpoints' speed)
+    local logged = tonumber(H.slurp(acks):match("bytes (%d+)"))
+    assert.is_true(logged > 4 * #wal, "the ring went round: " .. logged .. " bytes logged, " .. #wal .. " in the file")
     -- about 9 MiB of records went through a file that stays near the ring:
     -- when the checkpoints fall behind (a slow flush of the data file), the
     -- records run on past the ring's end up to 16 rings of live log (then a

@@ -31,34 +31,20 @@ void rg_deadline_start (rg_deadline *d, int64_t limit_ns) {
   d->limit = limit_ns > 0 ? limit_ns : 0;
   d->used = 0;
   d->passed = 0;
-  d->paused = 0;
   if (d->limit) stretch(d);
   else { d->ref = -1; d->gate = 0; d->wall = 0; }
 }
 
 int64_t rg_deadline_used (rg_deadline *d) {
-  if (d->paused || d->limit == 0) return d->used;
+  if (d->limit == 0) return d->used;
   if (d->ref < 0) return d->used + (rg_coarse_ms() - d->wall) * 1000000;
   return d->used + (cpu_ns() - d->ref);
-}
-
-void rg_deadline_pause (rg_deadline *d) {
-  if (d->limit == 0 || d->paused) return;
-  d->used = rg_deadline_used(d);
-  d->paused = 1;
-  d->gate = INT64_MAX;
-}
-
-void rg_deadline_resume (rg_deadline *d) {
-  if (d->limit == 0 || !d->paused) return;
-  d->paused = 0;
-  stretch(d);
 }
 
 int rg_deadline_check (rg_deadline *d) {
   int64_t now, used;
   if (d->passed) return 1;
-  if (d->limit == 0 || d->paused) return 0;
+  if (d->limit == 0) return 0;
   now = rg_coarse_ms();
   if (d->ref < 0) {                  /* REF_MS on: read the CPU clock */
     d->used += (now - d->wall) * 1000000;

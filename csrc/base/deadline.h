@@ -24,10 +24,8 @@
 ** follows it.  The count errs only towards stopping early, by at most the
 ** time the thread waited during its first REF_MS.
 **
-** Work that stops to wait for its host (a resumable script run waiting
-** for storage) is paused: the CPU its thread spends meanwhile is not its
-** own.  A deadline is not shared between threads: the one that starts or
-** resumes it is the one whose CPU is counted.
+** A deadline is not shared between threads: the one that starts it is
+** the one whose CPU is counted.
 */
 
 #ifndef rg_deadline_h
@@ -42,7 +40,7 @@ typedef struct rg_deadline {
   int64_t wall;       /* ms, coarse: when the current stretch began */
   int64_t ref;        /* the thread's CPU clock once read, or -1 */
   int64_t gate;       /* ms, coarse monotonic: no check before */
-  int paused, passed;
+  int passed;
 } rg_deadline;
 
 /* The coarse monotonic clock, in ms. */
@@ -58,9 +56,6 @@ static inline int64_t rg_coarse_ms (void) {
 
 /* Starts the clock of work allowed `limit_ns` of CPU (0: no limit). */
 void    rg_deadline_start (rg_deadline *d, int64_t limit_ns);
-/* The work stops waiting for its host, or starts waiting. */
-void    rg_deadline_pause (rg_deadline *d);
-void    rg_deadline_resume (rg_deadline *d);
 /* CPU time the work has taken so far, ns. */
 int64_t rg_deadline_used (rg_deadline *d);
 /* The slow part of rg_deadline_passed: reads the CPU clock. */

@@ -47,10 +47,7 @@ void rg_vgraph_init (rg_vgraph *g, const rg_vgio *io, const rg_sq8 *sq,
 ** Visited sets and candidate lists
 ** ======================================================================
 */
-typedef struct vset {
-  uint32_t *slot;            /* RG_VG_NONE: empty */
-  size_t cap, n;
-} vset;
+typedef rg_vgset vset;                /* a slot RG_VG_NONE: empty */
 
 static int vset_init (vset *s, size_t hint) {
   size_t cap = 64;
@@ -225,28 +222,35 @@ done:
 }
 
 /* A min-heap of candidates to expand, nearest first (ties by the lower
-** id), that grows as a filtered search needs. */
-typedef struct vheap {
-  rg_vcand *c;
-  size_t n, cap;
-} vheap;
+** id), that grows as a filtered search needs (also a plain array: the
+** nodes expanded). */
+typedef rg_vgheap vheap;
 
-static int vheap_push (vheap *h, float key, uint32_t id) {
-  size_t i;
+/* Appends c (the array is no heap after: s->done). */
+static int vheap_add (vheap *h, rg_vcand c) {
   if (h->n == h->cap) {
     size_t cap = h->cap ? 2 * h->cap : 256;
-    rg_vcand *c = (rg_vcand *)realloc(h->c, cap * sizeof(rg_vcand));
-    if (c == NULL) return -1;
-    h->c = c;
+    rg_vcand *m = (rg_vcand *)realloc(h->c, cap * sizeof(rg_vcand));
+    if (m == NULL) return -1;
+    h->c = m;
     h->cap = cap;
   }
-  for (i = h->n++; i > 0; i = (i - 1) / 2) {   /* sift up */
+  h->c[h->n++] = c;
+  return 0;
+}
+
+static int vheap_push (vheap *h, float key, uint32_t id) {
+  rg_vcand c;
+  size_t i;
+  c.key = key;
+  c.id = id;
+  if (vheap_add(h, c)) return -1;
+  for (i = h->n - 1; i > 0; i = (i - 1) / 2) {   /* sift up */
     rg_vcand *p = &h->c[(i - 1) / 2];
     if (!before(key, id, p->key, p->id)) break;
     h->c[i] = *p;
   }
-  h->c[i].key = key;
-  h->c[i].id = id;
+  h->c[i] = c;
   return 0;
 }
 
@@ -267,88 +271,118 @@ static rg_vcand vheap_pop (vheap *h) {
   return top;
 }
 
-/* A search whose results are the nodes `accept` accepts, into best (room
-** for k).  Best-first from the entry point, every node measured guides;
-** a node is expanded while it lies within the `list` nearest nodes
-** measured (what an unfiltered search expands) or closer than the k-th
-** accepted node found (all of them while fewer than k are found), so the
-** search goes on past its list as far as the filter makes it need: about
-** k / (the fraction accepted) nodes around the query. */
-static int greedy_accepted (rg_vgraph *g, const target *t, size_t list,
-                            int (*accept) (void *, uint32_t), void *aud,
-                            rg_vbest *best) {
+/* A search whose results are the nodes `accept` accepts (NULL: all), into
+** best (room for k), going on from what `s` kept.  Best-first from the
+** entry point, every node measured guides; a node is expanded while it
+** lies within the `list` nearest nodes measured (what an unfiltered search
+** expands) or closer than the k-th accepted node found (all of them while
+** fewer than k are found), so the search goes on past its list as far as
+** the filter makes it need: about k / (the fraction accepted) nodes around
+** the query.  Every node measured is kept (in s->front until expanded,
+** then in s->done), so a later call with a larger list or k first ranks
+** them all again, then expands from where the bounds now allow. */
+static int search_more (rg_vgraph *g, rg_vgsearch *s, const target *t,
+                        size_t list, int (*accept) (void *, uint32_t),
+                        void *aud, rg_vbest *best) {
   rg_vcand *bm = (rg_vcand *)malloc(list * sizeof(rg_vcand));
   rg_vbest beam;                     /* the `list` nearest measured */
-  vheap h;
-  vset seen;
   uint32_t adj[RG_VG_MAX_DEGREE];
   const uint8_t *code;
+  size_t j;
   int rc = 0, n, i;
-  memset(&h, 0, sizeof(h));
-  if (bm == NULL || vset_init(&seen, list * 8) != 0) {
-    free(bm);
-    return 500;
-  }
+  if (bm == NULL) return 500;
   rg_vbest_init(&beam, bm, list);
-  if ((rc = meet(g, &seen, g->entry, &code))) goto done;
-  if (code != NULL) {
-    float k = key_of(t, code);
-    rg_vbest_offer(&beam, k, g->entry);
-    if (accept(aud, g->entry)) rg_vbest_offer(best, k, g->entry);
-    if (vheap_push(&h, k, g->entry)) { rc = 500; goto done; }
+  if (!s->started) {                 /* the entry point, measured */
+    if (vset_init(&s->seen, list * 8) != 0) { rc = 500; goto done; }
+    s->started = 1;
+    if ((rc = meet(g, &s->seen, g->entry, &code))) goto done;
+    if (code != NULL && vheap_push(&s->front, key_of(t, code), g->entry)) {
+      rc = 500;
+      goto done;
+    }
   }
-  while (h.n > 0) {
+  for (j = 0; j < s->done.n + s->front.n; j++) {   /* ranked again */
+    const rg_vcand *c = j < s->done.n ? &s->done.c[j]
+                                       : &s->front.c[j - s->done.n];
+    rg_vbest_offer(&beam, c->key, c->id);
+    if (accept == NULL || accept(aud, c->id))
+      rg_vbest_offer(best, c->key, c->id);
+  }
+  while (s->front.n > 0) {
     float lim = rg_vbest_bound(&beam), acc = rg_vbest_bound(best);
-    rg_vcand c = vheap_pop(&h);
+    rg_vcand c;
     if (acc > lim) lim = acc;
-    if (c.key > lim) break;          /* and so is every one left */
+    if (s->front.c[0].key > lim) break;   /* and so is every one left */
+    c = vheap_pop(&s->front);
+    if (vheap_add(&s->done, c)) { rc = 500; goto done; }
     if ((rc = g->io.get_adj(g->io.ud, c.id, adj, &n))) goto done;
     g->adj_reads++;
     for (i = 0; i < n; i++) {
       float k;
-      if ((rc = meet(g, &seen, adj[i], &code))) goto done;
+      if ((rc = meet(g, &s->seen, adj[i], &code))) goto done;
       if (code == NULL) continue;    /* met before, or a freed slot */
       k = key_of(t, code);
+      if (vheap_push(&s->front, k, adj[i])) { rc = 500; goto done; }
       lim = rg_vbest_bound(&beam);
       acc = rg_vbest_bound(best);
       if (acc > lim) lim = acc;
-      if (k >= lim) continue;        /* it could never be expanded nor be
-                                        among the best k */
+      if (k >= lim) continue;        /* kept for a wider search: this one
+                                        could neither expand it nor take
+                                        it among the best k */
       rg_vbest_offer(&beam, k, adj[i]);
-      if (accept(aud, adj[i])) rg_vbest_offer(best, k, adj[i]);
-      if (vheap_push(&h, k, adj[i])) { rc = 500; goto done; }
+      if (accept == NULL || accept(aud, adj[i]))
+        rg_vbest_offer(best, k, adj[i]);
     }
   }
 done:
   free(bm);
-  free(h.c);
-  free(seen.slot);
   return rc;
 }
 
-int rg_vgraph_search (rg_vgraph *g, const rg_sq8q *q, size_t list, size_t k,
-                      int (*accept) (void *ud, uint32_t v), void *aud,
-                      rg_vcand *out, size_t *n) {
+void rg_vgsearch_free (rg_vgsearch *s) {
+  free(s->seen.slot);
+  free(s->front.c);
+  free(s->done.c);
+  memset(s, 0, sizeof(*s));
+}
+
+int rg_vgraph_search_more (rg_vgraph *g, rg_vgsearch *s, const rg_sq8q *q,
+                           size_t list, size_t k,
+                           int (*accept) (void *ud, uint32_t v), void *aud,
+                           rg_vcand *out, size_t *n) {
   target t;
   rg_vbest best;
   int rc;
   t.q = q;
   t.code = NULL;
   t.n = g->sq->n;
-  if (k == 0) {
-    *n = 0;
-    return 0;
-  }
+  *n = 0;
+  if (k == 0) return 0;
   if (list < k) list = k;
-  if (accept == NULL) {              /* every node a result: the list's */
-    *n = k;
-    return greedy(g, &t, list, NULL, out, n);
-  }
   rg_vbest_init(&best, out, k);
   rc = g->entry == RG_VG_NONE ? 0
-     : greedy_accepted(g, &t, list, accept, aud, &best);
+     : search_more(g, s, &t, list, accept, aud, &best);
   rg_vbest_sort(&best);
   *n = best.n;
+  return rc;
+}
+
+int rg_vgraph_search (rg_vgraph *g, const rg_sq8q *q, size_t list, size_t k,
+                      int (*accept) (void *ud, uint32_t v), void *aud,
+                      rg_vcand *out, size_t *n) {
+  rg_vgsearch s;
+  target t;
+  int rc;
+  if (accept == NULL && k > 0) {     /* every node a result: the list's */
+    t.q = q;
+    t.code = NULL;
+    t.n = g->sq->n;
+    *n = k;
+    return greedy(g, &t, list < k ? k : list, NULL, out, n);
+  }
+  memset(&s, 0, sizeof(s));
+  rc = rg_vgraph_search_more(g, &s, q, list, k, accept, aud, out, n);
+  rg_vgsearch_free(&s);
   return rc;
 }
 /* }===================================================================== */

@@ -32,7 +32,9 @@
 **            search goes on past its list while a node lies closer than
 **            the k-th accepted found (or fewer than k are found): it reads
 **            about k / (the fraction accepted) nodes, all of the graph
-**            for a filter that accepts none.
+**            for a filter that accepts none.  It keeps every node it
+**            measured, so that it can go on with a larger list and k
+**            (rg_vgraph_search_more) rather than start again.
 **
 ** Invariants: a node's list never names itself, never holds an id twice,
 ** and holds at most `max_degree` ids; every operation is deterministic (ties
@@ -104,6 +106,31 @@ int rg_vgraph_delete (rg_vgraph *g, uint32_t v);
 int rg_vgraph_search (rg_vgraph *g, const rg_sq8q *q, size_t list, size_t k,
                       int (*accept) (void *ud, uint32_t v), void *aud,
                       rg_vcand *out, size_t *n);
+
+/* What a search has read, kept so that it can go on: the nodes met, those
+** measured and not expanded (nearest first), those expanded.  Zeroed
+** before the first call of rg_vgraph_search_more; rg_vgsearch_free after
+** the last. */
+typedef struct rg_vgset { uint32_t *slot; size_t cap, n; } rg_vgset;
+typedef struct rg_vgheap { rg_vcand *c; size_t n, cap; } rg_vgheap;
+typedef struct rg_vgsearch {
+  rg_vgset seen;
+  rg_vgheap front;           /* measured, not expanded: a min-heap */
+  rg_vgheap done;            /* expanded */
+  int started;
+} rg_vgsearch;
+
+/* rg_vgraph_search that goes on from where the last call with `s` stopped
+** (the same query, graph and filter; `list` and `k` no smaller): every
+** node measured before is a candidate again, only what the larger list
+** and k add is read, and the result is what one search with them from
+** the start would give (or better: nothing expanded is forgotten).
+** rg_vgraph_search with a filter is this, once. */
+int rg_vgraph_search_more (rg_vgraph *g, rg_vgsearch *s, const rg_sq8q *q,
+                           size_t list, size_t k,
+                           int (*accept) (void *ud, uint32_t v), void *aud,
+                           rg_vcand *out, size_t *n);
+void rg_vgsearch_free (rg_vgsearch *s);
 
 /* The squared byte distance of two codes of n bytes (exact). */
 int32_t rg_sq8_code_l2 (const uint8_t *a, const uint8_t *b, size_t n);

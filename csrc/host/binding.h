@@ -140,7 +140,7 @@ void rgl_query_open (lua_State *L);
 void rgl_scripts_open (lua_State *L);
 void rgl_feed_open (lua_State *L);
 void rgl_processor_open (lua_State *L);
-void rgl_cluster_open (lua_State *L);
+void rgl_remote_open (lua_State *L);
 void rgl_throughput_open (lua_State *L);
 void rgl_signals_open (lua_State *L);
 

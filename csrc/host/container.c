@@ -4,7 +4,7 @@
 **   c:create(doc, opts)   c:read(id, pk, opts)   c:replace(doc, opts)
 **   c:upsert(doc, opts)   c:delete(id, pk, opts)  c:patch(id, pk, ops, opts)
 **   c:read_many(list)     c:batch(pk, ops)       c:name()   c:spec()
-**   c:bulk_load(docs or iterator, opts)
+**   c:_bulk_opts(opts)  c:_bulk_batch(docs, mode)   (regolith/bulk.lua)
 **
 ** Reads run in the environment's cached read transaction and push the
 ** stored JSON straight onto the Lua stack.  Writes run their body in a
@@ -1085,140 +1085,99 @@ static int bulk_body (rg_scope *s, void *ud, rg_err *e) {
   return rc;
 }
 
-/* The next document of the source at idx (an array, read from *pos, or an
-** iterator function): pushed, 1; or 0 at the end. */
-static int bulk_next (lua_State *L, int idx, lua_Integer *pos) {
-  if (lua_type(L, idx) == LUA_TTABLE) {
-    lua_rawgeti(L, idx, *pos + 1);
-    if (lua_isnil(L, -1)) { lua_pop(L, 1); return 0; }
-    ++*pos;
-    return 1;
+/* c:_bulk_opts(opts) -> batch, mode: bulk_load's options checked
+** (regolith/bulk.lua runs the load, a batch at a time). */
+static int cont_bulk_opts (lua_State *L) {
+  static const char *const allowed[] = { "batch", "mode", "progress", NULL };
+  const char *mode;
+  lua_Integer batch;
+  rgl_checkcont(L, 1);
+  lua_settop(L, 2);
+  rgl_opts_check(L, 2, allowed, "bulk_load");
+  batch = rgl_opt_int(L, 2, "batch", BULK_BATCH, 1, BULK_BATCH_MAX, "bulk_load");
+  mode = rgl_opt_string(L, 2, "mode", "bulk_load");
+  if (mode && strcmp(mode, "create") != 0 && strcmp(mode, "upsert") != 0)
+    return luaL_error(L, "bulk_load: mode must be \"create\" or \"upsert\"");
+  if (!lua_isnil(L, 2)) {
+    lua_getfield(L, 2, "progress");
+    if (!lua_isnil(L, -1) && !lua_isfunction(L, -1))
+      return luaL_error(L, "bulk_load: progress must be a function");
+    lua_pop(L, 1);
   }
-  lua_pushvalue(L, idx);
-  lua_call(L, 0, 1);
-  if (lua_isnil(L, -1)) { lua_pop(L, 1); return 0; }
-  ++*pos;
-  return 1;
+  lua_pushinteger(L, batch);
+  lua_pushstring(L, mode ? mode : "create");
+  return 2;
 }
 
-/* c:bulk_load(docs | iterator, opts) -> result, info | nil, msg, status,
-** result.  result = {written, failed, errors = {{index, status, message}}}.
-** opts.batch documents per transaction (default 10000), opts.mode "create"
-** (the default: an existing item is a 409 of its own) or "upsert",
-** opts.progress(done, written, failed) after each batch.  Under a
-** throughput budget each batch is admitted as a fan-out request is (every
-** physical partition's balance positive) and debited its charge; a 429
-** stops the load, the batches before written. */
-static int cont_bulk_load (lua_State *L) {
-  static const char *const allowed[] = { "batch", "mode", "progress", NULL };
+/* c:_bulk_batch(docs, mode) -> written, errors, work | nil, msg, status,
+** work: one transaction writing the documents docs[1..n] (n at most
+** BULK_BATCH_MAX) as creates (mode "create") or upserts would, but for
+** the triggers; errors = {{index, status, message}} of those refused (the
+** others are written).  Under a throughput budget the batch is admitted as
+** a fan-out request is (every physical partition's balance positive) and
+** debited its charge.  work: the batch's work, packed (core._work). */
+static int cont_bulk_batch (lua_State *L) {
   rg_lcont *lc = rgl_checkcont(L, 1);
-  lua_Integer pos = 0, batch;
-  const char *mode;
-  int more = 1, rc = 0, errors, result;
-  size_t written = 0, failed = 0;
+  const char *mode = luaL_checkstring(L, 3);
+  size_t i, n, failed = 0;
   bulkcall *q;
   rg_admit a;
   rg_db *d;
   rg_err e;
+  int rc;
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 3);
+  n = (size_t)rg_rawlen(L, 2);
+  luaL_argcheck(L, n <= BULK_BATCH_MAX, 2, "too many documents in a batch");
   a.own = a.pool = NULL;
   a.retries = 0;
-  lua_settop(L, 3);
-  if (lua_type(L, 2) != LUA_TTABLE && lua_type(L, 2) != LUA_TFUNCTION)
-    return luaL_argerror(L, 2, "a list of documents or an iterator function");
-  rgl_opts_check(L, 3, allowed, "bulk_load");
-  batch = rgl_opt_int(L, 3, "batch", BULK_BATCH, 1, BULK_BATCH_MAX, "bulk_load");
-  mode = rgl_opt_string(L, 3, "mode", "bulk_load");
-  if (mode && strcmp(mode, "create") != 0 && strcmp(mode, "upsert") != 0)
-    return luaL_error(L, "bulk_load: mode must be \"create\" or \"upsert\"");
-  if (!lua_isnil(L, 3)) {
-    lua_getfield(L, 3, "progress");
-    if (!lua_isnil(L, -1) && !lua_isfunction(L, -1))
-      return luaL_error(L, "bulk_load: progress must be a function");
-    lua_replace(L, 3);               /* 3: the progress function, or nil */
-  }
   if ((d = writable(L, lc, &e)) == NULL) return rgl_push_fail(L, &e);
   q = (bulkcall *)rgl_newbox(L, sizeof(bulkcall), bulkcall_clear);   /* 4 */
   q->c = &lc->c;
-  q->mode = mode && strcmp(mode, "upsert") == 0 ? RG_BULK_UPSERT
-                                                 : RG_BULK_CREATE;
-  q->cap = (size_t)batch;
+  q->mode = strcmp(mode, "upsert") == 0 ? RG_BULK_UPSERT : RG_BULK_CREATE;
+  q->cap = n ? n : 1;
   if ((q->items = (rg_bulk_item *)calloc(q->cap, sizeof(rg_bulk_item))) == NULL ||
       (q->b = rg_bulk_new()) == NULL)
     return luaL_error(L, "bulk_load: out of memory");
-  lua_createtable(L, 0, 3);                                          /* 5 */
-  result = lua_gettop(L);
-  lua_newtable(L);                                                   /* 6 */
-  errors = lua_gettop(L);
-  while (more && rc == 0) {
-    lua_Integer first = pos + 1;
-    size_t i;
-    while (q->n < q->cap && (more = bulk_next(L, 2, &pos))) {
-      rg_bulk_item *it = &q->items[q->n++];
-      if (lua_type(L, -1) != LUA_TTABLE) {
-        rg_fail(&e, 400, "a document must be a table, not %s",
-                luaL_typename(L, -1));
-        it->status = e.status;
-        it->msg = strdup(e.msg);
-      }
-      else if (rgl_json_from_lua(L, lua_gettop(L), &it->doc, &e)) {
-        it->status = e.status;
-        it->msg = strdup(e.msg);
-      }
-      lua_pop(L, 1);
+  for (i = 0; i < n; i++) {
+    rg_bulk_item *it = &q->items[q->n++];
+    lua_rawgeti(L, 2, (lua_Integer)i + 1);
+    if (lua_type(L, -1) != LUA_TTABLE) {
+      rg_fail(&e, 400, "a document must be a table, not %s",
+              luaL_typename(L, -1));
+      it->status = e.status;
+      it->msg = strdup(e.msg);
     }
-    if (q->n == 0) break;
-    if ((rc = rg_admit_begin(lc, 0, 0, RG_TP_EVERY, &a, &e))) break;
-    memset(&q->batch, 0, sizeof(q->batch));
-    rc = rgl_scope_run(L, lc->c.env, d->sync, 1, bulk_body, q,
-                       &e);
+    else if (rgl_json_from_lua(L, lua_gettop(L), &it->doc, &e)) {
+      it->status = e.status;
+      it->msg = strdup(e.msg);
+    }
+    lua_pop(L, 1);
+  }
+  if (n > 0) {
+    if ((rc = rg_admit_begin(lc, 0, 0, RG_TP_EVERY, &a, &e)))
+      return rgl_push_fail(L, &e);
+    rc = rgl_scope_run(L, lc->c.env, d->sync, 1, bulk_body, q, &e);
     rgl_account_work(L, lc, &a, &q->batch);
-    if (rc) break;
-    rg_work_add(&q->work, &q->batch);
-    written += q->written;
-    for (i = 0; i < q->n; i++) {
-      rg_bulk_item *it = &q->items[i];
-      if (it->status >= 200 && it->status < 300) continue;
-      failed++;
-      lua_createtable(L, 0, 3);
-      lua_pushinteger(L, first + (lua_Integer)i);
-      lua_setfield(L, -2, "index");
-      lua_pushinteger(L, it->status);
-      lua_setfield(L, -2, "status");
-      lua_pushstring(L, it->msg ? it->msg : "refused");
-      lua_setfield(L, -2, "message");
-      lua_rawseti(L, errors, (lua_Integer)failed);
-    }
-    bulk_empty(q);
-    if (!lua_isnil(L, 3)) {
-      lua_pushvalue(L, 3);
-      lua_pushinteger(L, pos);
-      lua_pushinteger(L, (lua_Integer)written);
-      lua_pushinteger(L, (lua_Integer)failed);
-      lua_call(L, 3, 0);
-    }
+    if (rc) return rgl_push_fail(L, &e);
   }
-  lua_pushinteger(L, (lua_Integer)written);
-  lua_setfield(L, result, "written");
-  lua_pushinteger(L, (lua_Integer)failed);
-  lua_setfield(L, result, "failed");
-  lua_pushvalue(L, errors);
-  lua_setfield(L, result, "errors");
-  if (rc) {
-    char msg[sizeof(e.msg)];
-    bulk_empty(q);
-    memcpy(msg, e.msg, sizeof(msg));
-    lua_pushnil(L);
-    lua_pushfstring(L, "bulk_load: a batch failed (the batches before it "
-                    "are written): %s", msg);
-    lua_pushinteger(L, rc);
-    lua_pushvalue(L, result);
-    rg_box_done(q);
-    return 4;
+  lua_pushinteger(L, (lua_Integer)q->written);
+  lua_newtable(L);
+  for (i = 0; i < q->n; i++) {
+    rg_bulk_item *it = &q->items[i];
+    if (it->status >= 200 && it->status < 300) continue;
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, (lua_Integer)i + 1);
+    lua_setfield(L, -2, "index");
+    lua_pushinteger(L, it->status);
+    lua_setfield(L, -2, "status");
+    lua_pushstring(L, it->msg ? it->msg : "refused");
+    lua_setfield(L, -2, "message");
+    lua_rawseti(L, -2, (lua_Integer)++failed);
   }
-  lua_pushvalue(L, result);
-  rgl_push_info(L, &q->work, 200);
+  lua_pushlstring(L, (const char *)&q->batch, sizeof(q->batch));
   rg_box_done(q);
-  return 2;
+  return 3;
 }
 /* }===================================================================== */
 
@@ -1235,7 +1194,8 @@ void rgl_container_open (lua_State *L) {
     {"patch", cont_patch},
     {"read_many", cont_read_many},
     {"batch", cont_batch},
-    {"bulk_load", cont_bulk_load},
+    {"_bulk_opts", cont_bulk_opts},
+    {"_bulk_batch", cont_bulk_batch},
     {NULL, NULL}
   };
   static const luaL_Reg meta[] = {

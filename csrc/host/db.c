@@ -609,21 +609,34 @@ static int db_queue (lua_State *L) {
 ** Opening
 ** ======================================================================
 */
-/* regolith.open(path, opts) -> db | nil, msg, status */
-static int l_open (lua_State *L) {
+/*
+** regolith.open(path, opts) -> db | nil, msg, status; and, for the cluster
+** module (lua/regolith/cluster), regolith.core._open_remote(name, secret,
+** opts): a database whose tables its host keeps (remote.h), with the
+** options of a local one but map_size.
+*/
+static int open_db (lua_State *L, int remote) {
   static const char *const allowed[] = {
     "sync", "map_size", "readonly", "script_budget", "script_memory",
     "max_containers", "retry_throttled", "query_memory_items", "query_time",
     NULL
   };
   static const char *const syncs[] = { "full", "lazy", "none", NULL };
-  const char *path = check_path(L, 1);
+  const char *path = remote ? luaL_checkstring(L, 1) : check_path(L, 1);
   const char *sync;
   rg_open_opts o;
   rg_db *d;
   rg_err e;
-  int i;
-  rgl_opts_check(L, 2, allowed, "open");
+  int i, optidx = remote ? 3 : 2;
+  if (remote) {
+    size_t n;
+    (void)luaL_checklstring(L, 2, &n);
+    luaL_argcheck(L, n == 16, 2, "a database secret is 16 bytes");
+    lua_pushvalue(L, 3);               /* the options at 2 for what follows */
+    lua_replace(L, 2);
+    optidx = 2;
+  }
+  rgl_opts_check(L, optidx, allowed, "open");
   memset(&o, 0, sizeof(o));
   o.sync = RG_SYNC_FULL;
   sync = rgl_opt_string(L, 2, "sync", "open");
@@ -666,16 +679,30 @@ static int l_open (lua_State *L) {
     }
     lua_pop(L, 1);
   }
-  if (rg_env_open(path, &o, &d->env, &e)) return rgl_push_fail(L, &e);
+  if (remote) {
+    const char *secret = lua_tostring(L, 4);
+    if (rg_env_open_remote(path, (const uint8_t *)secret, o.readonly, &d->env,
+                           &e))
+      return rgl_push_fail(L, &e);
+  }
+  else if (rg_env_open(path, &o, &d->env, &e)) return rgl_push_fail(L, &e);
   if (rg_script_limits(d->env, (uint64_t)d->script_budget,
                        (uint64_t)d->script_memory, &e)) {
     rg_env_release(d->env);
     d->env = NULL;
     return rgl_push_fail(L, &e);
   }
-  if (!o.readonly && rg_catalog_resume_drops(d->env, d->sync, &e))
+  if (!remote && !o.readonly && rg_catalog_resume_drops(d->env, d->sync, &e))
     return rgl_push_fail(L, &e);
   return 1;
+}
+
+static int l_open (lua_State *L) { return open_db(L, 0); }
+
+static int l_open_remote (lua_State *L) {
+  lua_settop(L, 3);
+  lua_pushvalue(L, 2);                 /* the secret, kept at 4 */
+  return open_db(L, 1);
 }
 
 /* regolith.upgrade(path, opts) -> true, info | nil, msg, status.
@@ -759,5 +786,7 @@ void rgl_db_open (lua_State *L) {
   lua_setfield(L, -2, "open");
   lua_pushcfunction(L, l_upgrade);
   lua_setfield(L, -2, "upgrade");
+  lua_pushcfunction(L, l_open_remote);
+  lua_setfield(L, -2, "_open_remote");
 }
 /* }===================================================================== */

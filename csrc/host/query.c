@@ -144,7 +144,7 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
   qcall *q;
   rg_err e;
   rg_txn *txn;
-  size_t i, *off;
+  size_t *off;
   int rc, top;
   memset(&rq, 0, sizeof(rq));
   memset(&qa, 0, sizeof(qa));
@@ -202,16 +202,12 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
     lua_setmetatable(L, -2);
   }
   off = (size_t *)q->res.offsets.p;
-  for (i = 0; i < q->res.count; i++) {
-    if (rgl_json_push_stored(L, q->res.rows.p + off[2 * i], off[2 * i + 1],
-                            &e)) {
-      char msg[sizeof(e.msg)];
-      memcpy(msg, e.msg, sizeof(msg));
-      rg_box_done(q);
-      rg_fail(&e, 400, "a result cannot be returned: %s", msg);
-      return rgl_push_fail(L, &e);
-    }
-    lua_rawseti(L, -2, (int)i + 1);
+  if (rgl_json_push_stored_list(L, q->res.rows.p, off, q->res.count, &e)) {
+    char msg[sizeof(e.msg)];
+    memcpy(msg, e.msg, sizeof(msg));
+    rg_box_done(q);
+    rg_fail(&e, 400, "a result cannot be returned: %s", msg);
+    return rgl_push_fail(L, &e);
   }
   rgl_account(L, lc, &qa.a, rgl_push_query_info(L, &q->res.work,
                                                  q->res.cross_partition));

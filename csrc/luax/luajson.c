@@ -334,11 +334,38 @@ int rgl_json_from_lua_max (lua_State *L, int idx, size_t max, cJSON **out,
 ** JSON text -> Lua values
 ** ======================================================================
 */
+/* Many texts pushed in a row (a page of results) mostly repeat the same
+** member names: the reader keeps the strings of the last KEYS names it
+** met, in a table on the stack (so they stay alive) and by their bytes,
+** and pushes a name it meets again from there instead of interning it
+** again. */
+#define KEYS 64
+
 typedef struct lreader {
   rg_jscan P;                   /* first: the scanner's state */
   lua_State *L;
   int arr_mt, obj_mt;           /* stack slots of the marker metatables */
+  int keys;                     /* stack slot of the names' table (0: none) */
+  struct { const char *s; size_t n; } key[KEYS];   /* s: the string's bytes */
 } lreader;
+
+/* Pushes a member name. */
+static void push_key (lreader *R, const char *k, size_t n) {
+  lua_State *L = R->L;
+  unsigned h;
+  if (R->keys == 0 || n == 0 || n > 40) { lua_pushlstring(L, k, n); return; }
+  h = ((unsigned)n * 31u + (unsigned char)k[0] * 7u +
+       (unsigned char)k[n - 1]) % KEYS;
+  if (R->key[h].n == n && memcmp(R->key[h].s, k, n) == 0) {
+    lua_rawgeti(L, R->keys, (lua_Integer)h + 1);
+    return;
+  }
+  lua_pushlstring(L, k, n);
+  R->key[h].s = lua_tostring(L, -1);        /* (LuaJIT's push gives none) */
+  R->key[h].n = n;
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, R->keys, (lua_Integer)h + 1);
+}
 
 static int parse_value (lreader *R);
 
@@ -417,7 +444,7 @@ static int parse_object (lreader *R) {
     rg_js_ws(P);
     if (P->p >= P->end || *P->p != '"') return rg_js_fail(P, "expected a key");
     if ((rc = rg_js_string(P, &key, &klen)) != 0) return rc;
-    lua_pushlstring(L, key, klen);
+    push_key(R, key, klen);
     rg_js_ws(P);
     if (P->p >= P->end || *P->p != ':') return rg_js_fail(P, "expected ':'");
     P->p++;
@@ -510,36 +537,75 @@ static rg_buf *state_tmp (lua_State *L) {
   return b;
 }
 
+/* Readies R over the stack's top: the two marker metatables, and the
+** names' table when `keys`. */
+static void reader_open (lua_State *L, lreader *R, int trusted, int keys,
+                         rg_err *e) {
+  int top = lua_gettop(L);
+  luaL_checkstack(L, 6, NULL);
+  R->P.tmp = state_tmp(L);
+  luaL_getmetatable(L, ARRAY_MT);
+  luaL_getmetatable(L, OBJECT_MT);
+  R->L = L;
+  R->arr_mt = top + 1;
+  R->obj_mt = top + 2;
+  R->keys = 0;
+  if (keys) {
+    lua_createtable(L, KEYS, 0);
+    R->keys = top + 3;
+    memset(R->key, 0, sizeof(R->key));
+  }
+  R->P.trusted = trusted;
+  R->P.mutf8 = 0;
+  R->P.e = e;
+}
+
+/* Pushes the value of text s (n bytes) with R. */
+static int reader_push (lreader *R, const char *s, size_t n) {
+  int rc;
+  R->P.s = R->P.p = s;
+  R->P.end = s + n;
+  R->P.depth = 0;
+  rg_js_ws(&R->P);
+  rc = parse_value(R);
+  if (rc == 0) {
+    rg_js_ws(&R->P);
+    if (R->P.p != R->P.end)
+      rc = rg_js_fail(&R->P, "unexpected text after the value");
+  }
+  return rc;
+}
+
+static void reader_close (lreader *R) {
+  if (R->P.tmp->cap > (64u << 10)) rg_buf_free(R->P.tmp);
+}
+
 /* The text of stored items was written by rg_json_print: trusted. */
 static int push_text (lua_State *L, const char *s, size_t n, int trusted,
                       rg_err *e) {
   lreader R;
   int top = lua_gettop(L), rc;
-  luaL_checkstack(L, 5, NULL);
-  R.P.tmp = state_tmp(L);
-  luaL_getmetatable(L, ARRAY_MT);
-  luaL_getmetatable(L, OBJECT_MT);
-  R.L = L;
-  R.arr_mt = top + 1;
-  R.obj_mt = top + 2;
-  R.P.s = R.P.p = s;
-  R.P.end = s + n;
-  R.P.depth = 0;
-  R.P.trusted = trusted;
-  R.P.mutf8 = 0;
-  R.P.e = e;
-  rg_js_ws(&R.P);
-  rc = parse_value(&R);
-  if (rc == 0) {
-    rg_js_ws(&R.P);
-    if (R.P.p != R.P.end)
-      rc = rg_js_fail(&R.P, "unexpected text after the value");
-  }
-  if (R.P.tmp->cap > (64u << 10)) rg_buf_free(R.P.tmp);
+  reader_open(L, &R, trusted, 0, e);
+  rc = reader_push(&R, s, n);
+  reader_close(&R);
   if (rc != 0) { lua_settop(L, top); return rc; }
   lua_replace(L, top + 1);                  /* the value over the markers */
   lua_settop(L, top + 1);
   return 0;
+}
+
+int rgl_json_push_stored_list (lua_State *L, const char *text,
+                               const size_t *off, size_t count, rg_err *e) {
+  lreader R;
+  int top = lua_gettop(L), rc = 0;
+  size_t i;
+  reader_open(L, &R, 1, count > 1, e);
+  for (i = 0; i < count && rc == 0; i++)
+    if ((rc = reader_push(&R, text + off[2 * i], off[2 * i + 1])) == 0)
+      lua_rawseti(L, top, (lua_Integer)i + 1);
+  reader_close(&R);
+  lua_settop(L, top);
+  return rc;
 }
 
 int rgl_json_push_text (lua_State *L, const char *s, size_t n, rg_err *e) {

@@ -29,6 +29,11 @@ int  rgl_json_from_lua_max (lua_State *L, int idx, size_t max, cJSON **out,
 int  rgl_json_push_text (lua_State *L, const char *s, size_t n, rg_err *e);
 /* The same for text this core wrote (structure checked, UTF-8 trusted). */
 int  rgl_json_push_stored (lua_State *L, const char *s, size_t n, rg_err *e);
+/* The values of `count` texts this core wrote, the i-th at text +
+** off[2i], off[2i + 1] bytes long, as items 1..count of the table on top
+** of the stack (0, or 400 with the items before the bad one set). */
+int  rgl_json_push_stored_list (lua_State *L, const char *text,
+                                const size_t *off, size_t count, rg_err *e);
 /* Pushes a tree as a Lua value. */
 void rgl_json_push (lua_State *L, const cJSON *v);
 /* Registers null, array, object and json.encode/decode in the table on

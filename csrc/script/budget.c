@@ -30,11 +30,9 @@
 */
 static void hook (lua_State *L, lua_Debug *ar);
 
-/* Sets the count hook on the state and on a resumable run's thread (Lua
-** 5.4 keeps hooks per thread; LuaJIT's are global). */
+/* Sets the count hook on the state. */
 static void set_hook (rg_sandbox *sb, lua_Hook f, int count) {
   lua_sethook(sb->S, f, f ? LUA_MASKCOUNT : 0, count);
-  if (sb->run) lua_sethook(sb->run, f, f ? LUA_MASKCOUNT : 0, count);
 }
 
 /* Marks the execution stopped and makes the hook run before every
@@ -257,7 +255,6 @@ int rg_sandbox_disarm (rg_sandbox *sb) {
   sb->refused = 0;
   sb->collect = 0;
   set_hook(sb, NULL, 0);
-  sb->run = NULL;
   return why;
 }
 
@@ -274,22 +271,6 @@ const char *rg_sandbox_exceeded (rg_sandbox *sb, int why, char *buf,
 
 rg_deadline *rg_sandbox_deadline (rg_sandbox *sb) {
   return sb->armed ? &sb->time : NULL;
-}
-
-void rgl_sandbox_thread (rg_sandbox *sb, lua_State *co) {
-  sb->run = co;
-  set_hook(sb, hook, sb->stop != RG_STOP_NONE || sb->collect ? 1 :
-                     HOOK_PERIOD);
-}
-
-void rg_sandbox_pause (rg_sandbox *sb) {
-  rg_deadline_pause(&sb->time);
-}
-
-void rg_sandbox_unpause (rg_sandbox *sb) {
-  char here;
-  rg_deadline_resume(&sb->time);
-  sb->cbase = (uintptr_t)&here;
 }
 
 /* }===================================================================== */

@@ -79,8 +79,6 @@
 #include "store/scripts.h"
 
 #define CTX_MT    "regolith.ctx"
-#define CTX_STEP_MT "regolith.ctx.step"
-#define STEP_BOOT "regolith.step.boot"
 #define NTMP      4
 
 enum { K_PROC, K_PRE, K_POST };
@@ -122,21 +120,12 @@ typedef struct exec {
   rg_wres wres;
   rg_query_res qres;
   int qlive;
-  /* a resumable run (cluster mode, stepper below): no scope; ctx's
-  ** storage operations yield a request to the host, which answers */
-  struct rg_run *step;
 } exec;
 
 static const char *const op_names[] = {
   "", "create", "replace", "upsert", "delete", "patch", "read"
 };
 
-/* The storage operations of a resumable run (stepper, below). */
-static int ask_read (lua_State *L, exec *x, const char *id, size_t idlen,
-                     const char *inm, size_t inmlen);
-static int ask_write (lua_State *L, exec *x, const rg_wreq *w,
-                      const cJSON *ops);
-static int ask_query (lua_State *L, exec *x, const rg_query_req *q);
 
 
 /*
@@ -341,7 +330,6 @@ static int do_read (lua_State *L) {
   }
   id = lua_tolstring(L, 2, &idlen);
   if (rg_check_id(id, idlen, RG_MAX_ID, "id", &e)) return rgl_push_fail(L, &e);
-  if (x->step) return ask_read(L, x, id, idlen, inm, inm ? inmlen : 0);
   if (part_read(s, &x->lp, id, idlen, inm, &x->tmp[0], &e))
     return rgl_push_fail(L, &e);
   rgl_json_push(L, x->tmp[0]);
@@ -395,7 +383,6 @@ static int do_write (lua_State *L, int op) {
     if (doc_arg(L, x, 2, 0, &e)) return rgl_push_fail(L, &e);
     w.doc = x->tmp[0];
   }
-  if (x->step) return ask_write(L, x, &w, x->tmp[1]);
   if (rg_write(s, x->c, &w, &x->wres, &e)) return rgl_push_fail(L, &e);
   if (op == RG_OP_DELETE || x->wres.doc == NULL) lua_pushboolean(L, 1);
   else rgl_json_push(L, x->wres.doc);
@@ -487,7 +474,6 @@ static int do_query (lua_State *L) {
   q.max_rows = left / ROW_COST + 1;
   q.max_bytes = room;
   q.deadline = rg_sandbox_deadline(x->rt->sb);
-  if (x->step) return ask_query(L, x, &q);
   memset(&x->qres, 0, sizeof(x->qres));
   x->qlive = 1;
   rc = part_query(s, x->c, &q, &x->qres, &e);
@@ -527,7 +513,6 @@ static int charged_op (lua_State *L, lua_CFunction f) {
   exec *x = current(L);
   rg_work before, w;
   int n;
-  if (x->step) return f(L);          /* charged when the answer comes */
   before = x->s->work;
   n = f(L);
   rg_work_diff(&w, &x->s->work, &before);
@@ -655,14 +640,8 @@ static int ctx_set_body (lua_State *L) {
   return 0;
 }
 
-static void step_method (lua_State *L, rg_runtime *rt, const char *name);
-
-/* The storage methods of ctx come first: a resumable run's are Lua
-** wrappers that yield to the host and take its answer (step_method). */
-#define NSTORAGE 7
-
 static void push_ctx (lua_State *L, exec *x) {
-  if (luaL_newmetatable(L, x->step ? CTX_STEP_MT : CTX_MT)) {
+  if (luaL_newmetatable(L, CTX_MT)) {
     static const luaL_Reg methods[] = {
       {"read", ctx_read}, {"create", ctx_create}, {"replace", ctx_replace},
       {"upsert", ctx_upsert}, {"delete", ctx_delete}, {"patch", ctx_patch},
@@ -672,11 +651,8 @@ static void push_ctx (lua_State *L, exec *x) {
     const luaL_Reg *m;
     lua_newtable(L);
     for (m = methods; m->name; m++) {
-      if (x->step && m - methods < NSTORAGE) step_method(L, x->rt, m->name);
-      else {
-        lua_pushlightuserdata(L, x->rt);
-        lua_pushcclosure(L, m->func, 1);
-      }
+      lua_pushlightuserdata(L, x->rt);
+      lua_pushcclosure(L, m->func, 1);
       lua_setfield(L, -2, m->name);
     }
     lua_setfield(L, -2, "__index");
@@ -1083,7 +1059,8 @@ static int autos_of (rg_scope *s, const rg_cont *c, rg_runtime *rt,
                     e);
   if (rc == NO_MEMORY) return rg_fail(e, 500, "out of memory");
   if (rc) return rc;
-  set->version = version;
+  /* (a run reading guesses keeps no cache: env.h) */
+  set->version = rg_env_complete(s->env) ? version : 0;
   *out = set;
   return 0;
 }
@@ -1184,586 +1161,4 @@ static int trigger_post (void *st, rg_scope *s, const rg_cont *c,
 }
 
 static const rg_hooks hooks = { trigger_pre, trigger_post, release };
-/* }===================================================================== */
-
-
-/*
-** {=====================================================================
-** Resumable runs (cluster mode)
-** ======================================================================
-**
-** Where there is no local storage (regolith.cluster: the items live in
-** Redis), the host performs every read, write and query of a script
-** itself, with its own I/O (LuaSocket, or a cosocket that must yield to
-** nginx).  The script then runs in a thread of the sandbox: ctx's storage
-** methods are Lua wrappers (STEP_BOOT) that call `ask`, which checks the
-** arguments exactly as the local methods do (the same do_read, do_write,
-** do_query, up to the point where those would touch storage), records the
-** request and yields out of the sandbox's own state; the host reads the
-** request (rgl_run_resume's answer), does it, and resumes the run with the
-** reply, which `take` turns into the method's results and charges to the
-** budget as charged_op does locally.  Everything else (the sandbox, the
-** budgets, log, abort, body, set_body, the result) is the local runner's
-** own code.  While a run waits for its host its sandbox is held by it
-** (a stepper keeps a pool, one sandbox per run in progress), its
-** instruction count stands still and its deadline is extended by the wait.
-*/
-#define ASK_READ  1
-#define ASK_WRITE 2
-#define ASK_QUERY 3
-
-
-struct rg_run {
-  exec x;
-  rg_stepper *pool;
-  rg_runtime *rt;
-  rg_scope scope;                  /* never opened: work counters only */
-  rg_cont cont;
-  lua_State *co;
-  int coref, started;
-  cJSON *pk, *body, *stored;
-  cJSON **args;
-  rg_buf log;
-  /* the request */
-  int ask, wop;
-  long max_items;
-  uint64_t max_rows;
-  size_t max_bytes;
-  int has_inm, has_ifm, has_filter, has_params, has_cont;
-  rg_buf id, inm, ifm, filter, doc, ops, sql, params, contin;
-  /* the answer */
-  int status, cross, stop;
-  uint64_t made;
-  int has_doc, has_rows, has_etag, has_rcont;
-  rg_buf msg, rdoc, etag, rows, rcont;
-  rg_work work;
-};
-
-static void req_clear (rg_run *r) {
-  rg_buf *b[] = { &r->id, &r->inm, &r->ifm, &r->filter, &r->doc, &r->ops,
-                  &r->sql, &r->params, &r->contin, &r->msg, &r->rdoc,
-                  &r->etag, &r->rows, &r->rcont, NULL };
-  int i;
-  for (i = 0; b[i]; i++) b[i]->n = 0;
-  r->ask = r->wop = 0;
-  r->has_inm = r->has_ifm = r->has_filter = r->has_params = r->has_cont = 0;
-  r->has_doc = r->has_rows = r->has_etag = r->has_rcont = 0;
-  r->status = r->cross = r->stop = 0;
-  r->made = 0;
-  memset(&r->work, 0, sizeof(r->work));
-}
-
-static void opt_copy (rg_buf *b, int *has, const char *s, size_t n) {
-  b->n = 0;
-  *has = s != NULL;
-  if (s) rg_buf_add(b, s, n);
-}
-
-static int asked (lua_State *L, exec *x) {
-  if (x->step->log.oom || x->step->doc.oom || x->step->ops.oom ||
-      x->step->params.oom || x->step->sql.oom)
-    return luaL_error(L, "out of memory");
-  return lua_yield(L, 0);
-}
-
-static int ask_read (lua_State *L, exec *x, const char *id, size_t idlen,
-                     const char *inm, size_t inmlen) {
-  rg_run *r = x->step;
-  req_clear(r);
-  r->ask = ASK_READ;
-  rg_buf_add(&r->id, id, idlen);
-  opt_copy(&r->inm, &r->has_inm, inm, inmlen);
-  return asked(L, x);
-}
-
-static int ask_write (lua_State *L, exec *x, const rg_wreq *w,
-                      const cJSON *ops) {
-  rg_run *r = x->step;
-  req_clear(r);
-  r->ask = ASK_WRITE;
-  r->wop = w->op;
-  if (w->doc) rg_json_print(w->doc, &r->doc);
-  if (w->id) rg_buf_add(&r->id, w->id, w->idlen);
-  if (w->op == RG_OP_PATCH) rg_json_print(ops, &r->ops);
-  opt_copy(&r->ifm, &r->has_ifm, w->if_match,
-           w->if_match ? strlen(w->if_match) : 0);
-  opt_copy(&r->filter, &r->has_filter, w->filter,
-           w->filter ? strlen(w->filter) : 0);
-  return asked(L, x);
-}
-
-static int ask_query (lua_State *L, exec *x, const rg_query_req *q) {
-  rg_run *r = x->step;
-  req_clear(r);
-  r->ask = ASK_QUERY;
-  rg_buf_add(&r->sql, q->sql, q->sqllen);
-  r->has_params = q->params != NULL;
-  if (q->params) rg_json_print(q->params, &r->params);
-  opt_copy(&r->contin, &r->has_cont, q->continuation, q->contlen);
-  r->max_items = q->max_items;
-  r->max_rows = q->max_rows;
-  r->max_bytes = q->max_bytes;
-  return asked(L, x);
-}
-
-/* ask(ctx, i, ...): the local method i, up to storage, where it yields
-** its request (the host resumes it with true); when the method answers
-** without storage (bad arguments), false and its results. */
-static int step_ask (lua_State *L) {
-  static const lua_CFunction f[NSTORAGE] = {
-    ctx_read, ctx_create, ctx_replace, ctx_upsert, ctx_delete, ctx_patch,
-    ctx_query
-  };
-  lua_Integer i = lua_tointeger(L, 2);
-  int n;
-  lua_remove(L, 2);
-  if (i < 0 || i >= NSTORAGE) return luaL_error(L, "bad ctx method");
-  n = f[i](L);
-  if (n < 0) return n;               /* LuaJIT: the yield, passed on */
-  luaL_checkstack(L, 1, NULL);
-  lua_pushboolean(L, 0);
-  lua_insert(L, -(n + 1));
-  return n + 1;
-}
-
-/* take(ctx): the host's answer as the method's results. */
-static int step_take (lua_State *L) {
-  exec *x = current(L);
-  rg_run *r = x->step;
-  rg_err e;
-  int n;
-  lua_settop(L, 0);
-  if (r->ask == ASK_QUERY) {
-    rgl_sandbox_charge(L, r->made * ROW_COST);
-    if (r->stop) rgl_sandbox_stop(L, r->stop);
-    rgl_sandbox_charge(L, r->rows.n / 8);
-  }
-  if (r->status >= 300) {
-    rg_fail(&e, r->status, "%.*s", (int)r->msg.n, r->msg.p ? r->msg.p : "");
-    n = rgl_push_fail(L, &e);
-  }
-  else {
-    const rg_buf *text = r->ask == ASK_QUERY ? &r->rows : &r->rdoc;
-    if (r->ask == ASK_WRITE && (r->wop == RG_OP_DELETE || !r->has_doc))
-      lua_pushboolean(L, 1);
-    else if (rgl_json_push_text(L, text->p ? text->p : "[]",
-                                text->p ? text->n : 2, &e))
-      return luaL_error(L, "the host's answer: %s", e.msg);
-    if (r->ask == ASK_QUERY) {
-      rgl_push_query_info(L, &r->work, r->cross);
-      if (r->has_rcont) {
-        lua_pushlstring(L, r->rcont.p ? r->rcont.p : "", r->rcont.n);
-        lua_setfield(L, -2, "continuation");
-      }
-    }
-    else rgl_push_info(L, &r->work, r->status);
-    if (r->has_etag) {
-      lua_pushlstring(L, r->etag.p ? r->etag.p : "", r->etag.n);
-      lua_setfield(L, -2, "etag");
-    }
-    n = 2;
-  }
-  rgl_sandbox_charge(L, OP_COST + (uint64_t)(rg_charge(&r->work) * RU_COST));
-  return n;
-}
-
-/* finish(...): the script returned; keep a procedure's result. */
-static int step_finish (lua_State *L) {
-  rg_runtime *rt = (rg_runtime *)lua_touserdata(L, lua_upvalueindex(1));
-  lua_settop(L, 1);
-  if (rt->cur && rt->cur->kind == K_PROC) keep_result(L, rt->cur);
-  return 0;
-}
-
-static const char boot[] =
-  "local ask, take, finish = ...\n"
-  "return function(i)\n"
-  "  return function(self, ...)\n"
-  "    local asked, a, b, c = ask(self, i, ...)\n"
-  "    if asked then return take(self) end\n"
-  "    return a, b, c\n"
-  "  end\n"
-  "end, function(fn, ctx, ...) return finish(fn(ctx, ...)) end\n";
-
-/* Pushes the registry's boot entry {method maker, body}, made once. */
-static void push_boot (lua_State *L, rg_runtime *rt) {
-  lua_getfield(L, LUA_REGISTRYINDEX, STEP_BOOT);
-  if (!lua_isnil(L, -1)) return;
-  lua_pop(L, 1);
-  if (luaL_loadbufferx(L, boot, sizeof(boot) - 1, "=ctx", "t") != LUA_OK)
-    lua_error(L);
-  lua_pushlightuserdata(L, rt);
-  lua_pushcclosure(L, step_ask, 1);
-  lua_pushlightuserdata(L, rt);
-  lua_pushcclosure(L, step_take, 1);
-  lua_pushlightuserdata(L, rt);
-  lua_pushcclosure(L, step_finish, 1);
-  lua_call(L, 3, 2);
-  lua_createtable(L, 2, 0);
-  lua_insert(L, -3);
-  lua_rawseti(L, -3, 2);
-  lua_rawseti(L, -2, 1);
-  lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, STEP_BOOT);
-}
-
-static void step_method (lua_State *L, rg_runtime *rt, const char *name) {
-  static const char *const names[NSTORAGE] = {
-    "read", "create", "replace", "upsert", "delete", "patch", "query"
-  };
-  int i;
-  for (i = 0; i < NSTORAGE; i++) if (strcmp(names[i], name) == 0) break;
-  push_boot(L, rt);
-  lua_rawgeti(L, -1, 1);
-  lua_pushinteger(L, i);
-  lua_call(L, 1, 1);
-  lua_remove(L, -2);
-}
-
-/* In the sandbox, protected: the thread, the chunk, ctx, the arguments,
-** all moved onto the thread as (body, fn, ctx, args...). */
-static int step_prepare (lua_State *L) {
-  rg_run *r = (rg_run *)lua_touserdata(L, 1);
-  exec *x = &r->x;
-  int n;
-  lua_settop(L, 0);
-  r->co = lua_newthread(L);
-  r->coref = luaL_ref(L, LUA_REGISTRYINDEX);
-  push_boot(L, x->rt);
-  lua_rawgeti(L, -1, 2);
-  lua_remove(L, -2);
-  push_call(L, x);
-  n = lua_gettop(L);
-  if (!lua_checkstack(r->co, n + LUA_MINSTACK))
-    return luaL_error(L, "out of memory");
-  lua_xmove(L, r->co, n);
-  return 0;
-}
-
-
-
-
-/* A cluster runs scripts whose storage operations its host performs
-** between resumptions; JavaScript's callbacks are not written that way. */
-static int js_refused (int tag, const char *name, size_t n, rg_err *e) {
-  return rg_fail(e, 501, "%s '%.*s' is JavaScript, which regolith.cluster "
-                 "does not run (a local database and the gateway do): "
-                 "write it in Lua", tag == RG_MK_PROC ? "procedure" :
-                 tag == RG_MK_UDF ? "user-defined function" : "trigger",
-                 (int)n, name);
-}
-
-int rg_stepper_check (rg_stepper *p, int tag, const char *name, size_t n,
-                       const char *src, size_t len, rg_err *e) {
-  rg_runtime *rt;
-  if (rg_js_is(src, len)) return js_refused(tag, name, n, e);
-  if ((rt = rg_stepper_runtime(p, e)) == NULL) return e->status;
-  return check_with(rt, tag, name, n, src, len, e);
-}
-
-void rg_run_free (rg_run *r) {
-  int i;
-  if (r == NULL) return;
-  if (r->rt) {                       /* abandoned while it waited */
-    lua_State *S = rgl_sandbox_state(r->rt->sb);
-    if (r->started) rg_sandbox_disarm(r->rt->sb);
-    if (r->coref) luaL_unref(S, LUA_REGISTRYINDEX, r->coref);
-    lua_settop(S, 0);
-    r->rt->cur = NULL;
-    r->rt->held = 0;
-  }
-  exec_free(&r->x);
-  cJSON_Delete(r->pk);
-  cJSON_Delete(r->body);
-  cJSON_Delete(r->stored);
-  for (i = 0; r->args && i < r->x.nargs; i++) cJSON_Delete(r->args[i]);
-  free(r->args);
-  rg_buf_free(&r->log);
-  {
-    rg_buf *b[] = { &r->id, &r->inm, &r->ifm, &r->filter, &r->doc, &r->ops,
-                    &r->sql, &r->params, &r->contin, &r->msg, &r->rdoc,
-                    &r->etag, &r->rows, &r->rcont, NULL };
-    for (i = 0; b[i]; i++) rg_buf_free(b[i]);
-  }
-  free(r);
-}
-
-int rg_run_start (rg_stepper *p, const rg_run_args *a, rg_run **out,
-                   rg_err *e) {
-  const cJSON *pkv[RG_MAX_PK_PATHS];
-  const cJSON *t;
-  rg_run *r;
-  exec *x;
-  int i, rc, npk = a->spec->npk;
-  *out = NULL;
-  if (rg_js_is(a->src, a->srclen))
-    return js_refused(a->kind == RG_RUN_PROC ? RG_MK_PROC : RG_MK_TRIG,
-                      a->name, a->namelen, e);
-  if ((r = (rg_run *)calloc(1, sizeof(rg_run))) == NULL)
-    return rg_fail(e, 500, "out of memory");
-  rg_buf_init(&r->log);
-  r->pool = p;
-  r->cont.spec = (rg_cspec *)a->spec;
-  x = &r->x;
-  exec_init(x, NULL, a->kind == RG_RUN_PROC ? K_PROC :
-                     a->kind == RG_RUN_PRE ? K_PRE : K_POST,
-            &r->scope, &r->cont);
-  x->step = r;
-  x->name = a->name;
-  x->namelen = a->namelen;
-  x->rec.src = a->src;
-  x->rec.len = a->srclen;
-  x->rec.version = a->version;
-  x->cklen = rg_meta_key(x->ckey, x->kind == K_PROC ? RG_MK_PROC : RG_MK_TRIG,
-                         a->spec->cid, a->name,
-                         a->namelen > RG_MAX_NAME ? RG_MAX_NAME : a->namelen);
-  memset(pkv, 0, sizeof(pkv));
-  if (a->pk == NULL) rc = rg_fail(e, 400, "the partition key value is missing");
-  else if (npk == 1) { pkv[0] = a->pk; rc = 0; }
-  else if (cJSON_IsObject(a->pk) && a->pk->child == NULL) rc = 0;  /* none */
-  else if (!cJSON_IsArray(a->pk) || cJSON_GetArraySize(a->pk) != npk)
-    rc = rg_fail(e, 400, "the partition key is hierarchical: give an array "
-                 "of %d values (every level is required)", npk);
-  else {
-    for (i = 0, t = a->pk->child; t; t = t->next, i++) pkv[i] = t;
-    rc = 0;
-  }
-  if (rc || (rc = rg_ikey_partition(a->spec, pkv, &x->lp, e))) goto fail;
-  if (pkv[0] == NULL || (cJSON_IsObject(pkv[0]) && !pkv[0]->child)) {
-    if ((x->pkown = cJSON_CreateObject()) == NULL) {   /* none: {} */
-      rc = rg_fail(e, 500, "out of memory");
-      goto fail;
-    }
-    x->pk = x->pkown;
-    memset(x->pkv, 0, sizeof(x->pkv));
-  }
-  else if ((rc = own_pk(x, pkv, e))) goto fail;
-  if (a->nargs) {
-    if ((r->args = (cJSON **)calloc((size_t)a->nargs, sizeof(cJSON *))) == NULL)
-      { rc = rg_fail(e, 500, "out of memory"); goto fail; }
-    x->nargs = a->nargs;
-    for (i = 0; i < a->nargs; i++)
-      if (a->args[i] && (r->args[i] = cJSON_Duplicate(a->args[i], 1)) == NULL)
-        { rc = rg_fail(e, 500, "out of memory"); goto fail; }
-    x->args = r->args;
-  }
-  x->log = &r->log;
-  x->op = a->op;
-  if (a->body && (r->body = cJSON_Duplicate(a->body, 1)) == NULL)
-    { rc = rg_fail(e, 500, "out of memory"); goto fail; }
-  if (x->kind == K_PRE) x->doc = &r->body;
-  else if (x->kind == K_POST) { r->stored = r->body; r->body = NULL;
-                                x->stored = r->stored; }
-  if (x->kind != K_PROC) {
-    const cJSON *id = r->body ? cJSON_GetObjectItemCaseSensitive(r->body, "id")
-                   : r->stored ? cJSON_GetObjectItemCaseSensitive(r->stored, "id")
-                   : NULL;
-    const char *s = id && cJSON_IsString(id) ? id->valuestring : a->id;
-    size_t n = id && cJSON_IsString(id) ? strlen(s) : a->idlen;
-    if ((x->id = (char *)malloc(n + 1)) == NULL)
-      { rc = rg_fail(e, 500, "out of memory"); goto fail; }
-    if (n) memcpy(x->id, s ? s : "", n);
-    x->id[n] = '\0';
-    x->idlen = n;
-  }
-  if ((r->rt = rg_stepper_runtime(p, e)) == NULL) { rc = e->status; goto fail; }
-  r->rt->held = 1;
-  x->rt = r->rt;
-  *out = r;
-  return 0;
-fail:
-  rg_run_free(r);
-  return rc;
-}
-
-/* The host's reply table at idx (of H) into the run. */
-static int read_reply (lua_State *H, rg_run *r, int idx) {
-  static const char *const counters[] = {
-    "read_units", "written", "write_bytes", "write_extra_kb", "terms",
-    "lookups", "partitions", "loaded", "loaded_bytes", "scripts", "steps",
-    NULL
-  };
-  uint64_t *w[11];
-  size_t n;
-  const char *s;
-  int i;
-  w[0] = &r->work.read_units; w[1] = &r->work.written;
-  w[2] = &r->work.write_bytes; w[3] = &r->work.write_extra_kb;
-  w[4] = &r->work.terms; w[5] = &r->work.lookups; w[6] = &r->work.partitions;
-  w[7] = &r->work.loaded; w[8] = &r->work.loaded_bytes; w[9] = &r->work.scripts;
-  w[10] = &r->work.steps;
-  luaL_checktype(H, idx, LUA_TTABLE);
-  lua_getfield(H, idx, "status");
-  r->status = (int)luaL_optinteger(H, -1, 200);
-  lua_pop(H, 1);
-#define TEXT(field, buf, has) \
-  lua_getfield(H, idx, field); \
-  s = lua_tolstring(H, -1, &n); \
-  buf.n = 0; has = s != NULL; \
-  if (s) rg_buf_add(&buf, s, n); \
-  lua_pop(H, 1)
-  { int ignore; TEXT("message", r->msg, ignore); (void)ignore; }
-  TEXT("doc", r->rdoc, r->has_doc);
-  TEXT("etag", r->etag, r->has_etag);
-  TEXT("rows", r->rows, r->has_rows);
-  TEXT("continuation", r->rcont, r->has_rcont);
-#undef TEXT
-  lua_getfield(H, idx, "cross_partition");
-  r->cross = lua_toboolean(H, -1);
-  lua_getfield(H, idx, "made");
-  r->made = (uint64_t)luaL_optinteger(H, -1, 0);
-  lua_getfield(H, idx, "stop");
-  s = lua_tostring(H, -1);
-  r->stop = s == NULL ? 0 : strcmp(s, "memory") == 0 ? RG_STOP_MEMORY
-                                                    : RG_STOP_BUDGET;
-  lua_pop(H, 3);
-  lua_getfield(H, idx, "work");
-  if (lua_istable(H, -1))
-    for (i = 0; counters[i]; i++) {
-      lua_getfield(H, -1, counters[i]);
-      *w[i] = (uint64_t)luaL_optinteger(H, -1, 0);
-      lua_pop(H, 1);
-    }
-  lua_pop(H, 1);
-  if (r->status >= 300 && r->msg.n == 0) rg_buf_adds(&r->msg, "failed");
-  if (r->msg.oom || r->rdoc.oom || r->rows.oom || r->rcont.oom ||
-      r->etag.oom)
-    return luaL_error(H, "out of memory");
-  return 0;
-}
-
-static void set_text (lua_State *H, const char *field, const rg_buf *b) {
-  lua_pushlstring(H, b->p ? b->p : "", b->n);
-  lua_setfield(H, -2, field);
-}
-
-static void set_tree (lua_State *H, const char *field, const cJSON *v,
-                      rg_buf *tmp) {
-  tmp->n = 0;
-  rg_json_print(v, tmp);
-  if (tmp->oom) luaL_error(H, "out of memory");
-  set_text(H, field, tmp);
-}
-
-/* Pushes onto H the request the run yielded. */
-static void push_request (lua_State *H, rg_run *r) {
-  lua_createtable(H, 0, 8);
-  if (r->ask == ASK_READ) {
-    lua_pushliteral(H, "read");
-    lua_setfield(H, -2, "op");
-    set_text(H, "id", &r->id);
-    if (r->has_inm) set_text(H, "if_none_match", &r->inm);
-    return;
-  }
-  if (r->ask == ASK_WRITE) {
-    lua_pushstring(H, op_names[r->wop]);
-    lua_setfield(H, -2, "op");
-    if (r->wop == RG_OP_DELETE || r->wop == RG_OP_PATCH)
-      set_text(H, "id", &r->id);
-    else set_text(H, "doc", &r->doc);
-    if (r->wop == RG_OP_PATCH) set_text(H, "ops", &r->ops);
-    if (r->has_ifm) set_text(H, "if_match", &r->ifm);
-    if (r->has_filter) set_text(H, "filter", &r->filter);
-    return;
-  }
-  lua_pushliteral(H, "query");
-  lua_setfield(H, -2, "op");
-  set_text(H, "sql", &r->sql);
-  if (r->has_params) set_text(H, "params", &r->params);
-  if (r->has_cont) set_text(H, "continuation", &r->contin);
-  if (r->max_items) {
-    lua_pushinteger(H, (lua_Integer)r->max_items);
-    lua_setfield(H, -2, "max_items");
-  }
-  lua_pushinteger(H, (lua_Integer)r->max_rows);
-  lua_setfield(H, -2, "max_rows");
-  lua_pushinteger(H, (lua_Integer)r->max_bytes);
-  lua_setfield(H, -2, "max_bytes");
-}
-
-/* Pushes onto H the outcome of a finished run, and lets its sandbox go. */
-static void push_outcome (lua_State *H, rg_run *r, int rc, const rg_err *e) {
-  exec *x = &r->x;
-  lua_State *S = rgl_sandbox_state(r->rt->sb);
-  rg_buf tmp;
-  rg_buf_init(&tmp);
-  luaL_unref(S, LUA_REGISTRYINDEX, r->coref);
-  r->coref = 0;
-  lua_settop(S, 0);
-  free_tmp(x);
-  r->rt->cur = NULL;
-  r->rt->held = 0;
-  if (rc == 413) lua_gc(S, LUA_GCCOLLECT, 0);
-  r->rt = NULL;
-  lua_createtable(H, 0, 6);
-  lua_pushboolean(H, 1);
-  lua_setfield(H, -2, "done");
-  lua_pushinteger(H, rc);
-  lua_setfield(H, -2, "status");
-  if (rc) {
-    lua_pushstring(H, e->msg);
-    lua_setfield(H, -2, "error");
-  }
-  else if (x->kind == K_PROC && x->result) set_tree(H, "result", x->result, &tmp);
-  else if (x->kind == K_PRE && r->body) set_tree(H, "body", r->body, &tmp);
-  else if (x->kind == K_POST && x->replied) {
-    lua_pushboolean(H, 1);
-    lua_setfield(H, -2, "replied");
-    if (x->reply) set_tree(H, "reply", x->reply, &tmp);
-  }
-  rg_buf_free(&tmp);
-  rgl_push_lines(H, &r->log);
-  lua_setfield(H, -2, "log");
-}
-
-int rgl_run_resume (lua_State *H, rg_run *r, int idx) {
-  lua_State *S;
-  rg_err e;
-  int rc, why, nargs = 0;
-  if (r->rt == NULL) return luaL_error(H, "the script run has finished");
-  S = rgl_sandbox_state(r->rt->sb);
-  if (!r->started) {
-    r->started = 1;
-    r->rt->cur = &r->x;
-    r->scope.work.scripts = 1;
-    lua_settop(S, 0);
-    lua_pushcfunction(S, step_prepare);
-    lua_pushlightuserdata(S, r);
-    rg_sandbox_arm(r->rt->sb, r->rt->budget, r->rt->memory);
-    rc = lua_pcall(S, 1, 0, 0);
-    if (rc != LUA_OK) {
-      why = rg_sandbox_disarm(r->rt->sb);
-      rc = outcome(&r->x, S, rc, why, &e);
-      push_outcome(H, r, rc, &e);
-      return 1;
-    }
-    rgl_sandbox_thread(r->rt->sb, r->co);
-    nargs = lua_gettop(r->co) - 1;
-  }
-  else {
-    if (r->ask == 0) return luaL_error(H, "the script run is not waiting");
-    read_reply(H, r, idx);
-    rg_sandbox_unpause(r->rt->sb);
-    lua_pushboolean(r->co, 1);       /* ask's answer: it was asked */
-    nargs = 1;
-  }
-#if RG_LUAJIT
-  rc = lua_resume(r->co, nargs);
-#else
-  {
-    int nres;
-    rc = lua_resume(r->co, NULL, nargs, &nres);
-  }
-#endif
-  if (rc == LUA_YIELD) {
-    rg_sandbox_pause(r->rt->sb);
-    push_request(H, r);
-    return 1;
-  }
-  why = rg_sandbox_disarm(r->rt->sb);
-  rc = outcome(&r->x, r->co, rc, why, &e);
-  push_outcome(H, r, rc, &e);
-  return 1;
-}
-
 /* }===================================================================== */

@@ -1,7 +1,6 @@
 /*
 ** runtime.c: the script runtime of an environment (runtime.h): its
-** sandbox, made on first use, the cache of compiled chunks, and the pools
-** of runtimes that resumable runs take from (the stepper's).  Procedures
+** sandbox, made on first use, and the cache of compiled chunks.  Procedures
 ** and triggers (runner.c) and user-defined functions (udf.c) both run in
 ** a runtime; this file calls neither of them.
 */
@@ -16,13 +15,6 @@
 #include "script/script.h"
 
 #define CACHE     "regolith.script.cache"
-
-struct rg_stepper {
-  uint64_t budget;
-  size_t memory;
-  int n;
-  rg_runtime **rt;
-};
 
 static void free_autos (rg_runtime *rt) {
   int i, j;
@@ -108,41 +100,4 @@ void rgl_runtime_call_chunk (lua_State *L) {
   if (lua_type(L, -1) != LUA_TFUNCTION)
     luaL_error(L, "the chunk must return a function, not %s",
                luaL_typename(L, -1));
-}
-
-rg_stepper *rg_stepper_new (uint64_t budget, size_t memory) {
-  rg_stepper *p = (rg_stepper *)calloc(1, sizeof(rg_stepper));
-  if (p == NULL) return NULL;
-  p->budget = budget ? budget : RG_SCRIPT_BUDGET;
-  p->memory = memory ? memory : RG_SCRIPT_MEMORY;
-  return p;
-}
-
-void rg_stepper_free (rg_stepper *p) {
-  int i;
-  if (p == NULL) return;
-  for (i = 0; i < p->n; i++) rg_runtime_free(p->rt[i]);
-  free(p->rt);
-  free(p);
-}
-
-/* A sandbox of the pool that no run holds (made when all are). */
-rg_runtime *rg_stepper_runtime (rg_stepper *p, rg_err *e) {
-  rg_runtime *rt, **grown;
-  int i;
-  for (i = 0; i < p->n; i++)
-    if (!p->rt[i]->held) return p->rt[i];
-  grown = (rg_runtime **)realloc(p->rt,
-                                 (size_t)(p->n + 1) * sizeof(rg_runtime *));
-  if (grown == NULL) { rg_fail(e, 500, "out of memory"); return NULL; }
-  p->rt = grown;
-  if ((rt = (rg_runtime *)calloc(1, sizeof(rg_runtime))) == NULL) {
-    rg_fail(e, 500, "out of memory");
-    return NULL;
-  }
-  rt->budget = p->budget;
-  rt->memory = p->memory;
-  if (rg_runtime_sandbox(rt, e)) { free(rt); return NULL; }
-  p->rt[p->n++] = rt;
-  return rt;
 }

@@ -40,7 +40,6 @@ typedef struct rg_runtime {
   struct exec *cur;             /* the execution running now */
   autoset *autos;
   int nautos;
-  int held;                     /* a stepper's: a run holds it */
 } rg_runtime;
 
 /* Frees a runtime and what it holds, its sandbox and JavaScript heap (the
@@ -58,7 +57,6 @@ void rgl_runtime_push_chunk (lua_State *L, const uint8_t *key, size_t klen,
 /* Calls the chunk on top in a fresh environment; leaves the function it
 ** returns (raises when it returns anything else). */
 void rgl_runtime_call_chunk (lua_State *L);
-struct rg_stepper;
 
 /* What a script's work costs it, in instructions, in either language: a
 ** document a query read or a row it made (ROW_COST; a JOIN's cross
@@ -86,9 +84,5 @@ typedef struct rg_ctxops {
   int (*same_item) (const rg_cont *c, const rg_ikey *lp, const char *id,
                     const cJSON *doc);
 } rg_ctxops;
-
-/* A runtime of a stepper's pool that no run holds (made when all are);
-** NULL and e filled when it cannot be made. */
-rg_runtime *rg_stepper_runtime (struct rg_stepper *p, rg_err *e);
 
 #endif

@@ -40,7 +40,6 @@ struct rg_sandbox {
   rg_deadline time;            /* the CPU time the execution may take */
   uintptr_t cbase;             /* the C stack where the run was armed */
   uint64_t seeds;              /* executions so far (reseeds math.random) */
-  lua_State *run;              /* a resumable run's thread, or NULL */
 };
 
 
@@ -61,14 +60,6 @@ size_t      rg_sandbox_room (rg_sandbox *sb);
 /* Starts an execution's accounting: at most `budget` instructions and
 ** `memory` bytes more than the state holds now. */
 void     rg_sandbox_arm (rg_sandbox *sb, uint64_t budget, size_t memory);
-/* A resumable run (runner.c's stepper) executes in thread `co` of the
-** state: its hook is set there too.  While the run waits for its host
-** (yielded), its wall-clock deadline stands still: pause when it yields,
-** unpause before it is resumed (which also takes the C stack from
-** there). */
-void     rgl_sandbox_thread (rg_sandbox *sb, lua_State *co);
-void     rg_sandbox_pause (rg_sandbox *sb);
-void     rg_sandbox_unpause (rg_sandbox *sb);
 /* Ends it; returns why it was stopped (RG_STOP_*), RG_STOP_NONE if not. */
 int      rg_sandbox_disarm (rg_sandbox *sb);
 /* What the last execution, stopped for `why` (RG_STOP_BUDGET or

@@ -17,9 +17,6 @@
 ** arguments do; a function that raises fails the query (400), and one
 ** returning nil gives undefined.  Functions see the same sandboxed globals
 ** as procedures and no ctx: they compute, they read and write nothing.
-** A host that keeps the records itself (cluster mode, rg_udfs_host) gives
-** them through a lookup, and its queries' calls run in a sandbox of its
-** stepper's pool (runner.c), held by the query while it runs.
 */
 
 #include <string.h>
@@ -112,32 +109,15 @@ static int udf_call (void *ud, const char *name, size_t n,
   if (n > RG_MAX_NAME)
     return rg_fail(e, 404, "user-defined function '%.*s' not found",
                    (int)(n > 40 ? 40 : n), name);
-  if (u->find) {                     /* a host's record */
-    if (u->find(u->find_ud, name, n, &c.rec.src, &c.rec.len,
-                &c.rec.version))
-      return rg_fail(e, 404, "user-defined function '%.*s' not found",
-                     (int)n, name);
-    if (rg_js_is(c.rec.src, c.rec.len))
-      return rg_fail(e, 501, "user-defined function '%.*s' is JavaScript, "
-                     "which regolith.cluster does not run: write it in Lua",
-                     (int)n, name);
-    c.klen = rg_meta_key(c.key, RG_MK_UDF, u->cid, name, n);
-    if ((rt = u->rt) == NULL && (rt = rg_stepper_runtime(u->pool, e)) == NULL)
-      return e->status;
-    rt->held = 1;                    /* the query's, until rg_udfs_done */
-    u->rt = rt;
-  }
-  else {
-    if ((rc = rg_srec_get(u->txn, u->c->env, RG_MK_UDF, u->c->spec->cid,
-                          name, n, &c.rec, c.key, &c.klen, e)))
-      return rc;
-    if ((rt = (rg_runtime *)rg_env_hook_state(u->c->env)) == NULL)
-      return rg_fail(e, 500, "the database has no script runtime");
-    if (rg_js_is(c.rec.src, c.rec.len))
-      return rg_js_udf(rt, u, name, n, &c.rec, c.key, c.klen, args, lens,
-                       nargs, out, e);
-    if ((rc = rg_runtime_sandbox(rt, e))) return rc;
-  }
+  if ((rc = rg_srec_get(u->txn, u->c->env, RG_MK_UDF, u->c->spec->cid,
+                        name, n, &c.rec, c.key, &c.klen, e)))
+    return rc;
+  if ((rt = (rg_runtime *)rg_env_hook_state(u->c->env)) == NULL)
+    return rg_fail(e, 500, "the database has no script runtime");
+  if (rg_js_is(c.rec.src, c.rec.len))
+    return rg_js_udf(rt, u, name, n, &c.rec, c.key, c.klen, args, lens,
+                     nargs, out, e);
+  if ((rc = rg_runtime_sandbox(rt, e))) return rc;
   L = rgl_sandbox_state(rt->sb);
   /* the query's execution, unless a Lua script runs it (and pays) */
   if (!u->armed && (!rg_runtime_running(rt) || rg_js_running(rt))) {
@@ -191,21 +171,9 @@ void rg_udfs_init (rg_udfs *u, rg_txn *txn, const rg_cont *c) {
   u->c = c;
 }
 
-void rg_udfs_host (rg_udfs *u, rg_stepper *pool, uint32_t cid,
-                   rg_udf_find find, void *ud) {
-  memset(u, 0, sizeof(*u));
-  u->iface.ud = u;
-  u->iface.call = udf_call;
-  u->pool = pool;
-  u->cid = cid;
-  u->find = find;
-  u->find_ud = ud;
-}
-
 void rg_udfs_done (rg_udfs *u) {
   if (u->js_armed)
-    rg_js_udfs_done(u->c ? (rg_runtime *)rg_env_hook_state(u->c->env) : NULL,
-                    u);
+    rg_js_udfs_done((rg_runtime *)rg_env_hook_state(u->c->env), u);
   if (u->armed) {
     lua_State *L = rgl_sandbox_state(u->rt->sb);
     int why = rg_sandbox_disarm(u->rt->sb);
@@ -215,6 +183,5 @@ void rg_udfs_done (rg_udfs *u) {
     if (why == RG_STOP_MEMORY) lua_gc(L, LUA_GCCOLLECT, 0);
     u->armed = 0;
   }
-  if (u->find && u->rt) u->rt->held = 0;
   u->rt = NULL;
 }

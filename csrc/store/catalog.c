@@ -157,12 +157,40 @@ static int create_body (rg_scope *s, void *ud, rg_err *e) {
   return 0;
 }
 
+/* What a remote database does not keep yet (docs/cluster.md), refused
+** before anything is written: vector indexes (their graph spans the
+** container's partitions, remote.h) and throughput budgets (kept in each
+** process's map, throughput.h: on a cluster they would not be shared). */
+static int remote_refused (rg_env *env, const char *spec, size_t specn,
+                           rg_err *e) {
+  cJSON *j = NULL;
+  rg_cspec *s = NULL;
+  int nvix, tp;
+  if (env->remote == NULL) return 0;
+  if (rg_json_parse(spec, specn, &j, e) || rg_cspec_build(j, 0, &s, e)) {
+    cJSON_Delete(j);
+    return e->status;
+  }
+  nvix = s->nvix;
+  tp = s->tp.mode != RG_TP_NONE;
+  rg_cspec_free(s);
+  cJSON_Delete(j);
+  if (nvix)
+    return rg_fail(e, 501, "vector indexes are not kept on a cluster (their "
+                   "graph spans the container's partitions): leave out "
+                   "indexing.vector_indexes (VectorDistance still runs, by "
+                   "scan)");
+  if (tp) return rg_tp_remote_refused(e);
+  return 0;
+}
+
 int rg_catalog_create (rg_env *env, int sync, const char *name, size_t n,
                        const char *spec, size_t specn, int max,
                        rg_cspec **out, rg_err *e) {
   create_req q;
   int rc;
   if (env->readonly) return rg_fail(e, 403, "the database is open read-only");
+  if ((rc = remote_refused(env, spec, specn, e))) return rc;
   q.name = name;
   q.namelen = n;
   q.spec = spec;
@@ -212,7 +240,7 @@ static int history_switch (rg_scope *s, uint32_t cid, int on, rg_err *e) {
       return rc;
     return rg_del(s, RG_DB_META, key, kn, NULL, e);
   }
-  if ((lsn = rg_scope_lsn(s, e)) == 0) return s->failed;
+  if ((lsn = rg_scope_lsn(s, NULL, 0, e)) == 0) return s->failed;
   rg_put_u64(val, lsn);
   return rg_put(s, RG_DB_META, key, kn, val, 8, e);
 }
@@ -267,6 +295,7 @@ int rg_catalog_replace (rg_env *env, int sync, const char *name, size_t n,
   create_req q;
   int rc;
   if (env->readonly) return rg_fail(e, 403, "the database is open read-only");
+  if ((rc = remote_refused(env, spec, specn, e))) return rc;
   memset(&q, 0, sizeof(q));
   q.name = name;
   q.namelen = n;
@@ -444,10 +473,7 @@ int rg_catalog_list (rg_env *env, rg_buf *out, rg_cstat **stats, int *n,
   *lsn = 0;
   rg_buf_init(&recs);
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
-  if (rg_kv_get(txn, RG_DB_META, RG_META_LSN, sizeof(RG_META_LSN) - 1,
-                &v) == 0 &&
-      v.n == 8)
-    *lsn = rg_get_u64((const uint8_t *)v.p);
+  rg_kv_last(txn, 0, 0, lsn);
   if ((rc = rg_cur_open(txn, RG_DB_META, &cur)) == 0) {
     k.p = from;
     k.n = rg_meta_key(from, RG_MK_NAME, 0, NULL, 0);

@@ -23,6 +23,7 @@
 #include "store/preflight.h"
 #include "store/hooks.h"
 #include "store/queue.h"
+#include "store/remote.h"
 #include "store/throughput.h"
 #include "store/upgrade.h"
 
@@ -91,10 +92,41 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
   return 0;
 }
 
+int rg_env_open_remote (const char *name, const uint8_t secret[16],
+                        int readonly, rg_env **out, rg_err *e) {
+  rg_env *env = (rg_env *)calloc(1, sizeof(rg_env));
+  *out = NULL;
+  if (env == NULL || (env->path = strdup(name)) == NULL ||
+      (env->remote = rg_remote_new()) == NULL) {
+    if (env) free(env->path);
+    free(env);
+    return rg_fail(e, 500, "out of memory");
+  }
+  memcpy(env->secret, secret, 16);
+  env->readonly = readonly;
+  env->refs = 1;
+  *out = env;
+  return 0;
+}
+
+struct rg_remote *rg_env_remote (const rg_env *env) { return env->remote; }
+
+int rg_env_complete (const rg_env *env) {
+  return env->remote == NULL || rg_remote_complete(env->remote);
+}
+
 void rg_env_release (rg_env *env) {
   rg_env **p;
   rg_assert(env->refs > 0 && env->scope == NULL);
   if (--env->refs > 0) return;
+  if (env->remote) {
+    if (env->hooks && env->hooks->release) env->hooks->release(env->hook_state);
+    rg_remote_free(env->remote);
+    rg_pcache_free(env->pcache);
+    free(env->path);
+    free(env);
+    return;
+  }
   for (p = &envs; *p; p = &(*p)->next)
     if (*p == env) { *p = env->next; break; }
   if (env->hooks && env->hooks->release) env->hooks->release(env->hook_state);
@@ -119,7 +151,14 @@ void rg_env_set_hooks (rg_env *env, const rg_hooks *h, void *st) {
 void *rg_env_hook_state (const rg_env *env) { return env->hook_state; }
 
 void rg_env_info_get (rg_env *env, rg_env_info *out) {
+  if (env->remote) { memset(out, 0, sizeof(*out)); return; }
   rg_local_info(env->local, out);
+}
+
+/* What only a directory has. */
+static int not_remote (rg_env *env, const char *what, rg_err *e) {
+  return rg_fail(e, 501, "%s: not on a cluster database ('%s'): it keeps "
+                 "no files", what, env->path);
 }
 
 const char *rg_env_table_name (int db) { return rg_tables[db].name; }
@@ -128,6 +167,7 @@ int rg_env_tables (rg_env *env, rg_table_stat out[], uint64_t *free_bytes,
                    rg_err *e) {
   rg_txn *txn;
   int rc;
+  if (env->remote) return not_remote(env, "table statistics", e);
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
   rc = rg_local_tables(env->local, txn, out, free_bytes, e);
   rg_read_end(env);
@@ -135,14 +175,20 @@ int rg_env_tables (rg_env *env, rg_table_stat out[], uint64_t *free_bytes,
 }
 
 int rg_env_backup (rg_env *env, const char *path, rg_err *e) {
+  if (env->remote) return not_remote(env, "backup", e);
   return rg_local_backup(env->local, path, e);
 }
 
 void rg_env_walk (rg_env *env, rg_txn *txn, struct rg_walk *w) {
+  if (env->remote) {        /* no file of pages: nothing to walk */
+    memset(w, 0, sizeof(*w));
+    return;
+  }
   rg_local_walk(env->local, txn, w);
 }
 
 int rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,
                     rg_err *e) {
+  if (env->remote) return not_remote(env, "compact", e);
   return rg_local_compact(env->local, path, bytes, e);
 }

@@ -41,6 +41,17 @@ typedef struct rg_open_opts {
 ** and its tables when missing (unless read-only). */
 int  rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
                   rg_err *e);
+/* Opens a database kept by a host elsewhere (remote.h), named `name`
+** (its path in messages), with its secret: not shared with other handles
+** (each has its own overlay). */
+int  rg_env_open_remote (const char *name, const uint8_t secret[16],
+                         int readonly, rg_env **out, rg_err *e);
+/* The remote backend of an environment, or NULL (a local one). */
+struct rg_remote *rg_env_remote (const rg_env *env);
+/* Is what the running call read so far what the database holds?  Always
+** locally; a remote backend's run may be reading guesses (remote.h), and
+** nothing built from them may be kept past the run (a cache). */
+int rg_env_complete (const rg_env *env);
 /* Is an upgrade of `path` interrupted between its two renames (upgrade.h)?
 ** Then the directory has no data.mdb, an open gives 409, and running the
 ** upgrade again finishes it. */
@@ -66,7 +77,8 @@ int  rg_env_tables (rg_env *env, rg_table_stat out[], uint64_t *free_bytes,
 const char *rg_env_table_name (int db);
 int  rg_env_backup (rg_env *env, const char *path, rg_err *e);
 /* Every page of the file as txn sees it, walked without LMDB
-** (pagewalk.h, local.h): verify's first check. */
+** (pagewalk.h, local.h): verify's first check (a remote database has no
+** pages: an empty walk). */
 struct rg_walk;
 void rg_env_walk (rg_env *env, rg_txn *txn, struct rg_walk *w);
 int  rg_env_compact (rg_env *env, const char *path, uint64_t *bytes,

@@ -10,7 +10,8 @@
 #include "store/layout.h"
 
 struct rg_env {
-  struct rg_local *local;   /* the backend (local.h) */
+  struct rg_local *local;   /* the backend (local.h), or */
+  struct rg_remote *remote; /* the remote one (remote.h) */
   char *path;
   unsigned long dev, ino;
   int refs;

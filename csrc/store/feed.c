@@ -301,9 +301,13 @@ typedef struct lookups {
 ** reference is gone), through `lk`'s cursors when given. */
 static int latest_item (rg_txn *txn, const rg_env *env, const head *h,
                         lookups *lk, rg_val *ikey, rg_val *val) {
-  rg_val k;
+  rg_val k, hv;
   uint8_t seq[RG_REF_KEY];
   int rc;
+  /* The refs table keys by seq alone: landing on the head's entry again
+  ** makes its bucket the transaction's context (remote.h), whatever the other
+  ** heads read meanwhile. */
+  if ((rc = rg_cur_get(h->cur, &k, &hv, RG_CURRENT))) return rc;
   if (lk == NULL) {
     if ((rc = rg_ref_item(txn, (rg_env *)env, (uint32_t)h->sub, ikey)))
       return rc;
@@ -507,14 +511,6 @@ static int64_t head_ts (rg_txn *txn, const rg_env *env, int mode,
   }
 }
 
-static uint64_t last_lsn (rg_txn *txn, const rg_env *env) {
-  rg_val k, v;
-  k.p = RG_META_LSN;
-  k.n = sizeof(RG_META_LSN) - 1;
-  if (rg_kv_get(txn, RG_DB_META, k.p, k.n, &v) == 0 && v.n == 8)
-    return rg_get_u64((const uint8_t *)v.p);
-  return 0;
-}
 
 /*
 ** The position of a start in one range.  A time start is the first entry
@@ -530,7 +526,9 @@ int rg_feed_start (rg_txn *txn, const rg_cont *c, int mode, int range,
   pos->lsn = pos->sub = 0;
   if ((rc = mode_ok(c->spec, mode, e))) return rc;
   if (kind == RG_START_BEGINNING) return 0;
-  hi = last_lsn(txn, c->env) + 1;
+  if ((rc = rg_kv_last(txn, c->spec->cid, range, &hi)))
+    return rg_kv_fail(e, rc, "change feed");
+  hi++;
   if (kind == RG_START_NOW) { pos->lsn = hi; return 0; }
   memset(&h, 0, sizeof(h));
   if ((rc = rg_cur_open(txn, feed_table(mode), &h.cur)))

@@ -389,7 +389,7 @@ int rg_index_drop (rg_scope *s, uint32_t cid, uint64_t max, uint64_t *count,
 */
 typedef struct walker {
   rg_txn *txn;
-  rg_env *env;                   /* NULL: a host's entries (no storage) */
+  rg_env *env;
   rg_scope *s;                   /* set: give missing path ids */
   const rg_cspec *spec;
   const char *seg[RG_MAX_DEPTH + 2];
@@ -405,8 +405,6 @@ typedef struct walker {
   size_t sidlen;
 } walker;
 
-static void host_prefix (rg_buf *b, uint32_t cid, uint64_t path_id);
-
 /* Starts an entry key for the path text in w->text: 1 when it has an id
 ** (the key is started in w->ks->buf; *idp receives the id when given), 0
 ** when it has none (find mode) or on failure (w->status). */
@@ -415,11 +413,6 @@ static int start_key (walker *w, uint32_t *idp) {
   size_t len;
   int rc;
   if (w->text.oom) { w->status = rg_fail(w->e, 500, "out of memory"); return 0; }
-  if (w->env == NULL) {              /* a host's: cid | hash of the text */
-    host_prefix(&w->ks->buf, w->spec->cid, rg_hash(w->text.p, w->text.n));
-    if (idp) *idp = 0;
-    return 1;
-  }
   rc = w->s ? pathid_make(w->s, w->spec->cid, w->text.p, w->text.n, id, &len,
                           w->e)
             : rg_pathid_find(w->txn, w->env, w->spec->cid, w->text.p,
@@ -651,45 +644,6 @@ int rg_index_shape (rg_txn *txn, rg_env *env, const rg_cspec *spec,
   ks_free(&ks);
   *h = si.h;
   return rc;
-}
-
-/* Appends cid | path id: a host's index prefix. */
-static void host_prefix (rg_buf *b, uint32_t cid, uint64_t path_id) {
-  uint8_t p[RG_HOST_PREFIX];
-  rg_buf_add(b, p, rg_key_host_index(p, cid, path_id));
-}
-
-uint64_t rg_index_path_id (const char *const *seg, int n) {
-  rg_buf b;
-  uint64_t h;
-  rg_buf_init(&b);
-  rg_index_path_text(&b, seg, n);
-  h = b.oom ? 0 : rg_hash(b.p ? b.p : "", b.n);
-  rg_buf_free(&b);
-  return h;
-}
-
-int rg_index_terms (const rg_cspec *spec, const cJSON *doc,
-                    void (*f) (void *ud, uint64_t id, const uint8_t *term,
-                               size_t n),
-                    void *ud) {
-  keyset ks;
-  rg_err e;
-  size_t *ord, n = 0, i;
-  ks_init(&ks);
-  if (doc_terms(NULL, NULL, NULL, spec, doc, &ks, NULL, NULL, &e) ||
-      (ord = ks_sorted(&ks, &n)) == NULL) {
-    ks_free(&ks);
-    return -1;
-  }
-  for (i = 0; i < n; i++) {         /* cid | id | term */
-    const uint8_t *p = (const uint8_t *)ks.buf.p + ks.off[ord[i]];
-    f(ud, rg_get_u64(p + 4), p + RG_HOST_PREFIX,
-      ks.len[ord[i]] - RG_HOST_PREFIX);
-  }
-  free(ord);
-  ks_free(&ks);
-  return 0;
 }
 /* }===================================================================== */
 
@@ -997,47 +951,14 @@ static int flat_cmp (const rg_val *key, const rg_val *dup,
   return all > n ? 1 : all < n ? -1 : 0;
 }
 
-/* Positions on the first entry >= the flat bytes `want`: the first key
-** >= them, unless a key is a proper prefix of them (they end within its
-** references), and then the first of its references >= the rest. */
-static int seek (rg_ixcur *c, const rg_val *want, rg_val *key,
-                 rg_val *dup) {
-  rg_val k = *want, d, k0, d0;
-  int rc = rg_cur_get(c->cur, &k, &d, RG_SEEK), rc0;
-  if (rc && rc != RG_NOTFOUND) return rc;
-  rc0 = rg_cur_get(c->cur, &k0, &d0, rc == 0 ? RG_PREV_NODUP : RG_LAST);
-  if (rc0 == 0 && k0.n < want->n &&
-      want->n - k0.n <= RG_REF_SIZE &&
-      memcmp(k0.p, want->p, k0.n) == 0) {
-    uint8_t part[RG_REF_SIZE];
-    memset(part, 0, RG_REF_SIZE);
-    memcpy(part, (const uint8_t *)want->p + k0.n,
-           want->n - k0.n);
-    d0.p = part;
-    d0.n = RG_REF_SIZE;
-    rc0 = rg_cur_get(c->cur, &k0, &d0, RG_BOTH_RANGE);
-    if (rc0 == 0) {
-      *key = k0;
-      *dup = d0;
-      return 0;
-    }
-    if (rc0 != RG_NOTFOUND) return rc0;
-    rc0 = rg_cur_get(c->cur, &k0, &d0, RG_SET);
-    if (rc0) return rc0;
-  }
-  else if (rc0 && rc0 != RG_NOTFOUND) return rc0;
-  if (rc == RG_NOTFOUND) return RG_NOTFOUND;
-  /* back to the first key >= want, at its first reference */
-  if (rc0 == 0) rc = rg_cur_get(c->cur, key, dup, RG_NEXT_NODUP);
-  else rc = rg_cur_get(c->cur, key, dup, RG_FIRST);
-  return rc;
-}
-
 int rg_ixcur_get (rg_ixcur *c, rg_val *k, int op) {
   rg_val key, dup;
   int rc, order = 0;
   switch (op) {
-    case RG_IX_SEEK: rc = seek(c, k, &key, &dup); break;
+    case RG_IX_SEEK:
+      key = *k;
+      rc = rg_cur_get(c->cur, &key, &dup, RG_SEEK_FLAT);
+      break;
     case RG_IX_NEXT: rc = rg_cur_get(c->cur, &key, &dup, RG_NEXT); break;
     case RG_IX_PREV: rc = rg_cur_get(c->cur, &key, &dup, RG_PREV); break;
     default: rc = rg_cur_get(c->cur, &key, &dup, RG_LAST); break;

@@ -42,23 +42,6 @@ int rg_index_keys (rg_txn *txn, rg_env *env, rg_scope *s,
                    const rg_cspec *spec, const cJSON *doc, rg_buf *keys,
                    size_t *count, rg_err *e);
 
-/*
-** A host that keeps the index itself (cluster mode) names an index by a
-** 64-bit hash of its dictionary text instead of a path id (it has no
-** dictionary): its entries start with RG_HOST_PREFIX bytes, cid | hash,
-** and it has no shape entries.
-*/
-#define RG_HOST_PREFIX 12
-/* The host's id of a normalized path (rg_index_path_text's hash). */
-uint64_t rg_index_path_id (const char *const *seg, int n);
-/* The index entries a document needs, without storage (a host's): for
-** each distinct one, in key order, calls f with the index's id (a path's,
-** rg_index_path_id, or the hash of a composite index's text) and the term
-** bytes; -1 when out of memory. */
-int rg_index_terms (const rg_cspec *c, const cJSON *doc,
-                    void (*f) (void *ud, uint64_t id, const uint8_t *term,
-                               size_t n),
-                    void *ud);
 /* The 16-byte digest of the values of unique key `u` in `doc` (an
 ** undefined value counts as null): what the unique table keys on. */
 void rg_unique_digest (const rg_cspec *c, int u, const cJSON *doc,

@@ -77,6 +77,7 @@ extern const struct rg_table rg_tables[];
 #define RG_NOTFOUND (-30798)
 #define RG_CORRUPT  (-30796)      /* a record that does not decode */
 #define RG_RERUN    (-30792)
+#define RG_NOPLACE  (-30900)      /* a key whose place a backend cannot tell */
 
 /* Put flags: RG_KV_APPEND, the key is likely past the table's last one;
 ** RG_KV_APPENDDUP, the duplicate is likely past its key's last one (both
@@ -97,7 +98,11 @@ enum {
   RG_NEXT_DUP,      /* the next value of the same key (RG_NOTFOUND past) */
   RG_LAST_DUP,      /* the last value of the current key */
   RG_BOTH,          /* k, v in: exactly that key and duplicate */
-  RG_BOTH_RANGE     /* k, v in: that key, its first duplicate >= v */
+  RG_BOTH_RANGE,    /* k, v in: that key, its first duplicate >= v */
+  RG_SEEK_FLAT      /* k in (tables of sorted duplicates): the first entry
+                       whose key | duplicate bytes are >= k's bytes, which
+                       may run on past a key into its duplicates (a backend
+                       keeping the pairs flat answers it in one step) */
 };
 
 typedef struct rg_txn rg_txn;
@@ -125,7 +130,13 @@ typedef struct rg_kv_ops {
   size_t (*savepoint) (rg_txn *t);
   int (*rollback) (rg_txn *t, size_t mark);
   void (*release) (rg_txn *t, size_t mark);
+  int (*lsn) (rg_txn *t, const void *k, size_t kn, uint64_t *lsn);
+  int (*seqs) (rg_txn *t, uint32_t n, uint32_t *first);
+  int (*add) (rg_txn *t, int tb, const void *k, size_t kn, int64_t items,
+              int64_t bytes, uint64_t bound, unsigned flags);
+  int (*last) (rg_txn *t, uint32_t cid, int range, uint64_t *lsn);
   uint64_t (*pending) (rg_txn *t);
+  void (*cur_bound) (rg_cur *c, const void *prefix, size_t n);
 } rg_kv_ops;
 
 /* A transaction and a cursor begin with their backend's table: the
@@ -178,6 +189,13 @@ static inline void rg_cur_close (rg_cur *c) {
 static inline int rg_cur_get (rg_cur *c, rg_val *k, rg_val *v, int op) {
   return c->ops->cur_get(c, k, v, op);
 }
+/* The cursor's caller reads no entry that does not start with `prefix`
+** (n bytes; 0, the default: no bound): a backend that fetches what it
+** reads need not fetch past it.  The moves answer as before: an entry
+** past the bound may come back (the caller stops on it), or none. */
+static inline void rg_cur_bound (rg_cur *c, const void *prefix, size_t n) {
+  c->ops->cur_bound(c, prefix, n);
+}
 /* The number of duplicates of the key under the cursor. */
 static inline int rg_cur_count (rg_cur *c, size_t *n) {
   return c->ops->cur_count(c, n);
@@ -208,6 +226,41 @@ static inline void rg_kv_release (rg_txn *t, size_t mark) {
   t->ops->release(t, mark);
 }
 
+/*
+** What a backend hands out.  The lsn of the transaction's changes to the
+** partition of item key k (NULL: not an item's): every call of one
+** transaction in one place gets the same, the first takes it (locally one
+** per transaction, from the "\1lsn" counter; a backend that cannot know it
+** before the commit gives a stand-in it replaces then).  n new item seqs,
+** first .. first + n - 1 (never 0; the counter may wrap, a seq in use is
+** the caller's to skip).
+*/
+static inline int rg_kv_lsn (rg_txn *t, const void *k, size_t kn,
+                             uint64_t *lsn) {
+  return t->ops->lsn(t, k, kn, lsn);
+}
+static inline int rg_kv_seqs (rg_txn *t, uint32_t n, uint32_t *first) {
+  return t->ops->seqs(t, n, first);
+}
+/* The last lsn given to a change of feed range `range` of container cid
+** (cid 0: of the database); 0 when none.  Locally the database has one
+** counter; a backend may keep one per range. */
+static inline int rg_kv_last (rg_txn *t, uint32_t cid, int range,
+                              uint64_t *lsn) {
+  return t->ops->last(t, cid, range, lsn);
+}
+/* Counters: adds to the pair (u64 items, u64 bytes) stored under a key
+** (absent: 0, 0); with RG_KV_DROP0 the key goes when items reaches 0.
+** `bound` (0: none) is the most a growth may take the bytes to: the caller
+** checked it against what it read, and a backend whose reads are not
+** those of the commit checks it again there.  Adding never conflicts with another
+** writer's adding (a backend may apply it as a delta). */
+enum { RG_KV_DROP0 = 1 };
+static inline int rg_kv_add (rg_txn *t, int tb, const void *k, size_t kn,
+                             int64_t items, int64_t bytes, uint64_t bound,
+                             unsigned flags) {
+  return t->ops->add(t, tb, k, kn, items, bytes, bound, flags);
+}
 /* The memory a write transaction's writes hold until its commit, bytes
 ** (the backend's estimate; a savepoint's rollback takes nothing back):
 ** what bounds a script's transaction (RG_MAX_TXN_DIRTY, base/limits.h). */

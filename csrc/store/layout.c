@@ -459,12 +459,6 @@ size_t rg_key_index (uint8_t *out, size_t cap, const uint8_t *prefix,
   return n;
 }
 
-size_t rg_key_host_index (uint8_t *out, uint32_t cid, uint64_t id) {
-  rg_put_u32(out, cid);
-  rg_put_u64(out + 4, id);
-  return 12;
-}
-
 size_t rg_key_vector (uint8_t *out, uint32_t cid, uint32_t ixid,
                       uint64_t shard, int type, uint32_t n) {
   rg_put_u32(out, cid);
@@ -487,6 +481,59 @@ size_t rg_key_ftext (uint8_t *out, uint32_t cid, uint32_t ixid, int kind) {
 
 void rg_ref_hash_put (uint8_t *out, uint64_t hash) {
   rg_put_u32(out, (uint32_t)(hash >> 32));
+}
+
+int rg_key_place (int tb, const uint8_t *k, size_t kn, const uint8_t *dup,
+                  size_t dn, rg_keyplace *out) {
+  memset(out, 0, sizeof(*out));
+  switch (tb) {
+    case RG_DB_META:
+      out->kind = RG_KP_GLOBAL;
+      if (kn >= 5 && k[0] == RG_MK_STATS) {       /* per partition, summed */
+        out->kind = RG_KP_CID;
+        out->cid = rg_get_u32(k + 1);
+        out->stats = 1;
+      }
+      else if ((kn == sizeof(RG_META_LSN) - 1 &&
+                memcmp(k, RG_META_LSN, kn) == 0) ||
+               (kn == sizeof(RG_META_EPOCH) - 1 &&
+                memcmp(k, RG_META_EPOCH, kn) == 0))
+        out->kind = RG_KP_NONE;                   /* each place's own */
+      else if ((kn >= 1 && (k[0] == RG_MK_PATH || k[0] == RG_MK_SHAPE)) ||
+               (kn == sizeof(RG_META_PATHID) - 1 &&
+                memcmp(k, RG_META_PATHID, kn) == 0))
+        out->first = 1;
+      return 0;
+    case RG_DB_ITEMS: case RG_DB_UNIQUE: case RG_DB_PARTS:
+      if (kn < 12) return -1;
+      out->kind = RG_KP_HASH;
+      out->cid = rg_get_u32(k);
+      out->hash = rg_get_u64(k + 4);
+      return 0;
+    case RG_DB_FEED: case RG_DB_LATEST:
+      if (kn < 6) return -1;
+      out->kind = RG_KP_RANGE;
+      out->cid = rg_get_u32(k);
+      out->range = (int)rg_get_u16(k + 4);
+      return 0;
+    case RG_DB_TTL:
+      if (kn < 4) return -1;
+      out->kind = RG_KP_CID;
+      out->cid = rg_get_u32(k);
+      return 0;
+    case RG_DB_INDEX:
+      out->kind = RG_KP_NONE;
+      if (dup && dn >= 4) {
+        out->has_hash = 1;
+        out->hash = (uint64_t)rg_get_u32(dup) << 32;
+      }
+      return 0;
+    case RG_DB_REFS:
+      out->kind = RG_KP_NONE;
+      return 0;
+    default:
+      return -1;
+  }
 }
 
 size_t rg_meta_key (uint8_t *out, int tag, uint32_t cid, const char *name,

@@ -107,9 +107,6 @@ size_t rg_key_unique (uint8_t *out, const uint8_t *lp, size_t lplen, int u,
 size_t rg_key_index (uint8_t *out, size_t cap, const uint8_t *prefix,
                      size_t plen, const uint8_t *term, size_t tn,
                      int with_hash, uint64_t hash);
-/* A host's index prefix (index.h, cluster mode): cid | the 64-bit id of
-** the index (12 bytes). */
-size_t rg_key_host_index (uint8_t *out, uint32_t cid, uint64_t id);
 /* A vector index record's key (vindex.c): cid | the index's id | shard
 ** (the instance's prefix: 16 bytes, with type 0), then the record's type
 ** and, except for the header, a number (RG_VECTOR_KEY bytes). */
@@ -129,6 +126,34 @@ size_t rg_key_ftext (uint8_t *out, uint32_t cid, uint32_t ixid, int kind);
 /* Writes the first half of a reference (the top 32 bits of `hash`). */
 void   rg_ref_hash_put (uint8_t *out, uint64_t hash);
 
+/*
+** Where a key lives in a store that keeps each container's physical
+** partitions apart (remote.h): what the key tells of its place.
+**   RG_KP_GLOBAL  the database's own (meta); `first` for what is written
+**                 once and read by the rest (path ids, shapes), which a
+**                 store applies before what depends on it
+**   RG_KP_HASH    the partition of hash `hash` in container `cid` (items,
+**                 unique, parts)
+**   RG_KP_RANGE   feed range `range` of container `cid` (feed, latest)
+**   RG_KP_CID     some partition of container `cid`: the key does not say
+**                 which (a TTL entry; a container's statistics, kept per
+**                 partition and summed)
+**   RG_KP_NONE    the key names no container (a refs entry, an index
+**                 entry): its place is the reader's context; an index
+**                 entry's duplicate, when given, holds the partition hash's
+**                 top 32 bits (`hash`, with `has_hash`)
+** 0, or -1 for a key this layout does not make.
+*/
+enum { RG_KP_GLOBAL, RG_KP_HASH, RG_KP_RANGE, RG_KP_CID, RG_KP_NONE };
+typedef struct rg_keyplace {
+  int kind;
+  uint32_t cid;
+  uint64_t hash;
+  int range, has_hash, stats, first;
+} rg_keyplace;
+int rg_key_place (int tb, const uint8_t *k, size_t kn, const uint8_t *dup,
+                  size_t dn, rg_keyplace *out);
+
 /* Meta keys (see layout.c for the full list). */
 #define RG_META_VERSION "\x01version"
 #define RG_META_SECRET  "\x01secret"
@@ -139,10 +164,15 @@ void   rg_ref_hash_put (uint8_t *out, uint64_t hash);
 #define RG_META_PATHID  "\x01pathid"           /* u32: the last path id */
 #define RG_META_THROUGHPUT "\x01throughput"    /* u64 version, setting JSON */
 #define RG_META_QBATCH  "\x01qbatch"           /* u64: the queue's last batch */
+/* A remote database's only (remote.h): a container's catalog epoch, kept
+** by each of its buckets (RG_META_EPOCH, the place's own) and by the
+** global place beside its spec (RG_MK_EPOCH | cid). */
+#define RG_META_EPOCH   "\001epoch"
 enum { RG_MK_NAME = 'n', RG_MK_SPEC = 'c', RG_MK_STATS = 'k',
        RG_MK_PROC = 's', RG_MK_TRIG = 't', RG_MK_LEASE = 'l',
        RG_MK_DEAD = 'd', RG_MK_DROP = 'x', RG_MK_PATH = 'p',
-       RG_MK_SHAPE = 'h', RG_MK_UDF = 'u', RG_MK_SINCE = 'v' };
+       RG_MK_SHAPE = 'h', RG_MK_UDF = 'u', RG_MK_SINCE = 'v',
+       RG_MK_EPOCH = 'e' };
 /* Builds a meta key: tag, container id, then `n` bytes of name. */
 size_t rg_meta_key (uint8_t *out, int tag, uint32_t cid, const char *name,
                     size_t n);

@@ -145,7 +145,7 @@ int rg_lease_floors (rg_txn *txn, rg_env *env, uint32_t cid, int nparts,
 }
 
 int rg_lease_verify (rg_txn *txn, rg_env *env, const rg_cspec *s,
-                     uint64_t last_lsn, rg_buf *report) {
+                     rg_buf *report) {
   uint8_t from[5];
   rg_cur *cur;
   rg_val k, v;
@@ -162,9 +162,11 @@ int rg_lease_verify (rg_txn *txn, rg_env *env, const rg_cspec *s,
         !(sep[1] == 0xFF && sep[2] == 0xFF)) {
       int r = (int)rg_get_u16(sep + 1);
       const char *what = NULL;
+      uint64_t last = 0;
       if (lease_decode(&v, &l)) what = "does not decode";
       else if (r >= s->nparts) what = "names a feed range the container lacks";
-      else if (l.pos.lsn > last_lsn + 1) what = "points past the end of the feed";
+      else if (rg_kv_last(txn, s->cid, r, &last) == 0 && l.pos.lsn > last + 1)
+        what = "points past the end of the feed";
       if (what) {
         bad++;
         rg_buf_addf(report, "container '%s': the lease of processor '%.*s' "

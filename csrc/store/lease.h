@@ -67,6 +67,6 @@ int rg_lease_floors (rg_txn *txn, rg_env *env, uint32_t cid, int nparts,
 ** range the container has, and points inside the feed (at most one past
 ** the last lsn).  Returns the number of problems appended to `report`. */
 int rg_lease_verify (rg_txn *txn, rg_env *env, const rg_cspec *s,
-                     uint64_t last_lsn, rg_buf *report);
+                     rg_buf *report);
 
 #endif

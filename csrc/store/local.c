@@ -88,6 +88,7 @@ typedef struct ltxn {
   rg_local *l;
   int savepoints;            /* open savepoints */
   rg_buf undo;               /* their undo log: what writes overwrote */
+  uint64_t lsn;              /* the transaction's lsn, 0 until taken */
   uint64_t dirty;            /* rg_kv_pending: dirty_cost of its writes */
   int deferred;              /* committed, not yet made durable */
 } ltxn;
@@ -136,6 +137,9 @@ static unsigned db_flags (const rg_local *l, int tb) {
 int rg_kv_fail (rg_err *e, int rc, const char *what) {
   if (rc == RG_RERUN)
     return rg_fail(e, 507, "map full (the write will be retried)");
+  if (rc == RG_NOPLACE)
+    return rg_fail(e, 500, "storage failure: %s: a key whose place the "
+                   "store cannot tell", what);
   /* a full disk is the one storage failure a user can fix: say so */
   if (rc == ENOSPC || rc == EDQUOT)
     return rg_fail(e, 507, "insufficient storage: %s: %s", what,
@@ -165,7 +169,7 @@ static void kv (MDB_val *key, MDB_val *val, const void *k, size_t kn,
   val->mv_size = vn;
 }
 
-enum { UNDO_ABSENT, UNDO_VALUE, UNDO_DUP_ADDED, UNDO_DUP_GONE };
+enum { UNDO_ABSENT, UNDO_VALUE, UNDO_DUP_ADDED, UNDO_DUP_GONE, UNDO_LSN };
 
 static int undo_add (ltxn *t, int tb, int kind, const void *k, size_t kn,
                      const void *v, size_t vn) {
@@ -217,6 +221,9 @@ static int undo_to (ltxn *t, size_t mark) {
     val.mv_size = rg_get_u32(r + 6);
     val.mv_data = (void *)(r + 10 + key.mv_size);
     switch (r[1]) {
+      case UNDO_LSN:                 /* the lsn when the savepoint began */
+        t->lsn = rg_get_u64(r + 10);
+        break;
       case UNDO_VALUE: case UNDO_DUP_GONE:
         rc = mdb_put(t->mdb, dbi, &key, &val, 0);
         break;
@@ -400,11 +407,47 @@ static const MDB_cursor_op cur_ops[] = {
   MDB_LAST_DUP, MDB_GET_BOTH, MDB_GET_BOTH_RANGE
 };
 
+static int l_cur_get (rg_cur *c, rg_val *k, rg_val *v, int op);
+
+/* RG_SEEK_FLAT (kv.h): the first key >= the bytes sought, unless a key is
+** a proper prefix of them (they end within its duplicates), and then the
+** first of its duplicates >= the rest (padded with zeros). */
+static int seek_flat (rg_cur *c, rg_val *k, rg_val *v) {
+  size_t ds = C(c)->t->l->dupsize[C(c)->tb];
+  rg_val want = *k, k0, d0;
+  uint8_t part[16];                  /* (the widest duplicate: 12) */
+  int rc, rc0;
+  rg_assert(ds > 0 && ds <= sizeof(part));
+  rc = l_cur_get(c, k, v, RG_SEEK);
+  if (rc && rc != RG_NOTFOUND) return rc;
+  rc0 = l_cur_get(c, &k0, &d0, rc == 0 ? RG_PREV_NODUP : RG_LAST);
+  if (rc0 == 0 && k0.n < want.n && want.n - k0.n <= ds &&
+      memcmp(k0.p, want.p, k0.n) == 0) {
+    memset(part, 0, ds);
+    memcpy(part, (const uint8_t *)want.p + k0.n, want.n - k0.n);
+    d0.p = part;
+    d0.n = ds;
+    rc0 = l_cur_get(c, &k0, &d0, RG_BOTH_RANGE);
+    if (rc0 == 0) {
+      *k = k0;
+      *v = d0;
+      return 0;
+    }
+    if (rc0 != RG_NOTFOUND) return rc0;
+    if ((rc0 = l_cur_get(c, &k0, &d0, RG_SET))) return rc0;
+  }
+  else if (rc0 && rc0 != RG_NOTFOUND) return rc0;
+  if (rc == RG_NOTFOUND) return RG_NOTFOUND;
+  /* back to the first key >= want, at its first duplicate */
+  return l_cur_get(c, k, v, rc0 == 0 ? RG_NEXT_NODUP : RG_FIRST);
+}
+
 static int l_cur_get (rg_cur *c, rg_val *k, rg_val *v, int op) {
   MDB_val key, val;
   int rc;
-  rg_assert(op >= RG_FIRST && op <= RG_BOTH_RANGE);
+  rg_assert(op >= RG_FIRST && op <= RG_SEEK_FLAT);
   if (C(c)->mc == NULL) return RG_NOTFOUND;
+  if (op == RG_SEEK_FLAT) return seek_flat(c, k, v);
   if (op == RG_BOTH || op == RG_BOTH_RANGE)
     kv(&key, &val, k->p, k->n, v->p, v->n);
   else if (op == RG_SEEK || op == RG_SET)
@@ -462,9 +505,13 @@ static int l_cur_del (rg_cur *cu) {
 
 static size_t l_savepoint (rg_txn *tx) {
   ltxn *t = T(tx);
+  size_t mark = t->undo.n;
+  uint8_t lsn[8];
   rg_assert(t == &t->l->w);
   t->savepoints++;
-  return t->undo.n;
+  rg_put_u64(lsn, t->lsn);          /* (out of memory: the next write fails) */
+  undo_add(t, 0, UNDO_LSN, lsn, 8, NULL, 0);
+  return mark;
 }
 
 static void l_release (rg_txn *tx, size_t mark) {
@@ -483,10 +530,91 @@ static int l_rollback (rg_txn *tx, size_t mark) {
   return rc;
 }
 
+/* The lsn: one per transaction, the "\1lsn" counter's next. */
+static int l_lsn (rg_txn *tx, const void *k, size_t kn, uint64_t *out) {
+  ltxn *t = T(tx);
+  rg_val v;
+  uint8_t buf[8];
+  int rc;
+  (void)k; (void)kn;
+  if (t->lsn == 0) {
+    uint64_t last = 0;
+    rc = l_get(tx, RG_DB_META, RG_META_LSN, sizeof(RG_META_LSN) - 1, &v);
+    if (rc == 0 && v.n == 8) last = rg_get_u64((const uint8_t *)v.p);
+    else if (rc && rc != RG_NOTFOUND) return rc;
+    rg_put_u64(buf, last + 1);
+    if ((rc = l_put(tx, RG_DB_META, RG_META_LSN, sizeof(RG_META_LSN) - 1,
+                    buf, 8, 0)))
+      return rc;
+    t->lsn = last + 1;
+  }
+  *out = t->lsn;
+  return 0;
+}
+
+/* Item seqs: the "\1seq" counter, moved past the n given (after 2^32
+** creates it starts again at 1: the caller skips a seq still in use). */
+static int l_seqs (rg_txn *tx, uint32_t n, uint32_t *first) {
+  rg_val v;
+  uint8_t buf[4];
+  uint32_t last = 0;
+  int rc = l_get(tx, RG_DB_META, RG_META_SEQ, sizeof(RG_META_SEQ) - 1, &v);
+  rg_assert(n > 0);
+  if (rc == 0 && v.n == 4) last = rg_get_u32((const uint8_t *)v.p);
+  else if (rc && rc != RG_NOTFOUND) return rc;
+  if (last > UINT32_MAX - n) last = 0;       /* wrapped: 0 names no item */
+  *first = last + 1;
+  rg_put_u32(buf, last + n);
+  return l_put(tx, RG_DB_META, RG_META_SEQ, sizeof(RG_META_SEQ) - 1, buf, 4,
+               0);
+}
+
+/* A pair of counters, read and written back (the bound is the caller's:
+** it read what this transaction commits over). */
+static int l_add (rg_txn *tx, int tb, const void *k, size_t kn, int64_t dn,
+                  int64_t db, uint64_t bound, unsigned flags) {
+  rg_val v;
+  uint8_t buf[16];
+  uint64_t n = 0, b = 0;
+  int rc = l_get(tx, tb, k, kn, &v);
+  (void)bound;
+  if (rc == 0 && v.n == 16) {
+    n = rg_get_u64((const uint8_t *)v.p);
+    b = rg_get_u64((const uint8_t *)v.p + 8);
+  }
+  else if (rc && rc != RG_NOTFOUND) return rc;
+  n += (uint64_t)dn;
+  b += (uint64_t)db;
+  if (n == 0 && (flags & RG_KV_DROP0)) {
+    rc = l_del(tx, tb, k, kn);
+    return rc == RG_NOTFOUND ? 0 : rc;
+  }
+  rg_put_u64(buf, n);
+  rg_put_u64(buf + 8, b);
+  return l_put(tx, tb, k, kn, buf, 16, 0);
+}
+
+/* The last lsn: the database's one counter. */
+static int l_last (rg_txn *tx, uint32_t cid, int range, uint64_t *lsn) {
+  rg_val v;
+  int rc = l_get(tx, RG_DB_META, RG_META_LSN, sizeof(RG_META_LSN) - 1, &v);
+  (void)cid; (void)range;
+  *lsn = rc == 0 && v.n == 8 ? rg_get_u64((const uint8_t *)v.p) : 0;
+  return rc == RG_NOTFOUND ? 0 : rc;
+}
+
+/* LMDB reads in place: a bound changes nothing. */
+static void l_cur_bound (rg_cur *c, const void *prefix, size_t n) {
+  (void)c;
+  (void)prefix;
+  (void)n;
+}
+
 static const rg_kv_ops lmdb_ops = {
   l_get, l_put, l_reserve, l_del, l_dput, l_ddel,
   l_cur_open, l_cur_close, l_cur_get, l_cur_count, l_cur_put, l_cur_del,
-  l_savepoint, l_rollback, l_release, l_pending
+  l_savepoint, l_rollback, l_release, l_lsn, l_seqs, l_add, l_last,
+  l_pending, l_cur_bound
 };
 /* }===================================================================== */
 
@@ -1011,6 +1139,7 @@ int rg_local_begin (rg_local *l, int sync, rg_txn **t, rg_err *e) {
   }
   l->w.savepoints = 0;
   l->w.undo.n = 0;
+  l->w.lsn = 0;
   l->w.dirty = 0;
   *t = &l->w.base;
   return 0;

@@ -159,8 +159,7 @@ typedef struct plan {
   int src;
   int mode, tie_desc;
   uint32_t cid;
-  uint8_t prefix[RG_HOST_PREFIX];   /* the path's (composite's) id; a
-                                       host's is longer (index.h) */
+  uint8_t prefix[RG_PATHID_MAX];    /* the path's (composite's) id */
   size_t plen;
   const rg_composite *comp;         /* the composite index read, or */
   qpath ipath;                      /* the path whose index is read */
@@ -226,7 +225,6 @@ typedef struct planner {
   int force_sort;                   /* a token of a sorting plan */
   const uint8_t *rpos;              /* a streaming token's position */
   size_t rposlen;
-  int host;                         /* rg_query_hplan: 1, or 2 (scan) */
   int status;                       /* a path dictionary read failed */
   rg_err *e;
 } planner;
@@ -278,10 +276,13 @@ typedef struct source {
   rg_cur *items;                /* item lookups: a cursor stays on its
                                        page when the next key is there */
   rg_cur *probe;                /* intersection probes */
-  /* SRC_VECTOR's seek: the seqs of the entries it finds, not fed */
+  /* SRC_VECTOR's seek: the seqs of the entries it finds (read without
+  ** their items' keys), not fed, and while they are few, the entries
+  ** (u32 n, the entry), to be fed without seeking again */
   int collect;
   uint32_t *cseq;
   size_t ncseq, cseqcap;
+  rg_buf cent;
 } source;
 
 
@@ -326,7 +327,6 @@ static int ix_id (planner *P, const char *text, size_t tn, uint8_t *out,
                   size_t *n) {
   int rc;
   *n = 0;
-  if (P->host) return 0;             /* no dictionary: no path numbers */
   rc = rg_pathid_find(P->txn, P->env, P->spec->cid, text, tn, out, n,
                           P->e);
   if (rc == 0) return 1;
@@ -359,9 +359,6 @@ static size_t ix_prefix (planner *P, const char *const *seg, int nseg,
   if (name) rg_buf_adds(&t, name);
   else rg_index_path_text(&t, seg, nseg);
   if (t.oom) P->status = rg_fail(P->e, 500, "out of memory");
-  else if (P->host) {                /* cid | hash of the text (index.h) */
-    n = rg_key_host_index(out, P->spec->cid, rg_hash(t.p ? t.p : "", t.n));
-  }
   else ix_id(P, t.p, t.n, out, &n);
   rg_buf_free(&t);
   return n;
@@ -886,7 +883,7 @@ static int lacking_shapes (planner *P, plan *pl, const uint32_t *ids,
   rg_cur *cur;
   rg_val k, v;
   int rc, n = 0, seen = 0, i;
-  if (P->spec->revision < 2 || P->host) return -1;   /* host: no shapes */
+  if (P->spec->revision < 2) return -1;
   if (pl->splen == 0 &&              /* no shape entry yet: no item */
       (pl->splen = ix_prefix(P, NULL, 0, RG_SHAPE_TEXT, pl->sprefix)) == 0)
     return P->status ? -1 : 0;
@@ -1146,7 +1143,7 @@ static int64_t sarg_entries (planner *P, sarg *s) {
   if (s->counted) return s->entries;
   s->counted = 1;
   s->entries = -1;
-  if (P->host || (n = sarg_values(P, s, vals, 64)) < 0) return -1;
+  if ((n = sarg_values(P, s, vals, 64)) < 0) return -1;
   if ((pn = ix_prefix(P, s->path.seg, s->path.n, NULL, pre)) == 0)
     return P->status ? -1 : (s->entries = 0);   /* no id: no entry */
   if (rg_cur_open(P->txn, RG_DB_INDEX, &cur)) return -1;
@@ -1456,10 +1453,6 @@ static int plan_order (planner *P, plan *pl, rg_err *e) {
   if (m->norder != 1 || !path_of(P, m->order[0].expr, &p) || p.arr ||
       !indexed(P, &p))
     return 0;
-  /* a host knows no shapes: the items lacking the path would be a scan of
-  ** the route, read first ascending (the sort is no dearer), last
-  ** descending (read only when the page needs them) */
-  if (P->host && !m->order[0].desc && !proves_scalar(P, &p)) return 0;
   for (i = 0; i < P->nsa; i++) {
     const sarg *s = &P->sa[i];
     if (!same_path(&s->path, &p)) continue;
@@ -1736,9 +1729,8 @@ static int make_plan (planner *P, const rg_query_req *rq, plan *pl,
   pl->mode = rg_query_mode(P->q);
   pl->tie_desc = m->norder && m->order[0].desc;
   if (m->nsrc == 0) { pl->src = SRC_NONE; return 0; }
-  if (P->host == 2) { pl->src = SRC_SCAN; return 0; }   /* the host's */
-  if (!P->host && (pl->mode == RG_QX_GROUP || pl->mode == RG_QX_DISTINCT ||
-                   pl->mode == RG_QX_AGG) &&
+  if ((pl->mode == RG_QX_GROUP || pl->mode == RG_QX_DISTINCT ||
+               pl->mode == RG_QX_AGG) &&
       walk_path(P, &wp, pl->routed != R_NONE &&
                         !(rq->has_pk && rq->pkv[0] == NULL))) {
     if ((rc = plan_walk(P, pl, &wp, e)) < 0) return e->status;
@@ -1833,6 +1825,12 @@ static int feed (source *S, const uint8_t *ikey, size_t iklen, rg_val *val,
       S->cseqcap = cap;
     }
     S->cseq[S->ncseq++] = rg_get_u32(pos + poslen - 4);
+    if (S->ncseq <= VSEEK_EXACT * S->pl->vwant) {
+      uint32_t len = (uint32_t)poslen;
+      rg_buf_add(&S->cent, &len, 4);
+      rg_buf_add(&S->cent, pos, poslen);
+      if (S->cent.oom) return rg_fail(S->e, 500, "out of memory");
+    }
     return S->ncseq > VSEEK_MAX * S->pl->vwant;   /* 1: too many */
   }
   if (iklen < 12) return 0;
@@ -1935,6 +1933,7 @@ static int scan_items (source *S, const uint8_t *prefix, size_t plen,
   int resume = S->resumed && S->rphase == phase;
   if ((rc = rg_cur_open(S->txn, RG_DB_ITEMS, &cur)))
     return kv_fail(S, rc);
+  rg_cur_bound(cur, prefix, plen);
   if (!back) {
     k.p = (void *)(resume ? S->rpos : prefix);
     k.n = resume ? S->rposlen : plen;
@@ -2032,6 +2031,7 @@ static int src_terms (source *S) {
     return 0;
   }
   if ((rc = xcur_open(S, &cur, MX_MAIN))) return kv_fail(S, rc);
+  cur.lazy = S->collect;             /* an entry's seq is in its key */
   for (; i < pl->nterms && !r; i++) {
     uint8_t key[RG_MAX_KEY + 16];
     size_t n = rg_key_index(key, sizeof(key), pl->prefix, pl->plen,
@@ -2308,6 +2308,7 @@ static int src_range (source *S, int phase) {
   rg_key_index(pre, sizeof(pre), pl->prefix, pl->plen,
                (const uint8_t *)pl->tpre.p, pl->tpre.n, 0, 0);
   if ((rc = xcur_open(S, &cur, MX_MAIN))) return kv_fail(S, rc);
+  cur.lazy = S->collect;             /* an entry's seq is in its key */
   rc = range_start(S, &cur, &k, &v, phase, pre, pn);
   while (rc == 0 && starts(&k, pre, pn) && ent_ok(pl->plen, &k)) {
     size_t g;
@@ -2572,7 +2573,7 @@ static uint64_t switch_point (planner *P, const plan *pl, long max) {
   const rg_cspec *spec = P->spec;
   uint64_t n;
   int i;
-  if (P->host || pl->routed != R_PARTITION || pl->absent ||
+  if (pl->routed != R_PARTITION || pl->absent ||
       (pl->src != SRC_RANGE && pl->src != SRC_WALK) || !spec->automatic)
     return 0;
   if (spec->ncp) {
@@ -2807,7 +2808,7 @@ static int plan_vector (planner *P, plan *pl, rg_err *e) {
   int one_shard = 0, vseek = 0;
   uint64_t shard = 0;
   if (m->norder != 1 || m->ngroup || m->naggs || m->distinct ||
-      pl->routed != R_NONE || P->host)
+      pl->routed != R_NONE)
     return 0;
   call = &P->q->ex[m->order[0].expr];
   if (call->k != RG_QE_CALL || call->op != RG_QF_VECTORDISTANCE) return 0;
@@ -2886,25 +2887,35 @@ static int cseq_has (void *ud, uint32_t seq) {
 }
 
 /* SRC_VECTOR's seek run without feeding: the seqs it finds, sorted.  Few
-** (VSEEK_EXACT per row wanted): the seek run again, its items fed and
+** (VSEEK_EXACT per row wanted): the entries it kept fed, their items
 ** scored (1, or a status); else 0 and the search keeps to them; many
 ** (past VSEEK_MAX per row): 0 and none kept (S->ncseq 0), the WHERE is
-** tested on what the search gives, as most items pass it. */
+** tested on what the search gives, as most items pass it.  (SRC_VECTOR
+** sorts: a token never resumes its seek.) */
 static int vseek_run (source *S) {
-  int resumed = S->resumed, rc;
-  S->resumed = 0;                    /* a token's position is the pipeline's */
+  int rc;
   S->collect = 1;
   rc = S->pl->vseek == SRC_TERMS ? src_terms(S) : src_range(S, 0);
   S->collect = 0;
-  S->resumed = resumed;
   if (rc == 1) {                     /* too many */
     S->ncseq = 0;
     return 0;
   }
   if (rc) return rc;
   if (S->ncseq <= VSEEK_EXACT * S->pl->vwant) {
-    rc = S->pl->vseek == SRC_TERMS ? src_terms(S) : src_range(S, 0);
-    return rc ? rc : 1;
+    const uint8_t *p = (const uint8_t *)S->cent.p, *end = p + S->cent.n;
+    while (rc == 0 && p < end) {     /* as the seek would feed them */
+      uint32_t n;
+      const uint8_t *pos = p + 4;
+      rg_val ik;
+      memcpy(&n, p, 4);
+      p = pos + n;
+      rc = rg_ref_item(S->txn, S->env, rg_get_u32(pos + n - 4), &ik);
+      if (rc == RG_NOTFOUND) { rc = 0; continue; }   /* dangling */
+      if (rc) return kv_fail(S, rc);
+      rc = feed(S, (const uint8_t *)ik.p, ik.n, NULL, pos, n, 0, 0, 1);
+    }
+    return rc == 0 || rc == 1 ? 1 : rc;
   }
   qsort(S->cseq, S->ncseq, sizeof(uint32_t), rg_u32_cmp);
   return 0;
@@ -2912,14 +2923,18 @@ static int vseek_run (source *S) {
 
 /* The items of SRC_VECTOR, best first, until the pipeline has as many
 ** rows as it needs or the index has no more: a search for the rows wanted,
-** then for four times as many while the WHERE leaves too few; with a seek,
-** among the items it finds. */
+** then for twice as many while the WHERE leaves too few, each going on
+** from where the last stopped (rg_vsearch.widen, diskANN: a round reads
+** only what it adds, so small steps load few items past those needed; an
+** index that searches again from the start is asked for four times as
+** many); with a seek, among the items it finds. */
 static int src_vector (source *S) {
   rg_vsearch vs = S->pl->vs;
   size_t want = S->pl->vwant, ask = want ? want : 1, fedcap = 0, nfed = 0, i;
   uint32_t *fed = NULL;              /* seqs fed already, sorted */
   int rc = 0;
   if (want == 0) return 0;
+  vs.widen = 1;                      /* each round goes on from the last */
   if (S->pl->vseek) {
     if ((rc = vseek_run(S))) return rc == 1 ? 0 : rc;
     if (S->ncseq) {
@@ -2963,9 +2978,11 @@ static int src_vector (source *S) {
     if (rc || rg_qexec_passed(S->x) >= want || !vs.more || vs.nhit < ask)
       break;
     rg_vsearch_free(&vs);
-    ask *= 4;
+    ask *= vs.nkept ? 2 : 4;         /* going on costs what a round adds;
+                                        starting again (flat,
+                                        quantizedFlat) all of it */
   }
-  rg_vsearch_free(&vs);
+  rg_vsearch_end(&vs);
   free(fed);
   return rc == 1 ? 0 : rc;
 }
@@ -2986,7 +3003,7 @@ static int plan_text (planner *P, plan *pl, int local, int64_t now,
   const rg_qblock *m = P->m;
   int r;
   size_t want = 0;
-  if (pl->src != SRC_SCAN || pl->routed != R_NONE || P->host) return 0;
+  if (pl->src != SRC_SCAN || pl->routed != R_NONE) return 0;
   r = rg_ftindex_plan(P->txn, P->spec, P->q, P->params, P->conj, P->nconj,
                       P->mem, &pl->ftw, e);
   if (r < 0) return -r;
@@ -3407,6 +3424,7 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   if (S.items) rg_cur_close(S.items);
   if (S.probe) rg_cur_close(S.probe);
   free(S.cseq);
+  rg_buf_free(&S.cent);
   rg_buf_free(&S.okey);
   rg_buf_free(&S.doc);
   r->work.steps += rg_qexec_steps(st.x);
@@ -3439,109 +3457,3 @@ void rg_query_res_free (rg_query_res *r) {
   rg_buf_free(&r->continuation);
   rg_buf_free(&r->offsets);
 }
-
-
-/*
-** {=====================================================================
-** Plans for a host that reads storage itself (cluster mode)
-** ======================================================================
-*/
-static const uint8_t *arena_copy (rg_arena *a, const rg_buf *b) {
-  uint8_t *p = (uint8_t *)rg_arena_alloc(a, b->n + 1);
-  if (p && b->n) memcpy(p, b->p, b->n);
-  return p;
-}
-
-int rg_query_hplan (const rg_query *q, const rg_qv *params,
-                    const rg_cspec *spec, const rg_query_req *rq, int scan,
-                    rg_arena *mem, rg_hplan *out, rg_err *e) {
-  planner P;
-  plan pl;
-  int rc, i;
-  memset(out, 0, sizeof(*out));
-  memset(&P, 0, sizeof(P));
-  memset(&pl, 0, sizeof(pl));
-  rg_buf_init(&pl.terms);
-  rg_buf_init(&pl.tpre);
-  rg_buf_init(&pl.lo);
-  rg_buf_init(&pl.hi);
-  P.q = q;
-  P.m = &q->blk[0];
-  P.spec = spec;
-  P.params = params;
-  P.mem = mem;
-  P.host = scan ? 2 : 1;
-  rg_key_cid(pl.prefix, spec->cid);  /* a scan's: no index */
-  pl.plen = RG_HOST_PREFIX;
-  if ((rc = make_plan(&P, rq, &pl, e))) goto done;
-  out->routed = pl.routed == R_PARTITION ? RG_HROUTE_PARTITION :
-                pl.routed == R_PREFIX ? RG_HROUTE_PREFIX : RG_HROUTE_NONE;
-  out->lp = pl.lp;
-  memcpy(out->rkey, pl.rkey, pl.rklen);
-  out->rklen = pl.rklen;
-  out->bucket = pl.routed != R_NONE ? rg_range_of(pl.rhash, spec->nparts) : 0;
-  out->src = pl.src == SRC_NONE ? RG_HSRC_NONE :
-             pl.src == SRC_TERMS ? RG_HSRC_TERMS :
-             pl.src == SRC_RANGE ? RG_HSRC_RANGE : RG_HSRC_SCAN;
-  out->index_id = rg_get_u64(pl.prefix + 4);
-  out->mode = pl.mode;
-  out->tie_desc = pl.tie_desc;
-  memcpy(out->prefix, pl.prefix, RG_HOST_PREFIX);
-  out->ordered = pl.ordered;
-  out->desc = pl.desc;
-  out->uphase = pl.uphase;
-  out->ncols = pl.ncols;
-  out->gcol0 = pl.gcol0;
-  out->gcols = pl.gcols;
-  memcpy(out->coldesc, pl.coldesc, sizeof(out->coldesc));
-  if (pl.src == SRC_TERMS) {
-    const uint8_t *all = arena_copy(mem, &pl.terms);
-    out->term = (const uint8_t **)rg_arena_alloc(mem, (pl.nterms + 1) *
-                                                 sizeof(uint8_t *));
-    out->tlen = pl.tlen;
-    if (all == NULL || out->term == NULL) {
-      rc = rg_fail(e, 500, "out of memory");
-      goto done;
-    }
-    for (i = 0; i < (int)pl.nterms; i++) out->term[i] = all + pl.toff[i];
-    out->nterms = (int)pl.nterms;
-  }
-  else if (pl.src == SRC_RANGE) {
-    out->tpre = arena_copy(mem, &pl.tpre);
-    out->lo = arena_copy(mem, &pl.lo);
-    out->hi = arena_copy(mem, &pl.hi);
-    if (!out->tpre || !out->lo || !out->hi) {
-      rc = rg_fail(e, 500, "out of memory");
-      goto done;
-    }
-    out->tpre_n = pl.tpre.n;
-    out->lo_n = pl.lo.n;
-    out->hi_n = pl.hi.n;
-    out->has_lo = pl.has_lo;
-    out->has_hi = pl.has_hi;
-    out->lo_ex = pl.lo_ex;
-    out->hi_ex = pl.hi_ex;
-  }
-  if (P.m->where >= 0) {             /* what the source does not imply */
-    int32_t *conds = (int32_t *)rg_arena_alloc(mem, (size_t)(P.nconj + 1) *
-                                               sizeof(int32_t));
-    if (conds == NULL) { rc = rg_fail(e, 500, "out of memory"); goto done; }
-    for (i = 0; i < P.nconj; i++)
-      if (!P.implied[i]) conds[out->nconds++] = P.conj[i];
-    out->conds = conds;
-    out->has_conds = 1;
-  }
-done:
-  rg_buf_free(&pl.terms);
-  rg_buf_free(&pl.tpre);
-  rg_buf_free(&pl.lo);
-  rg_buf_free(&pl.hi);
-  return rc;
-}
-
-size_t rg_hplan_group (const rg_hplan *h, const uint8_t *key, size_t n) {
-  if (!h->ordered) return 0;
-  return group_of(h->ncols, h->coldesc, h->gcol0, h->gcols, RG_HOST_PREFIX,
-                  16, key, n);
-}
-/* }===================================================================== */

@@ -491,7 +491,8 @@ typedef struct txq {
 
 /*
 ** Inside one write transaction: the lease, the batch at its checkpoint, the
-** handler, and the new checkpoint.  Rerunnable: it rereads everything
+** new checkpoint (and the trim it allows), then the handler, whose failure
+** aborts it all.  Rerunnable: it rereads everything
 ** (after a map growth the handler runs again, its first run's writes
 ** having been rolled back).
 */
@@ -501,6 +502,7 @@ static int tx_body (rg_scope *s, void *ud, rg_err *e) {
   rg_fpos pos;
   rg_feedq f;
   rg_lease l;
+  uint32_t attempt;
   int rc;
   rg_batch_clear(q->b);
   q->lost = q->failed = 0;
@@ -519,15 +521,22 @@ static int tx_body (rg_scope *s, void *ud, rg_err *e) {
     l.pos = pos;
     return rg_lease_put(s, &p->id, q->r, &l, e);
   }
-  if ((rc = q->h(q->ud, q->b, q->r, l.attempts + 1, &q->failed, e)))
-    return rc;
-  if (q->failed) return rg_fail(e, 500, "the handler failed");
+  attempt = l.attempts + 1;
   l.pos = pos;
   l.attempts = 0;
   l.delivered += q->n;
   l.expiry = (uint64_t)(rg_now_ms() + p->lease_ms);
-  if ((rc = rg_lease_put(s, &p->id, q->r, &l, e))) return rc;
-  return p->mode == RG_FEED_ALL ? rg_feed_trim(s, p->id.c, 1, e) : 0;
+  if ((rc = rg_lease_put(s, &p->id, q->r, &l, e)) ||
+      (p->mode == RG_FEED_ALL && (rc = rg_feed_trim(s, p->id.c, 1, e))))
+    return rc;
+  /* Everything read so far, the handler's code runs once: never on a
+  ** batch or a trim the backend has not given whole (a remote one: the
+  ** host fetches the rest and runs this again first). */
+  if (!rg_env_complete(s->env)) return 0;
+  if ((rc = q->h(q->ud, q->b, q->r, attempt, &q->failed, e))) return rc;
+  if (q->failed) return rg_fail(e, 500, "the handler failed");
+  l.expiry = (uint64_t)(rg_now_ms() + p->lease_ms);   /* from its end */
+  return rg_lease_put(s, &p->id, q->r, &l, e);
 }
 
 int rg_proc_run_tx (rg_proc *p, rg_protect protect, void *host, int r,

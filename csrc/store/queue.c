@@ -167,7 +167,11 @@ static rg_queue *queue_open (const char *path) {
   return q;
 }
 
+/* The queue of env, opened on first use; NULL where there is none to be
+** had: a database whose tables a host elsewhere keeps (remote.h) has no
+** directory for the file, and each of its writes commits by itself. */
 static rg_queue *queue_get (rg_env *env) {
+  if (env->remote) return NULL;
   if (env->queue == NULL && !env->queue_off &&
       (env->queue = queue_open(env->path)) == NULL)
     env->queue_off = 1;
@@ -178,6 +182,7 @@ void rg_queue_stats (rg_env *env, rg_queue_stat *out) {
   char name[4096];
   struct stat st;
   memset(out, 0, sizeof(*out));
+  if (env->remote) return;           /* no queue: see queue_get */
   snprintf(name, sizeof(name), "%s/regolith.queue", env->path);
   if (env->readonly || (env->queue == NULL && stat(name, &st) != 0) ||
       queue_get(env) == NULL)

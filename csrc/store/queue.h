@@ -10,10 +10,11 @@
 ** leader lock runs every request queued, each in a savepoint of its own,
 ** in one write transaction committed and flushed once, and leaves each
 ** result in its slot; each process takes its own, as if it had run alone.
-** A request the queue cannot take (no queue file, every slot taken, a
-** request too large, a scope running in the caller) is the caller's to run
-** directly; so is one whose result is too large for its slot (the leader
-** undoes it).
+** A request the queue cannot take (no queue file, a database whose tables
+** a host elsewhere keeps (remote.h), every slot taken, a request too
+** large, a scope running in the caller) is the caller's to run directly;
+** so is one whose result is too large for its slot (the leader undoes
+** it).  So a deferred commit (env->deferred) is only ever a local one.
 **
 ** Invariants:
 **   - A slot goes FREE -> FILLING (its process writes the request) ->

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "store/env_int.h"
+#include "store/remote.h"
 
 #define MAX_RERUNS 16
 
@@ -41,11 +42,14 @@ int rg_read_begin (rg_env *env, rg_txn **txn, rg_err *e) {
     *txn = env->scope->txn;
     return 0;
   }
+  if (env->remote) return rg_remote_read(env->remote, txn, e);
   return rg_local_read(env->local, txn, e);
 }
 
 void rg_read_end (rg_env *env) {
-  if (env->scope == NULL) rg_local_read_end(env->local);
+  if (env->scope != NULL) return;
+  if (env->remote) rg_remote_read_end(env->remote);
+  else rg_local_read_end(env->local);
 }
 /* }===================================================================== */
 
@@ -78,40 +82,49 @@ static int call_body (rg_protect protect, void *host, tramp *t) {
   return protect(host, tramp_call, t) ? RG_RAISED : 0;
 }
 
+void rg_scope_mark (rg_scope *s, rg_mark *m) {
+  m->sp = rg_kv_savepoint(s->txn);
+  m->lsn = s->lsn;
+  m->ord = s->ord;
+  m->seq = s->seq;
+  m->seq_end = s->seq_end;
+  m->npurged = s->npurged;
+  memcpy(m->purged, s->purged, sizeof(m->purged));
+}
+
+void rg_scope_back (rg_scope *s, const rg_mark *m) {
+  int rc = rg_kv_rollback(s->txn, m->sp);
+  rg_err ue;
+  if (rc) rg_scope_fail(s, rc, "savepoint rollback", &ue);
+  s->lsn = m->lsn;                   /* lsn, ordinals, purges as before */
+  s->ord = m->ord;
+  s->seq = m->seq;
+  s->seq_end = m->seq_end;
+  s->npurged = m->npurged;
+  memcpy(s->purged, m->purged, sizeof(s->purged));
+}
+
+void rg_scope_keep (rg_scope *s, const rg_mark *m) {
+  rg_kv_release(s->txn, m->sp);
+}
+
 static int run_nested (rg_protect protect, void *host, rg_env *env,
                        int savepoint, tramp *t, rg_err *e) {
   rg_scope *s = env->scope;
-  size_t mark;
-  uint64_t lsn = s->lsn;
-  uint32_t ord = s->ord, seq = s->seq, purged[16];
-  int seq_loaded = s->seq_loaded;
-  int npurged = s->npurged, rc;
+  rg_mark m;
+  int rc;
   if (!savepoint) {
     /* what the body raises unwinds to the outer scope's protected call */
     return t->body(s, t->ud, e);
   }
   if (s->failed) return rg_fail(e, s->failed, "the transaction has failed");
-  memcpy(purged, s->purged, sizeof(purged));
-  mark = rg_kv_savepoint(s->txn);
+  rg_scope_mark(s, &m);
   t->s = s;
   rc = call_body(protect, host, t);
-  if (rc == 0 && t->status == 0 && !s->failed && !s->rerun) {
-    rg_kv_release(s->txn, mark);
-    return 0;
-  }
-  if (s->rerun)                      /* the whole scope runs again */
-    rg_kv_release(s->txn, mark);
-  else {
-    int urc = rg_kv_rollback(s->txn, mark);
-    rg_err ue;
-    if (urc) rg_scope_fail(s, urc, "savepoint rollback", &ue);
-    s->lsn = lsn;                    /* lsn, ordinals, purges as before */
-    s->ord = ord;
-    s->seq = seq;
-    s->seq_loaded = seq_loaded;
-    s->npurged = npurged;
-    memcpy(s->purged, purged, sizeof(purged));
-  }
+  if (s->rerun ||                    /* the whole scope runs again */
+      (rc == 0 && t->status == 0 && !s->failed))
+    rg_scope_keep(s, &m);
+  else rg_scope_back(s, &m);
   if (rc) return RG_RAISED;
   return t->status ? t->status : s->failed;
 }
@@ -129,6 +142,25 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
     return rg_fail(e, 403, "the database is open read-only");
   if (env->scope != NULL)
     return run_nested(protect, host, env, savepoint, &t, e);
+  if (env->remote) {                 /* the host runs it again, if need be */
+    /* a deferred commit is the queue's leader's, and a remote database
+    ** has no queue (queue.c): its commit is whole when it returns */
+    rg_assert(!env->deferred);
+    memset(&s, 0, sizeof(s));
+    s.env = env;
+    s.now = rg_now();
+    if ((rc = rg_remote_begin(env->remote, &s.txn, e))) return rc;
+    env->scope = &s;
+    t.s = &s;
+    rc = call_body(protect, host, &t);
+    env->scope = NULL;
+    if (rc || t.status != 0 || s.failed) {
+      rg_remote_abort(env->remote);
+      if (rc) return RG_RAISED;
+      return t.status ? t.status : s.failed;
+    }
+    return rg_remote_commit(env->remote, e);
+  }
   for (rerun = 0; rerun < MAX_RERUNS; rerun++) {
     memset(&s, 0, sizeof(s));
     s.env = env;
@@ -254,46 +286,40 @@ int rg_del_prefix (rg_scope *s, int db, const void *prefix, size_t pn,
   return 0;
 }
 
-/* Reads a counter of the meta table (0 when absent). */
-static int counter (rg_scope *s, const char *key, size_t kn, size_t size,
-                    const char *what, uint64_t *out, rg_err *e) {
-  rg_val v;
-  int rc = rg_kv_get(s->txn, RG_DB_META, key, kn, &v);
-  *out = 0;
-  if (rc == 0 && v.n == size)
-    *out = size == 4 ? rg_get_u32((const uint8_t *)v.p)
-                     : rg_get_u64((const uint8_t *)v.p);
-  else if (rc != 0 && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, what, e);
-  return 0;
+uint32_t rg_scope_seq (rg_scope *s, uint32_t ahead, rg_err *e) {
+  if (s->seq == s->seq_end) {
+    uint32_t first;
+    int rc;
+    if (ahead == 0) ahead = 1;
+    if ((rc = rg_kv_seqs(s->txn, ahead, &first))) {
+      rg_scope_fail(s, rc, "seq", e);
+      return 0;
+    }
+    s->seq = first;
+    s->seq_end = first + ahead;     /* (0 after the last u32: never met) */
+  }
+  rg_assert(s->seq != 0);
+  return s->seq++;
 }
 
-uint32_t rg_scope_seq (rg_scope *s, rg_err *e) {
-  uint8_t buf[4];
-  if (!s->seq_loaded) {
-    uint64_t last;
-    if (counter(s, RG_META_SEQ, sizeof(RG_META_SEQ) - 1, 4, "seq", &last, e))
-      return 0;
-    s->seq = (uint32_t)last;
-    s->seq_loaded = 1;
-  }
-  if (++s->seq == 0) s->seq = 1;     /* wrapped: 0 names no item */
-  rg_put_u32(buf, s->seq);
-  if (rg_put(s, RG_DB_META, RG_META_SEQ, sizeof(RG_META_SEQ) - 1, buf, 4, e))
+uint64_t rg_scope_lsn (rg_scope *s, const void *k, size_t kn, rg_err *e) {
+  uint64_t lsn;
+  int rc = rg_kv_lsn(s->txn, k, kn, &lsn);
+  if (rc) {
+    rg_scope_fail(s, rc, "lsn", e);
     return 0;
-  return s->seq;
+  }
+  rg_assert(lsn != 0);
+  s->writes++;
+  return s->lsn = lsn;
 }
 
-uint64_t rg_scope_lsn (rg_scope *s, rg_err *e) {
-  if (s->lsn == 0) {
-    uint8_t buf[8];
-    uint64_t last;
-    if (counter(s, RG_META_LSN, sizeof(RG_META_LSN) - 1, 8, "lsn", &last, e))
-      return 0;
-    rg_put_u64(buf, last + 1);
-    if (rg_put(s, RG_DB_META, RG_META_LSN, sizeof(RG_META_LSN) - 1, buf, 8, e))
-      return 0;
-    s->lsn = last + 1;
-  }
-  return s->lsn;
+int rg_scope_add (rg_scope *s, int db, const void *k, size_t kn,
+                  int64_t items, int64_t bytes, uint64_t bound,
+                  unsigned flags, rg_err *e) {
+  int rc;
+  s->writes++;
+  rc = rg_kv_add(s->txn, db, k, kn, items, bytes, bound, flags);
+  return rc ? rg_scope_fail(s, rc, "stats", e) : 0;
 }
 /* }===================================================================== */

@@ -61,10 +61,10 @@ struct rg_scope {
   rg_work work;
   rg_binding bound;
   /* the store's own */
-  uint64_t lsn;             /* 0 until the first write takes one */
+  uint64_t lsn;             /* the lsn rg_scope_lsn gave last (0: none) */
   uint32_t ord;             /* next ordinal of a change within the lsn */
-  uint32_t seq;             /* the last item seq handed out (seq_loaded) */
-  int seq_loaded;
+  uint32_t seq, seq_end;    /* item seqs taken, not yet handed out: seq ..
+                               seq_end - 1 (rg_scope_seq) */
   uint32_t pathid_base;     /* path ids above this were made in the scope */
   uint64_t writes;          /* changes made so far (rg_put ... rg_cursor_del) */
   int failed;               /* a storage error: the scope can only abort */
@@ -87,6 +87,20 @@ typedef int (*rg_protect) (void *host, void (*call) (void *), void *arg);
 ** the outer scope as it was.  Returns 0, a status, or RG_RAISED. */
 int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
                   int savepoint, rg_body body, void *ud, rg_err *e);
+
+/* A mark in the running scope, to go back to: the seam's savepoint and the
+** scope's own counters (lsn, ordinals, seqs, purges).  rg_scope_back
+** undoes everything done since (and ends the mark), rg_scope_keep ends it
+** keeping it; marks nest, and end innermost first. */
+typedef struct rg_mark {
+  size_t sp;
+  uint64_t lsn;
+  uint32_t ord, seq, seq_end, purged[16];
+  int npurged;
+} rg_mark;
+void rg_scope_mark (rg_scope *s, rg_mark *m);
+void rg_scope_back (rg_scope *s, const rg_mark *m);
+void rg_scope_keep (rg_scope *s, const rg_mark *m);
 
 /* Writes in a scope (every change goes through these): put a value;
 ** reserve `vn` bytes for one (NULL on failure); delete a key (absent is
@@ -117,11 +131,17 @@ int   rg_del_prefix (rg_scope *s, int db, const void *prefix, size_t pn,
 /* Marks a storage failure (a code of kv.h) inside a scope; returns its
 ** status. */
 int rg_scope_fail (rg_scope *s, int rc, const char *what, rg_err *e);
-/* A new item seq (never 0), from the database's counter; 0 (and the
-** scope failed) when the counter could not be written. */
-uint32_t rg_scope_seq (rg_scope *s, rg_err *e);
-/* The scope's lsn, taken on first use; 0 (and the scope failed) when the
-** counter could not be written. */
-uint64_t rg_scope_lsn (rg_scope *s, rg_err *e);
+/* A new item seq (never 0), from those the scope took from the backend
+** (rg_kv_seqs: at least `ahead` at once, when it has none left); 0 (and
+** the scope failed) when none could be taken. */
+uint32_t rg_scope_seq (rg_scope *s, uint32_t ahead, rg_err *e);
+/* The lsn of the scope's changes to the partition of item key k (NULL: not
+** an item's; rg_kv_lsn), also left in s->lsn; 0 (and the scope failed)
+** when it could not be taken. */
+uint64_t rg_scope_lsn (rg_scope *s, const void *k, size_t kn, rg_err *e);
+/* Adds to a pair of counters (rg_kv_add). */
+int rg_scope_add (rg_scope *s, int db, const void *k, size_t kn,
+                  int64_t items, int64_t bytes, uint64_t bound,
+                  unsigned flags, rg_err *e);
 
 #endif

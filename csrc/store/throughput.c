@@ -974,11 +974,18 @@ static int set_any (rg_env *env, int sync, uint32_t cid, const cJSON *value,
   int rc;
   if (value && cJSON_IsNull(value)) value = NULL;
   if ((rc = rg_tpset_parse(value, &set, "throughput", e))) return rc;
+  if (env->remote && set.mode != RG_TP_NONE) return rg_tp_remote_refused(e);
   q.cid = cid;
   q.value = value;
   if ((rc = rg_scope_run(env, NULL, NULL, sync, 0, set_body, &q, e)))
     return rc;
   return apply(env, cid, 1, 0, e);
+}
+
+int rg_tp_remote_refused (rg_err *e) {
+  return rg_fail(e, 501, "throughput budgets are not available on a Redis "
+                 "Cluster yet: each process keeps its own (throughput.shm), "
+                 "so they would not be shared (docs/cluster.md)");
 }
 
 int rg_tp_set_container (rg_env *env, int sync, uint32_t cid,

@@ -134,4 +134,8 @@ typedef struct rg_tpstat {
 ** accounts nothing. */
 int rg_tp_stat (rg_env *env, uint32_t cid, rg_tpstat *out, rg_err *e);
 
+/* The refusal of a budget on a remote database (501): the budgets live
+** in a file each process maps, which a cluster's clients do not share. */
+int rg_tp_remote_refused (rg_err *e);
+
 #endif

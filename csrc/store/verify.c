@@ -43,7 +43,6 @@
 typedef struct verifier {
   rg_txn *txn;
   rg_env *env;
-  uint64_t last_lsn;
   rg_buf report;
   int problems;
   uint32_t *rcid;              /* refs per container: cids and counts */
@@ -241,6 +240,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
       problem(v, "container '%s': an item's value is not valid JSON", s->name, 0);
       continue;
     }
+    uint64_t last = 0;
     expiry = ih.expiry;
     id = cJSON_GetObjectItemCaseSensitive(doc, "id");
     jl = cJSON_GetObjectItemCaseSensitive(doc, "_lsn");
@@ -263,7 +263,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
               "do not give (container %lu)", id->valuestring,
               (unsigned long)s->cid);
     if (!jl || !cJSON_IsNumber(jl) || !rg_num_int(jl, &lsn) || lsn < 1 ||
-        (uint64_t)lsn > v->last_lsn)
+        rg_kv_last(v->txn, s->cid, ik.range, &last) || (uint64_t)lsn > last)
       problem(v, "item '%s' has an _lsn outside the feed (container %lu)",
               id->valuestring, (unsigned long)s->cid);
     {
@@ -515,10 +515,6 @@ int rg_verify (rg_env *env, rg_buf *report) {
     rg_buf_free(&v.report);
     return rc;
   }
-  k.p = RG_META_LSN;
-  k.n = sizeof(RG_META_LSN) - 1;
-  if (rg_kv_get(v.txn, RG_DB_META, k.p, k.n, &d) == 0 && d.n == 8)
-    v.last_lsn = rg_get_u64((const uint8_t *)d.p);
   if (rg_cur_open(v.txn, RG_DB_META, &cur) == 0) {
     k.p = from;
     k.n = 1;
@@ -544,7 +540,7 @@ int rg_verify (rg_env *env, rg_buf *report) {
       continue;
     }
     verify_container(&v, s);
-    v.problems += rg_lease_verify(v.txn, env, s, v.last_lsn, &v.report);
+    v.problems += rg_lease_verify(v.txn, env, s, &v.report);
     rg_cspec_free(s);
   }
   verify_owners(&v, cids, n);

@@ -225,7 +225,7 @@ static int vx_save (vx *x) {
   uint8_t k[RG_VECTOR_KEY], h[VX_HDR_FIXED + 1 + 4 * (4096 + 1)];
   uint16_t dims = (uint16_t)x->dims, degree = VX_DEGREE;
   size_t n = VX_HDR_FIXED + 1;
-  uint64_t lsn = rg_scope_lsn(x->s, x->e);
+  uint64_t lsn = rg_scope_lsn(x->s, NULL, 0, x->e);
   if (lsn == 0) return x->s->failed ? x->s->failed : 500;
   if (x->count == 0) return vx_clear(x);
   x->gen = lsn;
@@ -932,11 +932,25 @@ static float rank_key (int dist, double score) {
   return (float)(rg_vdist_higher(dist) ? -score : score);
 }
 
+/* What a widening search (rg_vsearch.widen) keeps of one shard: its graph
+** search, and the candidates ranked on their exact vectors, so that
+** going on reads only what is new. */
+struct vwiden {
+  uint64_t shard;
+  rg_vgsearch gs;
+  size_t list;               /* the first search's list */
+  rg_vcand *sc;              /* each ranked: (rank key, seq); HUGE_VALF
+                                when its slot was empty or refused */
+  uint32_t *vid;             /* the slots ranked, sorted */
+  size_t n, cap;
+};
+
 typedef struct sstate {
   vx *x;
   rg_vsearch *q;
   double qnorm;
   const void *qk;            /* the query for the kernels */
+  struct vwiden *w;          /* a widening search's (NULL: none) */
 } sstate;
 
 /* The exact score of slot vid for the query: 0 (*ok set when the slot
@@ -998,22 +1012,61 @@ static int scan_exact (sstate *st, rg_vbest *best) {
   return 0;
 }
 
+static int vid_cmp (const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Room in w for `need` ranked slots: 0, or -1 out of memory. */
+static int widen_room (struct vwiden *w, size_t need) {
+  size_t cap = 2 * need;
+  rg_vcand *sc;
+  uint32_t *vid;
+  if (w->cap >= need) return 0;
+  if ((sc = (rg_vcand *)realloc(w->sc, cap * sizeof(rg_vcand))) == NULL)
+    return -1;
+  w->sc = sc;
+  if ((vid = (uint32_t *)realloc(w->vid, cap * sizeof(uint32_t))) == NULL)
+    return -1;
+  w->vid = vid;
+  w->cap = cap;
+  return 0;
+}
+
 /* Candidates (slots, by approximate key) ranked on the exact vectors,
-** appended to the search's hits. */
+** appended to the search's hits.  A widening search ranks only the slots
+** it has not ranked before, and gives the best of all it ranked. */
 static int rerank (sstate *st, const rg_vcand *cand, size_t n) {
   rg_vsearch *q = st->q;
+  struct vwiden *w = st->w;
   rg_vcand *mem = (rg_vcand *)malloc((q->k + 1) * sizeof(rg_vcand));
   rg_vbest best;
-  size_t i;
+  size_t i, old = w ? w->n : 0;
   int rc = 0;
-  if (mem == NULL) return rg_fail(st->x->e, 500, "out of memory");
+  if (mem == NULL || (w && widen_room(w, w->n + n))) {
+    free(mem);
+    return rg_fail(st->x->e, 500, "out of memory");
+  }
   rg_vbest_init(&best, mem, q->k);
   for (i = 0; i < n; i++) {
     double score;
     uint32_t seq;
     int ok;
+    if (w && bsearch(&cand[i].id, w->vid, old, sizeof(uint32_t), vid_cmp))
+      continue;                      /* ranked before: in w->sc */
     if ((rc = exact(st, cand[i].id, &score, &seq, &ok))) break;
-    if (ok) rg_vbest_offer(&best, rank_key(st->x->emb->dist, score), seq);
+    if (w) {
+      w->vid[w->n] = cand[i].id;
+      w->sc[w->n].key = ok ? rank_key(st->x->emb->dist, score) : HUGE_VALF;
+      w->sc[w->n++].id = seq;
+    }
+    else if (ok) rg_vbest_offer(&best, rank_key(st->x->emb->dist, score), seq);
+  }
+  if (w) {
+    for (i = 0; i < w->n; i++)
+      if (w->sc[i].key != HUGE_VALF)
+        rg_vbest_offer(&best, w->sc[i].key, w->sc[i].id);
+    qsort(w->vid, w->n, sizeof(uint32_t), vid_cmp);
   }
   rg_vbest_sort(&best);
   for (i = 0; rc == 0 && i < best.n; i++) {
@@ -1119,7 +1172,9 @@ static int search_codes (sstate *st, const rg_sq8q *qq) {
 
 /* diskANN: the graph searched with a list of k * multiplier; with a
 ** filter, for the best 2k accepted (the search widens past its list until
-** it has them: search_c measures 2k to hold the exact best k). */
+** it has them: search_c measures 2k to hold the exact best k).  A
+** widening search goes on from where it stopped, its list growing as
+** 2k once past the first's (the nearest nodes are settled already). */
 static int search_graph (sstate *st, const rg_sq8q *qq) {
   vx *x = st->x;
   rg_vsearch *q = st->q;
@@ -1129,18 +1184,42 @@ static int search_graph (sstate *st, const rg_sq8q *qq) {
   rg_vgraph g;
   int rc;
   if (list < 10) list = 10;
+  if (st->w && st->w->list) {        /* going on */
+    list = st->w->list > 2 * q->k ? st->w->list : 2 * q->k;
+  }
+  else if (st->w) st->w->list = list;
   want = q->accept && 2 * q->k < list ? 2 * q->k : list;
   if ((cand = (rg_vcand *)malloc((list + 1) * sizeof(rg_vcand))) == NULL)
     return rg_fail(x->e, 500, "out of memory");
   graph_of(x, &g);
-  rc = rg_vgraph_search(&g, qq, list, want, q->accept ? accept_code : NULL,
-                        st, cand, &n);
+  if (st->w)
+    rc = rg_vgraph_search_more(&g, &st->w->gs, qq, list, want,
+                               q->accept ? accept_code : NULL, st, cand, &n);
+  else
+    rc = rg_vgraph_search(&g, qq, list, want, q->accept ? accept_code : NULL,
+                          st, cand, &n);
   if (rc == 0) {
     q->more = n >= q->k;
     rc = rerank(st, cand, n);
   }
   free(cand);
   return rc;
+}
+
+/* What a widening search keeps of `shard` (made empty the first time):
+** NULL out of memory. */
+static struct vwiden *kept_of (rg_vsearch *q, uint64_t shard) {
+  struct vwiden *w;
+  size_t i;
+  for (i = 0; i < q->nkept; i++)
+    if (q->kept[i].shard == shard) return &q->kept[i];
+  w = (struct vwiden *)realloc(q->kept, (q->nkept + 1) * sizeof(*w));
+  if (w == NULL) return NULL;
+  q->kept = w;
+  w = &q->kept[q->nkept++];
+  memset(w, 0, sizeof(*w));
+  w->shard = shard;
+  return w;
 }
 
 /* One index instance (one shard): its best k appended to q->hit. */
@@ -1154,6 +1233,10 @@ static int search_one (vx *x, rg_vsearch *q) {
   st.q = q;
   st.qk = q->query;
   st.qnorm = rg_vnorm2(ktype(x), q->query, (size_t)x->dims);
+  st.w = NULL;
+  if (q->widen && !q->brute && x->kind == RG_VIX_DISKANN && x->trained &&
+      (st.w = kept_of(q, x->shard)) == NULL)
+    return rg_fail(x->e, 500, "out of memory");
   if (q->brute || x->kind == RG_VIX_FLAT || !x->trained) {
     rg_vcand *cand = (rg_vcand *)malloc((q->k + 1) * sizeof(rg_vcand));
     rg_vbest best;
@@ -1258,6 +1341,19 @@ void rg_vsearch_free (rg_vsearch *q) {
   free(q->hit);
   q->hit = NULL;
   q->nhit = 0;
+}
+
+void rg_vsearch_end (rg_vsearch *q) {
+  size_t i;
+  rg_vsearch_free(q);
+  for (i = 0; i < q->nkept; i++) {
+    rg_vgsearch_free(&q->kept[i].gs);
+    free(q->kept[i].sc);
+    free(q->kept[i].vid);
+  }
+  free(q->kept);
+  q->kept = NULL;
+  q->nkept = 0;
 }
 /* }===================================================================== */
 

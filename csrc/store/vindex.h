@@ -47,7 +47,11 @@ int rg_vindex_reindex (rg_scope *s, const rg_cspec *from, const rg_cspec *to,
 ** by seq as the search goes (diskANN: every visited item still guides, and
 ** the search widens past its list until the best 2k accepted are settled);
 ** `more` is set when the index may hold further accepted items past the
-** k given (the planner then asks again with a larger k).
+** k given (the planner then asks again with a larger k).  With `widen`,
+** the search keeps what it read (a diskANN graph search's state, the
+** candidates ranked on their exact vectors) until rg_vsearch_end, and a
+** search asked again (same query, filter and transaction, a larger k)
+** goes on from where it stopped instead of starting again.
 */
 typedef struct rg_vhit {
   uint32_t seq;
@@ -69,6 +73,9 @@ typedef struct rg_vsearch {
   int one_shard;             /* search that shard alone (the WHERE fixes
                                 the shard key's values) */
   uint64_t shard;
+  int widen;
+  struct vwiden *kept;       /* what a widening search keeps, by shard */
+  size_t nkept;
   /* out */
   rg_vhit *hit;              /* malloc'd, k of them at most */
   size_t nhit;
@@ -82,7 +89,10 @@ int  rg_vindex_search (rg_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e);
 uint64_t rg_vindex_shard_hash (const void *terms, size_t n);
 /* The id of an embedding's indexes in their keys (vindex.c's format). */
 uint32_t rg_vindex_id (const rg_vembed *m);
+/* Frees the hits (a widening search keeps the rest); rg_vsearch_end frees
+** all of it. */
 void rg_vsearch_free (rg_vsearch *q);
+void rg_vsearch_end (rg_vsearch *q);
 
 /* db:verify: checks every vector index of a container against its items
 ** (each item with a vector has exactly one slot, holding its vector, the

@@ -150,29 +150,6 @@ static int load_item (rg_scope *s, const rg_cont *c, const rg_ikey *k,
 ** Storage of one change
 ** ======================================================================
 */
-/* Adds `dn` items and `db` bytes to a counter pair stored under a key. */
-static int bump (rg_scope *s, int dbi, const void *k, size_t kn, int64_t dn,
-                 int64_t db, rg_err *e) {
-  rg_val key, v;
-  uint8_t buf[16];
-  uint64_t n = 0, b = 0;
-  int rc;
-  key.p = (void *)k;
-  key.n = kn;
-  rc = rg_kv_get(s->txn, dbi, key.p, key.n, &v);
-  if (rc == 0 && v.n == 16) {
-    n = rg_get_u64((const uint8_t *)v.p);
-    b = rg_get_u64((const uint8_t *)v.p + 8);
-  }
-  else if (rc && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "stats", e);
-  n += (uint64_t)dn;
-  b += (uint64_t)db;
-  if (n == 0 && dbi == RG_DB_PARTS) return rg_del(s, dbi, k, kn, NULL, e);
-  rg_put_u64(buf, n);
-  rg_put_u64(buf + 8, b);
-  return rg_put(s, dbi, k, kn, buf, 16, e);
-}
-
 /* Bytes now held by a logical partition. */
 static int partition_bytes (rg_scope *s, const rg_ikey *k, uint64_t *bytes,
                             rg_err *e) {
@@ -195,7 +172,7 @@ static int new_seq (rg_scope *s, const rg_ikey *k, uint32_t *seq,
   int rc, tries;
   for (tries = 0; tries < 1000; tries++) {
     uint8_t b[RG_REF_KEY];
-    if ((*seq = rg_scope_seq(s, e)) == 0) return s->failed;
+    if ((*seq = rg_scope_seq(s, 1, e)) == 0) return s->failed;
     rc = rg_put_flags(s, RG_DB_REFS, b, rg_key_ref(b, *seq), k->key, k->len,
                       RG_KV_APPEND | RG_KV_NOOVERWRITE, e);
     if (rc != RG_EXISTS) return rc;
@@ -213,7 +190,7 @@ static int store (rg_scope *s, const rg_cont *c, const rg_ikey *k, item *old,
                   int op, int ttl_expired, rg_err *e) {
   const rg_cspec *spec = c->spec;
   uint64_t digest = rg_ikey_digest(k->key, k->len);
-  uint64_t lsn = rg_scope_lsn(s, e);
+  uint64_t lsn = rg_scope_lsn(s, k->key, k->len, e);
   uint8_t tk[24], lk[8], ld[16], ck[8];
   uint32_t seq = old->seq;
   int rc;
@@ -263,12 +240,13 @@ static int store (rg_scope *s, const rg_cont *c, const rg_ikey *k, item *old,
                            neu ? neu : old->doc, neu ? text : NULL, e)))
     return rc;
   dbytes = (int64_t)(neu ? text->n : 0) - (int64_t)(old->doc ? old->size : 0);
-  if ((rc = bump(s, RG_DB_PARTS, k->key, k->lplen,
-                 (neu != NULL) - (old->doc != NULL), dbytes, e)))
-    return rc;
-  if ((rc = bump(s, RG_DB_META, ck, rg_meta_key(ck, RG_MK_STATS, spec->cid,
-                                                NULL, 0),
-                 (neu != NULL) - (old->doc != NULL), dbytes, e)))
+  if ((rc = rg_scope_add(s, RG_DB_PARTS, k->key, k->lplen,
+                         (neu != NULL) - (old->doc != NULL), dbytes,
+                         spec->max_partition_bytes, RG_KV_DROP0, e)) ||
+      (rc = rg_scope_add(s, RG_DB_META, ck,
+                         rg_meta_key(ck, RG_MK_STATS, spec->cid, NULL, 0),
+                         (neu != NULL) - (old->doc != NULL), dbytes, 0, 0,
+                         e)))
     return rc;
   s->work.written++;
   s->work.write_bytes += neu ? text->n : old->size;
@@ -687,7 +665,7 @@ static int write_body (rg_scope *s, const rg_cont *c, const rg_wreq *w,
 
   writes = s->writes;             /* what the checks below may not change */
   if (*neu) {                                   /* system properties, limits */
-    lsn = rg_scope_lsn(s, e);
+    lsn = rg_scope_lsn(s, k.key, k.len, e);
     if (lsn == 0) return s->failed;
     writes = s->writes;           /* (taking the scope's lsn writes it) */
     etag_of(r->etag, lsn, s->ord);
@@ -936,9 +914,7 @@ static int bulk_seq (bulk *b, uint32_t *seq, rg_err *e) {
     rg_val k, v;
     uint8_t kb[RG_REF_KEY];
     int rc;
-    if (!s->seq_loaded && rg_scope_seq(s, e) == 0) return s->failed;
-    if (++s->seq == 0) s->seq = 1;
-    *seq = s->seq;
+    if ((*seq = rg_scope_seq(s, 256, e)) == 0) return s->failed;
     k.p = kb;
     k.n = rg_key_ref(kb, *seq);
     rc = rg_kv_get(s->txn, RG_DB_REFS, k.p, k.n, &v);
@@ -1208,7 +1184,8 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
   if (s->failed) return rg_fail(e, s->failed, "the transaction has failed");
   rc = mode == RG_BULK_RESTORE ? rg_cont_alive(s->txn, c, e) : prepare(s, c, e);
   if (rc) return rc;
-  if (mode != RG_BULK_RESTORE && rg_scope_lsn(s, e) == 0) return s->failed;
+  if (mode != RG_BULK_RESTORE && rg_scope_lsn(s, NULL, 0, e) == 0)
+    return s->failed;
   if (b->cap < n) {
     size_t *a = (size_t *)realloc(b->later, n * sizeof(size_t));
     uint32_t *vs = (uint32_t *)realloc(b->vseq, n * sizeof(uint32_t));
@@ -1239,20 +1216,16 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
   for (i = 0; rc == 0 && i < b->parts.cap; i++) {    /* statistics */
     bslot *ps = &b->parts.v[i];
     if (!ps->off || ps->a == 0) continue;
-    rc = bump(s, RG_DB_PARTS, b->pool.p + ps->off, ps->len, ps->a, ps->b, e);
+    rc = rg_scope_add(s, RG_DB_PARTS, b->pool.p + ps->off, ps->len, ps->a,
+                      ps->b, c->spec->max_partition_bytes, RG_KV_DROP0, e);
     added += (uint64_t)ps->a;
     bytes += (uint64_t)ps->b;
   }
   if (rc == 0 && added) {
     uint8_t ck[8];
-    rc = bump(s, RG_DB_META, ck, rg_meta_key(ck, RG_MK_STATS, c->spec->cid,
-                                             NULL, 0),
-              (int64_t)added, (int64_t)bytes, e);
-  }
-  if (rc == 0 && s->seq_loaded) {   /* the seqs given */
-    uint8_t sb[4];
-    rg_put_u32(sb, s->seq);
-    rc = rg_put(s, RG_DB_META, RG_META_SEQ, sizeof(RG_META_SEQ) - 1, sb, 4, e);
+    rc = rg_scope_add(s, RG_DB_META, ck,
+                      rg_meta_key(ck, RG_MK_STATS, c->spec->cid, NULL, 0),
+                      (int64_t)added, (int64_t)bytes, 0, 0, e);
   }
   *written = added;
   for (i = 0; rc == 0 && i < b->nlater; i++) {   /* upserts of existing items */

@@ -70,20 +70,38 @@ local function record(sql, params, opts, rows, info, status)
   out:flush()
 end
 
-local function wrap(methods)
-  if methods == nil or methods.__charge_logged then return end
-  local query = methods.query
-  methods.query = function(c, sql, params, opts)
+-- query, recording each call.
+local function logged(query)
+  return function(c, sql, params, opts)
     local rows, info, status = query(c, sql, params, opts)
     record(sql, params, opts, rows, info, status)
     return rows, info, status
   end
-  methods.__charge_logged = true
 end
 
--- A local container's methods: the metatable's __index.
-local mt = debug.getregistry()["regolith.container"]
-if mt then wrap(type(mt.__index) == "table" and mt.__index or mt) end
--- A cluster container's (regolith.cluster, when it can be loaded here).
-local ok, cluster = pcall(require, "regolith.cluster")
-if ok and type(cluster) == "table" then wrap(cluster.Container) end
+if os.getenv("REGOLITH_BACKEND") ~= "cluster" then
+  -- A local container's methods: the metatable's __index.
+  local mt = debug.getregistry()["regolith.container"]
+  local methods = type(mt.__index) == "table" and mt.__index or mt
+  methods.query = logged(methods.query)
+else
+  -- A cluster database's objects are proxies (regolith.cluster) that run
+  -- the core's methods over the cluster, all with one metatable: its
+  -- __index is wrapped when the first database is opened (the core's
+  -- query itself, called on a proxy, would not be driven over the wire).
+  local open = regolith.open
+  regolith.open = function(...)
+    local db, err, status = open(...)
+    local mt = type(db) == "table" and getmetatable(db)
+    if mt and not rawget(mt, "__charge_logged") then
+      local index = mt.__index
+      mt.__index = function(p, name)
+        local f = index(p, name)
+        if name == "query" and type(f) == "function" then return logged(f) end
+        return f
+      end
+      mt.__charge_logged = true
+    end
+    return db, err, status
+  end
+end

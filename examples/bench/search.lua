@@ -7,22 +7,28 @@
 -- One query at a time, one thread, timed in CPU time (os.clock).
 --
 --   lua5.4 examples/bench/search.lua [--n N] [--queries Q] [--sql-queries S]
---                                    [--dir DIR]
+--                                    [--dir DIR] [--filtered-only]
 --
--- Prints each measurement as it comes, then a table.
+-- Prints each measurement as it comes (a SQL row: the mean charge, the
+-- median and p99 of a query's time), then a table.  --filtered-only: the
+-- data made before in DIR, through the SQL API alone, diskANN with
+-- filters (to compare two builds in one run).
 
 local regolith = require "regolith"
 
 local N, Q, SQLQ, DIR = 100000, 1000, 200, "build/bench/search"
+local FILTERED_ONLY = false
 do
   local i = 1
   while arg[i] do
-    if arg[i] == "--n" then N = tonumber(arg[i + 1])
-    elseif arg[i] == "--queries" then Q = tonumber(arg[i + 1])
-    elseif arg[i] == "--sql-queries" then SQLQ = tonumber(arg[i + 1])
-    elseif arg[i] == "--dir" then DIR = arg[i + 1]
-    else error("unknown argument " .. arg[i]) end
+    local a, v = arg[i], arg[i + 1]
     i = i + 2
+    if a == "--filtered-only" then FILTERED_ONLY = true; i = i - 1
+    elseif a == "--n" then N = tonumber(v)
+    elseif a == "--queries" then Q = tonumber(v)
+    elseif a == "--sql-queries" then SQLQ = tonumber(v)
+    elseif a == "--dir" then DIR = v
+    else error("unknown argument " .. a) end
   end
 end
 local K, D = 10, 128
@@ -43,16 +49,17 @@ local function lines(cmd)
   return out
 end
 
-sh("mkdir -p " .. DIR)
-sh(("build/bench/search_data %s %d %d %d 42"):format(DIR, N, Q, D))
-
 local results = {}
-for _, r in ipairs(lines("build/bench/search_c " .. DIR .. " " .. K)) do
-  results[#results + 1] = r
-end
-for _, r in ipairs(lines("/usr/bin/python3 examples/bench/search_anchor.py "
-                         .. DIR .. " " .. K)) do
-  results[#results + 1] = r
+if not FILTERED_ONLY then
+  sh("mkdir -p " .. DIR)
+  sh(("build/bench/search_data %s %d %d %d 42"):format(DIR, N, Q, D))
+  for _, r in ipairs(lines("build/bench/search_c " .. DIR .. " " .. K)) do
+    results[#results + 1] = r
+  end
+  for _, r in ipairs(lines("/usr/bin/python3 examples/bench/search_anchor.py "
+                           .. DIR .. " " .. K)) do
+    results[#results + 1] = r
+  end
 end
 
 -- The SQL API: the same vectors as items, the same queries
@@ -95,20 +102,24 @@ sh("rm -rf " .. dbdir)
 local db = assert(regolith.open(dbdir, { sync = "none" }))
 
 local function sql_run(c, name, sql, nq, params, truth_of)
-  local hits, t = 0, os.clock()
-  local info
+  local hits, t, charge, ms = 0, os.clock(), 0, {}
   for i = 1, nq do
     local p = { q = queries[i] }
     for k, v in pairs(params or {}) do p[k] = v end
-    local rows
-    rows, info = assert(c:query(sql, p))
+    local t1 = os.clock()
+    local rows, info = assert(c:query(sql, p))
+    ms[i] = (os.clock() - t1) * 1000
+    charge = charge + info.charge
     local want = {}
     for _, id in ipairs((truth_of or exact)[i]) do want[tostring(id)] = true end
     for _, id in ipairs(rows) do if want[id] then hits = hits + 1 end end
   end
   t = os.clock() - t
+  table.sort(ms)
   local r = { test = name, recall = hits / (nq * K), qps = nq / t,
-              queries = nq, charge = info and info.charge }
+              queries = nq, charge = math.floor(charge / nq * 100 + 0.5) / 100,
+              p50_ms = math.floor(ms[math.max(1, math.ceil(nq * 0.5))] * 100 + 0.5) / 100,
+              p99_ms = math.floor(ms[math.max(1, math.ceil(nq * 0.99))] * 100 + 0.5) / 100 }
   print(regolith.json.encode(r))
   results[#results + 1] = r
 end
@@ -138,14 +149,17 @@ local function load(kind)
 end
 
 local TOP = "SELECT TOP 10 VALUE c.id FROM c ORDER BY VectorDistance(c.v, @q%s)"
-local c = load(nil)
-sql_run(c, "sql no index (scan)", TOP:format(""), math.min(SQLQ, 5))
-c = load("flat")
-sql_run(c, "sql flat", TOP:format(""), SQLQ)
-c = load("quantizedFlat")
-sql_run(c, "sql quantizedFlat", TOP:format(""), SQLQ)
+local c
+if not FILTERED_ONLY then
+  c = load(nil)
+  sql_run(c, "sql no index (scan)", TOP:format(""), math.min(SQLQ, 5))
+  c = load("flat")
+  sql_run(c, "sql flat", TOP:format(""), SQLQ)
+  c = load("quantizedFlat")
+  sql_run(c, "sql quantizedFlat", TOP:format(""), SQLQ)
+end
 c = load("diskANN")
-for _, m in ipairs({ 1, 2, 4, 10 }) do
+for _, m in ipairs(FILTERED_ONLY and {} or { 1, 2, 4, 10 }) do
   sql_run(c, "sql diskANN x" .. m, TOP:format(", false, @o"), SQLQ,
           { o = { searchListSizeMultiplier = m } })
 end

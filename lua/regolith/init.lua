@@ -6,8 +6,8 @@ the core's functions, and assembles here, in one place, the methods written
 in Lua: db:processor and db:run_processors (regolith.processor, the loop of
 the change-feed processors), closing a database's processors with it,
 db:group_commit (regolith.group, concurrent writers sharing transactions),
-db:write_queue (regolith.queue, processes sharing transactions) and
-c:query_rows (paging over c:query).
+db:write_queue (regolith.queue, processes sharing transactions),
+c:query_rows (paging over c:query) and c:bulk_load (regolith.bulk).
 ]]
 
 local core = require "regolith.core"
@@ -69,6 +69,7 @@ local function query_rows(c, sql, params, opts)
   end
 end
 methods.container_methods.query_rows = query_rows
+methods.container_methods.bulk_load = require("regolith.bulk").bulk_load
 
 -- regolith.open(path, opts): a local database (a directory), or, for a
 -- URL redis://host:port[,host:port...]/name, one on Redis Cluster with the
@@ -76,12 +77,7 @@ methods.container_methods.query_rows = query_rows
 function M.open(path, opts)
   if type(path) == "string" and path:sub(1, 8) == "redis://" then
     local cluster = require "regolith.cluster"
-    if not cluster.Db.processor then
-      cluster.Container.query_rows = query_rows
-      cluster.Db.processor = processor.open
-      cluster.Db.run_processors = processor.run_all
-      cluster.Db.close_processors = processor.close_all
-    end
+    cluster.on_close = processor.close_all
     return cluster.open(path, opts)
   end
   return core.open(path, opts)

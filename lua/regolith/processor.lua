@@ -27,10 +27,8 @@ local keys = require "regolith.keys"
 local C = core._processor
 local clock, sleep = C.clock, C.sleep
 
--- Where a processor's state lives: the C core's for a local database;
--- a database on Redis Cluster brings its own (regolith.cluster.feed), whose
--- handlers may yield even when transactional (their writes carry
--- idempotency tokens instead of sharing a transaction).
+-- A processor's state is the C core's; a database on Redis Cluster gives
+-- it through its proxies (regolith.cluster), which drive its calls.
 local LOCAL = { new = C.new, in_transaction = C.in_transaction,
   is_container = core.is_container }
 
@@ -163,9 +161,7 @@ function M.open(db, opts)
     state = state,
     transactional = opts.transactional ~= false,
     handler = opts.handler,
-    runner = backend.handler_may_yield and function(changes, info)
-      return pcall(opts.handler, changes, info)
-    end or runner_of(opts.handler),
+    runner = runner_of(opts.handler),
     backend = backend,
     on_error = opts.on_error,
     interval = math.min(lease_seconds * 1000 / 3, RENEW_MAX),

@@ -1,11 +1,13 @@
 -- What only a database on Redis Cluster has, or lacks (docs/cluster.md):
 -- the URL and its options, what it refuses with 501, sync = "full"
--- answered by a replica (500 when none answers), the indexes a write must
--- declare learned on the way, the all-versions stream turned off,
+-- answered by a replica (500 when none answers),
+-- what the engine runs there that a second implementation could not
+-- (bulk_load, replace_container), another handle's writes seen,
 -- verification of what is in Redis, tokens bound to their database.  (The
 -- API itself is specified by the API specs, which make cluster-test runs
 -- against the cluster too.)
 local C = require "cluster.support"
+local layout = require "regolith.cluster.layout"
 local regolith = require "regolith"
 
 describe("cluster database", function()
@@ -38,38 +40,58 @@ describe("cluster database", function()
     assert.matches("^regolith.db %(redis://", tostring(db))
   end)
 
-  it("says what it cannot do with 501", function()
-    for _, r in ipairs({ { db:backup("/tmp/x") }, { db:replace_container("c", {}) },
-                         { db:set_throughput(1000) }, { db:group({ function() end }) },
-                         { db:group_commit() }, { db:compact("/tmp/x") },
-                         { assert(db:container("c")):bulk_load({ { id = "b", pk = "p" } }) },
-                         { db:create_container("t", { partition_key = "/pk", throughput = 400 }) } }) do
-      assert.is_nil(r[1])
-      assert.are.equal(501, r[3])
-      assert.matches("not available on a Redis Cluster", r[2])
+  it("says what it cannot do with 501, and runs what the engine runs", function()
+    for _, r in ipairs({ { "keeps no files", db:backup("/tmp/x") },
+                         { "keeps no files", db:compact("/tmp/x") },
+                         { "not available on a Redis Cluster", db:set_throughput(1000) },
+                         { "write_queue is not available", db:write_queue() },
+                         { "not available on a Redis Cluster",
+                           db:create_container("t", { partition_key = "/pk", throughput = 400 }) } }) do
+      assert.is_nil(r[2])
+      assert.are.equal(501, r[4])
+      assert.matches(r[1], r[3])
     end
+    local _, msg, st = db:create_container("v", { partition_key = "/pk",
+      vector_embeddings = { { path = "/e", data_type = "float32", dimensions = 3, distance_function = "cosine" } },
+      indexing = { vector_indexes = { { path = "/e", type = "flat" } } } })
+    assert.are.equal(501, st)
+    assert.matches("vector indexes are not kept on a cluster", msg)
     assert.is_true((db:set_throughput(nil)))
+    -- the engine's queue is a local database's only: a request handed to
+    -- it here is the caller's to run (false), and nothing ran or counted
+    local ran = false
+    assert.is_false(db:_queue('{"c":"c","m":"create","n":1,"a":{"1":{"id":"q","pk":"p"}}}',
+      function() ran = true; return true, "R{}" end))
+    assert.is_false(ran)
+    assert.are.same({ batches = 0, members = 0 }, db:stats().queue)
+    assert.are.equal(404, select(3, c:read("q", "p")))
+    -- what a second implementation could not do: the engine does it here too
+    local r = assert(c:bulk_load({ { id = "b", pk = "p" }, { id = "d", pk = "q" } }))
+    assert.are.equal(2, r.written)
+    assert(db:replace_container("c", { partition_key = "/pk", default_ttl = 3600 }))
+    assert.are.equal(3600, c:spec().default_ttl)
+    assert.are.same({ "b", "d" }, assert(c:query("SELECT VALUE c.id FROM c ORDER BY c.id")))
   end)
 
   it("acknowledges a sync = full write only when a replica has it", function()
     local full = assert(regolith.open(url, { sync = "full", wait_timeout = 200 }))
     local fc = assert(full:container("c"))
     assert(fc:create({ id = "a", pk = "p" }))
-    -- the replica of the partition's primary stops answering for a second
-    local _, r = fc.S:pk("p")
-    local slot = fc:bucket(r).slot
-    full.redis:refresh()
-    local primary = full.redis:node_for_slot(slot)
+    -- the replica of the primary of the container's one bucket stops
+    -- answering for a second
+    local admin = C.client()
+    local slot = layout.slot(url:match("/([^/]+)$"), 1, 0, 1)
+    admin:refresh()
+    local primary = admin:node_for_slot(slot)
     local pid
-    for _, nd in ipairs(C.nodes(full.redis)) do
+    for _, nd in ipairs(C.nodes(admin)) do
       if nd.primary and nd.addr == primary then pid = nd.id end
     end
     local replica
-    for _, nd in ipairs(C.nodes(full.redis)) do
+    for _, nd in ipairs(C.nodes(admin)) do
       if nd.of == pid then replica = nd.addr end
     end
     assert.is_string(replica)
-    local admin = assert(C.redis.connect(C.seeds))
     local sock = assert(admin:conn(replica))
     sock:send(C.redis.encode({ "DEBUG", "SLEEP", "1" }))
     local _, msg, st = fc:create({ id = "b", pk = "p" })
@@ -82,26 +104,48 @@ describe("cluster database", function()
     full:close()
   end)
 
-  it("learns the indexes a write must declare from the Function", function()
+  it("sees another handle's writes: the engine fetches what it lacks", function()
     assert(c:create({ id = "a", pk = "p", deep = { x = 1, y = { 2, 3 } }, s = "v" }))
-    -- a fresh handle has seen none of them: its delete is told, and done
     local other = assert(regolith.open(url))
     local oc = assert(other:container("c"))
+    assert.are.equal("v", assert(oc:read("a", "p")).s)
     assert(oc:delete("a", "p"))
-    assert.is_true(#oc.known.list >= 4)
+    assert.are.same({}, assert(c:query("SELECT * FROM c WHERE c.s = 'v'")))
     assert(other:verify())
     other:close()
   end)
 
-  it("does not record the all-versions feed when opened with all_versions = false", function()
-    local lean = assert(regolith.open(url, { all_versions = false }))
-    local lc = assert(lean:container("c"))
-    assert(lc:create({ id = "a", pk = "p" }))
-    local _, msg, st = lc:changes({ mode = "all_versions" })
-    assert.are.equal(400, st)
-    assert.matches("all_versions", msg)
-    assert.are.equal(1, #assert(lc:changes()))
-    lean:close()
+  it("follows another handle's changes of the catalog it keeps from call to call", function()
+    local other = assert(regolith.open(url))
+    local oc = assert(other:container("c"))
+    assert(oc:create({ id = "a", pk = "p", n = 1 }))     -- its catalog kept
+    assert(oc:read("a", "p"))
+    assert(c:create_trigger("stamp", { type = "pre", automatic = true, source = [[
+      return function(ctx) local d = ctx:body(); d.stamped = true; ctx:set_body(d) end]] }))
+    assert(oc:create({ id = "b", pk = "p" }))            -- the new trigger runs
+    assert.is_true(assert(c:read("b", "p")).stamped)
+    assert(db:replace_container("c", { partition_key = "/pk",
+      indexing = { excluded = { "/n/?" } } }))
+    assert(oc:create({ id = "t", pk = "p", n = 2 }))     -- by the new policy
+    assert(db:verify())
+    assert(db:delete_container("c"))
+    local _, _, st = oc:read("a", "p")                  -- gone for both
+    assert.are.equal(404, st)
+    _, _, st = oc:create({ id = "z", pk = "p" })
+    assert.are.equal(404, st)
+    other:close()
+  end)
+
+  it("writes by the catalog as it is, even where a handle trusts what it fetched (meta_refresh)", function()
+    local trusting = assert(regolith.open(url, { meta_refresh = 60 }))
+    local tc = assert(trusting:container("c"))
+    assert(tc:create({ id = "a", pk = "p" }))      -- the catalog fetched, kept
+    assert(c:create_trigger("stamp", { type = "pre", automatic = true, source = [[
+      return function(ctx) local d = ctx:body(); d.stamped = true; ctx:set_body(d) end]] }))
+    assert(tc:create({ id = "b", pk = "p" }))      -- the new trigger runs
+    assert.is_true(assert(c:read("b", "p")).stamped)
+    assert.is_true(tc:read("b", "p").stamped)     -- reads may trust it
+    trusting:close()
   end)
 
   it("finds what is damaged in Redis with verify", function()
@@ -109,24 +153,42 @@ describe("cluster database", function()
     assert(c:create({ id = "b", pk = "p", n = 2 }))
     assert.is_true((db:verify()))
     local admin = C.client()
-    local _, r = c.S:pk("p")
-    local b = c:bucket(r)
-    -- an index entry gone
-    local keys = admin:call_node(admin:node_for_slot(b.slot), "CLUSTER", "GETKEYSINSLOT", b.slot, 1000)
-    local index
-    for _, k in ipairs(keys) do if k:find(":x:", 1, true) then index = k end end
+    local keys = layout.place_keys(url:match("/([^/]+)$"), 1, 0, 1)
+    -- an index entry gone (z2: the index table's keys in the bucket)
+    local index = keys[layout.TABLES + 2 + 1]
     local member = admin:call("ZRANGE", index, 0, 0)[1]
     assert(admin:call("ZREM", index, member))
     local ok, report = db:verify()
     assert.is_nil(ok)
-    assert.matches("index entry", report)
+    assert.matches("index", report)
     assert(admin:call("ZADD", index, 0, member))
     assert.is_true((db:verify()))
-    -- a counter off
-    assert(admin:call("HINCRBY", b.K, "n", 1))
+    -- an item gone (h1, z1: the items table)
+    local items_z = keys[layout.TABLES + 1 + 1]
+    local ikey = admin:call("ZRANGE", items_z, 0, 0)[1]
+    local doc = admin:call("HGET", keys[1 + 1], ikey)
+    assert(admin:call("HDEL", keys[1 + 1], ikey))
+    assert(admin:call("ZREM", items_z, ikey))
     ok, report = db:verify()
     assert.is_nil(ok)
-    assert.matches("bucket counters", report)
+    assert.is_string(report)
+    assert(admin:call("HSET", keys[1 + 1], ikey, doc))
+    assert(admin:call("ZADD", items_z, 0, ikey))
+    assert.is_true((db:verify()))
+    admin:close()
+  end)
+
+  it("refuses a database of the earlier key layout with 426, and changes nothing", function()
+    local name = C.fresh_db()
+    local admin = C.client()
+    local catalog = layout.old_catalog(name)
+    assert(admin:call("HSET", catalog, "n:c", "1"))
+    local _, msg, st = regolith.open("redis://" .. C.seeds .. "/" .. name)
+    assert.are.equal(426, st)
+    assert.matches("layout before this release", msg)
+    assert.matches("Moving a database of the earlier layout", msg)
+    assert.are.equal(1, admin:call("EXISTS", catalog))
+    assert.are.equal(0, admin:call("EXISTS", layout.place_keys(name, layout.GLOBAL, 0, 1)[1]))
     admin:close()
   end)
 

@@ -64,7 +64,7 @@ http {
       content_by_lua_block {
         local regolith = require "regolith"
         local db = assert(regolith.open(ngx.var.arg_url))
-        local transport = db.redis.t.name
+        local transport = db:cluster().t.name
         local c = assert(db:create_container("c", { partition_key = "/pk" }))
         assert(c:create({ id = "a", pk = "p", n = 1 }))
         assert(c:create_procedure("inc", "return function(ctx) " ..
@@ -122,8 +122,15 @@ describe("cluster client under nginx (cosockets)", function()
     C.sh("rm -rf " .. prefix)
   end)
 
+  -- A request's answer; a failure says what nginx's log says.
   local function get(path)
     local body, code = http.request(("http://127.0.0.1:%d%s"):format(port, path))
+    if code ~= 200 then
+      local f = io.open(prefix .. "/logs/error.log")
+      local log = f and f:read("*a") or ""
+      if f then f:close() end
+      body = tostring(body) .. "\n" .. log:sub(-3000)
+    end
     assert.equal(200, code, body)
     return body
   end

@@ -118,6 +118,13 @@ function C.client(opts)
 end
 
 local n = 0
+-- The slot of the bucket holding logical partition pk of container c (a
+-- handle) of the database at url.
+function C.slot_of(url, c, pk)
+  local cid, bucket, buckets = c:_remote_bucket(pk)
+  return layout.slot(url:match("/([^/]+)$"), cid, bucket, buckets)
+end
+
 function C.fresh_db()
   n = n + 1
   return ("spec%d_%d_%d"):format(os.time(), math.random(1e6), n)

@@ -269,6 +269,17 @@ static int tg_none (void *ud, uint32_t v) {
   return 0;
 }
 
+/* The best k live nodes tg_keep keeps, by code: a scan. */
+static void tg_scan (const rg_sq8q *qq, rg_vbest *scan, rg_vcand *mem,
+                     size_t k) {
+  uint32_t u;
+  rg_vbest_init(scan, mem, k);
+  for (u = 0; u < TG_N; u++)
+    if (tg_live[u] && tg_keep(NULL, u))
+      rg_vbest_offer(scan, rg_sq8_approx(qq, tg_code[u]), u);
+  rg_vbest_sort(scan);
+}
+
 static void test_vgraph (void) {
   rg_vgio io = { NULL, tg_get_adj, tg_put_adj, tg_get_code, tg_any };
   float lo[TG_D + 1], x[TG_N][TG_D];
@@ -326,13 +337,8 @@ static void test_vgraph (void) {
     rg_vcand out[4], mem[4];
     rg_vbest scan;
     size_t n;
-    uint32_t u;
     rg_sq8_query(&sq, x[v], w, &qq);
-    rg_vbest_init(&scan, mem, 4);
-    for (u = 0; u < TG_N; u++)
-      if (tg_live[u] && tg_keep(NULL, u))
-        rg_vbest_offer(&scan, rg_sq8_approx(&qq, tg_code[u]), u);
-    rg_vbest_sort(&scan);
+    tg_scan(&qq, &scan, mem, 4);
     CHECK(rg_vgraph_search(&g, &qq, 8, 4, tg_keep, NULL, out, &n) == 0);
     CHECK(n == 4);
     for (i = 0; i < (int)n; i++) {
@@ -344,6 +350,61 @@ static void test_vgraph (void) {
     CHECK(n == 0);
   }
   CHECK(found >= 171);                /* 95 % of the 180 (45 probes x 4) */
+  /* a search that goes on (rg_vgraph_search_more): widened three times it
+  ** holds the best accepted as one search from the start would, measures
+  ** no node twice, and reads no more of the graph than that search and
+  ** the rounds before; one that accepts none reads nothing more when
+  ** asked again (it has read the whole graph) */
+  found = 0;
+  for (v = 4; v < TG_N; v += 9) {
+    static const size_t lists[3] = { 8, 8, 24 }, ks[3] = { 2, 4, 12 };
+    int16_t w[TG_D];
+    rg_sq8q qq;
+    rg_vcand out[12], fresh[12], mem[12];
+    rg_vbest scan;
+    rg_vgsearch gs;
+    size_t n, nf;
+    uint64_t reads, codes, chain = 0;
+    rg_sq8_query(&sq, x[v], w, &qq);
+    tg_scan(&qq, &scan, mem, 12);
+    memset(&gs, 0, sizeof(gs));
+    codes = g.codes_read;
+    for (k = 0; k < 3; k++) {
+      reads = g.adj_reads;
+      CHECK(rg_vgraph_search_more(&g, &gs, &qq, lists[k], ks[k], tg_keep,
+                                  NULL, out, &n) == 0);
+      chain += g.adj_reads - reads;
+      CHECK(n == ks[k]);
+      for (i = 0; i < (int)n; i++) {
+        CHECK(tg_live[out[i].id] && tg_keep(NULL, out[i].id));
+        CHECK(i == 0 || out[i - 1].key < out[i].key ||
+              (out[i - 1].key == out[i].key && out[i - 1].id < out[i].id));
+      }
+    }
+    CHECK(g.codes_read - codes <= TG_N);  /* each node measured once */
+    for (i = 0; i < 12; i++) found += out[i].id == scan.c[i].id;
+    reads = g.adj_reads;
+    CHECK(rg_vgraph_search(&g, &qq, 24, 12, tg_keep, NULL, fresh, &nf) == 0);
+    CHECK(nf == 12);
+    CHECK(chain <= 2 * (g.adj_reads - reads));
+    for (i = 0; i < 12; i++) CHECK(out[i].key <= fresh[i].key);
+    rg_vgsearch_free(&gs);
+    /* no filter, then one that takes none */
+    CHECK(rg_vgraph_search_more(&g, &gs, &qq, 8, 4, NULL, NULL, out, &n) == 0);
+    CHECK(n == 4 && tg_live[out[0].id]);
+    CHECK(rg_vgraph_search_more(&g, &gs, &qq, 16, 8, NULL, NULL, out, &n) == 0);
+    CHECK(n == 8);
+    for (i = 1; i < 8; i++) CHECK(out[i - 1].key <= out[i].key);
+    rg_vgsearch_free(&gs);
+    CHECK(rg_vgraph_search_more(&g, &gs, &qq, 8, 4, tg_none, NULL, out,
+                                &n) == 0 && n == 0);
+    reads = g.adj_reads;
+    CHECK(rg_vgraph_search_more(&g, &gs, &qq, 32, 16, tg_none, NULL, out,
+                                &n) == 0 && n == 0);
+    CHECK(g.adj_reads == reads);
+    rg_vgsearch_free(&gs);
+  }
+  CHECK(found >= 513);                /* 95 % of the 540 (45 probes x 12) */
 }
 
 int main (void) {

@@ -24,6 +24,7 @@
 #include "store/feed.h"
 #include "store/plan.h"
 #include "store/procs.h"
+#include "store/remote.h"
 #include "store/kv.h"
 #include "store/verify.h"
 #include "store/wal.h"
@@ -639,8 +640,116 @@ static void test_seam (void) {
   CHECK(rg_wal_check_lmdb(0, 10, 0, &ve) == 500);
 }
 
+/*
+** {=====================================================================
+** The remote overlay: a fetch in the middle of a transaction
+** ======================================================================
+*/
+static int has_bytes (const rg_part *pt, const uint8_t *b, size_t n) {
+  size_t i;
+  for (i = 0; i + n <= pt->n; i++)
+    if (memcmp((const uint8_t *)pt->data + i, b, n) == 0) return 1;
+  return 0;
+}
+
+/* What the host fetches never changes what the transaction wrote: a
+** duplicate deleted blind stays deleted (and its delete goes out), a put
+** keeps its value, a counter reads the fetched base plus its own deltas,
+** an undo after the fetch goes back to the fetched value; a fetch that
+** contradicts what the running transaction read makes it go again. */
+static void test_remote (void) {
+  rg_remote *r = rg_remote_new();
+  rg_place g = { RG_PLACE_GLOBAL, 0, 0 }, b = { 7, 0, 1 };
+  const char *spec = "{\"physical_partitions\":1}";
+  uint8_t sk[5], lk[6], d1[RG_LATEST_DUP], d2[RG_LATEST_DUP];
+  uint8_t e1[6 + RG_LATEST_DUP], e2[6 + RG_LATEST_DUP], ik[16], pk[12];
+  uint8_t cnt[16];
+  const void *ks[2];
+  size_t kns[2], vns[2] = { 0, 0 }, n, mark;
+  const void *vs[2] = { NULL, NULL };
+  const rg_part *parts;
+  rg_txn *t;
+  rg_cur *c;
+  rg_val k, v;
+  CHECK(r != NULL);
+  rg_remote_reset(r, 1, 0);
+  sk[0] = RG_MK_SPEC;
+  rg_put_u32(sk + 1, 7);
+  CHECK(rg_remote_feed_point(r, &g, RG_DB_META, sk, 5, spec, strlen(spec),
+                             1) == 0);
+  rg_latest_entry(lk, d1, 7, 0, 5, 1);
+  rg_latest_entry(lk, d2, 7, 0, 6, 2);
+  memcpy(e1, lk, 6); memcpy(e1 + 6, d1, RG_LATEST_DUP);
+  memcpy(e2, lk, 6); memcpy(e2 + 6, d2, RG_LATEST_DUP);
+  rg_put_u32(ik, 7); rg_put_u64(ik + 4, 42); memcpy(ik + 12, "item", 4);
+  rg_put_u32(pk, 7); rg_put_u64(pk + 4, 42);
+  STATUS(rg_remote_begin(r, &t, &e), 0);
+  /* writes before the fetch: blind, on entries not fetched yet */
+  CHECK(rg_kv_ddel(t, RG_DB_LATEST, lk, 6, d1, RG_LATEST_DUP) == 0);
+  CHECK(rg_kv_put(t, RG_DB_ITEMS, ik, 16, "mine", 4, 0) == 0);
+  CHECK(rg_kv_add(t, RG_DB_PARTS, pk, 12, 1, 10, 0, 0) == 0);
+  mark = rg_kv_savepoint(t);
+  CHECK(rg_kv_ddel(t, RG_DB_LATEST, lk, 6, d2, RG_LATEST_DUP) == 0);
+  /* the fetch: the place holds both duplicates, the item, the counter */
+  ks[0] = e1; kns[0] = sizeof(e1);
+  ks[1] = e2; kns[1] = sizeof(e2);
+  CHECK(rg_remote_feed_range(r, &b, RG_DB_LATEST, lk, 6, 0, 0, 2, ks, kns,
+                             vs, vns, 1, 3, 1) == 0);
+  CHECK(rg_remote_feed_point(r, &b, RG_DB_ITEMS, ik, 16, "theirs", 6,
+                             1) == 0);
+  rg_put_u64(cnt, 5); rg_put_u64(cnt + 8, 100);
+  CHECK(rg_remote_feed_point(r, &b, RG_DB_PARTS, pk, 12, cnt, 16, 1) == 0);
+  CHECK(rg_remote_complete(r));
+  CHECK(rg_cur_open(t, RG_DB_LATEST, &c) == 0);
+  k.p = lk;
+  k.n = 6;
+  CHECK(rg_cur_get(c, &k, &v, RG_SET) == RG_NOTFOUND);   /* both deleted */
+  rg_cur_close(c);
+  CHECK(rg_kv_get(t, RG_DB_ITEMS, ik, 16, &v) == 0 && v.n == 4 &&
+        memcmp(v.p, "mine", 4) == 0);
+  CHECK(rg_kv_get(t, RG_DB_PARTS, pk, 12, &v) == 0 && v.n == 16 &&
+        rg_get_u64(v.p) == 6 && rg_get_u64((const uint8_t *)v.p + 8) == 110);
+  /* the undo goes back to what the place holds, not to what the
+     transaction saw before the fetch (absent) */
+  CHECK(rg_kv_rollback(t, mark) == 0);
+  CHECK(rg_cur_open(t, RG_DB_LATEST, &c) == 0);
+  k.p = lk;
+  k.n = 6;
+  CHECK(rg_cur_get(c, &k, &v, RG_SET) == 0 && memcmp(v.p, d2, 12) == 0 &&
+        rg_cur_count(c, &n) == 0 && n == 1);
+  rg_cur_close(c);
+  STATUS(rg_remote_commit(r, &e), 0);
+  CHECK(rg_remote_state(r) == RG_REMOTE_APPLY);
+  CHECK(rg_remote_parts(r, &parts) == 1);
+  CHECK(has_bytes(&parts[0], e1, sizeof(e1)));   /* the delete goes out */
+  CHECK(!has_bytes(&parts[0], e2, sizeof(e2)));  /* undone */
+  CHECK(has_bytes(&parts[0], (const uint8_t *)"mine", 4));
+  /* a fetch that changes what the running transaction read */
+  rg_remote_rerun(r);
+  STATUS(rg_remote_begin(r, &t, &e), 0);
+  CHECK(rg_kv_get(t, RG_DB_ITEMS, ik, 16, &v) == 0 && v.n == 6);
+  CHECK(rg_remote_feed_point(r, &b, RG_DB_ITEMS, ik, 16, "moved", 5,
+                             1) == 0);
+  CHECK(!rg_remote_complete(r));
+  /* and a range whose version moved: what the transaction wrote there
+     stays (its undo names it), the rest is forgotten */
+  CHECK(rg_kv_ddel(t, RG_DB_LATEST, lk, 6, d2, RG_LATEST_DUP) == 0);
+  mark = rg_kv_savepoint(t);
+  CHECK(rg_kv_ddel(t, RG_DB_LATEST, lk, 6, d1, RG_LATEST_DUP) == 0);
+  CHECK(rg_remote_feed_range(r, &b, RG_DB_LATEST, lk, 6, 0, 0, 1, ks, kns,
+                             vs, vns, 1, 4, 1) == 0);
+  CHECK(rg_kv_rollback(t, mark) == 0);
+  STATUS(rg_remote_commit(r, &e), 0);
+  CHECK(rg_remote_state(r) == RG_REMOTE_FETCH);  /* again, whole */
+  rg_remote_rerun(r);
+  CHECK(rg_remote_complete(r));
+  rg_remote_free(r);
+}
+/* }===================================================================== */
+
 int main (void) {
   test_seam();
+  test_remote();
   test_items();
   test_bulk();
   test_patch();

@@ -1,63 +1,510 @@
 --[[
-regolith.cluster: regolith's API on Redis Cluster (docs/cluster.md).
+regolith.cluster: regolith on Redis Cluster (docs/cluster.md).
 
     local db = assert(regolith.open("redis://127.0.0.1:7000,127.0.0.1:7001/blog",
                                     { sync = "full" }))
 
-returns a database with the methods of a local one.  The items live in
-Redis (one hash per logical partition, each bucket of a container pinned to
-one hash slot: regolith.cluster.layout); every change is one call of the
-Functions library (redis/regolith.lua), which checks all its conditions
-before its first write.  Everything a local write, query or script
-computes before it touches storage is computed here by the same C code
-(regolith.core's storage-free entry points, csrc/host/cluster.c), so a
-document, an index term, a query's answer, a charge or a script's run is
-the same in both modes.  This file holds the database and container
-handles and the catalog; items.lua, query.lua, scripts.lua and feed.lua
-hold the rest.
+The database is regolith's own: a handle of the C core (regolith.core),
+whose tables live in Redis instead of a directory (csrc/store/remote.h).
+Every method is the local one, run by the same engine; this module is the
+I/O around it.  A call runs the method; when the engine read what it had
+not been given, the call fetches it (one round trip, pipelined over the
+nodes) and runs the method again; when the method wrote, the call applies
+the write set it made, one atomic Function call per place (a bucket, or
+the global place), and when a place refuses (what the method read has
+changed), runs it again.  The handles this module returns are proxies
+that drive each method call so; the core's handles stay inside them.
 
-What differs from a local database is written down in docs/cluster.md,
-one line each; a method that cannot exist here returns nil, a message
-saying so, and 501.
+Redis keeps storage only (redis/regolith.lua): reads and range reads of
+the tables, and "apply this part if what it was read from still holds".
 ]]
 
 local core = require "regolith.core"
 local redis = require "regolith.cluster.redis"
 local layout = require "regolith.cluster.layout"
-local util = require "regolith.cluster.util"
 
 local M = {}
 
-local Db = {}
-Db.__index = Db
-local Container = {}
-Container.__index = Container
+-- What the calls met (the contention benchmark reads it).
+M.stats = { conflicts = 0, fetches = 0, applies = 0 }
 
-M.Db, M.Container = Db, Container
+local DEBUG = os.getenv("RG_DEBUG")
+local MAX_ROUNDS = 400          -- runs of one call before it gives up
+local LOCK_AFTER = 2            -- conflicts before waiting longer
+
+local unpack = table.unpack or unpack
+local pack = table.pack or function(...) return { n = select("#", ...), ... } end
 
 local OPEN_OPTIONS = {
   sync = "string", readonly = "boolean", script_budget = "number",
   script_memory = "number", max_containers = "number", timeout = "number",
   retry_seconds = "number", wait_timeout = "number", password = "string",
   user = "string", transport = "string", protocol = "number",
-  map_size = "number", all_versions = "boolean", script_refresh = "number",
+  map_size = "number", retry_throttled = "number", meta_refresh = "number",
   query_time = "number",
 }
 
-local function closed_error(what)
-  error("attempt to use a closed " .. what, 3)
+local function now_ms()
+  return core._processor.clock()
 end
+
+-- {==================================================================
+-- Fetching and applying
+-- ===================================================================
+
+local function in_doubt(err, kind)
+  if kind == "in_doubt" then
+    return "the cluster connection broke after a write was sent: its " ..
+      "outcome is unknown (" .. tostring(err) .. ")", 500
+  end
+  return "cluster: " .. tostring(err), kind == "connection" and 503 or 500
+end
+
+-- The tables of sorted duplicates (their zset members are the entries).
+local DUPS = { [2] = true, [6] = true }
+
+-- A place's reads (rg_get's requests) with single-key commands, which
+-- follow ASK one key at a time: while a slot is half-moved, a Function
+-- naming several of its keys is refused (TRYAGAIN) until the move ends.
+-- Each table's version is read before its range (a write between them
+-- makes the commit refuse what was read, never accept it).  The answers
+-- as rg_get gives them.
+local function fetch_plain(D, g)
+  local keys = layout.place_keys(D.name, g.n.cid, g.n.bucket, g.n.buckets)
+  local T = layout.TABLES
+  local cmds = {}
+  for _, n in ipairs(g.reqs) do
+    local h, z, v = keys[n.tb + 1], keys[T + n.tb + 1], keys[2 * T + 1]
+    if n.range then
+      cmds[#cmds + 1] = { "HGET", v, "t" .. n.tb }
+      local key, open = n.key, n.after
+      local function bound(k) return k == "" and (open and "(" or "-") or ((open and "(" or "[") .. k) end
+      if not n.back then
+        cmds[#cmds + 1] = { "ZRANGEBYLEX", z, (key == "" and not open) and "-" or bound(key), "+",
+          "LIMIT", 0, n.limit + 1 }
+      else
+        cmds[#cmds + 1] = { "ZREVRANGEBYLEX", z, key == "" and "+" or bound(key), "-",
+          "LIMIT", 0, n.limit + 1 }
+      end
+    else
+      cmds[#cmds + 1] = { "HGET", h, n.key }
+    end
+  end
+  local res = D.redis:pipeline(cmds)
+  local out, j, vcmds, vfor = {}, 1, {}, {}
+  for i, n in ipairs(g.reqs) do
+    if n.range then
+      local ver, members = res[j], res[j + 1]
+      j = j + 2
+      if redis.is_error(ver) then return nil, ver end
+      if redis.is_error(members) then return nil, members end
+      local done = #members <= n.limit and 1 or 0
+      if #members > n.limit then members[#members] = nil end
+      out[i] = { members, {}, done, ver == redis.null and "0" or ver }
+      if DUPS[n.tb] or #members == 0 then
+        for k = 1, #members do out[i][2][k] = "" end
+      else
+        local c = { "HMGET", keys[n.tb + 1] }
+        for k = 1, #members do c[#c + 1] = members[k] end
+        vcmds[#vcmds + 1] = c
+        vfor[#vfor + 1] = i
+      end
+    else
+      local r = res[j]
+      j = j + 1
+      if redis.is_error(r) then return nil, r end
+      out[i] = r == redis.null and false or r
+    end
+  end
+  if #vcmds > 0 then
+    local vres = D.redis:pipeline(vcmds)
+    for k, i in ipairs(vfor) do
+      local vals = vres[k]
+      if redis.is_error(vals) then return nil, vals end
+      for m = 1, #out[i][1] do
+        local x = vals[m]
+        out[i][2][m] = (x == nil or x == redis.null) and "" or x
+      end
+    end
+  end
+  return out
+end
+
+-- Fetches what the last run needed: every place's reads in one Function
+-- call, all pipelined (a place whose slot is half-moved, or whose call ran
+-- out of redirections: fetch_plain).
+local function fetch(D)
+  local h = D.handle
+  local needs, seqs = h:_remote_needs()
+  local by, order = {}, {}
+  for _, n in ipairs(needs) do
+    local id = n.cid .. ":" .. n.bucket
+    local g = by[id]
+    if not g then
+      g = { n = n, args = { "1" }, reqs = {} }
+      by[id] = g
+      order[#order + 1] = g
+    end
+    local a = g.args
+    if n.range then
+      a[#a + 1] = "r"; a[#a + 1] = n.tb; a[#a + 1] = n.key
+      a[#a + 1] = n.after and "1" or "0"; a[#a + 1] = n.back and "1" or "0"
+      a[#a + 1] = n.limit
+    else
+      a[#a + 1] = "p"; a[#a + 1] = n.tb; a[#a + 1] = n.key
+    end
+    g.reqs[#g.reqs + 1] = n
+  end
+  local cmds = {}
+  for i, g in ipairs(order) do
+    cmds[i] = redis.fcall_cmd("FCALL_RO", "rg_get",
+      layout.place_keys(D.name, g.n.cid, g.n.bucket, g.n.buckets), g.args)
+  end
+  if seqs > 0 then
+    cmds[#cmds + 1] = { "INCRBY", layout.seq_key(D.name), seqs }
+  end
+  if #cmds == 0 then return true end
+  M.stats.fetches = M.stats.fetches + 1
+  local res = D.redis:pipeline(cmds, true)
+  local t = now_ms()
+  for i, g in ipairs(order) do
+    local r = res[i]
+    if redis.is_error(r) and (r.kind == "tryagain" or r.kind == "cluster") then
+      local perr                        -- (a read: safe to make again)
+      r, perr = fetch_plain(D, g)
+      if not r then r = perr end
+    end
+    if redis.is_error(r) then return nil, in_doubt(r.message, r.kind) end
+    for j, n in ipairs(g.reqs) do
+      local a = r[j]
+      if n.range then
+        h:_remote_feed_range(n.cid, n.bucket, n.buckets, n.tb, n.key,
+          n.after, n.back, a[1], a[2], a[3] == 1, tonumber(a[4]), t)
+      else
+        h:_remote_feed_point(n.cid, n.bucket, n.buckets, n.tb, n.key,
+          a ~= false and a ~= redis.null and a or nil, t)
+      end
+    end
+  end
+  if seqs > 0 then
+    local r = res[#cmds]
+    if redis.is_error(r) then return nil, in_doubt(r.message, r.kind) end
+    h:_remote_feed_seqs(r - seqs + 1, seqs)
+  end
+  return true
+end
+
+-- Replaces the stand-in for the lsn with lsn in what a call returned.
+local function patch(v, stand_in, lsn, seen)
+  if type(v) ~= "table" or seen[v] then return end
+  seen[v] = true
+  for k, x in pairs(v) do
+    if x == stand_in then v[k] = lsn
+    elseif type(x) == "table" then patch(x, stand_in, lsn, seen) end
+  end
+end
+
+-- Applies the write set: what the global place is written once first
+-- (path ids, shapes: bucket 1 of the global place), then the buckets' at
+-- once, then the rest of the global place's (the catalog, leases), which
+-- depends on them.  true and the lsn of the first bucket's part, false
+-- when a place refused (the call runs again), or nil, message, status.
+local function apply(D)
+  local h = D.handle
+  local parts, stand_in = h:_remote_parts()
+  local first = 1
+  local lsn
+  M.stats.applies = M.stats.applies + 1
+  if DEBUG then
+    for i, p in ipairs(parts) do
+      io.stderr:write(("part %d (%d:%d)\n%s\n"):format(i, p.cid, p.bucket,
+        require("regolith.cluster.debugparts").decode(p.data)))
+    end
+  end
+  local function cmd_of(p)
+    return redis.fcall_cmd("FCALL", "rg_apply",
+      layout.place_keys(D.name, p.cid, p.bucket, p.buckets), { "1", p.data })
+  end
+  local function settle(i, p, r)
+    if redis.is_error(r) then return nil, in_doubt(r.message, r.kind) end
+    if r[1] == "OK" then
+      h:_remote_applied(i, r[2])
+      if p.cid ~= layout.GLOBAL and not lsn then lsn = r[2] end
+      return true
+    end
+    local t = now_ms()
+    if DEBUG then
+      io.stderr:write(("refused part %d (%d:%d): %s\n"):format(i, p.cid, p.bucket, tostring(r[1])))
+      for _, f in ipairs(r[2]) do
+        io.stderr:write(("  kind %s tb %s %q = %q\n"):format(tostring(f[1]), tostring(f[2]), tostring(f[3]), tostring(f[4])))
+      end
+    end
+    for _, f in ipairs(r[2]) do          -- what the place holds now
+      if f[1] ~= 4 and f[1] ~= 5 then
+        h:_remote_feed_point(p.cid, p.bucket, p.buckets, f[2], f[3],
+          f[4] ~= false and f[4] ~= redis.null and f[4] or nil, t)
+      elseif f[1] == 4 then
+        h:_remote_feed_range(p.cid, p.bucket, p.buckets, f[2], "", false,
+          false, {}, {}, false, tonumber(f[4]), t)
+      else
+        h:_remote_feed_point(p.cid, p.bucket, p.buckets, f[2], f[3], f[4], t)
+      end
+    end
+    h:_remote_refused(i)
+    return false
+  end
+  local last = #parts
+  if parts[1] and parts[1].cid == layout.GLOBAL and parts[1].bucket == 1 then
+    local r = D.redis:pipeline({ cmd_of(parts[1]) })[1]
+    local ok, err, st = settle(1, parts[1], r)
+    if ok ~= true then return ok, err, st end
+    first = 2
+  end
+  local tail = parts[last] and parts[last].cid == layout.GLOBAL and
+    parts[last].bucket == 0 and last >= first and last
+  local cmds, idx = {}, {}
+  for i = first, tail and last - 1 or last do
+    cmds[#cmds + 1] = cmd_of(parts[i])
+    idx[#cmds] = i
+    if D.sync == "full" then cmds[#cmds + 1] = { "WAIT", 1, D.wait_ms } end
+  end
+  local res = #cmds > 0 and D.redis:pipeline(cmds) or {}
+  local all, failure = true, nil
+  for j, i in pairs(idx) do
+    local ok, err, st = settle(i, parts[i], res[j])
+    if ok == nil then failure = failure or { err, st }
+    elseif not ok then all = false end
+    if D.sync == "full" and ok then
+      local w = res[j + 1]
+      if redis.is_error(w) or tonumber(w) == nil or tonumber(w) < 1 then
+        failure = failure or { "not replicated: no replica acknowledged the " ..
+          "write within " .. D.wait_ms .. " ms (it is applied on its primary; " ..
+          "whether it survives a failover is unknown)", 500 }
+      end
+    end
+  end
+  if failure then return nil, failure[1], failure[2] end
+  if all and tail then
+    local r = D.redis:pipeline({ cmd_of(parts[tail]) })[1]
+    local ok, err, st = settle(tail, parts[tail], r)
+    if ok ~= true then return ok, err, st end
+  end
+  return all, lsn, stand_in
+end
+
+-- A call made inside a running one (a transactional processor's
+-- handler calling a method): when what it read was not all there, it goes
+-- back to its mark, fetches and runs again alone, so that the handler's
+-- own code runs on whole answers and once.  A transport that cannot block
+-- inside the core's call (cosockets) leaves it to the outer call, which
+-- then runs again whole; so does a fetch that shows the running call read
+-- what has changed since (remote.c `moved`: still incomplete once fed).
+local function nested(D, f, ...)
+  local h = D.handle
+  if not D.blocking or not h:_remote_complete() then return f(...) end
+  for _ = 1, MAX_ROUNDS do
+    local m = h:_remote_mark()
+    local out = pack(pcall(f, ...))
+    if h:_remote_complete() then
+      h:_remote_keep(m)
+      if not out[1] then error(out[2], 0) end
+      return unpack(out, 2, out.n)
+    end
+    h:_remote_back(m)
+    local ok, err, st = fetch(D)
+    if not ok then return nil, err, st end
+    h:_remote_fetched()
+    if not h:_remote_complete() then return f(...) end
+  end
+  return nil, "cluster: the call kept asking for more (" .. MAX_ROUNDS ..
+    " runs)", 500
+end
+
+-- Runs f (a method of the core's handles) as one call on the cluster.
+local function drive(D, f, ...)
+  local h = D.handle
+  if h:_in_scope() then return nested(D, f, ...) end
+  h:_remote_reset(now_ms(), D.meta_refresh)
+  local conflicts = 0
+  for round = 1, MAX_ROUNDS do
+    if round > 1 then h:_remote_rerun() end
+    local out = pack(pcall(f, ...))
+    local state = h:_remote_state()
+    if DEBUG then
+      io.stderr:write(("round %d state %s -> %s %s %s\n"):format(round, state,
+        tostring(out[1]), tostring(out[2]), tostring(out[4])))
+      if state == "fetch" then
+        for _, n in ipairs((h:_remote_needs())) do
+          io.stderr:write(("  need %d:%d tb %d %q%s\n"):format(n.cid, n.bucket, n.tb, n.key, n.range and " range" or ""))
+        end
+      end
+    end
+    if state == "done" then
+      if not out[1] then error(out[2], 0) end
+      return unpack(out, 2, out.n)
+    elseif state == "fetch" then
+      local ok, err, st = fetch(D)
+      if not ok then return nil, err, st end
+    elseif out[1] then                        -- apply
+      local ok, lsn, stand_in = apply(D)
+      if ok == nil then return nil, lsn, stand_in end
+      if ok then
+        if stand_in and stand_in ~= 0 and lsn then
+          local seen = {}
+          for i = 2, out.n do patch(out[i], stand_in, lsn, seen) end
+        end
+        return unpack(out, 2, out.n)
+      end
+      conflicts = conflicts + 1
+      M.stats.conflicts = M.stats.conflicts + 1
+      -- at once the first time (often a guess of the engine's, an item
+      -- guessed absent, refused with what is there); then wait, longer
+      -- after a few (a hot partition)
+      if conflicts > 1 then
+        local cap = conflicts > LOCK_AFTER and 0.02 or 0.002
+        core._processor.sleep(math.random() * cap)
+      end
+    else
+      error(out[2], 0)
+    end
+  end
+  return nil, "cluster: the call kept conflicting with other writers (" ..
+    MAX_ROUNDS .. " runs)", 503
+end
+
+-- }==================================================================
+
+-- {==================================================================
+-- Proxies
+-- ===================================================================
+
+-- A proxy of a core handle (a database, a container, a processor's
+-- state): its methods drive their calls; a method returning a handle
+-- returns its proxy.
+local Proxy = {}
+local handles = setmetatable({}, { __mode = "k" })   -- proxy -> handle
+local proxies = setmetatable({}, { __mode = "kv" })  -- handle -> proxy
+
+-- The metatables of the core's handles a proxy stands for.
+local handle_mt = { [core._methods.db] = true, [core._methods.container] = true }
+
+local function wrap(D, v)
+  if type(v) ~= "userdata" or not handle_mt[getmetatable(v)] then return v end
+  local p = proxies[v]
+  if p then return p end
+  p = setmetatable({ __D = D }, Proxy)
+  handles[p] = v
+  proxies[v] = p
+  return p
+end
+
+function M.handle(p) return handles[p] end
+
+local function wrap_all(D, ...)
+  local n = select("#", ...)
+  if n == 0 then return end
+  local out = pack(...)
+  for i = 1, n do out[i] = wrap(D, out[i]) end
+  return unpack(out, 1, n)
+end
+
+-- Arguments that are proxies go to the core as their handles.
+local function unwrap_all(...)
+  local n = select("#", ...)
+  local out = pack(...)
+  for i = 1, n do
+    local h = type(out[i]) == "table" and handles[out[i]]
+    if h then out[i] = h end
+  end
+  return unpack(out, 1, n)
+end
+
+local methods_cache = setmetatable({}, { __mode = "k" })
+
+-- Is f written in Lua (a method assembled in lua/regolith, which calls the
+-- proxy's methods itself) rather than the core's?
+local lua_method = setmetatable({}, { __mode = "k" })
+local function is_lua(f)
+  local v = lua_method[f]
+  if v == nil then
+    v = debug.getinfo(f, "S").what ~= "C"
+    lua_method[f] = v
+  end
+  return v
+end
+
+Proxy.__index = function(p, name)
+  local h = handles[p]
+  local D = rawget(p, "__D")
+  local extra = D.extra[getmetatable(h)]
+  local own = extra and extra[name]
+  if own ~= nil then return own end
+  local m = h and h[name]
+  if type(m) ~= "function" then return m end
+  if is_lua(m) then return m end      -- it calls the proxy's own methods
+  local cache = methods_cache[p]
+  if not cache then cache = {}; methods_cache[p] = cache end
+  local f = cache[name]
+  if not f then
+    f = function(self, ...)
+      local target = handles[self] or self
+      local args = pack(unwrap_all(...))
+      return wrap_all(D, drive(D, function()
+        return m(target, unpack(args, 1, args.n))
+      end))
+    end
+    cache[name] = f
+  end
+  return f
+end
+
+Proxy.__tostring = function(p)       -- the core's: "regolith.db (url)"
+  return tostring(handles[p])
+end
+
+-- }==================================================================
 
 -- {==================================================================
 -- Opening
 -- ===================================================================
+
+local function check_options(opts)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then
+    error("open: options must be a table, not " .. type(opts), 3)
+  end
+  for k, v in pairs(opts) do
+    local want = OPEN_OPTIONS[k]
+    if want == nil then error("open: unknown option '" .. tostring(k) .. "'", 3) end
+    if type(v) ~= want then
+      error("open: option '" .. k .. "' must be a " .. want, 3)
+    end
+    if want == "string" and v:find("\0", 1, true) then
+      error("open: option '" .. k .. "' must not contain NUL", 3)
+    end
+  end
+  return opts
+end
+
+local function random_bytes(n)
+  local f = io.open("/dev/urandom", "rb")
+  local s = f and f:read(n)
+  if f then f:close() end
+  if s and #s == n then return s end
+  local t = {}
+  for i = 1, n do t[i] = string.char(math.random(0, 255)) end
+  return table.concat(t)
+end
+
+local VERSION_KEY, SECRET_KEY = "\1version", "\1secret"
+local FORMAT = "\0\0\0\2"          -- csrc/store/layout.h RG_FORMAT_VERSION
 
 -- regolith.open("redis://host:port[,host:port...]/name", opts)
 function M.open(url, opts)
   if url:find("\0", 1, true) then
     error("bad argument #1 to 'open' (a path must not contain NUL)", 2)
   end
-  opts = util.check_options(opts, OPEN_OPTIONS, "open", 2)
+  opts = check_options(opts)
   local seeds, name = url:match("^redis://([^/]+)/(.*)$")
   if not seeds then
     return nil, "a cluster URL is redis://host:port[,host:port...]/name", 400
@@ -73,8 +520,6 @@ function M.open(url, opts)
   if opts.map_size ~= nil then
     error("open: option 'map_size' does not apply to a Redis Cluster", 2)
   end
-  local budget = util.integer_option(opts, "script_budget", 0, 1, 2 ^ 50, "open", 2)
-  local memory = util.integer_option(opts, "script_memory", 0, 2 ^ 16, 2 ^ 40, "open", 2)
   local c, err = redis.connect(seeds, { timeout = opts.timeout,
     retry_seconds = opts.retry_seconds, password = opts.password,
     user = opts.user, transport = opts.transport, protocol = opts.protocol })
@@ -84,438 +529,95 @@ function M.open(url, opts)
     c:close()
     return nil, "cannot load the regolith Functions library: " .. tostring(lerr), 500
   end
-  local db = setmetatable({
-    url = url, name = name, redis = c, sync = sync,
-    wait_ms = util.integer_option(opts, "wait_timeout", 1000, 1, 600000, "open", 2),
-    read_only = opts.readonly or false,
-    stream = opts.all_versions ~= false,
-    script_refresh = opts.script_refresh or 0,
-    max_containers = util.integer_option(opts, "max_containers", nil, 1, 2 ^ 20, "open", 2),
-    stepper = core.stepper(budget, memory),
-    conts = setmetatable({}, { __mode = "v" }),
-    paths = {}, scripts = {},
-  }, Db)
-  local key = layout.meta_key(name, "secret")
-  local secret = c:call("GET", key)
-  if secret == redis.null then
-    local set, serr = c:call("SET", key, util.random_bytes(16), "NX")
-    if set == nil then c:close(); return nil, "cannot reach the cluster: " .. serr, 500 end
-    secret = c:call("GET", key)
+  -- the format and the secret, made by the first open
+  local meta = layout.place_keys(name, layout.GLOBAL, 0, 1)[1]
+  local r = c:pipeline({ { "HGET", meta, VERSION_KEY }, { "HGET", meta, SECRET_KEY },
+    { "EXISTS", layout.old_catalog(name) } })
+  for _, x in ipairs(r) do
+    if redis.is_error(x) then c:close(); return nil, "cannot reach the cluster: " .. x.message, 500 end
   end
-  if type(secret) ~= "string" or #secret ~= 16 then
+  if r[1] == redis.null then
+    if r[3] == 1 then
+      c:close()
+      return nil, "the cluster database '" .. name .. "' is of the layout before " ..
+        "this release (one hash per logical partition); this release reads " ..
+        "format 2's places: export it with the release that made it and " ..
+        "import it here (docs/cluster.md, \"Moving a database of the " ..
+        "earlier layout\")", 426
+    end
+    if not opts.readonly then
+      local zmeta = layout.place_keys(name, layout.GLOBAL, 0, 1)[layout.TABLES + 1]
+      c:pipeline({ { "HSETNX", meta, SECRET_KEY, random_bytes(16) },
+        { "ZADD", zmeta, 0, SECRET_KEY }, { "HSETNX", meta, VERSION_KEY, FORMAT },
+        { "ZADD", zmeta, 0, VERSION_KEY } })
+      r = c:pipeline({ { "HGET", meta, VERSION_KEY }, { "HGET", meta, SECRET_KEY } })
+    end
+  end
+  if r[1] ~= FORMAT or type(r[2]) ~= "string" or #r[2] ~= 16 then
     c:close()
-    return nil, "cannot read the database's secret: " .. tostring(secret), 500
+    if r[1] == redis.null then
+      return nil, "no regolith database '" .. name .. "' on the cluster", 404
+    end
+    return nil, "the cluster database '" .. name .. "' is of another format " ..
+      "(" .. tostring(r[1] and r[1]:byte(4)) .. ")", 500
   end
-  db.secret = secret
+  local handle, herr, hst = core._open_remote(url, r[2], {
+    sync = sync, readonly = opts.readonly,
+    script_budget = opts.script_budget, script_memory = opts.script_memory,
+    max_containers = opts.max_containers,
+    retry_throttled = opts.retry_throttled, query_time = opts.query_time })
+  if not handle then c:close(); return nil, herr, hst end
+  local D = {
+    url = url, name = name, redis = c, handle = handle, sync = sync,
+    blocking = c.t.name ~= "cosocket",
+    wait_ms = opts.wait_timeout or 1000,
+    meta_refresh = (opts.meta_refresh or 0) * 1000,
+    extra = {},
+  }
+  local db = wrap(D, handle)
+  local extra = {}
+  for k, v in pairs(M.db_extra) do extra[k] = v end
+  D.extra[getmetatable(handle)] = extra
+  D.db = db
+  extra.close = function()
+    if D.closed then return true end
+    D.closed = true
+    if M.on_close then M.on_close(db) end
+    handle:close()
+    c:close()
+    return true
+  end
+  extra.cluster = function() return c end
   return db
 end
 
--- }==================================================================
+-- Members every database proxy has beside the core's methods (regolith's
+-- init.lua adds the processors' here), and what runs when one closes.
+M.db_extra = {}
+M.on_close = nil
 
--- {==================================================================
--- Calls
--- ===================================================================
-
-local function redis_fail(msg, kind)
-  if kind == "in_doubt" then
-    return nil, "the cluster connection broke after the write was sent: its " ..
-      "outcome is unknown (" .. tostring(msg) .. ")", 500
-  end
-  return nil, "cluster: " .. tostring(msg), 500
-end
-M.redis_fail = redis_fail
-
-function Db:check()
-  if getmetatable(self) ~= Db then
-    error("bad argument #1 (regolith.db expected, got " .. type(self) .. ")", 3)
-  end
-  if not self.redis then closed_error("database") end
-  return self
-end
-util.checkdb = Db.check
-
--- One call, routed by its key: reply | nil, message, 500.
-function Db:call(...)
-  local v, msg, kind = util.checkdb(self).redis:call(...)
-  if v == nil then return redis_fail(msg, kind) end
-  return v
+-- db:write_queue -> nil, message, 501: the queue is a file beside a local
+-- database's own that its processes share (store/queue.h); a cluster's
+-- clients share no file, and each write is already one call to Redis.
+M.db_extra.write_queue = function()
+  return nil, "write_queue is not available on a Redis Cluster: the queue " ..
+    "is a file the processes of one machine share beside a local " ..
+    "database; write with the container's methods (docs/cluster.md)", 501
 end
 
--- Several calls, pipelined: the replies (a failed one as nil, message, 500
--- for the whole lot).
-function Db:pipeline(cmds)
-  local res = util.checkdb(self).redis:pipeline(cmds)
-  for i = 1, #cmds do
-    if redis.is_error(res[i]) then return redis_fail(res[i].message, res[i].kind) end
-  end
-  return res
-end
-
--- A write Function call; with sync = "full", WAIT 1 in the same round
--- trip (docs/cluster.md, Durability): a write no replica acknowledged is
--- 500 "not replicated", its outcome unknown.  `before` (optional) is a
--- command of the same slot sent first in the same round trip; its reply
--- is the second result.
-function Db:fcall_write(name, keys, argv, before)
-  local c = util.checkdb(self).redis
-  local cmds = {}
-  if before then cmds[1] = before end
-  cmds[#cmds + 1] = redis.fcall_cmd("FCALL", name, keys, argv)
-  local n = #cmds
-  if self.sync == "full" then cmds[n + 1] = { "WAIT", 1, self.wait_ms } end
-  local moved = c.stats.moved + c.stats.ask
-  local res = c:pipeline(cmds)
-  local v = res[n]
-  if redis.is_error(v) then return redis_fail(v.message, v.kind) end
-  if self.sync == "full" and type(v) == "table" and v[1] == "OK" then
-    local acked = res[n + 1]
-    if c.stats.moved + c.stats.ask ~= moved then
-      -- redirected: the WAIT went to the node the write did not reach
-      local again = c:pipeline({ { "EXISTS", keys[1] }, { "WAIT", 1, self.wait_ms } })
-      acked = again[2]
-    end
-    if type(acked) ~= "number" or acked < 1 then
-      return nil, "not replicated: no replica acknowledged the write within " ..
-        self.wait_ms .. " ms (sync = \"full\"); its outcome is unknown", 500
-    end
-  end
-  return v, before and res[1]
-end
-
--- }==================================================================
-
--- {==================================================================
--- The database handle
--- ===================================================================
-
-function Db:close()
-  if not self.redis then return end
-  if self.close_processors then self:close_processors() end
-  for _, cont in pairs(self.conts) do cont.closed = true end
-  self.redis:close()
-  self.redis = nil
-end
-
-function Db:__tostring()
-  if not self.redis then return "regolith.db (closed)" end
-  return "regolith.db (" .. self.url .. ")"
-end
-
--- The catalog's view of container `name`: cid and spec text, or nil.
-function Db:lookup(name)
-  local catalog = layout.meta_key(self.name, "catalog")
-  local cid, err, st = self:call("HGET", catalog, "n:" .. name)
-  if cid == nil then return nil, err, st end
-  if cid == redis.null then return false end
-  local spec
-  spec, err, st = self:call("HGET", catalog, "c:" .. cid)
-  if spec == nil then return nil, err, st end
-  if spec == redis.null then return false end
-  return tonumber(cid), spec
-end
-
-local function check_name(name, what)
-  if type(name) ~= "string" then
-    error("bad argument #1: " .. what .. " must be a string", 3)
-  end
-  return core.check_name(name, what)
-end
-
--- The message and status refusing a write on a read-only handle, or nil.
-function Db:readonly()
-  if self.read_only then return "the database is open read-only", 403 end
-end
-
-function Db:container_of(name, cid, text)
-  local cont = self.conts[name]
-  if cont and cont.cid == cid and not cont.deleted then return cont end
-  local S = core.cluster_spec(text, cid)
-  local info = S:info()
-  cont = setmetatable({ db = self, cname = name, cid = cid, S = S, text = text,
-    info = info, P = info.partitions, buckets = {},
-    -- writes go to the all-versions stream where the container keeps that
-    -- history and the handle records it
-    stream = self.stream and info.all_versions }, Container)
-  if not self.paths[cid] then self.paths[cid] = { list = {}, set = {} } end
-  cont.known = self.paths[cid]
-  if info.ts_index then cont:learn_paths({ info.ts_index }) end
-  if info.lsn_index then cont:learn_paths({ info.lsn_index }) end
-  self.conts[name] = cont
-  return cont
-end
-
-function Db:create_container(name, opts)
-  util.checkdb(self)
-  local text, err, st = core.spec_check(name, opts)
-  if not text then return nil, err, st end
-  local rerr, rst = self:readonly()
-  if rerr then return nil, rerr, rst end
-  local keys, argv = layout.meta_args(self.name, nil, "create", name, text,
-    self.max_containers or "")
-  local r
-  r, err, st = self:call((table.unpack or unpack)(redis.fcall_cmd("FCALL", "rg_meta", keys, argv)))
-  if r == nil then return nil, err, st end
-  if r[1] ~= "OK" then return nil, r[3], r[2] end
-  return self:container_of(name, r[2], text), util.info(nil, 201)
-end
-
-function Db:container(name)
-  util.checkdb(self)
-  local ok, err, st = check_name(name, "a container name")
-  if not ok then return nil, err, st end
-  local cid, text
-  cid, text, st = self:lookup(name)
-  if cid == nil then return nil, text, st end
-  if not cid then return nil, "container not found", 404 end
-  return self:container_of(name, cid, text)
-end
-
-function Db:containers()
-  util.checkdb(self)
-  local all, err, st = self:call("HKEYS", layout.meta_key(self.name, "catalog"))
-  if not all then return nil, err, st end
-  local names = {}
-  for _, f in ipairs(all) do
-    if f:sub(1, 2) == "n:" then names[#names + 1] = f:sub(3) end
-  end
-  table.sort(names)
-  return names
-end
-
--- Deletes every key of a container's buckets (after the catalog forgot
--- it: a cid is never reused, so what a late writer adds is never seen).
-function Db:drop_keys(cid, P)
-  local c = self.redis
-  for r = 0, P - 1 do
-    local b = layout.bucket_keys(self.name, cid, r, P)
-    local slot_pfx = layout.slot_prefix(self.name, b.slot)
-    local mine = { b.pfx, slot_pfx .. "lease:" .. cid .. ":", slot_pfx .. "dead:" .. cid .. ":" }
-    for _ = 1, 3 do                  -- a moving slot: try its new node
-      c:refresh()
-      local addr = c:node_for_slot(b.slot)
-      local keys = addr and c:call_node(addr, "CLUSTER", "GETKEYSINSLOT", b.slot, 100000)
-      if type(keys) == "table" then
-        local cmds = {}
-        for _, k in ipairs(keys) do
-          for _, p in ipairs(mine) do
-            if k:sub(1, #p) == p then cmds[#cmds + 1] = { "UNLINK", k }; break end
-          end
-        end
-        if #cmds == 0 or not redis.is_error(c:pipeline(cmds)[1]) then break end
-      end
-    end
-  end
-end
-
-function Db:delete_container(name)
-  util.checkdb(self)
-  local ok, err, st = check_name(name, "a container name")
-  if not ok then return nil, err, st end
-  local rerr, rst = self:readonly()
-  if rerr then return nil, rerr, rst end
-  local cid, text
-  cid, text, st = self:lookup(name)
-  if cid == nil then return nil, text, st end
-  if not cid then return nil, "container not found", 404 end
-  local keys, argv = layout.meta_args(self.name, cid, "drop", name, tostring(cid))
-  local r
-  r, err, st = self:call((table.unpack or unpack)(redis.fcall_cmd("FCALL", "rg_meta", keys, argv)))
-  if r == nil then return nil, err, st end
-  if r[1] ~= "OK" then return nil, r[3], r[2] end
-  local cont = self.conts[name]
-  if cont and cont.cid == cid then cont.deleted = true end
-  self:drop_keys(cid, core.cluster_spec(text, cid):info().partitions)
-  self.scripts[cid] = nil
-  return true, util.info(nil, 204)
-end
-
--- db:stats() -> {items, bytes, containers = {name = {items, bytes}}}:
--- summed from the buckets' counters (not a snapshot).
-function Db:stats()
-  util.checkdb(self)
-  local names, err, st = self:containers()
-  if not names then return nil, err, st end
-  local out = { items = 0, bytes = 0, containers = {} }
-  for _, name in ipairs(names) do
-    local cont = self:container(name)
-    if cont then
-      local cmds = {}
-      for r = 0, cont.P - 1 do cmds[#cmds + 1] = { "HMGET", cont:bucket(r).K, "n", "b" } end
-      local res
-      res, err, st = self:pipeline(cmds)
-      if not res then return nil, err, st end
-      local n, b = 0, 0
-      for _, v in ipairs(res) do
-        n = n + (tonumber(v[1]) or 0)
-        b = b + (tonumber(v[2]) or 0)
-      end
-      out.containers[name] = { items = n, bytes = b }
-      out.items, out.bytes = out.items + n, out.bytes + b
-    end
-  end
-  return out
-end
-
-function Db:backup(path)
-  util.checkdb(self)
-  if type(path) ~= "string" then
-    error("bad argument #1 to 'backup' (string expected, got " .. type(path) .. ")", 2)
-  end
-  if path:find("\0", 1, true) then error("bad argument #1 to 'backup' (a path must not contain NUL)", 2) end
-  return nil, "backup is not available on a Redis Cluster: there is no " ..
-    "consistent copy across nodes; copy each node's RDB/AOF files " ..
-    "(docs/cluster.md)", 501
-end
-
--- What a cluster does not have: each says so (docs/cluster.md).
-local function unavailable(what, why)
-  return function(self)
-    util.checkdb(self)
-    return nil, what .. " is not available on a Redis Cluster: " .. why ..
-      " (docs/cluster.md)", 501
-  end
-end
-
-Db.compact = unavailable("compact", "there is no consistent copy across " ..
-  "nodes to repack; copy each node's RDB/AOF files")
-Db.replace_container = unavailable("replace_container",
-  "rebuilding a container's indexes in place would need every bucket at once")
-Db.group = unavailable("group", "one transaction cannot span the slots of " ..
-  "several partitions; each write commits alone")
-Db.group_commit = unavailable("group_commit", "one transaction cannot span " ..
-  "the slots of several partitions; each write commits alone")
-Db.write_queue = unavailable("write_queue", "one transaction cannot span " ..
-  "the slots of several partitions; each write commits alone")
-
--- db:set_throughput(nil) -> true: there is no budget to clear; a budget
--- is 501 (throughput budgets are a local database's, docs/throughput.md).
-function Db:set_throughput(v)
-  util.checkdb(self)
-  if v == nil then return true, util.info(nil, 200) end
-  return unavailable("set_throughput", "request-unit budgets live in a " ..
-    "local database's shared memory")(self)
-end
-
--- db:purge_expired() -> count, info: every container's expired items.
-function Db:purge_expired()
-  util.checkdb(self)
-  local rerr, rst = self:readonly()
-  if rerr then return nil, rerr, rst end
-  local names, err, st = self:containers()
-  if not names then return nil, err, st end
-  local total = 0
-  for _, name in ipairs(names) do
-    local cont = self:container(name)
-    if cont and cont.info.ttl then
-      for r = 0, cont.P - 1 do
-        local n
-        n, err, st = cont:purge(r)
-        if not n then return nil, err, st end
-        total = total + n
-      end
-    end
-  end
-  return total, util.info(nil, 200)
-end
-
--- }==================================================================
-
--- {==================================================================
--- The container handle
--- ===================================================================
-
-function Container:check()
-  if getmetatable(self) ~= Container then
-    error("bad argument #1 (regolith.container expected, got " .. type(self) .. ")", 3)
-  end
-  if self.closed or not self.db.redis then closed_error("container") end
-  if self.deleted then
-    return nil, "container '" .. self.cname .. "' has been deleted", 404
-  end
-  return self
-end
-
-util.check = Container.check
-
-function Container:__tostring()
-  if self.closed or not self.db.redis then return "regolith.container (closed)" end
-  return "regolith.container (" .. self.cname .. ")"
-end
-
-function Container:name()
-  util.check(self)
-  return self.cname
-end
-
--- c:bulk_load -> nil, message, 501: a bulk load's batch is one
--- transaction over many partitions, which a cluster cannot make.
-function Container:bulk_load()
-  local ok, err, st = util.check(self)
-  if not ok then return nil, err, st end
-  return nil, "bulk_load is not available on a Redis Cluster: a batch is " ..
-    "one transaction over many partitions, and each partition commits " ..
-    "alone; write with create, upsert or batch (docs/cluster.md)", 501
-end
-
-function Container:spec()
-  util.check(self)
-  local spec = util.decode(self.text)
-  spec.revision = nil                -- the layout's revision is internal
-  return spec
-end
-
--- The keys of bucket r.
-function Container:bucket(r)
-  local b = self.buckets[r]
-  if not b then
-    b = layout.bucket_keys(self.db.name, self.cid, r, self.P)
-    self.buckets[r] = b
-  end
-  return b
-end
-
--- Notes index ids as ones this container's items have terms in.
-function Container:learn_paths(ids)
-  local k = self.known
-  for _, id in ipairs(ids) do
-    if not k.set[id] then k.set[id] = true; k.list[#k.list + 1] = id end
-  end
-end
-
--- The all_versions retention of bucket r, at most once a second.
-function Container:trim(r)
-  local ret = self.info.retention
-  if not ret or ret < 0 then return end
-  self.trimmed = self.trimmed or {}
-  local now = self.db.redis.t.now()
-  if (self.trimmed[r] or 0) + 1 > now then return end
-  self.trimmed[r] = now
-  require("regolith.cluster.feed").trim(self, r)
-end
-
--- Removes up to all expired items of bucket r; returns how many.
-function Container:purge(r)
-  local b, total = self:bucket(r), 0
-  for _ = 1, 1000 do
-    local keys, argv = layout.purge_args(b, self.known.list, 100, self.stream)
-    local res, err, st = self.db:fcall_write("rg_purge", keys, argv)
-    if not res then return nil, err, st end
-    if res[1] == "PATHS" then self:learn_paths(res[2])
-    else
-      total = total + res[1]
-      if res[1] < 100 then return total end
-    end
-  end
-  return total
-end
-
--- }==================================================================
-
--- The methods of the other files.
-require("regolith.cluster.items").install(M)
-require("regolith.cluster.query").install(M)
-require("regolith.cluster.scripts").install(M)
-require("regolith.cluster.feed").install(M)
-require("regolith.cluster.verify").install(M)
+-- The processors' state (regolith.processor): the core's, on the
+-- container's handle, its calls driven as the others.
+local P = core._processor
+M.db_extra.processor_backend = {
+  new = function(cont, ...)
+    local st = P.new(handles[cont], ...)
+    handle_mt[getmetatable(st)] = true
+    return wrap(rawget(cont, "__D"), st)
+  end,
+  in_transaction = function(db) return P.in_transaction(handles[db]) end,
+  is_container = function(v)
+    return type(v) == "table" and handles[v] ~= nil and core.is_container(handles[v])
+  end,
+}
 
 return M

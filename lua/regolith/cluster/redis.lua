@@ -475,8 +475,10 @@ end
 -- optionally pins a command to a node address (at[i]).  Commands are grouped
 -- by node, every node's group is sent before any reply is read, and the
 -- commands that need another try (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a lost
--- connection) go round again, up to the retry budget.
-function Client:run(cmds, at)
+-- connection) go round again, up to the retry budget; with `no_tryagain`, a
+-- TRYAGAIN is answered at once (an error of kind "tryagain": the caller has
+-- another way, one key at a time).
+function Client:run(cmds, at, no_tryagain)
   local results, pending = {}, {}
   local ask = {}                -- i -> node that answered ASK for command i
   for i = 1, #cmds do pending[#pending + 1] = i end
@@ -485,6 +487,7 @@ function Client:run(cmds, at)
   while #pending > 0 do
     -- group by node
     local groups, order, retry = {}, {}, {}
+    local redirected = false          -- (the budget counts rounds, not keys)
     local need_refresh = false
     local prev_addr
     for _, i in ipairs(pending) do
@@ -556,15 +559,18 @@ function Client:run(cmds, at)
               self.slots[tonumber(slot) + 1] = to
               self.stats.moved = self.stats.moved + 1
               need_refresh = true
-              redirects = redirects + 1
+              redirected = true
               retry[#retry + 1] = i
               results[i] = new_error(v.message, "cluster")
             elseif kind == "ASK" then
               ask[i] = v.message:match("^ASK %d+ (%S+)")
               self.stats.ask = self.stats.ask + 1
-              redirects = redirects + 1
+              redirected = true
               retry[#retry + 1] = i
               results[i] = new_error(v.message, "cluster")
+            elseif kind == "TRYAGAIN" and no_tryagain then
+              self.stats.tryagain = self.stats.tryagain + 1
+              results[i] = new_error(v.message, "tryagain")
             elseif kind == "TRYAGAIN" or kind == "CLUSTERDOWN" then
               local stat = kind == "TRYAGAIN" and "tryagain" or "clusterdown"
               self.stats[stat] = self.stats[stat] + 1
@@ -586,6 +592,7 @@ function Client:run(cmds, at)
       end
     end
     if #retry == 0 then break end
+    if redirected then redirects = redirects + 1 end
     -- ASK alone is answered at once; every other retry waits a little
     local only_ask = not need_refresh
     for _, i in ipairs(retry) do if not ask[i] then only_ask = false end end
@@ -619,8 +626,8 @@ end
 -- result per command (replies, or error objects).  A command without a key
 -- goes to the node of the command before it, so that {FCALL ..., WAIT 1 t}
 -- waits for that write's replica in the same round trip.
-function Client:pipeline(cmds)
-  return self:run(cmds)
+function Client:pipeline(cmds, no_tryagain)
+  return self:run(cmds, nil, no_tryagain)
 end
 
 local function fcall_cmd(verb, name, keys, args)

@@ -49,8 +49,7 @@ describe("cluster resharding", function()
     -- the slots of two buckets (the counter's, and k3's) move key by key
     local moved = 0
     for _, pk in ipairs({ "counter", "k3" }) do
-      local _, r = c.S:pk(pk)
-      local slot = c:bucket(r).slot
+      local slot = C.slot_of(url, c, pk)
       admin:refresh()
       local from = admin:node_for_slot(slot)
       local to = C.other_primary(admin, from)
@@ -74,7 +73,7 @@ describe("cluster resharding", function()
     busy()
     local t = C.finish_writers(writers)
     assert.is_true(moved > 0)
-    assert.is_true(db.redis.stats.ask + db.redis.stats.moved + db.redis.stats.tryagain > 0)
+    assert.is_true(db:cluster().stats.ask + db:cluster().stats.moved + db:cluster().stats.tryagain > 0)
     -- nothing lost; the same items into a local database
     local ldb = assert(regolith.open(H.tmpdir()))
     local lc = assert(ldb:create_container("w", { partition_key = "/pk",
@@ -124,8 +123,8 @@ describe("cluster resharding", function()
     end
     io.stderr:write(("\n  reshard: %d writes (%d in doubt), %d keys moved one by one, " ..
       "300 slots resharded; %d ASK, %d MOVED, %d TRYAGAIN seen here\n"):format(t.writes,
-      #t.doubt + t.inc_doubt, moved, db.redis.stats.ask, db.redis.stats.moved,
-      db.redis.stats.tryagain))
+      #t.doubt + t.inc_doubt, moved, db:cluster().stats.ask, db:cluster().stats.moved,
+      db:cluster().stats.tryagain))
     p:close()
     ldb:close()
     admin:close()
