@@ -204,8 +204,7 @@ print(ok and "ok" or ("fail " .. tostring(status) .. " " .. tostring(msg)))
     end
     assert(db:group({ function()
       assert(io.open(dir .. "/go", "w")):close()
-      for i = 1, 4 do H.expect(kids[i], "^calling") end
-      os.execute("sleep 0.3")
+      H.queue_waiting(db, 4)
       os.execute((SYS .. "dd if=/dev/zero of='%s/fill' bs=4k 2>/dev/null"):format(dir))
     end }))
     for i = 1, 4 do

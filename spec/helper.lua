@@ -202,6 +202,18 @@ function H.finish(child)
   return out
 end
 
+-- Returns once n requests wait in the write queue of db (queued, their
+-- outcome not yet decided): what a spec sets up before it lets a leader
+-- go on.
+function H.queue_waiting(db, n)
+  for _ = 1, 6000 do
+    if db:stats().queue.waiting == n then return end
+    os.execute("sleep 0.01")
+  end
+  error(("%d requests never waited in the queue (%d do)"):format(n,
+    db:stats().queue.waiting), 2)
+end
+
 -- Asserts the nil, message, status shape of an expected failure and
 -- returns the message.
 function H.fails(status, ok, msg, st, ...)

@@ -32,9 +32,22 @@ local function go(path)
   assert(io.open(path .. "/go", "w")):close()
 end
 
-local spawn, expect, finish = H.spawn, H.expect, H.finish
+local spawn, expect, finish, waiting = H.spawn, H.expect, H.finish, H.queue_waiting
 
 local function sleep(s) os.execute("sleep " .. s) end
+
+-- Returns once process pid has ended (a zombie or gone), after kill -9.
+local function ended(pid)
+  for _ = 1, 6000 do
+    local f = io.open("/proc/" .. pid .. "/stat")
+    if not f then return end
+    local st = f:read("a"):match("%) (%a)")
+    f:close()
+    if st == "Z" or st == "X" then return end
+    sleep(0.01)
+  end
+  error("process " .. pid .. " did not end")
+end
 
 describe("write queue", function()
 local db, c, q, path
@@ -131,8 +144,7 @@ end]]))
   -- their requests wait for the same leader
   assert(db:group({ function()
     go(path)
-    for i = 1, #kids do expect(kids[i], "^calling") end
-    sleep(0.3)
+    waiting(db, #kids)
   end }))
   local outs = {}
   for i, k in ipairs(kids) do outs[i] = finish(k) end
@@ -158,10 +170,9 @@ it("goes on when a waiting process is killed", function()
   end
   assert(db:group({ function()
     go(path)
-    for i = 1, 3 do expect(kids[i], "^calling") end
-    sleep(0.2)
+    waiting(db, 3)
     os.execute("kill -9 " .. kids[2].pid)
-    sleep(0.1)
+    ended(kids[2].pid)
   end }))
   finish(kids[2])
   assert.is_truthy(finish(kids[1]):find("ok w1", 1, true))
@@ -197,11 +208,9 @@ end]]))
   end
   expect(leader, "^ready")
   go(path)
-  expect(leader, "^calling")
-  sleep(0.1)
+  waiting(db, 1)                     -- the leader's own, first
   assert(io.open(path .. "/go2", "w")):close()
-  for i = 1, 3 do expect(kids[i], "^calling") end
-  sleep(0.1)
+  waiting(db, 4)
   os.execute("kill -9 " .. leader.pid)
   local out = finish(leader)
   assert.is_falsy(out:find("finished", 1, true), "the leader ended before it was killed: " .. out)

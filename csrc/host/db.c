@@ -310,12 +310,14 @@ static int db_stats (lua_State *L) {
     lua_setfield(L, -2, "log");
   }
   {
-    static const char *const names[] = { "batches", "members", NULL };
+    static const char *const names[] = { "batches", "members", "waiting",
+                                         NULL };
     rg_queue_stat qs;
-    uint64_t v[2];
+    uint64_t v[3];
     rg_queue_stats(d->env, &qs);
     v[0] = qs.batches;
     v[1] = qs.members;
+    v[2] = qs.waiting;
     push_counters(L, names, v);
     lua_setfield(L, -2, "queue");
   }

@@ -181,6 +181,7 @@ static rg_queue *queue_get (rg_env *env) {
 void rg_queue_stats (rg_env *env, rg_queue_stat *out) {
   char name[4096];
   struct stat st;
+  int i;
   memset(out, 0, sizeof(*out));
   if (env->remote) return;           /* no queue: see queue_get */
   snprintf(name, sizeof(name), "%s/regolith.queue", env->path);
@@ -189,6 +190,11 @@ void rg_queue_stats (rg_env *env, rg_queue_stat *out) {
     return;                          /* never used: not made for this */
   out->batches = __atomic_load_n(&env->queue->h->batches, __ATOMIC_RELAXED);
   out->members = __atomic_load_n(&env->queue->h->members, __ATOMIC_RELAXED);
+  for (i = 0; i < Q_SLOTS; i++) {
+    uint32_t st = __atomic_load_n(&env->queue->slots[i].state,
+                                  __ATOMIC_ACQUIRE);
+    if (st == S_PENDING || st == S_CLAIMED) out->waiting++;
+  }
 }
 /* }===================================================================== */
 

@@ -83,10 +83,11 @@ size_t rg_queue_max_result (void);
 void rg_queue_close (rg_queue *q);
 
 /* Batches committed through the queue of env since the boot, and the
-** requests they held, counted by every process (0 where there is no
-** queue). */
+** requests they held, counted by every process; and the requests queued
+** now whose outcome is not yet decided (PENDING or CLAIMED).  All 0 where
+** there is no queue. */
 typedef struct rg_queue_stat {
-  uint64_t batches, members;
+  uint64_t batches, members, waiting;
 } rg_queue_stat;
 void rg_queue_stats (rg_env *env, rg_queue_stat *out);
 

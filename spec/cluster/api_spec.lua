@@ -63,7 +63,7 @@ describe("cluster database", function()
     assert.is_false(db:_queue('{"c":"c","m":"create","n":1,"a":{"1":{"id":"q","pk":"p"}}}',
       function() ran = true; return true, "R{}" end))
     assert.is_false(ran)
-    assert.are.same({ batches = 0, members = 0 }, db:stats().queue)
+    assert.are.same({ batches = 0, members = 0, waiting = 0 }, db:stats().queue)
     assert.are.equal(404, select(3, c:read("q", "p")))
     -- what a second implementation could not do: the engine does it here too
     local r = assert(c:bulk_load({ { id = "b", pk = "p" }, { id = "d", pk = "q" } }))
