@@ -422,13 +422,15 @@ valgrind:
 
 # The crash harness: SIGKILL a writer at random moments, then check that
 # nothing acknowledged was lost and nothing half-applied (tools/crash.lua);
-# the last run with a tiny log, killing writers in its checkpoints too.
+# a run with a tiny log, killing writers in its checkpoints too; the last
+# through the write queue, killing its leader.
 CRASH_KILLS ?= 200
 crash: deps-test
 	$(MAKE) all
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync lazy
 	REGOLITH_WAL_RING="16384 65536" $(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full
+	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full --queue
 
 # The power-loss harness (tools/powerloss.lua): writers run with
 # build/powerloss/shim.so preloaded, which journals every write and flush of
@@ -437,7 +439,8 @@ crash: deps-test
 # pages written since, in any order), and each is opened and checked:
 # verify() clean, nothing acknowledged lost under sync "full", and for
 # "lazy" nothing acknowledged before the log's last flush; with one writer,
-# with coroutines sharing transactions (group commit), with processes; then
+# with coroutines sharing transactions (group commit), with processes, with
+# processes sharing transactions through the write queue; then
 # with a log made tiny (REGOLITH_WAL_RING), so that its checkpoints without
 # the writer lock and its laps happen many times a run.  First the self-test:
 # with every flush dropped (PL_DROP_SYNC=1) the harness must find a loss.
@@ -456,6 +459,7 @@ powerloss: deps-test
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES)
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --writers 8 --group
 	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --procs 4
+	$(RUN) tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES) --procs 4 --queue
 	$(RUN) tools/powerloss.lua --sync lazy --images $(POWERLOSS_IMAGES) --writers 4
 	REGOLITH_WAL_RING="16384 65536" $(RUN) tools/powerloss.lua --sync full \
 	  --images $(POWERLOSS_IMAGES) --procs 4

@@ -175,6 +175,52 @@ describe("a full disk", function()
     db:close()
   end)
 
+  it("fails every request of a write queue's batch with 507 when its transaction meets a full disk", function()
+    if skip then pending(skip) return end
+    local dir = assert(mount("8m"))
+    local path = dir .. "/db"
+    local db = assert(regolith.open(path, { map_size = 2^20 }))
+    local c = assert(db:create_container("c", { partition_key = "/pk" }))
+    local q = db:write_queue()       -- its file is made while there is room
+    assert(q:create(c, { id = "first", pk = "p0" }))
+    local before = assert(c:query("SELECT c.id, c._etag FROM c ORDER BY c.id"))
+    -- four processes whose requests wait for one leader: this process
+    -- holds the writer lock while they queue, and fills the disk
+    local kids = {}
+    for i = 1, 4 do
+      kids[i] = H.spawn(([[
+local regolith = require "regolith"
+io.stdout:setvbuf("line")
+local db = assert(regolith.open(%q))
+local c = assert(db:container("c"))
+local q = db:write_queue()
+print("ready")
+for _ = 1, 3000 do if io.open(%q) then break end os.execute("sleep 0.01") end
+print("calling")
+local ok, msg, status = q:create(c, { id = "q%d", pk = "p%d", s = (%q):rep(15000) })
+print(ok and "ok" or ("fail " .. tostring(status) .. " " .. tostring(msg)))
+]]):format(path, dir .. "/go", i, i, "q"))
+      H.expect(kids[i], "^ready")
+    end
+    assert(db:group({ function()
+      assert(io.open(dir .. "/go", "w")):close()
+      H.queue_waiting(db, 4)
+      os.execute((SYS .. "dd if=/dev/zero of='%s/fill' bs=4k 2>/dev/null"):format(dir))
+    end }))
+    for i = 1, 4 do
+      local out = H.finish(kids[i])
+      assert.is_truthy(out:find("fail 507 insufficient storage", 1, true), out)
+    end
+    assert.are.same(before, (assert(c:query("SELECT c.id, c._etag FROM c ORDER BY c.id"))))
+    assert(db:verify())
+    -- and once there is room, the queue writes again
+    os.remove(dir .. "/fill")
+    assert(q:create(c, { id = "q9", pk = "p1", s = ("q"):rep(15000) }))
+    assert.is_truthy(db:stats().queue.batches >= 2)
+    assert(db:verify())
+    db:close()
+  end)
+
   it("works again once there is room, keeping every acknowledged write", function()
     if skip then pending(skip) return end
     local dir = assert(mount("3m"))

@@ -177,6 +177,43 @@ function H.script(source)
   return path
 end
 
+-- Starts a child process running `source` (its output and errors on one
+-- pipe): { p = the pipe, pid = its pid } (the shell prints its pid and
+-- becomes the child).
+function H.spawn(source)
+  local file = H.script(source)
+  local p = assert(io.popen("echo $$; exec env " .. H.lua_cmd(file) .. " 2>&1", "r"))
+  return { p = p, pid = assert(tonumber(p:read("l"))) }
+end
+
+-- Reads a child's lines until one matches `pattern`; returns it.
+function H.expect(child, pattern)
+  while true do
+    local line = child.p:read("l")
+    assert(line, "the child ended before printing " .. pattern)
+    if line:match(pattern) then return line end
+  end
+end
+
+-- The rest of a child's output, once it has ended.
+function H.finish(child)
+  local out = child.p:read("a")
+  child.p:close()
+  return out
+end
+
+-- Returns once n requests wait in the write queue of db (queued, their
+-- outcome not yet decided): what a spec sets up before it lets a leader
+-- go on.
+function H.queue_waiting(db, n)
+  for _ = 1, 6000 do
+    if db:stats().queue.waiting == n then return end
+    os.execute("sleep 0.01")
+  end
+  error(("%d requests never waited in the queue (%d do)"):format(n,
+    db:stats().queue.waiting), 2)
+end
+
 -- Asserts the nil, message, status shape of an expected failure and
 -- returns the message.
 function H.fails(status, ok, msg, st, ...)

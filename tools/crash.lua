@@ -3,13 +3,18 @@ The crash harness: kill a writer with SIGKILL at random moments, many times,
 and check after each kill that nothing acknowledged was lost and nothing was
 half-applied.
 
-  lua5.4 tools/crash.lua [--kills N] [--sync full|lazy] [--dir DIR] [--seed S]
+  lua5.4 tools/crash.lua [--kills N] [--sync full|lazy] [--queue] [--dir DIR]
+                        [--seed S]
 
 The child (this file with --child) runs a mixed load on one database:
 creates, upserts, patches, deletes and batches over a small key space, each
 document carrying the sequence number of the operation that wrote it. It logs
 each call's intent before making it and its outcome after (to a side log,
 line by line, which a SIGKILL does not lose).
+
+With --queue the calls go through the write queue (db:write_queue): each
+child leads its own batches, and is killed while leading or waiting; the
+next child takes the queue over from the dead leader.
 
 It also bulk-loads new documents into a second container ("bulk"), in
 several batches per call, logging each batch the load reports done.
@@ -36,6 +41,7 @@ do
   while i <= #arg do
     local k = arg[i]:match("^%-%-(.+)$")
     if k == "child" then opts.child = true; i = i + 1
+    elseif k == "queue" then opts.queue = true; i = i + 1
     else
       opts[k] = arg[i + 1]
       i = i + 2
@@ -125,6 +131,12 @@ local function child()
   local seq = tonumber(os.getenv("CRASH_SEQ")) or 0
   local blob = ("x"):rep(200)
   local function outcome(s, ok) log:write((ok and "A %d\n" or "F %d\n"):format(s)) end
+  -- c:m(...), through the write queue with --queue
+  local q = opts.queue and db:write_queue()
+  local function send(m, ...)
+    if q then return q[m](q, c, ...) end
+    return c[m](c, ...)
+  end
   while true do
     seq = seq + 1
     local r = math.random(100)
@@ -154,23 +166,23 @@ local function child()
       -- the procedure: n and the next key of the same partition
       local id2 = key_of(n + PARTS > KEYS and n + PARTS - KEYS or n + PARTS)
       log:write(("I %d W %s %s %s %s\n"):format(seq, id, pk, id2, pk))
-      outcome(seq, c:execute("pair", pk, id, id2, seq))
+      outcome(seq, send("execute", "pair", pk, id, id2, seq))
     elseif r <= 30 then
       log:write(("I %d W %s %s\n"):format(seq, id, pk))
-      outcome(seq, c:upsert({ id = id, pk = pk, seq = seq, u = "u" .. seq,
+      outcome(seq, send("upsert", { id = id, pk = pk, seq = seq, u = "u" .. seq,
         blob = blob:sub(1, math.random(200)), v = { seq % 5, seq % 3, 1 },
         text = words(seq) }))
     elseif r <= 45 then
       log:write(("I %d W %s %s\n"):format(seq, id, pk))
-      outcome(seq, c:create({ id = id, pk = pk, seq = seq, u = "u" .. seq,
+      outcome(seq, send("create", { id = id, pk = pk, seq = seq, u = "u" .. seq,
         v = { seq % 7, 1, seq % 2 }, text = words(seq + 3) }))
     elseif r <= 60 then
       log:write(("I %d W %s %s\n"):format(seq, id, pk))
-      outcome(seq, c:patch(id, pk, { { op = "set", path = "/seq", value = seq },
+      outcome(seq, send("patch", id, pk, { { op = "set", path = "/seq", value = seq },
                                      { op = "incr", path = "/n", value = 1 } }))
     elseif r <= 75 then
       log:write(("I %d D %s %s\n"):format(seq, id, pk))
-      outcome(seq, c:delete(id, pk))
+      outcome(seq, send("delete", id, pk))
     else
       -- a batch over several keys of one logical partition
       local p = math.random(PARTS) - 1
@@ -187,7 +199,7 @@ local function child()
         end
       end
       log:write(table.concat(line, " ") .. "\n")
-      outcome(seq, c:batch("p" .. p, ops))
+      outcome(seq, send("batch", "p" .. p, ops))
     end
   end
 end
@@ -357,9 +369,9 @@ local function parent()
     -- child in the middle of a disk write (which SIGKILL cannot interrupt)
     -- still lives, and may commit after the check has begun
     local cmd = ("CRASH_SEQ=%d timeout --foreground -s KILL %.3f %s %s --child --dir '%s' "
-      .. "--log '%s' --sync %s --seed %d > /dev/null 2>&1"):format(seq + 1000000,
+      .. "--log '%s' --sync %s --seed %d%s > /dev/null 2>&1"):format(seq + 1000000,
       math.random(20, 250) / 1000, interp, self, dir, logfile, opts.sync,
-      opts.seed + kill)
+      opts.seed + kill, opts.queue and " --queue" or "")
     seq = seq + 1000000
     os.execute(cmd)
     local ok, why = check(dir, logfile)
@@ -379,9 +391,10 @@ local function parent()
     nl = nl + 1
     if not l.acked then cut = cut + 1 end
   end
-  print(("crash harness: %d kills with sync=%s, %d acknowledged calls replayed "
+  print(("crash harness: %d kills with sync=%s%s, %d acknowledged calls replayed "
     .. "(%d bulk loads, %d of them killed part way), nothing lost or "
-    .. "half-applied (%ds)"):format(opts.kills, opts.sync, acked, nl, cut,
+    .. "half-applied (%ds)"):format(opts.kills, opts.sync,
+    opts.queue and " (write queue)" or "", acked, nl, cut,
     os.time() - t0))
   os.execute("rm -rf '" .. dir .. "' '" .. logfile .. "'")
 end

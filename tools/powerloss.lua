@@ -3,7 +3,8 @@ The power-loss harness: what an OS crash or a power cut can leave of a
 database, checked on many disk images.
 
   lua5.4 tools/powerloss.lua [--images N] [--per-run M] [--sync full|lazy|none]
-    [--writers K] [--procs P] [--group] [--seed S] [--dir DIR] [--expect-loss]
+    [--writers K] [--procs P] [--group] [--queue] [--seed S] [--dir DIR]
+    [--expect-loss]
 
 Each run copies a durable database (a container with a procedure and an
 automatic post-trigger; every second run without its write-ahead log, so
@@ -17,7 +18,9 @@ the database's files, and the writer's marks (each call's intent before it,
 --writers K the calls come from K coroutines sharing the database handle,
 each on keys of its own (with --procs P, in each of P processes writing
 at once); with --group too, they write through
-db:group_commit, sharing transactions.  build/powerloss/image then makes M disk images
+db:group_commit, sharing transactions; with --queue, through the write
+queue (db:write_queue), where one process's transaction carries the calls
+of several processes.  build/powerloss/image then makes M disk images
 from the journal, each at a random moment: what was flushed, plus any
 subset of the pages written since the last flush (tools/powerloss/image.c).
 A checker process opens every image (as the first process after a reboot
@@ -49,6 +52,7 @@ do
     if k == "child" or k == "check" then mode = k; i = i + 1
     elseif k == "expect-loss" then opts.expect_loss = true; i = i + 1
     elseif k == "group" then opts.group = true; i = i + 1
+    elseif k == "queue" then opts.queue = true; i = i + 1
     elseif k then opts[k] = arg[i + 1]; i = i + 2
     else rest[#rest + 1] = arg[i]; i = i + 1 end
   end
@@ -58,7 +62,7 @@ do
 end
 
 local KEYS, PARTS = 48, 4
-local IGNORED = { "lock.mdb", "regolith.shm", "throughput.shm" }
+local IGNORED = { "lock.mdb", "regolith.shm", "throughput.shm", "regolith.queue" }
 
 local function key_of(n) return "k" .. n, "p" .. (n % PARTS) end
 
@@ -89,9 +93,16 @@ local function child()
   local seq = 0
   local function mark(line) marks:write(line, "\n") end
   local g = opts.group and db:group_commit{ yield = coroutine.yield }
+  local q = opts.queue and db:write_queue()
   local function write(fn)               -- through the group, or alone
     if g then return g:run(fn) end
     return fn()
+  end
+  -- cont:m(...) through the write queue (--queue), else as write does
+  local function send(cont, m, ...)
+    if q then return q[m](q, cont, ...) end
+    local args = table.pack and table.pack(...) or { n = select("#", ...), ... }
+    return write(function() return cont[m](cont, (table.unpack or unpack)(args, 1, args.n)) end)
   end
   local function call(w)
     seq = seq + 1
@@ -106,12 +117,12 @@ local function child()
     if seq % 3 == 0 then                 -- a vector moved, or gone
       local i = math.random(1100)
       local vid, vpk = "v" .. i, "p" .. (i % 3)
-      write(function()
-        if math.random(4) == 1 then return vec:delete(vid, vpk) end
-        return vec:upsert({ id = vid, pk = vpk,
-                            v = { s % 7 + 1, i % 5, s % 3, w },
-                            text = ("bell rope lamp kettle"):sub(1 + s % 5) })
-      end)
+      if math.random(4) == 1 then send(vec, "delete", vid, vpk)
+      else
+        send(vec, "upsert", { id = vid, pk = vpk,
+                              v = { s % 7 + 1, i % 5, s % 3, w },
+                              text = ("bell rope lamp kettle"):sub(1 + s % 5) })
+      end
     end
     if r <= 10 then
       local m = n + PARTS * W
@@ -119,23 +130,21 @@ local function child()
       if m < 1 then m = n end
       local id2 = key_of(m)
       mark(("I %d %d W %s %s %s %s"):format(s, w, id, pk, id2, pk))
-      ok = write(function() return c:execute("pair", pk, id, id2, s) end)
+      ok = send(c, "execute", "pair", pk, id, id2, s)
     elseif r <= 35 then
       mark(("I %d %d W %s %s"):format(s, w, id, pk))
       local pad = ("x"):rep(math.random(300))
-      ok = write(function() return c:upsert({ id = id, pk = pk, seq = s, pad = pad }) end)
+      ok = send(c, "upsert", { id = id, pk = pk, seq = s, pad = pad })
     elseif r <= 50 then
       mark(("I %d %d W %s %s"):format(s, w, id, pk))
-      ok = write(function() return c:create({ id = id, pk = pk, seq = s }) end)
+      ok = send(c, "create", { id = id, pk = pk, seq = s })
     elseif r <= 65 then
       mark(("I %d %d W %s %s"):format(s, w, id, pk))
-      ok = write(function()
-        return c:patch(id, pk, { { op = "set", path = "/seq", value = s },
-                                 { op = "incr", path = "/n", value = 1 } })
-      end)
+      ok = send(c, "patch", id, pk, { { op = "set", path = "/seq", value = s },
+                                      { op = "incr", path = "/n", value = 1 } })
     elseif r <= 74 then
       mark(("I %d %d D %s %s"):format(s, w, id, pk))
-      ok = write(function() return c:delete(id, pk) end)
+      ok = send(c, "delete", id, pk)
     elseif r <= 82 then
       -- a bulk load in upsert mode, one batch (one transaction), each
       -- document with its shadow: a bulk load runs no trigger
@@ -172,7 +181,7 @@ local function child()
         line[#line + 1] = id .. " " .. pk
       end
       mark(table.concat(line, " "))
-      ok = write(function() return c:batch(pk, ops) end)
+      ok = send(c, "batch", pk, ops)
       assert(p == n % PARTS)
     end
     mark((ok and "A %d" or "F %d"):format(s))
@@ -408,7 +417,8 @@ local function drive()
       script[#script + 1] = ("%s %s %s --child --db %s --marks %s --sync %s --ops %d "
         .. "--writers %d --procs %d --proc %d --seed %d%s & p%d=$!"):format(env, interp,
         self, shell_quote(db_dir), shell_quote(absdir .. "/marks"), opts.sync, ops,
-        opts.writers, opts.procs, proc, seed, opts.group and " --group" or "", proc)
+        opts.writers, opts.procs, proc, seed,
+        (opts.group and " --group" or "") .. (opts.queue and " --queue" or ""), proc)
     end
     local waits = {}
     for proc = 0, opts.procs - 1 do waits[#waits + 1] = ("wait $p%d"):format(proc) end
@@ -468,7 +478,8 @@ local function drive()
   print(("powerloss: sync %s, %d writer%s%s%s: %d images from %d runs (%d calls), "
     .. "every one clean (%ds)"):format(opts.sync, opts.writers,
     opts.writers == 1 and "" or "s",
-    opts.procs > 1 and (" in each of %d processes"):format(opts.procs) or "", opts.group and " (group commit)" or "", total,
+    opts.procs > 1 and (" in each of %d processes"):format(opts.procs) or "", (opts.group and " (group commit)" or "") ..
+    (opts.queue and " (write queue)" or ""), total,
     runs, calls, os.time() - t0))
   if not keep then sh("rm -rf " .. shell_quote(dir)) end
 end

@@ -24,6 +24,7 @@
 #include "luax/luajson.h"
 #include "script/script.h"
 #include "store/catalog.h"
+#include "store/queue.h"
 #include "store/upgrade.h"
 #include "store/verify.h"
 
@@ -255,6 +256,17 @@ static int db_delete_container (lua_State *L) {
 ** Statistics, backup, verify, TTL purge
 ** ======================================================================
 */
+
+/* Pushes a table of counters: names[i] = v[i], up to the NULL name. */
+static void push_counters (lua_State *L, const char *const *names,
+                           const uint64_t *v) {
+  int i;
+  lua_newtable(L);
+  for (i = 0; names[i]; i++) {
+    lua_pushinteger(L, (lua_Integer)v[i]);
+    lua_setfield(L, -2, names[i]);
+  }
+}
 /* db:stats(opts) -> {map_size, used_bytes, page_size, readers, lsn, items,
 **               bytes, throughput, containers = {name = {items, bytes,
 **               throughput}}}; throughput: the counters of a budget
@@ -290,15 +302,24 @@ static int db_stats (lua_State *L) {
   lua_setfield(L, -2, "readers");
   if (info.logged) {
     static const char *const names[] = { "records", "bytes", "flushes",
-                                         "checkpoints", "checkpoints_locked" };
+                                         "checkpoints", "checkpoints_locked",
+                                         NULL };
     const uint64_t v[] = { info.log_records, info.log_bytes, info.log_flushes,
                            info.log_checkpoints, info.log_checkpoints_locked };
-    lua_createtable(L, 0, 5);
-    for (i = 0; i < 5; i++) {
-      lua_pushinteger(L, (lua_Integer)v[i]);
-      lua_setfield(L, -2, names[i]);
-    }
+    push_counters(L, names, v);
     lua_setfield(L, -2, "log");
+  }
+  {
+    static const char *const names[] = { "batches", "members", "waiting",
+                                         NULL };
+    rg_queue_stat qs;
+    uint64_t v[3];
+    rg_queue_stats(d->env, &qs);
+    v[0] = qs.batches;
+    v[1] = qs.members;
+    v[2] = qs.waiting;
+    push_counters(L, names, v);
+    lua_setfield(L, -2, "queue");
   }
   lua_pushinteger(L, (lua_Integer)g->lsn);
   lua_setfield(L, -2, "lsn");
@@ -501,6 +522,91 @@ static int db_group (lua_State *L) {
 
 
 /*
+** db:_queue(request, exec) -> result | false | nil, msg, status
+**
+** The write queue's binding (store/queue.h), for lua/regolith/queue.lua,
+** which makes the requests and results (text) and the function `exec`
+** that runs one: exec(request) -> keep, result (keep false: undo its
+** writes).  `exec` runs every request of a batch this process leads,
+** whichever process queued it.  Returns the result of this request; false
+** when the caller must run it itself (queue.h: RG_QUEUE_ALONE); nil, msg,
+** status when the transaction that held it failed.  A result is text
+** whose first byte says what follows: 'R' the results, 'E' the message
+** of an error the request raised.
+*/
+typedef struct qcall {
+  lua_State *L;
+  int execix;
+} qcall;
+
+static int queue_run (void *host, const void *req, size_t n, rg_buf *res) {
+  qcall *c = (qcall *)host;
+  lua_State *L = c->L;
+  int top = lua_gettop(L), keep;
+  const char *out;
+  size_t len;
+  lua_pushvalue(L, c->execix);
+  lua_pushlstring(L, (const char *)req, n);
+  lua_call(L, 1, 2);
+  keep = lua_toboolean(L, top + 1);
+  if ((out = lua_tolstring(L, top + 2, &len)) != NULL)
+    rg_buf_add(res, out, len);
+  else {
+    rg_buf_adds(res, "Equeue: exec gave no result");
+    keep = 0;
+  }
+  lua_settop(L, top);
+  return !keep;
+}
+
+/* The error a request raised is on top of the stack: 'E' and its text. */
+static void queue_raised (void *host, rg_buf *res) {
+  qcall *c = (qcall *)host;
+  lua_State *L = c->L;
+  const char *msg = lua_tostring(L, -1);
+  rg_buf_addc(res, 'E');
+  rg_buf_adds(res, msg ? msg : "(an error object that is not a string)");
+  lua_pop(L, 1);
+}
+
+static int db_queue (lua_State *L) {
+  rg_db *d = rgl_checkdb(L, 1);
+  size_t n;
+  const char *req = luaL_checklstring(L, 2, &n);
+  rg_qhost h;
+  qcall c;
+  rg_buf *res;
+  rg_err e;
+  int rc;
+  luaL_checktype(L, 3, LUA_TFUNCTION);
+  lua_settop(L, 3);
+  if (d->readonly) return readonly_fail(L);
+  res = rgl_newbuf(L);                 /* 4 */
+  c.L = L;
+  c.execix = 3;
+  h.protect = rgl_protect;
+  h.host = L;
+  h.ud = &c;
+  h.run = queue_run;
+  h.raised = queue_raised;
+  rc = rg_queue_write(d->env, d->sync, &h, req, n, res, &e);
+  if (rc == RG_QUEUE_ALONE) {
+    rg_box_done(res);
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  if (rc) {
+    rg_box_done(res);
+    return rgl_push_fail(L, &e);
+  }
+  lua_pushlstring(L, res->p ? res->p : "", res->n);
+  rg_box_done(res);
+  return 1;
+}
+/* }===================================================================== */
+
+
+/*
 ** {=====================================================================
 ** Opening
 ** ======================================================================
@@ -661,6 +767,7 @@ void rgl_db_open (lua_State *L) {
     {"purge_expired", db_purge_expired},
     {"verify", db_verify},
     {"group", db_group},
+    {"_queue", db_queue},
     {NULL, NULL}
   };
   static const luaL_Reg db_meta[] = {

@@ -7,7 +7,7 @@
 ** tables) and attaches the throughput budgets; the last release lets go
 ** of everything the environment holds, in the reverse order.  This file
 ** is above the files whose state an environment carries (throughput.c,
-** index.c's path-id cache), so that they never call back into it.
+** queue.c, index.c's path-id cache), so that they never call back into it.
 */
 
 #include <errno.h>
@@ -22,6 +22,7 @@
 #include "store/pagewalk.h"
 #include "store/preflight.h"
 #include "store/hooks.h"
+#include "store/queue.h"
 #include "store/remote.h"
 #include "store/throughput.h"
 #include "store/upgrade.h"
@@ -130,6 +131,7 @@ void rg_env_release (rg_env *env) {
     if (*p == env) { *p = env->next; break; }
   if (env->hooks && env->hooks->release) env->hooks->release(env->hook_state);
   rg_tp_detach(env);
+  rg_queue_close(env->queue);
   rg_local_close(env->local);
   rg_pcache_free(env->pcache);
   free(env->path);

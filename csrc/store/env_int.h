@@ -22,6 +22,10 @@ struct rg_env {
   struct rg_pcache *pcache;        /* path ids known to be given (index.c) */
   void *hook_state;
   struct rg_tpfile *tp;     /* the throughput budgets (throughput.c), or NULL */
+  struct rg_queue *queue;   /* the write queue (queue.c), once used */
+  int queue_off;            /* no queue to be had: write alone */
+  int deferred;             /* a scope's commit is left to be made durable
+                               (rg_local_commit): the queue's leader */
   struct rg_env *next;
 };
 

@@ -22,6 +22,8 @@
 **              "\1seq"                -> u32 last item seq handed out
 **              "\1pathid"             -> u32 last path id handed out
 **              "\1scripts"            -> u64 version of the scripts (scripts.c)
+**              "\1qbatch"             -> u64 the write queue's last batch
+**                                        committed (queue.c)
 **              "\1throughput"         -> u64 version of the throughput
 **                                        settings, then the database's
 **                                        setting as JSON text (throughput.c)

@@ -90,6 +90,7 @@ typedef struct ltxn {
   rg_buf undo;               /* their undo log: what writes overwrote */
   uint64_t lsn;              /* the transaction's lsn, 0 until taken */
   uint64_t dirty;            /* rg_kv_pending: dirty_cost of its writes */
+  int deferred;              /* committed, not yet made durable */
 } ltxn;
 
 typedef struct lcur {
@@ -1117,7 +1118,7 @@ static void set_sync (rg_local *l, int sync) {
 
 int rg_local_begin (rg_local *l, int sync, rg_txn **t, rg_err *e) {
   int rc;
-  rg_assert(l->w.mdb == NULL);
+  rg_assert(l->w.mdb == NULL && !l->w.deferred);
   /* LMDB's state after a call it could not finish is not to be written
   ** from again, nor is a tree found damaged to be written into */
   if (l->damaged || rg_guard_met(l->guard))
@@ -1152,12 +1153,16 @@ void rg_local_abort (rg_local *l) {
   if (l->w.undo.cap > (1u << 20)) rg_buf_free(&l->w.undo);
 }
 
-int rg_local_commit (rg_local *l, rg_err *e) {
+int rg_local_commit (rg_local *l, int deferred, rg_err *e) {
   int rc, st = 0;
-  rg_assert(l->w.mdb != NULL && l->w.savepoints == 0);
+  rg_assert(l->w.mdb != NULL && l->w.savepoints == 0 && !l->w.deferred);
   rc = mdb_txn_commit(l->w.mdb);
   l->w.mdb = NULL;
   if (l->w.undo.cap > (1u << 20)) rg_buf_free(&l->w.undo);
+  if (rc == 0 && deferred) {
+    l->w.deferred = 1;
+    return 0;
+  }
   if (l->wal) {
     st = rc == 0 ? rg_wal_durable(l->wal, e) : 0;
     rg_wal_end(l->wal);
@@ -1165,6 +1170,21 @@ int rg_local_commit (rg_local *l, rg_err *e) {
   if (rc == MDB_MAP_FULL) return RG_RERUN;
   if (rc) return commit_fail(l, rc, e);
   return st;
+}
+
+int rg_local_durable (rg_local *l, rg_err *e) {
+  int st = 0;
+  rg_assert(l->w.deferred);
+  l->w.deferred = 0;
+  if (l->wal) {
+    st = rg_wal_durable(l->wal, e);
+    rg_wal_end(l->wal);
+  }
+  return st;
+}
+
+int rg_local_flush_log (rg_local *l, rg_err *e) {
+  return l->wal ? rg_wal_flush(l->wal, e) : 0;
 }
 /* }===================================================================== */
 

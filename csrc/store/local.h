@@ -46,9 +46,15 @@ void rg_local_read_end (rg_local *l);
 /* The write transaction: begun (growing the map ahead of need, with the
 ** sync mode's flags and the log), then committed (made durable as the
 ** mode says; RG_RERUN when the map ran out) or aborted.  After RG_RERUN
-** from any call, rg_local_grow makes the room to run it again. */
+** from any call, rg_local_grow makes the room to run it again.  A commit
+** `deferred` is made, its writer lock let go, but not yet durable: the
+** caller makes it so with rg_local_durable before its next transaction
+** (the write queue's leader, letting the next leader start meanwhile). */
 int  rg_local_begin (rg_local *l, int sync, rg_txn **t, rg_err *e);
-int  rg_local_commit (rg_local *l, rg_err *e);
+int  rg_local_commit (rg_local *l, int deferred, rg_err *e);
+int  rg_local_durable (rg_local *l, rg_err *e);
+/* Flushes the log as far as any process appended it (rg_wal_flush). */
+int  rg_local_flush_log (rg_local *l, rg_err *e);
 void rg_local_abort (rg_local *l);
 int  rg_local_grow (rg_local *l, rg_err *e);
 

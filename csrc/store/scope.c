@@ -143,6 +143,9 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
   if (env->scope != NULL)
     return run_nested(protect, host, env, savepoint, &t, e);
   if (env->remote) {                 /* the host runs it again, if need be */
+    /* a deferred commit is the queue's leader's, and a remote database
+    ** has no queue (queue.c): its commit is whole when it returns */
+    rg_assert(!env->deferred);
     memset(&s, 0, sizeof(s));
     s.env = env;
     s.now = rg_now();
@@ -176,7 +179,7 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
       if (!s.rerun) return t.status ? t.status : s.failed;
     }
     else {
-      rc = rg_local_commit(env->local, e);
+      rc = rg_local_commit(env->local, env->deferred, e);
       if (rc != RG_RERUN) return rc;
     }
     if ((rc = rg_local_grow(env->local, e))) return rc;

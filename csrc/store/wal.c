@@ -60,6 +60,7 @@
 #include "store/local.h"
 #include "store/pagecheck.h"
 #include "store/pages.h"
+#include "store/shm.h"
 #include "store/wal.h"
 
 #define HDR_SLOT     4096
@@ -296,39 +297,9 @@ static int grow_log (rg_wal *w, uint64_t to) {
   return 0;
 }
 
-/* A shared mutex is made by the first process that needs it (a shared
-** file from a build before it holds zeros there, and its processes never
-** use it): process-shared, and robust, so that a process dying while it
-** holds it leaves it usable.  *state: 0 not made, 1 being made, 2 made. */
-static void make_robust (pthread_mutex_t *m, uint32_t *state) {
-  uint32_t zero = 0;
-  if (__atomic_compare_exchange_n(state, &zero, 1, 0, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE)) {
-    pthread_mutexattr_t ma;
-    pthread_mutexattr_init(&ma);
-    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(m, &ma);
-    pthread_mutexattr_destroy(&ma);
-    __atomic_store_n(state, 2, __ATOMIC_RELEASE);
-  }
-  while (__atomic_load_n(state, __ATOMIC_ACQUIRE) != 2) sched_yield();
-}
-
-/* Locks a robust mutex; returns 1 when its last holder died holding it
-** (it is usable again, and what it guarded may be half-changed). */
-static int lock_robust (pthread_mutex_t *m, uint32_t *state) {
-  if (__atomic_load_n(state, __ATOMIC_ACQUIRE) != 2) make_robust(m, state);
-  if (pthread_mutex_lock(m) == EOWNERDEAD) {
-    pthread_mutex_consistent(m);
-    return 1;
-  }
-  return 0;
-}
-
 /* mu guards words only, each written whole: a holder that died left
 ** nothing half-done. */
-static void lock_mu (shared *sh) { lock_robust(&sh->mu, &sh->mu_state); }
+static void lock_mu (shared *sh) { rg_shm_lock(&sh->mu, &sh->mu_state); }
 
 /* With the writer lock held: the log is flushed up to `txnid` (a flush
 ** under the lock, a checkpoint), or records from after `txnid` on may be
@@ -463,7 +434,7 @@ static int read_meta (int dfd, unsigned psize, uint64_t txnid, uint8_t *out) {
 /* Takes the checkpoint lock; a holder that died part-way through a
 ** checkpoint_run leaves its claim to be run again. */
 static void lock_ck (shared *sh) {
-  if (lock_robust(&sh->ck_mu, &sh->ck_mu_state)) {
+  if (rg_shm_lock(&sh->ck_mu, &sh->ck_mu_state)) {
     lock_mu(sh);
     if (sh->ck_state == CK_RUNNING) sh->ck_state = CK_READY;
     pthread_mutex_unlock(&sh->mu);
@@ -874,28 +845,6 @@ static int install_hooks (void) {
 ** Opening, recovery
 ** ======================================================================
 */
-static int boot_id (char *out) {
-  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-  ssize_t n;
-  memset(out, 0, 40);
-  if (fd < 0) return -1;
-  n = read(fd, out, 39);
-  close(fd);
-  return n >= 16 ? 0 : -1;
-}
-
-static int lock_shared_file (int fd, int type) {
-  struct flock l;
-  memset(&l, 0, sizeof(l));
-  l.l_type = (short)type;
-  l.l_whence = SEEK_SET;
-  l.l_start = 0;
-  l.l_len = 1;
-  while (fcntl(fd, F_SETLKW, &l) != 0)
-    if (errno != EINTR) return -1;
-  return 0;
-}
-
 /* Whether a process has the database's LMDB environment open: each one
 ** holds a shared lock on the first byte of lock.mdb while it does (LMDB's
 ** mdb_env_excl_lock).  Asked when the shared file was stamped by a build
@@ -1104,7 +1053,7 @@ void rg_wal_close (rg_wal *w) {
   if (w == NULL) return;
   checkpoint_join(w);
   for (i = 0; i < 64; i++) if (reg[i].w == w) reg[i].w = NULL;
-  if (w->locked) lock_shared_file(w->sfd, F_UNLCK);
+  if (w->locked) rg_file_lock(w->sfd, F_UNLCK);
   if (w->sh) munmap(w->sh, sizeof(shared));
   if (w->sfd >= 0) close(w->sfd);
   if (w->wfd >= 0) close(w->wfd);
@@ -1134,7 +1083,7 @@ static int wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
   if (w == NULL) return rg_fail(e, 500, "out of memory");
   w->wfd = w->sfd = w->dfd = -1;
   w->readonly = readonly;
-  if (boot_id(w->boot) != 0) { free(w); return 0; }
+  if (rg_boot_id(w->boot) != 0) { free(w); return 0; }
   snprintf(name, sizeof(name), "%s/regolith.shm", path);
   w->sfd = open(name, O_RDWR | (readonly ? 0 : O_CREAT) | O_CLOEXEC, 0644);
   if (w->sfd < 0 && readonly) {   /* cannot take part: read the file as is */
@@ -1167,7 +1116,7 @@ static int wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
     rg_wal_close(w);
     return 0;
   }
-  if (w->wfd < 0 || lock_shared_file(w->sfd, F_WRLCK) != 0) {
+  if (w->wfd < 0 || rg_file_lock(w->sfd, F_WRLCK) != 0) {
     rc = fail_errno(e, "opening the", name);
     rg_wal_close(w);
     return rc;
@@ -1179,7 +1128,7 @@ static int wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
   }
   if (w->sh->magic == SHM_MAGIC && memcmp(w->sh->boot, w->boot, 40) == 0 &&
       (w->sh->layout == SHM_LAYOUT || in_use(path))) {
-    lock_shared_file(w->sfd, F_UNLCK);     /* others run it: join them */
+    rg_file_lock(w->sfd, F_UNLCK);     /* others run it: join them */
     w->locked = 0;
     if (w->sh->layout != SHM_LAYOUT) {     /* ... unless they keep another */
       rg_wal_close(w);
@@ -1226,10 +1175,10 @@ uint64_t rg_wal_base (const char *path, int *closed) {
 int rg_wal_forget (const char *path, rg_err *e) {
   /* and the identity of the file that was there (preflight.h) */
   static const char *const names[] = { "regolith.wal", "regolith.shm",
-                                        "regolith.id" };
+                                        "regolith.id", "regolith.queue" };
   char name[4096];
   int i;
-  for (i = 0; i < 3; i++) {
+  for (i = 0; i < 4; i++) {
     snprintf(name, sizeof(name), "%s/%s", path, names[i]);
     if (unlink(name) != 0 && errno != ENOENT)
       return fail_errno(e, "removing the", name);
@@ -1265,7 +1214,7 @@ int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
     w->recovered = 0;
   }
   if (w->locked) {
-    lock_shared_file(w->sfd, F_UNLCK);
+    rg_file_lock(w->sfd, F_UNLCK);
     w->locked = 0;
   }
   if (rc || w->readonly) return rc;
@@ -1353,6 +1302,13 @@ int rg_wal_durable (rg_wal *w, rg_err *e) {
   if (__atomic_load_n(&w->sh->ck_state, __ATOMIC_RELAXED) >= CK_READY)
     checkpoint_start(w);
   return rc;
+}
+
+int rg_wal_flush (rg_wal *w, rg_err *e) {
+  if (synced(w->sh) < __atomic_load_n(&w->sh->last_txnid, __ATOMIC_ACQUIRE) &&
+      flush_log(w) != 0)
+    return fail_errno(e, "flushing the", "regolith.wal");
+  return 0;
 }
 
 void rg_wal_end (rg_wal *w) {

@@ -95,8 +95,9 @@ int  rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e);
 uint64_t rg_wal_base (const char *path, int *closed);
 
 /* The data file of the database at `path` was replaced by another file (a
-** compacted copy moved into place, an upgrade): the log, the shared file
-** and regolith.id (preflight.h), which describe the file that was there,
+** compacted copy moved into place, an upgrade): the log, the shared file,
+** the write queue's (queue.h: requests left by processes that died) and
+** regolith.id (preflight.h), which describe the file that was there,
 ** are removed and the directory flushed, so that no replay ever writes that file's pages over
 ** the new one.  Only where no process has the database open. */
 int  rg_wal_forget (const char *path, rg_err *e);
@@ -105,6 +106,10 @@ int  rg_wal_forget (const char *path, rg_err *e);
 ** status; end after its commit or abort. */
 int  rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e);
 void rg_wal_end (rg_wal *w);
+/* Flushes every record appended so far, by any process (a commit another
+** process made, whose own flush may never come: the write queue's leader
+** that died after its commit); 0 or a status. */
+int  rg_wal_flush (rg_wal *w, rg_err *e);
 /* After a commit, before the call returns: sync "full" waits until its
 ** record is on the disk (flushing the log unless a flush begun after the
 ** record did).  0 or a status (the commit is made, its durability is not

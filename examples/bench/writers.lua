@@ -16,6 +16,9 @@ Rows:
                         its own transaction (what they get without it)
   N coroutines, group   the same through db:group_commit
   N processes           N processes writing at once (LMDB serialises them)
+  N processes, queue    the same through the write queue (db:write_queue):
+                        one transaction and one flush for the requests of
+                        several processes
 
 For each: creates per second, and the median and 99th percentile of a
 create's latency (from the call to its return, waiting included), in µs,
@@ -30,7 +33,7 @@ that the create's median is set beside the disk's in the same minutes.
 local regolith = require "regolith"
 local system = require "system"
 
-local args = { n = 2000, writers = 16, json = nil, child = nil, dir = nil,
+local args = { n = 2000, writers = 16, json = nil, child = nil, dir = nil, queue = "0",
                disk = "build/bench/disk" }
 do
   local i = 1
@@ -121,10 +124,12 @@ if args.child then
   -- one of N processes: count creates, then the latencies on stdout
   local db = assert(regolith.open(args.dir, { sync = "full" }))
   local c = assert(db:container("posts"))
+  local q = args.queue == "1" and db:write_queue()
   local lat = {}
   for i = 1, args.n do
     local t0 = now()
-    assert(c:create(comment("proc" .. args.child, i)))
+    local doc = comment((q and "procq" or "proc") .. args.child, i)
+    if q then assert(q:create(c, doc)) else assert(c:create(doc)) end
     lat[#lat + 1] = now() - t0
   end
   io.write(table.concat(lat, "\n"), "\n")
@@ -221,15 +226,17 @@ if grouped then
   print(("%28s %.1f creates per transaction"):format("", r.per_transaction))
   rows[#rows + 1] = r
 end
-do
+-- N processes writing at once, each its own transactions or (queued)
+-- through the write queue
+local function processes(queued)
   local interp = arg[-1] or "lua5.4"
   local per = math.max(1, n // nw)
   local pipes, lat = {}, {}
   local before = log_stats(db)
   local t0 = now()
   for w = 1, nw do
-    pipes[w] = io.popen(("%s %s --child %d --dir '%s' --n %d"):format(interp, arg[0], w,
-      dir, per))
+    pipes[w] = io.popen(("%s %s --child %d --dir '%s' --n %d --queue %d"):format(interp,
+      arg[0], w, dir, per, queued and 1 or 0))
   end
   for w = 1, nw do
     for line in pipes[w]:lines() do lat[#lat + 1] = tonumber(line) end
@@ -237,11 +244,18 @@ do
   end
   local seconds = now() - t0
   local pc = per_create(before, log_stats(db), #lat)
-  local r = summary(("%d processes"):format(nw), lat, seconds, pc and
-    ("  %.2f commits and %.2f flushes a create, %.0f B of log a create"):format(
+  local r = summary(("%d processes%s"):format(nw, queued and ", queue" or ""), lat,
+    seconds, pc and ("  %.2f commits and %.2f flushes a create, %.0f B of log a create"):format(
       pc.records, pc.flushes, pc.bytes) or "")
   r.log = pc
   rows[#rows + 1] = r
+  return r
+end
+local alone = processes(false)
+if db.write_queue then
+  local r = processes(true)
+  print(("%28s %.1fx the throughput of %d processes writing alone"):format("",
+    r.per_second / alone.per_second, nw))
 end
 db:close()
 if grouped then

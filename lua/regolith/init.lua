@@ -6,12 +6,14 @@ the core's functions, and assembles here, in one place, the methods written
 in Lua: db:processor and db:run_processors (regolith.processor, the loop of
 the change-feed processors), closing a database's processors with it,
 db:group_commit (regolith.group, concurrent writers sharing transactions),
+db:write_queue (regolith.queue, processes sharing transactions),
 c:query_rows (paging over c:query) and c:bulk_load (regolith.bulk).
 ]]
 
 local core = require "regolith.core"
 local processor = require "regolith.processor"
 local group = require "regolith.group"
+local queue = require "regolith.queue"
 
 local M = {}
 for k, v in pairs(core) do
@@ -29,6 +31,7 @@ if not db_methods.processor then        -- once, whoever requires us first
   db_methods.processor = processor.open
   db_methods.run_processors = processor.run_all
   db_methods.group_commit = group.new
+  db_methods.write_queue = queue.new
   db_methods.close = function(db, ...)
     processor.close_all(db)
     return close(db, ...)

@@ -186,6 +186,27 @@ function C.pid_of(addr)
   return pid
 end
 
+-- Stops the server at addr (SIGSTOP) and returns once it is stopped (its
+-- state in /proc is T), so that it answers nothing, replication included,
+-- until C.resume_node(addr).  Needs C.dir (the servers' pids).
+function C.pause_node(addr)
+  local pid = assert(C.pid_of(addr), "no pid for " .. addr)
+  assert(select(2, sh("kill -STOP " .. pid)))
+  for _ = 1, 3000 do
+    local f = io.open("/proc/" .. pid .. "/stat")
+    local st = f and f:read("a"):match("%) (%a)")
+    if f then f:close() end
+    if st == "T" then return end
+    sh("sleep 0.01")
+  end
+  error("the server at " .. addr .. " did not stop")
+end
+
+function C.resume_node(addr)
+  local pid = assert(C.pid_of(addr), "no pid for " .. addr)
+  assert(select(2, sh("kill -CONT " .. pid)))
+end
+
 -- Waits until the cluster is whole again (every node ok, replicas online).
 function C.restart_node(addr)
   local port = addr:match(":(%d+)$")

@@ -596,6 +596,15 @@ end
 M.db_extra = {}
 M.on_close = nil
 
+-- db:write_queue -> nil, message, 501: the queue is a file beside a local
+-- database's own that its processes share (store/queue.h); a cluster's
+-- clients share no file, and each write is already one call to Redis.
+M.db_extra.write_queue = function()
+  return nil, "write_queue is not available on a Redis Cluster: the queue " ..
+    "is a file the processes of one machine share beside a local " ..
+    "database; write with the container's methods (docs/cluster.md)", 501
+end
+
 -- The processors' state (regolith.processor): the core's, on the
 -- container's handle, its calls driven as the others.
 local P = core._processor
