@@ -95,6 +95,36 @@ describe("cluster database", function()
     full:close()
   end)
 
+  it("waits for a replica while it acknowledges more, and no longer once it stops", function()
+    -- a scripted primary: ROLE answers its replica's acknowledged offset
+    -- (one list per call), WAIT 1 how many replicas have the write
+    local function node(offsets, waits)
+      local seen = {}
+      return { redis = {
+        node_for = function() return "127.0.0.1:1" end,
+        call_node = function(_, _, cmd)
+          seen[#seen + 1] = cmd
+          if cmd == "ROLE" then
+            local o = table.remove(offsets, 1)
+            return { "master", "100", o and { { "127.0.0.1", "2", tostring(o) } } or {} }
+          end
+          return table.remove(waits, 1)
+        end }, wait_ms = 1, seen = seen }
+    end
+    local cluster = require "regolith.cluster"
+    -- catching up: its offset moves from each WAIT to the next, then it has the write
+    local D = node({ 10, 20, 30 }, { 0, 0, 1 })
+    assert.is_true(cluster._replicated(D, "k"))
+    assert.are.same({ "ROLE", "WAIT", "ROLE", "WAIT", "ROLE", "WAIT" }, D.seen)
+    -- stopped: the same offset twice
+    D = node({ 10, 20, 20 }, { 0, 0, 1 })
+    assert.is_false(cluster._replicated(D, "k"))
+    assert.are.same({ "ROLE", "WAIT", "ROLE", "WAIT", "ROLE" }, D.seen)
+    -- no replica at all
+    D = node({}, { 1 })
+    assert.is_false(cluster._replicated(D, "k"))
+  end)
+
   it("sees another handle's writes: the engine fetches what it lacks", function()
     assert(c:create({ id = "a", pk = "p", deep = { x = 1, y = { 2, 3 } }, s = "v" }))
     local other = assert(regolith.open(url))
