@@ -55,6 +55,21 @@ describe("cluster database", function()
       indexing = { vector_indexes = { { path = "/e", type = "flat" } } } })
     assert.are.equal(501, st)
     assert.matches("vector indexes are not kept on a cluster", msg)
+    -- a full-text index: refused when created or added by a replace, not
+    -- accepted and then every write failing; the policy alone runs by scan
+    local ftp = { paths = { { path = "/text" } } }
+    _, msg, st = db:create_container("f", { partition_key = "/pk", full_text = ftp,
+      indexing = { full_text = { "/text" } } })
+    assert.are.equal(501, st)
+    assert.matches("full%-text indexes are not kept on a cluster", msg)
+    local f = assert(db:create_container("f", { partition_key = "/pk", full_text = ftp }))
+    assert(f:create({ id = "a", pk = "p", text = "bells ring" }))
+    _, msg, st = db:replace_container("f", { partition_key = "/pk", full_text = ftp,
+      indexing = { fullTextIndexes = { { path = "/text" } } } })
+    assert.are.equal(501, st)
+    assert.matches("full%-text indexes are not kept on a cluster", msg)
+    assert.are.same({ "a" }, assert(f:query(
+      "SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, 'bell')")))
     assert.is_true((db:set_throughput(nil)))
     -- what a second implementation could not do: the engine does it here too
     local r = assert(c:bulk_load({ { id = "b", pk = "p" }, { id = "d", pk = "q" } }))
