@@ -204,8 +204,8 @@ struct rg_remote {
 static const rg_kv_ops remote_ops;
 
 /* The tables a host keeps (redis/regolith.lua's NT): not the vector table,
-** whose graph spans a container's partitions and so has no place (remote.h);
-** reading it finds nothing, writing it fails (RG_NOPLACE). */
+** whose instances span a container's partitions and so have no place
+** (remote.h); reading it finds nothing, writing it fails (RG_NOPLACE). */
 #define KEPT (RG_DB_REFS + 1)
 
 #define R(t) (((rtxn *)(t))->r)

@@ -28,8 +28,9 @@
 ** refs entry by its seq, a TTL entry, an index entry without the partition
 ** hash of its duplicate) are placed by the transaction's context: the
 ** item it last read or wrote, the container whose spec it last read.
-** The vector table (vindex.c) has no place: a container's graph spans its
-** partitions, and a write set applies atomically only within one place;
+** The vector table (vindex.c) has no place: an index instance (its slots,
+** header and free list, a diskANN graph) spans the container's partitions,
+** and a write set applies atomically only within one place;
 ** a host keeps the other tables, and a container with vector indexes is
 ** refused on a remote database (501, docs/cluster.md).
 **

@@ -3,9 +3,11 @@
 -- key) fed the same items in a local database and in one on the cluster
 -- answer every query alike: system functions, GROUP BY, DISTINCT,
 -- subqueries, JOINs, ORDER BY in both directions with TOP and OFFSET,
--- queries without FROM, each whole and page by page, with the same plan,
--- work and charge.  Ordered queries must give the same sequence; the
--- others the same rows.
+-- queries without FROM, VectorDistance (each option, brute force, the
+-- container's vector policy, ORDER BY it with TOP, in a partition and
+-- fanned out, its score projected and filtered on), each whole and page by
+-- page, with the same plan, work and charge.  Ordered queries must give the
+-- same sequence; the others the same rows.
 local C = require "cluster.support"
 local H = require "helper"
 local regolith = require "regolith"
@@ -128,6 +130,44 @@ local HIER = {
   "SELECT VALUE c.id FROM c WHERE c.tenant = 't4' AND c.user = 2",
 }
 
+-- A container whose items carry vectors: /v (8 float32, cosine by its
+-- policy), /e (4 int8, euclidean), some missing, of another length or no
+-- vector at all.
+local function vitem(rand, i)
+  local d = { id = ("v%03d"):format(i), pk = "p" .. rand(6), n = rand(20), v = {}, e = {} }
+  for j = 1, 8 do d.v[j] = (rand(2001) - 1001) / 1000 end
+  for j = 1, 4 do d.e[j] = rand(255) - 128 end
+  local r = rand(20)
+  if r == 1 then d.v = nil
+  elseif r == 2 then d.v = "not a vector"
+  elseif r == 3 then d.v = { 1, 2, 3 }
+  elseif r == 4 then d.e = { 300, 1, 1, 1 } end
+  return d
+end
+
+local VQ = "[0.3, -0.2, 0.9, 0.1, -0.5, 0.4, 0.05, -0.7]"
+local VECTORS = {
+  "SELECT c.id, VectorDistance(c.v, " .. VQ .. ") AS s FROM c",
+  "SELECT c.id, VectorDistance(c.v, " .. VQ .. ", true, {'distanceFunction': 'dotproduct'}) AS s FROM c",
+  "SELECT c.id, VectorDistance(c.v, " .. VQ .. ", false, {'distanceFunction': 'euclidean', 'dataType': 'float16'}) AS s FROM c",
+  "SELECT c.id, VectorDistance(c.e, [1, -2, 3, 40]) AS s, VectorDistance(c.e, [1, -2, 3, 40], false, {'dataType': 'uint8'}) AS u FROM c",
+  "SELECT c.id, VectorDistance(c.v, " .. VQ .. ") AS s FROM c ORDER BY VectorDistance(c.v, " .. VQ .. ")",
+  "SELECT TOP 10 c.id, VectorDistance(c.v, " .. VQ .. ") AS s FROM c ORDER BY VectorDistance(c.v, " .. VQ .. ")",
+  "SELECT TOP 10 c.id, VectorDistance(c.v, " .. VQ .. ", true) AS s FROM c ORDER BY VectorDistance(c.v, " .. VQ .. ", true)",
+  "SELECT TOP 12 c.id, VectorDistance(c.e, [5, 5, -5, 0]) AS s FROM c ORDER BY VectorDistance(c.e, [5, 5, -5, 0])",
+  "SELECT TOP 8 c.id, c.n, VectorDistance(c.v, " .. VQ .. ") AS s FROM c WHERE c.n > 10 ORDER BY VectorDistance(c.v, " .. VQ .. ")",
+  "SELECT TOP 5 c.id, VectorDistance(c.v, " .. VQ .. ") AS s FROM c WHERE c.pk = 'p3' ORDER BY VectorDistance(c.v, " .. VQ .. ")",
+  "SELECT c.id, VectorDistance(c.v, " .. VQ .. ") AS s FROM c WHERE VectorDistance(c.v, " .. VQ .. ") > 0.3 ORDER BY VectorDistance(c.v, " .. VQ .. ")",
+  "SELECT TOP 10 c.id, VectorDistance(c.v, " .. VQ .. ", false, {'distanceFunction': 'euclidean', 'searchListSizeMultiplier': 2, "
+    .. "'quantizedVectorListMultiplier': 3, 'filterPriority': 0}) AS s FROM c ORDER BY VectorDistance(c.v, " .. VQ
+    .. ", false, {'distanceFunction': 'euclidean', 'searchListSizeMultiplier': 2, 'quantizedVectorListMultiplier': 3, 'filterPriority': 0})",
+}
+
+local VPARAMS = {
+  { "SELECT TOP 7 c.id, VectorDistance(c.v, @q, @bf, @o) AS s FROM c WHERE c.pk IN ('p1', 'p2') ORDER BY VectorDistance(c.v, @q, @bf, @o)",
+    { ["@q"] = { 1, 0, 0, 0, 0, 0, 0, 1 }, ["@bf"] = false, ["@o"] = { distanceFunction = "dotproduct" } } },
+}
+
 describe("the query language on a cluster", function()
   if not C.ready(pending) then return end
 
@@ -153,7 +193,13 @@ describe("the query language on a cluster", function()
       for i = 1, 120 do
         assert(h:create({ id = "h" .. i, tenant = "t" .. (i % 5), user = i % 3, v = (i * 37) % 101 }))
       end
-      sides[#sides + 1] = { db = db, c = c, h = h }
+      local v = assert(db:create_container("vec", { partition_key = "/pk",
+        physical_partitions = 8, vector_embeddings = {
+          { path = "/v", dimensions = 8 },
+          { path = "/e", data_type = "int8", dimensions = 4, distance_function = "euclidean" } } }))
+      rand = rng(777)
+      for i = 1, 300 do assert(v:create(vitem(rand, i))) end
+      sides[#sides + 1] = { db = db, c = c, h = h, vec = v }
     end
   end)
 
@@ -210,7 +256,8 @@ describe("the query language on a cluster", function()
   local function same(which, sql, params)
     local order = sql:match("ORDER BY (.-) OFFSET") or sql:match("ORDER BY (.*)$")
     local by = {}
-    for f in (order or ""):gmatch("c%.([%w_]+)") do by[#by + 1] = f end
+    if order and order:find("VectorDistance", 1, true) then by = { "s" }    -- its projected score
+    else for f in (order or ""):gmatch("c%.([%w_]+)") do by[#by + 1] = f end end
     for _, size in ipairs({ false, 7 }) do
       local ra = all(sides[1][which], sql, params, size or nil, by)
       local rb = all(sides[2][which], sql, params, size or nil, by)
@@ -242,6 +289,41 @@ describe("the query language on a cluster", function()
 
   it("routes a hierarchical key's prefix alike", function()
     for _, sql in ipairs(HIER) do same("h", sql) end
+  end)
+
+  it("scores and ranks vectors alike: every option, in a partition and fanned out", function()
+    for _, sql in ipairs(VECTORS) do same("vec", sql) end
+    for _, p in ipairs(VPARAMS) do same("vec", p[1], p[2]) end
+  end)
+
+  it("ranks by a cluster's scan as a local flat index does, and refuses the index (501)", function()
+    local db = assert(regolith.open(H.tmpdir(), { sync = "none" }))
+    local k = assert(db:create_container("k", { partition_key = "/pk",
+      vector_embeddings = { { path = "/v", dimensions = 8 } },
+      indexing = { vector_indexes = { { path = "/v", type = "flat" } } } }))
+    local rand = rng(777)
+    for i = 1, 300 do assert(k:create(vitem(rand, i))) end
+    for _, sql in ipairs({ VECTORS[6], VECTORS[9], VECTORS[10], VECTORS[11] }) do
+      local want = assert(k:query(sql))
+      assert.are.same(want, assert(sides[2].vec:query(sql)), sql)
+    end
+    db:close()
+    local r, msg, status = sides[2].db:create_container("k", { partition_key = "/pk",
+      vector_embeddings = { { path = "/v", dimensions = 8 } },
+      indexing = { vector_indexes = { { path = "/v", type = "flat" } } } })
+    assert.is_nil(r)
+    assert.are.equal(501, status)
+    assert.matches("VectorDistance still runs, by scan", msg, 1, true)
+    -- nor does a replace add one; the policy's embeddings stay as they were
+    r, msg, status = sides[2].db:replace_container("vec", { partition_key = "/pk",
+      physical_partitions = 8, vector_embeddings = {
+        { path = "/v", dimensions = 8 },
+        { path = "/e", data_type = "int8", dimensions = 4, distance_function = "euclidean" } },
+      indexing = { vector_indexes = { { path = "/v", type = "flat" } } } })
+    assert.is_nil(r)
+    assert.are.equal(501, status)
+    assert.matches("applies atomically only within one", msg, 1, true)
+    assert.is_nil((sides[2].vec:spec().indexing or {}).vector_indexes)
   end)
 
   it("fails alike: the same status and message", function()
