@@ -204,7 +204,8 @@ print("saw", assert(c:read("from-parent", "p")).v)
     assert.is_truthy(out:find("saw\t3", 1, true))
   end)
 
-  it("grows a small map under two writing processes and loses nothing", function()
+  H.local_it("grows a small map under two writing processes and loses nothing",
+    "map_size is the size of a local file's memory map", function()
     db:close()
     db = assert(regolith.open(path, { map_size = 1048576 }))
     c = assert(db:container("things"))
@@ -235,7 +236,8 @@ print("done")
     assert.are.equal(122, db:stats().items)
   end)
 
-  it("opens a database, with any map_size, while another process writes to it", function()
+  H.local_it("opens a database, with any map_size, while another process writes to it",
+    "map_size is the size of a local file's memory map", function()
     db:close()
     local stop = H.tmpdir()
     local writer = spawn(prelude(path, nil, "{ sync = 'none' }") .. string.format([[

@@ -192,7 +192,8 @@ describe("database", function()
       db2:close()
     end)
 
-    it("finds the same database under another spelling of the path", function()
+    H.local_it("finds the same database under another spelling of the path",
+      "a path's spellings are the file system's; a URL names a database one way", function()
       local db1, path = H.open()
       local db2 = assert(regolith.open(path .. "/."))
       local c1 = assert(db1:create_container("c", { partition_key = "/pk" }))
@@ -266,7 +267,8 @@ describe("database", function()
       assert.is_false(exists(missing))
     end)
 
-    it("fail with nil, message, status when the path is then opened for writing in the same process", function()
+    H.local_it("fail with nil, message, status when the path is then opened for writing in the same process",
+      "a process opens a local path's LMDB environment once, read-only or not; cluster handles are connections of their own", function()
       local ro = assert(regolith.open(path, { readonly = true }))
       local db, msg, status = regolith.open(path)
       assert.is_nil(db)
@@ -333,7 +335,8 @@ describe("database", function()
   end)
 
   describe("backup", function()
-    it("makes a consistent copy that opens and holds the data", function()
+    H.local_it("makes a consistent copy that opens and holds the data",
+      "a backup is a copy of the database's file", function()
       local db = H.open()
       local c = assert(db:create_container("c", { partition_key = "/pk" }))
       for i = 1, 50 do assert(c:create({ id = "i" .. i, pk = "p" .. (i % 5), n = i })) end
@@ -358,7 +361,8 @@ describe("database", function()
       db:close()
     end)
 
-    it("compacts: a copy with every page full, the same items, a smaller file", function()
+    H.local_it("compacts: a copy with every page full, the same items, a smaller file",
+      "a backup is a copy of the database's file", function()
       local db, path = H.open()
       local c = assert(db:create_container("c", { partition_key = "/pk",
         indexing = { composite = { { { path = "/a" }, { path = "/n", order = "descending" } } } } }))
@@ -393,7 +397,8 @@ describe("database", function()
       db:close()
     end)
 
-    it("refuses a directory that already holds a database with 409", function()
+    H.local_it("refuses a directory that already holds a database with 409",
+      "a backup is a copy of the database's file", function()
       local db = H.open()
       local other, opath = H.open()
       local oc = assert(other:create_container("keep", { partition_key = "/pk" }))
@@ -413,7 +418,8 @@ describe("database", function()
                s = ("%06d"):format(i):rep(math.floor(100000 / 6)) }
     end
 
-    it("grows a small map while tens of megabytes are written, and reads it all back after reopening", function()
+    H.local_it("grows a small map while tens of megabytes are written, and reads it all back after reopening",
+      "map_size is the size of a local file's memory map", function()
       local db, path = H.open({ map_size = 1048576, sync = "none" })
       local c = assert(db:create_container("c", { partition_key = "/pk" }))
       for i = 1, 300 do
@@ -434,7 +440,8 @@ describe("database", function()
       again:close()
     end)
 
-    it("takes a single item bigger than the whole initial map", function()
+    H.local_it("takes a single item bigger than the whole initial map",
+      "map_size is the size of a local file's memory map", function()
       local db = H.open({ map_size = 1048576 })
       local c = assert(db:create_container("c", { partition_key = "/pk" }))
       local s = ("y"):rep(1900000)
@@ -443,7 +450,8 @@ describe("database", function()
       db:close()
     end)
 
-    it("grows the map under a batch and keeps it all or nothing", function()
+    H.local_it("grows the map under a batch and keeps it all or nothing",
+      "map_size is the size of a local file's memory map", function()
       local db = H.open({ map_size = 1048576 })
       local c = assert(db:create_container("c", { partition_key = "/pk" }))
       local ops = {}

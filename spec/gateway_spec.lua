@@ -91,7 +91,8 @@ describe("the gateway's container definitions", function()
     end
   end)
 
-  it("takes a Cosmos vector policy as it is, and gives it back", function()
+  H.local_it("takes a Cosmos vector policy as it is, and gives it back",
+    "a cluster keeps no vector index (docs/cluster.md)", function()
     local def = { id = "v", partitionKey = { paths = { "/pk" } },
       indexingPolicy = { includedPaths = { { path = "/*" } },
         vectorIndexes = { { path = "/emb", type = "diskANN",
@@ -136,7 +137,8 @@ describe("the gateway's container definitions", function()
     assert.are.equal("[]", regolith.json.encode(def.uniqueKeyPolicy.uniqueKeys))
   end)
 
-  it("maps Cosmos's full-text policy and indexes both ways", function()
+  H.local_it("maps Cosmos's full-text policy and indexes both ways",
+    "a cluster keeps no full-text index (docs/cluster.md)", function()
     local spec = policy.spec({ id = "docs",
       fullTextPolicy = { defaultLanguage = "en-US",
         fullTextPaths = { { path = "/text", language = "de-DE" }, { path = "/title" } } },

@@ -40,8 +40,11 @@ end
 describe("processors across processes", function()
   after_each(function() H.cleanup() end)
 
-  it("hand a killed process's ranges to another once its leases expire",
-    function()
+  H.local_it("hand a killed process's ranges to another once its leases expire",
+    "a transactional handler's writes and its checkpoint commit together " ..
+    "only locally; on a cluster they are parts in different places, and a " ..
+    "process killed between them leaves the writes (docs/cluster.md, " ..
+    "Atomicity across places)", function()
       local db, path = H.open()
       local src = assert(db:create_container("src", {
         partition_key = "/pk", physical_partitions = 4 }))

@@ -51,7 +51,8 @@ describe("db:verify", function()
     { "refs", "del-first", "reference does not lead back" },
     { "refs", "dup-first", "refs table" },
   }) do
-    it(("finds a damaged %s table (%s)"):format(case[1], case[2]), function()
+    H.local_it(("finds a damaged %s table (%s)"):format(case[1], case[2]),
+      "lmdb_poke damages the local data file", function()
       damage(case[1], case[2])
       local ok, report = db:verify()
       assert.is_nil(ok)
@@ -65,7 +66,8 @@ describe("a damaged item", function()
   setup(build_poke)
   after_each(H.cleanup)
 
-  it("is a 500 with a plain message on reads and writes, never a crash or a 400", function()
+  H.local_it("is a 500 with a plain message on reads and writes, never a crash or a 400",
+    "lmdb_poke damages the local data file", function()
     local db, path = H.open()
     local c = assert(db:create_container("c", { partition_key = "/pk" }))
     assert(c:create({ id = "a", pk = "p", n = 1 }))

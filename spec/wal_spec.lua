@@ -58,6 +58,11 @@ local PACE = [[
 
 describe("the write-ahead log", function()
   after_each(H.cleanup)
+  -- a file beside the local data file; a cluster's durability is its
+  -- replicas' and each node's AOF (docs/cluster.md, Durability)
+  local function it(name, fn)
+    return H.local_it(name, "the log is a local file", fn)
+  end
 
   it("lives beside the data file", function()
     local db, path = H.open()

@@ -22,6 +22,7 @@
 #include "store/catalog.h"
 #include "store/env_int.h"
 #include "store/index.h"
+#include "store/search.h"
 #include "store/throughput.h"
 #include "store/write.h"
 
@@ -159,20 +160,22 @@ static int create_body (rg_scope *s, void *ud, rg_err *e) {
 
 /* What a remote database does not keep yet (docs/cluster.md), refused
 ** before anything is written: vector indexes (an instance's slots, and a
-** diskANN graph, span the container's partitions, remote.h) and throughput
-** budgets (kept in each process's map, throughput.h: on a cluster they
-** would not be shared). */
+** diskANN graph, span the container's partitions, remote.h), full-text
+** indexes (their postings and statistics span them too, and the host keeps
+** no fulltext table) and throughput budgets (kept in each process's map,
+** throughput.h: on a cluster they would not be shared). */
 static int remote_refused (rg_env *env, const char *spec, size_t specn,
                            rg_err *e) {
   cJSON *j = NULL;
   rg_cspec *s = NULL;
-  int nvix, tp;
+  int nvix, nftix = 0, tp, i;
   if (env->remote == NULL) return 0;
   if (rg_json_parse(spec, specn, &j, e) || rg_cspec_build(j, 0, &s, e)) {
     cJSON_Delete(j);
     return e->status;
   }
   nvix = s->nvix;
+  for (i = 0; s->ft != NULL && i < s->ft->n; i++) nftix += s->ft->p[i].indexed;
   tp = s->tp.mode != RG_TP_NONE;
   rg_cspec_free(s);
   cJSON_Delete(j);
@@ -182,6 +185,11 @@ static int remote_refused (rg_env *env, const char *spec, size_t specn,
                    "partitions, and a write applies atomically only within "
                    "one): leave out indexing.vector_indexes (VectorDistance "
                    "still runs, by scan)");
+  if (nftix)
+    return rg_fail(e, 501, "full-text indexes are not kept on a cluster "
+                   "(their postings and statistics span the container's "
+                   "partitions): leave out indexing.full_text (FullTextContains "
+                   "and FullTextScore still run, by scan)");
   if (tp) return rg_tp_remote_refused(e);
   return 0;
 }

@@ -56,6 +56,21 @@ describe("cluster database", function()
       indexing = { vector_indexes = { { path = "/e", type = "flat" } } } })
     assert.are.equal(501, st)
     assert.matches("vector indexes are not kept on a cluster", msg)
+    -- a full-text index: refused when created or added by a replace, not
+    -- accepted and then every write failing; the policy alone runs by scan
+    local ftp = { paths = { { path = "/text" } } }
+    _, msg, st = db:create_container("f", { partition_key = "/pk", full_text = ftp,
+      indexing = { full_text = { "/text" } } })
+    assert.are.equal(501, st)
+    assert.matches("full%-text indexes are not kept on a cluster", msg)
+    local f = assert(db:create_container("f", { partition_key = "/pk", full_text = ftp }))
+    assert(f:create({ id = "a", pk = "p", text = "bells ring" }))
+    _, msg, st = db:replace_container("f", { partition_key = "/pk", full_text = ftp,
+      indexing = { fullTextIndexes = { { path = "/text" } } } })
+    assert.are.equal(501, st)
+    assert.matches("full%-text indexes are not kept on a cluster", msg)
+    assert.are.same({ "a" }, assert(f:query(
+      "SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, 'bell')")))
     assert.is_true((db:set_throughput(nil)))
     -- the engine's queue is a local database's only: a request handed to
     -- it here is the caller's to run (false), and nothing ran or counted
@@ -104,6 +119,36 @@ describe("cluster database", function()
     -- its outcome was unknown: here, it was written
     assert(fc:read("b", "p"))
     full:close()
+  end)
+
+  it("waits for a replica while it acknowledges more, and no longer once it stops", function()
+    -- a scripted primary: ROLE answers its replica's acknowledged offset
+    -- (one list per call), WAIT 1 how many replicas have the write
+    local function node(offsets, waits)
+      local seen = {}
+      return { redis = {
+        node_for = function() return "127.0.0.1:1" end,
+        call_node = function(_, _, cmd)
+          seen[#seen + 1] = cmd
+          if cmd == "ROLE" then
+            local o = table.remove(offsets, 1)
+            return { "master", "100", o and { { "127.0.0.1", "2", tostring(o) } } or {} }
+          end
+          return table.remove(waits, 1)
+        end }, wait_ms = 1, seen = seen }
+    end
+    local cluster = require "regolith.cluster"
+    -- catching up: its offset moves from each WAIT to the next, then it has the write
+    local D = node({ 10, 20, 30 }, { 0, 0, 1 })
+    assert.is_true(cluster._replicated(D, "k"))
+    assert.are.same({ "ROLE", "WAIT", "ROLE", "WAIT", "ROLE", "WAIT" }, D.seen)
+    -- stopped: the same offset twice
+    D = node({ 10, 20, 20 }, { 0, 0, 1 })
+    assert.is_false(cluster._replicated(D, "k"))
+    assert.are.same({ "ROLE", "WAIT", "ROLE", "WAIT", "ROLE" }, D.seen)
+    -- no replica at all
+    D = node({}, { 1 })
+    assert.is_false(cluster._replicated(D, "k"))
   end)
 
   it("sees another handle's writes: the engine fetches what it lacks", function()
