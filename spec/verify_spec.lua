@@ -90,6 +90,29 @@ describe("a damaged item", function()
   end)
 end)
 
+describe("a database missing a table", function()
+  setup(build_poke)
+  after_each(H.cleanup)
+
+  -- damage_spec's random bit flips once removed 'latest' from the main
+  -- tree: open answered 404 "not a regolith database", and a writable
+  -- open would have made an empty table in its place
+  H.local_it("is refused as damaged (500), read-only or not, and no empty table is made for it",
+    "lmdb_poke damages the local data file", function()
+    local regolith = require "regolith"
+    local db, path = H.open()
+    local c = assert(db:create_container("c", { partition_key = "/pk" }))
+    assert(c:create({ id = "a", pk = "p" }))
+    db:close()
+    assert(H.execute(("%s '%s' latest drop"):format(poke, path)))
+    for _, opts in ipairs({ {}, { readonly = true }, {} }) do
+      local msg = H.fails(500, regolith.open(path, opts))
+      assert.equal("the database is damaged: its table 'latest' is missing " ..
+                   "(restore it from a backup)", msg)
+    end
+  end)
+end)
+
 describe("db:verify with processors", function()
   after_each(H.cleanup)
 

@@ -806,9 +806,18 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
     }
     if (rc == MDB_NOTFOUND) {
       mdb_txn_abort(txn);
-      if (!create && !l->readonly) return init_tables(l, 1, secret, e);
-      return rg_fail(e, 404, "not a regolith database (table '%s' missing)",
-                     rg_tables[i].name);
+      /* The format version was found, so the file is a regolith
+      ** database; every table but a late one exists since format 2, and
+      ** one missing means a damaged main tree, never a table to make
+      ** afresh (an empty 'latest' or 'refs' would pass for the real one) */
+      if (!rg_tables[i].late)
+        return rg_fail(e, 500, "the database is damaged: its table '%s' "
+                       "is missing (restore it from a backup)",
+                       rg_tables[i].name);
+      /* a late table: made here (MDB_CREATE finds every table, and a
+      ** read-only open reads one as empty, above) */
+      rg_assert(!create && !l->readonly);
+      return init_tables(l, 1, secret, e);
     }
     if (rc) goto fail;
   }
