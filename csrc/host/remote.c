@@ -78,6 +78,13 @@ static void set_int (lua_State *L, const char *k, lua_Integer v) {
   lua_setfield(L, -2, k);
 }
 
+/* A place's fields (cid, bucket, buckets) into the table on top. */
+static void set_place (lua_State *L, const rg_place *pl) {
+  set_int(L, "cid", pl->cid);
+  set_int(L, "bucket", pl->bucket);
+  set_int(L, "buckets", pl->buckets);
+}
+
 static int m_needs (lua_State *L) {
   rg_remote *r = toremote(L);
   const rg_need *v;
@@ -85,9 +92,7 @@ static int m_needs (lua_State *L) {
   lua_createtable(L, (int)n, 0);
   for (i = 0; i < n; i++) {
     lua_createtable(L, 0, 9);
-    set_int(L, "cid", v[i].pl.cid);
-    set_int(L, "bucket", v[i].pl.bucket);
-    set_int(L, "buckets", v[i].pl.buckets);
+    set_place(L, &v[i].pl);
     set_int(L, "tb", v[i].tb);
     lua_pushlstring(L, (const char *)v[i].k, v[i].kn);
     lua_setfield(L, -2, "key");
@@ -178,9 +183,7 @@ static int m_parts (lua_State *L) {
   lua_createtable(L, (int)n, 0);
   for (i = 0; i < n; i++) {
     lua_createtable(L, 0, 4);
-    set_int(L, "cid", v[i].pl.cid);
-    set_int(L, "bucket", v[i].pl.bucket);
-    set_int(L, "buckets", v[i].pl.buckets);
+    set_place(L, &v[i].pl);
     lua_pushlstring(L, v[i].data, v[i].n);
     lua_setfield(L, -2, "data");
     lua_rawseti(L, -2, (lua_Integer)i + 1);

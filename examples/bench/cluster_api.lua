@@ -53,20 +53,16 @@ do
   end
 end
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd, "r"))
-  local out = p:read("*a")
-  p:close()
-  return out
-end
+local own = dofile("examples/bench/own_cluster.lua")
+local sh = own.sh
 
 local dir = os.tmpname()
 os.remove(dir)
-local base = sh("RG_CLUSTER_OWNER=$PPID tools/redis-cluster.sh start " .. dir .. "/cluster"):match("(%d+)%s*$")
-assert(base, "the cluster did not start")
+local base = own.start(dir .. "/cluster")
 local seeds = "127.0.0.1:" .. base
 local function stop()
-  sh("tools/redis-cluster.sh stop " .. dir .. "/cluster; rm -rf " .. dir)
+  own.stop(dir .. "/cluster")
+  sh("rm -rf " .. dir)
 end
 
 local function stats(xs)

@@ -71,21 +71,15 @@ parser:option("--url", "A cluster's redis:// URL (else one is started).")
 parser:option("--json", "Writes the results there too.")
 local args = parser:parse()
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd, "r"))
-  local out = p:read("*a")
-  p:close()
-  return out
-end
+local own = dofile("examples/bench/own_cluster.lua")
+local sh = own.sh
 
 local dir = os.tmpname()
 os.remove(dir)
 os.execute("mkdir -p " .. dir)
 local url = args.url
 if not url then
-  local base = sh("RG_CLUSTER_OWNER=$PPID tools/redis-cluster.sh start " .. dir ..
-    "/cluster"):match("(%d+)%s*$")
-  assert(base, "the cluster did not start")
+  local base = own.start(dir .. "/cluster")
   url = "redis://127.0.0.1:" .. base .. "/contention"
 end
 
@@ -167,7 +161,7 @@ local results = {
   logical = run("logical", hot),
   physical = run("physical", same_bucket(args.writers)),
 }
-if not args.url then sh("tools/redis-cluster.sh stop " .. dir .. "/cluster") end
+if not args.url then own.stop(dir .. "/cluster") end
 sh("rm -rf " .. dir)
 
 print(("%d writers on a Redis Cluster (3+3, 127.0.0.1), %d s each (%s)"):format(
