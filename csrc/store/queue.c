@@ -259,6 +259,17 @@ static int dead (int32_t pid) {
   return p[2] == 'Z' || p[2] == 'X';
 }
 
+/* Frees slot s, seen in state st, when its process died and no one else
+** will: an outcome it never read, a request it never finished writing,
+** or a commit whose leader died too.  Whether it did. */
+static int take_back (qslot *s, uint32_t st) {
+  if ((st == S_FILLING || st >= S_DONE ||
+       (st == S_COMMITTED && dead(s->leader))) && dead(s->pid))
+    return __atomic_compare_exchange_n(&s->state, &st, S_FREE, 0,
+                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  return 0;
+}
+
 /* Takes a FREE slot for this process; NULL when there is none, even after
 ** taking back those whose process died. */
 static qslot *take_slot (rg_queue *q) {
@@ -271,14 +282,9 @@ static qslot *take_slot (rg_queue *q) {
                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return s;
     }
-    for (i = 0; i < Q_SLOTS; i++) {   /* a dead process's outcome, unread */
-      qslot *s = &q->slots[i];
-      uint32_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-      if ((st == S_FILLING || st >= S_DONE ||
-           (st == S_COMMITTED && dead(s->leader))) && dead(s->pid))
-        __atomic_compare_exchange_n(&s->state, &st, S_FREE, 0,
-                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-    }
+    for (i = 0; i < Q_SLOTS; i++)     /* a dead process's outcome, unread */
+      take_back(&q->slots[i], __atomic_load_n(&q->slots[i].state,
+                                              __ATOMIC_ACQUIRE));
   }
   return NULL;
 }
@@ -429,11 +435,27 @@ static void gather (rg_queue *q) {
   ts.tv_sec = 0;
   ts.tv_nsec = Q_GATHER_STEP * 1000L;
   for (waited = 0; waited < q->gather_us; waited += Q_GATHER_STEP) {
-    int i, pending = 0, busy = 0;
+    int i, pending = 0, busy = 0, flushing = 0;
     for (i = 0; i < Q_SLOTS; i++) {
       uint32_t st = __atomic_load_n(&q->slots[i].state, __ATOMIC_ACQUIRE);
       if (st == S_PENDING) pending++;
       else if (st != S_FREE) busy++;
+      if (st == S_COMMITTED || st == S_CLAIMED) flushing++;
+    }
+    if (busy > 0 && flushing == 0 && seen < 0) {
+      /* no batch in flight: the others may be outcomes that processes
+      ** which died never read, which a writer alone must not wait for at
+      ** every batch (kill() first: take_back's look at /proc is dearer) */
+      busy = 0;
+      for (i = 0; i < Q_SLOTS; i++) {
+        qslot *s = &q->slots[i];
+        uint32_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+        if (st == S_FREE || st == S_PENDING) continue;
+        if (st >= S_DONE && s->pid > 0 && kill((pid_t)s->pid, 0) != 0 &&
+            errno == ESRCH && take_back(s, st))
+          continue;
+        busy++;
+      }
     }
     if (busy == 0 || pending <= seen) return;
     seen = pending;
@@ -503,10 +525,10 @@ int rg_queue_write (rg_env *env, int sync, const rg_qhost *h,
   if (env->scope != NULL || env->readonly || n > Q_REQ ||
       (q = queue_get(env)) == NULL || (s = take_slot(q)) == NULL)
     return RG_QUEUE_ALONE;
-  memcpy(s->req, req, n);
+  s->pid = (int32_t)getpid();        /* first: a FILLING slot's pid is */
+  memcpy(s->req, req, n);            /* looked at by take_back */
   s->reqlen = (uint32_t)n;
   s->sync = sync;
-  s->pid = (int32_t)getpid();
   s->reslen = 0;
   s->status = 0;
   __atomic_store_n(&s->state, S_PENDING, __ATOMIC_RELEASE);
