@@ -184,10 +184,12 @@ CLUSTER_API_SPECS = $(addprefix spec/,$(addsuffix _spec.lua,items batch patch \
   group_commit json limits processor_multiprocess replace_container vector \
   verify throughput gateway explorer_api))
 # Run against the cluster under Lua 5.4 only: the blog's spec, the longest,
-# and the sandbox's, whose rules are the engine's whatever stores the
-# scripts (a minute under each Lua).
+# the sandbox's, whose rules are the engine's whatever stores the scripts
+# (a minute under each Lua), and the command's, which runs bin/regolith
+# under Lua 5.4 (its #! line; the explorer's nginx under LuaJIT) whatever
+# Lua runs the spec.
 CLUSTER_54_SPECS = $(addprefix spec/,$(addsuffix _spec.lua,blog sandbox \
-  sandbox_escape js_sandbox))
+  sandbox_escape js_sandbox cli cli_shell explore))
 
 # The cluster specs against a local Redis Cluster (3 primaries, 3 replicas,
 # 127.0.0.1, a random base port; tools/redis-cluster.sh) started for this

@@ -81,6 +81,20 @@ describe("regolith", function()
       assert.is_nil(io.open(dir .. "/data.mdb"))
     end)
 
+    H.cluster_it("gives exit code 4 for a cluster URL naming no database, and creates none",
+        "a URL names a database on a cluster", function()
+      local url = H.cluster_url()
+      for _, args in ipairs({ { "containers", url }, { "query", url, "c", "SELECT 1" },
+          { "stats", url }, { "export", url, "c" }, { "shell", url },
+          { "explore", url }, { "delete", url, "c", "x", "-k", "p" },
+          { "procedures", "delete", url, "c", "p" }, { "verify", url } }) do
+        local r = run((table.unpack or unpack)(args))
+        assert.equal(4, r.code, args[1])
+        assert.equal("regolith: no database at " .. url .. "\n", r.err)
+      end
+      H.fails(404, regolith.open(url, { readonly = true }))
+    end)
+
     it("names the containers there are for an unknown one (exit 1)", function()
       local path = sample()
       for _, args in ipairs({ { "query", path, "nope", "SELECT 1" },
@@ -613,12 +627,19 @@ end]])
       local path = sample()
       local r = run("stats", path)
       assert.equal(0, r.code)
-      assert.matches("^items 6, %d+ bytes of JSON; last lsn 6\n", r.out)
+      if H.cluster then    -- lsns are a clock, and there is no map
+        assert.matches("^items 6, %d+ bytes of JSON; last lsn %d+\n", r.out)
+        assert.not_matches("map", r.out)
+      else
+        assert.matches("^items 6, %d+ bytes of JSON; last lsn 6\nmap %d+ bytes", r.out)
+      end
       assert.matches("posts +6 items", r.out)
       assert.equal(6, regolith.json.decode(run("stats", path, "--json").out).items)
     end)
 
-    it("shows a budget's consumption, throttling and hottest partition", function()
+    H.local_it("shows a budget's consumption, throttling and hottest partition",
+        "a budget's counters are each process's on a cluster (docs/cluster.md)",
+        function()
       local db, path = H.open()
       local c = assert(db:create_container("posts", { partition_key = "/postId",
         physical_partitions = 2, throughput = 20 }))
@@ -636,20 +657,24 @@ end]])
       assert.equal(1, st.containers.posts.throughput.throttled)
     end)
 
-    it("verifies (0), and reports damage (1)", function()
-      local path = sample()
-      local r = run("verify", path)
-      assert.equal(0, r.code)
+    it("verifies (0)", function()
+      local r = run("verify", sample())
+      assert.equal(0, r.code, r.err)
       assert.matches("ok: every invariant holds", r.err)
+    end)
+
+    H.local_it("reports damage (1)", "the damage is made in the data file", function()
+      local path = sample()
       assert.is_true(H.execute("env -u LD_PRELOAD make -s build/tools/lmdb_poke"))
       assert.is_true(H.execute(("build/tools/lmdb_poke '%s' index del-first"):format(path)))
-      r = run("verify", path)
+      local r = run("verify", path)
       assert.equal(1, r.code)
       assert.matches("index entr", r.out)
       assert.equal("regolith: verify found problems (the report is on stdout)\n", r.err)
     end)
 
-    it("backs up into a new directory, not over a database", function()
+    H.local_it("backs up into a new directory, not over a database",
+        "a cluster database has no files (501: below)", function()
       local path = sample()
       local dest = H.tmpdir()
       assert.equal(0, run("backup", path, dest).code)
@@ -657,6 +682,22 @@ end]])
       local r = run("backup", path, dest)
       assert.equal(1, r.code)
       assert.matches("%(status 409%)", r.err)
+    end)
+
+    H.cluster_it("refuses backup, compact and upgrade of a cluster database (501)",
+        "they rewrite a directory's files", function()
+      local path = sample()
+      local dest = H.tmpdir()
+      for _, args in ipairs({ { "backup", path, dest }, { "compact", path, dest },
+          { "upgrade", path } }) do
+        local r = run((table.unpack or unpack)(args))
+        assert.equal(1, r.code, args[1])
+        assert.equal(1, select(2, r.err:gsub("\n", "")))      -- one line
+        assert.matches(("^regolith: %s: not on a cluster database %%('%s'%%): it " ..
+          "keeps no files.*%%(status 501%%)\n$"):format(args[1],
+          (path:gsub("%p", "%%%0"))), r.err)
+      end
+      assert.is_nil(io.open(dest))
     end)
   end)
 

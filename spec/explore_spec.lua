@@ -4,6 +4,7 @@
 -- Needs nginx with the Lua module and the LuaJIT build (make explorer);
 -- pending otherwise.  The page is a stand-in: only the process matters.
 local H = require "helper"
+local regolith = require "regolith"
 
 -- ports above the explorer's own (EXPLORER_PORT, as make explorer-test
 -- takes it; 8079 by default)
@@ -100,6 +101,28 @@ describe("regolith explore", function()
       assert.equal("0", slurp(e.code):match("%d+"))
     end)
   end
+
+  -- a local database is opened once by the worker; a cluster's by each
+  -- request (its client's cosockets belong to one request)
+  nginx_it("serves the database's API: a write, then the containers and a read", function()
+    local e = start(db)
+    finally(function() H.execute("kill -TERM " .. e.pid .. " 2>/dev/null") end)
+    local function api(method, path, body)
+      local out = H.run(("env -u LD_PRELOAD curl -s --max-time 10 -X %s " ..
+        "-H 'Content-Type: application/json' -H 'X-Regolith-Explorer: 1' %s http://127.0.0.1:%d%s"):format(
+        method, body and ("--data '" .. body .. "'") or "", e.port, path))
+      return assert(regolith.json.decode(out), out)
+    end
+    local r = api("POST", "/api/containers/c/items", '{"id": "a", "n": 1}')
+    assert.equal("a", r.doc.id, regolith.json.encode(r))
+    r = api("GET", "/api/containers")
+    assert.equal("c", r[1].name)
+    assert.equal(1, r[1].items)
+    r = api("GET", "/api/containers/c/items/a?pk=%22a%22")
+    assert.equal(1, r.doc.n)
+    assert(H.execute("kill -TERM " .. e.pid))
+    assert_all_gone(e, "SIGTERM")
+  end)
 
   nginx_it("leaves no server behind when the command is killed outright (SIGKILL)", function()
     local e = start(db)

@@ -91,8 +91,7 @@ describe("the gateway's container definitions", function()
     end
   end)
 
-  H.local_it("takes a Cosmos vector policy as it is, and gives it back",
-    "a cluster keeps no vector index (docs/cluster.md)", function()
+  it("takes a Cosmos vector policy as it is, and gives it back", function()
     local def = { id = "v", partitionKey = { paths = { "/pk" } },
       indexingPolicy = { includedPaths = { { path = "/*" } },
         vectorIndexes = { { path = "/emb", type = "diskANN",

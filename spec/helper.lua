@@ -119,6 +119,16 @@ function H.local_it(name, why, fn)
   return api.it(name, fn)
 end
 
+-- it() on the cluster backend, or locally a pending spec saying why it
+-- is the cluster's alone (what a cluster refuses that a directory does).
+function H.cluster_it(name, why, fn)
+  local api = require "busted"
+  if not H.cluster then
+    return api.pending(name .. " [cluster only: " .. why .. "]")
+  end
+  return api.it(name, fn)
+end
+
 local dirs = {}
 
 -- A new empty directory path under /tmp (not created: open creates it).

@@ -93,6 +93,22 @@ describe("procedures", function()
       assert.are.equal("stored", (posts:execute("p", "x")))
     end)
 
+    -- on a cluster a delete is blind until read: whether the script was
+    -- there must be fetched, not guessed from what this handle has seen
+    it("deletes a script from a handle that has not read it, and 404s a missing one", function()
+      assert(posts:create_procedure("p", "return function(ctx) return 1 end"))
+      assert(posts:create_trigger("t", { type = "pre", source = "return function(ctx) end" }))
+      db:close()
+      db = assert(regolith.open(path))
+      posts = assert(db:container("posts"))
+      assert(posts:delete_procedure("p"))
+      assert(posts:delete_trigger("t"))
+      H.fails(404, posts:delete_procedure("p"))
+      H.fails(404, posts:delete_trigger("t"))
+      assert.are.same({}, posts:procedures())
+      assert.are.same({}, posts:triggers())
+    end)
+
     it("uses a procedure replaced by another process", function()
       assert(posts:create_procedure("v", "return function() return 1 end"))
       assert.are.equal(1, (posts:execute("v", "p")))       -- compiled, cached

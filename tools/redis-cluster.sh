@@ -313,9 +313,15 @@ remove)
   [ -n "$port" ] && grep -qx "$port" "$dir/extra_ports" 2>/dev/null ||
     die "$port is not a primary added to the cluster in $dir"
   base=$(cat "$dir/base_port")
-  id=$(redis-cli -p "$port" cluster myid) || die "no node on $port"
-  others=$( (ports_of "$dir"; extra_ports "$dir") | grep -vx "$port")
   deadline=$((SECONDS + WAIT_SECONDS))
+  # a primary emptied by a rebalance turns replica and loads its new
+  # primary's data: until then it answers LOADING, not its id
+  until id=$(redis-cli -p "$port" cluster myid 2>&1) &&
+        echo "$id" | grep -qx '[0-9a-f]\{40\}'; do
+    [ $SECONDS -ge $deadline ] && die "no node id from $port: $id"
+    sleep 0.1
+  done
+  others=$( (ports_of "$dir"; extra_ports "$dir") | grep -vx "$port")
   # it must hold no slot in any node's view (views settle by gossip)
   for p in $others; do
     until [ -z "$(redis-cli -p "$p" cluster nodes 2>/dev/null |

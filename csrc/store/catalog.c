@@ -159,30 +159,23 @@ static int create_body (rg_scope *s, void *ud, rg_err *e) {
 }
 
 /* What a remote database does not keep yet (docs/cluster.md), refused
-** before anything is written: vector indexes (an instance's slots, and a
-** diskANN graph, span the container's partitions, remote.h), full-text
-** indexes (their postings and statistics span them too, and the host keeps
-** no fulltext table). */
+** before anything is written: full-text indexes (their postings and
+** statistics span the container's partitions, and the host keeps no
+** fulltext table).  Vector indexes are kept there, one instance per
+** physical partition (vindex.c). */
 static int remote_refused (rg_env *env, const char *spec, size_t specn,
                            rg_err *e) {
   cJSON *j = NULL;
   rg_cspec *s = NULL;
-  int nvix, nftix = 0, i;
+  int nftix = 0, i;
   if (env->remote == NULL) return 0;
   if (rg_json_parse(spec, specn, &j, e) || rg_cspec_build(j, 0, &s, e)) {
     cJSON_Delete(j);
     return e->status;
   }
-  nvix = s->nvix;
   for (i = 0; s->ft != NULL && i < s->ft->n; i++) nftix += s->ft->p[i].indexed;
   rg_cspec_free(s);
   cJSON_Delete(j);
-  if (nvix)
-    return rg_fail(e, 501, "vector indexes are not kept on a cluster (an "
-                   "index's slots, and a diskANN graph, span the container's "
-                   "partitions, and a write applies atomically only within "
-                   "one): leave out indexing.vector_indexes (VectorDistance "
-                   "still runs, by scan)");
   if (nftix)
     return rg_fail(e, 501, "full-text indexes are not kept on a cluster "
                    "(their postings and statistics span the container's "

@@ -531,6 +531,12 @@ int rg_key_place (int tb, const uint8_t *k, size_t kn, const uint8_t *dup,
     case RG_DB_REFS:
       out->kind = RG_KP_NONE;
       return 0;
+    case RG_DB_VECTOR:               /* a record of one instance; a shorter */
+      if (kn <= 16) return -1;       /* key spans every partition */
+      out->kind = RG_KP_RANGE;
+      out->cid = rg_get_u32(k);
+      out->range = RG_VSHARD_RANGE(rg_get_u64(k + 8));
+      return 0;
     default:
       return -1;
   }

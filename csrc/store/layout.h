@@ -134,7 +134,9 @@ void   rg_ref_hash_put (uint8_t *out, uint64_t hash);
 **                 store applies before what depends on it
 **   RG_KP_HASH    the partition of hash `hash` in container `cid` (items,
 **                 unique, parts)
-**   RG_KP_RANGE   feed range `range` of container `cid` (feed, latest)
+**   RG_KP_RANGE   feed range `range` of container `cid` (feed, latest; a
+**                 vector index record, whose instance is that range's:
+**                 RG_VSHARD_RANGE)
 **   RG_KP_CID     some partition of container `cid`: the key does not say
 **                 which (a TTL entry; a container's statistics, kept per
 **                 partition and summed)
@@ -153,6 +155,13 @@ typedef struct rg_keyplace {
 } rg_keyplace;
 int rg_key_place (int tb, const uint8_t *k, size_t kn, const uint8_t *dup,
                   size_t dn, rg_keyplace *out);
+/* Where partitions are kept apart, a vector index has one instance per
+** physical partition and shard: the shard (rg_key_vector) carries the
+** range in its top 16 bits, the shard key's hash in the low 48. */
+#define RG_VSHARD_LOW 0x0000FFFFFFFFFFFFull
+#define RG_VSHARD_RANGE(shard) ((int)((shard) >> 48))
+#define RG_VSHARD_AT(shard, range) \
+  (((uint64_t)(range) << 48) | ((shard) & RG_VSHARD_LOW))
 
 /* Meta keys (see layout.c for the full list). */
 #define RG_META_VERSION "\x01version"

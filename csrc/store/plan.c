@@ -2886,6 +2886,29 @@ static int cseq_has (void *ud, uint32_t seq) {
   return bsearch(&seq, S->cseq, S->ncseq, sizeof(uint32_t), rg_u32_cmp) != NULL;
 }
 
+/* The item key of an index entry kept apart from its cursor (its key and
+** reference, `n` bytes), as the seek would read it: on a remote database
+** the refs entry is read in the entry's partition (remote.h's context:
+** the entry read again, from what was fetched). */
+static int entry_item (source *S, const uint8_t *ent, size_t n,
+                       rg_val *ikey) {
+  if (n < RG_REF_SIZE) return RG_NOTFOUND;
+  if (rg_env_remote(S->env) != NULL) {
+    rg_cur *c;
+    rg_val k, d;
+    int rc;
+    if ((rc = rg_cur_open(S->txn, RG_DB_INDEX, &c))) return rc;
+    k.p = ent;
+    k.n = n - RG_REF_SIZE;
+    d.p = ent + n - RG_REF_SIZE;
+    d.n = RG_REF_SIZE;
+    rc = rg_cur_get(c, &k, &d, RG_BOTH);
+    rg_cur_close(c);
+    if (rc && rc != RG_NOTFOUND) return rc;
+  }
+  return rg_ref_item(S->txn, S->env, rg_get_u32(ent + n - 4), ikey);
+}
+
 /* SRC_VECTOR's seek run without feeding: the seqs it finds, sorted.  Few
 ** (VSEEK_EXACT per row wanted): the entries it kept fed, their items
 ** scored (1, or a status); else 0 and the search keeps to them; many
@@ -2910,7 +2933,7 @@ static int vseek_run (source *S) {
       rg_val ik;
       memcpy(&n, p, 4);
       p = pos + n;
-      rc = rg_ref_item(S->txn, S->env, rg_get_u32(pos + n - 4), &ik);
+      rc = entry_item(S, pos, n, &ik);
       if (rc == RG_NOTFOUND) { rc = 0; continue; }   /* dangling */
       if (rc) return kv_fail(S, rc);
       rc = feed(S, (const uint8_t *)ik.p, ik.n, NULL, pos, n, 0, 0, 1);
@@ -2970,7 +2993,7 @@ static int src_vector (source *S) {
       memmove(fed + lo + 1, fed + lo, (nfed - lo) * sizeof(uint32_t));
       fed[lo] = seq;
       nfed++;
-      rc = rg_ref_item(S->txn, S->env, seq, &ik);
+      rc = rg_vindex_item(S->txn, S->env, &vs, &vs.hit[i], &ik);
       if (rc == RG_NOTFOUND) { rc = 0; continue; }
       if (rc) { rc = kv_fail(S, rc); break; }
       rc = feed(S, (const uint8_t *)ik.p, ik.n, NULL, NULL, 0, 0, 0, 1);

@@ -16,7 +16,9 @@
 ** tries the leader lock: held, it waits on the futex word (a leader bumps
 ** it and wakes every waiter when its batch is done) for at most Q_WAIT_MS,
 ** after which it tries again (so a leader that died is noticed: the lock
-** is robust).  Got, it leads: it claims every PENDING slot, and every
+** is robust).  Got, it leads: while other processes are in the queue it
+** first waits a little for their requests (gather: at most 400 µs, and
+** only while more keep coming), then it claims every PENDING slot, and every
 ** CLAIMED one (a dead leader's, since none other can hold the lock), and
 ** runs them in one scope (batch_body): it reads the last batch committed,
 ** settles the dead leader's slots by it, writes its own batch number, and
@@ -57,6 +59,8 @@
 #define Q_RES     (32u << 10)
 #define Q_HEAD    4096
 #define Q_WAIT_MS 10
+#define Q_GATHER_US   400       /* a leader waits at most this long for */
+#define Q_GATHER_STEP 50        /* more requests, looking this often (µs) */
 
 enum { S_FREE, S_FILLING, S_PENDING, S_CLAIMED, S_COMMITTED, S_DONE, S_ALONE,
        S_FAILED };
@@ -91,6 +95,7 @@ typedef struct qhead {
 
 struct rg_queue {
   int fd;
+  int gather_us;               /* Q_GATHER_US, or REGOLITH_QUEUE_GATHER's */
   size_t len;
   qhead *h;
   qslot *slots;
@@ -126,6 +131,12 @@ static rg_queue *queue_open (const char *path) {
   if (rg_boot_id(boot) != 0) return NULL;
   if ((q = (rg_queue *)calloc(1, sizeof(rg_queue))) == NULL) return NULL;
   q->len = Q_LEN;
+  q->gather_us = Q_GATHER_US;
+  {                                 /* the benches' A/B: 0 never waits */
+    const char *g = getenv("REGOLITH_QUEUE_GATHER");
+    if (g != NULL && *g >= '0' && *g <= '9')
+      q->gather_us = atoi(g) > 10000 ? 10000 : atoi(g);
+  }
   snprintf(name, sizeof(name), "%s/regolith.queue", path);
   if ((q->fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0 ||
       rg_file_lock(q->fd, F_WRLCK) != 0) {
@@ -248,6 +259,17 @@ static int dead (int32_t pid) {
   return p[2] == 'Z' || p[2] == 'X';
 }
 
+/* Frees slot s, seen in state st, when its process died and no one else
+** will: an outcome it never read, a request it never finished writing,
+** or a commit whose leader died too.  Whether it did. */
+static int take_back (qslot *s, uint32_t st) {
+  if ((st == S_FILLING || st >= S_DONE ||
+       (st == S_COMMITTED && dead(s->leader))) && dead(s->pid))
+    return __atomic_compare_exchange_n(&s->state, &st, S_FREE, 0,
+                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  return 0;
+}
+
 /* Takes a FREE slot for this process; NULL when there is none, even after
 ** taking back those whose process died. */
 static qslot *take_slot (rg_queue *q) {
@@ -260,14 +282,9 @@ static qslot *take_slot (rg_queue *q) {
                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return s;
     }
-    for (i = 0; i < Q_SLOTS; i++) {   /* a dead process's outcome, unread */
-      qslot *s = &q->slots[i];
-      uint32_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-      if ((st == S_FILLING || st >= S_DONE ||
-           (st == S_COMMITTED && dead(s->leader))) && dead(s->pid))
-        __atomic_compare_exchange_n(&s->state, &st, S_FREE, 0,
-                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-    }
+    for (i = 0; i < Q_SLOTS; i++)     /* a dead process's outcome, unread */
+      take_back(&q->slots[i], __atomic_load_n(&q->slots[i].state,
+                                              __ATOMIC_ACQUIRE));
   }
   return NULL;
 }
@@ -406,6 +423,46 @@ static void settle (qslot *s) {
                    __ATOMIC_RELEASE);
 }
 
+/* With the leader lock held, before claiming: while other processes are
+** in the queue (slots neither FREE nor PENDING: a request being written,
+** a batch being flushed, whose writers come back with their next), waits
+** for their requests, as long as each look finds more queued than the
+** one before, for at most q->gather_us.  A writer alone never waits: the
+** batch grows where the requests come faster than a commit. */
+static void gather (rg_queue *q) {
+  struct timespec ts;
+  int waited, seen = -1;
+  ts.tv_sec = 0;
+  ts.tv_nsec = Q_GATHER_STEP * 1000L;
+  for (waited = 0; waited < q->gather_us; waited += Q_GATHER_STEP) {
+    int i, pending = 0, busy = 0, flushing = 0;
+    for (i = 0; i < Q_SLOTS; i++) {
+      uint32_t st = __atomic_load_n(&q->slots[i].state, __ATOMIC_ACQUIRE);
+      if (st == S_PENDING) pending++;
+      else if (st != S_FREE) busy++;
+      if (st == S_COMMITTED || st == S_CLAIMED) flushing++;
+    }
+    if (busy > 0 && flushing == 0 && seen < 0) {
+      /* no batch in flight: the others may be outcomes that processes
+      ** which died never read, which a writer alone must not wait for at
+      ** every batch (kill() first: take_back's look at /proc is dearer) */
+      busy = 0;
+      for (i = 0; i < Q_SLOTS; i++) {
+        qslot *s = &q->slots[i];
+        uint32_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+        if (st == S_FREE || st == S_PENDING) continue;
+        if (st >= S_DONE && s->pid > 0 && kill((pid_t)s->pid, 0) != 0 &&
+            errno == ESRCH && take_back(s, st))
+          continue;
+        busy++;
+      }
+    }
+    if (busy == 0 || pending <= seen) return;
+    seen = pending;
+    nanosleep(&ts, NULL);
+  }
+}
+
 /* With the leader lock held, which it lets go: claims the queued slots and
 ** runs them in one transaction.  Once it is committed the lock is let go
 ** and the waiters woken, so that the next leader's transaction begins
@@ -419,6 +476,7 @@ static void lead (rg_queue *q, rg_env *env, const rg_qhost *h) {
   b.env = env;
   b.h = h;
   b.sync = RG_SYNC_NONE;
+  gather(q);
   claim(&b, 1);
   if (b.n == 0) {
     pthread_mutex_unlock(&q->h->lead);
@@ -467,10 +525,10 @@ int rg_queue_write (rg_env *env, int sync, const rg_qhost *h,
   if (env->scope != NULL || env->readonly || n > Q_REQ ||
       (q = queue_get(env)) == NULL || (s = take_slot(q)) == NULL)
     return RG_QUEUE_ALONE;
-  memcpy(s->req, req, n);
+  s->pid = (int32_t)getpid();        /* first: a FILLING slot's pid is */
+  memcpy(s->req, req, n);            /* looked at by take_back */
   s->reqlen = (uint32_t)n;
   s->sync = sync;
-  s->pid = (int32_t)getpid();
   s->reslen = 0;
   s->status = 0;
   __atomic_store_n(&s->state, S_PENDING, __ATOMIC_RELEASE);

@@ -234,10 +234,11 @@ struct rg_remote {
 
 static const rg_kv_ops remote_ops;
 
-/* The tables a host keeps (redis/regolith.lua's NT): not the vector table,
-** whose instances span a container's partitions and so have no place
-** (remote.h); reading it finds nothing, writing it fails (RG_NOPLACE). */
-#define KEPT (RG_DB_REFS + 1)
+/* The tables a host keeps (redis/regolith.lua's NT): not the full-text
+** table, whose postings and statistics span a container's partitions and
+** so have no place (remote.h); reading it finds nothing, writing it fails
+** (RG_NOPLACE). */
+#define KEPT (RG_DB_VECTOR + 1)
 
 #define R(t) (((rtxn *)(t))->r)
 #define RC(c) ((rcur *)(c))

@@ -28,11 +28,13 @@
 ** refs entry by its seq, a TTL entry, an index entry without the partition
 ** hash of its duplicate) are placed by the transaction's context: the
 ** item it last read or wrote, the container whose spec it last read.
-** The vector table (vindex.c) has no place: an index instance (its slots,
-** header and free list, a diskANN graph) spans the container's partitions,
-** and a write set applies atomically only within one place;
-** a host keeps the other tables, and a container with vector indexes is
-** refused on a remote database (501, docs/cluster.md).
+** The vector table's instances are one per bucket (the shard's top 16
+** bits, layout.h's RG_VSHARD_AT): a record's key says its place, a key
+** shorter than a record's spans every bucket of its container.  The
+** full-text table has no place (its postings and statistics span the
+** container's partitions): a host keeps the other tables, and a
+** container with a full-text index is refused on a remote database (501,
+** docs/cluster.md).
 **
 ** Invariants:
 **   - Nothing the engine answers from an overlay with needs is trusted:

@@ -249,8 +249,15 @@ void *rg_reserve (rg_scope *s, int db, const void *k, size_t kn, size_t vn,
 
 int rg_del (rg_scope *s, int db, const void *k, size_t kn, int *gone,
             rg_err *e) {
+  rg_val v;
+  int rc;
   s->writes++;
-  int rc = rg_kv_del(s->txn, db, k, kn);
+  /* Whether it was there is an answer the caller acts on: read it first.
+  ** Behind the remote seam a delete alone is blind (it cannot tell); the
+  ** read fetches the key and makes its value a condition of the write. */
+  if (gone && (rc = rg_kv_get(s->txn, db, k, kn, &v)) && rc != RG_NOTFOUND)
+    return rg_scope_fail(s, rc, "delete", e);
+  rc = rg_kv_del(s->txn, db, k, kn);
   if (gone) *gone = rc == 0;
   if (rc == RG_NOTFOUND) return 0;
   return rc ? rg_scope_fail(s, rc, "delete", e) : 0;

@@ -104,7 +104,8 @@ void rg_scope_keep (rg_scope *s, const rg_mark *m);
 
 /* Writes in a scope (every change goes through these): put a value;
 ** reserve `vn` bytes for one (NULL on failure); delete a key (absent is
-** fine; *gone, when given, says whether it was there). */
+** fine; *gone, when given, says whether it was there: the key is then
+** read first, a condition of the write on the remote seam). */
 int   rg_put (rg_scope *s, int db, const void *k, size_t kn, const void *v,
               size_t vn, rg_err *e);
 void *rg_reserve (rg_scope *s, int db, const void *k, size_t kn, size_t vn,

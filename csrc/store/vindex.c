@@ -10,7 +10,10 @@
 ** where ixid is the low 32 bits of rg_hash of the embedding's path text
 ** (vpolicy.c refuses two paths of one container with the same ixid) and
 ** shard is 0, or, with a shard_key, rg_hash of the JSON text of the item's
-** values at its paths (an undefined one written `undefined`).  Under P:
+** values at its paths (an undefined one written `undefined`); on a remote
+** database, whose places are buckets (remote.h), the item's physical
+** partition goes in the shard's top 16 bits (layout.h's RG_VSHARD_AT): one
+** instance per bucket, beside its items, written with them.  Under P:
 **
 **     P 'h'            -> header: u8 version 1, u8 kind, u8 type, u8 dist,
 **                         u16 dims, u16 degree, u32 count, u32 top, u32 free,
@@ -26,7 +29,8 @@
 **     P 'f' u32:vid    -> (empty) a free slot below `top`
 **     P 's' u32:seq    -> u32 vid: the item's slot
 **
-** BV and BC fill one 4 KB page (a block is one overflow page, read in
+** `gen` is big-endian (a remote host stamps its lsn over the stand-in the
+** engine wrote, as in keys).  BV and BC fill one 4 KB page (a block is one overflow page, read in
 ** place).  Slots are given from the free ones first (lowest), then at
 ** `top`.  `count` is the live slots; `gen` the lsn of the last change.
 **
@@ -35,7 +39,8 @@
 ** database's secret and P and valid for one `gen`: copies made as blocks
 ** are first read, dropped whole when the stored gen moves on.  Only read
 ** transactions fill it (they see committed states alone, each gen's
-** one); a write's scope reads the table.  Its memory is bounded
+** one); a write's scope reads the table, and so does a remote database's
+** search (another client moves its gen unseen).  Its memory is bounded
 ** (RG_VX_CACHE bytes in all): past that, blocks are read in place, so an
 ** index never needs to fit in memory.
 */
@@ -47,6 +52,7 @@
 
 #include "base/json.h"
 #include "base/vgraph.h"
+#include "store/index.h"
 #include "store/layout.h"
 #include "store/vindex.h"
 
@@ -194,7 +200,7 @@ static int vx_open (vx *x, rg_env *env, rg_txn *txn, rg_scope *s,
     memcpy(&x->top, h + 12, 4);
     memcpy(&x->nfree, h + 16, 4);
     memcpy(&x->entry, h + 20, 4);
-    memcpy(&x->gen, h + 24, 8);
+    x->gen = rg_get_u64(h + 24);
     x->trained = h[VX_HDR_FIXED] != 0;
     if (x->trained) {
       if (v.n != VX_HDR_FIXED + 1 + 4 * ((size_t)dims + 1)) goto corrupt;
@@ -240,7 +246,7 @@ static int vx_save (vx *x) {
   memcpy(h + 12, &x->top, 4);
   memcpy(h + 16, &x->nfree, 4);
   memcpy(h + 20, &x->entry, 4);
-  memcpy(h + 24, &x->gen, 8);
+  rg_put_u64(h + 24, x->gen);   /* big-endian: a host stamps the lsn */
   h[VX_HDR_FIXED] = (uint8_t)x->trained;
   if (x->trained) {
     memcpy(h + n, x->lo, 4 * (size_t)x->dims);
@@ -798,7 +804,7 @@ static int remove_item (vx *x, uint32_t seq) {
 ** terms (layout.c's encoding) of its values at the shard key's paths,
 ** 0x01 for one that is no scalar; the planner hashes a query's values the
 ** same way (rg_vindex_shard_hash). */
-static uint64_t shard_of (const rg_vindex *ix, const cJSON *doc) {
+static uint64_t shard_hash (const rg_vindex *ix, const cJSON *doc) {
   rg_buf b;
   uint64_t h;
   int i;
@@ -814,6 +820,25 @@ static uint64_t shard_of (const rg_vindex *ix, const cJSON *doc) {
   return h;
 }
 
+/* The instance of a document: its shard, and where partitions are kept
+** apart (a remote database) its physical partition (RG_VSHARD_AT), so
+** that an instance lives beside its items and a write's changes to it
+** apply with theirs. */
+static uint64_t shard_of (rg_env *env, const rg_cspec *c,
+                          const rg_vindex *ix, const cJSON *doc) {
+  uint64_t h = shard_hash(ix, doc);
+  if (rg_env_remote(env) != NULL) {
+    const cJSON *pkv[RG_MAX_PK_PATHS];
+    rg_ikey k;
+    rg_err e;
+    rg_doc_pk(c, doc, pkv);
+    /* a stored item's key is valid (else it would not be stored) */
+    if (rg_ikey_partition(c, pkv, &k, &e) == 0)
+      h = RG_VSHARD_AT(h, k.range);
+  }
+  return h;
+}
+
 uint64_t rg_vindex_shard_hash (const void *terms, size_t n) {
   uint64_t h = rg_hash(terms ? terms : "", n);
   return h ? h : 1;
@@ -825,7 +850,8 @@ static int update_one (rg_scope *s, const rg_cspec *c, const rg_vembed *m,
                        uint32_t seq, const cJSON *old, const cJSON *neu,
                        rg_err *e) {
   const rg_vindex *ix = &c->vix[m->index];
-  uint64_t so = old ? shard_of(ix, old) : 0, sn = neu ? shard_of(ix, neu) : 0;
+  uint64_t so = old ? shard_of(s->env, c, ix, old) : 0;
+  uint64_t sn = neu ? shard_of(s->env, c, ix, neu) : 0;
   vx a;
   uint8_t *vo = NULL, *vn = NULL;
   int rc = 0, ho, hn;
@@ -1072,6 +1098,7 @@ static int rerank (sstate *st, const rg_vcand *cand, size_t n) {
   for (i = 0; rc == 0 && i < best.n; i++) {
     double sc = best.c[i].key;
     q->hit[q->nhit].seq = best.c[i].id;
+    q->hit[q->nhit].shard = st->x->shard;
     q->hit[q->nhit].score = rg_vdist_higher(st->x->emb->dist) ? -sc : sc;
     q->nhit++;
   }
@@ -1300,16 +1327,23 @@ int rg_vindex_search (rg_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
   const rg_vembed *m = &q->spec->vemb[q->embed];
   uint64_t shard = 0;
   size_t cap = 0;
-  int rc;
+  int rc, remote = rg_env_remote(env) != NULL;
   q->nhit = 0;
   q->more = 0;
   q->hit = NULL;
   if (m->index < 0) return rg_fail(e, 500, "no vector index on '%s'", m->text);
-  if (q->one_shard) shard = q->shard;
+  if (q->one_shard && !remote) shard = q->shard;
   while ((rc = next_shard(txn, q->spec->cid, rg_vindex_id(m), shard, &shard,
                           e)) == 0) {
-    if (q->one_shard && shard != q->shard) break;   /* that shard is empty */
     vx x;
+    if (q->one_shard && remote &&           /* that shard in each partition */
+        (shard & RG_VSHARD_LOW) != (q->shard & RG_VSHARD_LOW)) {
+      if (shard == UINT64_MAX) break;
+      shard++;
+      continue;
+    }
+    if (q->one_shard && shard != q->shard && !remote)
+      break;                                        /* that shard is empty */
     if (cap < q->nhit + q->k) {
       size_t nc = (q->nhit + q->k) * 2;
       rg_vhit *nh = (rg_vhit *)realloc(q->hit, nc * sizeof(rg_vhit));
@@ -1318,7 +1352,7 @@ int rg_vindex_search (rg_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
       cap = nc;
     }
     if ((rc = vx_open(&x, env, txn, NULL, q->spec, m, shard, e))) return rc;
-    if (x.found && x.trained && !q->brute && q->in_scope == 0)
+    if (x.found && x.trained && !q->brute && q->in_scope == 0 && !remote)
       x.cache = cache_pin(&x);
     rc = x.found ? search_one(&x, q) : 0;
     q->vectors_read += x.vectors_read;
@@ -1326,7 +1360,7 @@ int rg_vindex_search (rg_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
     q->nodes_read += x.nodes_read;
     vx_free(&x);
     if (rc) return rc;
-    if (shard == UINT64_MAX || q->one_shard) break;
+    if (shard == UINT64_MAX || (q->one_shard && !remote)) break;
     shard++;
   }
   if (rc < 0 || rc > 1) return rc;
@@ -1335,6 +1369,20 @@ int rg_vindex_search (rg_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
           rg_vdist_higher(m->dist) ? hit_cmp_higher : hit_cmp_lower);
   if (q->nhit > q->k) { q->nhit = q->k; q->more = 1; }
   return 0;
+}
+
+int rg_vindex_item (rg_txn *txn, rg_env *env, const rg_vsearch *q,
+                    const rg_vhit *h, rg_val *ikey) {
+  if (rg_env_remote(env) != NULL) {  /* its instance's place is the item's */
+    const rg_vembed *m = &q->spec->vemb[q->embed];
+    uint8_t k[RG_VECTOR_KEY];
+    rg_val v;
+    int rc = rg_kv_get(txn, RG_DB_VECTOR, k,
+                       rg_key_vector(k, q->spec->cid, rg_vindex_id(m),
+                                     h->shard, T_HDR, 0), &v);
+    if (rc && rc != RG_NOTFOUND) return rc;
+  }
+  return rg_ref_item(txn, env, h->seq, ikey);
 }
 
 void rg_vsearch_free (rg_vsearch *q) {
@@ -1471,7 +1519,7 @@ int rg_vindex_verify_item (rg_txn *txn, rg_env *env, const rg_cspec *spec,
     uint32_t vid;
     int has, rc;
     if (vx_open(&x, env, txn, NULL, spec, m,
-                shard_of(&spec->vix[i], doc), &e)) {
+                shard_of(env, spec, &spec->vix[i], doc), &e)) {
       rg_buf_addf(report, "vector index '%s': %s\n", m->text, e.msg);
       problems++;
       continue;

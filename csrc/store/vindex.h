@@ -56,6 +56,7 @@ int rg_vindex_reindex (rg_scope *s, const rg_cspec *from, const rg_cspec *to,
 typedef struct rg_vhit {
   uint32_t seq;
   double score;              /* the similarity, as VectorDistance gives */
+  uint64_t shard;            /* the instance that holds it */
 } rg_vhit;
 
 typedef struct rg_vsearch {
@@ -84,6 +85,11 @@ typedef struct rg_vsearch {
 } rg_vsearch;
 
 int  rg_vindex_search (rg_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e);
+/* The item key of hit h of search q (rg_ref_item's answer): on a remote
+** database, read in the place of the instance that holds it, which is the
+** item's (vindex.c: one instance per physical partition). */
+int  rg_vindex_item (rg_txn *txn, rg_env *env, const rg_vsearch *q,
+                     const rg_vhit *h, rg_val *ikey);
 /* The shard of the terms (layout.c's encoding, concatenated; 0x01 for
 ** a value that is no scalar) of the shard key's values. */
 uint64_t rg_vindex_shard_hash (const void *terms, size_t n);

@@ -19,6 +19,8 @@ Rows:
   N processes, queue    the same through the write queue (db:write_queue):
                         one transaction and one flush for the requests of
                         several processes
+  1 process, queue      one process alone through the write queue: what
+                        the queue costs a writer that finds no one else
 
 For each: creates per second, and the median and 99th percentile of a
 create's latency (from the call to its return, waiting included), in µs,
@@ -128,7 +130,7 @@ if args.child then
   local lat = {}
   for i = 1, args.n do
     local t0 = now()
-    local doc = comment((q and "procq" or "proc") .. args.child, i)
+    local doc = comment((q and "procq" or "proc") .. args.writers .. "-" .. args.child, i)
     if q then assert(q:create(c, doc)) else assert(c:create(doc)) end
     lat[#lat + 1] = now() - t0
   end
@@ -228,15 +230,15 @@ if grouped then
 end
 -- N processes writing at once, each its own transactions or (queued)
 -- through the write queue
-local function processes(queued)
+local function processes(queued, nw)
   local interp = arg[-1] or "lua5.4"
   local per = math.max(1, n // nw)
   local pipes, lat = {}, {}
   local before = log_stats(db)
   local t0 = now()
   for w = 1, nw do
-    pipes[w] = io.popen(("%s %s --child %d --dir '%s' --n %d --queue %d"):format(interp,
-      arg[0], w, dir, per, queued and 1 or 0))
+    pipes[w] = io.popen(("%s %s --child %d --writers %d --dir '%s' --n %d --queue %d"):format(
+      interp, arg[0], w, nw, dir, per, queued and 1 or 0))
   end
   for w = 1, nw do
     for line in pipes[w]:lines() do lat[#lat + 1] = tonumber(line) end
@@ -244,18 +246,23 @@ local function processes(queued)
   end
   local seconds = now() - t0
   local pc = per_create(before, log_stats(db), #lat)
-  local r = summary(("%d processes%s"):format(nw, queued and ", queue" or ""), lat,
+  local r = summary(("%d process%s%s"):format(nw, nw > 1 and "es" or "",
+    queued and ", queue" or ""), lat,
     seconds, pc and ("  %.2f commits and %.2f flushes a create, %.0f B of log a create"):format(
       pc.records, pc.flushes, pc.bytes) or "")
   r.log = pc
   rows[#rows + 1] = r
   return r
 end
-local alone = processes(false)
+local alone = processes(false, nw)
 if db.write_queue then
-  local r = processes(true)
+  local r = processes(true, nw)
   print(("%28s %.1fx the throughput of %d processes writing alone"):format("",
     r.per_second / alone.per_second, nw))
+  -- what the queue costs a writer that finds no one else queued
+  local lone = processes(true, 1)
+  print(("%28s a lone process's create through the queue: %.2fx the latency of "
+    .. "a lone direct create"):format("", lone.p50 / rows[1].p50))
 end
 db:close()
 if grouped then

@@ -45,6 +45,8 @@ local PUMP_EVERY = 0.05        -- seconds between two timer ticks
 local PUMP_SLICE = 0.05        -- at most this long pumping in one tick
 
 local db, model                -- this worker's
+local writer                   -- the model whose writes go through the
+                               -- write queue, or nil
 local group                    -- its writers' shared transactions, or nil
 local busy = false             -- a tick is pumping (ticks do not overlap)
 
@@ -85,6 +87,35 @@ local function pump(premature)
   busy = false
 end
 
+-- A container handle whose writes go through the write queue q (q:create
+-- instead of c:create) and whose reads go to c itself.
+local function queued(q, c)
+  local writes = {}
+  for _, m in ipairs { "create", "upsert", "replace", "delete", "patch",
+                       "batch", "execute" } do
+    writes[m] = function(_, ...) return q[m](q, c, ...) end
+  end
+  return setmetatable(writes, { __index = function(t, k)
+    local f = function(_, ...) return c[k](c, ...) end
+    t[k] = f
+    return f
+  end })
+end
+
+-- The model m seen by the requests: the same model, its containers'
+-- writes made through the database's write queue, so that the writes of
+-- every worker share transactions.  The processors keep m and its own
+-- handles: their handlers run inside a transaction already.
+local function queued_model(m, db)
+  local q, err, status = db:write_queue()
+  if not q then
+    ngx.log(ngx.ERR, "no write queue: ", err, " (", status, ")")
+    return nil
+  end
+  return setmetatable({ users = queued(q, m.users), posts = queued(q, m.posts),
+                        feed = queued(q, m.feed) }, { __index = m })
+end
+
 function M.init_worker()
   local path = os.getenv("REGOLITH_DB") or (ngx.config.prefix() .. "data/blog")
   local err, status
@@ -101,14 +132,18 @@ function M.init_worker()
     return
   end
   model = m
-  if os.getenv("REGOLITH_GROUP") ~= "0" then group = db:group_commit() end
+  if os.getenv("REGOLITH_QUEUE") ~= "0" then
+    writer = queued_model(m, db)
+  elseif os.getenv("REGOLITH_GROUP") ~= "0" then
+    group = db:group_commit()
+  end
   local timer_ok, terr = ngx.timer.every(PUMP_EVERY, pump)
   if not timer_ok then ngx.log(ngx.ERR, "cannot start the pump: ", terr) end
 end
 
 function M.exit_worker()
   if db then db:close() end
-  db, model = nil, nil
+  db, model, writer, group = nil, nil, nil, nil
 end
 -- }=====================================================================
 
@@ -131,14 +166,18 @@ local function body_object()
 end
 
 -- A handler taking the body, with `field` of it set from the path.  The
--- write requests in flight in this worker share transactions (group
--- commit): the first to come yields once, so that the others ready to run
--- join it, and one commit, one flush, serves them all.
+-- write requests of every worker share transactions through the write
+-- queue: the worker holding its leader lock commits the requests every
+-- worker queued meanwhile, one commit, one flush.  With REGOLITH_QUEUE=0,
+-- the write requests in flight in this worker share transactions (group
+-- commit, unless REGOLITH_GROUP=0): the first to come yields once, so
+-- that the others ready to run join it.
 local function with_body(method, field)
   return function(id)
     local body, msg, status = body_object()
     if not body then return nil, msg, status end
     if field then body[field] = id end
+    if writer then return writer[method](writer, body) end
     if not group then return model[method](model, body) end
     return group:run(function() return model[method](model, body) end)
   end

@@ -14,8 +14,10 @@
 #
 # Settings (environment): PORT (8089), DURATION (10 s), CONNECTIONS (16),
 # THREADS (2), SCALE (0.0002: 20 users), SYNC ("full"), MIX ("" for the
-# mix, "reads" for its reads alone), GROUP (1: the write requests of a
-# worker share transactions through db:group_commit; 0: each its own).
+# mix, "reads" for its reads alone), QUEUE (1: the write requests of
+# every worker share transactions through db:write_queue; 0: not), GROUP
+# (with QUEUE=0, 1: the write requests of a worker share transactions
+# through db:group_commit; 0: each its own).
 set -eu
 
 cd "$(dirname "$0")/../.."
@@ -28,6 +30,7 @@ THREADS=${THREADS:-2}
 SCALE=${SCALE:-0.0002}
 SYNC=${SYNC:-full}
 MIX=${MIX:-}
+QUEUE=${QUEUE:-1}
 GROUP=${GROUP:-1}
 WORKERS=${*:-1 2 4}
 URL=http://127.0.0.1:$PORT
@@ -45,7 +48,7 @@ make -s all LUA=luajit
 
 export LUA_PATH="$PREFIX/?.lua;$ROOT/examples/?.lua;$ROOT/lua/?.lua;$ROOT/lua/?/init.lua;;"
 export LUA_CPATH="$ROOT/build/lua5.4/?.so;;"
-export REGOLITH_DB=$DB REGOLITH_SYNC=$SYNC REGOLITH_GROUP=$GROUP
+export REGOLITH_DB=$DB REGOLITH_SYNC=$SYNC REGOLITH_QUEUE=$QUEUE REGOLITH_GROUP=$GROUP
 
 # nginx is started and stopped by serve.sh (the quick start's script:
 # the port, the workers, the user as root), with this directory as RUN.
@@ -95,7 +98,7 @@ $(printf '%-8s %s' "$n" "$line")"
 done
 
 echo
-echo "== summary ($(nproc) cores; latencies in ms; sync = $SYNC; group = $GROUP;" \
+echo "== summary ($(nproc) cores; latencies in ms; sync = $SYNC; queue = $QUEUE; group = $GROUP;" \
   "${MIX:-mix} of ${DURATION} s, $CONNECTIONS connections)"
 printf '%-8s %s\n' "workers" "results"
 echo "$SUMMARY" | sed '/^$/d'

@@ -74,13 +74,30 @@ methods.container_methods.bulk_load = require("regolith.bulk").bulk_load
 -- regolith.open(path, opts): a local database (a directory), or, for a
 -- URL redis://host:port[,host:port...]/name, one on Redis Cluster with the
 -- same methods (regolith.cluster, docs/cluster.md).
+local function is_url(path)
+  return type(path) == "string" and path:sub(1, 8) == "redis://"
+end
+
 function M.open(path, opts)
-  if type(path) == "string" and path:sub(1, 8) == "redis://" then
+  if is_url(path) then
     local cluster = require "regolith.cluster"
     cluster.on_close = processor.close_all
     return cluster.open(path, opts)
   end
   return core.open(path, opts)
+end
+
+-- regolith.upgrade(path, opts): rewrites a directory's data file in this
+-- storage format.  A cluster database has no file to rewrite: 501 (one of
+-- the earlier key layout is refused by open with 426, and moved by export
+-- and import: docs/cluster.md).
+function M.upgrade(path, opts)
+  if is_url(path) then
+    return nil, ("upgrade: not on a cluster database ('%s'): it keeps no " ..
+      "files; one of the earlier key layout is moved by export and " ..
+      "import (docs/cluster.md)"):format(path), 501
+  end
+  return core.upgrade(path, opts)
 end
 
 return M

@@ -65,23 +65,39 @@ end
 
 M.exists = exists
 
--- Opens the database in `dir`.  opts.create: make one when dir holds none
--- (commands that write: create-container, import, put); otherwise a dir
--- without a database is exit 4, so that a typo never creates one.
--- opts.readonly, opts.sync are passed on.
-function M.open(dir, opts)
-  opts = opts or {}
-  if not opts.create and not exists(dir .. "/data.mdb") then
+-- Is `dir` a cluster database's URL (redis://host:port[,...]/name, as
+-- regolith.open takes it; docs/cluster.md) rather than a directory?
+function M.is_url(dir)
+  return dir:sub(1, 8) == "redis://"
+end
+
+-- regolith.open, or exit 4 (a cluster's 404: no database of that name)
+local function open(dir, opts)
+  local ok, db, msg, status = pcall(regolith.open, dir, opts)
+  if not ok then M.fail(M.EXIT.no_database, "cannot open %s: %s", dir, db) end
+  if db then return db end
+  if status == 404 and M.is_url(dir) then
     M.fail(M.EXIT.no_database, "no database at %s", dir)
   end
-  local ok, db, msg, status = pcall(regolith.open, dir, {
-    readonly = opts.readonly or nil, sync = opts.sync })
-  if not ok then M.fail(M.EXIT.no_database, "cannot open %s: %s", dir, db) end
-  if not db then
-    M.fail(M.EXIT.no_database, "cannot open %s: %s (status %s)", dir, msg,
-      status)
+  M.fail(M.EXIT.no_database, "cannot open %s: %s (status %s)", dir, msg,
+    status)
+end
+
+-- Opens the database in `dir`, a directory or a cluster URL.  opts.create:
+-- make one when there is none (commands that write: create-container,
+-- import, put); otherwise no database there is exit 4, so that a typo
+-- never creates one (on a cluster a read-only open, which makes nothing,
+-- looks first).  opts.readonly, opts.sync are passed on.
+function M.open(dir, opts)
+  opts = opts or {}
+  local url = M.is_url(dir)
+  if not opts.create and not url and not exists(dir .. "/data.mdb") then
+    M.fail(M.EXIT.no_database, "no database at %s", dir)
   end
-  return db
+  if url and not opts.create and not opts.readonly then
+    open(dir, { readonly = true }):close()
+  end
+  return open(dir, { readonly = opts.readonly or nil, sync = opts.sync })
 end
 
 -- The container `name` of db, or exit 1 naming the containers there are.

@@ -227,8 +227,10 @@ function M.stats(args)
   end
   print(("items %d, %d bytes of JSON; last lsn %d"):format(st.items, st.bytes,
     st.lsn))
-  print(("map %d bytes, %d in use (pages of %d bytes); readers %d"):format(
-    st.map_size, st.used_bytes, st.page_size, st.readers))
+  if st.page_size > 0 then           -- (a cluster database has no map)
+    print(("map %d bytes, %d in use (pages of %d bytes); readers %d"):format(
+      st.map_size, st.used_bytes, st.page_size, st.readers))
+  end
   if st.throughput then
     for _, line in ipairs(throughput_lines(st.throughput, "database ")) do
       print(line)

@@ -221,7 +221,7 @@ function M.explore(args)
     common.usage("--host must be an address, such as 127.0.0.1")
   end
   -- the database must be there (the check opens it and closes it again)
-  local dbdir = absolute(args.dir)
+  local dbdir = common.is_url(args.dir) and args.dir or absolute(args.dir)
   common.open(dbdir, { readonly = args.readonly }):close()
 
   local luadir = lua_dir()

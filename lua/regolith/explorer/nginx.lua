@@ -9,8 +9,11 @@ configuration `regolith explore` writes; docs/explorer.md).
 The settings come from the module explorer_settings (a file the command
 writes beside the configuration): {db = path, readonly = bool, hosts =
 {[host] = true} or nil, owner = pid, owner_start = its start time, prefix =
-the configuration's directory}.  The database is opened in init_worker,
-never before the fork (an LMDB environment must not cross one).
+the configuration's directory}.  A local database is opened in
+init_worker, never before the fork (an LMDB environment must not cross
+one).  A cluster database (db = redis://...) is opened by each request and
+closed at its end: its client runs on cosockets, which belong to one
+request and which init_worker cannot use (docs/cluster.md, Opening).
 
 The worker watches its owner, the `regolith explore` process: every half
 second it checks that /proc/OWNER/stat still names a process started at
@@ -24,7 +27,7 @@ local API = require "regolith.explorer.api"
 
 local M = {}
 
-local db, api
+local db, api, settings
 
 -- Field 22 of /proc/PID/stat (the start time), or nil when no such process.
 local function start_time(pid)
@@ -57,18 +60,24 @@ local function watch_owner(settings)
   ngx.timer.every(0.5, check)
 end
 
-function M.init_worker()
-  local settings = require "explorer_settings"
-  watch_owner(settings)
-  local err, status
-  db, err, status = regolith.open(settings.db,
+local function is_url(path) return path:sub(1, 8) == "redis://" end
+
+-- The database and its API, or nil after logging why not.
+local function open()
+  local d, err, status = regolith.open(settings.db,
     { readonly = settings.readonly or nil })
-  if not db then
+  if not d then
     ngx.log(ngx.ERR, "cannot open ", settings.db, ": ", err, " (", status, ")")
-    return
+    return nil
   end
-  api = API.new(db, { readonly = settings.readonly, hosts = settings.hosts,
-                      path = settings.db })
+  return d, API.new(d, { readonly = settings.readonly, hosts = settings.hosts,
+                         path = settings.db })
+end
+
+function M.init_worker()
+  settings = require "explorer_settings"
+  watch_owner(settings)
+  if not is_url(settings.db) then db, api = open() end
 end
 
 function M.exit_worker()
@@ -84,7 +93,20 @@ local function send(status, body, headers)
 end
 
 function M.handle()
-  if not api then
+  if is_url(settings.db) then
+    local d, a = open()
+    local ok, err = pcall(M.serve, a)
+    if d then d:close() end
+    if not ok then error(err, 0) end
+    return
+  end
+  return M.serve(api)
+end
+
+-- Answers one request with `explorer`, an explorer API (nil: the
+-- database could not be opened).
+function M.serve(explorer)
+  if not explorer then
     return send(503, { error = "the database could not be opened (see the " ..
       "error log)", status = 503 })
   end
@@ -113,7 +135,7 @@ function M.handle()
     end
     a[k] = v == true and "" or v
   end
-  local status, out, extra, trace = api:handle{ method = ngx.req.get_method(),
+  local status, out, extra, trace = explorer:handle{ method = ngx.req.get_method(),
     path = ngx.var.request_uri:match("^[^?]*"), args = a, body = body, headers = h }
   if trace then ngx.log(ngx.ERR, "explorer: ", trace) end
   send(status, out, extra)
