@@ -46,10 +46,17 @@ rg_apply  KEYS: a place's 21   ARGV: "1", part
   reply: {"OK", lsn}   or   {"REFUSED", {kind, t, key, now}...}: what
   each failed condition finds now (false: absent; a version: its number)
 
+rg_tp  KEYS: the database's budgets hash (rg:<db>:{meta}:tp)
+       ARGV: field, us, ...
+  the words of throughput budgets (csrc/store/throughput.c keeps the
+  rule): each field's word = max(word, TIME in us) + us when us > 0
+  (read only when 0); us written "=n": the word = n (a setting changed).
+  reply: {TIME in us, word...} (a word never set: 0)
+
 rg_version  (no-writes)  -> VERSION
 ]]
 
-local VERSION = "3.4"
+local VERSION = "3.5"
 local FORMAT = "1"
 local NT = 10
 local DUPS = { [2] = 8, [6] = 12 }
@@ -356,6 +363,32 @@ end
 
 -- }==================================================================
 
+-- {==================================================================
+-- Budgets
+-- ===================================================================
+
+local function rg_tp(keys, argv)
+  local t = redis.call("TIME")
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local out = { now }
+  for i = 1, #argv - 1, 2 do
+    local w = tonumber(redis.call("HGET", keys[1], argv[i])) or 0
+    local a = argv[i + 1]
+    local d = tonumber(a) or 0
+    if a:sub(1, 1) == "=" then
+      w = tonumber(a:sub(2)) or 0
+      redis.call("HSET", keys[1], argv[i], string.format("%.0f", w))
+    elseif d > 0 then
+      w = (w > now and w or now) + d
+      redis.call("HSET", keys[1], argv[i], string.format("%.0f", w))
+    end
+    out[#out + 1] = w
+  end
+  return out
+end
+
+-- }==================================================================
+
 local function wrap(f)
   return function(keys, argv)
     local ok, res = pcall(f, keys, argv)
@@ -368,5 +401,6 @@ end
 redis.register_function{ function_name = "rg_get", callback = wrap(rg_get),
   flags = { "no-writes" } }
 redis.register_function{ function_name = "rg_apply", callback = wrap(rg_apply) }
+redis.register_function{ function_name = "rg_tp", callback = wrap(rg_tp) }
 redis.register_function{ function_name = "rg_version", flags = { "no-writes" },
   description = VERSION, callback = function() return VERSION end }

@@ -638,7 +638,8 @@ end]])
     end)
 
     H.local_it("shows a budget's consumption, throttling and hottest partition",
-        "throughput budgets are 501 on a cluster (docs/cluster.md)", function()
+        "a budget's counters are each process's on a cluster (docs/cluster.md)",
+        function()
       local db, path = H.open()
       local c = assert(db:create_container("posts", { partition_key = "/postId",
         physical_partitions = 2, throughput = 20 }))

@@ -169,8 +169,8 @@ describe("provisioned throughput", function()
       assert(c:read("x1", "p"))
     end)
 
-    it("rebuilds the budgets from the database when their file is lost",
-      function()
+    H.local_it("rebuilds the budgets from the database when their file is lost",
+      "a cluster's budgets are kept in Redis, no file", function()
         local db, path = H.open()
         local c = container(db, "c", 1)
         db:close()
@@ -456,9 +456,11 @@ describe("provisioned throughput", function()
           if not ok then error(msg) end
         end }))
       p:run_once()
-      assert.are.equal(1, #seen)
-      assert.are.equal(429, seen[1].status)
-      assert.are.equal(0, seen[1].retries)
+      -- (on a cluster the handler may also run in runs of the call that
+      -- lacked something, whose answers are not used: docs/cluster.md)
+      if not H.cluster then assert.are.equal(1, #seen) end
+      assert.are.equal(429, seen[#seen].status)
+      assert.are.equal(0, seen[#seen].retries)
       assert.are.equal(1, #p:dead_letters())
       assert.are.equal(10, db:stats().containers.dst.items)  -- no copy
       p:close()
@@ -529,8 +531,30 @@ describe("provisioned throughput", function()
         assert(c:batch("p", ops))
       ]])
       throttled(c:read("i1", "p"))
-      assert.is_true(tp(db, "c").consumed_ru > 100)
+      if H.cluster then     -- the counters are each process's (docs/cluster.md)
+        assert.are.equal(0, tp(db, "c").consumed_ru)
+        assert.are.equal(1, tp(db, "c").throttled)
+      else
+        assert.is_true(tp(db, "c").consumed_ru > 100)
+      end
     end)
+
+    it("and two handles: one's debt throttles the other, with one hint",
+      function()
+        local db, path = H.open()
+        local a = container(db, "c", 5)
+        local other = assert(regolith.open(path))
+        local b = assert(other:container("c"))
+        assert(spend(b, "p", 20))                 -- about 120 RU at 5 RU/s
+        local ha = throttled(a:read("x1", "p")).retry_after_ms
+        local hb = throttled(b:read("x1", "p")).retry_after_ms
+        assert.is_true(ha > 10000 and hb > 10000, ha .. " " .. hb)
+        -- the same debt, asked a moment later
+        assert.is_true(hb <= ha + 20 and hb > ha - 5000, ha .. " " .. hb)
+        assert(a:set_throughput(100000))          -- a raise that pays it
+        assert(b:read("x1", "p"))
+        other:close()
+      end)
 
     it("never admit more together than one budget allows", function()
       local db, path = H.open()
@@ -568,8 +592,12 @@ describe("provisioned throughput", function()
       -- the bucket's 20 RU, the refill, and one request's debt per process
       assert.is_true(total <= 20 + 20 * elapsed + 2 * 10,
         ("%g RU admitted in %d s"):format(total, elapsed))
-      assert.is_true(math.abs(tp(db, "c").consumed_ru - total) < 1)
-      assert.are.equal(refused, tp(db, "c").throttled)
+      if H.cluster then     -- the counters are each process's (docs/cluster.md)
+        assert.are.equal(0, tp(db, "c").consumed_ru)
+      else
+        assert.is_true(math.abs(tp(db, "c").consumed_ru - total) < 1)
+        assert.are.equal(refused, tp(db, "c").throttled)
+      end
       assert.are.equal(seen, db:stats().items)
     end)
   end)

@@ -220,6 +220,13 @@ static void push_batch_info (lua_State *L, const pstate *p, const rg_work *w,
   lua_setfield(L, -2, "attempt");
 }
 
+/* The source's budget is resolved before the batch is read: on a cluster
+** what that reads is fetched with the batch, not after it, when a run
+** that lacked it would have called the handler already. */
+static void budget_first (const pstate *p) {
+  (void)rg_tp_live(p->lc->c.env, p->lc->c.spec->cid, &p->lc->tp);
+}
+
 /* state:read(range) -> n, changes, info | 0 | nil, msg, status.
 ** For handlers outside a transaction: the batch at the checkpoint. */
 static int proc_read (lua_State *L) {
@@ -229,6 +236,7 @@ static int proc_read (lua_State *L) {
   rg_err e;
   bbox *g;
   outside_scope(L, p);
+  budget_first(p);
   g = new_bbox(L);
   if (rg_proc_read(&p->p, r, &g->b, &attempt, &e)) return rgl_push_fail(L, &e);
   lua_pushinteger(L, (lua_Integer)g->b.n);
@@ -323,6 +331,7 @@ static int proc_run_tx (lua_State *L) {
   txq q;
   luaL_checktype(L, 3, LUA_TFUNCTION);
   outside_scope(L, p);
+  budget_first(p);
   lua_settop(L, 3);
   /* a look first, so that an idle range costs no write transaction */
   if (rg_proc_waiting(&p->p, r, &waiting, &e)) return rgl_push_fail(L, &e);

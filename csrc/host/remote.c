@@ -7,12 +7,16 @@
 **   db:_remote_reset(now_ms, keep_ms)     a new call
 **   db:_remote_rerun()                    a run again, in the same call
 **   db:_remote_state()  -> "done" | "fetch" | "apply"
-**   db:_remote_needs()  -> {need...}, seqs wanted: need = {cid, bucket,
+**   db:_remote_needs()  -> {need...}, seqs wanted, {budget field...}: need = {cid, bucket,
 **                          buckets, tb, key, range, after, back, limit}
 **   db:_remote_feed_point(cid, bucket, buckets, tb, key, value|nil, now)
 **   db:_remote_feed_range(cid, bucket, buckets, tb, lo, after, back,
 **                         keys, values, done, version, now)
 **   db:_remote_feed_seqs(first, n)
+**   db:_remote_feed_tp(now_us, fields, words_us): the budgets' words the
+**                          needs named (their third list), the host's clock
+**   db:_remote_tp_spent() -> {field, us, ...}: the call is done; what it
+**                          spent ("=us": a word set)
 **   db:_remote_parts()  -> {{cid, bucket, buckets, data}...}, stand-in
 **   db:_remote_applied(i, lsn), db:_remote_refused(i)
 **   db:_in_scope()      -> is a write scope running (the call's own)?
@@ -31,6 +35,7 @@
 ** 4294967295.  These raise on misuse (the module's own calls).
 */
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,7 +113,12 @@ static int m_needs (lua_State *L) {
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   lua_pushinteger(L, rg_remote_want_seqs(r));
-  return 2;
+  lua_newtable(L);                   /* the budgets' words it lacks */
+  for (i = 0; rg_remote_tp_want(r, i) != NULL; i++) {
+    lua_pushstring(L, rg_remote_tp_want(r, i));
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 3;
 }
 
 static int m_feed_point (lua_State *L) {
@@ -176,6 +186,48 @@ static int m_feed_seqs (lua_State *L) {
   return 0;
 }
 
+/* The host's words are in microseconds, as its clock (now_us). */
+static int m_feed_tp (lua_State *L) {
+  rg_remote *r = toremote(L);
+  uint64_t now = (uint64_t)luaL_checknumber(L, 2) * 1000u;
+  lua_Integer i, n;
+  luaL_checktype(L, 3, LUA_TTABLE);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  n = (lua_Integer)rg_rawlen(L, 3);
+  for (i = 1; i <= n; i++) {
+    double w;
+    lua_rawgeti(L, 3, i);
+    lua_rawgeti(L, 4, i);
+    w = lua_tonumber(L, -1);
+    rg_remote_tp_feed(r, luaL_checkstring(L, -2),
+                      w > 0 ? (uint64_t)w * 1000u : 0, now);
+    lua_pop(L, 2);
+  }
+  return 0;
+}
+
+/* What the call spent: field, microseconds (text), ... */
+static int m_tp_spent (lua_State *L) {
+  rg_remote *r = toremote(L);
+  const char *f;
+  uint64_t ns;
+  size_t i;
+  int k = 0, set;
+  rg_remote_done(r);                 /* the call is done */
+  lua_newtable(L);
+  for (i = 0; (f = rg_remote_tp_spent(r, i, &ns, &set)) != NULL; i++) {
+    char us[24];
+    if (ns < 500 && !set) continue;
+    snprintf(us, sizeof(us), "%s%llu", set ? "=" : "",
+             (unsigned long long)((ns + 500) / 1000));
+    lua_pushstring(L, f);
+    lua_rawseti(L, -2, ++k);
+    lua_pushstring(L, us);
+    lua_rawseti(L, -2, ++k);
+  }
+  return 1;
+}
+
 static int m_parts (lua_State *L) {
   rg_remote *r = toremote(L);
   const rg_part *v;
@@ -228,18 +280,21 @@ static int m_mark (lua_State *L) {
   rg_mark *m = (rg_mark *)lua_newuserdata(L, sizeof(rg_mark));
   luaL_setmetatable(L, RG_MARK_MT);
   rg_scope_mark(s, m);
+  rg_remote_tp_mark(toremote(L));
   return 1;
 }
 
 static int m_back (lua_State *L) {
   rg_scope *s = running(L);
   rg_scope_back(s, (const rg_mark *)luaL_checkudata(L, 2, RG_MARK_MT));
+  rg_remote_tp_unmark(toremote(L), 1);
   return 0;
 }
 
 static int m_keep (lua_State *L) {
   rg_scope *s = running(L);
   rg_scope_keep(s, (const rg_mark *)luaL_checkudata(L, 2, RG_MARK_MT));
+  rg_remote_tp_unmark(toremote(L), 0);
   return 0;
 }
 
@@ -268,6 +323,8 @@ void rgl_remote_open (lua_State *L) {
     {"_remote_feed_point", m_feed_point},
     {"_remote_feed_range", m_feed_range},
     {"_remote_feed_seqs", m_feed_seqs},
+    {"_remote_feed_tp", m_feed_tp},
+    {"_remote_tp_spent", m_tp_spent},
     {"_remote_parts", m_parts},
     {"_remote_applied", m_applied},
     {"_remote_refused", m_refused},

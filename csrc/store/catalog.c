@@ -161,21 +161,19 @@ static int create_body (rg_scope *s, void *ud, rg_err *e) {
 /* What a remote database does not keep yet (docs/cluster.md), refused
 ** before anything is written: full-text indexes (their postings and
 ** statistics span the container's partitions, and the host keeps no
-** fulltext table) and throughput budgets (kept in each process's map,
-** throughput.h: on a cluster they would not be shared).  Vector indexes
-** are kept there, one instance per physical partition (vindex.c). */
+** fulltext table).  Vector indexes are kept there, one instance per
+** physical partition (vindex.c). */
 static int remote_refused (rg_env *env, const char *spec, size_t specn,
                            rg_err *e) {
   cJSON *j = NULL;
   rg_cspec *s = NULL;
-  int nftix = 0, tp, i;
+  int nftix = 0, i;
   if (env->remote == NULL) return 0;
   if (rg_json_parse(spec, specn, &j, e) || rg_cspec_build(j, 0, &s, e)) {
     cJSON_Delete(j);
     return e->status;
   }
   for (i = 0; s->ft != NULL && i < s->ft->n; i++) nftix += s->ft->p[i].indexed;
-  tp = s->tp.mode != RG_TP_NONE;
   rg_cspec_free(s);
   cJSON_Delete(j);
   if (nftix)
@@ -183,7 +181,6 @@ static int remote_refused (rg_env *env, const char *spec, size_t specn,
                    "(their postings and statistics span the container's "
                    "partitions): leave out indexing.full_text (FullTextContains "
                    "and FullTextScore still run, by scan)");
-  if (tp) return rg_tp_remote_refused(e);
   return 0;
 }
 
@@ -275,7 +272,7 @@ static int replace_body (rg_scope *s, void *ud, rg_err *e) {
                    neu->json, strlen(neu->json), e)))
     goto done;
   if (memcmp(&old->tp, &neu->tp, sizeof(old->tp)) != 0 &&
-      (rc = rg_tp_bump(s, e)))
+      (rc = rg_tp_bump(s, q->cid, &old->tp, &neu->tp, old->nparts, e)))
     goto done;
   if (old->all_versions != neu->all_versions &&
       (rc = history_switch(s, q->cid, neu->all_versions, e)))

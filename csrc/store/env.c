@@ -121,6 +121,7 @@ void rg_env_release (rg_env *env) {
   if (--env->refs > 0) return;
   if (env->remote) {
     if (env->hooks && env->hooks->release) env->hooks->release(env->hook_state);
+    rg_tp_detach(env);
     rg_remote_free(env->remote);
     rg_pcache_free(env->pcache);
     free(env->path);

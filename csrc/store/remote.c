@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -114,6 +115,25 @@ typedef struct spans {
 
 /* A (table, place): its version when fetched, and what the transaction
 ** did with its ranges. */
+/* A budget's word (store/throughput.c) as this call read it (`word`, ns,
+** when `known`), or one spending of the run (`word`: the ns it adds). */
+typedef struct bword {
+  char field[RG_TP_FIELD];
+  uint64_t word;
+  int known;
+} bword;
+
+typedef struct blater {
+  rg_remote_later *fn;
+  void *ud;
+  uint64_t a, b;
+} blater;
+
+typedef struct bsave {
+  bword *bs;
+  size_t nbs, nbl;
+} bsave;
+
 typedef struct tplace {
   uint32_t place;
   int tb;
@@ -199,6 +219,17 @@ struct rg_remote {
   int64_t now_ms;
   int64_t global_since;           /* the first global fetch still kept */
   int kept;                       /* this call trusts them unchecked */
+  /* throughput budgets (rg_remote_tp_word): the words this call read,
+     how many it lacks, what its run spent; the host's clock */
+  bword *bw;
+  size_t nbw, capbw, bwanted;
+  bword *bs;
+  size_t nbs, capbs;
+  blater *bl;                     /* to run when the call is done */
+  size_t nbl, capbl;
+  bsave *bsv;                     /* rg_remote_tp_mark's */
+  size_t nbsv, capbsv;
+  uint64_t server_ns, server_at;  /* the host's clock, and when it came */
 };
 
 static const rg_kv_ops remote_ops;
@@ -1643,6 +1674,19 @@ static void parts_clear (rg_remote *r) {
 }
 
 /* Undoes what the last run did to the overlay: its writes and guesses. */
+/* A run again forgets what it lacked and spent (it asks and spends
+** anew); a new call (`all`) also what it read. */
+static void budgets_clear (rg_remote *r, int all) {
+  size_t i, j;
+  for (i = j = 0; i < r->nbw; i++)
+    if (r->bw[i].known && !all) r->bw[j++] = r->bw[i];
+  r->nbw = j;
+  r->bwanted = 0;
+  r->nbs = 0;
+  r->nbl = 0;
+  while (r->nbsv > 0) free(r->bsv[--r->nbsv].bs);
+}
+
 static void run_clear (rg_remote *r) {
   int tb;
   size_t i, j;
@@ -1668,6 +1712,7 @@ static void run_clear (rg_remote *r) {
   r->seq_taken = 0;                     /* nothing went out: taken again */
   r->moved = 0;
   needs_clear(r);
+  budgets_clear(r, 0);
 }
 
 void rg_remote_free (rg_remote *r) {
@@ -1690,6 +1735,10 @@ void rg_remote_free (rg_remote *r) {
   free(r->places);
   free(r->tp);
   free(r->specs);
+  free(r->bw);
+  free(r->bs);
+  free(r->bl);
+  free(r->bsv);
   free(r);
 }
 
@@ -2086,6 +2135,7 @@ void rg_remote_reset (rg_remote *r, int64_t now_ms, int64_t keep_ms) {
   rg_remote_rerun(r);
   r->stand_in = 0;
   r->now_ms = now_ms;
+  budgets_clear(r, 1);
   keep_global(r, r->global_since != 0 && now_ms - r->global_since < keep_ms,
               1);
 }
@@ -2227,17 +2277,18 @@ int rg_remote_state (rg_remote *r) {
           mine = 1;
       if (!mine) return RG_REMOTE_FETCH;
     }
-    if (r->want_seqs) return RG_REMOTE_FETCH;
+    if (r->want_seqs || r->bwanted) return RG_REMOTE_FETCH;
     return RG_REMOTE_APPLY;
   }
-  if (r->nneeds || r->want_seqs) return RG_REMOTE_FETCH;
+  if (r->nneeds || r->want_seqs || r->bwanted) return RG_REMOTE_FETCH;
   return RG_REMOTE_DONE;
 }
 
 void rg_remote_fetched (rg_remote *r) { needs_clear(r); }
 
 int rg_remote_complete (const rg_remote *r) {
-  return r->nneeds == 0 && r->want_seqs == 0 && !r->moved;
+  return r->nneeds == 0 && r->want_seqs == 0 && r->bwanted == 0 &&
+         !r->moved;
 }
 
 size_t rg_remote_needs (rg_remote *r, const rg_need **out) {
@@ -2407,5 +2458,152 @@ void rg_remote_refused (rg_remote *r, size_t i) {
   seqs_spent(r);
   r->refused = 1;
   if (r->pending) r->pending--;
+}
+/* }===================================================================== */
+
+
+/*
+** {=====================================================================
+** Throughput budgets: the words a call reads, what it spends
+** ======================================================================
+*/
+static uint64_t mono_ns (void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Room in array *v (n used of *cap, of `size` bytes each) for one more:
+** 0, or -1 out of memory. */
+static int room (void *v, size_t n, size_t *cap, size_t size) {
+  void **p = (void **)v;
+  if (n == *cap) {
+    size_t c = *cap ? *cap * 2 : 8;
+    void *x = realloc(*p, c * size);
+    if (x == NULL) return -1;
+    *p = x;
+    *cap = c;
+  }
+  return 0;
+}
+
+static bword *bword_of (bword **v, size_t *n, size_t *cap, const char *f) {
+  size_t i;
+  for (i = 0; i < *n; i++)
+    if (strcmp((*v)[i].field, f) == 0) return &(*v)[i];
+  if (room(v, *n, cap, sizeof(bword))) return NULL;
+  memset(&(*v)[*n], 0, sizeof(bword));
+  snprintf((*v)[*n].field, RG_TP_FIELD, "%s", f);
+  return &(*v)[(*n)++];
+}
+
+int rg_remote_tp_word (rg_remote *r, const char *field, uint64_t *word) {
+  bword *b = bword_of(&r->bw, &r->nbw, &r->capbw, field);
+  size_t i;
+  if (b == NULL) { r->nomem = 1; return 0; }
+  if (b->known) {                       /* with what this run spent */
+    *word = b->word;
+    for (i = 0; i < r->nbs; i++)
+      if (strcmp(r->bs[i].field, field) == 0) {
+        uint64_t now = rg_remote_tp_clock(r);
+        if (r->bs[i].known) *word = r->bs[i].word;      /* set */
+        else *word = (*word > now ? *word : now) + r->bs[i].word;
+      }
+    return 1;
+  }
+  if (b->known == 0 && b->word == 0) { b->word = 1; r->bwanted++; }
+  return 0;
+}
+
+void rg_remote_tp_spend (rg_remote *r, const char *field, uint64_t ns) {
+  bword *b = bword_of(&r->bs, &r->nbs, &r->capbs, field);
+  if (b == NULL) { r->nomem = 1; return; }
+  b->word += ns;
+}
+
+void rg_remote_tp_set (rg_remote *r, const char *field, uint64_t word) {
+  bword *b = bword_of(&r->bs, &r->nbs, &r->capbs, field);
+  if (b == NULL) { r->nomem = 1; return; }
+  b->known = 1;
+  b->word = word;
+}
+
+uint64_t rg_remote_tp_clock (const rg_remote *r) {
+  struct timespec ts;
+  if (r->server_at != 0) return r->server_ns + (mono_ns() - r->server_at);
+  clock_gettime(CLOCK_REALTIME, &ts);   /* (before the host's first) */
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const char *rg_remote_tp_want (const rg_remote *r, size_t i) {
+  size_t j;
+  for (j = 0; j < r->nbw; j++)
+    if (!r->bw[j].known && i-- == 0) return r->bw[j].field;
+  return NULL;
+}
+
+void rg_remote_tp_feed (rg_remote *r, const char *field, uint64_t word_ns,
+                        uint64_t server_ns) {
+  bword *b = bword_of(&r->bw, &r->nbw, &r->capbw, field);
+  if (b == NULL) { r->nomem = 1; return; }
+  if (!b->known && b->word != 0 && r->bwanted > 0) r->bwanted--;
+  b->known = 1;
+  b->word = word_ns;
+  r->server_ns = server_ns;
+  r->server_at = mono_ns();
+}
+
+void rg_remote_later_add (rg_remote *r, rg_remote_later *fn, void *ud,
+                          uint64_t a, uint64_t b) {
+  if (room(&r->bl, r->nbl, &r->capbl, sizeof(blater))) {
+    r->nomem = 1;
+    return;
+  }
+  r->bl[r->nbl].fn = fn;
+  r->bl[r->nbl].ud = ud;
+  r->bl[r->nbl].a = a;
+  r->bl[r->nbl].b = b;
+  r->nbl++;
+}
+
+void rg_remote_tp_mark (rg_remote *r) {
+  bsave *v;
+  if (room(&r->bsv, r->nbsv, &r->capbsv, sizeof(bsave))) {
+    r->nomem = 1;
+    return;
+  }
+  v = &r->bsv[r->nbsv];
+  v->bs = r->nbs ? (bword *)malloc(r->nbs * sizeof(bword)) : NULL;
+  if (r->nbs && v->bs == NULL) { r->nomem = 1; return; }
+  if (r->nbs) memcpy(v->bs, r->bs, r->nbs * sizeof(bword));
+  v->nbs = r->nbs;
+  v->nbl = r->nbl;
+  r->nbsv++;
+}
+
+void rg_remote_tp_unmark (rg_remote *r, int back) {
+  bsave *v;
+  if (r->nbsv == 0) return;
+  v = &r->bsv[--r->nbsv];
+  if (back) {
+    if (v->nbs) memcpy(r->bs, v->bs, v->nbs * sizeof(bword));
+    r->nbs = v->nbs;
+    if (v->nbl < r->nbl) r->nbl = v->nbl;
+  }
+  free(v->bs);
+}
+
+void rg_remote_done (rg_remote *r) {
+  size_t i, n = r->nbl;
+  r->nbl = 0;
+  for (i = 0; i < n; i++) r->bl[i].fn(r->bl[i].ud, r->bl[i].a, r->bl[i].b);
+}
+
+const char *rg_remote_tp_spent (const rg_remote *r, size_t i, uint64_t *ns,
+                                int *set) {
+  if (i >= r->nbs) return NULL;
+  *ns = r->bs[i].word;
+  *set = r->bs[i].known;
+  return r->bs[i].field;
 }
 /* }===================================================================== */

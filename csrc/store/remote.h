@@ -122,6 +122,47 @@ int rg_remote_complete (const rg_remote *r);
 ** the host gives it with rg_remote_feed_seqs. */
 uint32_t rg_remote_want_seqs (rg_remote *r);
 
+/*
+** Throughput budgets (store/throughput.c keeps the rule; the host keeps
+** the words, one per budget partition, named by `field`).  A run reads a
+** word with rg_remote_tp_word: 1 and the word (ns on the host's clock,
+** what the run spent of it added as the host will add it),
+** or 0 and the need recorded (RG_REMOTE_FETCH; the host reads each field
+** rg_remote_tp_want names and gives it with rg_remote_tp_feed, with its
+** clock then).  What the run spends adds up per field (rg_remote_tp_spent:
+** the i-th field and its ns); the host adds it to the words when the call
+** is done, as word = max(word, its clock) + ns.  rg_remote_tp_clock is
+** the host's clock as last given, moved on by this process's monotonic
+** clock since.  A run again forgets what it spent; a new call what it
+** read.
+*/
+#define RG_TP_FIELD 64
+int rg_remote_tp_word (rg_remote *r, const char *field, uint64_t *word);
+void rg_remote_tp_spend (rg_remote *r, const char *field, uint64_t ns);
+uint64_t rg_remote_tp_clock (const rg_remote *r);
+const char *rg_remote_tp_want (const rg_remote *r, size_t i);
+void rg_remote_tp_feed (rg_remote *r, const char *field, uint64_t word_ns,
+                        uint64_t server_ns);
+/* A setting changed: the word `field` is `word` from now on (`set`, as
+** rg_remote_tp_spent gives it back), whatever it was. */
+void rg_remote_tp_set (rg_remote *r, const char *field, uint64_t word);
+const char *rg_remote_tp_spent (const rg_remote *r, size_t i, uint64_t *ns,
+                                int *set);
+
+/* What a run leaves to the end of its call (counters that must count
+** once, whatever runs the call took): fn(ud, a, b) for each, in order,
+** when the host says the call is done (rg_remote_done); a run again
+** forgets them. */
+typedef void rg_remote_later (void *ud, uint64_t a, uint64_t b);
+void rg_remote_later_add (rg_remote *r, rg_remote_later *fn, void *ud,
+                          uint64_t a, uint64_t b);
+void rg_remote_done (rg_remote *r);
+/* A call made inside a running one goes back to its mark (scope.h) and
+** runs again alone: what it spent and left for later since the mark is
+** forgotten with it (`back`), or kept. */
+void rg_remote_tp_mark (rg_remote *r);
+void rg_remote_tp_unmark (rg_remote *r, int back);
+
 /* The needs were fetched and fed, and the run goes on (a call made inside
 ** a scope, run again alone over its mark, scope.h): they are cleared. */
 void rg_remote_fetched (rg_remote *r);

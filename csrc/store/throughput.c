@@ -81,6 +81,7 @@
 #include "store/catalog.h"
 #include "store/env_int.h"
 #include "store/layout.h"
+#include "store/remote.h"
 #include "store/throughput.h"
 
 #define TP_FILE      "throughput.shm"
@@ -141,7 +142,7 @@ struct rg_tpslot {
   double nspr_burst;                /* of the burst drain (0: no burst) */
   uint64_t window;                  /* the bucket's size as time, ns */
   uint64_t since;                   /* second the counters began */
-  uint64_t pad0;
+  uint64_t heap;                    /* a remote database's (hslot) */
   uint64_t fan_requests;            /* fan-outs admitted, refused */
   uint64_t fan_throttled;
   uint64_t pad1[6];
@@ -157,11 +158,25 @@ typedef struct tpmap {
   struct tpmap *older;
 } tpmap;
 
-/* A process's view of the file (env->tp). */
+/* A remote database's slot: in this process's memory, its words kept by
+** the host (remote.h), named by `field` (the container, its setting,
+** then the partition).  Never freed while the database is open. */
+typedef struct hslot {
+  struct hslot *next;
+  rg_remote *r;
+  char field[RG_TP_FIELD - 16];
+  rg_tpslot s;                      /* last: its partitions follow */
+} hslot;
+
+#define HSLOT(s) ((hslot *)((char *)(s) - offsetof(hslot, s)))
+
+/* A process's view of the file (env->tp); a remote database's has no
+** file (fd -1), only its slots. */
 struct rg_tpfile {
   int fd;
   tpmap *map;                       /* the newest map first */
   void *first;                      /* the first map's base */
+  hslot *heap;                      /* the newest first */
 };
 
 static tp_header *head (const struct rg_tpfile *f) {
@@ -544,7 +559,7 @@ static int apply (rg_env *env, uint32_t cid, int bumped, int created,
   rg_txn *txn;
   stored st;
   int rc = 0, full;
-  if (f == NULL) return 0;
+  if (f == NULL || env->remote) return 0;
   lock(f);
   h = head(f);
   if ((rc = rg_read_begin(env, &txn, e))) { unlock(f); return rc; }
@@ -677,8 +692,13 @@ none:
 void rg_tp_detach (rg_env *env) {
   struct rg_tpfile *f = env->tp;
   if (f == NULL) return;
+  while (f->heap) {
+    hslot *h = f->heap;
+    f->heap = h->next;
+    free(h);
+  }
   unmap_all(f);
-  close(f->fd);
+  if (f->fd >= 0) close(f->fd);
   free(f);
   env->tp = NULL;
 }
@@ -710,10 +730,164 @@ static void resolve (struct rg_tpfile *f, uint32_t cid, rg_tpref *ref,
 /* The generation of a database without a budgets file: never changes. */
 static const uint64_t no_file = 0;
 
+/*
+** A remote database's budgets.  The rule is the same; what differs is
+** where a bucket's word lives and whose clock it is on: the host keeps
+** the words, so that every client of the database draws on the same
+** budget, and its clock is the one every admission reads (remote.h).  A
+** slot is made in this process's memory for each (container, setting),
+** from the database's stored settings read at every request (the catalog
+** entries a call reads anyway, kept between calls as the catalog's are);
+** its words are the host's as this call read them, and what a request
+** spends goes to the host when its call is done.  A changed setting has
+** words of its own (its field names it): it starts full.
+*/
+static rg_tpslot *heap_slot (rg_env *env, uint32_t cid, int n,
+                             const rg_tpset *set) {
+  struct rg_tpfile *f = env->tp;
+  char field[sizeof(((hslot *)0)->field)];
+  hslot *h;
+  uint64_t now;
+  if (f == NULL) {
+    if ((f = (struct rg_tpfile *)calloc(1, sizeof(*f))) == NULL) return NULL;
+    f->fd = -1;
+    env->tp = f;
+  }
+  snprintf(field, sizeof(field), "%u:%d:%d:%.15g:%d", cid, n, set->mode,
+           set->ru, set->burst);
+  for (h = f->heap; h != NULL; h = h->next)
+    if (strcmp(h->field, field) == 0) return &h->s;
+  if ((h = (hslot *)calloc(1, offsetof(hslot, s) + SLOT_SIZE(n))) == NULL)
+    return NULL;
+  h->r = env->remote;
+  memcpy(h->field, field, sizeof(field));
+  h->s.cid = cid;
+  h->s.nparts = (uint32_t)n;
+  h->s.heap = 1;
+  now = rg_remote_tp_clock(env->remote);
+  h->s.since = now / NS;
+  configure(&h->s, set, now, 1);
+  h->next = f->heap;
+  f->heap = h;
+  return &h->s;
+}
+
+static int on_remote (rg_env *env, uint32_t cid, rg_tpref *ref) {
+  rg_tpslot *db = NULL;
+  rg_txn *txn;
+  rg_tpset set;
+  rg_err e;
+  stored st;
+  int n, live;
+  memset(ref, 0, sizeof(*ref));      /* no generation: asked every time */
+  if (rg_read_begin(env, &txn, &e)) return 0;
+  read_stored(txn, env, &st);
+  live = container_set(txn, env, cid, &st, &set, &n);
+  rg_read_end(env);
+  if (live == 1) ref->own = heap_slot(env, cid, n, &set);
+  if (st.db.mode != RG_TP_NONE)
+    db = heap_slot(env, 0, db_parts(&st.db), &st.db);
+  ref->pool = ref->own && ref->own->mode != RG_TP_NONE ? ref->own : db;
+  return ref->pool != NULL;
+}
+
+/* The name of a remote slot's word: partition i's bucket, or (`burst`)
+** its burst drain's. */
+static void field_of (const rg_tpslot *s, int i, int burst,
+                      char out[RG_TP_FIELD]) {
+  snprintf(out, RG_TP_FIELD, "%s:%d%s", HSLOT(s)->field, i, burst ? "b" : "");
+}
+
+/* Partitions from..to-1 of remote slot s take the host's words as this
+** call read them, with what its run spent (a run that is not used spent
+** nothing); 0 when one is not read yet (the host is asked for it). */
+static int words_in (rg_tpslot *s, int from, int to) {
+  char f[RG_TP_FIELD];
+  uint64_t w;
+  int i, all = 1;
+  for (i = from; i < to; i++) {
+    field_of(s, i, 0, f);
+    if (rg_remote_tp_word(HSLOT(s)->r, f, &w)) STORE(&s->part[i].tat, w);
+    else all = 0;
+    if (s->nspr_burst > 0) {
+      field_of(s, i, 1, f);
+      if (rg_remote_tp_word(HSLOT(s)->r, f, &w))
+        STORE(&s->part[i].tat_burst, w);
+      else all = 0;
+    }
+  }
+  return all;
+}
+
+
+static void add_later (void *ud, uint64_t v, uint64_t unused);
+
+/* Adds v to counter w of slot s (a remote call's when it is done). */
+static void add (const rg_tpslot *s, uint64_t *w, uint64_t v) {
+  if (s->heap) rg_remote_later_add(HSLOT(s)->r, add_later, w, v, 0);
+  else ADD(w, v);
+}
+
+/* The clock of slot s's budget (ns). */
+static uint64_t clock_of (const rg_tpslot *s) {
+  return s != NULL && s->heap ? rg_remote_tp_clock(HSLOT(s)->r) : now_ns();
+}
+
+static int same_set (const rg_tpset *a, const rg_tpset *b) {
+  return a->mode == b->mode && a->ru == b->ru && a->burst == b->burst;
+}
+
+/*
+** A remote budget's setting changes (in the call that stores it): its new
+** words are what configure makes of the old ones, as a local change makes
+** them in place (a raise pays a debt at once, a cut keeps it; a new budget,
+** or another partition count, starts full), set when the call is done.
+** When the old words are not read yet, the host is asked for them.
+*/
+static void carry (rg_env *env, uint32_t cid, const rg_tpset *old,
+                   int n_old, const rg_tpset *neu, int n_new) {
+  rg_tpslot *from = NULL, *to;
+  char f[RG_TP_FIELD];
+  uint64_t now;
+  int i, fresh;
+  if (env->remote == NULL || neu->mode == RG_TP_NONE ||
+      (same_set(old, neu) && n_old == n_new))
+    return;
+  fresh = old->mode == RG_TP_NONE || n_old != n_new;
+  if (!fresh && ((from = heap_slot(env, cid, n_old, old)) == NULL ||
+                 !words_in(from, 0, n_old)))
+    return;
+  if ((to = heap_slot(env, cid, n_new, neu)) == NULL) return;
+  now = rg_remote_tp_clock(env->remote);
+  if (fresh) configure(to, neu, now, 1);
+  else {
+    to->mode = from->mode;
+    to->burst = from->burst;
+    to->ru = from->ru;
+    to->nspr = from->nspr;
+    to->nspr_burst = from->nspr_burst;
+    to->window = from->window;
+    for (i = 0; i < n_new; i++) {
+      STORE(&to->part[i].tat, LOAD(&from->part[i].tat));
+      STORE(&to->part[i].tat_burst, LOAD(&from->part[i].tat_burst));
+    }
+    configure(to, neu, now, 0);
+  }
+  for (i = 0; i < n_new; i++) {
+    field_of(to, i, 0, f);
+    rg_remote_tp_set(env->remote, f, LOAD(&to->part[i].tat));
+    if (to->nspr_burst > 0) {
+      field_of(to, i, 1, f);
+      rg_remote_tp_set(env->remote, f, LOAD(&to->part[i].tat_burst));
+    }
+  }
+}
+
 int rg_tp_on (rg_env *env, uint32_t cid, rg_tpref *ref) {
   struct rg_tpfile *f = env->tp;
   const uint64_t *genp;
   uint64_t gen;
+  if (env->remote) return on_remote(env, cid, ref);
   if (f == NULL) {
     memset(ref, 0, sizeof(*ref));
     ref->genp = &no_file;
@@ -748,7 +922,7 @@ static void route (const rg_tpref *ref, int routed, uint64_t hash, int range,
   rg_tpslot *own = ref->own, *pool = ref->pool;
   a->own = own;
   a->pool = pool;
-  a->now = now_ns();
+  a->now = clock_of(pool ? pool : own);
   a->own_r = own == NULL ? 0 : routed ? RANGE_OF(hash, own->nparts) : range;
   a->pool_r = pool == NULL ? 0 : pool == own ? a->own_r
             : routed ? RANGE_OF(hash, pool->nparts) : RG_TP_EVERY;
@@ -768,6 +942,13 @@ int rg_tp_admit (const rg_cspec *spec, const rg_tpref *ref, int routed,
   own = a->own;
   pool = a->pool;
   if (pool == NULL) return 0;
+  if (pool->heap) {                  /* the host's words, and its clock */
+    int every = a->pool_r == RG_TP_EVERY;
+    if (!words_in(pool, every ? 0 : a->pool_r,
+                  every ? (int)pool->nparts : a->pool_r + 1))
+      return 0;                      /* asked: this run's answer is unused */
+    a->now = clock_of(pool);
+  }
   if (pool->nparts == 1 || a->pool_r != RG_TP_EVERY) {  /* the common case */
     int r = a->pool_r == RG_TP_EVERY ? 0 : a->pool_r;
     if ((wait = wait_of(pool, &pool->part[r], a->now)) == 0) return 0;
@@ -788,12 +969,12 @@ refuse:
   wait += tick_ns();                 /* the clock may be a tick late */
   a->retry_after_ms = (uint32_t)((wait + 999999) / 1000000);
   if (own != NULL) {
-    if (a->own_r == RG_TP_EVERY) ADD(&own->fan_throttled, 1);
-    else ADD(&own->part[a->own_r].throttled, 1);
+    if (a->own_r == RG_TP_EVERY) add(own, &own->fan_throttled, 1);
+    else add(own, &own->part[a->own_r].throttled, 1);
   }
   if (pool != own) {
-    if (a->pool_r == RG_TP_EVERY) ADD(&pool->fan_throttled, 1);
-    else ADD(&pool->part[a->pool_r].throttled, 1);
+    if (a->pool_r == RG_TP_EVERY) add(pool, &pool->fan_throttled, 1);
+    else add(pool, &pool->part[a->pool_r].throttled, 1);
   }
   if (pool == own && pool->nparts == 1)
     return rg_fail(e, 429, "request rate is large: container '%s' is over "
@@ -822,22 +1003,37 @@ static inline void spend_word (uint64_t *word, uint64_t now, uint64_t d) {
   do nw = (old > now ? old : now) + d; while (!CAS(word, &old, nw));
 }
 
+/* Spends `ru` in partition i of slot s (on a remote database, also in
+** what its call gives the host). */
+static void spend_part (rg_tpslot *s, int i, uint64_t now, double ru) {
+  char f[RG_TP_FIELD];
+  uint64_t d = (uint64_t)(ru * s->nspr + 0.5);
+  spend_word(&s->part[i].tat, now, d);
+  if (s->heap) {
+    field_of(s, i, 0, f);
+    rg_remote_tp_spend(HSLOT(s)->r, f, d);
+  }
+  if (s->nspr_burst > 0) {
+    d = (uint64_t)(ru * s->nspr_burst + 0.5);
+    spend_word(&s->part[i].tat_burst, now, d);
+    if (s->heap) {
+      field_of(s, i, 1, f);
+      rg_remote_tp_spend(HSLOT(s)->r, f, d);
+    }
+  }
+}
+
 static void spend (rg_tpslot *s, int r, uint64_t now, double charge) {
   int i, from = r == RG_TP_EVERY ? 0 : r;
   int to = r == RG_TP_EVERY ? (int)s->nparts : r + 1;
   double share = charge / (to - from);
-  for (i = from; i < to; i++) {
-    spend_word(&s->part[i].tat, now, (uint64_t)(share * s->nspr + 0.5));
-    if (s->nspr_burst > 0)
-      spend_word(&s->part[i].tat_burst, now,
-                 (uint64_t)(share * s->nspr_burst + 0.5));
-  }
+  for (i = from; i < to; i++) spend_part(s, i, now, share);
 }
 
 /* Counts `n` requests of milli-RU in a partition; the second's first
 ** folds the last second's counts into the totals and snapshots them. */
-static inline void consume (tp_part *p, uint64_t n, uint64_t milli,
-                            uint64_t sec) {
+static inline void consume_now (tp_part *p, uint64_t n, uint64_t milli,
+                                uint64_t sec) {
   uint64_t last = LOAD(&p->snap_sec);
   if (last != sec && CAS(&p->snap_sec, &last, sec)) {
     uint64_t v = __atomic_exchange_n(&p->live, 0, __ATOMIC_RELAXED);
@@ -846,6 +1042,24 @@ static inline void consume (tp_part *p, uint64_t n, uint64_t milli,
     STORE(&p->ring[sec % RING], (sec << 40) | (c & VAL_MASK));
   }
   ADD(&p->live, (n << 40) | milli);
+}
+
+/* A remote call counts once, when it is done (remote.h): a run of it
+** that lacked something is not used. */
+static void consume_later (void *ud, uint64_t nm, uint64_t sec) {
+  consume_now((tp_part *)ud, nm >> 40, nm & VAL_MASK, sec);
+}
+
+static void add_later (void *ud, uint64_t v, uint64_t unused) {
+  (void)unused;
+  ADD((uint64_t *)ud, v);
+}
+
+static inline void consume (const rg_tpslot *s, tp_part *p, uint64_t n,
+                            uint64_t milli, uint64_t sec) {
+  if (s->heap)
+    rg_remote_later_add(HSLOT(s)->r, consume_later, p, n << 40 | milli, sec);
+  else consume_now(p, n, milli, sec);
 }
 
 /* A partition's totals: milli-RU and requests, folded or not. */
@@ -862,11 +1076,11 @@ static void count (rg_tpslot *s, int r, uint64_t milli, uint64_t sec) {
     uint64_t share = milli / s->nparts;
     uint32_t i;
     for (i = 0; i < s->nparts; i++)
-      consume(&s->part[i], 0,
+      consume(s, &s->part[i], 0,
               i == 0 ? milli - share * (s->nparts - 1) : share, sec);
-    ADD(&s->fan_requests, 1);
+    add(s, &s->fan_requests, 1);
   }
-  else consume(&s->part[r], 1, milli, sec);
+  else consume(s, &s->part[r], 1, milli, sec);
 }
 
 void rg_tp_debit (const rg_admit *a, double charge) {
@@ -878,13 +1092,8 @@ void rg_tp_debit (const rg_admit *a, double charge) {
   sec = (a->now / NS) & ((1ull << SEC_BITS) - 1);
   if (pool == a->own && a->pool_r != RG_TP_EVERY) {   /* the common case */
     tp_part *p = &pool->part[a->pool_r];
-    if (pool->nspr > 0) {
-      spend_word(&p->tat, a->now, (uint64_t)(charge * pool->nspr + 0.5));
-      if (pool->nspr_burst > 0)
-        spend_word(&p->tat_burst, a->now,
-                   (uint64_t)(charge * pool->nspr_burst + 0.5));
-    }
-    consume(p, 1, milli, sec);
+    if (pool->nspr > 0) spend_part(pool, a->pool_r, a->now, charge);
+    consume(pool, p, 1, milli, sec);
     return;
   }
   if (pool->nspr > 0) spend(pool, a->pool_r, a->now, charge);
@@ -902,6 +1111,7 @@ void rg_tp_debit (const rg_admit *a, double charge) {
 typedef struct setreq {
   uint32_t cid;                     /* 0: the database */
   const cJSON *value;
+  rg_tpset set;                     /* the value's */
 } setreq;
 
 /* Bumps the "\1throughput" version; for the database, stores the value
@@ -940,11 +1150,24 @@ static int set_body (rg_scope *s, void *ud, rg_err *e) {
   rg_buf text;
   size_t kn;
   int rc;
-  if (q->cid == 0) return bump(s, q, e);
+  if (q->cid == 0) {
+    if (s->env->remote) {
+      stored st;
+      read_stored(s->txn, s->env, &st);
+      carry(s->env, 0, &st.db, db_parts(&st.db), &q->set, db_parts(&q->set));
+    }
+    return bump(s, q, e);
+  }
   kn = rg_meta_key(key, RG_MK_SPEC, q->cid, NULL, 0);
   if ((rc = rg_kv_get(s->txn, RG_DB_META, key, kn, &v)) == RG_NOTFOUND)
     return rg_fail(e, 404, "the container has been deleted");
   if (rc) return rg_scope_fail(s, rc, "catalog", e);
+  if (s->env->remote) {
+    rg_tpset old;
+    int n;
+    parse_set((const char *)v.p, v.n, "throughput", &old, &n);
+    carry(s->env, q->cid, &old, n, &q->set, n);
+  }
   if ((rc = rg_json_parse((const char *)v.p, v.n, &j, e)))
     return rg_fail(e, 500, "corrupt container spec: %s", e->msg);
   cJSON_DeleteItemFromObjectCaseSensitive(j, "throughput");
@@ -974,18 +1197,12 @@ static int set_any (rg_env *env, int sync, uint32_t cid, const cJSON *value,
   int rc;
   if (value && cJSON_IsNull(value)) value = NULL;
   if ((rc = rg_tpset_parse(value, &set, "throughput", e))) return rc;
-  if (env->remote && set.mode != RG_TP_NONE) return rg_tp_remote_refused(e);
   q.cid = cid;
   q.value = value;
+  q.set = set;
   if ((rc = rg_scope_run(env, NULL, NULL, sync, 0, set_body, &q, e)))
     return rc;
   return apply(env, cid, 1, 0, e);
-}
-
-int rg_tp_remote_refused (rg_err *e) {
-  return rg_fail(e, 501, "throughput budgets are not available on a Redis "
-                 "Cluster yet: each process keeps its own (throughput.shm), "
-                 "so they would not be shared (docs/cluster.md)");
 }
 
 int rg_tp_set_container (rg_env *env, int sync, uint32_t cid,
@@ -1012,24 +1229,28 @@ int rg_tp_database (rg_env *env, rg_buf *out, rg_err *e) {
 
 void rg_tp_created (rg_env *env, uint32_t cid) {
   rg_err e;
+  if (env->remote) return;           /* read at every request */
   apply(env, cid, 0, 1, &e);
 }
 
 void rg_tp_replaced (rg_env *env, uint32_t cid) {
   rg_err e;
+  if (env->remote) return;
   apply(env, cid, 1, 0, &e);
 }
 
-int rg_tp_bump (rg_scope *s, rg_err *e) {
+int rg_tp_bump (rg_scope *s, uint32_t cid, const rg_tpset *old,
+                const rg_tpset *neu, int nparts, rg_err *e) {
   setreq q;
+  memset(&q, 0, sizeof(q));
   q.cid = 1;                         /* any container: keeps the database's */
-  q.value = NULL;
+  carry(s->env, cid, old, nparts, neu, nparts);
   return bump(s, &q, e);
 }
 
 void rg_tp_dropped (rg_env *env, uint32_t cid) {
   struct rg_tpfile *f = env->tp;
-  if (f == NULL) return;
+  if (f == NULL || env->remote) return;
   lock(f);
   drop_slot(f, cid);
   publish(f);
@@ -1065,11 +1286,19 @@ static double part_rate (tp_part *p, uint64_t sec, double span) {
 int rg_tp_stat (rg_env *env, uint32_t cid, rg_tpstat *out, rg_err *e) {
   struct rg_tpfile *f = env->tp;
   rg_tpslot *s = NULL;
-  uint64_t now = now_ns(), sec = (now / NS) & ((1ull << SEC_BITS) - 1);
+  uint64_t now, sec;
   double span, top = 0;
   int i;
   memset(out, 0, offsetof(rg_tpstat, part));
-  if (f != NULL) {
+  if (env->remote) {                 /* the setting now; this process's
+                                        counters */
+    rg_tpref ref;
+    on_remote(env, cid, &ref);
+    s = cid == 0 ? ref.pool : ref.own;
+    if (s != NULL && cid == 0 && s->cid != 0) s = NULL;
+    if (s != NULL) words_in(s, 0, (int)s->nparts);   /* its balances */
+  }
+  else if (f != NULL) {
     tp_dirent *d = dir(f);
     for (i = 0; i < TP_NDIR; i++) {
       if (!__atomic_load_n(&d[i].used, __ATOMIC_ACQUIRE)) continue;
@@ -1077,6 +1306,8 @@ int rg_tp_stat (rg_env *env, uint32_t cid, rg_tpstat *out, rg_err *e) {
     }
   }
   if (s == NULL) return rg_fail(e, 404, "no throughput is provisioned");
+  now = clock_of(s);
+  sec = (now / NS) & ((1ull << SEC_BITS) - 1);
   out->set.mode = (int)s->mode;
   out->set.ru = s->ru;
   out->set.burst = (int)s->burst;

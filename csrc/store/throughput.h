@@ -102,12 +102,14 @@ int rg_tp_set_database (rg_env *env, int sync, const cJSON *value, rg_err *e);
 /* The database's setting as stored (JSON text; empty when none). */
 int rg_tp_database (rg_env *env, rg_buf *out, rg_err *e);
 /* After a container was created, replaced (or deleted): its budget and
-** counters.  A replace that changed the throughput bumps the version in
-** its transaction with rg_tp_bump. */
+** counters.  A replace that changed the throughput (of container `cid`,
+** from `old` to `neu`, on `nparts` partitions) bumps the version in its
+** transaction with rg_tp_bump. */
 void rg_tp_created (rg_env *env, uint32_t cid);
 void rg_tp_replaced (rg_env *env, uint32_t cid);
 void rg_tp_dropped (rg_env *env, uint32_t cid);
-int  rg_tp_bump (rg_scope *s, rg_err *e);
+int  rg_tp_bump (rg_scope *s, uint32_t cid, const rg_tpset *old,
+                 const rg_tpset *neu, int nparts, rg_err *e);
 
 /* Counters, over the last RG_TP_WINDOW seconds where a rate is asked. */
 #define RG_TP_WINDOW 10
@@ -133,9 +135,5 @@ typedef struct rg_tpstat {
 /* The counters of container `cid` (0: the database's budget); 404 when it
 ** accounts nothing. */
 int rg_tp_stat (rg_env *env, uint32_t cid, rg_tpstat *out, rg_err *e);
-
-/* The refusal of a budget on a remote database (501): the budgets live
-** in a file each process maps, which a cluster's clients do not share. */
-int rg_tp_remote_refused (rg_err *e);
 
 #endif

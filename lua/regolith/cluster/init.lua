@@ -135,7 +135,7 @@ end
 -- out of redirections: fetch_plain).
 local function fetch(D)
   local h = D.handle
-  local needs, seqs = h:_remote_needs()
+  local needs, seqs, tps = h:_remote_needs()
   local by, order = {}, {}
   for _, n in ipairs(needs) do
     local id = n.cid .. ":" .. n.bucket
@@ -163,6 +163,14 @@ local function fetch(D)
   if seqs > 0 then
     cmds[#cmds + 1] = { "INCRBY", layout.seq_key(D.name), seqs }
   end
+  local tpi
+  if #tps > 0 then                    -- the budgets' words, read
+    local args = {}
+    for _, f in ipairs(tps) do args[#args + 1] = f; args[#args + 1] = "0" end
+    cmds[#cmds + 1] = redis.fcall_cmd("FCALL", "rg_tp",
+      { layout.tp_key(D.name) }, args)
+    tpi = #cmds
+  end
   if #cmds == 0 then return true end
   M.stats.fetches = M.stats.fetches + 1
   local res = D.redis:pipeline(cmds, true)
@@ -187,11 +195,26 @@ local function fetch(D)
     end
   end
   if seqs > 0 then
-    local r = res[#cmds]
+    local r = res[#order + 1]
     if redis.is_error(r) then return nil, in_doubt(r.message, r.kind) end
     h:_remote_feed_seqs(r - seqs + 1, seqs)
   end
+  if tpi then
+    local r = res[tpi]
+    if redis.is_error(r) then return nil, in_doubt(r.message, r.kind) end
+    h:_remote_feed_tp(r[1], tps, { unpack(r, 2) })
+  end
   return true
+end
+
+-- After a call: what it spent of throughput budgets goes to their words
+-- (rg_tp adds it on the server's clock).  A spend that fails is lost: the
+-- call's outcome stands.
+local function spend(D)
+  local sp = D.handle:_remote_tp_spent()
+  if #sp == 0 then return end
+  D.redis:pipeline({ redis.fcall_cmd("FCALL", "rg_tp",
+    { layout.tp_key(D.name) }, sp) })
 end
 
 -- Replaces the stand-in for the lsn with lsn in what a call returned.
@@ -371,6 +394,7 @@ local function drive(D, f, ...)
       end
     end
     if state == "done" then
+      spend(D)
       if not out[1] then error(out[2], 0) end
       return unpack(out, 2, out.n)
     elseif state == "fetch" then
@@ -380,6 +404,7 @@ local function drive(D, f, ...)
       local ok, lsn, stand_in = apply(D)
       if ok == nil then return nil, lsn, stand_in end
       if ok then
+        spend(D)
         if stand_in and stand_in ~= 0 and lsn then
           local seen = {}
           for i = 2, out.n do patch(out[i], stand_in, lsn, seen) end

@@ -15,7 +15,7 @@ seed spreads the containers' buckets over the slot space.
 
 A place's keys are rg:<db>:{T}:h<t> and z<t> for each table t, and v
 (redis/regolith.lua writes them down); the database's seq counter is
-rg:<db>:{meta}:seq.
+rg:<db>:{meta}:seq, its throughput budgets' words rg:<db>:{meta}:tp.
 ]]
 
 local redis = require "regolith.cluster.redis"
@@ -75,6 +75,11 @@ function M.place_keys(db, cid, bucket, buckets)
   ks[2 * M.TABLES + 1] = pfx .. ((cid == M.GLOBAL and bucket == 1) and "v1" or "v")
   cache[id] = ks
   return ks
+end
+
+-- The database's throughput budgets: one hash, field -> word (us).
+function M.tp_key(db)
+  return "rg:" .. db .. ":{meta}:tp"
 end
 
 function M.seq_key(db)
