@@ -113,8 +113,6 @@ typedef struct spans {
   size_t n, cap;
 } spans;
 
-/* A (table, place): its version when fetched, and what the transaction
-** did with its ranges. */
 /* A budget's word (store/throughput.c) as this call read it (`word`, ns,
 ** when `known`), or one spending of the run (`word`: the ns it adds). */
 typedef struct bword {
@@ -134,6 +132,8 @@ typedef struct bsave {
   size_t nbs, nbl;
 } bsave;
 
+/* A (table, place): its version when fetched, and what the transaction
+** did with its ranges. */
 typedef struct tplace {
   uint32_t place;
   int tb;
@@ -1673,7 +1673,6 @@ static void parts_clear (rg_remote *r) {
   r->refused = 0;
 }
 
-/* Undoes what the last run did to the overlay: its writes and guesses. */
 /* A run again forgets what it lacked and spent (it asks and spends
 ** anew); a new call (`all`) also what it read. */
 static void budgets_clear (rg_remote *r, int all) {
@@ -1687,6 +1686,7 @@ static void budgets_clear (rg_remote *r, int all) {
   while (r->nbsv > 0) free(r->bsv[--r->nbsv].bs);
 }
 
+/* Undoes what the last run did to the overlay: its writes and guesses. */
 static void run_clear (rg_remote *r) {
   int tb;
   size_t i, j;
@@ -2511,7 +2511,7 @@ int rg_remote_tp_word (rg_remote *r, const char *field, uint64_t *word) {
       }
     return 1;
   }
-  if (b->known == 0 && b->word == 0) { b->word = 1; r->bwanted++; }
+  if (b->word == 0) { b->word = 1; r->bwanted++; }   /* asked once */
   return 0;
 }
 
