@@ -601,10 +601,11 @@ function M.open(url, opts)
     retry_seconds = opts.retry_seconds, password = opts.password,
     user = opts.user, transport = opts.transport, protocol = opts.protocol })
   if not c then return nil, "cannot reach the cluster: " .. tostring(err), 500 end
-  local ok, lerr = layout.ensure_library(c)
+  local ok, lerr, lkind = layout.ensure_library(c)
   if not ok then
     c:close()
-    return nil, "cannot load the regolith Functions library: " .. tostring(lerr), 500
+    return nil, "cannot load the regolith Functions library: " .. tostring(lerr),
+      lkind == "version" and 426 or 500
   end
   -- the format and the secret, made by the first open
   local meta = layout.place_keys(name, layout.GLOBAL, 0, 1)[1]
