@@ -2132,12 +2132,23 @@ static void keep_global (rg_remote *r, int keep, int call) {
 }
 
 void rg_remote_reset (rg_remote *r, int64_t now_ms, int64_t keep_ms) {
+  int tb;
+  size_t i;
   rg_remote_rerun(r);
   r->stand_in = 0;
   r->now_ms = now_ms;
   budgets_clear(r, 1);
   keep_global(r, r->global_since != 0 && now_ms - r->global_since < keep_ms,
               1);
+  /* kept, a catalog entry fetched less than keep_ms ago is trusted as the
+     rest (unchecked: a call that writes asks again, rg_remote_state), not
+     checked by its epoch still because a write asked for it again */
+  for (tb = 0; r->kept && tb < RG_NDB; tb++)
+    for (i = 0; i < r->t[tb].n; i++) {
+      ent *e = r->t[tb].v[i];
+      if (e->stale == 3 && e->known && now_ms - e->at_ms < keep_ms)
+        e->stale = 0;
+    }
 }
 
 /* A bucket of container cid the call reads or writes (one the run

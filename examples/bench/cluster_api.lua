@@ -1,6 +1,7 @@
 --[[
 regolith's API on Redis Cluster beside a local database, on this machine:
-median and 99th-percentile latencies of a point read, a write (sync none
+median and 99th-percentile latencies of a point read (also by a handle
+keeping the catalog, meta_refresh = 60, on the cluster), a write (sync none
 and full), a procedure, a routed query and a fan-out query, the same calls
 on a local database, and plain Redis commands through the same client;
 then the throughput of 4 writer processes against the cluster with its
@@ -104,6 +105,15 @@ local function measure(path)
   end
   out.read = { timed(N, function(i)
     assert(c:read("r" .. (i % 1000 + 1), "k" .. ((i % 1000 + 1) % 100))) end) }
+  do                -- a handle that keeps the catalog (cluster only)
+    local ok, kept = pcall(regolith.open, path, { sync = "none", meta_refresh = 60 })
+    local kc = ok and kept and kept:container("c")
+    if kc then
+      out.read_kept = { timed(N, function(i)
+        assert(kc:read("r" .. (i % 1000 + 1), "k" .. ((i % 1000 + 1) % 100))) end) }
+      kept:close()
+    end
+  end
   out.write = { timed(N, function(i)
     assert(c:upsert({ id = "w" .. i, pk = "k" .. (i % 100), n = i, s = DOC })) end) }
   out.write_full = { timed(math.floor(N / 2), function(i)
@@ -187,9 +197,11 @@ local function us(v) return v >= 100 and ("%.0f"):format(v) or ("%.1f"):format(v
 print(("regolith API on a local Redis Cluster (3+3, 127.0.0.1) and on a local database; " ..
   "medians / p99 in microseconds, n = %d (%s)"):format(args.n, _VERSION .. (jit and " / LuaJIT" or "")))
 print(("%-14s %16s %16s"):format("call", "cluster", "local"))
-for _, k in ipairs({ "read", "write", "write_full", "procedure", "routed_query", "fanout_query" }) do
+for _, k in ipairs({ "read", "read_kept", "write", "write_full", "procedure", "routed_query",
+                    "fanout_query" }) do
   local cl, lo = results.cluster[k], results["local"][k]
-  print(("%-14s %7s / %-7s %7s / %-7s"):format(k, us(cl[1]), us(cl[2]), us(lo[1]), us(lo[2])))
+  local function pair(x) return x and ("%7s / %-7s"):format(us(x[1]), us(x[2])) or ("%17s"):format("-") end
+  print(("%-14s %s %s"):format(k, pair(cl), pair(lo)))
 end
 print(("plain Redis through the client: GET %s, SET %s, HGET %s"):format(
   us(results.redis.GET[1]), us(results.redis.SET[1]), us(results.redis.HGET[1])))

@@ -166,6 +166,37 @@ describe("cluster database", function()
     other:close()
   end)
 
+  it("reads an item with one HGET while it keeps the catalog (meta_refresh)", function()
+    local kept = assert(regolith.open(url, { meta_refresh = 60 }))
+    local kc = assert(kept:container("c"))
+    assert(kc:create({ id = "a", pk = "p", s = "v" }))   -- a write: checked
+    assert(kc:read("a", "p"))
+    local rc = C.client()
+    local READS = { hget = true, hmget = true, fcall = true, fcall_ro = true,
+      zrangebylex = true, zrevrangebylex = true }
+    local function calls()              -- reads the primaries ran
+      local n = {}
+      for _, addr in ipairs(rc:primaries()) do
+        local text = assert(rc:call_node(addr, "INFO", "commandstats"))
+        for name, k in text:gmatch("cmdstat_([%w_|]+):calls=(%d+)") do
+          if READS[name] then n[name] = (n[name] or 0) + tonumber(k) end
+        end
+      end
+      return n
+    end
+    assert(c:upsert({ id = "a", pk = "p", s = "w" }))   -- another handle's
+    local before = calls()
+    assert.are.equal("w", assert(kc:read("a", "p")).s)
+    local _, _, st = kc:read("b", "p")
+    assert.are.equal(404, st)
+    local after = calls()
+    for name, k in pairs(after) do after[name] = k - (before[name] or 0) end
+    for name, k in pairs(after) do if k == 0 then after[name] = nil end end
+    assert.are.same({ hget = 2 }, after)
+    rc:close()
+    kept:close()
+  end)
+
   it("follows another handle's changes of the catalog it keeps from call to call", function()
     local other = assert(regolith.open(url))
     local oc = assert(other:container("c"))

@@ -130,9 +130,21 @@ local function fetch_plain(D, g)
   return out
 end
 
--- Fetches what the last run needed: every place's reads in one Function
--- call, all pipelined (a place whose slot is half-moved, or whose call ran
--- out of redirections: fetch_plain).
+-- The table of a place's reads when they are all point reads of one
+-- table (one HGET or HMGET reads them at once, as rg_get would), or nil.
+local function one_table(reqs)
+  local tb
+  for _, n in ipairs(reqs) do
+    if n.range or (tb and n.tb ~= tb) then return nil end
+    tb = n.tb
+  end
+  return tb
+end
+
+-- Fetches what the last run needed: every place's reads in one command
+-- (HGET or HMGET when they are point reads of one table, else a Function
+-- call), all pipelined (a place whose slot is half-moved, or whose call
+-- ran out of redirections: fetch_plain).
 local function fetch(D)
   local h = D.handle
   local needs, seqs, tps = h:_remote_needs()
@@ -157,8 +169,16 @@ local function fetch(D)
   end
   local cmds = {}
   for i, g in ipairs(order) do
-    cmds[i] = redis.fcall_cmd("FCALL_RO", "rg_get",
-      layout.place_keys(D.name, g.n.cid, g.n.bucket, g.n.buckets), g.args)
+    local keys = layout.place_keys(D.name, g.n.cid, g.n.bucket, g.n.buckets)
+    local tb = one_table(g.reqs)
+    if tb then                         -- one command reads them at once
+      local c = { #g.reqs == 1 and "HGET" or "HMGET", keys[tb + 1] }
+      for _, n in ipairs(g.reqs) do c[#c + 1] = n.key end
+      cmds[i] = c
+      g.plain = true
+    else
+      cmds[i] = redis.fcall_cmd("FCALL_RO", "rg_get", keys, g.args)
+    end
   end
   if seqs > 0 then
     cmds[#cmds + 1] = { "INCRBY", layout.seq_key(D.name), seqs }
@@ -177,6 +197,7 @@ local function fetch(D)
   local t = now_ms()
   for i, g in ipairs(order) do
     local r = res[i]
+    if g.plain and #g.reqs == 1 and not redis.is_error(r) then r = { r } end
     if redis.is_error(r) and (r.kind == "tryagain" or r.kind == "cluster") then
       local perr                        -- (a read: safe to make again)
       r, perr = fetch_plain(D, g)
@@ -580,10 +601,11 @@ function M.open(url, opts)
     retry_seconds = opts.retry_seconds, password = opts.password,
     user = opts.user, transport = opts.transport, protocol = opts.protocol })
   if not c then return nil, "cannot reach the cluster: " .. tostring(err), 500 end
-  local ok, lerr = layout.ensure_library(c)
+  local ok, lerr, lkind = layout.ensure_library(c)
   if not ok then
     c:close()
-    return nil, "cannot load the regolith Functions library: " .. tostring(lerr), 500
+    return nil, "cannot load the regolith Functions library: " .. tostring(lerr),
+      lkind == "version" and 426 or 500
   end
   -- the format and the secret, made by the first open
   local meta = layout.place_keys(name, layout.GLOBAL, 0, 1)[1]

@@ -117,7 +117,8 @@ function M.library()
 end
 
 -- Declares the library to client c and loads it where it is missing or
--- of another version.  Returns the number of primaries loaded.
+-- of another, not newer, version.  Returns the number of primaries
+-- loaded, or nil, message, kind ("version": a primary has a newer one).
 function M.ensure_library(c)
   local code, version = M.library()
   if not code then return nil, version end

@@ -700,13 +700,35 @@ function Client:load_library(addr)
   return true
 end
 
--- Loads the library on every primary where it is missing or differs.
--- Returns the number of nodes loaded.
+-- Is version a newer than b?  Compared number by number ("3.10" after
+-- "3.9"; what follows a number's digits is not compared).
+local function newer(a, b)
+  local x, y = {}, {}
+  for d in a:gmatch("[^.]+") do x[#x + 1] = tonumber(d:match("^%d+")) or -1 end
+  for d in b:gmatch("[^.]+") do y[#y + 1] = tonumber(d:match("^%d+")) or -1 end
+  for i = 1, math.max(#x, #y) do
+    local p, q = x[i] or 0, y[i] or 0
+    if p ~= q then return p > q end
+  end
+  return false
+end
+M.newer = newer
+
+-- Loads the library on every primary where it is missing or of an older
+-- (or another, not newer) version.  Returns the number of nodes loaded,
+-- or nil, message, "version" where a primary has a newer version: a
+-- client never replaces it (two releases would load theirs in turn, each
+-- breaking the other's calls); the newer release's clients run on.
 function Client:ensure_library()
   local n = 0
   for _, addr in ipairs(self:primaries()) do
     local have, err = self:library_version(addr)
     if have == nil then return nil, err end
+    if have and have ~= "" and newer(have, self.library.version) then
+      return nil, ("the %s library on %s is version %s, newer than this " ..
+        "client's %s: use a client of that release"):format(self.library.name,
+        addr, have, self.library.version), "version"
+    end
     if have ~= self.library.version then
       local ok, lerr = self:load_library(addr)
       if not ok then return nil, lerr end
