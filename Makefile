@@ -182,7 +182,7 @@ CLUSTER_API_SPECS = $(addprefix spec/,$(addsuffix _spec.lua,items batch patch \
   query_groupby query_udf feed processor unique ttl none_pk containers \
   bad_input search_text js_scripts bulk_load charges concurrency db \
   group_commit json limits processor_multiprocess replace_container vector \
-  verify throughput gateway explorer_api))
+  verify throughput gateway explorer_api search_ftindex))
 # Run against the cluster under Lua 5.4 only: the blog's spec, the longest,
 # the sandbox's, whose rules are the engine's whatever stores the scripts
 # (a minute under each Lua), and the command's, which runs bin/regolith

@@ -15,7 +15,7 @@ KEY LAYOUT.  A database's tables are kept per place: the global place
 partition; its hash tag is the place's slot, lua/regolith/cluster/
 layout.lua).  In a place P, with prefix `pfx` = rg:<db>:{T}: and table
 number t (0 meta, 1 items, 2 index, 3 unique, 4 ttl, 5 feed, 6 latest,
-7 parts, 8 refs, 9 vector: csrc/store/layout.h):
+7 parts, 8 refs, 9 vector, 10 fulltext: csrc/store/layout.h):
   pfx h<t>   hash: key -> value (tables of plain values)
   pfx z<t>   zset (lex, score 0): the table's keys in byte order; for the
              tables of sorted duplicates (2, 6) each member is key | dup
@@ -23,11 +23,11 @@ number t (0 meta, 1 items, 2 index, 3 unique, 4 ttl, 5 feed, 6 latest,
              every write), lsn -> the place's last lsn (also the meta
              table's "\1lsn" in the place, as the engine reads it)
 Every function declares the keys of one place (`place_keys` below: the
-21 keys in the order h0..h9, z0..z9, v), so one call is one slot.  The
+23 keys in the order h0..h10, z0..z10, v), so one call is one slot.  The
 global place's two halves (csrc/store/remote.h) share its h and z keys,
 each with its own v (v, v1).
 
-rg_get  (no-writes)  KEYS: a place's 21   ARGV: "1", request...
+rg_get  (no-writes)  KEYS: a place's 23   ARGV: "1", request...
   request: "p", t, key                  -> the value, or false
            "r", t, key, after ("1"/"0"), back ("1"/"0"), limit
              -> {keys, values, done (1/0), version}: the entries from key
@@ -35,7 +35,7 @@ rg_get  (no-writes)  KEYS: a place's 21   ARGV: "1", request...
                 most limit; done when none is left past them
   reply: one answer per request, in order
 
-rg_apply  KEYS: a place's 21   ARGV: "1", part
+rg_apply  KEYS: a place's 23   ARGV: "1", part
   part (csrc/store/remote.c writes it down): the stand-in for the lsn in
   three encodings, conditions, writes.  Every condition is checked before
   the first write: a value as it was read (equal; or length and last
@@ -56,9 +56,9 @@ rg_tp  KEYS: the database's budgets hash (rg:<db>:{meta}:tp)
 rg_version  (no-writes)  -> VERSION
 ]]
 
-local VERSION = "3.5"
+local VERSION = "3.6"
 local FORMAT = "1"
-local NT = 10
+local NT = 11
 local DUPS = { [2] = 8, [6] = 12 }
 local TAIL = 48
 

@@ -136,8 +136,7 @@ describe("the gateway's container definitions", function()
     assert.are.equal("[]", regolith.json.encode(def.uniqueKeyPolicy.uniqueKeys))
   end)
 
-  H.local_it("maps Cosmos's full-text policy and indexes both ways",
-    "a cluster keeps no full-text index (docs/cluster.md)", function()
+  it("maps Cosmos's full-text policy and indexes both ways", function()
     local spec = policy.spec({ id = "docs",
       fullTextPolicy = { defaultLanguage = "en-US",
         fullTextPaths = { { path = "/text", language = "de-DE" }, { path = "/title" } } },

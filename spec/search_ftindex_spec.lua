@@ -9,12 +9,8 @@ local regolith = require "regolith"
 local H = require "helper"
 
 describe("the full-text index", function()
-  -- every case builds one, which a cluster does not keep: its postings and
-  -- statistics span the container's partitions (docs/cluster.md); the
-  -- full-text functions run there by scan (search_text_spec)
-  local function it(name, fn)
-    return H.local_it(name, "a cluster keeps no full-text index", fn)
-  end
+  -- (on a cluster too: one instance per bucket, docs/cluster.md; but the
+  -- cases that rewrite the local file)
   local db, path, ix, scan
 
   local words = { "bell", "lamp", "saddle", "rope", "lantern", "kettle",
@@ -269,7 +265,7 @@ describe("the full-text index", function()
     assert.is_true(db:verify())
   end)
 
-  it("lets verify find a damaged full-text table", function()
+  H.local_it("lets verify find a damaged full-text table", "it rewrites the local file", function()
     assert(H.execute("env -u LD_PRELOAD make -s build/tools/lmdb_poke"))
     db:close()
     assert(H.execute(("build/tools/lmdb_poke '%s' fulltext del-first"):format(path)))
@@ -279,7 +275,7 @@ describe("the full-text index", function()
     assert.truthy(report:find("full-text index", 1, true), report)
   end)
 
-  it("opens read-only a database made before full-text indexes", function()
+  H.local_it("opens read-only a database made before full-text indexes", "it rewrites the local file", function()
     assert(H.execute("env -u LD_PRELOAD make -s build/tools/lmdb_poke"))
     db:close()
     assert(H.execute(("build/tools/lmdb_poke '%s' fulltext drop"):format(path)))

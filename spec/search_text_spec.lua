@@ -374,8 +374,7 @@ describe("full-text search", function()
   end)
 
   describe("the full-text policy", function()
-    H.local_it("takes Lua-style options and Cosmos DB's names, and keeps them in the spec",
-      "it creates full-text indexes, which a cluster does not keep (docs/cluster.md)", function()
+    it("takes Lua-style options and Cosmos DB's names, and keeps them in the spec", function()
       local a = assert(db:create_container("a", { partition_key = "/pk",
         full_text = { default_language = "en-US", paths = { { path = "/text", language = "en-US" } } },
         indexing = { full_text = { "/text" } } }))

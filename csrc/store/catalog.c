@@ -158,39 +158,12 @@ static int create_body (rg_scope *s, void *ud, rg_err *e) {
   return 0;
 }
 
-/* What a remote database does not keep yet (docs/cluster.md), refused
-** before anything is written: full-text indexes (their postings and
-** statistics span the container's partitions, and the host keeps no
-** fulltext table).  Vector indexes are kept there, one instance per
-** physical partition (vindex.c). */
-static int remote_refused (rg_env *env, const char *spec, size_t specn,
-                           rg_err *e) {
-  cJSON *j = NULL;
-  rg_cspec *s = NULL;
-  int nftix = 0, i;
-  if (env->remote == NULL) return 0;
-  if (rg_json_parse(spec, specn, &j, e) || rg_cspec_build(j, 0, &s, e)) {
-    cJSON_Delete(j);
-    return e->status;
-  }
-  for (i = 0; s->ft != NULL && i < s->ft->n; i++) nftix += s->ft->p[i].indexed;
-  rg_cspec_free(s);
-  cJSON_Delete(j);
-  if (nftix)
-    return rg_fail(e, 501, "full-text indexes are not kept on a cluster "
-                   "(their postings and statistics span the container's "
-                   "partitions): leave out indexing.full_text (FullTextContains "
-                   "and FullTextScore still run, by scan)");
-  return 0;
-}
-
 int rg_catalog_create (rg_env *env, int sync, const char *name, size_t n,
                        const char *spec, size_t specn, int max,
                        rg_cspec **out, rg_err *e) {
   create_req q;
   int rc;
   if (env->readonly) return rg_fail(e, 403, "the database is open read-only");
-  if ((rc = remote_refused(env, spec, specn, e))) return rc;
   q.name = name;
   q.namelen = n;
   q.spec = spec;
@@ -295,7 +268,6 @@ int rg_catalog_replace (rg_env *env, int sync, const char *name, size_t n,
   create_req q;
   int rc;
   if (env->readonly) return rg_fail(e, 403, "the database is open read-only");
-  if ((rc = remote_refused(env, spec, specn, e))) return rc;
   memset(&q, 0, sizeof(q));
   q.name = name;
   q.namelen = n;

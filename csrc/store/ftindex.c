@@ -75,10 +75,27 @@ static int seam_rc (rg_fti_seam *st, int rc) {
   return 500;
 }
 
+/* A key as the table holds it: where the seam keeps one bucket's records
+** (a remote database, ftindex.h), its bucket after the index's prefix. */
+#define SEAM_KEY (KEY_MAX + 2)
+static const uint8_t *seam_key (const rg_fti_seam *st, const uint8_t *k,
+                                size_t *kn, uint8_t *buf) {
+  if (st->bucket < 0 || *kn < RG_FTEXT_PREFIX || *kn > KEY_MAX) return k;
+  memcpy(buf, k, RG_FTEXT_PREFIX);
+  rg_put_u16(buf + RG_FTEXT_PREFIX, (uint16_t)st->bucket);
+  memcpy(buf + RG_FTEXT_PREFIX + 2, k + RG_FTEXT_PREFIX,
+         *kn - RG_FTEXT_PREFIX);
+  *kn += 2;
+  return buf;
+}
+
 static int seam_get (void *ud, const uint8_t *k, size_t kn, rg_slice *v) {
   rg_fti_seam *st = (rg_fti_seam *)ud;
+  uint8_t b[SEAM_KEY];
   rg_val x;
-  int rc = rg_kv_get(st->txn, RG_DB_FTEXT, k, kn, &x);
+  int rc;
+  k = seam_key(st, k, &kn, b);
+  rc = rg_kv_get(st->txn, RG_DB_FTEXT, k, kn, &x);
   if (rc == 0) { v->p = (const uint8_t *)x.p; v->n = x.n; }
   return seam_rc(st, rc);
 }
@@ -86,17 +103,22 @@ static int seam_get (void *ud, const uint8_t *k, size_t kn, rg_slice *v) {
 static int seam_put (void *ud, const uint8_t *k, size_t kn, const uint8_t *v,
                      size_t vn) {
   rg_fti_seam *st = (rg_fti_seam *)ud;
+  uint8_t b[SEAM_KEY];
+  k = seam_key(st, k, &kn, b);
   return seam_rc(st, rg_kv_put(st->txn, RG_DB_FTEXT, k, kn, v, vn, 0));
 }
 
 static int seam_del (void *ud, const uint8_t *k, size_t kn) {
   rg_fti_seam *st = (rg_fti_seam *)ud;
+  uint8_t b[SEAM_KEY];
+  k = seam_key(st, k, &kn, b);
   return seam_rc(st, rg_kv_del(st->txn, RG_DB_FTEXT, k, kn));
 }
 
 typedef struct seam_cur {
   rg_fti_seam *st;
   rg_cur *c;
+  uint8_t key[SEAM_KEY];             /* a key given without its bucket */
 } seam_cur;
 
 static void *seam_open (void *ud) {
@@ -113,6 +135,8 @@ static void *seam_open (void *ud) {
   return c;
 }
 
+/* A cursor of one bucket's records walks that bucket's place alone (its
+** keys all carry it): the key is given back without it. */
 static int seam_move (seam_cur *c, rg_val *k, rg_slice *ko, rg_slice *vo,
                       int op) {
   rg_val v;
@@ -120,6 +144,15 @@ static int seam_move (seam_cur *c, rg_val *k, rg_slice *ko, rg_slice *vo,
   if (rc == 0) {
     ko->p = (const uint8_t *)k->p;
     ko->n = k->n;
+    if (c->st->bucket >= 0 && k->n >= RG_FTEXT_PREFIX + 2 &&
+        k->n - 2 <= KEY_MAX) {
+      memcpy(c->key, k->p, RG_FTEXT_PREFIX);
+      memcpy(c->key + RG_FTEXT_PREFIX,
+             (const uint8_t *)k->p + RG_FTEXT_PREFIX + 2,
+             k->n - RG_FTEXT_PREFIX - 2);
+      ko->p = c->key;
+      ko->n = k->n - 2;
+    }
     vo->p = (const uint8_t *)v.p;
     vo->n = v.n;
   }
@@ -128,10 +161,12 @@ static int seam_move (seam_cur *c, rg_val *k, rg_slice *ko, rg_slice *vo,
 
 static int seam_seek (void *cur, const uint8_t *k, size_t kn, rg_slice *ko,
                       rg_slice *vo) {
+  seam_cur *c = (seam_cur *)cur;
+  uint8_t b[SEAM_KEY];
   rg_val x;
-  x.p = k;
+  x.p = seam_key(c->st, k, &kn, b);
   x.n = kn;
-  return seam_move((seam_cur *)cur, &x, ko, vo, RG_SEEK);
+  return seam_move(c, &x, ko, vo, RG_SEEK);
 }
 
 static int seam_next (void *cur, rg_slice *ko, rg_slice *vo) {
@@ -154,6 +189,7 @@ static void seam_close (void *cur) {
 void rg_fti_seam_init (rg_ftkv *kv, rg_fti_seam *st, struct rg_txn *txn) {
   st->txn = txn;
   st->rc = 0;
+  st->bucket = -1;
   kv->ud = st;
   kv->get = seam_get;
   kv->put = seam_put;
@@ -1259,7 +1295,7 @@ typedef struct search {
 
 static int open_search (search *s, const rg_ftkv *kv, uint64_t fid,
                         const char *const *terms, const size_t *lens, int n,
-                        rg_fti_work *work) {
+                        const rg_fti_totals *tot, rg_fti_work *work) {
   uint64_t docs, tokens;
   int i, rc;
   memset(s, 0, sizeof(*s));
@@ -1272,7 +1308,8 @@ static int open_search (search *s, const rg_ftkv *kv, uint64_t fid,
   s->nc.fid = fid;
   s->t = (tcur *)calloc((size_t)n + 1, sizeof(tcur));
   if (s->t == NULL) return 500;
-  if ((rc = read_stats(kv, fid, &docs, &tokens))) return rc;
+  if (tot) { docs = tot->docs; tokens = tot->tokens; }
+  else if ((rc = read_stats(kv, fid, &docs, &tokens))) return rc;
   s->avgdl = docs ? (double)tokens / (double)docs : 0;
   for (i = 0; i < n; i++) {
     tcur *t = &s->t[i];
@@ -1286,7 +1323,7 @@ static int open_search (search *s, const rg_ftkv *kv, uint64_t fid,
     if ((t->cur = kv->open(kv->ud)) == NULL) return 500;
     if ((rc = read_thead(kv, t->cur, fid, terms[i], lens[i], &h)) > 1)
       return rc;
-    t->idf = rg_bm25_idf(docs, rc == 0 ? h.df : 0);
+    t->idf = rg_bm25_idf(docs, tot ? tot->df[i] : rc == 0 ? h.df : 0);
     t->ub = rc == 0 ? t->idf * front_bound(h.front, h.nfront, s->avgdl) : 0;
     if (rc == 1) { t->doc = END; t->bub = 0; }
     else if ((rc = tc_open(t))) return rc;
@@ -1458,6 +1495,16 @@ int rg_fti_topk (const rg_ftkv *kv, uint64_t fid, const char *const *terms,
                  int (*accept) (void *ud, uint32_t doc, rg_err *e),
                  void *ud, rg_fti_hit *out, size_t *nout,
                  rg_fti_work *work, rg_err *e) {
+  return rg_fti_topk_with(kv, fid, terms, lens, nterms, all, k, NULL, accept,
+                          ud, out, nout, work, e);
+}
+
+int rg_fti_topk_with (const rg_ftkv *kv, uint64_t fid,
+                      const char *const *terms, const size_t *lens,
+                      int nterms, int all, size_t k, const rg_fti_totals *tot,
+                      int (*accept) (void *ud, uint32_t doc, rg_err *e),
+                      void *ud, rg_fti_hit *out, size_t *nout,
+                      rg_fti_work *work, rg_err *e) {
   search s;
   topk top;
   int rc;
@@ -1468,7 +1515,7 @@ int rg_fti_topk (const rg_ftkv *kv, uint64_t fid, const char *const *terms,
   top.k = k;
   top.h = (rg_fti_hit *)malloc(k * sizeof(rg_fti_hit));
   if (top.h == NULL) return rg_fail(e, 500, "out of memory");
-  if ((rc = open_search(&s, kv, fid, terms, lens, nterms, work))) {
+  if ((rc = open_search(&s, kv, fid, terms, lens, nterms, tot, work))) {
     rc = rg_fail(e, rc, rc == 400 ? "a search has at most 64 terms" :
                  "full-text index: storage failed");
     goto done;
@@ -1495,7 +1542,7 @@ int rg_fti_docs (const rg_ftkv *kv, uint64_t fid, const char *const *terms,
   int rc, i;
   *docs = NULL;
   *n = 0;
-  if ((rc = open_search(&s, kv, fid, terms, lens, nterms, work))) {
+  if ((rc = open_search(&s, kv, fid, terms, lens, nterms, NULL, work))) {
     close_search(&s);
     return rg_fail(e, rc, rc == 400 ? "a search has at most 64 terms" :
                    "full-text index: storage failed");

@@ -85,11 +85,16 @@ typedef struct rg_ftkv {
 /* The table over the store's seam (kv.h): the `fulltext` table of the
 ** transaction txn; rg_fti_seam fills kv from st, which must live as long
 ** as kv is used.  A storage failure is returned as 500, its code kept in
-** st->rc. */
+** st->rc.  Where partitions are kept apart (a remote database, remote.h)
+** an index has one instance per physical partition, beside its items: a
+** seam given st->bucket >= 0 reads and writes that bucket's instance, its
+** keys carrying the bucket (u16) after the index's prefix (layout.h). */
 struct rg_txn;
 typedef struct rg_fti_seam {
   struct rg_txn *txn;
   int rc;
+  int bucket;                 /* -1 (rg_fti_seam_init), or the bucket whose
+                                 records the seam reads and writes */
 } rg_fti_seam;
 void rg_fti_seam_init (rg_ftkv *kv, rg_fti_seam *st, struct rg_txn *txn);
 
@@ -139,6 +144,22 @@ int  rg_fti_topk (const rg_ftkv *kv, uint64_t fid, const char *const *terms,
                   int (*accept) (void *ud, uint32_t doc, rg_err *e),
                   void *ud, rg_fti_hit *out, size_t *nout,
                   rg_fti_work *work, rg_err *e);
+
+/* rg_fti_topk scoring with the statistics given (`tot`: documents, their
+** terms and each term's df, in query order) instead of the index's own:
+** a container's instances searched one by one score as one index would.
+** NULL: the index's. */
+typedef struct rg_fti_totals {
+  uint64_t docs, tokens;
+  const uint64_t *df;
+} rg_fti_totals;
+int  rg_fti_topk_with (const rg_ftkv *kv, uint64_t fid,
+                       const char *const *terms, const size_t *lens,
+                       int nterms, int all, size_t k,
+                       const rg_fti_totals *tot,
+                       int (*accept) (void *ud, uint32_t doc, rg_err *e),
+                       void *ud, rg_fti_hit *out, size_t *nout,
+                       rg_fti_work *work, rg_err *e);
 
 /* Every document holding all (or any) of the terms, ascending, into a
 ** malloc'd array (*docs, *n).  0, or a status. */

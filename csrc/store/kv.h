@@ -89,7 +89,9 @@ enum { RG_KV_APPEND = 1, RG_KV_NOOVERWRITE = 2, RG_KV_APPENDDUP = 4 };
 ** cursor lands on; the moves marked "k in" read the key (and value) to
 ** find from them first. */
 enum {
-  RG_FIRST, RG_LAST, RG_NEXT, RG_PREV,
+  RG_FIRST, RG_LAST, RG_NEXT,
+  RG_PREV,          /* the entry before; after an RG_SEEK that found none,
+                       the last (LMDB's cursor past the end) */
   RG_SEEK,          /* k in: the first entry whose key is >= k */
   RG_SET,           /* k in: the first entry of exactly key k */
   RG_CURRENT,       /* where the cursor is */

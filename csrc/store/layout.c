@@ -537,6 +537,12 @@ int rg_key_place (int tb, const uint8_t *k, size_t kn, const uint8_t *dup,
       out->cid = rg_get_u32(k);
       out->range = RG_VSHARD_RANGE(rg_get_u64(k + 8));
       return 0;
+    case RG_DB_FTEXT:                /* a record of one bucket's instance */
+      if (kn < RG_FTEXT_PREFIX + 2) return -1;   /* shorter: every bucket */
+      out->kind = RG_KP_RANGE;
+      out->cid = rg_get_u32(k);
+      out->range = (int)rg_get_u16(k + RG_FTEXT_PREFIX);
+      return 0;
     default:
       return -1;
   }

@@ -117,7 +117,10 @@ size_t rg_key_vector (uint8_t *out, uint32_t cid, uint32_t ixid,
                       uint64_t shard, int type, uint32_t n);
 /* A full-text index record's key (ftindex.c): cid | the index's id (the
 ** instance's prefix, RG_FTEXT_PREFIX bytes), then the record's kind, one
-** of RG_FK_* (RG_FTEXT_HEAD bytes); ftindex.c appends the rest. */
+** of RG_FK_* (RG_FTEXT_HEAD bytes); ftindex.c appends the rest.  Where
+** partitions are kept apart (a remote database) an instance is one
+** bucket's: its keys carry the bucket (u16) after the prefix, which says
+** their place (ftindex.h's seam writes it; rg_key_ftext does not). */
 #define RG_FTEXT_PREFIX 8
 #define RG_FTEXT_HEAD   9
 enum { RG_FK_BUILT = 'B', RG_FK_POSTINGS = 'P', RG_FK_LENGTHS = 'N',
@@ -136,7 +139,8 @@ void   rg_ref_hash_put (uint8_t *out, uint64_t hash);
 **                 unique, parts)
 **   RG_KP_RANGE   feed range `range` of container `cid` (feed, latest; a
 **                 vector index record, whose instance is that range's:
-**                 RG_VSHARD_RANGE)
+**                 RG_VSHARD_RANGE; a full-text record of a bucket's
+**                 instance)
 **   RG_KP_CID     some partition of container `cid`: the key does not say
 **                 which (a TTL entry; a container's statistics, kept per
 **                 partition and summed)

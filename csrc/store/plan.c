@@ -3027,8 +3027,8 @@ static int plan_text (planner *P, plan *pl, int local, int64_t now,
   int r;
   size_t want = 0;
   if (pl->src != SRC_SCAN || pl->routed != R_NONE) return 0;
-  r = rg_ftindex_plan(P->txn, P->spec, P->q, P->params, P->conj, P->nconj,
-                      P->mem, &pl->ftw, e);
+  r = rg_ftindex_plan(P->txn, P->env, P->spec, P->q, P->params, P->conj,
+                      P->nconj, P->mem, &pl->ftw, e);
   if (r < 0) return -r;
   pl->ftwhere = r;
   if (m->rank && m->norder == 1 && !local && !m->ngroup && !m->naggs &&
@@ -3036,7 +3036,7 @@ static int plan_text (planner *P, plan *pl, int local, int64_t now,
     int64_t top = count_value(P, m->top >= 0 ? m->top : m->limit), off = 0;
     if (m->offset >= 0) off = count_value(P, m->offset);
     if (top >= 0 && off >= 0 && top + off > 0) {
-      r = rg_ftindex_rank_plan(P->txn, P->spec, P->q, P->params,
+      r = rg_ftindex_rank_plan(P->txn, P->env, P->spec, P->q, P->params,
                                m->order[0].expr, now, P->mem, &pl->ft, e);
       if (r < 0) return -r;
       if (r == 1) want = (size_t)(top + off);
@@ -3069,8 +3069,11 @@ static int plan_text (planner *P, plan *pl, int local, int64_t now,
 }
 
 /* Feeds the items of n seqs in key order (a scan's order and positions,
-** from where the previous page ended).  0, 1 (stop), or a status. */
-static int feed_seqs (source *S, const uint32_t *seqs, size_t n) {
+** from where the previous page ended), each found in its bucket's
+** instance of index p (bk: search.h; NULL locally).  0, 1 (stop), or a
+** status. */
+static int feed_seqs (source *S, const rg_ftplan *p, const uint32_t *seqs,
+                      const uint16_t *bk, size_t n) {
   size_t i, nk = 0;
   size_t *off = NULL;
   tslice *keys = NULL;
@@ -3084,7 +3087,7 @@ static int feed_seqs (source *S, const uint32_t *seqs, size_t n) {
   }
   for (i = 0; i < n; i++) {
     rg_val ik;
-    rc = rg_ref_item(S->txn, S->env, seqs[i], &ik);
+    rc = rg_ftindex_item(S->txn, S->env, p, seqs[i], bk ? bk[i] : 0, &ik);
     if (rc == RG_NOTFOUND) continue;
     if (rc) { r = kv_fail(S, rc); goto done; }
     off[nk] = b.n;
@@ -3114,15 +3117,20 @@ done:
 /* The items that can pass the WHERE but those fed (sorted seqs). */
 static int feed_candidates (source *S, const uint32_t *fed, size_t nfed) {
   uint32_t *seqs = NULL;
+  uint16_t *bk = NULL;
   size_t n = 0, i, m = 0;
   int r;
-  if ((r = rg_ftindex_docs(S->txn, &S->pl->ftw, &seqs, &n, S->w, S->e)))
+  if ((r = rg_ftindex_docs(S->txn, &S->pl->ftw, &seqs, &bk, &n, S->w,
+                           S->e)))
     return r;
   for (i = 0; i < n; i++)
-    if (!nfed || !bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), rg_u32_cmp))
+    if (!nfed || !bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), rg_u32_cmp)) {
+      if (bk) bk[m] = bk[i];
       seqs[m++] = seqs[i];
-  r = feed_seqs(S, seqs, m);
+    }
+  r = feed_seqs(S, &S->pl->ftw, seqs, bk, m);
   free(seqs);
+  free(bk);
   return r;
 }
 
@@ -3162,18 +3170,21 @@ static int feed_rest (source *S, const uint32_t *fed, size_t nfed) {
 static int src_rank (source *S) {
   size_t want = S->pl->ftwant, ask = want + 1, nfed = 0, i, m;
   uint32_t *fed = NULL, *seqs = NULL, *batch = NULL;
+  uint16_t *bk = NULL, *bbk = NULL;
   double *scores = NULL;
   size_t n = 0;
   int r = 0;
   for (;;) {
     uint32_t *nf;
     int done;
-    if ((r = rg_ftindex_topk(S->txn, &S->pl->ft, ask, &seqs, &scores, &n,
-                             S->w, S->e)))
+    if ((r = rg_ftindex_topk(S->txn, &S->pl->ft, ask, &seqs, &scores, &bk,
+                             &n, S->w, S->e)))
       break;
     done = n < ask;
     if ((batch = (uint32_t *)malloc((n ? n : 1) * sizeof(uint32_t))) ==
         NULL ||
+        (bk && (bbk = (uint16_t *)malloc((n ? n : 1) * sizeof(uint16_t))) ==
+         NULL) ||
         (nf = (uint32_t *)realloc(fed, (nfed + n + 1) * sizeof(uint32_t))) ==
         NULL) {
       r = rg_fail(S->e, 500, "out of memory");
@@ -3184,17 +3195,21 @@ static int src_rank (source *S) {
       if (!done && scores[i] <= scores[n - 1]) break;
       if (nfed && bsearch(&seqs[i], fed, nfed, sizeof(uint32_t), rg_u32_cmp))
         continue;
+      if (bbk) bbk[m] = bk[i];
       batch[m++] = seqs[i];
     }
-    if ((r = feed_seqs(S, batch, m))) break;
+    if ((r = feed_seqs(S, &S->pl->ft, batch, bbk, m))) break;
     memcpy(fed + nfed, batch, m * sizeof(uint32_t));
     nfed += m;
     qsort(fed, nfed, sizeof(uint32_t), rg_u32_cmp);
     free(batch);
     free(seqs);
     free(scores);
+    free(bk);
+    free(bbk);
     batch = seqs = NULL;
     scores = NULL;
+    bk = bbk = NULL;
     if (rg_qexec_passed(S->x) >= want) break;
     if (done) {
       r = S->pl->ftwhere ? feed_candidates(S, fed, nfed)
@@ -3206,6 +3221,8 @@ static int src_rank (source *S) {
   free(batch);
   free(seqs);
   free(scores);
+  free(bk);
+  free(bbk);
   free(fed);
   return r;
 }
@@ -3213,13 +3230,15 @@ static int src_rank (source *S) {
 /* The candidates of a WHERE's full-text condition, or the ranking's. */
 static int src_text (source *S) {
   uint32_t *seqs = NULL;
+  uint16_t *bk = NULL;
   size_t n = 0;
   int r;
   if (S->pl->ftwant) return src_rank(S);
-  if ((r = rg_ftindex_docs(S->txn, &S->pl->ftw, &seqs, &n, S->w, S->e)))
+  if ((r = rg_ftindex_docs(S->txn, &S->pl->ftw, &seqs, &bk, &n, S->w, S->e)))
     return r;
-  r = feed_seqs(S, seqs, n);
+  r = feed_seqs(S, &S->pl->ftw, seqs, bk, n);
   free(seqs);
+  free(bk);
   return r;
 }
 /* }===================================================================== */

@@ -170,6 +170,9 @@ typedef struct rcur {
   uint8_t *pos;                   /* where it is: an entry's bytes */
   uint32_t posn;
   int at;                         /* on an entry */
+  int past;                       /* a seek found none at or after pos:
+                                     RG_PREV steps back from pos (LMDB's
+                                     cursor past the end gives the last) */
   int stopped;                    /* ran into what is not fetched */
   /* rg_cur_bound: entries start with lo (lon bytes, 0: no bound) and are
      before hi (hin bytes; none when the prefix is all 0xFF) */
@@ -234,11 +237,9 @@ struct rg_remote {
 
 static const rg_kv_ops remote_ops;
 
-/* The tables a host keeps (redis/regolith.lua's NT): not the full-text
-** table, whose postings and statistics span a container's partitions and
-** so have no place (remote.h); reading it finds nothing, writing it fails
-** (RG_NOPLACE). */
-#define KEPT (RG_DB_VECTOR + 1)
+/* The tables a host keeps (redis/regolith.lua's NT): all of them; a table
+** past these would read as empty and fail a write (RG_NOPLACE). */
+#define KEPT (RG_DB_FTEXT + 1)
 
 #define R(t) (((rtxn *)(t))->r)
 #define RC(c) ((rcur *)(c))
@@ -1470,8 +1471,9 @@ static int r_cur_get (rg_cur *cu, rg_val *k, rg_val *v, int op) {
       if (!c->placed) { c->stopped = 1; return RG_NOTFOUND; }
       break;
     default:
-      if (!c->at) return RG_NOTFOUND;
+      if (!c->at && !(op == RG_PREV && c->past)) return RG_NOTFOUND;
   }
+  c->past = 0;
   switch (op) {
     case RG_FIRST:
       return land(c, step(c, (const uint8_t *)"", 0, 1, 0), k, v);
@@ -1486,6 +1488,14 @@ static int r_cur_get (rg_cur *cu, rg_val *k, rg_val *v, int op) {
       return land(c, step(c, key, kn, 1, 0), k, v);
     case RG_SEEK:
       i = step(c, key, kn, 1, 0);
+      if (i == -1 && !ds) {             /* past the end: keep where */
+        free(c->pos);
+        if ((c->pos = dupb(key, kn)) == NULL) return ENOMEM;
+        c->posn = (uint32_t)kn;
+        c->at = 0;
+        c->past = 1;
+        return RG_NOTFOUND;
+      }
       if (ds && i >= 0) {               /* LMDB compares the keys alone: */
         ent *e = r->t[c->tb].v[i];      /* a key that is a proper prefix */
         size_t en = e->kn - ds;         /* of k is before k, dups and all */

@@ -30,11 +30,10 @@
 ** item it last read or wrote, the container whose spec it last read.
 ** The vector table's instances are one per bucket (the shard's top 16
 ** bits, layout.h's RG_VSHARD_AT): a record's key says its place, a key
-** shorter than a record's spans every bucket of its container.  The
-** full-text table has no place (its postings and statistics span the
-** container's partitions): a host keeps the other tables, and a
-** container with a full-text index is refused on a remote database (501,
-** docs/cluster.md).
+** shorter than a record's spans every bucket of its container.  So are
+** the full-text table's (ftindex.h's seam: the bucket after the index's
+** prefix); a container's statistics for BM25 are the sum of its buckets'
+** (search.c).
 **
 ** Invariants:
 **   - Nothing the engine answers from an overlay with needs is trusted:

@@ -1,6 +1,6 @@
 /*
-** search.c: the full-text policy of a container and the statistics its
-** queries score with (search.h).
+** search.c: a container's full-text indexes in the store, and the
+** statistics its queries score with (search.h; the policy: ftpolicy.c).
 */
 
 #include <stdlib.h>
@@ -8,150 +8,11 @@
 
 #include "base/json.h"
 #include "sql/text.h"
+#include "store/env.h"
 #include "store/ftindex.h"
+#include "store/index.h"
 #include "store/layout.h"
 #include "store/search.h"
-
-/*
-** {=====================================================================
-** The policy
-** ======================================================================
-*/
-static int lang_of (const cJSON *v, const char *what, int *out, rg_err *e) {
-  if (!cJSON_IsString(v) ||
-      (*out = rg_text_lang(v->valuestring, strlen(v->valuestring))) < 0)
-    return rg_fail(e, 400, "%s is one of en-US, de-DE, es-ES, fr-FR, it-IT, "
-                   "pt-PT, pt-BR", what);
-  return 0;
-}
-
-/* A plain path "/a/b": no wildcard, no array position. */
-static int plain_path (const cJSON *v, const char *what, rg_err *e) {
-  rg_path p;
-  int rc, i;
-  if (!cJSON_IsString(v))
-    return rg_fail(e, 400, "%s: a path must be a string", what);
-  if ((rc = rg_path_parse(&p, v->valuestring, 0, e))) return rc;
-  for (i = 0; i < p.n; i++)
-    if (strcmp(p.seg[i], "[]") == 0 || strcmp(p.seg[i], "*") == 0 ||
-        strcmp(p.seg[i], "?") == 0) {
-      rg_path_free(&p);
-      return rg_fail(e, 400, "%s: full-text paths take no wildcard or array "
-                     "position (\"%s\")", what, v->valuestring);
-    }
-  rg_path_free(&p);
-  return 0;
-}
-
-static rg_ftpath *find (struct rg_ftpolicy *p, const char *path, size_t n) {
-  int i;
-  for (i = 0; i < p->n; i++)
-    if (p->p[i].n == n && memcmp(p->p[i].path, path, n) == 0) return &p->p[i];
-  return NULL;
-}
-
-int rg_ftpolicy_build (rg_cspec *s, const cJSON *spec, const cJSON *ix,
-                       rg_err *e) {
-  const cJSON *pol = cJSON_GetObjectItemCaseSensitive(spec, "full_text");
-  const cJSON *cos = cJSON_GetObjectItemCaseSensitive(spec, "fullTextPolicy");
-  const cJSON *idx = NULL, *paths = NULL, *c;
-  struct rg_ftpolicy *p;
-  int cosmos = 0, rc = 0;
-  if (ix && cJSON_IsObject(ix)) {
-    idx = cJSON_GetObjectItemCaseSensitive(ix, "full_text");
-    if (idx == NULL) idx = cJSON_GetObjectItemCaseSensitive(ix, "fullTextIndexes");
-  }
-  if (pol && cos)
-    return rg_fail(e, 400, "give either option 'full_text' or "
-                   "'fullTextPolicy'");
-  if (pol == NULL || cJSON_IsNull(pol)) { pol = cos; cosmos = 1; }
-  if (pol && cJSON_IsNull(pol)) pol = NULL;
-  if (idx && cJSON_IsNull(idx)) idx = NULL;
-  s->ft = NULL;
-  if (pol == NULL && idx == NULL) return 0;
-  if ((p = (struct rg_ftpolicy *)calloc(1, sizeof(*p))) == NULL)
-    return rg_fail(e, 500, "out of memory");
-  s->ft = p;
-  if (pol) {
-    static const char *const lk[] = { "default_language", "paths", NULL };
-    static const char *const ck[] = { "defaultLanguage", "fullTextPaths", NULL };
-    const char *const *k = cosmos ? ck : lk;
-    const cJSON *m;
-    if (!cJSON_IsObject(pol))
-      return rg_fail(e, 400, "option '%s' is a table", cosmos ?
-                     "fullTextPolicy" : "full_text");
-    for (m = pol->child; m; m = m->next)
-      if (strcmp(m->string, k[0]) && strcmp(m->string, k[1]))
-        return rg_fail(e, 400, "option '%s' has no field '%s'",
-                       cosmos ? "fullTextPolicy" : "full_text", m->string);
-    m = cJSON_GetObjectItemCaseSensitive(pol, k[0]);
-    if (m && !cJSON_IsNull(m) &&
-        (rc = lang_of(m, "the full-text default language", &p->lang, e)))
-      return rc;
-    paths = cJSON_GetObjectItemCaseSensitive(pol, k[1]);
-    if (paths && cJSON_IsNull(paths)) paths = NULL;
-    if (paths && (!cJSON_IsArray(paths) ||
-                  cJSON_GetArraySize(paths) > RG_MAX_FT_PATHS))
-      return rg_fail(e, 400, "the full-text paths are a list of at most %d "
-                     "{path, language}", RG_MAX_FT_PATHS);
-  }
-  p->p = (rg_ftpath *)calloc((size_t)cJSON_GetArraySize(paths) + 1,
-                             sizeof(rg_ftpath));
-  if (p->p == NULL) return rg_fail(e, 500, "out of memory");
-  if (paths) for (c = paths->child; c; c = c->next) {
-    const cJSON *path = cJSON_GetObjectItemCaseSensitive(c, "path");
-    const cJSON *lang = cJSON_GetObjectItemCaseSensitive(c, "language");
-    rg_ftpath *fp;
-    if (!cJSON_IsObject(c))
-      return rg_fail(e, 400, "a full-text path is {path, language}");
-    if ((rc = plain_path(path, "a full-text path", e))) return rc;
-    if (find(p, path->valuestring, strlen(path->valuestring)))
-      return rg_fail(e, 400, "the full-text path %s is given twice",
-                     path->valuestring);
-    fp = &p->p[p->n];
-    fp->lang = p->lang;
-    if (lang && !cJSON_IsNull(lang) &&
-        (rc = lang_of(lang, "a full-text path's language", &fp->lang, e)))
-      return rc;
-    if ((fp->path = strdup(path->valuestring)) == NULL)
-      return rg_fail(e, 500, "out of memory");
-    fp->n = strlen(fp->path);
-    p->n++;
-  }
-  if (idx) {
-    if (!cJSON_IsArray(idx))
-      return rg_fail(e, 400, "the full-text indexes are a list of paths");
-    for (c = idx->child; c; c = c->next) {
-      const cJSON *path = cJSON_IsObject(c)
-                          ? cJSON_GetObjectItemCaseSensitive(c, "path") : c;
-      rg_ftpath *fp;
-      if ((rc = plain_path(path, "a full-text index", e))) return rc;
-      fp = find(p, path->valuestring, strlen(path->valuestring));
-      if (fp == NULL)
-        return rg_fail(e, 400, "the full-text index on %s needs the path in "
-                       "the full-text policy", path->valuestring);
-      fp->indexed = 1;
-    }
-  }
-  return 0;
-}
-
-void rg_ftpolicy_free (struct rg_ftpolicy *p) {
-  int i;
-  if (p == NULL) return;
-  for (i = 0; i < p->n; i++) free(p->p[i].path);
-  free(p->p);
-  free(p);
-}
-
-int rg_ftpolicy_lang (const rg_cspec *s, const char *path, size_t n) {
-  const rg_ftpath *fp;
-  if (s->ft == NULL) return RG_LANG_EN_US;
-  if (path && (fp = find(s->ft, path, n)) != NULL) return fp->lang;
-  return s->ft->lang;
-}
-/* }===================================================================== */
-
 
 /*
 ** {=====================================================================
@@ -167,7 +28,7 @@ uint32_t rg_ftindex_id (const rg_ftpath *p) {
 const rg_ftpath *rg_ftindex_of (const rg_cspec *s, const char *path,
                                 size_t n, int lang) {
   const rg_ftpath *fp;
-  if (s->ft == NULL || (fp = find(s->ft, path, n)) == NULL || !fp->indexed ||
+  if ((fp = rg_ftpolicy_path(s, path, n)) == NULL || !fp->indexed ||
       (lang >= 0 && fp->lang != lang))
     return NULL;
   return fp;
@@ -198,48 +59,111 @@ static const cJSON *text_at (const rg_ftpath *p, const cJSON *doc) {
   return cJSON_IsString(doc) ? doc : NULL;
 }
 
-struct rg_ftup {
-  rg_scope *s;
-  const rg_cspec *c;
-  rg_fti_seam st;
-  rg_ftkv kv;
-  int n;
-  const rg_ftpath *p[RG_MAX_FT_PATHS];
-  rg_fti_writer *w[RG_MAX_FT_PATHS];
-  uint8_t built[RG_MAX_FT_PATHS];    /* built from the items by begin: the
-                                        batch's changes are in already */
-};
+/*
+** Where partitions are kept apart (a remote database, remote.h) an index
+** has one instance per physical partition, beside its items, so that an
+** item's write and its index upkeep apply together: `nb` instances, the
+** seam of instance b writing bucket b's records (ftindex.h).  Locally one
+** instance (nb 1, no bucket in its keys).
+*/
+static int remote_of (const rg_env *env) {
+  return env != NULL && rg_env_remote(env) != NULL;
+}
 
-static int up_fail (rg_ftup *u, int rc, rg_err *e);
+static int nb_of (const rg_env *env, const rg_cspec *c) {
+  return remote_of(env) && c->nparts > 1 ? c->nparts : 1;
+}
+
+/* The bucket of a stored item (its key is valid, else it is not stored). */
+static int bucket_of (const rg_cspec *c, const cJSON *doc) {
+  const cJSON *pkv[RG_MAX_PK_PATHS];
+  rg_ikey k;
+  rg_err e;
+  rg_doc_pk(c, doc, pkv);
+  return rg_ikey_partition(c, pkv, &k, &e) == 0 ? k.range : 0;
+}
+
+/* The head of a record of kind `kind` (0: the prefix) of index ixid in
+** bucket b (-1: the only instance, locally). */
+static size_t ft_head (uint8_t *k, uint32_t cid, uint32_t ixid, int b,
+                       int kind) {
+  size_t n = rg_key_ftext(k, cid, ixid, 0);
+  if (b >= 0) { rg_put_u16(k + n, (uint32_t)b); n += 2; }
+  if (kind) k[n++] = (uint8_t)kind;
+  return n;
+}
+
+#define FT_HEAD_MAX (RG_FTEXT_HEAD + 2)
 
 /* An index is complete once its build record is there ('B'): an index
 ** the policy gained (a replace, or a database whose container named it
 ** before the store kept indexes) has none until a write transaction
-** builds it from the items, and queries scan until then. */
-static int is_built (rg_txn *txn, uint32_t cid, uint32_t ixid, int *out,
-                     rg_err *e) {
-  uint8_t k[RG_FTEXT_HEAD];
+** builds it from the items, and queries scan until then.  A remote
+** database's instances are built together (one build writes every
+** bucket's record): the first bucket's says. */
+static int is_built (rg_txn *txn, int remote, uint32_t cid, uint32_t ixid,
+                     int b, int *out, rg_err *e) {
+  uint8_t k[FT_HEAD_MAX];
   rg_val v;
-  int rc = rg_kv_get(txn, RG_DB_FTEXT, k, rg_key_ftext(k, cid, ixid,
-                                                        RG_FK_BUILT), &v);
+  int rc = rg_kv_get(txn, RG_DB_FTEXT, k,
+                     ft_head(k, cid, ixid, remote ? b : -1, RG_FK_BUILT),
+                     &v);
   *out = rc == 0;
   if (rc && rc != RG_NOTFOUND)
     return rg_kv_fail(e, rc, "read a full-text index");
   return 0;
 }
 
+struct rg_ftup {
+  rg_scope *s;
+  const rg_cspec *c;
+  int n, nb, remote;
+  const rg_ftpath *p[RG_MAX_FT_PATHS];
+  rg_fti_seam *st;                   /* nb: instance b's */
+  rg_ftkv *kv;
+  rg_fti_writer **w;                 /* n x nb, made at first use */
+  uint8_t built[RG_MAX_FT_PATHS];    /* built from the items by begin: the
+                                        batch's changes are in already */
+};
+
+static int up_fail (rg_ftup *u, int rc, rg_err *e);
+
+/* The writer of index i's instance in bucket b, made at its first use. */
+static rg_fti_writer *writer (rg_ftup *u, int i, int b) {
+  rg_fti_writer **w = &u->w[(size_t)i * (size_t)u->nb + (size_t)b];
+  if (*w == NULL &&
+      rg_fti_writer_new(w, &u->kv[b], fid_of(u->c, u->p[i]), u->p[i]->lang))
+    *w = NULL;
+  return *w;
+}
+
+/* Adds a document's text to (add) or removes it from index i, in the
+** instance of the item's bucket. */
+static int up_text (rg_ftup *u, int i, const cJSON *doc, uint32_t seq,
+                    const cJSON *t, int add, rg_err *e) {
+  int b = u->nb > 1 ? bucket_of(u->c, doc) : 0, rc;
+  rg_fti_writer *w;
+  if (b < 0 || b >= u->nb) b = 0;
+  if ((w = writer(u, i, b)) == NULL) return up_fail(u, 500, e);
+  rc = add ? rg_fti_add(w, seq, t->valuestring, strlen(t->valuestring))
+           : rg_fti_remove(w, seq, t->valuestring, strlen(t->valuestring));
+  return rc ? up_fail(u, rc, e) : 0;
+}
+
 /* Builds index i of u from every stored item of the container (items
 ** that expired unpurged too: their purge is a write that removes them). */
 static int build (rg_ftup *u, int i, rg_err *e) {
-  uint8_t pre[4], k0[RG_FTEXT_HEAD];
+  uint8_t pre[4], k0[FT_HEAD_MAX];
+  uint32_t ixid = rg_ftindex_id(u->p[i]);
   rg_cur *cur;
   rg_val k, v;
   uint64_t gone;
-  int rc;
-  /* from nothing: whatever a lost build record left goes first */
+  int rc, b;
+  /* from nothing: whatever a lost build record left goes first (every
+  ** bucket's: the prefix spans them) */
   if ((rc = rg_del_prefix(u->s, RG_DB_FTEXT, k0,
-                          rg_key_ftext(k0, u->c->cid, rg_ftindex_id(u->p[i]),
-                                       0), UINT64_MAX, &gone, e)))
+                          ft_head(k0, u->c->cid, ixid, -1, 0), UINT64_MAX,
+                          &gone, e)))
     return rc;
   if ((rc = rg_cur_open(u->s->txn, RG_DB_ITEMS, &cur)))
     return rg_scope_fail(u->s, rc, "read the items", e);
@@ -261,11 +185,10 @@ static int build (rg_ftup *u, int i, rg_err *e) {
       return rg_fail(e, 500, "corrupt item record");
     }
     if ((t = text_at(u->p[i], doc)) != NULL &&
-        (rc = rg_fti_add(u->w[i], h.seq, t->valuestring,
-                         strlen(t->valuestring)))) {
+        (rc = up_text(u, i, doc, h.seq, t, 1, e))) {
       cJSON_Delete(doc);
       rg_cur_close(cur);
-      return up_fail(u, rc, e);
+      return rc;
     }
     cJSON_Delete(doc);
   }
@@ -273,14 +196,19 @@ static int build (rg_ftup *u, int i, rg_err *e) {
   if (rc && rc != RG_NOTFOUND)
     return rg_scope_fail(u->s, rc, "read the items", e);
   u->built[i] = 1;
-  return rg_put(u->s, RG_DB_FTEXT, k0,
-                rg_key_ftext(k0, u->c->cid, rg_ftindex_id(u->p[i]),
-                             RG_FK_BUILT), "", 0, e);
+  for (b = 0; b < u->nb; b++)
+    if ((rc = rg_put(u->s, RG_DB_FTEXT, k0,
+                     ft_head(k0, u->c->cid, ixid, u->remote ? b : -1,
+                             RG_FK_BUILT), "", 0, e)))
+      return rc;
+  return 0;
 }
 
 static int up_fail (rg_ftup *u, int rc, rg_err *e) {
-  if (u->st.rc) return rg_scope_fail(u->s, u->st.rc, "write a full-text index",
-                                     e);
+  int b;
+  for (b = 0; b < u->nb; b++)
+    if (u->st[b].rc)
+      return rg_scope_fail(u->s, u->st[b].rc, "write a full-text index", e);
   if (rc == 400 || rc == 500) rc = rg_fail(e, rc, "full-text index: %s",
                                            rc == 500 ? "out of memory"
                                            : "bad item seq");
@@ -288,9 +216,16 @@ static int up_fail (rg_ftup *u, int rc, rg_err *e) {
   return rc;
 }
 
+static void up_free (rg_ftup *u) {
+  free(u->st);
+  free(u->kv);
+  free(u->w);
+  free(u);
+}
+
 int rg_ftup_begin (rg_ftup **out, rg_scope *s, const rg_cspec *c, rg_err *e) {
   rg_ftup *u;
-  int i;
+  int i, b;
   *out = NULL;
   if (c->ft == NULL) return 0;
   if ((u = (rg_ftup *)calloc(1, sizeof(*u))) == NULL) {
@@ -299,28 +234,34 @@ int rg_ftup_begin (rg_ftup **out, rg_scope *s, const rg_cspec *c, rg_err *e) {
   }
   u->s = s;
   u->c = c;
-  rg_fti_seam_init(&u->kv, &u->st, s->txn);
-  for (i = 0; i < c->ft->n; i++) {
-    const rg_ftpath *p = &c->ft->p[i];
-    if (!p->indexed) continue;
-    u->p[u->n] = p;
-    if (rg_fti_writer_new(&u->w[u->n], &u->kv, fid_of(c, p), p->lang)) {
-      rg_ftup_end(u, NULL);
-      s->failed = 500;
-      return rg_fail(e, 500, "out of memory");
-    }
-    u->n++;
+  u->remote = remote_of(s->env);
+  u->nb = nb_of(s->env, c);
+  for (i = 0; i < c->ft->n; i++)
+    if (c->ft->p[i].indexed) u->p[u->n++] = &c->ft->p[i];
+  if (u->n == 0) { free(u); return 0; }
+  u->st = (rg_fti_seam *)calloc((size_t)u->nb, sizeof(rg_fti_seam));
+  u->kv = (rg_ftkv *)calloc((size_t)u->nb, sizeof(rg_ftkv));
+  u->w = (rg_fti_writer **)calloc((size_t)u->nb * (size_t)u->n,
+                                  sizeof(rg_fti_writer *));
+  if (u->st == NULL || u->kv == NULL || u->w == NULL) {
+    up_free(u);
+    s->failed = 500;
+    return rg_fail(e, 500, "out of memory");
+  }
+  for (b = 0; b < u->nb; b++) {
+    rg_fti_seam_init(&u->kv[b], &u->st[b], s->txn);
+    if (u->remote) u->st[b].bucket = b;
   }
   for (i = 0; i < u->n; i++) {
     int built, rc;
-    if ((rc = is_built(s->txn, c->cid, rg_ftindex_id(u->p[i]), &built, e)) ||
+    if ((rc = is_built(s->txn, u->remote, c->cid, rg_ftindex_id(u->p[i]), 0,
+                       &built, e)) ||
         (!built && (rc = build(u, i, e)))) {
       if (!s->failed) s->failed = rc;
       rg_ftup_end(u, NULL);
       return rc;
     }
   }
-  if (u->n == 0) { free(u); return 0; }
   *out = u;
   return 0;
 }
@@ -333,30 +274,28 @@ int rg_ftup_item (rg_ftup *u, uint32_t seq, const cJSON *old,
     const cJSON *a = text_at(u->p[i], old), *b = text_at(u->p[i], neu);
     if (a == b || u->built[i]) continue;      /* both NULL, or built */
     if (a && b && strcmp(a->valuestring, b->valuestring) == 0) continue;
-    if (a && (rc = rg_fti_remove(u->w[i], seq, a->valuestring,
-                                 strlen(a->valuestring))))
-      return up_fail(u, rc, e);
-    if (b && (rc = rg_fti_add(u->w[i], seq, b->valuestring,
-                              strlen(b->valuestring))))
-      return up_fail(u, rc, e);
+    if (a && (rc = up_text(u, i, old, seq, a, 0, e))) return rc;
+    if (b && (rc = up_text(u, i, neu, seq, b, 1, e))) return rc;
   }
   return 0;
 }
 
 int rg_ftup_end (rg_ftup *u, rg_err *e) {
-  int i, rc = 0;
+  size_t i;
+  int rc = 0;
   if (u == NULL) return 0;
-  for (i = 0; i < u->n; i++) {
+  for (i = 0; i < (size_t)u->n * (size_t)u->nb; i++) {
+    rg_fti_seam *st = &u->st[i % (size_t)u->nb];
     rg_fti_work w;
+    if (u->w[i] == NULL) continue;
     memset(&w, 0, sizeof(w));
     if (rc == 0 && e && (rc = rg_fti_flush(u->w[i], &w, e)))
-      rc = u->st.rc ? rg_scope_fail(u->s, u->st.rc,
-                                    "write a full-text index", e)
-                    : (u->s->failed = rc);
+      rc = st->rc ? rg_scope_fail(u->s, st->rc, "write a full-text index", e)
+                  : (u->s->failed = rc);
     u->s->work.text_written += w.blocks_written;
     rg_fti_writer_free(u->w[i]);
   }
-  free(u);
+  up_free(u);
   return rc;
 }
 
@@ -406,38 +345,90 @@ int rg_ftindex_count (const rg_cspec *s, const cJSON *doc, uint64_t *docs) {
   return 0;
 }
 
-int rg_ftindex_verify (rg_txn *txn, const rg_cspec *s, const uint64_t *docs,
-                       rg_buf *report) {
-  rg_fti_seam st;
-  rg_ftkv kv;
+/* The statistics of index fp summed over its nb instances (remote: one per
+** bucket; else the one): the container's.  *reads counts the records. */
+static int sum_stats (rg_txn *txn, const rg_cspec *c, const rg_ftpath *fp,
+                      int remote, int nb, const char *const *terms,
+                      const size_t *lens, int nterms, uint64_t *docs,
+                      uint64_t *tokens, uint64_t *df, uint64_t *reads,
+                      rg_err *e) {
+  uint64_t *bdf = NULL;
+  int b, i, rc = 0;
+  *docs = *tokens = 0;
+  for (i = 0; i < nterms; i++) df[i] = 0;
+  if (nterms && (bdf = (uint64_t *)malloc((size_t)nterms * 8)) == NULL)
+    return rg_fail(e, 500, "out of memory");
+  for (b = 0; b < nb && rc == 0; b++) {
+    rg_fti_seam st;
+    rg_ftkv kv;
+    uint64_t d, t;
+    rg_fti_seam_init(&kv, &st, txn);
+    if (remote) st.bucket = b;
+    if ((rc = rg_fti_stats(&kv, fid_of(c, fp), terms, lens, nterms, &d, &t,
+                           bdf, e))) {
+      if (st.rc) rc = rg_kv_fail(e, st.rc, "read a full-text index");
+      break;
+    }
+    *docs += d;
+    *tokens += t;
+    for (i = 0; i < nterms; i++) df[i] += bdf[i];
+    *reads += 1 + (uint64_t)nterms;
+  }
+  free(bdf);
+  return rc;
+}
+
+int rg_ftindex_verify (rg_txn *txn, rg_env *env, const rg_cspec *s,
+                       const uint64_t *docs, rg_buf *report) {
   rg_cur *cur;
   rg_val k, v;
   uint8_t pre[RG_FTEXT_PREFIX];
-  int i, problems = 0, rc;
-  rg_fti_seam_init(&kv, &st, txn);
+  int i, problems = 0, rc, remote = remote_of(env), nb = nb_of(env, s);
   for (i = 0; s->ft && i < s->ft->n; i++) {
     const rg_ftpath *p = &s->ft->p[i];
     const char *none = NULL;
-    uint64_t d = 0, t = 0;
-    rg_err e;
-    int built = 0;
+    uint64_t sum = 0;
+    int b, built0 = 0;
     if (!p->indexed) continue;
-    if (is_built(txn, s->cid, rg_ftindex_id(p), &built, &e)) built = 1;
-    if (rg_fti_verify(&kv, fid_of(s, p), &e) ||
-        rg_fti_stats(&kv, fid_of(s, p), &none, NULL, 0, &d, &t, NULL, &e)) {
-      rg_buf_addf(report, "container '%s': the full-text index of %s: %s\n",
-                    s->name, p->path, e.msg);
-      problems++;
+    for (b = 0; b < nb; b++) {              /* each instance */
+      rg_fti_seam st;
+      rg_ftkv kv;
+      uint64_t d = 0, t = 0;
+      rg_err e;
+      int built = 0;
+      rg_fti_seam_init(&kv, &st, txn);
+      if (remote) st.bucket = b;
+      if (is_built(txn, remote, s->cid, rg_ftindex_id(p), b, &built, &e))
+        built = 1;
+      if (b == 0) built0 = built;
+      if (rg_fti_verify(&kv, fid_of(s, p), &e) ||
+          rg_fti_stats(&kv, fid_of(s, p), &none, NULL, 0, &d, &t, NULL, &e)) {
+        rg_buf_addf(report, "container '%s': the full-text index of %s%s: "
+                    "%s\n", s->name, p->path, remote ? " (a bucket's)" : "",
+                    e.msg);
+        problems++;
+        built0 = 0;
+        sum = docs[i];
+        break;
+      }
+      if (!built && d) {
+        rg_buf_addf(report, "container '%s': the full-text index of %s holds "
+                    "documents but lacks its build record\n", s->name,
+                    p->path);
+        problems++;
+      }
+      else if (built != built0) {
+        rg_buf_addf(report, "container '%s': the full-text index of %s lacks "
+                    "the build record of bucket %d\n", s->name, p->path,
+                    built0 ? b : 0);
+        problems++;
+      }
+      sum += d;
     }
-    else if (!built && d) {
-      rg_buf_addf(report, "container '%s': the full-text index of %s holds "
-                  "documents but lacks its build record\n", s->name, p->path);
-      problems++;
-    }
-    else if (built && d != docs[i]) {
+    if (built0 && sum != docs[i]) {
       rg_buf_addf(report, "container '%s': the full-text index of %s holds "
                     "%llu documents, the items %llu\n", s->name, p->path,
-                    (unsigned long long)d, (unsigned long long)docs[i]);
+                    (unsigned long long)sum, (unsigned long long)docs[i]);
       problems++;
     }
   }
@@ -523,23 +514,19 @@ static int index_stats (rg_ftsrc *f, const char *path, size_t n, int lang,
                         int nterms, uint64_t *docs, uint64_t *tokens,
                         uint64_t *df, rg_err *e) {
   const rg_ftpath *fp;
-  rg_fti_seam st;
-  rg_ftkv kv;
-  int rc, exp;
+  int rc, exp, remote = remote_of(f->c->env);
   if (f->plen != 4 ||                   /* the container's scope only */
       (fp = rg_ftindex_of(f->c->spec, path, n, lang)) == NULL)
     return 1;
-  if ((rc = is_built(f->txn, f->c->spec->cid, rg_ftindex_id(fp), &exp, e)))
+  if ((rc = is_built(f->txn, remote, f->c->spec->cid, rg_ftindex_id(fp), 0,
+                     &exp, e)))
     return rc;
   if (!exp) return 1;
   if ((rc = expired_unpurged(f, &exp, e))) return rc;
   if (exp) return 1;
-  rg_fti_seam_init(&kv, &st, f->txn);
-  if ((rc = rg_fti_stats(&kv, fid_of(f->c->spec, fp), terms, lens, nterms,
-                         docs, tokens, df, e)))
-    return st.rc ? rg_kv_fail(e, st.rc, "read a full-text index") : rc;
-  f->w->text_read += 1 + (uint64_t)nterms;
-  return 0;
+  return sum_stats(f->txn, f->c->spec, fp, remote,
+                   nb_of(f->c->env, f->c->spec), terms, lens, nterms, docs,
+                   tokens, df, &f->w->text_read, e);
 }
 
 /* From the index, or one pass over the items under the prefix. */
@@ -614,12 +601,15 @@ static int plan_lang (void *ud, const char *path, size_t n) {
   return rg_ftpolicy_lang((const rg_cspec *)ud, path, n);
 }
 
-int rg_ftindex_plan (rg_txn *txn, const rg_cspec *spec, const rg_query *q,
-                     const rg_qv *params, const int32_t *conj, int nconj,
-                     rg_arena *mem, rg_ftplan *out, rg_err *e) {
+int rg_ftindex_plan (rg_txn *txn, rg_env *env, const rg_cspec *spec,
+                     const rg_query *q, const rg_qv *params,
+                     const int32_t *conj, int nconj, rg_arena *mem,
+                     rg_ftplan *out, rg_err *e) {
   int i, r, built;
   if (spec->ft == NULL) return 0;
   out->spec = spec;
+  out->remote = remote_of(env);
+  out->nb = nb_of(env, spec);
   for (i = 0; i < nconj; i++) {
     r = rg_qfts_terms(q, params, conj[i], plan_lang, (void *)spec, mem,
                       &out->t);
@@ -627,51 +617,142 @@ int rg_ftindex_plan (rg_txn *txn, const rg_cspec *spec, const rg_query *q,
     if (r == 0 || computed(spec, &out->t)) continue;
     out->fp = rg_ftindex_of(spec, out->t.path, out->t.plen, -1);
     if (out->fp == NULL) continue;
-    if ((r = is_built(txn, spec->cid, rg_ftindex_id(out->fp), &built, e)))
+    if ((r = is_built(txn, out->remote, spec->cid, rg_ftindex_id(out->fp), 0,
+                      &built, e)))
       return -r;
     if (built) return 1;
   }
   return 0;
 }
 
-int rg_ftindex_docs (rg_txn *txn, const rg_ftplan *p,
-                     uint32_t **seqs, size_t *n, rg_work *w, rg_err *e) {
-  rg_fti_seam st;
-  rg_ftkv kv;
-  rg_fti_work fw;
-  int rc;
+/* Seqs found in instance b, gathered with their bucket. */
+typedef struct bseq {
+  uint32_t seq;
+  int bucket;
+  double score;
+} bseq;
+
+static int bseq_cmp (const void *a, const void *b) {
+  const bseq *x = (const bseq *)a, *y = (const bseq *)b;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int bseq_rank (const void *a, const void *b) {
+  const bseq *x = (const bseq *)a, *y = (const bseq *)b;
+  if (x->score != y->score) return x->score > y->score ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int add_bseqs (bseq **v, size_t *n, size_t *cap, const uint32_t *seqs,
+                      const double *scores, size_t m, int b) {
+  size_t i;
+  if (*n + m > *cap) {
+    size_t nc = (*n + m) * 2;
+    bseq *x = (bseq *)realloc(*v, (nc ? nc : 1) * sizeof(bseq));
+    if (x == NULL) return 500;
+    *v = x;
+    *cap = nc;
+  }
+  for (i = 0; i < m; i++) {
+    (*v)[*n].seq = seqs[i];
+    (*v)[*n].bucket = b;
+    (*v)[*n].score = scores ? scores[i] : 0;
+    (*n)++;
+  }
+  return 0;
+}
+
+/* Splits v (n) into malloc'd seqs, scores (or NULL) and buckets (or NULL,
+** where there is one instance); frees v. */
+static int split_bseqs (const rg_ftplan *p, bseq *v, size_t n,
+                        uint32_t **seqs, double **scores, uint16_t **bk,
+                        rg_err *e) {
+  size_t i, m = n ? n : 1;
+  *seqs = (uint32_t *)malloc(m * sizeof(uint32_t));
+  if (scores) *scores = (double *)malloc(m * sizeof(double));
+  if (bk) *bk = p->remote ? (uint16_t *)malloc(m * sizeof(uint16_t)) : NULL;
+  if (*seqs == NULL || (scores && *scores == NULL) ||
+      (bk && p->remote && *bk == NULL)) {
+    free(*seqs);
+    *seqs = NULL;
+    if (scores) { free(*scores); *scores = NULL; }
+    if (bk) { free(*bk); *bk = NULL; }
+    free(v);
+    return rg_fail(e, 500, "out of memory");
+  }
+  for (i = 0; i < n; i++) {
+    (*seqs)[i] = v[i].seq;
+    if (scores) (*scores)[i] = v[i].score;
+    if (bk && *bk) (*bk)[i] = (uint16_t)v[i].bucket;
+  }
+  free(v);
+  return 0;
+}
+
+int rg_ftindex_docs (rg_txn *txn, const rg_ftplan *p, uint32_t **seqs,
+                     uint16_t **bk, size_t *n, rg_work *w, rg_err *e) {
+  bseq *v = NULL;
+  size_t nv = 0, cap = 0;
+  int b, rc = 0;
   *seqs = NULL;
   *n = 0;
+  if (bk) *bk = NULL;
   if (p->t.none) return 0;
-  memset(&fw, 0, sizeof(fw));
-  rg_fti_seam_init(&kv, &st, txn);
-  rc = rg_fti_docs(&kv, fid_of(p->spec, p->fp), p->t.t, p->t.len, p->t.n,
-                   p->t.all, seqs, n, &fw, e);
-  w->text_read += 1 + fw.blocks_read;
-  if (rc && st.rc) return rg_kv_fail(e, st.rc, "read a full-text index");
-  return rc;
+  w->text_read += 1;
+  for (b = 0; b < p->nb && rc == 0; b++) {   /* the union of each bucket's */
+    rg_fti_seam st;
+    rg_ftkv kv;
+    rg_fti_work fw;
+    uint32_t *d = NULL;
+    size_t nd = 0;
+    memset(&fw, 0, sizeof(fw));
+    rg_fti_seam_init(&kv, &st, txn);
+    if (p->remote) st.bucket = b;
+    rc = rg_fti_docs(&kv, fid_of(p->spec, p->fp), p->t.t, p->t.len, p->t.n,
+                     p->t.all, &d, &nd, &fw, e);
+    w->text_read += fw.blocks_read;
+    if (rc && st.rc) rc = rg_kv_fail(e, st.rc, "read a full-text index");
+    if (rc == 0 && add_bseqs(&v, &nv, &cap, d, NULL, nd, b))
+      rc = rg_fail(e, 500, "out of memory");
+    free(d);
+  }
+  if (rc) { free(v); return rc; }
+  if (p->nb > 1) qsort(v, nv, sizeof(bseq), bseq_cmp);
+  if ((rc = split_bseqs(p, v, nv, seqs, NULL, bk, e))) return rc;
+  *n = nv;
+  return 0;
+}
+
+int rg_ftindex_item (rg_txn *txn, rg_env *env, const rg_ftplan *p,
+                     uint32_t seq, int bucket, rg_val *ikey) {
+  if (p->remote) {              /* its instance's place is the item's */
+    uint8_t k[FT_HEAD_MAX];
+    rg_val v;
+    int rc = rg_kv_get(txn, RG_DB_FTEXT, k,
+                       ft_head(k, p->spec->cid, rg_ftindex_id(p->fp), bucket,
+                               RG_FK_BUILT), &v);
+    if (rc && rc != RG_NOTFOUND) return rc;
+  }
+  return rg_ref_item(txn, env, seq, ikey);
 }
 
 int rg_ftindex_estimate (rg_txn *txn, const rg_ftplan *p, uint64_t *n,
                          rg_work *w, rg_err *e) {
-  rg_fti_seam st;
-  rg_ftkv kv;
   uint64_t docs, tokens, df[64];
   int i, rc;
   *n = 0;
   if (p->t.none) return 0;
-  rg_fti_seam_init(&kv, &st, txn);
-  if ((rc = rg_fti_stats(&kv, fid_of(p->spec, p->fp), p->t.t, p->t.len,
-                         p->t.n, &docs, &tokens, df, e)))
-    return st.rc ? rg_kv_fail(e, st.rc, "read a full-text index") : rc;
-  w->text_read += 1 + (uint64_t)p->t.n;
+  if ((rc = sum_stats(txn, p->spec, p->fp, p->remote, p->nb, p->t.t,
+                      p->t.len, p->t.n, &docs, &tokens, df, &w->text_read,
+                      e)))
+    return rc;
   *n = p->t.all ? docs : 0;
   for (i = 0; i < p->t.n; i++)
     *n = p->t.all ? (df[i] < *n ? df[i] : *n) : *n + df[i];
   return 0;
 }
 
-int rg_ftindex_rank_plan (rg_txn *txn, const rg_cspec *spec,
+int rg_ftindex_rank_plan (rg_txn *txn, rg_env *env, const rg_cspec *spec,
                           const rg_query *q, const rg_qv *params,
                           int32_t call, int64_t now, rg_arena *mem,
                           rg_ftplan *out, rg_err *e) {
@@ -681,18 +762,22 @@ int rg_ftindex_rank_plan (rg_txn *txn, const rg_cspec *spec,
   int r, exp;
   if (spec->ft == NULL) return 0;
   out->spec = spec;
+  out->remote = remote_of(env);
+  out->nb = nb_of(env, spec);
   r = rg_qfts_terms(q, params, call, plan_lang, (void *)spec, mem, &out->t);
   if (r < 0) return -rg_fail(e, 500, "out of memory");
   if (r == 0 || computed(spec, &out->t) ||
       (out->fp = rg_ftindex_of(spec, out->t.path, out->t.plen, -1)) == NULL)
     return 0;
-  if ((r = is_built(txn, spec->cid, rg_ftindex_id(out->fp), &exp, e)))
+  if ((r = is_built(txn, out->remote, spec->cid, rg_ftindex_id(out->fp), 0,
+                    &exp, e)))
     return -r;
   if (!exp) return 0;
   memset(&c, 0, sizeof(c));
   memset(&w, 0, sizeof(w));
   memset(&f, 0, sizeof(f));
   c.spec = (rg_cspec *)spec;
+  c.env = env;
   f.txn = txn;
   f.c = &c;
   f.now = now;
@@ -702,44 +787,51 @@ int rg_ftindex_rank_plan (rg_txn *txn, const rg_cspec *spec,
 }
 
 int rg_ftindex_topk (rg_txn *txn, const rg_ftplan *p, size_t k,
-                     uint32_t **seqs, double **scores, size_t *n,
-                     rg_work *w, rg_err *e) {
-  rg_fti_seam st;
-  rg_ftkv kv;
-  rg_fti_work fw;
+                     uint32_t **seqs, double **scores, uint16_t **bk,
+                     size_t *n, rg_work *w, rg_err *e) {
   rg_fti_hit *hit;
-  size_t i;
-  int rc;
+  rg_fti_totals tot, *tp = NULL;
+  uint64_t df[64];
+  bseq *v = NULL;
+  size_t nv = 0, cap = 0, i;
+  int b, rc = 0;
   *seqs = NULL;
   *scores = NULL;
   *n = 0;
-  if ((hit = (rg_fti_hit *)malloc((k ? k : 1) * sizeof(*hit))) == NULL ||
-      (*seqs = (uint32_t *)malloc((k ? k : 1) * sizeof(uint32_t))) == NULL ||
-      (*scores = (double *)malloc((k ? k : 1) * sizeof(double))) == NULL) {
-    free(hit);
-    free(*seqs);
-    *seqs = NULL;
+  if (bk) *bk = NULL;
+  if ((hit = (rg_fti_hit *)malloc((k ? k : 1) * sizeof(*hit))) == NULL)
     return rg_fail(e, 500, "out of memory");
+  if (p->nb > 1 && p->t.n <= 64) {    /* scored as one index would score */
+    tot.df = df;
+    tp = &tot;
+    rc = sum_stats(txn, p->spec, p->fp, p->remote, p->nb, p->t.t, p->t.len,
+                   p->t.n, &tot.docs, &tot.tokens, df, &w->text_read, e);
   }
-  memset(&fw, 0, sizeof(fw));
-  rg_fti_seam_init(&kv, &st, txn);
-  rc = rg_fti_topk(&kv, fid_of(p->spec, p->fp), p->t.t, p->t.len, p->t.n,
-                   p->t.all, k, NULL, NULL, hit, n, &fw, e);
-  w->text_read += 1 + fw.blocks_read;
-  for (i = 0; rc == 0 && i < *n; i++) {
-    (*seqs)[i] = hit[i].doc;
-    (*scores)[i] = hit[i].score;
+  w->text_read += 1;
+  for (b = 0; b < p->nb && rc == 0; b++) {   /* each bucket's best k */
+    rg_fti_seam st;
+    rg_ftkv kv;
+    rg_fti_work fw;
+    size_t nh = 0;
+    memset(&fw, 0, sizeof(fw));
+    rg_fti_seam_init(&kv, &st, txn);
+    if (p->remote) st.bucket = b;
+    rc = rg_fti_topk_with(&kv, fid_of(p->spec, p->fp), p->t.t, p->t.len,
+                          p->t.n, p->t.all, k, tp, NULL, NULL, hit, &nh, &fw,
+                          e);
+    w->text_read += fw.blocks_read;
+    if (rc && st.rc) rc = rg_kv_fail(e, st.rc, "read a full-text index");
+    for (i = 0; rc == 0 && i < nh; i++)
+      if (add_bseqs(&v, &nv, &cap, &hit[i].doc, &hit[i].score, 1, b))
+        rc = rg_fail(e, 500, "out of memory");
   }
   free(hit);
-  if (rc) {
-    free(*seqs);
-    free(*scores);
-    *seqs = NULL;
-    *scores = NULL;
-    *n = 0;
-    if (st.rc) return rg_kv_fail(e, st.rc, "read a full-text index");
-  }
-  return rc;
+  if (rc) { free(v); return rc; }
+  if (p->nb > 1) qsort(v, nv, sizeof(bseq), bseq_rank);
+  if (nv > k) nv = k;                 /* the best k of the merged */
+  if ((rc = split_bseqs(p, v, nv, seqs, scores, bk, e))) return rc;
+  *n = nv;
+  return 0;
 }
 
 void rg_ftsrc_init (rg_ftsrc *f, rg_txn *txn, const rg_cont *c,

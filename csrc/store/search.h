@@ -13,7 +13,8 @@
 ** query, from the path's full-text index when it has one and the scope is
 ** the container's (and no item has expired unpurged), otherwise by one
 ** pass over the items of the container, or of the routed logical
-** partition when the request asks for that scope.  Every item the
+** partition when the request asks for that scope.  On a remote database
+** the index's statistics are its buckets' instances' summed.  Every item the
 ** pass reads is counted in the query's work (it is charged like the
 ** query's own reads, and `info` shows it), and the pass ends with the
 ** query's 408 when the query's CPU time limit passes during it.
@@ -50,8 +51,11 @@ struct rg_ftpolicy {
 int  rg_ftpolicy_build (rg_cspec *s, const cJSON *spec, const cJSON *ix,
                         rg_err *e);
 void rg_ftpolicy_free (struct rg_ftpolicy *p);
+/* The policy's entry of a path (NULL: none). */
+const rg_ftpath *rg_ftpolicy_path (const rg_cspec *s, const char *path,
+                                   size_t n);
 /* The language of a path under the policy (NULL: its default); en-US
-** without a policy. */
+** without a policy.  (These four: ftpolicy.c.) */
 int  rg_ftpolicy_lang (const rg_cspec *s, const char *path, size_t n);
 
 /*
@@ -90,26 +94,35 @@ int  rg_ftindex_replace (rg_scope *s, const rg_cspec *from,
 ** of the container in the table.  Problems are appended to report and
 ** counted. */
 int  rg_ftindex_count (const rg_cspec *s, const cJSON *doc, uint64_t *docs);
-int  rg_ftindex_verify (rg_txn *txn, const rg_cspec *s, const uint64_t *docs,
-                        rg_buf *report);
+int  rg_ftindex_verify (rg_txn *txn, rg_env *env, const rg_cspec *s,
+                        const uint64_t *docs, rg_buf *report);
 
 /*
 ** Queries.  rg_ftindex_plan finds, among a WHERE's conjuncts, a full-text
 ** condition (FullTextContains, All, Any: rg_qfts_terms) on a path whose
 ** index is built: 1 and *out, or 0.  rg_ftindex_docs gives the seqs of
 ** the items that can pass it (ascending, malloc'd), counting the index
-** records read in w->text_read.  0, or a status.
+** records read in w->text_read.  0, or a status.  On a remote database
+** the index is one instance per bucket (ftindex.h): the seqs are the
+** union of the buckets', and *bk (malloc'd; NULL locally) gives each
+** seq's bucket, which rg_ftindex_item needs to find its item there.
 */
 typedef struct rg_ftplan {
   const rg_cspec *spec;
   const rg_ftpath *fp;
   rg_qftterms t;
+  int remote, nb;                   /* a remote database's; instances */
 } rg_ftplan;
-int rg_ftindex_plan (rg_txn *txn, const rg_cspec *spec, const rg_query *q,
-                     const rg_qv *params, const int32_t *conj, int nconj,
-                     rg_arena *mem, rg_ftplan *out, rg_err *e);
-int rg_ftindex_docs (rg_txn *txn, const rg_ftplan *p,
-                     uint32_t **seqs, size_t *n, rg_work *w, rg_err *e);
+int rg_ftindex_plan (rg_txn *txn, rg_env *env, const rg_cspec *spec,
+                     const rg_query *q, const rg_qv *params,
+                     const int32_t *conj, int nconj, rg_arena *mem,
+                     rg_ftplan *out, rg_err *e);
+int rg_ftindex_docs (rg_txn *txn, const rg_ftplan *p, uint32_t **seqs,
+                     uint16_t **bk, size_t *n, rg_work *w, rg_err *e);
+/* The item key of seq (rg_ref_item's answer), found in instance
+** `bucket` (remote; locally any). */
+int rg_ftindex_item (rg_txn *txn, rg_env *env, const rg_ftplan *p,
+                     uint32_t seq, int bucket, rg_val *ikey);
 /* How many items rg_ftindex_docs would give at most (the smallest
 ** document frequency of All's terms, the sum of Any's): 0, or a status. */
 int rg_ftindex_estimate (rg_txn *txn, const rg_ftplan *p, uint64_t *n,
@@ -120,14 +133,17 @@ int rg_ftindex_estimate (rg_txn *txn, const rg_ftplan *p, uint64_t *n,
 ** gives the best k items by the score the query computes, best first
 ** (seqs and scores, malloc'd; fewer than k: every item with a score above
 ** 0), among those holding all the terms when p->t.all is set (the
-** planner sets it when the WHERE requires them all).  0, or a status. */
-int rg_ftindex_rank_plan (rg_txn *txn, const rg_cspec *spec,
+** planner sets it when the WHERE requires them all).  0, or a status.
+** On a remote database each bucket's instance gives its best k scored
+** with the container's statistics (the buckets' summed), merged: the
+** same items and scores as one index; *bk as rg_ftindex_docs's. */
+int rg_ftindex_rank_plan (rg_txn *txn, rg_env *env, const rg_cspec *spec,
                           const rg_query *q, const rg_qv *params,
                           int32_t call, int64_t now, rg_arena *mem,
                           rg_ftplan *out, rg_err *e);
 int rg_ftindex_topk (rg_txn *txn, const rg_ftplan *p, size_t k,
-                     uint32_t **seqs, double **scores, size_t *n,
-                     rg_work *w, rg_err *e);
+                     uint32_t **seqs, double **scores, uint16_t **bk,
+                     size_t *n, rg_work *w, rg_err *e);
 
 /* A query's source of full-text statistics: items under `prefix` (the
 ** container's or the route's), read in `txn`, counted in `w`. */

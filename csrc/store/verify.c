@@ -341,7 +341,7 @@ static void verify_container (verifier *v, const rg_cspec *s) {
               "expected)", s->name, (unsigned long)nindex);
   }
   v->problems += rg_vindex_verify(v->txn, v->env, s, &v->report);
-  v->problems += rg_ftindex_verify(v->txn, s, ftdocs, &v->report);
+  v->problems += rg_ftindex_verify(v->txn, v->env, s, ftdocs, &v->report);
   if (!s->all_versions && count_prefix(v, RG_DB_FEED, s->cid) != 0)
     problem(v, "container '%s' keeps no all-versions feed, but the feed "
             "table holds %lu records of it", s->name,

@@ -59,22 +59,21 @@ describe("cluster database", function()
     assert(v:create({ id = "a", pk = "p", e = { 1, 0, 0 } }))
     assert.are.same({ "a" }, assert(v:query(
       "SELECT TOP 1 VALUE c.id FROM c ORDER BY VectorDistance(c.e, [1, 0, 0])")))
-    local _, msg, st
-    -- a full-text index: refused when created or added by a replace, not
-    -- accepted and then every write failing; the policy alone runs by scan
+    -- a full-text index is kept (one instance per bucket: query_parity_spec),
+    -- whether created with the container or added by a replace
     local ftp = { paths = { { path = "/text" } } }
-    _, msg, st = db:create_container("f", { partition_key = "/pk", full_text = ftp,
-      indexing = { full_text = { "/text" } } })
-    assert.are.equal(501, st)
-    assert.matches("full%-text indexes are not kept on a cluster", msg)
+    local g = assert(db:create_container("g", { partition_key = "/pk", full_text = ftp,
+      indexing = { full_text = { "/text" } } }))
+    assert(g:create({ id = "a", pk = "p", text = "bells ring" }))
     local f = assert(db:create_container("f", { partition_key = "/pk", full_text = ftp }))
     assert(f:create({ id = "a", pk = "p", text = "bells ring" }))
-    _, msg, st = db:replace_container("f", { partition_key = "/pk", full_text = ftp,
-      indexing = { fullTextIndexes = { { path = "/text" } } } })
-    assert.are.equal(501, st)
-    assert.matches("full%-text indexes are not kept on a cluster", msg)
-    assert.are.same({ "a" }, assert(f:query(
-      "SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, 'bell')")))
+    assert(db:replace_container("f", { partition_key = "/pk", full_text = ftp,
+      indexing = { fullTextIndexes = { { path = "/text" } } } }))
+    for _, k in ipairs({ g, db:container("f") }) do
+      local rows, info = k:query("SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, 'bell')")
+      assert.are.same({ "a" }, rows)
+      assert.is_true(info.full_text_read > 0)
+    end
     assert.is_true((db:set_throughput(nil)))
     -- the engine's queue is a local database's only: a request handed to
     -- it here is the caller's to run (false), and nothing ran or counted

@@ -133,7 +133,7 @@ describe("cluster functions", function()
 
   it("refuses malformed arguments without writing", function()
     for _, args in ipairs({ { "2", part(nil, {}, {}) }, { "1", "XXXX" },
-                            { "1", part(nil, {}, { { PUT, 10, 0, "a", "b" } }) },
+                            { "1", part(nil, {}, { { PUT, 11, 0, "a", "b" } }) },
                             { "1", part(nil, {}, { { PUT, 1, 0, "a", "b" } }):sub(1, -3) } }) do
       writes_nothing(function()
         local v, msg = c:fcall("rg_apply", keys, args)
@@ -142,6 +142,6 @@ describe("cluster functions", function()
       end)
     end
     local _, msg = c:fcall("rg_apply", { keys[1] }, { "1", part(nil, {}, {}) })
-    assert.matches("21 keys", msg)
+    assert.matches("23 keys", msg)
   end)
 end)

@@ -5,8 +5,9 @@
 -- subqueries, JOINs, ORDER BY in both directions with TOP and OFFSET,
 -- queries without FROM, VectorDistance (each option, brute force, the
 -- container's vector policy, ORDER BY it with TOP, in a partition and
--- fanned out, its score projected and filtered on), each whole and page by
--- page, with the same plan, work and charge.  Ordered queries must give the
+-- fanned out, its score projected and filtered on), vector and full-text
+-- indexes, each whole and page by page, with the same plan, work and
+-- charge.  Ordered queries must give the
 -- same sequence; the others the same rows.
 local C = require "cluster.support"
 local H = require "helper"
@@ -345,7 +346,22 @@ describe("the query language on a cluster", function()
     end)
   end
 
-  it("fills a vector index a replace adds on the cluster, empties one it removes, and refuses a full-text index (501)", function()
+  -- An entry written into a bucket's table behind the engine's back (the
+  -- table's hash h and zset z): verify reports it (`what`), and once it is
+  -- gone verify passes again.  Closes the client c.
+  local function stray_found(c, h, z, stray, what)
+    assert(c:call("HSET", h, stray, "x"))
+    assert(c:call("ZADD", z, 0, stray))
+    local ok, report = sides[2].db:verify()
+    assert.is_nil(ok)
+    assert.matches(what, report, 1, true)
+    assert(c:call("HDEL", h, stray))
+    assert(c:call("ZREM", z, stray))
+    c:close()
+    assert.is_true(sides[2].db:verify())
+  end
+
+  it("fills a vector index a replace adds on the cluster and empties one it removes", function()
     local rand = rng(777)
     local items = {}
     for i = 1, 300 do items[i] = vitem(rand, i) end
@@ -371,27 +387,152 @@ describe("the query language on a cluster", function()
     local gen = 0
     for j = 25, 32 do gen = gen * 256 + header:byte(j) end
     assert.are.equal(tonumber(assert(c:call("HGET", v, "lsn"))), gen)
-    local stray = all[1]:sub(1, 16) .. "q"
-    assert(c:call("HSET", h, stray, "x"))
-    assert(c:call("ZADD", z, 0, stray))
-    local ok, report = sides[2].db:verify()
-    assert.is_nil(ok)
-    assert.matches("entries no vector index needs", report, 1, true)
-    assert(c:call("HDEL", h, stray))
-    assert(c:call("ZREM", z, stray))
-    c:close()
-    assert.is_true(sides[2].db:verify())
+    stray_found(c, h, z, all[1]:sub(1, 16) .. "q", "entries no vector index needs")
     local spec = vspec("flat")
     spec.indexing = nil
     assert(sides[2].db:replace_container("vr", spec))
     assert.is_true(sides[2].db:verify())     -- no entry of the index is left
     assert(sides[2].db:delete_container("vr"))
-    local r, msg, status = sides[2].db:create_container("t", { partition_key = "/pk",
+  end)
+
+  -- Full-text indexes: a cluster keeps one instance per bucket, beside the
+  -- bucket's items; FullTextContains* read the union of the buckets'
+  -- candidates, FullTextScore (the container's scope) scores with the
+  -- buckets' statistics summed, ORDER BY RANK merges each bucket's best k
+  -- so scored.  Rows, order, scores and the plan's work are a local
+  -- index's; the charge is too but for the index records read, which a
+  -- cluster reads per bucket (each bucket's statistics and blocks: 0.01 RU
+  -- a record, docs/cluster.md), compared exactly.
+  local FWORDS = { "bell", "lamp", "saddle", "rope", "lantern", "kettle", "anchor", "compass" }
+  local function ftitem(rand, i)
+    local t = {}
+    for j = 1, rand(9) + 2 do t[j] = FWORDS[rand(rand(#FWORDS))] end
+    return { id = ("f%03d"):format(i), pk = "p" .. rand(12), text = table.concat(t, " ") }
+  end
+  local FTQ = {
+    "SELECT c.id, FullTextScore(c.text, 'bell', 'lamp') AS s FROM c ORDER BY RANK FullTextScore(c.text, 'bell', 'lamp')",
+    "SELECT TOP 10 c.id, FullTextScore(c.text, 'rope', 'anchor') AS s FROM c WHERE FullTextContainsAll(c.text, 'rope', 'anchor') ORDER BY RANK FullTextScore(c.text, 'rope', 'anchor')",
+    "SELECT TOP 10 c.id, FullTextScore(c.text, 'kettle', 'compass') AS s FROM c ORDER BY RANK FullTextScore(c.text, 'kettle', 'compass')",
+    "SELECT c.id, FullTextScore(c.text, 'saddle') AS s FROM c ORDER BY RANK FullTextScore(c.text, 'saddle') OFFSET 3 LIMIT 9",
+    "SELECT VALUE c.id FROM c WHERE FullTextContains(c.text, 'lantern')",
+    "SELECT VALUE c.id FROM c WHERE FullTextContainsAll(c.text, 'bell', 'rope')",
+    "SELECT VALUE c.id FROM c WHERE FullTextContainsAny(c.text, 'compass', 'kettles') AND c.pk != 'p3'",
+    "SELECT c.id, FullTextScore(c.text, 'bell') AS s FROM c WHERE c.pk = 'p5' ORDER BY RANK FullTextScore(c.text, 'bell')",
+  }
+
+  local function ftsame(name, label)
+    for _, sql in ipairs(FTQ) do
+      local order = sql:find("ORDER BY RANK", 1, true) ~= nil
+      for _, size in ipairs({ false, 4 }) do
+        local ra = all(sides[1][name], sql, nil, size or nil, order and { "s" } or {})
+        local rb = all(sides[2][name], sql, nil, size or nil, order and { "s" } or {})
+        assert.are.same(sequence(ra, order), sequence(rb, order),
+          label .. ": " .. sql .. (size and " (pages of 4)" or ""))
+        assert.are.equal(#ra.infos, #rb.infos, sql)
+        for i, ia in ipairs(ra.infos) do
+          local ib = rb.infos[i]
+          for _, k in ipairs({ "count", "loaded", "index_lookups", "partitions", "scanned", "full_text_loaded" }) do
+            assert.are.equal(ia[k], ib[k], ("%s: %s: page %d's %s"):format(label, sql, i, k))
+          end
+          if not sql:find("'p5'", 1, true) then
+            assert.is_true((ib.full_text_read or 0) > 0, sql)
+          end
+          local extra = ib.charge - ia.charge - 0.01 * ((ib.full_text_read or 0) - (ia.full_text_read or 0))
+          assert.is_true(extra >= -0.05 and extra <= 0.05 + 0.1 * (ia.loaded or 0) * 40 / 1024,
+            ("%s: %s: page %d charged %.2f locally, %.2f on the cluster (full-text records %s, %s)"):format(
+              label, sql, i, ia.charge, ib.charge, tostring(ia.full_text_read), tostring(ib.full_text_read)))
+        end
+      end
+    end
+    -- the per-partition scope: that partition's statistics (a scan of it)
+    local sql = "SELECT c.id, FullTextScore(c.text, 'lamp') AS s FROM c WHERE c.pk = 'p2' ORDER BY RANK FullTextScore(c.text, 'lamp')"
+    local a = assert(sides[1][name]:query(sql, nil, { full_text_score_scope = "local" }))
+    local b = assert(sides[2][name]:query(sql, nil, { full_text_score_scope = "local" }))
+    assert.are.same(a, b, label .. ": the local scope")
+  end
+
+  local function ftspec(indexed)
+    return { partition_key = "/pk", physical_partitions = 8,
       full_text = { paths = { { path = "/text" } } },
-      indexing = { full_text = { "/text" } } })
-    assert.is_nil(r)
-    assert.are.equal(501, status)
-    assert.matches("full-text indexes are not kept on a cluster", msg, 1, true)
+      indexing = indexed and { full_text = { "/text" } } or nil }
+  end
+
+  it("keeps a full-text index per bucket and searches and ranks alike, kept by every write", function()
+    local rand = rng(99)
+    local items = {}
+    for i = 1, 240 do items[i] = ftitem(rand, i) end
+    for _, side in ipairs(sides) do
+      local k = assert(side.db:create_container("ft", ftspec(true)))
+      local bulk = {}
+      for i = 1, 120 do bulk[i] = items[i] end
+      assert(k:bulk_load(bulk))
+      for i = 121, 240 do assert(k:create(items[i])) end
+      side.ft = k
+    end
+    ftsame("ft", "after a bulk load and creates")
+    for _, side in ipairs(sides) do
+      local k = side.ft
+      assert(k:replace({ id = "f001", pk = items[1].pk, text = "bell bell lamp lamp lamp" }))
+      assert(k:upsert({ id = "f002", pk = items[2].pk, text = "rope anchor rope" }))
+      assert(k:upsert({ id = "new", pk = "p4", text = "kettle compass kettle" }))
+      assert(k:patch("f003", items[3].pk, { { op = "set", path = "/text", value = "saddle lantern" } }))
+      assert(k:patch("f004", items[4].pk, { { op = "remove", path = "/text" } }))
+      assert(k:delete("f005", items[5].pk))
+      assert(k:batch(items[6].pk, { { op = "delete", id = "f006" },
+        { op = "create", doc = { id = "g006", pk = items[6].pk, text = "bell rope anchor" } } }))
+      assert(k:create_procedure("put", [[return function(ctx, doc) assert(ctx:create(doc)) return true end]]))
+      assert(k:execute("put", "p7", { id = "proc", pk = "p7", text = "lantern lantern bell" }))
+      assert(k:create_trigger("louder", { type = "pre", source = [[
+        return function(ctx)
+          local doc = ctx:body()
+          doc.text = doc.text .. " saddle"
+          ctx:set_body(doc)
+        end]] }))
+      assert(k:upsert({ id = "trig", pk = "p8", text = "compass" }, { pre_trigger = "louder" }))
+    end
+    ftsame("ft", "after every kind of write")
+    assert.is_true(sides[2].db:verify())
+    -- a stray record in a bucket's table: an index the container lacks
+    local c = C.client()
+    local cid, bucket, buckets = sides[2].ft:_remote_bucket(items[1].pk)
+    local keys = layout.place_keys(sides[2].url:match("/([^/]+)$"), cid, bucket, buckets)
+    local h, z = keys[11], keys[layout.TABLES + 11]
+    local some = assert(c:call("HKEYS", h))[1]
+    assert.is_string(some)
+    stray_found(c, h, z, some:sub(1, 4) .. "\0\0\0\1" .. some:sub(9, 10) .. "S",
+      "records of an index it does not have")
+    for _, side in ipairs(sides) do assert(side.db:delete_container("ft")) end
+    -- nothing of the dropped container is left in its buckets' tables
+    c = C.client()
+    assert.are.equal(0, assert(c:call("HLEN", h)))
+    c:close()
+  end)
+
+  it("builds a full-text index a replace adds on the cluster and drops one it removes", function()
+    local rand = rng(5)
+    local items = {}
+    for i = 1, 150 do items[i] = ftitem(rand, i) end
+    for _, side in ipairs(sides) do
+      local k = assert(side.db:create_container("ftr", ftspec(false)))
+      for i = 1, 150 do assert(k:create(items[i])) end
+      assert(side.db:replace_container("ftr", ftspec(true)))
+      side.ftr = side.db:container("ftr")
+    end
+    ftsame("ftr", "after a replace added the index")
+    assert.is_true(sides[2].db:verify())
+    for _, side in ipairs(sides) do
+      assert(side.db:replace_container("ftr", ftspec(false)))
+      side.ftr = side.db:container("ftr")
+    end
+    local c = C.client()
+    local cid, bucket, buckets = sides[2].ftr:_remote_bucket(items[1].pk)
+    local keys = layout.place_keys(sides[2].url:match("/([^/]+)$"), cid, bucket, buckets)
+    assert.are.equal(0, assert(c:call("HLEN", keys[11])))   -- no entry is left
+    c:close()
+    assert.is_true(sides[2].db:verify())
+    local sql = "SELECT c.id, FullTextScore(c.text, 'bell') AS s FROM c ORDER BY RANK FullTextScore(c.text, 'bell')"
+    assert.are.same(assert(sides[1].ftr:query(sql)), assert(sides[2].ftr:query(sql)))
+    for _, side in ipairs(sides) do assert(side.db:delete_container("ftr")) end
   end)
 
   it("fails alike: the same status and message", function()

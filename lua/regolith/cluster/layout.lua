@@ -23,7 +23,7 @@ local redis = require "regolith.cluster.redis"
 local M = {}
 
 M.GLOBAL = 4294967295           -- the global place's cid
-M.TABLES = 10
+M.TABLES = 11
 
 local floor = math.floor
 
@@ -59,7 +59,7 @@ function M.prefix(db, cid, bucket, buckets)
   return "rg:" .. db .. ":{" .. M.tags()[M.slot(db, cid, bucket, buckets)] .. "}:"
 end
 
--- The 21 keys of a place, as every Function takes them.
+-- The 23 keys of a place, as every Function takes them.
 local cache = setmetatable({}, { __mode = "k" })
 function M.place_keys(db, cid, bucket, buckets)
   local id = db .. "\0" .. cid .. "\0" .. bucket .. "\0" .. buckets
