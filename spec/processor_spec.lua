@@ -372,6 +372,82 @@ describe("processors", function()
     assert.has_error(function() db:run_processors({ forever = true }) end)
   end)
 
+  it("bounds a pass with max_ms: one batch, the next pass on the next range",
+    function()
+      for i = 1, 40 do assert(src:create({ id = "i" .. i, pk = "p" .. i })) end
+      local ranges, seen = {}, {}
+      local p = assert(db:processor({ name = "bounded", source = "src",
+        max_items = 2, handler = function(changes, info)
+          ranges[#ranges + 1] = info.feed_range
+          for _, ch in ipairs(changes) do
+            assert.is_nil(seen[ch.id])            -- once
+            seen[ch.id] = true
+          end
+        end }))
+      local function per_range()
+        local _, lag = p:lag()
+        local batches, first = 0, 0
+        for _, n in pairs(lag) do
+          batches = batches + math.ceil(n / 2)
+          first = first + math.min(n, 2)
+        end
+        return batches, first
+      end
+      local batches = per_range()
+      -- max_ms = 0: each pass stops after its first batch that delivered
+      local passes, total = 0, 0
+      repeat
+        local n = p:run_once({ max_ms = 0 })
+        assert.is_true(n <= 2)
+        passes, total = passes + 1, total + n
+      until n == 0
+      assert.are.equal(40, total)
+      assert.are.equal(batches, #ranges)
+      assert.are.equal(batches + 1, passes)      -- one batch a pass
+      for i = 1, 40 do assert.is_true(seen["i" .. i]) end
+      -- the ranges take turns: no range gives two batches in a row while
+      -- another still has changes (4 ranges, each with some)
+      local left = {}
+      for _, r in ipairs(ranges) do left[r] = (left[r] or 0) + 1 end
+      for i = 2, #ranges do
+        left[ranges[i - 1]] = left[ranges[i - 1]] - 1
+        if ranges[i] == ranges[i - 1] then
+          for r, n in pairs(left) do
+            if r ~= ranges[i] then assert.are.equal(0, n) end
+          end
+        end
+      end
+      -- without max_ms a pass is one batch of every range
+      for i = 41, 48 do assert(src:create({ id = "i" .. i, pk = "p" .. i })) end
+      local _, first = per_range()
+      assert.are.equal(first, p:run_once())
+      assert.are.equal(8 - first, p:run({ until_idle = true, max_ms = 0 }))
+      assert.has_error(function() p:run_once({ max_ms = -1 }) end)
+      assert.has_error(function() p:run_once({ max_ms = "1" }) end)
+      assert.has_error(function() p:run_once({ until_idle = true }) end)
+      p:close()
+    end)
+
+  it("lets every processor in with run_processors{max_ms}", function()
+    local order = {}
+    for _, name in ipairs({ "one", "two", "three" }) do
+      assert(db:processor({ name = name, source = "src", max_items = 1,
+        handler = function(changes)
+          order[#order + 1] = name .. #changes
+        end }))
+    end
+    for i = 1, 3 do assert(src:create({ id = "i" .. i, pk = "x" })) end
+    local total = 0
+    for _ = 1, 9 do
+      total = total + db:run_processors({ max_ms = 0 })
+    end
+    assert.are.equal(9, total)
+    assert.are.same({ "one1", "two1", "three1", "one1", "two1", "three1",
+      "one1", "two1", "three1" }, order)
+    assert.are.equal(0, db:run_processors({ max_ms = 0, until_idle = true }))
+    assert.has_error(function() db:run_processors({ max_ms = -1 }) end)
+  end)
+
   it("is closed when its database is closed", function()
     local other = H.open()
     assert(other:create_container("c", { partition_key = "/pk" }))

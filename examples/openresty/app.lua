@@ -43,6 +43,9 @@ local M = {}
 
 local PUMP_EVERY = 0.05        -- seconds between two timer ticks
 local PUMP_SLICE = 0.05        -- at most this long pumping in one tick
+local PASS_MS = 0              -- a pass stops after its first batch that
+                               -- delivered changes (run_processors'
+                               -- max_ms): requests get in between batches
 
 local db, model                -- this worker's
 local writer                   -- the model whose writes go through the
@@ -59,17 +62,21 @@ local function instance_name()
   return ("nginx-%d"):format(ngx.worker.pid())
 end
 
--- One timer tick: passes of every processor of this worker, while they
+-- One timer tick: passes of the processors of this worker, while they
 -- find work and for at most PUMP_SLICE seconds, letting requests in
--- between two passes.  A transactional handler runs inside a write
--- transaction and cannot yield; that is why the handlers stay short and
--- the tick yields only between passes.
+-- between two passes.  Each pass is bounded (PASS_MS): one batch of one
+-- range, the next pass going on with the next range and processor, so
+-- the worker's requests wait for one batch's transaction, not for one of
+-- every held range of every processor.  A transactional handler runs
+-- inside a write transaction and cannot yield; that is why the handlers
+-- stay short and the tick yields only between passes.
 local function pump(premature)
   if premature or busy or not db then return end
   busy = true
   local start = ngx.now()
   while true do
-    local ok, n, msg, status = pcall(db.run_processors, db)
+    local ok, n, msg, status = pcall(db.run_processors, db,
+                                     { max_ms = PASS_MS })
     if not ok then
       ngx.log(ngx.ERR, "processors: ", n)
       break

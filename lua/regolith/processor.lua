@@ -167,6 +167,7 @@ function M.open(db, opts)
     interval = math.min(lease_seconds * 1000 / 3, RENEW_MAX),
     next_renew = 0,
     held = {},
+    cursor = 1,                -- the held range the next pass starts at
     running = false,
     closed = false,
   }, Processor)
@@ -226,34 +227,59 @@ function Processor:_batch(range)
   return n
 end
 
-function Processor:_pass()
+-- A pass: a batch of each held range, starting at the range after the one
+-- the last pass stopped at (self.cursor).  With a deadline (clock ms), it
+-- stops once a batch that delivered changes ends past it, and the next
+-- pass goes on from the range after; so a pass that delivers nothing has
+-- looked at every held range.
+function Processor:_pass(deadline)
   if clock() >= self.next_renew then
     local ok, msg, status = self:_renew()
     if not ok then return nil, msg, status end
   end
   local total = 0
   local held = self.held
-  for i = 1, #held do
+  local count = #held
+  local start = self.cursor
+  for step = 1, count do
     if self.closed then break end
     if clock() >= self.next_renew then
       local ok, msg, status = self:_renew()
       if not ok then return nil, msg, status end
       break                    -- the next pass works on what is held now
     end
+    local i = (start + step - 2) % count + 1
+    self.cursor = i % count + 1
     local n, msg, status = self:_batch(held[i])
     if n == nil then
       if status ~= 409 then return nil, msg, status end
       self.next_renew = 0      -- the lease went: look again next pass
     else
       total = total + n
+      if deadline and n > 0 and clock() >= deadline then break end
     end
   end
   return total
 end
 
--- p:run_once() -> number of changes delivered in this pass
-function Processor:run_once()
+local ONCE_OPTIONS = { max_ms = "number" }
+
+-- The deadline of a pass bounded by opts.max_ms, or nil.
+local function deadline_of(opts, what)
+  if opts == nil then return nil end
+  check_options(opts, ONCE_OPTIONS, what)
+  if opts.max_ms == nil then return nil end
+  if not (opts.max_ms >= 0) then
+    error(what .. ": option 'max_ms' must be a number of milliseconds >= 0",
+      3)
+  end
+  return clock() + opts.max_ms
+end
+
+-- p:run_once{max_ms = ms} -> number of changes delivered in this pass
+function Processor:run_once(opts)
   self:_check()
+  local deadline = deadline_of(opts, "run_once")
   if self.running then
     error("processor '" .. self.name .. "' is already running", 2)
   end
@@ -262,7 +288,7 @@ function Processor:run_once()
       2)
   end
   self.running = true
-  local ok, n, msg, status = pcall(self._pass, self)
+  local ok, n, msg, status = pcall(self._pass, self, deadline)
   self.running = false
   if self.closing then              -- closed by the handler or on_error
     self.closing = false
@@ -272,7 +298,8 @@ function Processor:run_once()
   return n, msg, status
 end
 
-local RUN_OPTIONS = { until_idle = "boolean", timeout = "number" }
+local RUN_OPTIONS = { until_idle = "boolean", timeout = "number",
+  max_ms = "number" }
 
 -- The loop of run and db:run_processors: `pass` returns the changes
 -- delivered (or nil, msg, status).
@@ -299,11 +326,15 @@ local function loop(opts, what, pass, stopped)
   return total
 end
 
--- p:run{until_idle = bool, timeout = seconds} -> changes delivered.
+-- p:run{until_idle = bool, timeout = seconds, max_ms = ms} -> changes
+-- delivered, its passes bounded by max_ms (run_once).
 -- Without either option it runs until the processor is closed.
 function Processor:run(opts)
   self:_check()
-  return loop(opts, "run", function() return self:run_once() end,
+  return loop(opts, "run", function()
+    local max_ms = opts and opts.max_ms
+    return self:run_once(max_ms and { max_ms = max_ms })
+  end,
     function() return self.closed end)
 end
 
@@ -500,28 +531,57 @@ end
 function View:close() return self.state:close() end
 -- }=====================================================================
 
--- db:run_processors{until_idle, timeout} -> changes delivered: one pass
--- of every processor opened on this handle (without options), or passes
--- until none delivers anything (until_idle) or the time is up.
+-- The processor of each handle a bounded run_processors pass did not come
+-- to: the next pass starts there (weak, as `opened`).
+local resume = setmetatable({}, { __mode = "k" })
+
+-- db:run_processors{until_idle, timeout, max_ms} -> changes delivered: one
+-- pass of every processor opened on this handle (without until_idle and
+-- timeout), or passes until none delivers anything (until_idle) or the
+-- time is up.  max_ms bounds each pass as run_once's does: the processors
+-- after the one it stopped in wait for the next pass, which starts with
+-- them (and the one it stopped in goes on from its own cursor in turn).
 function M.run_all(db, opts)
+  local max_ms
   local function pass()
     local list, total = opened[db] or {}, 0
     local copy = {}
     for i = 1, #list do copy[i] = list[i] end
+    local first = 1
     for i = 1, #copy do
-      if not copy[i].closed then
-        local n, msg, status = copy[i]:run_once()
+      if copy[i] == resume[db] then first = i end
+    end
+    resume[db] = nil
+    local deadline = max_ms and clock() + max_ms
+    for step = 1, #copy do
+      local at = (first + step - 2) % #copy + 1
+      local p = copy[at]
+      if not p.closed then
+        local once = deadline and { max_ms = math.max(0, deadline - clock()) }
+        local n, msg, status = p:run_once(once)
         if n == nil then return nil, msg, status end
         total = total + n
+        if deadline and n > 0 and clock() >= deadline then
+          resume[db] = copy[at % #copy + 1]   -- p goes on from its
+          break                                -- cursor when its turn comes
+        end
       end
     end
     return total
   end
-  if opts ~= nil then check_options(opts, RUN_OPTIONS, "run_processors") end
+  if opts ~= nil then
+    check_options(opts, RUN_OPTIONS, "run_processors")
+    max_ms = opts.max_ms
+    if max_ms ~= nil and not (max_ms >= 0) then
+      error("run_processors: option 'max_ms' must be a number of " ..
+        "milliseconds >= 0", 2)
+    end
+  end
   if opts == nil or (opts.until_idle == nil and opts.timeout == nil) then
     return pass()
   end
-  return loop(opts, "run_processors", pass, function() return false end)
+  local loop_opts = { until_idle = opts.until_idle, timeout = opts.timeout }
+  return loop(loop_opts, "run_processors", pass, function() return false end)
 end
 
 -- Closes every processor opened on a handle (before the handle closes).
