@@ -27,6 +27,23 @@ local function same_answers(ref, c, sqls, loaded)
   end
 end
 
+-- ref and c hold the same documents (but for their system properties)
+-- and answer the queries on SPEC's paths alike.
+local function same_contents(ref, c, loaded)
+  local strip = function(rows)
+    for _, r in ipairs(rows) do r._etag, r._ts, r._lsn = nil, nil, nil end
+    return sorted(rows)
+  end
+  assert.are.same(strip(assert(ref:query("SELECT * FROM c"))),
+                  strip(assert(c:query("SELECT * FROM c"))))
+  same_answers(ref, c, {
+    "SELECT VALUE c.id FROM c WHERE c.g = 2 ORDER BY c.n DESC",
+    "SELECT VALUE c.id FROM c WHERE ARRAY_CONTAINS(c.tags, 't1')",
+    "SELECT VALUE c.id FROM c WHERE c.nested.a.b > 1100",
+    "SELECT VALUE COUNT(1) FROM c WHERE c.u = 'u77'",
+  }, loaded)
+end
+
 local SPEC = {
   partition_key = "/pk", physical_partitions = 4, default_ttl = -1,
   unique_keys = { { "/u" } }, change_feed = { all_versions = true },
@@ -64,18 +81,7 @@ describe("bulk load", function()
     -- the same container written by creates holds the same documents
     local ref = assert(db:create_container("ref", SPEC))
     for i = 1, 1200 do assert(ref:create(doc(i))) end
-    local strip = function(rows)
-      for _, r in ipairs(rows) do r._etag, r._ts, r._lsn = nil, nil, nil end
-      return sorted(rows)
-    end
-    assert.are.same(strip(assert(ref:query("SELECT * FROM c"))),
-                    strip(assert(c:query("SELECT * FROM c"))))
-    same_answers(ref, c, {
-      "SELECT VALUE c.id FROM c WHERE c.g = 2 ORDER BY c.n DESC",
-      "SELECT VALUE c.id FROM c WHERE ARRAY_CONTAINS(c.tags, 't1')",
-      "SELECT VALUE c.id FROM c WHERE c.nested.a.b > 1100",
-      "SELECT VALUE COUNT(1) FROM c WHERE c.u = 'u77'",
-    })
+    same_contents(ref, c)
     -- unique keys hold against what was loaded
     H.fails(409, c:create({ id = "new", pk = "p5", u = "u5" }))
     assert(c:create({ id = "new", pk = "p5", u = "u4" }))   -- another partition's
@@ -223,11 +229,82 @@ describe("bulk load", function()
     assert.is_true(db:verify())
   end)
 
+  it("loads in one transaction (transaction = \"load\"), with what batches write", function()
+    local docs = {}
+    for i = 1, 1200 do docs[i] = doc(i) end
+    docs[1201] = doc(7)                                   -- given twice: 409
+    local calls = 0
+    local res, info = assert(c:bulk_load(docs, { batch = 250,
+      transaction = "load", progress = function() calls = calls + 1 end }))
+    assert.are.equal(1200, res.written)
+    assert.are.equal(1, res.failed)
+    assert.are.same({ index = 1201, status = 409 },
+      { index = res.errors[1].index, status = res.errors[1].status })
+    assert.are.equal(5, calls)
+    assert.is_true(info.charge > 0)
+    assert.is_true(db:verify())
+    local ref = assert(db:create_container("ref", SPEC))
+    local rres, rinfo = assert(ref:bulk_load(docs, { batch = 250 }))
+    assert.are.same(rres, res)
+    assert.are.equal(rinfo.charge, info.charge)           -- the same charges
+    same_contents(ref, c, true)
+    assert.are.equal(1200, #assert(c:changes{ mode = "all_versions", max_items = 5000 }))
+    if not H.cluster then        -- locally one lsn for the load; on a cluster,
+                                 -- each batch is its own transaction
+      assert.are.equal(assert(c:read("i1", "p1"))._lsn,
+                       assert(c:read("i1100", "p2"))._lsn)
+    end
+  end)
+
+  H.local_it("leaves nothing of a load in one transaction that fails part way",
+    "on a cluster a load is a transaction per batch (docs/cluster.md)", function()
+    local i = 0
+    local function docs()
+      i = i + 1
+      if i == 95 then error("the source broke") end
+      return doc(i)
+    end
+    assert.has_error(function()
+      c:bulk_load(docs, { batch = 10, transaction = "load" })
+    end, "the source broke")
+    assert.are.equal(0, db:stats().containers.c.items)
+    assert.are.same({}, assert(c:changes{ max_items = 10 }))
+    i = 0                                         -- batches: those before stay
+    assert.has_error(function() c:bulk_load(docs, { batch = 10 }) end,
+      "the source broke")
+    assert.are.equal(90, db:stats().containers.c.items)
+    assert.is_true(db:verify())
+  end)
+
+  H.local_it("runs a load in one transaction again when the map grows, from a list only",
+    "a cluster has no map", function()
+    local path = H.tmpdir()
+    local small = assert(regolith.open(path, { map_size = 1048576 }))
+    local sc = assert(small:create_container("c", SPEC))
+    local big = {}
+    for k = 1, 3000 do big[k] = doc(k) end
+    local res = assert(sc:bulk_load(big, { batch = 500, transaction = "load" }))
+    assert.are.equal(3000, res.written)
+    local sc2 = assert(small:create_container("c2", SPEC))
+    local k, more = 0, {}
+    for m = 1, 6000 do more[m] = doc(m) end
+    local _, msg, status, partial = sc2:bulk_load(function()
+      k = k + 1
+      return more[k]
+    end, { batch = 500, transaction = "load" })
+    assert.are.equal(507, status, msg)
+    assert.are.same({ written = 0, failed = 0, errors = {} }, partial)
+    assert.are.equal(0, small:stats().containers.c2.items)
+    assert.is_true(small:verify())
+    small:close()
+  end)
+
   it("raises on misuse", function()
     assert.has_error(function() c:bulk_load("docs") end)
     assert.has_error(function() c:bulk_load({}, { batch = 0 }) end)
     assert.has_error(function() c:bulk_load({}, { mode = "replace" }) end)
     assert.has_error(function() c:bulk_load({}, { nope = 1 }) end)
+    assert.has_error(function() c:bulk_load({}, { transaction = "one" }) end)
     local res = assert(c:bulk_load({}))
     assert.are.equal(0, res.written)
   end)

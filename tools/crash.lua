@@ -17,14 +17,16 @@ child leads its own batches, and is killed while leading or waiting; the
 next child takes the queue over from the dead leader.
 
 It also bulk-loads new documents into a second container ("bulk"), in
-several batches per call, logging each batch the load reports done.
+several batches per call, logging each batch the load reports done; one
+load in three is one transaction (transaction = "load").
 
 After each kill the parent opens the database and checks:
   - db:verify() passes (indexes, unique keys, feed, statistics, the refs
     table: no half item, no dangling index entry);
   - every bulk load holds whole batches only: the first k batches of its
     documents, with k at least the batches it logged as done and at most
-    one more (the one in flight), or all of them once acknowledged;
+    one more (the one in flight), or all of them once acknowledged; a load
+    in one transaction holds all of its documents or none;
   - replaying the acknowledged calls of the log gives exactly the stored
     state: every key holds the sequence number of the last acknowledged write
     on it, or is gone after an acknowledged delete; only the one call in
@@ -147,7 +149,8 @@ local function child()
       -- a bulk load of new documents, in batches: "L seq n batch" first,
       -- "P seq done" after each batch, "A seq" at the end
       local n, batch = math.random(50, 400), math.random(10, 120)
-      log:write(("L %d %d %d\n"):format(seq, n, batch))
+      local whole = math.random(3) == 1
+      log:write(("L %d %d %d %d\n"):format(seq, n, batch, whole and 1 or 0))
       local j = 0
       local res = assert(bulk:bulk_load(function()
         j = j + 1
@@ -157,7 +160,8 @@ local function child()
                    v = { j % 7, j % 11, seq % 13, (j * seq) % 17 },
                    text = words(j * seq) }
         end
-      end, { batch = batch, progress = function(done)
+      end, { batch = batch, transaction = whole and "load" or "batch",
+             progress = function(done)
         log:write(("P %d %d\n"):format(seq, done))
       end }))
       assert(res.failed == 0)
@@ -213,8 +217,9 @@ local function replay(logfile)
     local kind, seq, rest = line:match("^(%a) (%d+)%s*(.*)$")
     seq = tonumber(seq)
     if kind == "L" then                 -- a bulk load
-      local n, batch = rest:match("^(%d+) (%d+)$")
-      loads[seq] = { n = tonumber(n), batch = tonumber(batch), done = 0 }
+      local n, batch, whole = rest:match("^(%d+) (%d+) ([01])$")
+      loads[seq] = { n = tonumber(n), batch = tonumber(batch), done = 0,
+                     whole = whole == "1" }
     elseif kind == "P" then
       loads[seq].done = tonumber(rest)
     elseif (kind == "A" or kind == "F") and loads[seq] then
@@ -240,7 +245,8 @@ end
 
 -- Each bulk load holds whole batches: the first k of its documents, k a
 -- multiple of its batch size (or all of them), at least what it logged as
--- done and at most one batch more; all once acknowledged.
+-- done and at most one batch more; all once acknowledged.  A load in one
+-- transaction (whose progress comes before its commit) holds all or none.
 local function check_loads(db, loads)
   local bulk = bulk_container(db)
   for seq, l in pairs(loads) do
@@ -255,10 +261,14 @@ local function check_loads(db, loads)
     end
     local whole = k % l.batch == 0 or k == l.n
     local lo, hi = l.done, math.min(l.n, l.done + l.batch)
+    if l.whole then
+      whole, lo, hi = k == 0 or k == l.n, 0, l.n
+    end
     if l.acked then lo, hi = l.n, l.n end
     if not whole or k < lo or k > hi then
-      return false, ("bulk load %d (%d documents, batches of %d, %d logged done%s) " ..
-        "holds %d"):format(seq, l.n, l.batch, l.done, l.acked and ", acknowledged" or "", k)
+      return false, ("bulk load %d (%d documents, batches of %d%s, %d logged done%s) " ..
+        "holds %d"):format(seq, l.n, l.batch, l.whole and " in one transaction" or "",
+        l.done, l.acked and ", acknowledged" or "", k)
     end
   end
   return true

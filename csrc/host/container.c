@@ -4,7 +4,8 @@
 **   c:create(doc, opts)   c:read(id, pk, opts)   c:replace(doc, opts)
 **   c:upsert(doc, opts)   c:delete(id, pk, opts)  c:patch(id, pk, ops, opts)
 **   c:read_many(list)     c:batch(pk, ops)       c:name()   c:spec()
-**   c:_bulk_opts(opts)  c:_bulk_batch(docs, mode)   (regolith/bulk.lua)
+**   c:_bulk_opts(opts)  c:_bulk_batch(docs, mode, joined)
+**   c:_bulk_whole(fn, again)                        (regolith/bulk.lua)
 **
 ** Reads run in the environment's cached read transaction and push the
 ** stored JSON straight onto the Lua stack.  Writes run their body in a
@@ -1085,19 +1086,25 @@ static int bulk_body (rg_scope *s, void *ud, rg_err *e) {
   return rc;
 }
 
-/* c:_bulk_opts(opts) -> batch, mode: bulk_load's options checked
-** (regolith/bulk.lua runs the load, a batch at a time). */
+/* c:_bulk_opts(opts) -> batch, mode, whole: bulk_load's options checked
+** (regolith/bulk.lua runs the load, a batch at a time); whole: the load
+** is one transaction (opts.transaction "load", on a local database). */
 static int cont_bulk_opts (lua_State *L) {
-  static const char *const allowed[] = { "batch", "mode", "progress", NULL };
-  const char *mode;
+  static const char *const allowed[] = { "batch", "mode", "progress",
+                                         "transaction", NULL };
+  const char *mode, *txn;
   lua_Integer batch;
-  rgl_checkcont(L, 1);
+  rg_lcont *lc = rgl_checkcont(L, 1);
   lua_settop(L, 2);
   rgl_opts_check(L, 2, allowed, "bulk_load");
   batch = rgl_opt_int(L, 2, "batch", BULK_BATCH, 1, BULK_BATCH_MAX, "bulk_load");
   mode = rgl_opt_string(L, 2, "mode", "bulk_load");
   if (mode && strcmp(mode, "create") != 0 && strcmp(mode, "upsert") != 0)
     return luaL_error(L, "bulk_load: mode must be \"create\" or \"upsert\"");
+  txn = rgl_opt_string(L, 2, "transaction", "bulk_load");
+  if (txn && strcmp(txn, "batch") != 0 && strcmp(txn, "load") != 0)
+    return luaL_error(L, "bulk_load: transaction must be \"batch\" or "
+                      "\"load\"");
   if (!lua_isnil(L, 2)) {
     lua_getfield(L, 2, "progress");
     if (!lua_isnil(L, -1) && !lua_isfunction(L, -1))
@@ -1106,11 +1113,61 @@ static int cont_bulk_opts (lua_State *L) {
   }
   lua_pushinteger(L, batch);
   lua_pushstring(L, mode ? mode : "create");
-  return 2;
+  lua_pushboolean(L, txn && strcmp(txn, "load") == 0 &&
+                  rg_env_remote(lc->c.env) == NULL);
+  return 3;
 }
 
-/* c:_bulk_batch(docs, mode) -> written, errors, work | nil, msg, status,
-** work: one transaction writing the documents docs[1..n] (n at most
+/* c:_bulk_whole(fn, again) -> true | nil, msg, status: runs fn() in one
+** write transaction (joining a running one), committed when fn returns
+** true, abandoned when it returns nil, msg, status (or raises).  A map
+** that runs out of room runs fn again from the start if `again` (the
+** documents can be read again), else fails the load (507): the iterator
+** it read from is spent. */
+typedef struct wholecall {
+  lua_State *L;
+  int again, runs;
+} wholecall;
+
+static int whole_body (rg_scope *s, void *ud, rg_err *e) {
+  wholecall *q = (wholecall *)ud;
+  lua_State *L = q->L;
+  int rc = 0;
+  (void)s;
+  if (q->runs++ > 0 && !q->again)
+    return rg_fail(e, 507, "insufficient storage: the map grew during a "
+                   "load in one transaction from an iterator (open the "
+                   "database with a larger map_size, or load in batches)");
+  lua_pushvalue(L, 2);
+  lua_call(L, 0, 3);
+  if (!lua_toboolean(L, -3))
+    rc = rg_fail(e, (int)luaL_optinteger(L, -1, 500), "%s",
+                 lua_tostring(L, -2) ? lua_tostring(L, -2) : "failed");
+  lua_pop(L, 3);
+  return rc;
+}
+
+static int cont_bulk_whole (lua_State *L) {
+  rg_lcont *lc = rgl_checkcont(L, 1);
+  wholecall q;
+  rg_db *d;
+  rg_err e;
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_settop(L, 3);
+  q.L = L;
+  q.again = lua_toboolean(L, 3);
+  q.runs = 0;
+  if ((d = writable(L, lc, &e)) == NULL) return rgl_push_fail(L, &e);
+  if (rgl_scope_run(L, lc->c.env, d->sync, 1, whole_body, &q, &e))
+    return rgl_push_fail(L, &e);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* c:_bulk_batch(docs, mode, joined) -> written, errors, work | nil, msg,
+** status, work: one transaction (with `joined`, a part of the running
+** one, c:_bulk_whole's, with no savepoint of its own: its failure fails
+** that transaction) writing the documents docs[1..n] (n at most
 ** BULK_BATCH_MAX) as creates (mode "create") or upserts would, but for
 ** the triggers; errors = {{index, status, message}} of those refused (the
 ** others are written).  Under a throughput budget the batch is admitted as
@@ -1119,6 +1176,7 @@ static int cont_bulk_opts (lua_State *L) {
 static int cont_bulk_batch (lua_State *L) {
   rg_lcont *lc = rgl_checkcont(L, 1);
   const char *mode = luaL_checkstring(L, 3);
+  int joined = lua_toboolean(L, 4);
   size_t i, n, failed = 0;
   bulkcall *q;
   rg_admit a;
@@ -1126,7 +1184,7 @@ static int cont_bulk_batch (lua_State *L) {
   rg_err e;
   int rc;
   luaL_checktype(L, 2, LUA_TTABLE);
-  lua_settop(L, 3);
+  lua_settop(L, 3);                    /* (joined is read) */
   n = (size_t)rg_rawlen(L, 2);
   luaL_argcheck(L, n <= BULK_BATCH_MAX, 2, "too many documents in a batch");
   a.own = a.pool = NULL;
@@ -1157,7 +1215,7 @@ static int cont_bulk_batch (lua_State *L) {
   if (n > 0) {
     if ((rc = rg_admit_begin(lc, 0, 0, RG_TP_EVERY, &a, &e)))
       return rgl_push_fail(L, &e);
-    rc = rgl_scope_run(L, lc->c.env, d->sync, 1, bulk_body, q, &e);
+    rc = rgl_scope_run(L, lc->c.env, d->sync, !joined, bulk_body, q, &e);
     rgl_account_work(L, lc, &a, &q->batch);
     if (rc) return rgl_push_fail(L, &e);
   }
@@ -1196,6 +1254,7 @@ void rgl_container_open (lua_State *L) {
     {"batch", cont_batch},
     {"_bulk_opts", cont_bulk_opts},
     {"_bulk_batch", cont_bulk_batch},
+    {"_bulk_whole", cont_bulk_whole},
     {NULL, NULL}
   };
   static const luaL_Reg meta[] = {

@@ -72,6 +72,7 @@ local PUMP_EVERY = 5000     -- writes between two runs of the processors
 -- leaves the pages it rewrote free behind it: 5,000 keeps the file within
 -- some 10 % of its pages in use at scale 0.01 (docs/performance.md).
 local BULK_BATCH = tonumber(os.getenv("BLOG_BULK_BATCH")) or 5000
+M.BULK_BATCH = BULK_BATCH
 
 -- An iterator over gen's users, each made into a document by `make`.
 function M.users(gen, make)
@@ -119,9 +120,10 @@ local function bulk_run(m, gen, opts, total, progress)
   local items, charge, done = 0, 0, 0
   for _, src in ipairs(m:bulk_sources(gen)) do
     local res, info, status = src.container:bulk_load(src.docs, {
-      batch = BULK_BATCH,
+      batch = opts.batch or BULK_BATCH, transaction = opts.transaction,
       progress = function(n)
         if not opts.quiet then progress.update(done + n) end
+        if opts.watch then opts.watch(done + n) end
       end })
     if not res and status == 501 and items == 0 then return nil end
     if not res then error(("bulk load of %s: %s (%s)"):format(
@@ -140,7 +142,10 @@ local function bulk_run(m, gen, opts, total, progress)
 end
 
 -- Loads gen's data set into model m.  opts.label names it in the progress
--- line; opts.quiet turns progress off; opts.requests loads through the
+-- line; opts.quiet turns progress off; opts.batch is the bulk load's batch
+-- (default BULK_BATCH), opts.transaction its transaction ("load": the
+-- whole of each container's load in one); opts.watch(done) is called after each bulk-load
+-- batch with the items loaded so far; opts.requests loads through the
 -- model's commands instead of by bulk load (as on a database without
 -- one: a cluster).
 function M.run(m, gen, opts)

@@ -9,7 +9,10 @@ the triggers), so that a load runs as a series of calls on either backend
 {written, failed, errors = {{index, status, message}}}; opts.batch
 documents per transaction (default 10000), opts.mode "create" (the
 default: an existing item is a 409 of its own) or "upsert",
-opts.progress(done, written, failed) after each batch.  Under a throughput
+opts.progress(done, written, failed) after each batch; opts.transaction
+"load" (a local database) makes the whole load one transaction, the
+batches parts of it (c:_bulk_whole), so that a table's pages are copied
+once per load rather than once per batch.  Under a throughput
 budget each batch is admitted as a fan-out request is and debited its
 charge; a 429 (any failure of a batch) stops the load, the batches before
 it written.
@@ -19,14 +22,10 @@ local core = require "regolith.core"
 
 local work_add, work_info = core._work_add, core._work_info
 
-local function bulk_load(c, docs, opts)
+-- The load, batch after batch: result, work | nil, msg, status, result.
+-- `joined`: the batches are parts of c:_bulk_whole's transaction.
+local function batches(c, docs, size, mode, progress, joined)
   local kind = type(docs)
-  if kind ~= "table" and kind ~= "function" then
-    error("bad argument #1 to 'bulk_load' (a list of documents or an " ..
-      "iterator function)", 2)
-  end
-  local size, mode = c:_bulk_opts(opts)
-  local progress = opts and opts.progress
   local pos, written, failed, work, errors = 0, 0, 0, nil, {}
   local more = true
   while more do
@@ -39,7 +38,7 @@ local function bulk_load(c, docs, opts)
       batch[#batch + 1] = d
     end
     if #batch == 0 then break end
-    local n, errs, w = c:_bulk_batch(batch, mode)
+    local n, errs, w = c:_bulk_batch(batch, mode, joined)
     if not n then
       local result = { written = written, failed = failed, errors = errors }
       return nil, "bulk_load: a batch failed (the batches before it are " ..
@@ -54,7 +53,37 @@ local function bulk_load(c, docs, opts)
     end
     if progress then progress(pos, written, failed) end
   end
-  return { written = written, failed = failed, errors = errors }, work_info(work)
+  return { written = written, failed = failed, errors = errors }, work
+end
+
+local function bulk_load(c, docs, opts)
+  local kind = type(docs)
+  if kind ~= "table" and kind ~= "function" then
+    error("bad argument #1 to 'bulk_load' (a list of documents or an " ..
+      "iterator function)", 2)
+  end
+  local size, mode, whole = c:_bulk_opts(opts)
+  local progress = opts and opts.progress
+  if not whole then
+    local result, work, status, partial = batches(c, docs, size, mode,
+      progress)
+    if not result then return nil, work, status, partial end
+    return result, work_info(work)
+  end
+  -- one transaction: a failure anywhere leaves nothing of the load
+  local result, work, msg, status
+  local ok, err, st = c:_bulk_whole(function()
+    result, work, status = batches(c, docs, size, mode, progress, true)
+    if result then return true end
+    msg, result = work, nil
+    return nil, "bulk_load: a batch failed (nothing of the load is " ..
+      "written): " .. msg:gsub("^bulk_load: a batch failed %b(): ", ""),
+      status
+  end, kind == "table")
+  if not ok then
+    return nil, err, st, { written = 0, failed = 0, errors = {} }
+  end
+  return result, work_info(work)
 end
 
 return { bulk_load = bulk_load }
