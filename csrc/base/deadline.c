@@ -35,12 +35,6 @@ void rg_deadline_start (rg_deadline *d, int64_t limit_ns) {
   else { d->ref = -1; d->gate = 0; d->wall = 0; }
 }
 
-int64_t rg_deadline_used (rg_deadline *d) {
-  if (d->limit == 0) return d->used;
-  if (d->ref < 0) return d->used + (rg_coarse_ms() - d->wall) * 1000000;
-  return d->used + (cpu_ns() - d->ref);
-}
-
 int rg_deadline_check (rg_deadline *d) {
   int64_t now, used;
   if (d->passed) return 1;

@@ -56,8 +56,6 @@ static inline int64_t rg_coarse_ms (void) {
 
 /* Starts the clock of work allowed `limit_ns` of CPU (0: no limit). */
 void    rg_deadline_start (rg_deadline *d, int64_t limit_ns);
-/* CPU time the work has taken so far, ns. */
-int64_t rg_deadline_used (rg_deadline *d);
 /* The slow part of rg_deadline_passed: reads the CPU clock. */
 int     rg_deadline_check (rg_deadline *d);
 

@@ -107,26 +107,6 @@ int  rgl_push_throttled (lua_State *L, const rg_err *e, const rg_admit *a);
 ** table on the stack, or nothing (returns 0) when it accounts nothing. */
 int  rgl_push_tpstat (lua_State *L, rg_env *env, uint32_t cid);
 
-/* The stored form of a container's spec (db.c): the options at optsix
-** (already checked for unknown keys) with the name and the current
-** revision (a replaced container keeps its own: catalog.c), validated
-** (misuse raises, naming `what`), in a boxed buffer left on the stack. */
-rg_buf *rgl_spec_text (lua_State *L, int optsix, const char *what,
-                       const char *name, size_t namelen);
-/* A partition key argument (a value, or an array of one value per level)
-** as cJSON nodes on the C stack (container.c); strings holding NUL leave a
-** copy on the Lua stack while they are used. */
-int  rgl_pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
-                      cJSON nodes[RG_MAX_PK_PATHS],
-                      const cJSON *pkv[RG_MAX_PK_PATHS], rg_err *e);
-
-/* Query parameters (nil or a table {name = value}, a leading '@'
-** allowed) as a JSON object, and opts.partition_key into a request, its
-** tree kept in *own (query.c); 400 for what is wrong with them. */
-int  rgl_params_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e);
-int  rgl_query_pk (lua_State *L, int idx, const rg_cspec *spec, cJSON **own,
-                   rg_query_req *rq, rg_err *e);
-
 /* Pushes a batch of changes as a Lua array in the mode's shape. */
 int  rgl_batch_push (lua_State *L, const rg_cspec *spec, int mode,
                      const rg_batch *b, rg_err *e);

@@ -194,10 +194,11 @@ static int pk_isnone (lua_State *L, int idx) {
 
 /* The partition key argument at idx: a value, or for hierarchical keys an
 ** array of one value per level (or the none value, an empty object).
-** Fills nodes/pkv. */
-int rgl_pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
-                     cJSON nodes[RG_MAX_PK_PATHS],
-                     const cJSON *pkv[RG_MAX_PK_PATHS], rg_err *e) {
+** Fills nodes/pkv, cJSON nodes on the C stack; strings holding NUL leave
+** a copy on the Lua stack while they are used. */
+static int pk_from_lua (lua_State *L, int idx, const rg_cspec *spec,
+                       cJSON nodes[RG_MAX_PK_PATHS],
+                       const cJSON *pkv[RG_MAX_PK_PATHS], rg_err *e) {
   int i, rc;
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
   for (i = 0; i < RG_MAX_PK_PATHS; i++) pkv[i] = NULL;
@@ -232,7 +233,7 @@ static int key_from_args (lua_State *L, const rg_cspec *spec, int idix,
     return rg_fail(e, 400, "id must be a string, not %s", luaL_typename(L, idix));
   *id = lua_tolstring(L, idix, idlen);
   if ((rc = rg_check_id(*id, *idlen, RG_MAX_ID, "id", e))) return rc;
-  if ((rc = rgl_pk_from_lua(L, pkix, spec, nodes, pkv, e))) return rc;
+  if ((rc = pk_from_lua(L, pkix, spec, nodes, pkv, e))) return rc;
   if ((rc = rg_ikey_partition(spec, pkv, k, e))) return rc;
   rg_ikey_id(k, *id, *idlen);
   return 0;
@@ -245,7 +246,7 @@ int rgl_pk_partition (lua_State *L, int idx, const rg_cspec *spec,
   rg_err e;
   int top = lua_gettop(L), ok;
   idx = idx < 0 ? top + idx + 1 : idx;
-  ok = rgl_pk_from_lua(L, idx, spec, nodes, pkv, &e) == 0 &&
+  ok = pk_from_lua(L, idx, spec, nodes, pkv, &e) == 0 &&
        rg_ikey_partition(spec, pkv, k, &e) == 0;
   lua_settop(L, top);
   return ok;
@@ -642,7 +643,7 @@ static int bind_partition (rg_scope *s, lua_State *L, int idx,
   cJSON nodes[RG_MAX_PK_PATHS];
   const cJSON *pkv[RG_MAX_PK_PATHS];
   int rc;
-  if ((rc = rgl_pk_from_lua(L, idx, spec, nodes, pkv, e)) ||
+  if ((rc = pk_from_lua(L, idx, spec, nodes, pkv, e)) ||
       (rc = rg_ikey_partition(spec, pkv, &b->key, e)))
     return rc;
   b->saved = s->bound;
@@ -698,7 +699,7 @@ static int write_body (rg_scope *s, void *ud, rg_err *e) {
       return rg_fail(e, 400, "id must be a string, not %s",
                      luaL_typename(L, q->idix));
     w.id = lua_tolstring(L, q->idix, &w.idlen);
-    if ((rc = rgl_pk_from_lua(L, q->pkix, q->c->spec, nodes, w.pkv, e)))
+    if ((rc = pk_from_lua(L, q->pkix, q->c->spec, nodes, w.pkv, e)))
       return rc;
     if (q->opsix) {
       if ((rc = patch_ops(L, q->opsix, q, e))) return rc;

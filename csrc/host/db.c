@@ -96,8 +96,12 @@ static int readonly_fail (lua_State *L) {
 ** Containers
 ** ======================================================================
 */
-rg_buf *rgl_spec_text (lua_State *L, int optsix, const char *what,
-                       const char *name, size_t namelen) {
+/* The stored form of a container's spec: the options at optsix
+** (already checked for unknown keys) with the name and the current
+** revision (a replaced container keeps its own: catalog.c), validated
+** (misuse raises, naming `what`), in a boxed buffer left on the stack. */
+static rg_buf *spec_text (lua_State *L, int optsix, const char *what,
+                          const char *name, size_t namelen) {
   cJSON *j = NULL, *nm;
   rg_cspec *spec = NULL;
   rg_buf *text;
@@ -145,7 +149,7 @@ static int container_call (lua_State *L, int replace) {
   luaL_checktype(L, 3, LUA_TTABLE);
   rgl_opts_check(L, 3, allowed, what);
   if (bad) return rgl_push_fail(L, &e);
-  text = rgl_spec_text(L, 3, what, name, namelen);
+  text = spec_text(L, 3, what, name, namelen);
   if (d->readonly) return readonly_fail(L);
   if (replace)
     rc = rg_catalog_replace(d->env, d->sync, name, namelen, text->p, text->n,

@@ -42,7 +42,7 @@ static void qcall_clear (void *p) {
 ** status, partitions contacted, items loaded, index lookups, whether it
 ** fanned out. */
 /* params: nil or a table {name = value} (a leading '@' is allowed). */
-int rgl_params_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
+static int params_from_lua (lua_State *L, int idx, cJSON **out, rg_err *e) {
   cJSON *c, *d;
   int rc;
   *out = NULL;
@@ -80,8 +80,8 @@ static int none (const cJSON *v) {
 
 /* opts.partition_key (on the stack at idx) into the request; the tree is
 ** kept in *own. */
-int rgl_query_pk (lua_State *L, int idx, const rg_cspec *spec, cJSON **own,
-                  rg_query_req *rq, rg_err *e) {
+static int query_pk (lua_State *L, int idx, const rg_cspec *spec, cJSON **own,
+                     rg_query_req *rq, rg_err *e) {
   int rc, i;
   cJSON *c;
   if (lua_isnil(L, idx)) return 0;
@@ -162,8 +162,8 @@ static int page (lua_State *L, int cix, int sqlix, int pix, int pkix,
   rq.fts_local = fts_local;
   q = (qcall *)rgl_newbox(L, sizeof(qcall), qcall_clear);
   top = lua_gettop(L);
-  if ((rc = rgl_params_from_lua(L, pix, &q->params, &e)) ||
-      (rc = rgl_query_pk(L, pkix, lc->c.spec, &q->pk, &rq, &e))) {
+  if ((rc = params_from_lua(L, pix, &q->params, &e)) ||
+      (rc = query_pk(L, pkix, lc->c.spec, &q->pk, &rq, &e))) {
     rg_box_done(q);
     return rgl_push_fail(L, &e);
   }

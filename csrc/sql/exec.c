@@ -95,7 +95,6 @@ struct rg_qexec {
   rg_buf lpos, lokey;
   const char *ltext;                 /* STREAM: the last row's document, */
   size_t llen;                       /* its order key made when needed */
-  rg_buf lown;                       /* ltext's copy (rg_qexec_release) */
   uint64_t lhash, ldigest;
   int lpending;
   /* the conditions to evaluate (default: the WHERE) */
@@ -267,7 +266,6 @@ int rg_qexec_new (rg_qexec **out, const rg_query *q, const rg_qv *params,
   rg_buf_init(&x->offs);
   rg_buf_init(&x->lpos);
   rg_buf_init(&x->lokey);
-  rg_buf_init(&x->lown);
   rg_buf_init(&x->tmp);
   rg_buf_init(&x->key);
   rg_buf_init(&x->canon);
@@ -390,7 +388,6 @@ void rg_qexec_free (rg_qexec *x) {
   rg_buf_free(&x->offs);
   rg_buf_free(&x->lpos);
   rg_buf_free(&x->lokey);
-  rg_buf_free(&x->lown);
   rg_buf_free(&x->tmp);
   rg_buf_free(&x->key);
   rg_buf_free(&x->canon);
@@ -1099,15 +1096,6 @@ int rg_qexec_once (rg_qexec *x, rg_err *e) {
   row(x, &d);
   if (x->status) return x->status;
   return x->done;
-}
-
-int rg_qexec_release (rg_qexec *x, rg_err *e) {
-  if (!x->lpending || x->ltext == x->lown.p) return 0;
-  x->lown.n = 0;
-  rg_buf_add(&x->lown, x->ltext, x->llen);
-  if (x->lown.oom) return rg_fail(e, 500, "out of memory");
-  x->ltext = x->lown.p;
-  return 0;
 }
 
 int rg_qexec_okey (rg_qexec *x, const rg_qdoc *d, rg_buf *out, rg_err *e) {

@@ -414,8 +414,7 @@ enum { RG_QX_STREAM = 1, RG_QX_SORT, RG_QX_AGG, RG_QX_DISTINCT,
 int  rg_query_mode (const rg_query *q);
 
 typedef struct rg_qdoc {
-  const char *text;          /* the item's JSON (valid until the finish or
-                                rg_qexec_release) */
+  const char *text;          /* the item's JSON (valid until the finish) */
   size_t len;
   uint64_t hash, digest;     /* partition hash and item digest: ties */
   const uint8_t *pos;        /* the source's position of this document */
@@ -479,10 +478,6 @@ int  rg_qexec_resume_past (const rg_qexec *x);
 /* Feeds one document: 0 more wanted, 1 the page is complete, or a
 ** status. */
 int  rg_qexec_doc (rg_qexec *x, const rg_qdoc *d, rg_err *e);
-/* The source is about to reuse the memory of the documents fed so far
-** (a host reading its store in parts): the pipeline copies what it still
-** points into.  0, or 500. */
-int  rg_qexec_release (rg_qexec *x, rg_err *e);
 /* A query without FROM: its one row. */
 int  rg_qexec_once (rg_qexec *x, rg_err *e);
 /* The order key of a document's first row (ORDER BY on the FROM alias). */

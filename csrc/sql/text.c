@@ -33,10 +33,6 @@ int rg_text_lang (const char *name, size_t n) {
   return -1;
 }
 
-const char *rg_text_lang_name (int lang) {
-  return lang >= 0 && lang < RG_LANG_COUNT ? langs[lang].name : "en-US";
-}
-
 /* Sorted in byte order (LC_ALL=C sort). */
 static const char *const en_stop[] = {
   "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "a's", "able",

@@ -45,8 +45,6 @@ enum { RG_LANG_EN_US, RG_LANG_DE_DE, RG_LANG_ES_ES, RG_LANG_FR_FR,
 
 /* The language a name means ("en-US", any case), or -1. */
 int  rg_text_lang (const char *name, size_t n);
-/* The canonical name of a language ("en-US"). */
-const char *rg_text_lang_name (int lang);
 
 /* Is the folded word a stopword of the language? */
 int  rg_text_stopword (int lang, const char *w, size_t n);

@@ -147,7 +147,6 @@ void rg_vpolicy_free (rg_cspec *s);
 int  rg_vpolicy_replace_ok (const rg_cspec *a, const rg_cspec *b, rg_err *e);
 const rg_vembed *rg_vpolicy_find (const rg_cspec *s, const char *const *seg,
                                   int n);
-const char *rg_vix_name (int kind);
 /* Gives each VectorDistance call of a query whose options do not name its
 ** similarity or type those of the embedding at its first argument's path
 ** (a path of the item), then binds the calls' parameters

@@ -103,10 +103,6 @@ struct rg_queue {
 
 #define Q_LEN (Q_HEAD + (size_t)Q_SLOTS * sizeof(qslot))
 
-size_t rg_queue_max_request (void) { return Q_REQ; }
-size_t rg_queue_max_result (void) { return Q_RES; }
-
-
 /*
 ** {=====================================================================
 ** The file

@@ -76,9 +76,6 @@ typedef struct rg_qhost {
 ** failed (e says why; nothing of it is kept). */
 int  rg_queue_write (rg_env *env, int sync, const rg_qhost *h,
                      const void *req, size_t n, rg_buf *res, rg_err *e);
-/* What a process may queue: the largest request, and result. */
-size_t rg_queue_max_request (void);
-size_t rg_queue_max_result (void);
 /* Lets the queue of an environment go (env.c, at its last release). */
 void rg_queue_close (rg_queue *q);
 

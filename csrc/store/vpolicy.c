@@ -46,10 +46,6 @@
 
 static const char *const kind_names[] = { "flat", "quantizedFlat", "diskANN" };
 
-const char *rg_vix_name (int kind) {
-  return kind >= 0 && kind <= RG_VIX_DISKANN ? kind_names[kind] : "?";
-}
-
 static int ci_equal (const char *a, const char *b) {
   for (; *a && *b; a++, b++) {
     int x = (unsigned char)*a, y = (unsigned char)*b;
