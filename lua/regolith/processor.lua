@@ -264,16 +264,23 @@ end
 
 local ONCE_OPTIONS = { max_ms = "number" }
 
+-- opts.max_ms (options already checked for their types), or nil; raises
+-- on a negative one.
+local function max_ms_of(opts, what)
+  local max_ms = opts and opts.max_ms
+  if max_ms ~= nil and not (max_ms >= 0) then
+    error(what .. ": option 'max_ms' must be a number of milliseconds >= 0",
+      3)
+  end
+  return max_ms
+end
+
 -- The deadline of a pass bounded by opts.max_ms, or nil.
 local function deadline_of(opts, what)
   if opts == nil then return nil end
   check_options(opts, ONCE_OPTIONS, what)
-  if opts.max_ms == nil then return nil end
-  if not (opts.max_ms >= 0) then
-    error(what .. ": option 'max_ms' must be a number of milliseconds >= 0",
-      3)
-  end
-  return clock() + opts.max_ms
+  local max_ms = max_ms_of(opts, what)
+  return max_ms and clock() + max_ms
 end
 
 -- p:run_once{max_ms = ms} -> number of changes delivered in this pass
@@ -571,11 +578,7 @@ function M.run_all(db, opts)
   end
   if opts ~= nil then
     check_options(opts, RUN_OPTIONS, "run_processors")
-    max_ms = opts.max_ms
-    if max_ms ~= nil and not (max_ms >= 0) then
-      error("run_processors: option 'max_ms' must be a number of " ..
-        "milliseconds >= 0", 2)
-    end
+    max_ms = max_ms_of(opts, "run_processors")
   end
   if opts == nil or (opts.until_idle == nil and opts.timeout == nil) then
     return pass()
