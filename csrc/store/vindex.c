@@ -1323,6 +1323,31 @@ static int next_shard (rg_txn *txn, uint32_t cid, uint32_t ixid,
   return rc ? rg_kv_fail(e, rc, "read a vector index") : 0;
 }
 
+/* Searches the instance of shard `shard` (none there: nothing), its hits
+** added to q's. */
+static int search_shard (rg_txn *txn, rg_env *env, rg_vsearch *q,
+                         const rg_vembed *m, uint64_t shard, size_t *cap,
+                         int remote, rg_err *e) {
+  vx x;
+  int rc;
+  if (*cap < q->nhit + q->k) {
+    size_t nc = (q->nhit + q->k) * 2;
+    rg_vhit *nh = (rg_vhit *)realloc(q->hit, nc * sizeof(rg_vhit));
+    if (nh == NULL) return rg_fail(e, 500, "out of memory");
+    q->hit = nh;
+    *cap = nc;
+  }
+  if ((rc = vx_open(&x, env, txn, NULL, q->spec, m, shard, e))) return rc;
+  if (x.found && x.trained && !q->brute && q->in_scope == 0 && !remote)
+    x.cache = cache_pin(&x);
+  rc = x.found ? search_one(&x, q) : 0;
+  q->vectors_read += x.vectors_read;
+  q->codes_read += x.codes_read;
+  q->nodes_read += x.nodes_read;
+  vx_free(&x);
+  return rc;
+}
+
 int rg_vindex_search (rg_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
   const rg_vembed *m = &q->spec->vemb[q->embed];
   uint64_t shard = 0;
@@ -1332,38 +1357,26 @@ int rg_vindex_search (rg_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
   q->more = 0;
   q->hit = NULL;
   if (m->index < 0) return rg_fail(e, 500, "no vector index on '%s'", m->text);
-  if (q->one_shard && !remote) shard = q->shard;
-  while ((rc = next_shard(txn, q->spec->cid, rg_vindex_id(m), shard, &shard,
-                          e)) == 0) {
-    vx x;
-    if (q->one_shard && remote &&           /* that shard in each partition */
-        (shard & RG_VSHARD_LOW) != (q->shard & RG_VSHARD_LOW)) {
-      if (shard == UINT64_MAX) break;
-      shard++;
-      continue;
-    }
-    if (q->one_shard && shard != q->shard && !remote)
-      break;                                        /* that shard is empty */
-    if (cap < q->nhit + q->k) {
-      size_t nc = (q->nhit + q->k) * 2;
-      rg_vhit *nh = (rg_vhit *)realloc(q->hit, nc * sizeof(rg_vhit));
-      if (nh == NULL) return rg_fail(e, 500, "out of memory");
-      q->hit = nh;
-      cap = nc;
-    }
-    if ((rc = vx_open(&x, env, txn, NULL, q->spec, m, shard, e))) return rc;
-    if (x.found && x.trained && !q->brute && q->in_scope == 0 && !remote)
-      x.cache = cache_pin(&x);
-    rc = x.found ? search_one(&x, q) : 0;
-    q->vectors_read += x.vectors_read;
-    q->codes_read += x.codes_read;
-    q->nodes_read += x.nodes_read;
-    vx_free(&x);
+  if (q->one_shard && remote) {        /* that shard's instance in each */
+    int b, nb = q->spec->nparts > 1 ? q->spec->nparts : 1;   /* bucket */
+    for (b = 0, rc = 0; b < nb && rc == 0; b++)
+      rc = search_shard(txn, env, q, m, RG_VSHARD_AT(q->shard, b), &cap,
+                        remote, e);
     if (rc) return rc;
-    if (shard == UINT64_MAX || (q->one_shard && !remote)) break;
-    shard++;
   }
-  if (rc < 0 || rc > 1) return rc;
+  else {
+    if (q->one_shard) shard = q->shard;
+    while ((rc = next_shard(txn, q->spec->cid, rg_vindex_id(m), shard,
+                            &shard, e)) == 0) {
+      if (q->one_shard && shard != q->shard)
+        break;                                      /* that shard is empty */
+      if ((rc = search_shard(txn, env, q, m, shard, &cap, remote, e)))
+        return rc;
+      if (shard == UINT64_MAX || q->one_shard) break;
+      shard++;
+    }
+    if (rc < 0 || rc > 1) return rc;
+  }
   if (q->nhit > 1)
     qsort(q->hit, q->nhit, sizeof(rg_vhit),
           rg_vdist_higher(m->dist) ? hit_cmp_higher : hit_cmp_lower);

@@ -308,6 +308,13 @@ describe("the query language on a cluster", function()
   local VINDEXED = { VECTORS[5], VECTORS[6], VECTORS[7], VECTORS[8], VECTORS[9],
     VECTORS[10], VECTORS[11], VECTORS[12] }
 
+  -- 300 items of vitem's, from a seed
+  local function vitems(seed)
+    local rand, items = rng(seed), {}
+    for i = 1, 300 do items[i] = vitem(rand, i) end
+    return items
+  end
+
   local function vspec(kind)
     return { partition_key = "/pk", physical_partitions = 8, vector_embeddings = {
         { path = "/v", dimensions = 8 },
@@ -318,9 +325,7 @@ describe("the query language on a cluster", function()
   for _, kind in ipairs({ "flat", "quantizedFlat", "diskANN" }) do
     it(("keeps a %s index per bucket and ranks alike, kept by every write"):format(kind), function()
       local name = "vix_" .. kind
-      local rand = rng(777)
-      local items = {}
-      for i = 1, 300 do items[i] = vitem(rand, i) end
+      local items = vitems(777)
       for _, side in ipairs(sides) do
         local k = assert(side.db:create_container(name, vspec(kind)))
         for i = 1, 300 do assert(k:create(items[i])) end
@@ -346,6 +351,35 @@ describe("the query language on a cluster", function()
     end)
   end
 
+  -- A search naming one shard key value reads that value's instance in
+  -- each bucket (RG_VSHARD_AT(shard, bucket)), not every instance.
+  it("searches one shard key value's instances alike", function()
+    local items = vitems(31)
+    for _, side in ipairs(sides) do
+      local spec = vspec("quantizedFlat")
+      spec.indexing.vector_indexes = { { path = "/v", type = "quantizedFlat", shard_key = { "/n" } } }
+      local k = assert(side.db:create_container("vsh", spec))
+      for i = 1, 300 do assert(k:create(items[i])) end
+      side.vsh = k
+    end
+    for _, n in ipairs({ 7, 13 }) do
+      same("vsh", ("SELECT TOP 6 c.id, VectorDistance(c.v, %s) AS s FROM c WHERE c.n = %d ORDER BY VectorDistance(c.v, %s)"):format(VQ, n, VQ))
+    end
+    local sql = "SELECT TOP 6 c.id, c.n FROM c WHERE c.n = 7 ORDER BY VectorDistance(c.v, " .. VQ .. ")"
+    local a, ai = assert(sides[1].vsh:query(sql))
+    local b, bi = assert(sides[2].vsh:query(sql))
+    assert.are.same(a, b)
+    for _, r in ipairs(b) do assert.are.equal(7, r.n) end
+    -- that value's instances alone: a fraction of what every value's read
+    -- (each bucket's instance reads its own vectors: not a local one's count)
+    local _, all_i = assert(sides[2].vsh:query(
+      "SELECT TOP 6 c.id FROM c ORDER BY VectorDistance(c.v, " .. VQ .. ")"))
+    assert.is_true(ai.vector_bytes > 0 and bi.vector_bytes > 0)
+    assert.is_true(bi.vector_bytes < all_i.vector_bytes / 4, ("%d of %d"):format(bi.vector_bytes, all_i.vector_bytes))
+    assert.is_true(sides[2].db:verify())
+    for _, side in ipairs(sides) do assert(side.db:delete_container("vsh")) end
+  end)
+
   -- An entry written into a bucket's table behind the engine's back (the
   -- table's hash h and zset z): verify reports it (`what`), and once it is
   -- gone verify passes again.  Closes the client c.
@@ -362,9 +396,7 @@ describe("the query language on a cluster", function()
   end
 
   it("fills a vector index a replace adds on the cluster and empties one it removes", function()
-    local rand = rng(777)
-    local items = {}
-    for i = 1, 300 do items[i] = vitem(rand, i) end
+    local items = vitems(777)
     for _, side in ipairs(sides) do
       local spec = vspec("flat")
       spec.indexing = nil
