@@ -19,14 +19,16 @@
 ** The indexes in the store
 ** ======================================================================
 */
-uint32_t rg_ftindex_id (const rg_ftpath *p) {
+/* An index's id: the hash of its path and language (search.h). */
+static uint32_t index_id (const rg_ftpath *p) {
   uint8_t lang = (uint8_t)(p->lang + 1);
   return (uint32_t)(rg_hash(p->path, p->n) ^
                     (rg_hash(&lang, 1) >> 32));
 }
 
-const rg_ftpath *rg_ftindex_of (const rg_cspec *s, const char *path,
-                                size_t n, int lang) {
+/* The path's index (NULL: none), for a language (-1: any). */
+static const rg_ftpath *index_of (const rg_cspec *s, const char *path,
+                                  size_t n, int lang) {
   const rg_ftpath *fp;
   if ((fp = rg_ftpolicy_path(s, path, n)) == NULL || !fp->indexed ||
       (lang >= 0 && fp->lang != lang))
@@ -35,7 +37,7 @@ const rg_ftpath *rg_ftindex_of (const rg_cspec *s, const char *path,
 }
 
 static uint64_t fid_of (const rg_cspec *s, const rg_ftpath *p) {
-  return (uint64_t)s->cid << 32 | rg_ftindex_id(p);
+  return (uint64_t)s->cid << 32 | index_id(p);
 }
 
 /* The string at a path, followed as a scan's statistics follow it
@@ -154,7 +156,7 @@ static int up_text (rg_ftup *u, int i, const cJSON *doc, uint32_t seq,
 ** that expired unpurged too: their purge is a write that removes them). */
 static int build (rg_ftup *u, int i, rg_err *e) {
   uint8_t pre[4], k0[FT_HEAD_MAX];
-  uint32_t ixid = rg_ftindex_id(u->p[i]);
+  uint32_t ixid = index_id(u->p[i]);
   rg_cur *cur;
   rg_val k, v;
   uint64_t gone;
@@ -254,7 +256,7 @@ int rg_ftup_begin (rg_ftup **out, rg_scope *s, const rg_cspec *c, rg_err *e) {
   }
   for (i = 0; i < u->n; i++) {
     int built, rc;
-    if ((rc = is_built(s->txn, u->remote, c->cid, rg_ftindex_id(u->p[i]), 0,
+    if ((rc = is_built(s->txn, u->remote, c->cid, index_id(u->p[i]), 0,
                        &built, e)) ||
         (!built && (rc = build(u, i, e)))) {
       if (!s->failed) s->failed = rc;
@@ -314,7 +316,7 @@ int rg_ftindex_update (rg_scope *s, const rg_cspec *c, uint32_t seq,
 
 /* Is p's index in spec (same id)? */
 static int has_index (const rg_cspec *spec, const rg_ftpath *p) {
-  const rg_ftpath *q = rg_ftindex_of(spec, p->path, p->n, p->lang);
+  const rg_ftpath *q = index_of(spec, p->path, p->n, p->lang);
   return q != NULL;
 }
 
@@ -328,7 +330,7 @@ int rg_ftindex_replace (rg_scope *s, const rg_cspec *from,
     uint64_t gone;
     if (!p->indexed || has_index(to, p)) continue;
     if ((rc = rg_del_prefix(s, RG_DB_FTEXT, k,
-                            rg_key_ftext(k, from->cid, rg_ftindex_id(p), 0),
+                            rg_key_ftext(k, from->cid, index_id(p), 0),
                             UINT64_MAX, &gone, e)))
       return rc;
   }
@@ -398,7 +400,7 @@ int rg_ftindex_verify (rg_txn *txn, rg_env *env, const rg_cspec *s,
       int built = 0;
       rg_fti_seam_init(&kv, &st, txn);
       if (remote) st.bucket = b;
-      if (is_built(txn, remote, s->cid, rg_ftindex_id(p), b, &built, &e))
+      if (is_built(txn, remote, s->cid, index_id(p), b, &built, &e))
         built = 1;
       if (b == 0) built0 = built;
       if (rg_fti_verify(&kv, fid_of(s, p), &e) ||
@@ -451,7 +453,7 @@ int rg_ftindex_verify (rg_txn *txn, rg_env *env, const rg_cspec *s,
     }
     ix = rg_get_u32((const uint8_t *)k.p + 4);
     for (i = 0; s->ft && i < s->ft->n && !known; i++)
-      known = s->ft->p[i].indexed && rg_ftindex_id(&s->ft->p[i]) == ix;
+      known = s->ft->p[i].indexed && index_id(&s->ft->p[i]) == ix;
     if (!known) {
       rg_buf_addf(report, "container '%s': the full-text table holds "
                     "records of an index it does not have (%08lx)\n",
@@ -516,9 +518,9 @@ static int index_stats (rg_ftsrc *f, const char *path, size_t n, int lang,
   const rg_ftpath *fp;
   int rc, exp, remote = remote_of(f->c->env);
   if (f->plen != 4 ||                   /* the container's scope only */
-      (fp = rg_ftindex_of(f->c->spec, path, n, lang)) == NULL)
+      (fp = index_of(f->c->spec, path, n, lang)) == NULL)
     return 1;
-  if ((rc = is_built(f->txn, remote, f->c->spec->cid, rg_ftindex_id(fp), 0,
+  if ((rc = is_built(f->txn, remote, f->c->spec->cid, index_id(fp), 0,
                      &exp, e)))
     return rc;
   if (!exp) return 1;
@@ -615,9 +617,9 @@ int rg_ftindex_plan (rg_txn *txn, rg_env *env, const rg_cspec *spec,
                       &out->t);
     if (r < 0) return -rg_fail(e, 500, "out of memory");
     if (r == 0 || computed(spec, &out->t)) continue;
-    out->fp = rg_ftindex_of(spec, out->t.path, out->t.plen, -1);
+    out->fp = index_of(spec, out->t.path, out->t.plen, -1);
     if (out->fp == NULL) continue;
-    if ((r = is_built(txn, out->remote, spec->cid, rg_ftindex_id(out->fp), 0,
+    if ((r = is_built(txn, out->remote, spec->cid, index_id(out->fp), 0,
                       &built, e)))
       return -r;
     if (built) return 1;
@@ -729,7 +731,7 @@ int rg_ftindex_item (rg_txn *txn, rg_env *env, const rg_ftplan *p,
     uint8_t k[FT_HEAD_MAX];
     rg_val v;
     int rc = rg_kv_get(txn, RG_DB_FTEXT, k,
-                       ft_head(k, p->spec->cid, rg_ftindex_id(p->fp), bucket,
+                       ft_head(k, p->spec->cid, index_id(p->fp), bucket,
                                RG_FK_BUILT), &v);
     if (rc && rc != RG_NOTFOUND) return rc;
   }
@@ -767,9 +769,9 @@ int rg_ftindex_rank_plan (rg_txn *txn, rg_env *env, const rg_cspec *spec,
   r = rg_qfts_terms(q, params, call, plan_lang, (void *)spec, mem, &out->t);
   if (r < 0) return -rg_fail(e, 500, "out of memory");
   if (r == 0 || computed(spec, &out->t) ||
-      (out->fp = rg_ftindex_of(spec, out->t.path, out->t.plen, -1)) == NULL)
+      (out->fp = index_of(spec, out->t.path, out->t.plen, -1)) == NULL)
     return 0;
-  if ((r = is_built(txn, out->remote, spec->cid, rg_ftindex_id(out->fp), 0,
+  if ((r = is_built(txn, out->remote, spec->cid, index_id(out->fp), 0,
                     &exp, e)))
     return -r;
   if (!exp) return 0;

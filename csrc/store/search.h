@@ -68,10 +68,6 @@ int  rg_ftpolicy_lang (const rg_cspec *s, const char *path, size_t n);
 ** exactly the texts of the container's stored items (rg_ftup keeps it in
 ** every write's scope, db:verify checks it).
 */
-uint32_t rg_ftindex_id (const rg_ftpath *p);
-/* The path's index (NULL: none), for a language (-1: any). */
-const rg_ftpath *rg_ftindex_of (const rg_cspec *s, const char *path,
-                                size_t n, int lang);
 
 /* Upkeep: one batch of changes, each item's old and new version (either
 ** NULL), flushed at rg_ftup_end (which frees u, also after a failure).

@@ -127,7 +127,8 @@ static int del (vx *x, const uint8_t *k, size_t kn) {
   return rg_del(x->s, RG_DB_VECTOR, k, kn, NULL, x->e);
 }
 
-uint32_t rg_vindex_id (const rg_vembed *m) {
+/* The id of an embedding's indexes in their keys. */
+static uint32_t index_id (const rg_vembed *m) {
   return (uint32_t)rg_hash(m->text, strlen(m->text));
 }
 
@@ -174,7 +175,7 @@ static int vx_open (vx *x, rg_env *env, rg_txn *txn, rg_scope *s,
   if (x->bc == 0) x->bc = 1;
   x->entry = RG_VG_NONE;
   x->cid = c->cid;
-  x->ixid = rg_vindex_id(m);
+  x->ixid = index_id(m);
   x->shard = shard;
   key(x, x->p, 0, 0);
   x->lo = (float *)calloc(rg_sq8_floats((size_t)m->dims), sizeof(float));
@@ -1366,7 +1367,7 @@ int rg_vindex_search (rg_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
   }
   else {
     if (q->one_shard) shard = q->shard;
-    while ((rc = next_shard(txn, q->spec->cid, rg_vindex_id(m), shard,
+    while ((rc = next_shard(txn, q->spec->cid, index_id(m), shard,
                             &shard, e)) == 0) {
       if (q->one_shard && shard != q->shard)
         break;                                      /* that shard is empty */
@@ -1391,7 +1392,7 @@ int rg_vindex_item (rg_txn *txn, rg_env *env, const rg_vsearch *q,
     uint8_t k[RG_VECTOR_KEY];
     rg_val v;
     int rc = rg_kv_get(txn, RG_DB_VECTOR, k,
-                       rg_key_vector(k, q->spec->cid, rg_vindex_id(m),
+                       rg_key_vector(k, q->spec->cid, index_id(m),
                                      h->shard, T_HDR, 0), &v);
     if (rc && rc != RG_NOTFOUND) return rc;
   }
@@ -1573,7 +1574,7 @@ static int known_key (const rg_cspec *spec, const uint8_t *k, size_t n) {
   if ((n == 17) != (k[16] == T_HDR)) return 0;
   if (k[16] == 0 || !strchr("hxcafs", k[16])) return 0;
   for (i = 0; i < spec->nvix; i++)
-    if (rg_get_u32(k + 4) == rg_vindex_id(&spec->vemb[spec->vix[i].embed]))
+    if (rg_get_u32(k + 4) == index_id(&spec->vemb[spec->vix[i].embed]))
       return 1;
   return 0;
 }
@@ -1605,7 +1606,7 @@ int rg_vindex_verify (rg_txn *txn, rg_env *env, const rg_cspec *spec,
   for (i = 0; i < spec->nvix; i++) {
     const rg_vembed *m = &spec->vemb[spec->vix[i].embed];
     uint64_t shard = 0;
-    while (next_shard(txn, spec->cid, rg_vindex_id(m), shard, &shard,
+    while (next_shard(txn, spec->cid, index_id(m), shard, &shard,
                       &e) == 0) {
       vx x;
       if (vx_open(&x, env, txn, NULL, spec, m, shard, &e)) {

@@ -93,8 +93,6 @@ int  rg_vindex_item (rg_txn *txn, rg_env *env, const rg_vsearch *q,
 /* The shard of the terms (layout.c's encoding, concatenated; 0x01 for
 ** a value that is no scalar) of the shard key's values. */
 uint64_t rg_vindex_shard_hash (const void *terms, size_t n);
-/* The id of an embedding's indexes in their keys (vindex.c's format). */
-uint32_t rg_vindex_id (const rg_vembed *m);
 /* Frees the hits (a widening search keeps the rest); rg_vsearch_end frees
 ** all of it. */
 void rg_vsearch_free (rg_vsearch *q);
