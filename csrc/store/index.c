@@ -927,6 +927,10 @@ void rg_ixcur_close (rg_ixcur *c) {
   c->cur = c->refs = NULL;
 }
 
+void rg_ixcur_route (rg_ixcur *c, uint64_t hash, uint64_t mask) {
+  rg_cur_route(c->cur, hash, mask);
+}
+
 /* The entry under the cursor, flat, into *k. */
 static int flat (rg_ixcur *c, const rg_val *key, const rg_val *dup,
                  rg_val *k) {

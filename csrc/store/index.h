@@ -103,6 +103,9 @@ typedef struct rg_ixcur {
 } rg_ixcur;
 int  rg_ixcur_open (rg_ixcur *c, rg_txn *txn, rg_env *env);
 void rg_ixcur_close (rg_ixcur *c);
+/* The caller reads only the entries of items whose partition hash h has
+** (h & mask) == (hash & mask) (rg_cur_route): others may still come. */
+void rg_ixcur_route (rg_ixcur *c, uint64_t hash, uint64_t mask);
 /* Moves (RG_IX_*; SEEK from the bytes in *k) and gives the entry in *k
 ** (valid until the next move): 0, RG_NOTFOUND, or a code of the seam.  An
 ** entry out of order (before the bytes sought, not after the entry last

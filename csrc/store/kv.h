@@ -139,6 +139,7 @@ typedef struct rg_kv_ops {
   int (*last) (rg_txn *t, uint32_t cid, int range, uint64_t *lsn);
   uint64_t (*pending) (rg_txn *t);
   void (*cur_bound) (rg_cur *c, const void *prefix, size_t n);
+  void (*cur_route) (rg_cur *c, uint64_t hash, uint64_t mask);
 } rg_kv_ops;
 
 /* A transaction and a cursor begin with their backend's table: the
@@ -197,6 +198,15 @@ static inline int rg_cur_get (rg_cur *c, rg_val *k, rg_val *v, int op) {
 ** past the bound may come back (the caller stops on it), or none. */
 static inline void rg_cur_bound (rg_cur *c, const void *prefix, size_t n) {
   c->ops->cur_bound(c, prefix, n);
+}
+/* The cursor's caller reads no entry but those of items whose partition
+** hash h has (h & mask) == (hash & mask) (mask 0, the default: every
+** item's): a backend that places an item's entries by its partition hash
+** need not ask the places that hold none of those.  The moves answer as
+** before, or leave out entries of other partitions (the caller skips
+** them all the same). */
+static inline void rg_cur_route (rg_cur *c, uint64_t hash, uint64_t mask) {
+  c->ops->cur_route(c, hash, mask);
 }
 /* The number of duplicates of the key under the cursor. */
 static inline int rg_cur_count (rg_cur *c, size_t *n) {

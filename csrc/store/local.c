@@ -610,11 +610,18 @@ static void l_cur_bound (rg_cur *c, const void *prefix, size_t n) {
   (void)n;
 }
 
+/* One file holds every partition: a route changes nothing. */
+static void l_cur_route (rg_cur *c, uint64_t hash, uint64_t mask) {
+  (void)c;
+  (void)hash;
+  (void)mask;
+}
+
 static const rg_kv_ops lmdb_ops = {
   l_get, l_put, l_reserve, l_del, l_dput, l_ddel,
   l_cur_open, l_cur_close, l_cur_get, l_cur_count, l_cur_put, l_cur_del,
   l_savepoint, l_rollback, l_release, l_lsn, l_seqs, l_add, l_last,
-  l_pending, l_cur_bound
+  l_pending, l_cur_bound, l_cur_route
 };
 /* }===================================================================== */
 

@@ -404,6 +404,7 @@ typedef struct xcur {
 static int build_partition (source *S, rg_err *e);
 
 static int xcur_open (source *S, xcur *c, int which) {
+  int rc;
   c->xw = S->xw;
   c->S = S;
   c->which = which;
@@ -414,7 +415,10 @@ static int xcur_open (source *S, xcur *c, int which) {
     return 0;
   }
   c->m = NULL;
-  return rg_ixcur_open(&c->ix, S->txn, S->env);
+  if ((rc = rg_ixcur_open(&c->ix, S->txn, S->env)) == 0 &&
+      S->pl->routed != R_NONE)        /* only the route's entries count */
+    rg_ixcur_route(&c->ix, S->pl->rhash, S->pl->rmask);
+  return rc;
 }
 
 static void xcur_close (xcur *c) {
@@ -850,6 +854,7 @@ static int shape_present (planner *P, const plan *pl, uint64_t h) {
   n = rg_key_index(key, sizeof(key), pl->sprefix, pl->splen, t,
                    RG_SHAPE_TERM, pl->routed != R_NONE, pl->rhash);
   if (rg_ixcur_open(&cur, P->txn, P->env)) return 1;
+  if (pl->routed != R_NONE) rg_ixcur_route(&cur, pl->rhash, pl->rmask);
   k.p = key;
   k.n = n;
   rc = rg_ixcur_get(&cur, &k, RG_IX_SEEK);

@@ -178,6 +178,8 @@ typedef struct rcur {
      before hi (hin bytes; none when the prefix is all 0xFF) */
   uint8_t lo[RG_MAX_KEY], hi[RG_MAX_KEY];
   size_t lon, hin;
+  /* rg_cur_route: the partition hashes read (rmask 0: all) */
+  uint64_t rhash, rmask;
 } rcur;
 
 struct rg_remote {
@@ -1238,7 +1240,8 @@ static void cur_add (rcur *c, uint32_t p) {
 static void cur_places (rcur *c, const uint8_t *k, size_t kn) {
   rg_remote *r = c->r;
   rg_keyplace kp;
-  int np, b;
+  int np, b, last;
+  int routable = 0;               /* placed by the partition hash */
   uint32_t cid = 0;
   c->nplaces = 0;
   if (c->tb >= KEPT) return;                 /* none: an empty table */
@@ -1258,7 +1261,8 @@ static void cur_places (rcur *c, const uint8_t *k, size_t kn) {
         break;
       case RG_KP_HASH:                  /* from an item on, as locally: */
         cid = kp.cid;                   /* every bucket (step skips those */
-        break;                          /* whose keys lie elsewhere) */
+        routable = 1;                   /* whose keys lie elsewhere) */
+        break;
       case RG_KP_CID:
         cid = kp.cid;
         break;
@@ -1278,12 +1282,19 @@ static void cur_places (rcur *c, const uint8_t *k, size_t kn) {
           return;
         }
         cid = r->cur_cid;
+        routable = c->tb == RG_DB_INDEX;  /* by its entries' references */
     }
   }
   else if (kn >= 4) cid = rg_get_u32(k);     /* a prefix of a cid's keys */
   if (cid == 0) return;
   if ((np = nparts_of(r, cid)) == 0) { need_spec(r, cid); return; }
-  for (b = 0; b < np; b++)
+  b = 0;
+  last = np - 1;
+  if (routable && c->rmask) {           /* the route's buckets: one run */
+    b = rg_range_of(c->rhash & c->rmask, np);
+    last = rg_range_of(c->rhash | ~c->rmask, np);
+  }
+  for (; b <= last; b++)
     cur_add(c, place_index(r, cid, (uint32_t)b, (uint32_t)np));
   c->placed = 1;
 }
@@ -1648,11 +1659,17 @@ static void r_cur_bound (rg_cur *cu, const void *prefix, size_t n) {
     }
 }
 
+static void r_cur_route (rg_cur *cu, uint64_t hash, uint64_t mask) {
+  rcur *c = RC(cu);
+  c->rhash = hash & mask;
+  c->rmask = mask;
+}
+
 static const rg_kv_ops remote_ops = {
   r_get, r_put, r_reserve, r_del, r_dput, r_ddel,
   r_cur_open, r_cur_close, r_cur_get, r_cur_count, r_cur_put, r_cur_del,
   r_savepoint, r_rollback, r_release, r_lsn, r_seqs, r_add, r_last,
-  r_pending, r_cur_bound
+  r_pending, r_cur_bound, r_cur_route
 };
 /* }===================================================================== */
 

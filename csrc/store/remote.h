@@ -28,6 +28,8 @@
 ** refs entry by its seq, a TTL entry, an index entry without the partition
 ** hash of its duplicate) are placed by the transaction's context: the
 ** item it last read or wrote, the container whose spec it last read.
+** A cursor over the index walks every bucket of its container, or only
+** the buckets of the partition hashes its caller reads (rg_cur_route).
 ** The vector table's instances are one per bucket (the shard's top 16
 ** bits, layout.h's RG_VSHARD_AT): a record's key says its place, a key
 ** shorter than a record's spans every bucket of its container.  So are

@@ -196,6 +196,54 @@ describe("cluster database", function()
     kept:close()
   end)
 
+  it("reads a routed query's index entries from its partition's bucket alone", function()
+    -- the items of 40 partitions in 8 buckets share the term; the query
+    -- names one partition and seeks the index: every node but the one
+    -- holding that partition's bucket stays out of it (meta_refresh: the
+    -- catalog kept)
+    assert(db:create_container("r", { partition_key = "/pk",
+                                      physical_partitions = 8 }))
+    local kept = assert(regolith.open(url, { meta_refresh = 60 }))
+    local kc = assert(kept:container("r"))
+    for p = 1, 40 do
+      for i = 1, 3 do
+        assert(kc:create({ id = ("i%d"):format(i), pk = ("p%d"):format(p),
+                           t = "post", n = i }))
+      end
+    end
+    local q = "SELECT c.id, c.n FROM c WHERE c.pk = 'p7' AND c.t = 'post' ORDER BY c.n"
+    local function ids(rows)
+      local out = {}
+      for i, r in ipairs(rows) do out[i] = r.id .. "/" .. r.n end
+      return out
+    end
+    local want = { "i1/1", "i2/2", "i3/3" }
+    assert.are.same(want, ids(assert(kc:query(q))))
+    local rc = C.client()
+    local home = rc:node_for_slot(C.slot_of(url, kc, "p7"))
+    local function reads()              -- Function calls, by primary
+      local n = {}
+      for _, addr in ipairs(rc:primaries()) do
+        local text = assert(rc:call_node(addr, "INFO", "commandstats"))
+        for name, k in text:gmatch("cmdstat_([%w_|]+):calls=(%d+)") do
+          if name == "fcall" or name == "fcall_ro" then
+            n[addr] = (n[addr] or 0) + tonumber(k)
+          end
+        end
+      end
+      return n
+    end
+    local before = reads()
+    assert.are.same(want, ids(assert(kc:query(q))))
+    local touched = {}
+    for addr, k in pairs(reads()) do
+      if k > (before[addr] or 0) then touched[#touched + 1] = addr end
+    end
+    assert.are.same({ home }, touched)
+    rc:close()
+    kept:close()
+  end)
+
   it("follows another handle's changes of the catalog it keeps from call to call", function()
     local other = assert(regolith.open(url))
     local oc = assert(other:container("c"))
