@@ -133,7 +133,7 @@ describe("processors across processes", function()
           busy:delete(marker, "x")
         end }))
       local n = assert(p:run({ timeout = seconds }))
-      p:close()
+      assert(p:close())                -- its leases back: the third takes them
       print("done", me, n)
     ]])
     local _, out_a = spawn(child, path, "A", 5)

@@ -8,7 +8,10 @@
 ** through its uservalue; it refuses to work once closed, or once its
 ** container or database is.  Operations that write may not run inside
 ** another write transaction (a handler, a procedure, a trigger): the
-** lease would commit, or not, with that transaction's work.
+** lease would commit, or not, with that transaction's work.  No method
+** that writes changes the handle: on a Redis Cluster its call may run
+** again whole, and each run must do the whole work (close only marks the
+** handle; release gives the leases back before it).
 */
 
 #include <stdlib.h>
@@ -152,30 +155,40 @@ static int proc_maintain (lua_State *L) {
 }
 
 /* state:delete() -> true | nil, msg, status: forgets the processor (its
-** checkpoints, leases and dead letters) and closes the state. */
+** checkpoints, leases and dead letters); state:close() closes the state.
+** Neither this nor release changes the handle: on a Redis Cluster a call
+** may run again whole (a conflict at its apply, a fetch), and each run
+** must do the whole work. */
 static int proc_delete (lua_State *L) {
   pstate *p = checkproc(L, 1);
   rg_err e;
   outside_scope(L, p);
   if (rg_proc_forget(&p->p, &e)) return rgl_push_fail(L, &e);
-  p->closed = 1;
   lua_pushboolean(L, 1);
   return 1;
 }
 
-/* state:close() -> true | nil, msg, status: gives the leases back (when
-** the database is still open) and closes the state. */
-static int proc_close (lua_State *L) {
+/* state:release() -> true | nil, msg, status: gives the leases back (when
+** the state, its container and its database are still open). */
+static int proc_release (lua_State *L) {
   pstate *p = toproc(L, 1);
   rg_err e;
   int rc = 0;
-  if (p->closed) { lua_pushboolean(L, 1); return 1; }
-  if (p->lc->c.spec != NULL && p->lc->db->env != NULL) {
+  if (!p->closed && p->lc->c.spec != NULL && p->lc->db->env != NULL &&
+      !p->lc->db->readonly) {
     outside_scope(L, p);
-    if (!p->lc->db->readonly) rc = rg_proc_release(&p->p, &e);
+    rc = rg_proc_release(&p->p, &e);
   }
-  p->closed = 1;
   if (rc) return rgl_push_fail(L, &e);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* state:close() -> true: the state refuses to work from now on (it writes
+** nothing: release gives the leases back first). */
+static int proc_close (lua_State *L) {
+  pstate *p = toproc(L, 1);
+  p->closed = 1;
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -590,6 +603,7 @@ void rgl_processor_open (lua_State *L) {
     {"dead_letters", proc_dead_letters},
     {"clear_dead_letters", proc_clear_dead_letters},
     {"drop_dead_letter", proc_drop_dead_letter},
+    {"release", proc_release},
     {"close", proc_close},
     {"delete", proc_delete},
     {NULL, NULL}

@@ -283,6 +283,15 @@ local function deadline_of(opts, what)
   return max_ms and clock() + max_ms
 end
 
+-- Gives the leases back, then closes the state.  Two calls: on a Redis
+-- Cluster a call may run again (a conflict at its apply), and only the
+-- release must then be done again, whole.
+local function give_back(state)
+  local ok, msg, status = state:release()
+  state:close()
+  return ok, msg, status
+end
+
 -- p:run_once{max_ms = ms} -> number of changes delivered in this pass
 function Processor:run_once(opts)
   self:_check()
@@ -299,7 +308,7 @@ function Processor:run_once(opts)
   self.running = false
   if self.closing then              -- closed by the handler or on_error
     self.closing = false
-    self.state:close()
+    give_back(self.state)
   end
   if not ok then error(n, 0) end
   return n, msg, status
@@ -397,7 +406,7 @@ function Processor:close()
     self.closing = true
     return true
   end
-  return self.state:close()
+  return give_back(self.state)
 end
 
 -- p:delete(): forgets the processor in the database (its checkpoints,
@@ -412,6 +421,7 @@ function Processor:delete()
   end
   local ok, msg, status = self.state:delete()
   if not ok then return nil, msg, status end
+  self.state:close()
   self.closed = true
   unlist(self)
   return true

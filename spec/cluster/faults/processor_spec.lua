@@ -102,4 +102,50 @@ describe("cluster processors", function()
     a:close()
     db:close()
   end)
+
+  -- A close whose write is refused (another client changed a lease record
+  -- between its read and its apply) runs again; that run too must give
+  -- the leases back.
+  it("gives the leases back on close when its first write is refused", function()
+    local db, url = setup()
+    local other = assert(regolith.open(url, { sync = "none" }))
+    local a = assert(db:processor({ name = "shut", source = "src", instance = "a",
+      lease_seconds = 30, handler = function() end }))
+    assert.are.equal(4, #assert(a.state:maintain()))
+    local b = assert(other:processor({ name = "shut", source = "src", instance = "b",
+      lease_seconds = 30, handler = function() end }))
+    assert.are.equal(0, #assert(b.state:maintain()))
+    assert.are.equal(2, #assert(a.state:maintain()))   -- gives two back
+    -- just before a's next apply, b takes the two free ranges
+    local D = rawget(a.state, "__D")
+    local pipeline = D.redis.pipeline
+    local refused = false
+    D.redis.pipeline = function(self, cmds)
+      local fcall = cmds[1] and tostring(cmds[1][2]) == "rg_apply"
+      if fcall and not refused then
+        refused = true
+        assert.are.equal(2, #assert(b.state:maintain()))
+      end
+      return pipeline(self, cmds)
+    end
+    local conflicts = require("regolith.cluster").stats.conflicts
+    local ok, msg = a:close()
+    D.redis.pipeline = nil
+    assert.is_true(ok, msg)
+    assert.is_true(refused)
+    assert.is_true(require("regolith.cluster").stats.conflicts > conflicts,
+      "the close's first apply was not refused")
+    -- every range is b's now, or free: none is left to a
+    local view = assert(require("regolith.processor").inspect(other, "src", "shut"))
+    local free = 0
+    for _, r in ipairs(assert(view:status()).ranges) do
+      assert.are_not.equal("a", r.owner)
+      if r.owner == nil then free = free + 1 end
+    end
+    view:close()
+    assert.are.equal(2, free)
+    b:close()
+    other:close()
+    db:close()
+  end)
 end)
