@@ -653,8 +653,10 @@ int rg_index_shape (rg_txn *txn, rg_env *env, const rg_cspec *spec,
 ** Unique keys
 ** ======================================================================
 */
-void rg_unique_digest (const rg_cspec *spec, int u, const cJSON *doc,
-                       uint8_t out[16]) {
+/* The 16-byte digest of the values of unique key `u` in `doc` (an
+** undefined value counts as null): what the unique table keys on. */
+static void unique_digest (const rg_cspec *spec, int u, const cJSON *doc,
+                           uint8_t out[16]) {
   static const uint8_t k2[16] = { 'r','e','g','o','l','i','t','h',
                                   'u','n','i','q','u','e','v','1' };
   const rg_uniq *q = &spec->uniq[u];
@@ -679,7 +681,7 @@ void rg_unique_digest (const rg_cspec *spec, int u, const cJSON *doc,
 size_t rg_unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
                       const cJSON *doc, uint8_t *out) {
   uint8_t d[16];
-  rg_unique_digest(spec, u, doc, d);
+  unique_digest(spec, u, doc, d);
   return rg_key_unique(out, k->key, k->lplen, u, d);
 }
 

@@ -42,10 +42,6 @@ int rg_index_keys (rg_txn *txn, rg_env *env, rg_scope *s,
                    const rg_cspec *spec, const cJSON *doc, rg_buf *keys,
                    size_t *count, rg_err *e);
 
-/* The 16-byte digest of the values of unique key `u` in `doc` (an
-** undefined value counts as null): what the unique table keys on. */
-void rg_unique_digest (const rg_cspec *c, int u, const cJSON *doc,
-                       uint8_t out[16]);
 /* db:verify: checks the index and unique entries an item needs (see
 ** verify.c); returns the number of problems appended to `report`. */
 int rg_index_verify (rg_txn *txn, rg_env *env, const rg_cspec *spec,

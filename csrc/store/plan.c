@@ -3303,9 +3303,13 @@ static void qstate_free (qstate *st) {
   rg_buf_free(&st->pl.hi);
 }
 
-uint64_t rg_query_token_context (const rg_cspec *spec,
-                                 const rg_query_req *rq, const char *ptext,
-                                 size_t plen, const rg_ikey *lp) {
+/* The context a query's continuation token is bound to: the container
+** and its spec (a plan made under another indexing policy cannot be
+** continued), the text, the parameters (their JSON text) and the routing
+** partition (lp, when rq->has_pk). */
+static uint64_t token_context (const rg_cspec *spec, const rg_query_req *rq,
+                               const char *ptext, size_t plen,
+                               const rg_ikey *lp) {
   rg_buf b;
   uint8_t cid[4];
   uint64_t h;
@@ -3406,7 +3410,7 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   if (rq->admit &&                   /* a prefix's hash names its range */
       (rc = rq->admit(rq->admit_ud, st.pl.routed != R_NONE, st.pl.rhash, e)))
     goto done;
-  ctx = rg_query_token_context(c->spec, rq, st.ptext.p, st.ptext.n,
+  ctx = token_context(c->spec, rq, st.ptext.p, st.ptext.n,
                                &st.pl.lp);
   if (rq->continuation) {
     if ((rc = rg_token_open(c->env->secret, RG_TOKEN_QUERY, ctx,

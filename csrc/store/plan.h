@@ -84,12 +84,5 @@ typedef struct rg_query_res {
 int  rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
                     const rg_query_req *q, rg_query_res *r, rg_err *e);
 void rg_query_res_free (rg_query_res *r);
-/* The context a query's continuation token is bound to: the container
-** and its spec (a plan made under another indexing policy cannot be
-** continued), the text, the parameters (their JSON text) and the routing
-** partition (lp, when rq->has_pk). */
-uint64_t rg_query_token_context (const rg_cspec *spec,
-                                 const rg_query_req *rq, const char *ptext,
-                                 size_t plen, const rg_ikey *lp);
 
 #endif
