@@ -155,5 +155,3 @@ int rg_ftpolicy_lang (const rg_cspec *s, const char *path, size_t n) {
   return s->ft->lang;
 }
 /* }===================================================================== */
-
-

@@ -120,7 +120,8 @@ size_t rg_key_vector (uint8_t *out, uint32_t cid, uint32_t ixid,
 ** of RG_FK_* (RG_FTEXT_HEAD bytes); ftindex.c appends the rest.  Where
 ** partitions are kept apart (a remote database) an instance is one
 ** bucket's: its keys carry the bucket (u16) after the prefix, which says
-** their place (ftindex.h's seam writes it; rg_key_ftext does not). */
+** their place (ftindex.h's seam and search.c's ft_head write it;
+** rg_key_ftext does not). */
 #define RG_FTEXT_PREFIX 8
 #define RG_FTEXT_HEAD   9
 enum { RG_FK_BUILT = 'B', RG_FK_POSTINGS = 'P', RG_FK_LENGTHS = 'N',

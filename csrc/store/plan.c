@@ -3410,8 +3410,7 @@ int rg_query_exec (rg_txn *txn, const rg_cont *c, int64_t now,
   if (rq->admit &&                   /* a prefix's hash names its range */
       (rc = rq->admit(rq->admit_ud, st.pl.routed != R_NONE, st.pl.rhash, e)))
     goto done;
-  ctx = token_context(c->spec, rq, st.ptext.p, st.ptext.n,
-                               &st.pl.lp);
+  ctx = token_context(c->spec, rq, st.ptext.p, st.ptext.n, &st.pl.lp);
   if (rq->continuation) {
     if ((rc = rg_token_open(c->env->secret, RG_TOKEN_QUERY, ctx,
                             rq->continuation, rq->contlen, &st.tok, e)))
