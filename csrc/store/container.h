@@ -119,6 +119,13 @@ struct rg_cspec {
   struct rg_cspec *older;           /* replaced contents (rg_cspec_adopt) */
 };
 
+/* The instances an index kept beside its items has (vindex.c, search.c):
+** one per physical partition where partitions are kept apart (`remote`),
+** else one. */
+static inline int rg_cspec_buckets (const rg_cspec *c, int remote) {
+  return remote && c->nparts > 1 ? c->nparts : 1;
+}
+
 #define RG_MAX_COMPUTED 20
 #define RG_SPEC_REVISION 2
 

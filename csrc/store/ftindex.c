@@ -52,7 +52,7 @@ static int get_varint (const uint8_t **p, const uint8_t *end, uint64_t *v) {
 }
 
 static size_t key_head (uint8_t *k, uint8_t kind, uint64_t fid) {
-  return rg_key_ftext(k, (uint32_t)(fid >> 32), (uint32_t)fid, kind);
+  return rg_key_ftext(k, (uint32_t)(fid >> 32), (uint32_t)fid, -1, kind);
 }
 
 /* 'P' | fid | term | 00: the prefix of a term's blocks */

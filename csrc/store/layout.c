@@ -69,7 +69,9 @@
 **                                        term's header in its last)
 **                                        (ftindex.c/h: index-id is the hash
 **                                        of the path and its language; doc
-**                                        is the item's seq)
+**                                        is the item's seq; a remote
+**                                        database's keys have u16:bucket
+**                                        after the index-id)
 **
 ** Logical and physical partitions.  A partition key value (one value per
 ** level, up to three levels) is encoded as a tuple of terms (below) and
@@ -471,12 +473,14 @@ size_t rg_key_vector (uint8_t *out, uint32_t cid, uint32_t ixid,
   return RG_VECTOR_KEY;
 }
 
-size_t rg_key_ftext (uint8_t *out, uint32_t cid, uint32_t ixid, int kind) {
+size_t rg_key_ftext (uint8_t *out, uint32_t cid, uint32_t ixid, int bucket,
+                     int kind) {
+  size_t n = RG_FTEXT_PREFIX;
   rg_put_u32(out, cid);
   rg_put_u32(out + 4, ixid);
-  if (kind == 0) return RG_FTEXT_PREFIX;
-  out[8] = (uint8_t)kind;
-  return RG_FTEXT_HEAD;
+  if (bucket >= 0) { rg_put_u16(out + n, (uint32_t)bucket); n += 2; }
+  if (kind) out[n++] = (uint8_t)kind;
+  return n;
 }
 
 void rg_ref_hash_put (uint8_t *out, uint64_t hash) {

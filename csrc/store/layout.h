@@ -117,16 +117,17 @@ size_t rg_key_vector (uint8_t *out, uint32_t cid, uint32_t ixid,
                       uint64_t shard, int type, uint32_t n);
 /* A full-text index record's key (ftindex.c): cid | the index's id (the
 ** instance's prefix, RG_FTEXT_PREFIX bytes), then the record's kind, one
-** of RG_FK_* (RG_FTEXT_HEAD bytes); ftindex.c appends the rest.  Where
-** partitions are kept apart (a remote database) an instance is one
-** bucket's: its keys carry the bucket (u16) after the prefix, which says
-** their place (ftindex.h's seam and search.c's ft_head write it;
-** rg_key_ftext does not). */
+** of RG_FK_* (RG_FTEXT_HEAD bytes; none when kind is 0); ftindex.c appends
+** the rest.  Where partitions are kept apart (a remote database) an
+** instance is one bucket's: its keys carry the bucket (u16) after the
+** prefix, which says their place (`bucket`, -1 for none; ftindex.h's seam
+** puts it into the keys the index makes). */
 #define RG_FTEXT_PREFIX 8
 #define RG_FTEXT_HEAD   9
 enum { RG_FK_BUILT = 'B', RG_FK_POSTINGS = 'P', RG_FK_LENGTHS = 'N',
        RG_FK_STATS = 'S' };
-size_t rg_key_ftext (uint8_t *out, uint32_t cid, uint32_t ixid, int kind);
+size_t rg_key_ftext (uint8_t *out, uint32_t cid, uint32_t ixid, int bucket,
+                     int kind);
 /* Writes the first half of a reference (the top 32 bits of `hash`). */
 void   rg_ref_hash_put (uint8_t *out, uint64_t hash);
 

@@ -73,7 +73,7 @@ static int remote_of (const rg_env *env) {
 }
 
 static int nb_of (const rg_env *env, const rg_cspec *c) {
-  return remote_of(env) && c->nparts > 1 ? c->nparts : 1;
+  return rg_cspec_buckets(c, remote_of(env));
 }
 
 /* The bucket of a stored item (its key is valid, else it is not stored). */
@@ -83,16 +83,6 @@ static int bucket_of (const rg_cspec *c, const cJSON *doc) {
   rg_err e;
   rg_doc_pk(c, doc, pkv);
   return rg_ikey_partition(c, pkv, &k, &e) == 0 ? k.range : 0;
-}
-
-/* The head of a record of kind `kind` (0: the prefix) of index ixid in
-** bucket b (-1: the only instance, locally). */
-static size_t ft_head (uint8_t *k, uint32_t cid, uint32_t ixid, int b,
-                       int kind) {
-  size_t n = rg_key_ftext(k, cid, ixid, 0);
-  if (b >= 0) { rg_put_u16(k + n, (uint32_t)b); n += 2; }
-  if (kind) k[n++] = (uint8_t)kind;
-  return n;
 }
 
 #define FT_HEAD_MAX (RG_FTEXT_HEAD + 2)
@@ -108,7 +98,7 @@ static int is_built (rg_txn *txn, int remote, uint32_t cid, uint32_t ixid,
   uint8_t k[FT_HEAD_MAX];
   rg_val v;
   int rc = rg_kv_get(txn, RG_DB_FTEXT, k,
-                     ft_head(k, cid, ixid, remote ? b : -1, RG_FK_BUILT),
+                     rg_key_ftext(k, cid, ixid, remote ? b : -1, RG_FK_BUILT),
                      &v);
   *out = rc == 0;
   if (rc && rc != RG_NOTFOUND)
@@ -164,7 +154,7 @@ static int build (rg_ftup *u, int i, rg_err *e) {
   /* from nothing: whatever a lost build record left goes first (every
   ** bucket's: the prefix spans them) */
   if ((rc = rg_del_prefix(u->s, RG_DB_FTEXT, k0,
-                          ft_head(k0, u->c->cid, ixid, -1, 0), UINT64_MAX,
+                          rg_key_ftext(k0, u->c->cid, ixid, -1, 0), UINT64_MAX,
                           &gone, e)))
     return rc;
   if ((rc = rg_cur_open(u->s->txn, RG_DB_ITEMS, &cur)))
@@ -200,8 +190,8 @@ static int build (rg_ftup *u, int i, rg_err *e) {
   u->built[i] = 1;
   for (b = 0; b < u->nb; b++)
     if ((rc = rg_put(u->s, RG_DB_FTEXT, k0,
-                     ft_head(k0, u->c->cid, ixid, u->remote ? b : -1,
-                             RG_FK_BUILT), "", 0, e)))
+                     rg_key_ftext(k0, u->c->cid, ixid, u->remote ? b : -1,
+                                  RG_FK_BUILT), "", 0, e)))
       return rc;
   return 0;
 }
@@ -330,7 +320,7 @@ int rg_ftindex_replace (rg_scope *s, const rg_cspec *from,
     uint64_t gone;
     if (!p->indexed || has_index(to, p)) continue;
     if ((rc = rg_del_prefix(s, RG_DB_FTEXT, k,
-                            rg_key_ftext(k, from->cid, index_id(p), 0),
+                            rg_key_ftext(k, from->cid, index_id(p), -1, 0),
                             UINT64_MAX, &gone, e)))
       return rc;
   }
@@ -358,7 +348,8 @@ static int sum_stats (rg_txn *txn, const rg_cspec *c, const rg_ftpath *fp,
   int b, i, rc = 0;
   *docs = *tokens = 0;
   for (i = 0; i < nterms; i++) df[i] = 0;
-  if (nterms && (bdf = (uint64_t *)malloc((size_t)nterms * 8)) == NULL)
+  if (nterms &&
+      (bdf = (uint64_t *)malloc((size_t)nterms * sizeof(*bdf))) == NULL)
     return rg_fail(e, 500, "out of memory");
   for (b = 0; b < nb && rc == 0; b++) {
     rg_fti_seam st;
@@ -410,7 +401,6 @@ int rg_ftindex_verify (rg_txn *txn, rg_env *env, const rg_cspec *s,
                     e.msg);
         problems++;
         built0 = 0;
-        sum = docs[i];
         break;
       }
       if (!built && d) {
@@ -731,7 +721,7 @@ int rg_ftindex_item (rg_txn *txn, rg_env *env, const rg_ftplan *p,
     uint8_t k[FT_HEAD_MAX];
     rg_val v;
     int rc = rg_kv_get(txn, RG_DB_FTEXT, k,
-                       ft_head(k, p->spec->cid, index_id(p->fp), bucket,
+                       rg_key_ftext(k, p->spec->cid, index_id(p->fp), bucket,
                                RG_FK_BUILT), &v);
     if (rc && rc != RG_NOTFOUND) return rc;
   }

@@ -1359,7 +1359,7 @@ int rg_vindex_search (rg_txn *txn, rg_env *env, rg_vsearch *q, rg_err *e) {
   q->hit = NULL;
   if (m->index < 0) return rg_fail(e, 500, "no vector index on '%s'", m->text);
   if (q->one_shard && remote) {        /* that shard's instance in each */
-    int b, nb = q->spec->nparts > 1 ? q->spec->nparts : 1;   /* bucket */
+    int b, nb = rg_cspec_buckets(q->spec, remote);          /* bucket */
     for (b = 0, rc = 0; b < nb && rc == 0; b++)
       rc = search_shard(txn, env, q, m, RG_VSHARD_AT(q->shard, b), &cap,
                         remote, e);
