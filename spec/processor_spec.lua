@@ -4,9 +4,9 @@ local H = require "helper"
 local function sleep(s) os.execute("sleep " .. s) end
 
 describe("processors", function()
-  local db, src, dst
+  local db, path, src, dst
   before_each(function()
-    db = H.open()
+    db, path = H.open()
     src = assert(db:create_container("src", {
       partition_key = "/pk", physical_partitions = 4,
       change_feed = { all_versions = true } }))
@@ -358,6 +358,29 @@ describe("processors", function()
     until (owners.a == 2 and owners.b == 2) or os.time() > deadline
     assert.are.same({ a = 2, b = 2 }, owners)
   end)
+
+  it("takes every range at its next renewal once the other instance, on "
+    .. "another handle, closed", function()
+      -- leases far longer than the spec: only the closed instance's
+      -- heartbeat, deleted by its close, can say it is gone
+      local other = assert(regolith.open(path))
+      local function open(handle, inst)
+        return assert(handle:processor({ name = "pair", source = "src",
+          instance = inst, lease_seconds = 600, handler = function() end }))
+      end
+      local a, b = open(db, "a"), open(other, "b")
+      assert.are.equal(4, #assert(a.state:maintain()))
+      assert.are.equal(0, #assert(b.state:maintain()))
+      assert.are.equal(2, #assert(a.state:maintain()))   -- gives two back
+      assert.are.equal(2, #assert(b.state:maintain()))
+      assert(a:close())
+      assert.are.equal(4, #assert(b.state:maintain()))
+      for _, range in ipairs(assert(b:status()).ranges) do
+        assert.are.equal("b", range.owner)
+      end
+      b:close()
+      other:close()
+    end)
 
   it("pumps every processor of the handle with db:run_processors", function()
     local counts = { one = 0, two = 0 }
