@@ -515,6 +515,33 @@ describe("processors", function()
     assert.has_error(function() p:run({ timeout = -1 }) end)
   end)
 
+  it("raises a misuse of its options at the caller's line, naming the method",
+    function()
+      local p = assert(db:processor({ name = "x", source = "src",
+        handler = function() end }))
+      local function raises(what, f)
+        local line = debug.getinfo(f, "S").linedefined
+        local ok, err = pcall(f)
+        assert.is_false(ok)
+        assert.matches("processor_spec%.lua:" .. line .. ": " .. what, err)
+      end
+      raises("run_once: option 'max_ms' must be a number of milliseconds",
+        function() p:run_once({ max_ms = -1 }) end)
+      raises("run_once: unknown option 'wait'",
+        function() p:run_once({ wait = 1 }) end)
+      raises("run: option 'max_ms' must be a number of milliseconds",
+        function() p:run({ max_ms = -1, until_idle = true }) end)
+      raises("run: option 'timeout' must be a number of seconds",
+        function() p:run({ timeout = -1 }) end)
+      raises("run_processors: option 'max_ms' must be a number of milliseconds",
+        function() db:run_processors({ max_ms = -1 }) end)
+      raises("run_processors: option 'timeout' must be a number of seconds",
+        function() db:run_processors({ timeout = -1 }) end)
+      raises("processor: option 'max_items' must be an integer",
+        function() db:processor({ name = "y", source = "src", max_items = 0,
+          handler = function() end }) end)
+    end)
+
   it("cannot run inside a transaction", function()
     assert(src:create({ id = "a", pk = "x" }))
     local inner = assert(db:processor({ name = "inner", source = "dst",
