@@ -4,9 +4,9 @@ local H = require "helper"
 local function sleep(s) os.execute("sleep " .. s) end
 
 describe("processors", function()
-  local db, src, dst
+  local db, path, src, dst
   before_each(function()
-    db = H.open()
+    db, path = H.open()
     src = assert(db:create_container("src", {
       partition_key = "/pk", physical_partitions = 4,
       change_feed = { all_versions = true } }))
@@ -359,6 +359,29 @@ describe("processors", function()
     assert.are.same({ a = 2, b = 2 }, owners)
   end)
 
+  it("takes every range at its next renewal once the other instance, on "
+    .. "another handle, closed", function()
+      -- leases far longer than the spec: only the closed instance's
+      -- heartbeat, deleted by its close, can say it is gone
+      local other = assert(regolith.open(path))
+      local function open(handle, inst)
+        return assert(handle:processor({ name = "pair", source = "src",
+          instance = inst, lease_seconds = 600, handler = function() end }))
+      end
+      local a, b = open(db, "a"), open(other, "b")
+      assert.are.equal(4, #assert(a.state:maintain()))
+      assert.are.equal(0, #assert(b.state:maintain()))
+      assert.are.equal(2, #assert(a.state:maintain()))   -- gives two back
+      assert.are.equal(2, #assert(b.state:maintain()))
+      assert(a:close())
+      assert.are.equal(4, #assert(b.state:maintain()))
+      for _, range in ipairs(assert(b:status()).ranges) do
+        assert.are.equal("b", range.owner)
+      end
+      b:close()
+      other:close()
+    end)
+
   it("pumps every processor of the handle with db:run_processors", function()
     local counts = { one = 0, two = 0 }
     for _, name in ipairs({ "one", "two" }) do
@@ -491,6 +514,33 @@ describe("processors", function()
     assert.has_error(function() p:run({ ["until"] = 3 }) end)
     assert.has_error(function() p:run({ timeout = -1 }) end)
   end)
+
+  it("raises a misuse of its options at the caller's line, naming the method",
+    function()
+      local p = assert(db:processor({ name = "x", source = "src",
+        handler = function() end }))
+      local function raises(what, f)
+        local line = debug.getinfo(f, "S").linedefined
+        local ok, err = pcall(f)
+        assert.is_false(ok)
+        assert.matches("processor_spec%.lua:" .. line .. ": " .. what, err)
+      end
+      raises("run_once: option 'max_ms' must be a number of milliseconds",
+        function() p:run_once({ max_ms = -1 }) end)
+      raises("run_once: unknown option 'wait'",
+        function() p:run_once({ wait = 1 }) end)
+      raises("run: option 'max_ms' must be a number of milliseconds",
+        function() p:run({ max_ms = -1, until_idle = true }) end)
+      raises("run: option 'timeout' must be a number of seconds",
+        function() p:run({ timeout = -1 }) end)
+      raises("run_processors: option 'max_ms' must be a number of milliseconds",
+        function() db:run_processors({ max_ms = -1 }) end)
+      raises("run_processors: option 'timeout' must be a number of seconds",
+        function() db:run_processors({ timeout = -1 }) end)
+      raises("processor: option 'max_items' must be an integer",
+        function() db:processor({ name = "y", source = "src", max_items = 0,
+          handler = function() end }) end)
+    end)
 
   it("cannot run inside a transaction", function()
     assert(src:create({ id = "a", pk = "x" }))

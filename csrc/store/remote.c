@@ -20,7 +20,10 @@
 ** each place's coverage ends) and answers RG_NOTFOUND as if the table
 ** ended.  The operation goes on with these answers, and the host, seeing
 ** the needs, fetches them all at once and runs it again: the answer of a
-** run with needs is never used (remote.h).
+** run with needs is never used (remote.h).  A range's answer is all its
+** place holds in the span it answers for: an entry the overlay has there
+** and the answer lacks (kept from an earlier call, guessed, or deleted
+** since it was fetched) is absent from then on (absent_unanswered).
 **
 ** Writes change `cur` and mark the entry dirty, keeping in the undo log
 ** what they overwrote (savepoints, kv.h).  Counters (rg_kv_add) are kept
@@ -2398,6 +2401,67 @@ int rg_remote_feed_point (rg_remote *r, const rg_place *pl, int tb,
   return known(r, tb, p, key, kn, v, vn, v != NULL, now_ms);
 }
 
+/* Is (k, kn) one of the n keys of a range's answer (ascending; descending
+** when `back`)? */
+static int answered (const void *const *ks, const size_t *kns, size_t n,
+                     int back, const uint8_t *k, size_t kn) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    int c = bcmp2((const uint8_t *)ks[mid], kns[mid], k, kn);
+    if (back) c = -c;
+    if (c == 0) return 1;
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return 0;
+}
+
+/* A range's answer is every entry place p holds in the span it answers
+** for (as redis/regolith.lua's range reads it: from lo, or after it,
+** onwards to the end when `done`, else through the last key given; or
+** backwards from lo, the end when lo is empty, to the start when `done`).
+** So an entry of p the overlay has in that span and the answer lacks is
+** absent now, whatever put it there: kept from an earlier call (a guess
+** until asked again, keep_global), guessed by this run, or fetched
+** earlier and deleted since.  It becomes known absent (known: what the
+** run read of it, if it changed, sends the run again).  A place's own
+** meta keys are fetched by point, never by a range: left alone. */
+static int absent_unanswered (rg_remote *r, int tb, uint32_t p,
+                              const uint8_t *lo, size_t lon, int after,
+                              int back, size_t n, const void *const *ks,
+                              const size_t *kns, int done, int64_t now_ms) {
+  table *t = &r->t[tb];
+  const uint8_t *a = lo, *b = NULL;     /* the span, a .. b (NULL: end) */
+  size_t an = lon, bn = 0, i;
+  int a_open = after, b_open = 0, rc;
+  if (back) {
+    b = lon ? lo : NULL;
+    bn = lon;
+    b_open = after;
+    a = done ? (const uint8_t *)"" : (const uint8_t *)ks[n - 1];
+    an = done ? 0 : kns[n - 1];
+    a_open = 0;
+  }
+  else if (!done) {
+    b = (const uint8_t *)ks[n - 1];
+    bn = kns[n - 1];
+  }
+  for (i = lower(t, a, an); i < t->n; i++) {
+    ent *e = t->v[i];
+    if (b != NULL) {
+      int c = bcmp2(e->k, e->kn, b, bn);
+      if (c > 0 || (c == 0 && b_open)) break;
+    }
+    if (a_open && e->kn == an && memcmp(e->k, a, an) == 0) continue;
+    if (e->place != p || wire_kn(tb, e) != e->kn) continue;
+    if (e->known && !e->base.have) continue;
+    if (answered(ks, kns, n, back, e->k, e->kn)) continue;
+    if ((rc = known(r, tb, p, e->k, e->kn, NULL, 0, 0, now_ms))) return rc;
+  }
+  return 0;
+}
+
 int rg_remote_feed_range (rg_remote *r, const rg_place *pl, int tb,
                           const void *lo, size_t lon, int after, int back,
                           size_t n, const void *const *ks,
@@ -2436,6 +2500,9 @@ int rg_remote_feed_range (rg_remote *r, const rg_place *pl, int tb,
       return rc;
   }
   for (j = 0; j < nb && (done || n > 0); j++) {   /* else: a version only */
+    if ((rc = absent_unanswered(r, tb, both[j], (const uint8_t *)lo, lon,
+                                after, back, n, ks, kns, done, now_ms)))
+      return rc;
     if (!back) {
       if (done) cover(r, tb, both[j], (const uint8_t *)lo, lon, after, NULL,
                       0, 1);

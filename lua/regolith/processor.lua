@@ -56,27 +56,30 @@ local OPTIONS = {
   on_error = "function", handler = "function",
 }
 
-local function check_options(opts, allowed, what)
+-- The checks of a method's options raise at the line that called the
+-- method: `level` is that line's level as the function calling the check
+-- sees it (2 when that function is the method the user called).
+local function check_options(opts, allowed, what, level)
   if type(opts) ~= "table" then
-    error(what .. ": options must be a table, not " .. type(opts), 3)
+    error(what .. ": options must be a table, not " .. type(opts), level + 1)
   end
   for k, v in pairs(opts) do
     local want = allowed[k]
     if type(k) ~= "string" or want == nil then
-      error(what .. ": unknown option '" .. tostring(k) .. "'", 3)
+      error(what .. ": unknown option '" .. tostring(k) .. "'", level + 1)
     end
     if want ~= true and type(v) ~= want then
-      error(what .. ": option '" .. k .. "' must be a " .. want, 3)
+      error(what .. ": option '" .. k .. "' must be a " .. want, level + 1)
     end
   end
 end
 
-local function integer_option(opts, name, default, lo, hi, what)
+local function integer_option(opts, name, default, lo, hi, what, level)
   local v = opts[name]
   if v == nil then return default end
   if v ~= math.floor(v) or v < lo or v > hi then
     error(("%s: option '%s' must be an integer from %d to %d"):format(
-      what, name, lo, hi), 3)
+      what, name, lo, hi), level + 1)
   end
   return v
 end
@@ -113,7 +116,7 @@ end
 
 -- db:processor(opts) -> processor | nil, message, status
 function M.open(db, opts)
-  check_options(opts, OPTIONS, "processor")
+  check_options(opts, OPTIONS, "processor", 2)
   local what = "processor"
   if opts.name == nil then error("processor: option 'name' is required", 2) end
   if opts.handler == nil then
@@ -129,11 +132,12 @@ function M.open(db, opts)
     error("processor: option 'start' must be \"beginning\", \"now\" or a " ..
       "time in seconds since the epoch", 2)
   end
-  local max_items = integer_option(opts, "max_items", 100, 1, 100000, what)
+  local max_items = integer_option(opts, "max_items", 100, 1, 100000, what,
+    2)
   local lease_seconds = integer_option(opts, "lease_seconds", 60, 1, 86400,
-    what)
+    what, 2)
   local max_attempts = integer_option(opts, "max_attempts", 5, 1, 1000000,
-    what)
+    what, 2)
   local source = opts.source
   local backend = backend_of(db)
   local container, msg, status
@@ -263,24 +267,30 @@ function Processor:_pass(deadline)
 end
 
 local ONCE_OPTIONS = { max_ms = "number" }
+local RUN_OPTIONS = { until_idle = "boolean", timeout = "number",
+  max_ms = "number" }
 
 -- opts.max_ms (options already checked for their types), or nil; raises
--- on a negative one.
-local function max_ms_of(opts, what)
+-- on a negative one (at `level`, as check_options).
+local function max_ms_of(opts, what, level)
   local max_ms = opts and opts.max_ms
   if max_ms ~= nil and not (max_ms >= 0) then
     error(what .. ": option 'max_ms' must be a number of milliseconds >= 0",
-      3)
+      level + 1)
   end
   return max_ms
 end
 
--- The deadline of a pass bounded by opts.max_ms, or nil.
-local function deadline_of(opts, what)
-  if opts == nil then return nil end
-  check_options(opts, ONCE_OPTIONS, what)
-  local max_ms = max_ms_of(opts, what)
-  return max_ms and clock() + max_ms
+-- Checks the options of run and db:run_processors (nil: none), as
+-- check_options.
+local function check_run_options(opts, what, level)
+  if opts == nil then return end
+  check_options(opts, RUN_OPTIONS, what, level + 1)
+  if opts.timeout ~= nil and not (opts.timeout >= 0) then
+    error(what .. ": option 'timeout' must be a number of seconds >= 0",
+      level + 1)
+  end
+  max_ms_of(opts, what, level + 1)
 end
 
 -- Gives the leases back, then closes the state.  Two calls: on a Redis
@@ -295,7 +305,12 @@ end
 -- p:run_once{max_ms = ms} -> number of changes delivered in this pass
 function Processor:run_once(opts)
   self:_check()
-  local deadline = deadline_of(opts, "run_once")
+  local max_ms
+  if opts ~= nil then
+    check_options(opts, ONCE_OPTIONS, "run_once", 2)
+    max_ms = max_ms_of(opts, "run_once", 2)
+  end
+  local deadline = max_ms and clock() + max_ms
   if self.running then
     error("processor '" .. self.name .. "' is already running", 2)
   end
@@ -314,17 +329,11 @@ function Processor:run_once(opts)
   return n, msg, status
 end
 
-local RUN_OPTIONS = { until_idle = "boolean", timeout = "number",
-  max_ms = "number" }
-
--- The loop of run and db:run_processors: `pass` returns the changes
--- delivered (or nil, msg, status).
-local function loop(opts, what, pass, stopped)
+-- The loop of run and db:run_processors (opts checked by
+-- check_run_options): `pass` returns the changes delivered (or nil, msg,
+-- status).
+local function loop(opts, pass, stopped)
   opts = opts or {}
-  check_options(opts, RUN_OPTIONS, what)
-  if opts.timeout ~= nil and not (opts.timeout >= 0) then
-    error(what .. ": option 'timeout' must be a number of seconds >= 0", 3)
-  end
   local deadline = opts.timeout and clock() + opts.timeout * 1000
   local total = 0
   while not stopped() do
@@ -347,8 +356,9 @@ end
 -- Without either option it runs until the processor is closed.
 function Processor:run(opts)
   self:_check()
-  return loop(opts, "run", function()
-    local max_ms = opts and opts.max_ms
+  check_run_options(opts, "run", 2)
+  local max_ms = opts and opts.max_ms
+  return loop(opts, function()
     return self:run_once(max_ms and { max_ms = max_ms })
   end,
     function() return self.closed end)
@@ -586,15 +596,13 @@ function M.run_all(db, opts)
     end
     return total
   end
-  if opts ~= nil then
-    check_options(opts, RUN_OPTIONS, "run_processors")
-    max_ms = max_ms_of(opts, "run_processors")
-  end
+  check_run_options(opts, "run_processors", 2)
+  max_ms = opts and opts.max_ms
   if opts == nil or (opts.until_idle == nil and opts.timeout == nil) then
     return pass()
   end
   local loop_opts = { until_idle = opts.until_idle, timeout = opts.timeout }
-  return loop(loop_opts, "run_processors", pass, function() return false end)
+  return loop(loop_opts, pass, function() return false end)
 end
 
 -- Closes every processor opened on a handle (before the handle closes).

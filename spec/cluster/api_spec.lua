@@ -165,6 +165,24 @@ describe("cluster database", function()
     other:close()
   end)
 
+  it("drops what another handle deleted from the global entries it keeps, once it fetches their range again", function()
+    -- the catalog is kept from call to call (a container's entries trusted
+    -- while its epoch holds); a listing fetches the catalog's range afresh,
+    -- and the answer replaces what was kept in its span
+    assert(db:create_container("d", { partition_key = "/pk" }))
+    local other = assert(regolith.open(url))
+    local function names()
+      local out = {}
+      for i, name in ipairs(assert(other:containers())) do out[i] = name end
+      table.sort(out)
+      return out
+    end
+    assert.are.same({ "c", "d" }, names())
+    assert(db:delete_container("d"))
+    assert.are.same({ "c" }, names())
+    other:close()
+  end)
+
   it("reads an item with one HGET while it keeps the catalog (meta_refresh)", function()
     local kept = assert(regolith.open(url, { meta_refresh = 60 }))
     local kc = assert(kept:container("c"))

@@ -144,6 +144,7 @@ describe("cluster processors", function()
     end
     view:close()
     assert.are.equal(2, free)
+    assert.are.equal(4, #assert(b.state:maintain()))   -- a is gone: all b's
     b:close()
     other:close()
     db:close()
