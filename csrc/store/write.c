@@ -741,6 +741,15 @@ int rg_write (rg_scope *s, const rg_cont *c, const rg_wreq *w, rg_wres *r,
 ** statistics are bumped once per logical partition and once per batch.
 ** Items that exist (upsert) and keys given twice in a batch go through
 ** the ordinary write path afterwards, in the same scope.
+**
+** A load in one transaction holds its entries (rg_bulk_hold): the batches'
+** lists and maps grow, batch after batch, and are merged into the tables
+** only when they reach the bound, before a batch's upserts of existing
+** items, or at the end of the load (rg_bulk_flush), so that each table
+** takes one sorted run for many batches: past its last key it is appended
+** to and its pages are written once.  The checks of a batch see what the
+** held entries will write through the maps (keys, unique keys, partition
+** sizes), as they see an earlier document of the same batch.
 */
 typedef struct bent {             /* a table entry, its bytes in the pool */
   uint64_t pre;                   /* the key's first 8 bytes, big-endian */
@@ -776,6 +785,9 @@ struct rg_bulk {
   uint32_t *vseq;                 /* the seq of each new item, when the
                                      container has vector indexes */
   rg_buf text, ikeys;
+  size_t hold;                    /* held up to this many bytes (0: not held) */
+  size_t accepted;                /* of the batch */
+  int held;                       /* entries wait to be merged */
   int oom;
 };
 typedef struct rg_bulk bulk;
@@ -888,8 +900,20 @@ static void bulk_reset (bulk *b) {
   if (b->uniq.cap) memset(b->uniq.v, 0, b->uniq.cap * sizeof(bslot));
   if (b->parts.cap) memset(b->parts.v, 0, b->parts.cap * sizeof(bslot));
   b->keys.n = b->uniq.n = b->parts.n = 0;
-  b->nlater = 0;
+  b->held = 0;
   b->oom = 0;
+}
+
+void rg_bulk_hold (rg_bulk *b, size_t bound) {
+  bulk_reset(b);
+  b->hold = bound;
+}
+
+/* The memory the held entries take. */
+static size_t bulk_size (const bulk *b) {
+  size_t n = b->pool.n, i;
+  for (i = 0; i < RG_NDB; i++) n += b->t[i].n * sizeof(bent);
+  return n + (b->keys.cap + b->uniq.cap + b->parts.cap) * sizeof(bslot);
 }
 
 void rg_bulk_clear (rg_bulk_item *items, size_t n) {
@@ -1007,8 +1031,7 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
   for (u = 0; u < spec->nuniq; u++) {
     size_t un = rg_unique_key(spec, u, &k, it->doc, buf);
     if (map_get(b, &b->uniq, buf, un, 0)) {
-      rg_fail(&ie, 409, "unique key violation: another item in this logical "
-              "partition has the same value");
+      rg_unique_fail(spec, u, &ie);
       return item_fails(it, &ie);
     }
   }
@@ -1075,6 +1098,7 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
     list_add(b, RG_DB_FEED, pool_add(b, fk, fn), fn, ro, rn);
   }
   it->status = 201;
+  b->accepted++;
   s->ord++;
   s->work.written++;
   s->work.write_bytes += text->n;
@@ -1140,6 +1164,7 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
       int c = have_last ? cmp_val(&lk, k.p, k.n) : -1;
       if (c < 0) appending = 1;       /* past the last key: all that follow */
     }
+    if (!dup) flags |= RG_KV_NOOVERWRITE;   /* decided new: never replaced */
     if (appending) flags |= dup && !first ? RG_KV_APPENDDUP : RG_KV_APPEND;
     else if (dup && first && db == RG_DB_LATEST) {   /* past its last dup? */
       rg_val fk = k, fv;
@@ -1164,55 +1189,19 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
   return 0;
 }
 
-int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
-                   rg_bulk_item *items, size_t n, int mode, size_t *written,
-                   rg_err *e) {
+/* The held entries merged into the tables, table by table, and the
+** statistics of their partitions and container bumped; then emptied. */
+static int bulk_merge (rg_scope *s, bulk *b, rg_err *e) {
   static const int order[] = { RG_DB_ITEMS, RG_DB_REFS, RG_DB_INDEX,
                                RG_DB_LATEST, RG_DB_TTL, RG_DB_UNIQUE,
                                RG_DB_FEED };
-  size_t i;
+  const rg_cont *c = b->c;
   uint64_t added = 0, bytes = 0;
+  size_t i;
   int rc = 0;
-  *written = 0;
-  bulk_reset(b);
   b->s = s;
-  b->c = c;
-  b->mode = mode;
-  for (i = 0; i < n; i++) {          /* a rerun starts afresh */
-    if (items[i].status > 0 && items[i].status < 300) items[i].status = 0;
-  }
-  if (s->failed) return rg_fail(e, s->failed, "the transaction has failed");
-  rc = mode == RG_BULK_RESTORE ? rg_cont_alive(s->txn, c, e) : prepare(s, c, e);
-  if (rc) return rc;
-  if (mode != RG_BULK_RESTORE && rg_scope_lsn(s, NULL, 0, e) == 0)
-    return s->failed;
-  if (b->cap < n) {
-    size_t *a = (size_t *)realloc(b->later, n * sizeof(size_t));
-    uint32_t *vs = (uint32_t *)realloc(b->vseq, n * sizeof(uint32_t));
-    if (vs) b->vseq = vs;
-    if (a == NULL || vs == NULL) return rg_fail(e, 500, "out of memory");
-    b->later = a;
-    b->cap = n;
-  }
-  if (c->spec->nvix || c->spec->ft) memset(b->vseq, 0, n * sizeof(uint32_t));
-  for (i = 0; i < n && rc == 0; i++)
-    if (items[i].status == 0)
-      rc = bulk_one(b, i, &items[i], &b->text, &b->ikeys, e);
-  if (rc == 0 && b->oom) rc = rg_fail(e, 500, "out of memory");
   for (i = 0; rc == 0 && i < sizeof(order) / sizeof(order[0]); i++)
     rc = bulk_apply(b, order[i], e);
-  for (i = 0; rc == 0 && c->spec->nvix && i < n; i++)   /* vector indexes:
-                                                  one slot at a time */
-    if (b->vseq[i])
-      rc = rg_vindex_update(s, c->spec, b->vseq[i], NULL, items[i].doc, e);
-  if (rc == 0 && c->spec->ft) {       /* full-text indexes: one flush */
-    rg_ftup *u;
-    if ((rc = rg_ftup_begin(&u, s, c->spec, e)) == 0) {
-      for (i = 0; rc == 0 && u && i < n; i++)
-        if (b->vseq[i]) rc = rg_ftup_item(u, b->vseq[i], NULL, items[i].doc, e);
-      rc = rc ? (rg_ftup_end(u, NULL), rc) : rg_ftup_end(u, e);
-    }
-  }
   for (i = 0; rc == 0 && i < b->parts.cap; i++) {    /* statistics */
     bslot *ps = &b->parts.v[i];
     if (!ps->off || ps->a == 0) continue;
@@ -1227,7 +1216,70 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
                       rg_meta_key(ck, RG_MK_STATS, c->spec->cid, NULL, 0),
                       (int64_t)added, (int64_t)bytes, 0, 0, e);
   }
-  *written = added;
+  if (rc == 0) bulk_reset(b);
+  return rc;
+}
+
+int rg_bulk_flush (rg_scope *s, rg_bulk *b, rg_err *e) {
+  if (!b->held) return 0;
+  if (s->failed) return rg_fail(e, s->failed, "the transaction has failed");
+  return bulk_merge(s, b, e);
+}
+
+int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
+                   rg_bulk_item *items, size_t n, int mode, size_t *written,
+                   rg_err *e) {
+  size_t i;
+  int rc = 0, whole;
+  *written = 0;
+  if (s->failed) return rg_fail(e, s->failed, "the transaction has failed");
+  whole = c->spec->nvix || c->spec->ft;    /* their indexes: batch by batch */
+  if (b->held && (b->c != c || b->mode != mode || whole) &&
+      (rc = bulk_merge(s, b, e)))
+    return rc;
+  if (!b->held) bulk_reset(b);
+  b->nlater = 0;
+  b->accepted = 0;
+  b->s = s;
+  b->c = c;
+  b->mode = mode;
+  for (i = 0; i < n; i++) {          /* a rerun starts afresh */
+    if (items[i].status > 0 && items[i].status < 300) items[i].status = 0;
+  }
+  rc = mode == RG_BULK_RESTORE ? rg_cont_alive(s->txn, c, e) : prepare(s, c, e);
+  if (rc) return rc;
+  if (mode != RG_BULK_RESTORE && rg_scope_lsn(s, NULL, 0, e) == 0)
+    return s->failed;
+  if (b->cap < n) {
+    size_t *a = (size_t *)realloc(b->later, n * sizeof(size_t));
+    uint32_t *vs = (uint32_t *)realloc(b->vseq, n * sizeof(uint32_t));
+    if (vs) b->vseq = vs;
+    if (a == NULL || vs == NULL) return rg_fail(e, 500, "out of memory");
+    b->later = a;
+    b->cap = n;
+  }
+  if (whole) memset(b->vseq, 0, n * sizeof(uint32_t));
+  b->held = 1;
+  for (i = 0; i < n && rc == 0; i++)
+    if (items[i].status == 0)
+      rc = bulk_one(b, i, &items[i], &b->text, &b->ikeys, e);
+  if (rc == 0 && b->oom) rc = rg_fail(e, 500, "out of memory");
+  if (rc) return rc;
+  *written = b->accepted;
+  if (!b->hold || whole || b->nlater || bulk_size(b) >= b->hold)
+    rc = bulk_merge(s, b, e);
+  for (i = 0; rc == 0 && c->spec->nvix && i < n; i++)   /* vector indexes:
+                                                  one slot at a time */
+    if (b->vseq[i])
+      rc = rg_vindex_update(s, c->spec, b->vseq[i], NULL, items[i].doc, e);
+  if (rc == 0 && c->spec->ft) {       /* full-text indexes: one flush */
+    rg_ftup *u;
+    if ((rc = rg_ftup_begin(&u, s, c->spec, e)) == 0) {
+      for (i = 0; rc == 0 && u && i < n; i++)
+        if (b->vseq[i]) rc = rg_ftup_item(u, b->vseq[i], NULL, items[i].doc, e);
+      rc = rc ? (rg_ftup_end(u, NULL), rc) : rg_ftup_end(u, e);
+    }
+  }
   for (i = 0; rc == 0 && i < b->nlater; i++) {   /* upserts of existing items */
     rg_bulk_item *it = &items[b->later[i]];
     rg_wreq w;
