@@ -760,6 +760,8 @@ typedef struct bent {             /* a table entry, its bytes in the pool */
 typedef struct blist {
   bent *v;
   size_t n, cap;
+  size_t sorted;                  /* v[0..sorted) is in sorted runs */
+  size_t *runs, nruns, rcap;      /* where each run starts */
 } blist;
 
 typedef struct bslot {            /* a map of byte strings of the pool */
@@ -785,6 +787,10 @@ struct rg_bulk {
   uint32_t *vseq;                 /* the seq of each new item, when the
                                      container has vector indexes */
   rg_buf text, ikeys;
+  bent *merged;                   /* the runs of a list merged */
+  size_t mcap;
+  size_t *heap;                   /* the merge's runs, by their head */
+  size_t hcap;
   size_t hold;                    /* held up to this many bytes (0: not held) */
   size_t accepted;                /* of the batch */
   int held;                       /* entries wait to be merged */
@@ -880,7 +886,12 @@ void rg_bulk_free (rg_bulk *b) {
   rg_buf_free(&b->pool);
   rg_buf_free(&b->text);
   rg_buf_free(&b->ikeys);
-  for (i = 0; i < RG_NDB; i++) free(b->t[i].v);
+  for (i = 0; i < RG_NDB; i++) {
+    free(b->t[i].v);
+    free(b->t[i].runs);
+  }
+  free(b->merged);
+  free(b->heap);
   free(b->keys.v);
   free(b->uniq.v);
   free(b->parts.v);
@@ -895,7 +906,7 @@ static void bulk_reset (bulk *b) {
   b->pool.n = 0;
   b->pool.oom = 0;
   rg_buf_addc(&b->pool, 0);          /* offset 0 names nothing */
-  for (i = 0; i < RG_NDB; i++) b->t[i].n = 0;
+  for (i = 0; i < RG_NDB; i++) b->t[i].n = b->t[i].sorted = b->t[i].nruns = 0;
   if (b->keys.cap) memset(b->keys.v, 0, b->keys.cap * sizeof(bslot));
   if (b->uniq.cap) memset(b->uniq.v, 0, b->uniq.cap * sizeof(bslot));
   if (b->parts.cap) memset(b->parts.v, 0, b->parts.cap * sizeof(bslot));
@@ -913,6 +924,7 @@ void rg_bulk_hold (rg_bulk *b, size_t bound) {
 static size_t bulk_size (const bulk *b) {
   size_t n = b->pool.n, i;
   for (i = 0; i < RG_NDB; i++) n += b->t[i].n * sizeof(bent);
+  n += b->mcap * sizeof(bent);
   return n + (b->keys.cap + b->uniq.cap + b->parts.cap) * sizeof(bslot);
 }
 
@@ -1129,6 +1141,88 @@ static int cmp_val (const rg_val *a, const void *p, size_t n) {
   return a->n < n ? -1 : a->n > n;
 }
 
+/* A batch's entries of each table sorted: a run of its own. */
+static int bulk_runs (bulk *b) {
+  int db;
+  sort_base = b->pool.p;
+  for (db = 0; db < RG_NDB; db++) {
+    blist *l = &b->t[db];
+    if (l->n == l->sorted) continue;
+    if (l->nruns == l->rcap) {
+      size_t cap = l->rcap ? 2 * l->rcap : 16;
+      size_t *a = (size_t *)realloc(l->runs, cap * sizeof(size_t));
+      if (a == NULL) return 1;
+      l->runs = a;
+      l->rcap = cap;
+    }
+    qsort(l->v + l->sorted, l->n - l->sorted, sizeof(bent), bent_cmp);
+    l->runs[l->nruns++] = l->sorted;
+    l->sorted = l->n;
+  }
+  return 0;
+}
+
+/* A list's runs merged into one (a heap of the runs by their first entry
+** not yet taken): 0, or 1 out of memory. */
+static int bulk_merge_runs (bulk *b, blist *l) {
+  size_t *h, *at, k = l->nruns, n = 0, i;
+  bent *out;
+  if (k < 2) return 0;
+  if (b->mcap < l->n) {
+    bent *a = (bent *)realloc(b->merged, l->n * sizeof(bent));
+    if (a == NULL) return 1;
+    b->merged = a;
+    b->mcap = l->n;
+  }
+  if (b->hcap < 2 * k) {
+    size_t *a = (size_t *)realloc(b->heap, 2 * k * sizeof(size_t));
+    if (a == NULL) return 1;
+    b->heap = a;
+    b->hcap = 2 * k;
+  }
+  h = b->heap;                       /* h[0..k): runs; at[r]: run r's next */
+  at = b->heap + k;
+  out = b->merged;
+  sort_base = b->pool.p;
+#define RUN_END(r) ((r) + 1 < l->nruns ? l->runs[(r) + 1] : l->n)
+#define LESS(x, y) (bent_cmp(&l->v[at[x]], &l->v[at[y]]) < 0)
+  for (i = 0; i < k; i++) {
+    size_t j = i;
+    at[i] = l->runs[i];
+    h[j] = i;                        /* sift up */
+    while (j > 0 && LESS(h[j], h[(j - 1) / 2])) {
+      size_t t = h[j]; h[j] = h[(j - 1) / 2]; h[(j - 1) / 2] = t;
+      j = (j - 1) / 2;
+    }
+  }
+  while (k > 0) {
+    size_t r = h[0], j = 0;
+    out[n++] = l->v[at[r]++];
+    if (at[r] == RUN_END(r)) h[0] = h[--k];
+    for (;;) {                       /* sift down */
+      size_t c = 2 * j + 1, t;
+      if (c >= k) break;
+      if (c + 1 < k && LESS(h[c + 1], h[c])) c++;
+      if (!LESS(h[c], h[j])) break;
+      t = h[j]; h[j] = h[c]; h[c] = t;
+      j = c;
+    }
+  }
+#undef RUN_END
+#undef LESS
+  {                                  /* the merged list takes v's place */
+    bent *v = l->v;
+    size_t cap = l->cap;
+    l->v = b->merged;
+    l->cap = b->mcap;
+    b->merged = v;
+    b->mcap = cap;
+  }
+  l->runs[0] = 0;
+  l->nruns = 1;
+  return 0;
+}
+
 /* Second pass: one table's entries, sorted, appended past its last key. */
 static int bulk_apply (bulk *b, int db, rg_err *e) {
   rg_scope *s = b->s;
@@ -1139,8 +1233,8 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
   size_t i;
   int rc, appending = 0, have_last, group = 0;
   if (l->n == 0) return 0;
-  sort_base = b->pool.p;
-  qsort(l->v, l->n, sizeof(bent), bent_cmp);
+  if (bulk_runs(b) || bulk_merge_runs(b, l))
+    return rg_fail(e, 500, "out of memory");
   if ((rc = rg_cur_open(s->txn, db, &cur)))
     return rg_scope_fail(s, rc, "write", e);
   rc = rg_cur_get(cur, &lk, &lv, RG_LAST);
@@ -1263,7 +1357,7 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
   for (i = 0; i < n && rc == 0; i++)
     if (items[i].status == 0)
       rc = bulk_one(b, i, &items[i], &b->text, &b->ikeys, e);
-  if (rc == 0 && b->oom) rc = rg_fail(e, 500, "out of memory");
+  if (rc == 0 && (b->oom || bulk_runs(b))) rc = rg_fail(e, 500, "out of memory");
   if (rc) return rc;
   *written = b->accepted;
   if (!b->hold || whole || b->nlater || bulk_size(b) >= b->hold)
