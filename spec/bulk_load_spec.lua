@@ -299,6 +299,23 @@ describe("bulk load", function()
     assert.is_true(db:verify())
   end)
 
+  H.local_it("fails a load in one transaction whose held id a write in it took meanwhile",
+    "on a cluster a load is a transaction per batch (docs/cluster.md)", function()
+    local docs, first = {}, true
+    for i = 1, 30 do docs[i] = doc(i) end
+    local _, msg, status = c:bulk_load(docs, { batch = 10, transaction = "load",
+      progress = function()
+        if first then                 -- held, not yet in the tables
+          first = false
+          H.fails(404, c:read("i3", "p3"))
+          assert(c:create({ id = "i3", pk = "p3", u = "other" }))
+        end
+      end })
+    assert.are.equal(409, status, msg)
+    assert.are.equal(0, db:stats().containers.c.items)
+    assert.is_true(db:verify())
+  end)
+
   H.local_it("leaves nothing of a load in one transaction that fails part way",
     "on a cluster a load is a transaction per batch (docs/cluster.md)", function()
     local i = 0

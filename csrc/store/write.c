@@ -1275,12 +1275,12 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
     if (rc == RG_KEYEXIST && dup) rc = 0;   /* there already */
     if (rc) break;
   }
-  if (rc) {
-    rg_cur_close(cur);
-    return rg_scope_fail(s, rc, "write", e);
-  }
   rg_cur_close(cur);
-  return 0;
+  if (rc == RG_KEYEXIST)    /* taken in the load's transaction meanwhile */
+    return s->failed = rg_fail(e, 409, "conflict: a write in the load's "
+                               "transaction took an id or unique key that "
+                               "the load holds");
+  return rc ? rg_scope_fail(s, rc, "write", e) : 0;
 }
 
 /* The held entries merged into the tables, table by table, and the
@@ -1328,10 +1328,10 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
   *written = 0;
   if (s->failed) return rg_fail(e, s->failed, "the transaction has failed");
   whole = c->spec->nvix || c->spec->ft;    /* their indexes: batch by batch */
-  if (b->held && (b->c != c || b->mode != mode || whole) &&
+  if (b->held && b->hold && (b->c != c || b->mode != mode || whole) &&
       (rc = bulk_merge(s, b, e)))
     return rc;
-  if (!b->held) bulk_reset(b);
+  if (!b->held || !b->hold) bulk_reset(b);   /* only a load's carry over */
   b->nlater = 0;
   b->accepted = 0;
   b->s = s;
