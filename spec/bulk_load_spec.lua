@@ -256,6 +256,66 @@ describe("bulk load", function()
     end
   end)
 
+  it("holds a load's entries across its batches and merges them alike, whatever its memory", function()
+    local docs = {}
+    for i = 1, 1200 do docs[i] = doc(i) end
+    docs[1201] = doc(7)                                -- an id of an earlier batch
+    docs[1202] = { id = "x", pk = "p5", u = "u5" }     -- its unique key too
+    docs[1203] = { id = "y", pk = "p5", u = "u1203" }
+    docs[1204] = { id = "z", pk = "p5", u = "u1203" }  -- one of the same batch
+    local ref = assert(db:create_container("ref", SPEC))
+    local rres, rinfo = assert(ref:bulk_load(docs, { batch = 250 }))
+    assert.are.equal(1201, rres.written)
+    assert.are.equal(3, rres.failed)
+    for k, memory in ipairs({ 1, 40000, 300000, false }) do
+      local lc = assert(db:create_container("l" .. k, SPEC))
+      local res, info = assert(lc:bulk_load(docs, { batch = 250,
+        transaction = "load", memory = memory or nil }))
+      assert.are.same(rres, res)
+      assert.are.equal(rinfo.charge, info.charge)
+      same_contents(ref, lc, true)
+      assert.are.equal(1201, db:stats().containers["l" .. k].items)
+      assert.are.equal(1201, #assert(lc:changes{ mode = "all_versions", max_items = 5000 }))
+      H.fails(409, lc:create({ id = "new", pk = "p6", u = "u6" }))
+    end
+    assert.is_true(db:verify())
+  end)
+
+  it("upserts in a load in one transaction items an earlier batch of it holds", function()
+    assert(c:bulk_load({ doc(1), doc(2) }))                -- there before
+    local docs = {}
+    for i = 1, 600 do docs[i] = doc(i) end
+    local d5, d2 = doc(5), doc(2)
+    d5.n, d2.n = 555, 222
+    docs[601], docs[602] = d5, d2                          -- held; existing
+    local res = assert(c:bulk_load(docs, { batch = 100, mode = "upsert",
+      transaction = "load", memory = 100000 }))
+    assert.are.equal(602, res.written)
+    assert.are.equal(0, res.failed)
+    assert.are.equal(555, assert(c:read("i5", "p5")).n)
+    assert.are.equal(222, assert(c:read("i2", "p2")).n)
+    assert.are.equal(600, db:stats().containers.c.items)
+    assert.are.equal(600, #assert(c:changes{ max_items = 5000 }))
+    assert.is_true(db:verify())
+  end)
+
+  H.local_it("fails a load in one transaction whose held id a write in it took meanwhile",
+    "on a cluster a load is a transaction per batch (docs/cluster.md)", function()
+    local docs, first = {}, true
+    for i = 1, 30 do docs[i] = doc(i) end
+    local _, msg, status = c:bulk_load(docs, { batch = 10, transaction = "load",
+      progress = function()
+        if first then                 -- held, not yet in the tables
+          first = false
+          H.fails(404, c:read("i3", "p3"))
+          assert(c:create({ id = "i3", pk = "p3", u = "other" }))
+        end
+      end })
+    assert.are.equal(409, status, msg)
+    assert.are.equal(0, db:stats().containers.c.items)
+    assert.is_true(db:verify())
+  end)
+
   H.local_it("leaves nothing of a load in one transaction that fails part way",
     "on a cluster a load is a transaction per batch (docs/cluster.md)", function()
     local i = 0
@@ -305,6 +365,7 @@ describe("bulk load", function()
     assert.has_error(function() c:bulk_load({}, { mode = "replace" }) end)
     assert.has_error(function() c:bulk_load({}, { nope = 1 }) end)
     assert.has_error(function() c:bulk_load({}, { transaction = "one" }) end)
+    assert.has_error(function() c:bulk_load({}, { memory = 0 }) end)
     local res = assert(c:bulk_load({}))
     assert.are.equal(0, res.written)
   end)

@@ -18,7 +18,10 @@ next child takes the queue over from the dead leader.
 
 It also bulk-loads new documents into a second container ("bulk"), in
 several batches per call, logging each batch the load reports done; one
-load in three is one transaction (transaction = "load").
+load in three is one transaction (transaction = "load"), and one in three
+is one transaction into a container without vector or full-text indexes
+("plain"), whose batches' entries are held and merged into the tables
+when they pass a small, random memory bound and at the end.
 
 After each kill the parent opens the database and checks:
   - db:verify() passes (indexes, unique keys, feed, statistics, the refs
@@ -81,6 +84,12 @@ local function bulk_container(db)
                  full_text = { "/text" } } }))
 end
 
+local function plain_container(db)
+  return db:container("plain") or assert(db:create_container("plain", {
+    partition_key = "/pk", physical_partitions = 3, unique_keys = { { "/u" } },
+    change_feed = { all_versions = true } }))
+end
+
 local function spec(db)
   local c = db:container("crash")
   if c then return c, db:container("copy") end
@@ -126,6 +135,7 @@ local function child()
   local db = assert(regolith.open(opts.dir, { sync = opts.sync }))
   local c, copy = spec(db)
   local bulk = bulk_container(db)
+  local plain = plain_container(db)
   local p = processor(db, copy)
   local log = assert(io.open(opts.log, "a"))
   log:setvbuf("line")
@@ -149,10 +159,12 @@ local function child()
       -- a bulk load of new documents, in batches: "L seq n batch" first,
       -- "P seq done" after each batch, "A seq" at the end
       local n, batch = math.random(50, 400), math.random(10, 120)
-      local whole = math.random(3) == 1
-      log:write(("L %d %d %d %d\n"):format(seq, n, batch, whole and 1 or 0))
+      local kind = math.random(3) - 1   -- 0 batches, 1 one transaction,
+                                        -- 2 one transaction into "plain"
+      local whole = kind > 0
+      log:write(("L %d %d %d %d\n"):format(seq, n, batch, kind))
       local j = 0
-      local res = assert(bulk:bulk_load(function()
+      local res = assert((kind == 2 and plain or bulk):bulk_load(function()
         j = j + 1
         if j <= n then
           return { id = ("b%d-%d"):format(seq, j), pk = "q" .. (j % 5),
@@ -161,6 +173,7 @@ local function child()
                    text = words(j * seq) }
         end
       end, { batch = batch, transaction = whole and "load" or "batch",
+             memory = kind == 2 and math.random(2000, 200000) or nil,
              progress = function(done)
         log:write(("P %d %d\n"):format(seq, done))
       end }))
@@ -217,9 +230,9 @@ local function replay(logfile)
     local kind, seq, rest = line:match("^(%a) (%d+)%s*(.*)$")
     seq = tonumber(seq)
     if kind == "L" then                 -- a bulk load
-      local n, batch, whole = rest:match("^(%d+) (%d+) ([01])$")
+      local n, batch, kind = rest:match("^(%d+) (%d+) ([012])$")
       loads[seq] = { n = tonumber(n), batch = tonumber(batch), done = 0,
-                     whole = whole == "1" }
+                     whole = kind ~= "0", plain = kind == "2" }
     elseif kind == "P" then
       loads[seq].done = tonumber(rest)
     elseif (kind == "A" or kind == "F") and loads[seq] then
@@ -248,9 +261,9 @@ end
 -- done and at most one batch more; all once acknowledged.  A load in one
 -- transaction (whose progress comes before its commit) holds all or none.
 local function check_loads(db, loads)
-  local bulk = bulk_container(db)
+  local bulk, plain = bulk_container(db), plain_container(db)
   for seq, l in pairs(loads) do
-    local ids = assert(bulk:query(
+    local ids = assert((l.plain and plain or bulk):query(
       "SELECT VALUE c.n FROM c WHERE STARTSWITH(c.id, @p)", { p = ("b%d-"):format(seq) }))
     local k = #ids
     table.sort(ids)

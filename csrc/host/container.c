@@ -1049,13 +1049,30 @@ static int cont_batch (lua_State *L) {
 */
 #define BULK_BATCH     10000
 #define BULK_BATCH_MAX 1000000
+#define BULK_HOLD      ((size_t)1 << 30)  /* a load's entries held in memory */
+#define BULK_HOLD_MAX  ((size_t)1 << 40)
+#define BULK_LOAD_MT   "regolith.bulkload"
+
+/* A load in one transaction: the entries its batches hold (rg_bulk_hold),
+** a full userdata c:_bulk_whole passes to its function, and that to each
+** c:_bulk_batch. */
+typedef struct bulkload {
+  rg_bulk *b;
+} bulkload;
+
+static int bulkload_gc (lua_State *L) {
+  bulkload *h = (bulkload *)luaL_checkudata(L, 1, BULK_LOAD_MT);
+  rg_bulk_free(h->b);
+  h->b = NULL;
+  return 0;
+}
 
 typedef struct bulkcall {
   const rg_cont *c;
   rg_bulk *b;
   rg_bulk_item *items;
   size_t n, cap, written;
-  int mode;
+  int mode, shared;            /* shared: b is the load's (bulkload) */
   rg_work work, batch;         /* of the whole load; of the batch */
 } bulkcall;
 
@@ -1074,7 +1091,7 @@ static void bulkcall_clear (void *p) {
   bulk_empty(q);
   free(q->items);
   q->items = NULL;
-  rg_bulk_free(q->b);
+  if (!q->shared) rg_bulk_free(q->b);
   q->b = NULL;
 }
 
@@ -1087,18 +1104,21 @@ static int bulk_body (rg_scope *s, void *ud, rg_err *e) {
   return rc;
 }
 
-/* c:_bulk_opts(opts) -> batch, mode, whole: bulk_load's options checked
-** (regolith/bulk.lua runs the load, a batch at a time); whole: the load
-** is one transaction (opts.transaction "load", on a local database). */
+/* c:_bulk_opts(opts) -> batch, mode, whole, memory: bulk_load's options
+** checked (regolith/bulk.lua runs the load, a batch at a time); whole: the
+** load is one transaction (opts.transaction "load", on a local database);
+** memory: what such a load holds before it merges into the tables. */
 static int cont_bulk_opts (lua_State *L) {
   static const char *const allowed[] = { "batch", "mode", "progress",
-                                         "transaction", NULL };
+                                         "transaction", "memory", NULL };
   const char *mode, *txn;
-  lua_Integer batch;
+  lua_Integer batch, memory;
   rg_lcont *lc = rgl_checkcont(L, 1);
   lua_settop(L, 2);
   rgl_opts_check(L, 2, allowed, "bulk_load");
   batch = rgl_opt_int(L, 2, "batch", BULK_BATCH, 1, BULK_BATCH_MAX, "bulk_load");
+  memory = rgl_opt_int(L, 2, "memory", (lua_Integer)BULK_HOLD, 1,
+                       (lua_Integer)BULK_HOLD_MAX, "bulk_load");
   mode = rgl_opt_string(L, 2, "mode", "bulk_load");
   if (mode && strcmp(mode, "create") != 0 && strcmp(mode, "upsert") != 0)
     return luaL_error(L, "bulk_load: mode must be \"create\" or \"upsert\"");
@@ -1116,17 +1136,22 @@ static int cont_bulk_opts (lua_State *L) {
   lua_pushstring(L, mode ? mode : "create");
   lua_pushboolean(L, txn && strcmp(txn, "load") == 0 &&
                   rg_env_remote(lc->c.env) == NULL);
-  return 3;
+  lua_pushinteger(L, memory);
+  return 4;
 }
 
-/* c:_bulk_whole(fn, again) -> true | nil, msg, status: runs fn() in one
-** write transaction (joining a running one), committed when fn returns
-** true, abandoned when it returns nil, msg, status (or raises).  A map
+/* c:_bulk_whole(fn, again, memory) -> true | nil, msg, status: runs fn(load) in
+** one write transaction (joining a running one), committed when fn returns
+** true (the entries its batches hold merged into the tables first),
+** abandoned when it returns nil, msg, status (or raises).  load: what
+** fn passes to c:_bulk_batch as `joined`.  A map
 ** that runs out of room runs fn again from the start if `again` (the
 ** documents can be read again), else fails the load (507): the iterator
 ** it read from is spent. */
 typedef struct wholecall {
   lua_State *L;
+  bulkload *h;                 /* at index 5 */
+  size_t memory;
   int again, runs;
 } wholecall;
 
@@ -1134,17 +1159,19 @@ static int whole_body (rg_scope *s, void *ud, rg_err *e) {
   wholecall *q = (wholecall *)ud;
   lua_State *L = q->L;
   int rc = 0;
-  (void)s;
   if (q->runs++ > 0 && !q->again)
     return rg_fail(e, 507, "insufficient storage: the map grew during a "
                    "load in one transaction from an iterator (open the "
                    "database with a larger map_size, or load in batches)");
+  rg_bulk_hold(q->h->b, q->memory);    /* a run starts with nothing held */
   lua_pushvalue(L, 2);
-  lua_call(L, 0, 3);
+  lua_pushvalue(L, 5);
+  lua_call(L, 1, 3);
   if (!lua_toboolean(L, -3))
     rc = rg_fail(e, (int)luaL_optinteger(L, -1, 500), "%s",
                  lua_tostring(L, -2) ? lua_tostring(L, -2) : "failed");
   lua_pop(L, 3);
+  if (rc == 0) rc = rg_bulk_flush(s, q->h->b, e);   /* before the commit */
   return rc;
 }
 
@@ -1153,14 +1180,27 @@ static int cont_bulk_whole (lua_State *L) {
   wholecall q;
   rg_db *d;
   rg_err e;
+  int rc;
   luaL_checktype(L, 2, LUA_TFUNCTION);
-  lua_settop(L, 3);
+  lua_settop(L, 4);
   q.L = L;
   q.again = lua_toboolean(L, 3);
+  q.memory = (size_t)luaL_optinteger(L, 4, (lua_Integer)BULK_HOLD);
   q.runs = 0;
   if ((d = writable(L, lc, &e)) == NULL) return rgl_push_fail(L, &e);
-  if (rgl_scope_run(L, lc->c.env, d->sync, 1, whole_body, &q, &e))
-    return rgl_push_fail(L, &e);
+  q.h = (bulkload *)lua_newuserdata(L, sizeof(bulkload));       /* 5 */
+  q.h->b = NULL;
+  if (luaL_newmetatable(L, BULK_LOAD_MT)) {
+    lua_pushcfunction(L, bulkload_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  if ((q.h->b = rg_bulk_new()) == NULL)
+    return luaL_error(L, "bulk_load: out of memory");
+  rc = rgl_scope_run(L, lc->c.env, d->sync, 1, whole_body, &q, &e);
+  rg_bulk_free(q.h->b);                /* its memory back now, not at gc */
+  q.h->b = NULL;
+  if (rc) return rgl_push_fail(L, &e);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -1168,7 +1208,8 @@ static int cont_bulk_whole (lua_State *L) {
 /* c:_bulk_batch(docs, mode, joined) -> written, errors, work | nil, msg,
 ** status, work: one transaction (with `joined`, a part of the running
 ** one, c:_bulk_whole's, with no savepoint of its own: its failure fails
-** that transaction) writing the documents docs[1..n] (n at most
+** that transaction; when `joined` is c:_bulk_whole's load, the batch's
+** entries are held with the load's, rg_bulk_hold) writing the documents docs[1..n] (n at most
 ** BULK_BATCH_MAX) as creates (mode "create") or upserts would, but for
 ** the triggers; errors = {{index, status, message}} of those refused (the
 ** others are written).  Under a throughput budget the batch is admitted as
@@ -1178,6 +1219,7 @@ static int cont_bulk_batch (lua_State *L) {
   rg_lcont *lc = rgl_checkcont(L, 1);
   const char *mode = luaL_checkstring(L, 3);
   int joined = lua_toboolean(L, 4);
+  bulkload *h = (bulkload *)luaL_testudata(L, 4, BULK_LOAD_MT);
   size_t i, n, failed = 0;
   bulkcall *q;
   rg_admit a;
@@ -1185,7 +1227,8 @@ static int cont_bulk_batch (lua_State *L) {
   rg_err e;
   int rc;
   luaL_checktype(L, 2, LUA_TTABLE);
-  lua_settop(L, 3);                    /* (joined is read) */
+  if (h && h->b == NULL) return luaL_error(L, "bulk_load: the load is over");
+  lua_settop(L, 3);                    /* (joined and h are read) */
   n = (size_t)rg_rawlen(L, 2);
   luaL_argcheck(L, n <= BULK_BATCH_MAX, 2, "too many documents in a batch");
   a.own = a.pool = NULL;
@@ -1195,8 +1238,9 @@ static int cont_bulk_batch (lua_State *L) {
   q->c = &lc->c;
   q->mode = strcmp(mode, "upsert") == 0 ? RG_BULK_UPSERT : RG_BULK_CREATE;
   q->cap = n ? n : 1;
+  q->shared = h != NULL;
   if ((q->items = (rg_bulk_item *)calloc(q->cap, sizeof(rg_bulk_item))) == NULL ||
-      (q->b = rg_bulk_new()) == NULL)
+      (q->b = h ? h->b : rg_bulk_new()) == NULL)
     return luaL_error(L, "bulk_load: out of memory");
   for (i = 0; i < n; i++) {
     rg_bulk_item *it = &q->items[q->n++];

@@ -702,26 +702,27 @@ int rg_unique_check (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,
     if (rc) return rg_scope_fail(s, rc, "unique key", e);
     if (val.n == k->len && memcmp(val.p, k->key, k->len) == 0)
       continue;
-    {
-      rg_buf p;
-      int i;
-      rg_buf_init(&p);
-      for (i = 0; i < spec->uniq[u].n; i++) {
-        int j;
-        if (i) rg_buf_adds(&p, ", ");
-        for (j = 0; j < spec->uniq[u].path[i].n; j++) {
-          rg_buf_addc(&p, '/');
-          rg_buf_adds(&p, spec->uniq[u].path[i].seg[j]);
-        }
-      }
-      rc = rg_fail(e, 409, "unique key violation: another item in this "
-                   "logical partition has the same value at %s",
-                   p.p ? p.p : "");
-      rg_buf_free(&p);
-      return rc;
-    }
+    return rg_unique_fail(spec, u, e);
   }
   return 0;
+}
+
+int rg_unique_fail (const rg_cspec *spec, int u, rg_err *e) {
+  rg_buf p;
+  int i, rc;
+  rg_buf_init(&p);
+  for (i = 0; i < spec->uniq[u].n; i++) {
+    int j;
+    if (i) rg_buf_adds(&p, ", ");
+    for (j = 0; j < spec->uniq[u].path[i].n; j++) {
+      rg_buf_addc(&p, '/');
+      rg_buf_adds(&p, spec->uniq[u].path[i].seg[j]);
+    }
+  }
+  rc = rg_fail(e, 409, "unique key violation: another item in this "
+               "logical partition has the same value at %s", p.p ? p.p : "");
+  rg_buf_free(&p);
+  return rc;
 }
 
 static int unique_apply (rg_scope *s, const rg_cspec *spec, const rg_ikey *k,

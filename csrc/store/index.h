@@ -31,6 +31,8 @@ int rg_index_reindex (rg_scope *s, const rg_cspec *from, const rg_cspec *to,
 /* Checks the unique keys `new` would take (409), writing nothing. */
 int rg_unique_check (rg_scope *s, const rg_cspec *c, const rg_ikey *k,
                      const cJSON *old, const cJSON *neu, rg_err *e);
+/* The 409 of a document taking unique key `u` that another item holds. */
+int rg_unique_fail (const rg_cspec *spec, int u, rg_err *e);
 /* The unique-table key of unique key `u` for `doc` (RG_MAX_KEY bytes). */
 size_t rg_unique_key (const rg_cspec *spec, int u, const rg_ikey *k,
                       const cJSON *doc, uint8_t *out);

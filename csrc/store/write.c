@@ -741,6 +741,15 @@ int rg_write (rg_scope *s, const rg_cont *c, const rg_wreq *w, rg_wres *r,
 ** statistics are bumped once per logical partition and once per batch.
 ** Items that exist (upsert) and keys given twice in a batch go through
 ** the ordinary write path afterwards, in the same scope.
+**
+** A load in one transaction holds its entries (rg_bulk_hold): the batches'
+** lists and maps grow, batch after batch, and are merged into the tables
+** only when they reach the bound, before a batch's upserts of existing
+** items, or at the end of the load (rg_bulk_flush), so that each table
+** takes one sorted run for many batches: past its last key it is appended
+** to and its pages are written once.  The checks of a batch see what the
+** held entries will write through the maps (keys, unique keys, partition
+** sizes), as they see an earlier document of the same batch.
 */
 typedef struct bent {             /* a table entry, its bytes in the pool */
   uint64_t pre;                   /* the key's first 8 bytes, big-endian */
@@ -751,6 +760,8 @@ typedef struct bent {             /* a table entry, its bytes in the pool */
 typedef struct blist {
   bent *v;
   size_t n, cap;
+  size_t sorted;                  /* v[0..sorted) is in sorted runs */
+  size_t *runs, nruns, rcap;      /* where each run starts */
 } blist;
 
 typedef struct bslot {            /* a map of byte strings of the pool */
@@ -776,6 +787,13 @@ struct rg_bulk {
   uint32_t *vseq;                 /* the seq of each new item, when the
                                      container has vector indexes */
   rg_buf text, ikeys;
+  bent *merged;                   /* the runs of a list merged */
+  size_t mcap;
+  size_t *heap;                   /* the merge's runs, by their head */
+  size_t hcap;
+  size_t hold;                    /* held up to this many bytes (0: not held) */
+  size_t accepted;                /* of the batch */
+  int held;                       /* entries wait to be merged */
   int oom;
 };
 typedef struct rg_bulk bulk;
@@ -868,7 +886,12 @@ void rg_bulk_free (rg_bulk *b) {
   rg_buf_free(&b->pool);
   rg_buf_free(&b->text);
   rg_buf_free(&b->ikeys);
-  for (i = 0; i < RG_NDB; i++) free(b->t[i].v);
+  for (i = 0; i < RG_NDB; i++) {
+    free(b->t[i].v);
+    free(b->t[i].runs);
+  }
+  free(b->merged);
+  free(b->heap);
   free(b->keys.v);
   free(b->uniq.v);
   free(b->parts.v);
@@ -883,13 +906,26 @@ static void bulk_reset (bulk *b) {
   b->pool.n = 0;
   b->pool.oom = 0;
   rg_buf_addc(&b->pool, 0);          /* offset 0 names nothing */
-  for (i = 0; i < RG_NDB; i++) b->t[i].n = 0;
+  for (i = 0; i < RG_NDB; i++) b->t[i].n = b->t[i].sorted = b->t[i].nruns = 0;
   if (b->keys.cap) memset(b->keys.v, 0, b->keys.cap * sizeof(bslot));
   if (b->uniq.cap) memset(b->uniq.v, 0, b->uniq.cap * sizeof(bslot));
   if (b->parts.cap) memset(b->parts.v, 0, b->parts.cap * sizeof(bslot));
   b->keys.n = b->uniq.n = b->parts.n = 0;
-  b->nlater = 0;
+  b->held = 0;
   b->oom = 0;
+}
+
+void rg_bulk_hold (rg_bulk *b, size_t bound) {
+  bulk_reset(b);
+  b->hold = bound;
+}
+
+/* The memory the held entries take. */
+static size_t bulk_size (const bulk *b) {
+  size_t n = b->pool.n, i;
+  for (i = 0; i < RG_NDB; i++) n += b->t[i].n * sizeof(bent);
+  n += b->mcap * sizeof(bent);
+  return n + (b->keys.cap + b->uniq.cap + b->parts.cap) * sizeof(bslot);
 }
 
 void rg_bulk_clear (rg_bulk_item *items, size_t n) {
@@ -1007,8 +1043,7 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
   for (u = 0; u < spec->nuniq; u++) {
     size_t un = rg_unique_key(spec, u, &k, it->doc, buf);
     if (map_get(b, &b->uniq, buf, un, 0)) {
-      rg_fail(&ie, 409, "unique key violation: another item in this logical "
-              "partition has the same value");
+      rg_unique_fail(spec, u, &ie);
       return item_fails(it, &ie);
     }
   }
@@ -1075,6 +1110,7 @@ static int bulk_one (bulk *b, size_t i, rg_bulk_item *it, rg_buf *text,
     list_add(b, RG_DB_FEED, pool_add(b, fk, fn), fn, ro, rn);
   }
   it->status = 201;
+  b->accepted++;
   s->ord++;
   s->work.written++;
   s->work.write_bytes += text->n;
@@ -1105,6 +1141,88 @@ static int cmp_val (const rg_val *a, const void *p, size_t n) {
   return a->n < n ? -1 : a->n > n;
 }
 
+/* A batch's entries of each table sorted: a run of its own. */
+static int bulk_runs (bulk *b) {
+  int db;
+  sort_base = b->pool.p;
+  for (db = 0; db < RG_NDB; db++) {
+    blist *l = &b->t[db];
+    if (l->n == l->sorted) continue;
+    if (l->nruns == l->rcap) {
+      size_t cap = l->rcap ? 2 * l->rcap : 16;
+      size_t *a = (size_t *)realloc(l->runs, cap * sizeof(size_t));
+      if (a == NULL) return 1;
+      l->runs = a;
+      l->rcap = cap;
+    }
+    qsort(l->v + l->sorted, l->n - l->sorted, sizeof(bent), bent_cmp);
+    l->runs[l->nruns++] = l->sorted;
+    l->sorted = l->n;
+  }
+  return 0;
+}
+
+/* A list's runs merged into one (a heap of the runs by their first entry
+** not yet taken): 0, or 1 out of memory. */
+static int bulk_merge_runs (bulk *b, blist *l) {
+  size_t *h, *at, k = l->nruns, n = 0, i;
+  bent *out;
+  if (k < 2) return 0;
+  if (b->mcap < l->n) {
+    bent *a = (bent *)realloc(b->merged, l->n * sizeof(bent));
+    if (a == NULL) return 1;
+    b->merged = a;
+    b->mcap = l->n;
+  }
+  if (b->hcap < 2 * k) {
+    size_t *a = (size_t *)realloc(b->heap, 2 * k * sizeof(size_t));
+    if (a == NULL) return 1;
+    b->heap = a;
+    b->hcap = 2 * k;
+  }
+  h = b->heap;                       /* h[0..k): runs; at[r]: run r's next */
+  at = b->heap + k;
+  out = b->merged;
+  sort_base = b->pool.p;
+#define RUN_END(r) ((r) + 1 < l->nruns ? l->runs[(r) + 1] : l->n)
+#define LESS(x, y) (bent_cmp(&l->v[at[x]], &l->v[at[y]]) < 0)
+  for (i = 0; i < k; i++) {
+    size_t j = i;
+    at[i] = l->runs[i];
+    h[j] = i;                        /* sift up */
+    while (j > 0 && LESS(h[j], h[(j - 1) / 2])) {
+      size_t t = h[j]; h[j] = h[(j - 1) / 2]; h[(j - 1) / 2] = t;
+      j = (j - 1) / 2;
+    }
+  }
+  while (k > 0) {
+    size_t r = h[0], j = 0;
+    out[n++] = l->v[at[r]++];
+    if (at[r] == RUN_END(r)) h[0] = h[--k];
+    for (;;) {                       /* sift down */
+      size_t c = 2 * j + 1, t;
+      if (c >= k) break;
+      if (c + 1 < k && LESS(h[c + 1], h[c])) c++;
+      if (!LESS(h[c], h[j])) break;
+      t = h[j]; h[j] = h[c]; h[c] = t;
+      j = c;
+    }
+  }
+#undef RUN_END
+#undef LESS
+  {                                  /* the merged list takes v's place */
+    bent *v = l->v;
+    size_t cap = l->cap;
+    l->v = b->merged;
+    l->cap = b->mcap;
+    b->merged = v;
+    b->mcap = cap;
+  }
+  l->runs[0] = 0;
+  l->nruns = 1;
+  return 0;
+}
+
 /* Second pass: one table's entries, sorted, appended past its last key. */
 static int bulk_apply (bulk *b, int db, rg_err *e) {
   rg_scope *s = b->s;
@@ -1115,8 +1233,8 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
   size_t i;
   int rc, appending = 0, have_last, group = 0;
   if (l->n == 0) return 0;
-  sort_base = b->pool.p;
-  qsort(l->v, l->n, sizeof(bent), bent_cmp);
+  if (bulk_runs(b) || bulk_merge_runs(b, l))
+    return rg_fail(e, 500, "out of memory");
   if ((rc = rg_cur_open(s->txn, db, &cur)))
     return rg_scope_fail(s, rc, "write", e);
   rc = rg_cur_get(cur, &lk, &lv, RG_LAST);
@@ -1140,6 +1258,7 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
       int c = have_last ? cmp_val(&lk, k.p, k.n) : -1;
       if (c < 0) appending = 1;       /* past the last key: all that follow */
     }
+    if (!dup) flags |= RG_KV_NOOVERWRITE;   /* decided new: never replaced */
     if (appending) flags |= dup && !first ? RG_KV_APPENDDUP : RG_KV_APPEND;
     else if (dup && first && db == RG_DB_LATEST) {   /* past its last dup? */
       rg_val fk = k, fv;
@@ -1156,63 +1275,27 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
     if (rc == RG_KEYEXIST && dup) rc = 0;   /* there already */
     if (rc) break;
   }
-  if (rc) {
-    rg_cur_close(cur);
-    return rg_scope_fail(s, rc, "write", e);
-  }
   rg_cur_close(cur);
-  return 0;
+  if (rc == RG_KEYEXIST)    /* taken in the load's transaction meanwhile */
+    return s->failed = rg_fail(e, 409, "conflict: a write in the load's "
+                               "transaction took an id or unique key that "
+                               "the load holds");
+  return rc ? rg_scope_fail(s, rc, "write", e) : 0;
 }
 
-int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
-                   rg_bulk_item *items, size_t n, int mode, size_t *written,
-                   rg_err *e) {
+/* The held entries merged into the tables, table by table, and the
+** statistics of their partitions and container bumped; then emptied. */
+static int bulk_merge (rg_scope *s, bulk *b, rg_err *e) {
   static const int order[] = { RG_DB_ITEMS, RG_DB_REFS, RG_DB_INDEX,
                                RG_DB_LATEST, RG_DB_TTL, RG_DB_UNIQUE,
                                RG_DB_FEED };
-  size_t i;
+  const rg_cont *c = b->c;
   uint64_t added = 0, bytes = 0;
+  size_t i;
   int rc = 0;
-  *written = 0;
-  bulk_reset(b);
   b->s = s;
-  b->c = c;
-  b->mode = mode;
-  for (i = 0; i < n; i++) {          /* a rerun starts afresh */
-    if (items[i].status > 0 && items[i].status < 300) items[i].status = 0;
-  }
-  if (s->failed) return rg_fail(e, s->failed, "the transaction has failed");
-  rc = mode == RG_BULK_RESTORE ? rg_cont_alive(s->txn, c, e) : prepare(s, c, e);
-  if (rc) return rc;
-  if (mode != RG_BULK_RESTORE && rg_scope_lsn(s, NULL, 0, e) == 0)
-    return s->failed;
-  if (b->cap < n) {
-    size_t *a = (size_t *)realloc(b->later, n * sizeof(size_t));
-    uint32_t *vs = (uint32_t *)realloc(b->vseq, n * sizeof(uint32_t));
-    if (vs) b->vseq = vs;
-    if (a == NULL || vs == NULL) return rg_fail(e, 500, "out of memory");
-    b->later = a;
-    b->cap = n;
-  }
-  if (c->spec->nvix || c->spec->ft) memset(b->vseq, 0, n * sizeof(uint32_t));
-  for (i = 0; i < n && rc == 0; i++)
-    if (items[i].status == 0)
-      rc = bulk_one(b, i, &items[i], &b->text, &b->ikeys, e);
-  if (rc == 0 && b->oom) rc = rg_fail(e, 500, "out of memory");
   for (i = 0; rc == 0 && i < sizeof(order) / sizeof(order[0]); i++)
     rc = bulk_apply(b, order[i], e);
-  for (i = 0; rc == 0 && c->spec->nvix && i < n; i++)   /* vector indexes:
-                                                  one slot at a time */
-    if (b->vseq[i])
-      rc = rg_vindex_update(s, c->spec, b->vseq[i], NULL, items[i].doc, e);
-  if (rc == 0 && c->spec->ft) {       /* full-text indexes: one flush */
-    rg_ftup *u;
-    if ((rc = rg_ftup_begin(&u, s, c->spec, e)) == 0) {
-      for (i = 0; rc == 0 && u && i < n; i++)
-        if (b->vseq[i]) rc = rg_ftup_item(u, b->vseq[i], NULL, items[i].doc, e);
-      rc = rc ? (rg_ftup_end(u, NULL), rc) : rg_ftup_end(u, e);
-    }
-  }
   for (i = 0; rc == 0 && i < b->parts.cap; i++) {    /* statistics */
     bslot *ps = &b->parts.v[i];
     if (!ps->off || ps->a == 0) continue;
@@ -1227,7 +1310,70 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
                       rg_meta_key(ck, RG_MK_STATS, c->spec->cid, NULL, 0),
                       (int64_t)added, (int64_t)bytes, 0, 0, e);
   }
-  *written = added;
+  if (rc == 0) bulk_reset(b);
+  return rc;
+}
+
+int rg_bulk_flush (rg_scope *s, rg_bulk *b, rg_err *e) {
+  if (!b->held) return 0;
+  if (s->failed) return rg_fail(e, s->failed, "the transaction has failed");
+  return bulk_merge(s, b, e);
+}
+
+int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
+                   rg_bulk_item *items, size_t n, int mode, size_t *written,
+                   rg_err *e) {
+  size_t i;
+  int rc = 0, whole;
+  *written = 0;
+  if (s->failed) return rg_fail(e, s->failed, "the transaction has failed");
+  whole = c->spec->nvix || c->spec->ft;    /* their indexes: batch by batch */
+  if (b->held && b->hold && (b->c != c || b->mode != mode || whole) &&
+      (rc = bulk_merge(s, b, e)))
+    return rc;
+  if (!b->held || !b->hold) bulk_reset(b);   /* only a load's carry over */
+  b->nlater = 0;
+  b->accepted = 0;
+  b->s = s;
+  b->c = c;
+  b->mode = mode;
+  for (i = 0; i < n; i++) {          /* a rerun starts afresh */
+    if (items[i].status > 0 && items[i].status < 300) items[i].status = 0;
+  }
+  rc = mode == RG_BULK_RESTORE ? rg_cont_alive(s->txn, c, e) : prepare(s, c, e);
+  if (rc) return rc;
+  if (mode != RG_BULK_RESTORE && rg_scope_lsn(s, NULL, 0, e) == 0)
+    return s->failed;
+  if (b->cap < n) {
+    size_t *a = (size_t *)realloc(b->later, n * sizeof(size_t));
+    uint32_t *vs = (uint32_t *)realloc(b->vseq, n * sizeof(uint32_t));
+    if (vs) b->vseq = vs;
+    if (a == NULL || vs == NULL) return rg_fail(e, 500, "out of memory");
+    b->later = a;
+    b->cap = n;
+  }
+  if (whole) memset(b->vseq, 0, n * sizeof(uint32_t));
+  b->held = 1;
+  for (i = 0; i < n && rc == 0; i++)
+    if (items[i].status == 0)
+      rc = bulk_one(b, i, &items[i], &b->text, &b->ikeys, e);
+  if (rc == 0 && (b->oom || bulk_runs(b))) rc = rg_fail(e, 500, "out of memory");
+  if (rc) return rc;
+  *written = b->accepted;
+  if (!b->hold || whole || b->nlater || bulk_size(b) >= b->hold)
+    rc = bulk_merge(s, b, e);
+  for (i = 0; rc == 0 && c->spec->nvix && i < n; i++)   /* vector indexes:
+                                                  one slot at a time */
+    if (b->vseq[i])
+      rc = rg_vindex_update(s, c->spec, b->vseq[i], NULL, items[i].doc, e);
+  if (rc == 0 && c->spec->ft) {       /* full-text indexes: one flush */
+    rg_ftup *u;
+    if ((rc = rg_ftup_begin(&u, s, c->spec, e)) == 0) {
+      for (i = 0; rc == 0 && u && i < n; i++)
+        if (b->vseq[i]) rc = rg_ftup_item(u, b->vseq[i], NULL, items[i].doc, e);
+      rc = rc ? (rg_ftup_end(u, NULL), rc) : rg_ftup_end(u, e);
+    }
+  }
   for (i = 0; rc == 0 && i < b->nlater; i++) {   /* upserts of existing items */
     rg_bulk_item *it = &items[b->later[i]];
     rg_wreq w;

@@ -114,6 +114,10 @@ local function tenths(total)
     end
     return table.concat(out, " ")
   end
+  -- when the last tenth's batch was done (what follows, until the load
+  -- returns, is a load in one transaction's last merge and commit, and
+  -- the processors' catching up)
+  function self.last() return marks[10] or 0 end
   return self
 end
 
@@ -141,8 +145,9 @@ for name in args.models:gmatch("[^,%s]+") do
   local st = assert(db:stats({ tables = true }))
   db:close()
   print(("%s: %d items in %.1f s, %.0f items/s (%.1f us of CPU per item); " ..
-    "per tenth: %s"):format(name, l.items, l.seconds, l.items / l.seconds,
-    (c1 - c0) * 1e6 / l.items, watch.rates()))
+    "per tenth: %s; after the last batch %.1f s"):format(name, l.items,
+    l.seconds, l.items / l.seconds, (c1 - c0) * 1e6 / l.items, watch.rates(),
+    l.seconds - watch.last()))
   print(("%s: file %.0f B/item (used %.0f, free %.0f), written %.2f pages " ..
     "of 4 KiB per item"):format(name, file_bytes(path .. "/data.mdb") / total,
     st.used_bytes / total, st.free_bytes / total,

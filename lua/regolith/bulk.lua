@@ -12,7 +12,8 @@ default: an existing item is a 409 of its own) or "upsert",
 opts.progress(done, written, failed) after each batch; opts.transaction
 "load" (a local database) makes the whole load one transaction, the
 batches parts of it (c:_bulk_whole), so that a table's pages are copied
-once per load rather than once per batch.  Under a throughput
+once per load rather than once per batch, and its entries are held
+(up to opts.memory bytes) and merged into the tables in key order.  Under a throughput
 budget each batch is admitted as a fan-out request is and debited its
 charge; a 429 (any failure of a batch) stops the load, the batches before
 it written.
@@ -23,7 +24,8 @@ local core = require "regolith.core"
 local work_add, work_info = core._work_add, core._work_info
 
 -- The load, batch after batch: result, work | nil, msg, status, result.
--- `joined`: the batches are parts of c:_bulk_whole's transaction.
+-- `joined`: the batches are parts of c:_bulk_whole's transaction (its
+-- load: their entries are held and merged into the tables together).
 local function batches(c, docs, size, mode, progress, joined)
   local kind = type(docs)
   local pos, written, failed, work, errors = 0, 0, 0, nil, {}
@@ -62,7 +64,7 @@ local function bulk_load(c, docs, opts)
     error("bad argument #1 to 'bulk_load' (a list of documents or an " ..
       "iterator function)", 2)
   end
-  local size, mode, whole = c:_bulk_opts(opts)
+  local size, mode, whole, memory = c:_bulk_opts(opts)
   local progress = opts and opts.progress
   if not whole then
     local result, work, status, partial = batches(c, docs, size, mode,
@@ -72,14 +74,14 @@ local function bulk_load(c, docs, opts)
   end
   -- one transaction: a failure anywhere leaves nothing of the load
   local result, work, msg, status
-  local ok, err, st = c:_bulk_whole(function()
-    result, work, status = batches(c, docs, size, mode, progress, true)
+  local ok, err, st = c:_bulk_whole(function(load)
+    result, work, status = batches(c, docs, size, mode, progress, load)
     if result then return true end
     msg, result = work, nil
     return nil, "bulk_load: a batch failed (nothing of the load is " ..
       "written): " .. msg:gsub("^bulk_load: a batch failed %b(): ", ""),
       status
-  end, kind == "table")
+  end, kind == "table", memory)
   if not ok then
     return nil, err, st, { written = 0, failed = 0, errors = {} }
   end
