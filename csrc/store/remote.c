@@ -526,10 +526,17 @@ static void need_spec (rg_remote *r, uint32_t cid) {
 ** bucket's epoch is the one fetched with them: fetched with the run's
 ** other needs, or, in a bucket the write set writes, a condition of its
 ** commit.  Otherwise they are asked for again.  What is written once
-** (path ids, shapes) is trusted once present.
+** (path ids, shapes) is trusted once present.  The database's entries
+** every container's calls read (the scripts' version, the throughput
+** setting) are trusted while the epoch of a container the call uses
+** holds: a change of the database's setting moves every container's
+** epoch (its call reads every spec: throughput.c), and they are fetched
+** again with a container's epoch whenever that is asked for, so that a
+** container's epoch is never younger than what is trusted with it.
 */
-/* 1 and *cid for a catalog entry of container cid; 2 for the scripts'
-** version; 0 for any other entry. */
+/* 1 and *cid for a catalog entry of container cid; 2 for the database's
+** entries (the scripts' version, the throughput setting); 0 for any other
+** entry. */
 static int catalog_of (int tb, const uint8_t *k, size_t kn, uint32_t *cid) {
   if (tb != RG_DB_META) return 0;
   if (kn >= 5 && (k[0] == RG_MK_SPEC || k[0] == RG_MK_PROC ||
@@ -538,10 +545,27 @@ static int catalog_of (int tb, const uint8_t *k, size_t kn, uint32_t *cid) {
     *cid = rg_get_u32(k + 1);
     return 1;
   }
-  if (kn == sizeof(RG_META_SCRIPTS) - 1 &&
-      memcmp(k, RG_META_SCRIPTS, kn) == 0)
+  if ((kn == sizeof(RG_META_SCRIPTS) - 1 &&
+       memcmp(k, RG_META_SCRIPTS, kn) == 0) ||
+      (kn == sizeof(RG_META_THROUGHPUT) - 1 &&
+       memcmp(k, RG_META_THROUGHPUT, kn) == 0))
     return 2;
   return 0;
+}
+
+/* The database's entries trusted by their epochs (catalog_of 2) are
+** asked for again, with a container's epoch. */
+static void need_wide (rg_remote *r) {
+  static const struct { const char *k; size_t n; } wide[] = {
+    { RG_META_SCRIPTS, sizeof(RG_META_SCRIPTS) - 1 },
+    { RG_META_THROUGHPUT, sizeof(RG_META_THROUGHPUT) - 1 } };
+  size_t i;
+  for (i = 0; i < sizeof(wide) / sizeof(wide[0]); i++) {
+    ent *e = find(r, RG_DB_META, (const uint8_t *)wide[i].k, wide[i].n);
+    if (e == NULL || !e->known || e->stale != 3 || e->dirty) continue;
+    e->stale = 2;
+    need_point(r, e->place, RG_DB_META, e->k, e->kn);
+  }
 }
 
 static int is_epoch_g (int tb, const uint8_t *k, size_t kn) {
@@ -562,6 +586,7 @@ static void need_epoch_g (rg_remote *r, uint32_t cid) {
   if (e->known) e->stale = 2;
   else e->guessed = 1;
   need_point(r, global_place(r), RG_DB_META, k, kn);
+  need_wide(r);
 }
 
 /* The place of bucket `range` of container cid (NONE: its spec is not
@@ -2016,37 +2041,67 @@ static int put_epoch (rg_remote *r, uint32_t p, const uint8_t *k, size_t kn,
   return 0;
 }
 
+/* Gives container cid a new epoch, in the global place and in each of its
+** buckets, unless this write set gave it one already: 0, or -1 out of
+** memory. */
+static int new_epoch (rg_remote *r, uint32_t cid) {
+  uint8_t v[8], k[5], ok[sizeof(RG_META_EPOCH) + 7];
+  uint32_t g = global_place(r);
+  size_t kn = rg_meta_key(k, RG_MK_EPOCH, cid, NULL, 0);
+  const ent *have = find(r, RG_DB_META, k, kn);
+  int b, np;
+  if ((have && have->dirty) || (np = nparts_of(r, cid)) == 0)
+    return 0;                           /* done, or a new one */
+  rg_put_u64(v, random_stand_in());
+  if (put_epoch(r, g, k, kn, v)) return -1;
+  for (b = 0; b < np; b++) {
+    uint32_t p = place_index(r, cid, (uint32_t)b, (uint32_t)np);
+    if (p == NONE ||
+        put_epoch(r, p, ok, own_key(r, p, (const uint8_t *)RG_META_EPOCH,
+                                    sizeof(RG_META_EPOCH) - 1, ok), v))
+      return -1;
+  }
+  return 0;
+}
+
+/* Does the write set change the database's throughput setting (the
+** text after the version; a container's change bumps the version only)? */
+static int setting_changed (rg_remote *r) {
+  const ent *e = find(r, RG_DB_META, (const uint8_t *)RG_META_THROUGHPUT,
+                      sizeof(RG_META_THROUGHPUT) - 1);
+  const side *a, *c;
+  if (e == NULL || !e->dirty) return 0;
+  a = &e->base;
+  c = &e->cur;
+  if (!a->have || a->n < 8) return c->have && c->n > 8;
+  if (!c->have || c->n < 8) return a->n > 8;
+  return a->n != c->n || memcmp(a->v + 8, c->v + 8, a->n - 8) != 0;
+}
+
 /* A write set that changes a container's catalog gives it a new epoch,
-** in the global place and in each of its buckets (catalog epochs above):
-** 0, or -1 out of memory. */
+** in the global place and in each of its buckets (catalog epochs above);
+** one that changes the database's throughput setting gives every
+** container one (its call read every spec): 0, or -1 out of memory. */
 static int new_epochs (rg_remote *r) {
   table *t = &r->t[RG_DB_META];
-  uint32_t g = global_place(r), cids[16];
-  int n = 0, i, b, np;
-  size_t j;
-  for (j = 0; j < t->n; j++) {
+  uint32_t g = global_place(r), *cids;
+  int all = setting_changed(r);
+  size_t j, n = 0;
+  if ((cids = (uint32_t *)malloc((t->n ? t->n : 1) * sizeof(uint32_t))) ==
+      NULL)
+    return -1;
+  for (j = 0; j < t->n; j++) {          /* (new_epoch adds entries) */
     const ent *e = t->v[j];
     uint32_t cid;
-    if (e->place != g || !e->dirty ||
-        catalog_of(RG_DB_META, e->k, e->kn, &cid) != 1)
-      continue;
-    for (i = 0; i < n && cids[i] != cid; i++) {}
-    if (i == n && n < 16) cids[n++] = cid;
+    if (e->place != g) continue;
+    if (e->dirty && catalog_of(RG_DB_META, e->k, e->kn, &cid) == 1)
+      cids[n++] = cid;
+    else if (all && e->kn == 5 && e->k[0] == RG_MK_SPEC && e->cur.have)
+      cids[n++] = rg_get_u32(e->k + 1);
   }
-  for (i = 0; i < n; i++) {
-    uint8_t v[8], k[5], ok[sizeof(RG_META_EPOCH) + 7];
-    if ((np = nparts_of(r, cids[i])) == 0) continue;  /* a new one */
-    rg_put_u64(v, random_stand_in());
-    if (put_epoch(r, g, k, rg_meta_key(k, RG_MK_EPOCH, cids[i], NULL, 0), v))
-      return -1;
-    for (b = 0; b < np; b++) {
-      uint32_t p = place_index(r, cids[i], (uint32_t)b, (uint32_t)np);
-      if (p == NONE ||
-          put_epoch(r, p, ok, own_key(r, p, (const uint8_t *)RG_META_EPOCH,
-                                      sizeof(RG_META_EPOCH) - 1, ok), v))
-        return -1;
-    }
-  }
+  for (j = 0; j < n; j++)
+    if (new_epoch(r, cids[j])) { free(cids); return -1; }
+  free(cids);
   return 0;
 }
 

@@ -49,7 +49,9 @@
 **     reads), written once and present (path ids, shapes: trusted), a
 **     container's catalog (trusted while the epoch fetched with it is the
 **     one a bucket of the container holds: checked by a fetch or by the
-**     commit, remote.c), or else asked for again.  A range fetched
+**     commit, remote.c; so are the database's entries every call reads,
+**     the scripts' version and the throughput setting, whose change moves
+**     every container's epoch), or else asked for again.  A range fetched
 **     replaces what the overlay held in the span it answers for.
 **   - A write set that changes a container's catalog gives it a new
 **     epoch in the global place and in every one of its buckets.

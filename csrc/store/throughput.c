@@ -455,7 +455,10 @@ static void parse_set (const char *text, size_t n, const char *key,
   cJSON_Delete(j);
 }
 
-static void read_stored (rg_txn *txn, rg_env *env, stored *st) {
+/* The database's setting and its version (what a remote call reads: the
+** last cid is the mirror file's concern, and a read of it would be one
+** more entry of the global place to fetch at every request). */
+static void read_setting (rg_txn *txn, stored *st) {
   rg_val v;
   memset(st, 0, sizeof(*st));
   if (rg_kv_get(txn, RG_DB_META, RG_META_THROUGHPUT,
@@ -463,6 +466,11 @@ static void read_stored (rg_txn *txn, rg_env *env, stored *st) {
     st->version = rg_get_u64((const uint8_t *)v.p);
     parse_set((const char *)v.p + 8, v.n - 8, NULL, &st->db, NULL);
   }
+}
+
+static void read_stored (rg_txn *txn, rg_env *env, stored *st) {
+  rg_val v;
+  read_setting(txn, st);
   if (rg_kv_get(txn, RG_DB_META, RG_META_CID, sizeof(RG_META_CID) - 1,
                 &v) == 0 && v.n == 4)
     st->last_cid = rg_get_u32((const uint8_t *)v.p);
@@ -781,7 +789,7 @@ static int on_remote (rg_env *env, uint32_t cid, rg_tpref *ref) {
   int n, live;
   memset(ref, 0, sizeof(*ref));      /* no generation: asked every time */
   if (rg_read_begin(env, &txn, &e)) return 0;
-  read_stored(txn, env, &st);
+  read_setting(txn, &st);
   live = container_set(txn, env, cid, &st, &set, &n);
   rg_read_end(env);
   if (live == 1) ref->own = heap_slot(env, cid, n, &set);
@@ -1141,6 +1149,27 @@ static int bump (rg_scope *s, const setreq *q, rg_err *e) {
   return rc;
 }
 
+/* Reads every container's spec: on a remote database the database's
+** setting is trusted from call to call while the catalog epoch of the
+** container a call uses holds, so a change of it moves every container's
+** epoch, and the backend learns them from these reads (remote.h). */
+static int read_specs (rg_scope *s, rg_err *e) {
+  uint8_t from[1] = { RG_MK_SPEC };
+  rg_cur *cur;
+  rg_val k, v;
+  int rc;
+  if ((rc = rg_cur_open(s->txn, RG_DB_META, &cur)))
+    return rg_scope_fail(s, rc, "catalog", e);
+  k.p = from;
+  k.n = 1;
+  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+  while (rc == 0 && k.n == 5 && ((const uint8_t *)k.p)[0] == RG_MK_SPEC)
+    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
+  rg_cur_close(cur);
+  if (rc != 0 && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "catalog", e);
+  return 0;
+}
+
 static int set_body (rg_scope *s, void *ud, rg_err *e) {
   setreq *q = (setreq *)ud;
   uint8_t key[8];
@@ -1153,8 +1182,10 @@ static int set_body (rg_scope *s, void *ud, rg_err *e) {
   if (q->cid == 0) {
     if (s->env->remote) {
       stored st;
-      read_stored(s->txn, s->env, &st);
+      int rc2;
+      read_setting(s->txn, &st);
       carry(s->env, 0, &st.db, db_parts(&st.db), &q->set, db_parts(&q->set));
+      if ((rc2 = read_specs(s, e))) return rc2;
     }
     return bump(s, q, e);
   }

@@ -283,6 +283,53 @@ describe("cluster database", function()
     other:close()
   end)
 
+  it("writes one item in one round trip once it knows the catalog", function()
+    local stats = require("regolith.cluster").stats
+    assert(c:create({ id = "a", pk = "p", n = 1 }))     -- the catalog fetched
+    local function rounds(f)
+      local f0, a0 = stats.fetches, stats.applies
+      assert(f())
+      return { fetches = stats.fetches - f0, applies = stats.applies - a0 }
+    end
+    -- no fetch of the global place: the database's entries are trusted
+    -- while the container's epoch holds, which the commit checks
+    assert.are.same({ fetches = 0, applies = 1 },
+      rounds(function() return c:create({ id = "b", pk = "p", n = 2 }) end))
+    assert.are.same({ fetches = 0, applies = 1 },
+      rounds(function() return c:upsert({ id = "c", pk = "q", n = 3 }) end))
+    -- a replace and a delete read the item first: its bucket alone
+    assert.are.same({ fetches = 1, applies = 1 },
+      rounds(function() return c:replace({ id = "b", pk = "p", n = 4 }) end))
+    assert.are.same({ fetches = 1, applies = 1 },
+      rounds(function() return c:delete("c", "q") end))
+    assert.are.equal(4, assert(c:read("b", "p")).n)
+    assert(db:verify())
+  end)
+
+  it("follows another handle's change of the database's throughput", function()
+    local other = assert(regolith.open(url))
+    local oc = assert(other:container("c"))
+    assert(oc:create({ id = "a", pk = "p" }))     -- the setting (none) kept
+    assert(oc:read("a", "p"))
+    assert(db:set_throughput(5))
+    assert(db:create_container("later", { partition_key = "/pk" }))
+    local ops = {}
+    for i = 1, 10 do ops[i] = { op = "create", doc = { id = "x" .. i, pk = "p" } } end
+    assert(c:batch("p", ops))                     -- 60 RU of 5: a debt
+    local _, _, st = oc:create({ id = "b", pk = "p" })
+    assert.are.equal(429, st)
+    _, _, st = oc:read("a", "p")
+    assert.are.equal(429, st)
+    -- a container made after the change, opened by the handle that kept
+    -- the setting from before it
+    local lc = assert(other:container("later"))
+    _, _, st = lc:read("a", "p")
+    assert.are.equal(429, st)
+    assert(db:set_throughput(nil))
+    assert(oc:create({ id = "b", pk = "p" }))
+    other:close()
+  end)
+
   it("writes by the catalog as it is, even where a handle trusts what it fetched (meta_refresh)", function()
     local trusting = assert(regolith.open(url, { meta_refresh = 60 }))
     local tc = assert(trusting:container("c"))
