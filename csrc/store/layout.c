@@ -286,6 +286,12 @@ int rg_range_of (uint64_t hash, int nparts) {
   return (int)(((hash >> 32) * (uint64_t)nparts) >> 32);
 }
 
+uint64_t rg_range_start (int range, int nparts) {
+  uint64_t b = (uint64_t)range, np = (uint64_t)nparts;
+  rg_assert(nparts > 0 && range >= 0 && range <= nparts);
+  return ((b << 32) + np - 1) / np << 32;
+}
+
 /* The "none" value of a level: absent (a document lacking the path) or an
 ** empty object (how callers name it, as the Cosmos SDKs send [{}]). */
 static int is_none (const cJSON *v) {

@@ -60,6 +60,10 @@ int  rg_ikey_prefix (const rg_cspec *s, const cJSON *const *pkv, int levels,
 void rg_ikey_id (rg_ikey *k, const char *id, size_t n);
 /* Physical partition of a hash. */
 int  rg_range_of (uint64_t hash, int nparts);
+/* The first hash of physical partition `range` (rg_range_of's inverse:
+** a partition's hashes are one run, from its start to the next one's; the
+** start of `nparts`, past the last, wraps to 0). */
+uint64_t rg_range_start (int range, int nparts);
 /* 64-bit digest of an item key (names the item in index, TTL and latest
 ** keys, where the full key would not fit). */
 uint64_t rg_ikey_digest (const uint8_t *key, size_t len);

@@ -1345,14 +1345,14 @@ static int hash_span (rg_remote *r, int tb, uint32_t p, uint8_t lo[12],
       pl->cid == RG_PLACE_GLOBAL || np == 0)
     return 0;
   rg_put_u32(lo, pl->cid);
-  rg_put_u64(lo + 4, ((b << 32) + np - 1) / np << 32);
+  rg_put_u64(lo + 4, rg_range_start((int)b, (int)np));
   if (b + 1 == np) {                    /* to the end of the container's */
     rg_put_u32(hi, pl->cid + 1);
     rg_put_u64(hi + 4, 0);
   }
   else {
     rg_put_u32(hi, pl->cid);
-    rg_put_u64(hi + 4, (((b + 1) << 32) + np - 1) / np << 32);
+    rg_put_u64(hi + 4, rg_range_start((int)b + 1, (int)np));
   }
   return 1;
 }

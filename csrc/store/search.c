@@ -12,6 +12,7 @@
 #include "store/ftindex.h"
 #include "store/index.h"
 #include "store/layout.h"
+#include "store/remote.h"
 #include "store/search.h"
 
 /*
@@ -87,23 +88,63 @@ static int bucket_of (const rg_cspec *c, const cJSON *doc) {
 
 #define FT_HEAD_MAX (RG_FTEXT_HEAD + 2)
 
-/* An index is complete once its build record is there ('B'): an index
-** the policy gained (a replace, or a database whose container named it
-** before the store kept indexes) has none until a write transaction
+/*
+** An index instance is complete once its build record is there ('B'): an
+** index the policy gained (a replace, or a database whose container named
+** it before the store kept indexes) has none until a write transaction
 ** builds it from the items, and queries scan until then.  A remote
-** database's instances are built together (one build writes every
-** bucket's record): the first bucket's says. */
-static int is_built (rg_txn *txn, int remote, uint32_t cid, uint32_t ixid,
-                     int b, int *out, rg_err *e) {
+** database's instances are built each in its own bucket, the record with
+** them, and checked each in its own: a build spans the buckets, and its
+** parts apply one bucket at a time (docs/cluster.md, *Atomicity across
+** places*), so one cut off leaves some buckets without theirs.  Writes
+** build the instances that lack it (rg_ftup_begin), a query uses the
+** index only when every instance has it (all_built), else it scans.
+**
+** A remote run reads what it has not fetched yet as absent (remote.h).
+** Where an index has several instances such a read is never used: the
+** other instances' records are in other places, which the run fetches
+** before it answers or commits, and it runs again with them.  So while the
+** run lacks something, an instance whose record reads absent is taken as
+** built (what the run does next is thrown away if it was not), instead of
+** being built or scanned for: one round of fetches brings the records and
+** what the index path reads.  With one instance the record is in the
+** place a write writes, where an absence can stand as a condition of the
+** commit instead of being fetched: there it is taken as read.
+*/
+static int run_lacks (const rg_env *env) {
+  struct rg_remote *r = env ? rg_env_remote(env) : NULL;
+  return r != NULL && !rg_remote_complete(r);
+}
+
+static int lacking (const rg_env *env, int nb) {
+  return nb > 1 && run_lacks(env);
+}
+
+/* Is instance b of index ixid built (b: -1 locally)? */
+static int is_built (rg_txn *txn, const rg_env *env, int nb, uint32_t cid,
+                     uint32_t ixid, int b, int *out, rg_err *e) {
   uint8_t k[FT_HEAD_MAX];
   rg_val v;
   int rc = rg_kv_get(txn, RG_DB_FTEXT, k,
-                     rg_key_ftext(k, cid, ixid, remote ? b : -1, RG_FK_BUILT),
-                     &v);
-  *out = rc == 0;
+                     rg_key_ftext(k, cid, ixid, b, RG_FK_BUILT), &v);
+  *out = rc == 0 || (rc == RG_NOTFOUND && lacking(env, nb));
   if (rc && rc != RG_NOTFOUND)
     return rg_kv_fail(e, rc, "read a full-text index");
   return 0;
+}
+
+/* Is every instance of index fp built?  (Their records are read together:
+** on a remote database, one fetch of a point in each bucket.) */
+static int all_built (rg_txn *txn, const rg_env *env, const rg_cspec *c,
+                      const rg_ftpath *fp, int *out, rg_err *e) {
+  int b, nb = nb_of(env, c), remote = remote_of(env), rc = 0, built;
+  *out = 1;
+  for (b = 0; b < nb && rc == 0; b++) {
+    rc = is_built(txn, env, nb, c->cid, index_id(fp), remote ? b : -1,
+                  &built, e);
+    if (!built) *out = 0;
+  }
+  return rc;
 }
 
 struct rg_ftup {
@@ -114,8 +155,9 @@ struct rg_ftup {
   rg_fti_seam *st;                   /* nb: instance b's */
   rg_ftkv *kv;
   rg_fti_writer **w;                 /* n x nb, made at first use */
-  uint8_t built[RG_MAX_FT_PATHS];    /* built from the items by begin: the
-                                        batch's changes are in already */
+  uint8_t *fresh;                    /* n x nb: instance built from the
+                                        items by begin, the batch's changes
+                                        in already */
 };
 
 static int up_fail (rg_ftup *u, int rc, rg_err *e);
@@ -136,31 +178,37 @@ static int up_text (rg_ftup *u, int i, const cJSON *doc, uint32_t seq,
   int b = u->nb > 1 ? bucket_of(u->c, doc) : 0, rc;
   rg_fti_writer *w;
   if (b < 0 || b >= u->nb) b = 0;
+  if (u->fresh[(size_t)i * (size_t)u->nb + (size_t)b]) return 0;
   if ((w = writer(u, i, b)) == NULL) return up_fail(u, 500, e);
   rc = add ? rg_fti_add(w, seq, t->valuestring, strlen(t->valuestring))
            : rg_fti_remove(w, seq, t->valuestring, strlen(t->valuestring));
   return rc ? up_fail(u, rc, e) : 0;
 }
 
-/* Builds index i of u from every stored item of the container (items
-** that expired unpurged too: their purge is a write that removes them). */
-static int build (rg_ftup *u, int i, rg_err *e) {
-  uint8_t pre[4], k0[FT_HEAD_MAX];
+/* Builds instance b of index i of u (locally the one: b 0, nb 1) from
+** the stored items of its bucket (items that expired unpurged too: their
+** purge is a write that removes them), from nothing: whatever a lost or
+** cut-off build left there goes first. */
+static int build (rg_ftup *u, int i, int b, rg_err *e) {
+  uint8_t pre[12], k0[FT_HEAD_MAX];
   uint32_t ixid = index_id(u->p[i]);
+  int inst = u->remote ? b : -1;
   rg_cur *cur;
   rg_val k, v;
   uint64_t gone;
-  int rc, b;
-  /* from nothing: whatever a lost build record left goes first (every
-  ** bucket's: the prefix spans them) */
+  int rc;
   if ((rc = rg_del_prefix(u->s, RG_DB_FTEXT, k0,
-                          rg_key_ftext(k0, u->c->cid, ixid, -1, 0), UINT64_MAX,
-                          &gone, e)))
+                          rg_key_ftext(k0, u->c->cid, ixid, inst, 0),
+                          UINT64_MAX, &gone, e)))
     return rc;
   if ((rc = rg_cur_open(u->s->txn, RG_DB_ITEMS, &cur)))
     return rg_scope_fail(u->s, rc, "read the items", e);
-  k.p = pre;
+  k.p = pre;                  /* from the bucket's first hash (layout.h) */
   k.n = rg_key_cid(pre, u->c->cid);
+  if (u->nb > 1) {
+    rg_put_u64(pre + k.n, rg_range_start(b, u->nb));
+    k.n += 8;
+  }
   for (rc = rg_cur_get(cur, &k, &v, RG_SEEK);
        rc == 0 && k.n >= 4 && memcmp(k.p, pre, 4) == 0;
        rc = rg_cur_get(cur, &k, &v, RG_NEXT)) {
@@ -170,6 +218,10 @@ static int build (rg_ftup *u, int i, rg_err *e) {
     cJSON *doc = NULL;
     const cJSON *t;
     rg_err je;
+    if (u->nb > 1 &&                    /* past the bucket's hashes */
+        (k.n < 12 || rg_range_of(rg_get_u64((const uint8_t *)k.p + 4),
+                                 u->nb) != b))
+      break;
     if (rg_ihdr_get(v.p, v.n, &h, &json, &jn) ||
         rg_json_parse(json, jn, &doc, &je)) {
       rg_cur_close(cur);
@@ -187,13 +239,10 @@ static int build (rg_ftup *u, int i, rg_err *e) {
   rg_cur_close(cur);
   if (rc && rc != RG_NOTFOUND)
     return rg_scope_fail(u->s, rc, "read the items", e);
-  u->built[i] = 1;
-  for (b = 0; b < u->nb; b++)
-    if ((rc = rg_put(u->s, RG_DB_FTEXT, k0,
-                     rg_key_ftext(k0, u->c->cid, ixid, u->remote ? b : -1,
-                                  RG_FK_BUILT), "", 0, e)))
-      return rc;
-  return 0;
+  u->fresh[(size_t)i * (size_t)u->nb + (size_t)b] = 1;
+  return rg_put(u->s, RG_DB_FTEXT, k0,
+                rg_key_ftext(k0, u->c->cid, ixid, inst, RG_FK_BUILT), "", 0,
+                e);
 }
 
 static int up_fail (rg_ftup *u, int rc, rg_err *e) {
@@ -209,6 +258,7 @@ static int up_fail (rg_ftup *u, int rc, rg_err *e) {
 }
 
 static void up_free (rg_ftup *u) {
+  free(u->fresh);
   free(u->st);
   free(u->kv);
   free(u->w);
@@ -235,7 +285,8 @@ int rg_ftup_begin (rg_ftup **out, rg_scope *s, const rg_cspec *c, rg_err *e) {
   u->kv = (rg_ftkv *)calloc((size_t)u->nb, sizeof(rg_ftkv));
   u->w = (rg_fti_writer **)calloc((size_t)u->nb * (size_t)u->n,
                                   sizeof(rg_fti_writer *));
-  if (u->st == NULL || u->kv == NULL || u->w == NULL) {
+  u->fresh = (uint8_t *)calloc((size_t)u->nb * (size_t)u->n, 1);
+  if (u->st == NULL || u->kv == NULL || u->w == NULL || u->fresh == NULL) {
     up_free(u);
     s->failed = 500;
     return rg_fail(e, 500, "out of memory");
@@ -244,16 +295,17 @@ int rg_ftup_begin (rg_ftup **out, rg_scope *s, const rg_cspec *c, rg_err *e) {
     rg_fti_seam_init(&u->kv[b], &u->st[b], s->txn);
     if (u->remote) u->st[b].bucket = b;
   }
-  for (i = 0; i < u->n; i++) {
-    int built, rc;
-    if ((rc = is_built(s->txn, u->remote, c->cid, index_id(u->p[i]), 0,
-                       &built, e)) ||
-        (!built && (rc = build(u, i, e)))) {
-      if (!s->failed) s->failed = rc;
-      rg_ftup_end(u, NULL);
-      return rc;
+  for (i = 0; i < u->n; i++)            /* each instance lacking it */
+    for (b = 0; b < u->nb; b++) {
+      int built, rc;
+      if ((rc = is_built(s->txn, s->env, u->nb, c->cid, index_id(u->p[i]),
+                         u->remote ? b : -1, &built, e)) ||
+          (!built && (rc = build(u, i, b, e)))) {
+        if (!s->failed) s->failed = rc;
+        rg_ftup_end(u, NULL);
+        return rc;
+      }
     }
-  }
   *out = u;
   return 0;
 }
@@ -264,7 +316,7 @@ int rg_ftup_item (rg_ftup *u, uint32_t seq, const cJSON *old,
   if (u == NULL) return 0;
   for (i = 0; i < u->n; i++) {
     const cJSON *a = text_at(u->p[i], old), *b = text_at(u->p[i], neu);
-    if (a == b || u->built[i]) continue;      /* both NULL, or built */
+    if (a == b) continue;                     /* both NULL */
     if (a && b && strcmp(a->valuestring, b->valuestring) == 0) continue;
     if (a && (rc = up_text(u, i, old, seq, a, 0, e))) return rc;
     if (b && (rc = up_text(u, i, neu, seq, b, 1, e))) return rc;
@@ -272,6 +324,11 @@ int rg_ftup_item (rg_ftup *u, uint32_t seq, const cJSON *old,
   return 0;
 }
 
+/* Flushes every instance written (e NULL: none, the batch failed).  After
+** a failure a remote run that lacks something flushes the other instances
+** still, so that it learns in one round what each lacks (it runs again;
+** within one, the first term that lacks its blocks ends the flush: the
+** blocks a fetch brings for it cover others). */
 int rg_ftup_end (rg_ftup *u, rg_err *e) {
   size_t i;
   int rc = 0;
@@ -279,9 +336,12 @@ int rg_ftup_end (rg_ftup *u, rg_err *e) {
   for (i = 0; i < (size_t)u->n * (size_t)u->nb; i++) {
     rg_fti_seam *st = &u->st[i % (size_t)u->nb];
     rg_fti_work w;
+    rg_err more;
     if (u->w[i] == NULL) continue;
     memset(&w, 0, sizeof(w));
-    if (rc == 0 && e && (rc = rg_fti_flush(u->w[i], &w, e)))
+    if (rc && e && run_lacks(u->s->env))
+      rg_fti_flush(u->w[i], &w, &more);
+    else if (rc == 0 && e && (rc = rg_fti_flush(u->w[i], &w, e)))
       rc = st->rc ? rg_scope_fail(u->s, st->rc, "write a full-text index", e)
                   : (u->s->failed = rc);
     u->s->work.text_written += w.blocks_written;
@@ -391,7 +451,8 @@ int rg_ftindex_verify (rg_txn *txn, rg_env *env, const rg_cspec *s,
       int built = 0;
       rg_fti_seam_init(&kv, &st, txn);
       if (remote) st.bucket = b;
-      if (is_built(txn, remote, s->cid, index_id(p), b, &built, &e))
+      if (is_built(txn, env, nb, s->cid, index_id(p), remote ? b : -1,
+                   &built, &e))
         built = 1;
       if (b == 0) built0 = built;
       if (rg_fti_verify(&kv, fid_of(s, p), &e) ||
@@ -510,8 +571,7 @@ static int index_stats (rg_ftsrc *f, const char *path, size_t n, int lang,
   if (f->plen != 4 ||                   /* the container's scope only */
       (fp = index_of(f->c->spec, path, n, lang)) == NULL)
     return 1;
-  if ((rc = is_built(f->txn, remote, f->c->spec->cid, index_id(fp), 0,
-                     &exp, e)))
+  if ((rc = all_built(f->txn, f->c->env, f->c->spec, fp, &exp, e)))
     return rc;
   if (!exp) return 1;
   if ((rc = expired_unpurged(f, &exp, e))) return rc;
@@ -609,8 +669,7 @@ int rg_ftindex_plan (rg_txn *txn, rg_env *env, const rg_cspec *spec,
     if (r == 0 || computed(spec, &out->t)) continue;
     out->fp = index_of(spec, out->t.path, out->t.plen, -1);
     if (out->fp == NULL) continue;
-    if ((r = is_built(txn, out->remote, spec->cid, index_id(out->fp), 0,
-                      &built, e)))
+    if ((r = all_built(txn, env, spec, out->fp, &built, e)))
       return -r;
     if (built) return 1;
   }
@@ -761,8 +820,7 @@ int rg_ftindex_rank_plan (rg_txn *txn, rg_env *env, const rg_cspec *spec,
   if (r == 0 || computed(spec, &out->t) ||
       (out->fp = index_of(spec, out->t.path, out->t.plen, -1)) == NULL)
     return 0;
-  if ((r = is_built(txn, out->remote, spec->cid, index_id(out->fp), 0,
-                    &exp, e)))
+  if ((r = all_built(txn, env, spec, out->fp, &exp, e)))
     return -r;
   if (!exp) return 0;
   memset(&c, 0, sizeof(c));

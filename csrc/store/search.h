@@ -71,7 +71,11 @@ int  rg_ftpolicy_lang (const rg_cspec *s, const char *path, size_t n);
 
 /* Upkeep: one batch of changes, each item's old and new version (either
 ** NULL), flushed at rg_ftup_end (which frees u, also after a failure).
-** rg_ftindex_update is one change.  0, or a status (the scope failed). */
+** rg_ftup_begin first builds every instance of an index that lacks its
+** build record (one per bucket on a remote database, each from its
+** bucket's items and with its own record), so a build cut off between
+** buckets is completed by the next write.  rg_ftindex_update is one
+** change.  0, or a status (the scope failed). */
 typedef struct rg_ftup rg_ftup;
 int  rg_ftup_begin (rg_ftup **u, rg_scope *s, const rg_cspec *c, rg_err *e);
 int  rg_ftup_item (rg_ftup *u, uint32_t seq, const cJSON *old,
@@ -96,7 +100,8 @@ int  rg_ftindex_verify (rg_txn *txn, rg_env *env, const rg_cspec *s,
 /*
 ** Queries.  rg_ftindex_plan finds, among a WHERE's conjuncts, a full-text
 ** condition (FullTextContains, All, Any: rg_qfts_terms) on a path whose
-** index is built: 1 and *out, or 0.  rg_ftindex_docs gives the seqs of
+** index is built (every instance's build record there; else the query
+** scans): 1 and *out, or 0.  rg_ftindex_docs gives the seqs of
 ** the items that can pass it (ascending, malloc'd), counting the index
 ** records read in w->text_read.  0, or a status.  On a remote database
 ** the index is one instance per bucket (ftindex.h): the seqs are the

@@ -640,6 +640,28 @@ static void test_seam (void) {
   CHECK(rg_wal_check_lmdb(0, 10, 0, &ve) == 500);
 }
 
+/* A physical partition's hashes are one run from rg_range_start: the
+** first hash of bucket r is r's (a full-text build walks a bucket's items
+** from it, search.c), the one before it bucket r - 1's, and the next
+** bucket starts where r's run ends. */
+static void test_ranges (void) {
+  int np, r, bad = 0;
+  for (np = 1; np <= RG_MAX_PARTITIONS; np++) {
+    if (rg_range_start(0, np) != 0) bad++;
+    for (r = 0; r < np; r++) {
+      uint64_t h = rg_range_start(r, np), x = rg_range_start(r + 1, np);
+      if (rg_range_of(h, np) != r || rg_range_of(x - 1, np) != r ||
+          (r > 0 && rg_range_of(h - 1, np) != r - 1) ||
+          (r + 1 < np && x <= h) ||
+          (r + 1 < np && rg_range_of(x, np) != r + 1))
+        bad++;
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(rg_range_start(3, 8) == (uint64_t)3 << 61);
+  CHECK(rg_range_start(8, 8) == 0);         /* the end: past the last hash */
+}
+
 /*
 ** {=====================================================================
 ** The remote overlay: a fetch in the middle of a transaction
@@ -748,6 +770,7 @@ static void test_remote (void) {
 /* }===================================================================== */
 
 int main (void) {
+  test_ranges();
   test_seam();
   test_remote();
   test_items();
