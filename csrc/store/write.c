@@ -734,11 +734,12 @@ int rg_write (rg_scope *s, const rg_cont *c, const rg_wreq *w, rg_wres *r,
 ** A batch is written in two passes.  The first checks each document as a
 ** create would and, when it passes, makes every entry it needs (its item,
 ** refs, index, latest-version, TTL, unique and change-feed entries) into
-** lists, one per table; the second sorts each list and writes it in key
-** order, with a cursor that appends past the table's last key (an empty
-** container's first batch is written as fully packed pages).  Seqs are
-** given in order, so refs and latest-version entries always append.  The
-** statistics are bumped once per logical partition and once per batch.
+** lists, one per table, each sorted into a run; the second merges each
+** list's runs (a heap) and writes them in key order, with a cursor that
+** appends past the table's last key (an empty container's first batch is
+** written as fully packed pages).  Seqs are given in order, so refs and
+** latest-version entries always append.  The statistics are bumped once
+** per logical partition and once per merge.
 ** Items that exist (upsert) and keys given twice in a batch go through
 ** the ordinary write path afterwards, in the same scope.
 **
@@ -1247,7 +1248,7 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
     const bent *x = &l->v[i];
     rg_val k, v;
     unsigned flags = 0;
-    int first = !(i > 0 && l->v[i - 1].kn == x->kn &&
+    int first = !(dup && i > 0 && l->v[i - 1].kn == x->kn &&   /* of its key */
                   memcmp(b->pool.p + l->v[i - 1].k, b->pool.p + x->k,
                          x->kn) == 0);
     k.p = b->pool.p + x->k;

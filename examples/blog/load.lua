@@ -121,6 +121,7 @@ local function bulk_run(m, gen, opts, total, progress)
   for _, src in ipairs(m:bulk_sources(gen)) do
     local res, info, status = src.container:bulk_load(src.docs, {
       batch = opts.batch or BULK_BATCH, transaction = opts.transaction,
+      memory = opts.memory,
       progress = function(n)
         if not opts.quiet then progress.update(done + n) end
         if opts.watch then opts.watch(done + n) end
@@ -144,7 +145,8 @@ end
 -- Loads gen's data set into model m.  opts.label names it in the progress
 -- line; opts.quiet turns progress off; opts.batch is the bulk load's batch
 -- (default BULK_BATCH), opts.transaction its transaction ("load": the
--- whole of each container's load in one); opts.watch(done) is called after each bulk-load
+-- whole of each container's load in one; opts.memory what it holds
+-- before it merges, bulk_load's memory); opts.watch(done) is called after each bulk-load
 -- batch with the items loaded so far; opts.requests loads through the
 -- model's commands instead of by bulk load (as on a database without
 -- one: a cluster).

@@ -4,7 +4,8 @@ The blog's bulk load alone, watched along the way (docs/performance.md,
 
   LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/lua5.4/?.so;;' \
     lua5.4 examples/blog/loadrate.lua [--scale S] [--models V1,V3]
-      [--batch N] [--transaction batch|load] [--dir DIR] [--no-sqlite]
+      [--batch N] [--transaction batch|load] [--memory BYTES] [--dir DIR]
+      [--no-sqlite]
 
 For each model it loads the article's data set at scale S (default 0.01)
 as blog.load does (c:bulk_load, the processors caught up after each
@@ -21,7 +22,8 @@ documents into SQLite, JSON with its expression indexes (blog.sqlite_json,
 batches of the same size), the anchor of the same run, with its rate per
 tenth too.  --batch sets the bulk load's batch (default blog.load's),
 --transaction its transactions ("batch", the default: one per batch;
-"load": one per container's load);
+"load": one per container's load), --memory what a load in one
+transaction holds before it merges into the tables (bulk_load's memory);
 DIR defaults to a temporary directory, removed at the end with the
 databases in it.
 ]]
@@ -35,7 +37,8 @@ local load = require "blog.load"
 local now = require("system").monotime
 
 local USAGE = "usage: loadrate.lua [--scale S] [--models V1,V2,V3] " ..
-  "[--batch N] [--transaction batch|load] [--dir DIR] [--no-sqlite]"
+  "[--batch N] [--transaction batch|load] [--memory BYTES] [--dir DIR] " ..
+  "[--no-sqlite]"
 
 local MODELS = {
   V1 = require "blog.v1", V2 = require "blog.v2", V3 = require "blog.v3",
@@ -45,7 +48,7 @@ local args = { scale = 0.01, models = "V1,V3", sqlite = true,
                transaction = "batch" }
 do
   local i, known = 1, { scale = "number", models = "string",
-                        batch = "number", dir = "string",
+                        batch = "number", dir = "string", memory = "number",
                         transaction = "string" }
   while i <= #arg do
     local k = arg[i]:match("^%-%-(.+)$")
@@ -139,7 +142,7 @@ for name in args.models:gmatch("[^,%s]+") do
   local watch = tenths(total)
   local w0, c0 = written(), os.clock()
   local l = load.run(m, gen, { label = "loading " .. name, quiet = true,
-    batch = args.batch, transaction = args.transaction,
+    batch = args.batch, transaction = args.transaction, memory = args.memory,
     watch = watch.update })
   local w1, c1 = written(), os.clock()
   local st = assert(db:stats({ tables = true }))
