@@ -229,6 +229,15 @@ describe("bulk load", function()
     assert.is_true(db:verify())
   end)
 
+  it("takes 10,000 documents a batch by default, 1,000 on a cluster (one apply each)", function()
+    local docs = {}
+    for i = 1, 2500 do docs[i] = doc(i) end
+    local calls = 0
+    local res = assert(c:bulk_load(docs, { progress = function() calls = calls + 1 end }))
+    assert.are.equal(2500, res.written)
+    assert.are.equal(H.cluster and 3 or 1, calls)
+  end)
+
   it("loads in one transaction (transaction = \"load\"), with what batches write", function()
     local docs = {}
     for i = 1, 1200 do docs[i] = doc(i) end

@@ -287,6 +287,22 @@ describe("JavaScript scripts", function()
     return t
   end
 
+  -- Imports `list` through the bulk import sample as Cosmos DB's client
+  -- does: called again with the rest while a call returns fewer than it
+  -- was given; the counts each call returned.
+  local function import_all(cont, pk, list)
+    local counts, left = {}, list
+    while #left > 0 do
+      local k = assert(cont:execute("bulkImport", pk, left))
+      assert.is_true(k > 0, "a call imported nothing")
+      counts[#counts + 1] = k
+      local rest = {}
+      for i = k + 1, #left do rest[#rest + 1] = left[i] end
+      left = rest
+    end
+    return counts
+  end
+
   describe("telling the language", function()
     it("takes a source opening with a function and its braces, or a JavaScript comment, for JavaScript", function()
       assert(c:create_procedure("a", "function a() { }"))
@@ -309,11 +325,18 @@ describe("JavaScript scripts", function()
   end)
 
   describe("procedures", function()
-    it("run the bulk import sample: its documents commit together, through callbacks 10,000 deep", function()
+    it("run the bulk import sample: its documents commit together, through callbacks thousands deep", function()
       assert(c:create_procedure("bulkImport", BULK_IMPORT))
-      local n, info = assert(c:execute("bulkImport", "p", items(10000)))
-      assert.are.equal(10000, n)
-      assert.is_true(info.charge > 10000)
+      -- a call's write set is bounded (its transaction's 64 MiB; on a
+      -- cluster, one apply's 1,000 items): the sample returns its count and
+      -- is called again with the rest
+      local counts = import_all(c, "p", items(10000))
+      if H.cluster then
+        assert.is_true(#counts >= 10, #counts .. " calls")
+        for i = 1, #counts do assert.is_true(counts[i] <= 1000, tostring(counts[i])) end
+      else
+        assert.is_true(counts[1] >= 4000, tostring(counts[1]))
+      end
       assert.are.same({ 10000 }, assert(c:query("SELECT VALUE COUNT(1) FROM c")))
       -- a duplicate fails the whole import with its status; nothing is kept
       local more = items(5, "q")
@@ -336,16 +359,54 @@ describe("JavaScript scripts", function()
       local rest = items(5000)
       local left = {}
       for i = n + 1, #rest do left[#left + 1] = rest[i] end
-      local total = n
-      while #left > 0 do
-        local k = assert(s:execute("bulkImport", "p", left))
-        total = total + k
-        local next_left = {}
-        for i = k + 1, #left do next_left[#next_left + 1] = left[i] end
-        left = next_left
-      end
+      import_all(s, "p", left)
       assert.are.same({ 5000 }, assert(s:query("SELECT VALUE COUNT(1) FROM c")))
       small:close()
+    end)
+
+    H.cluster_it("stop accepting operations near the write bound of one call",
+                 "the bound of one apply is the cluster's", function()
+      assert(c:create_procedure("bulkImport", BULK_IMPORT))
+      local n = assert(c:execute("bulkImport", "p", items(1500)))
+      -- accepted while more than a tenth of the 1,000 items is left
+      assert.is_true(n >= 900 and n < 1000, tostring(n))
+      assert.are.same({ n }, assert(c:query("SELECT VALUE COUNT(1) FROM c")))
+      -- a call stopped by the bound still commits whole or not at all
+      local more = items(1500, "q")
+      more[500] = { id = "i2", pk = "q" }
+      local ok, msg, status = c:execute("bulkImport", "q", more)
+      assert.is_nil(ok)
+      assert.are.equal(409, status, msg)
+      assert.are.same({ 0 }, assert(c:query("SELECT VALUE COUNT(1) FROM c WHERE c.pk = 'q'")))
+    end)
+
+    H.cluster_it("refuse whole a write set over the bound of one call that does not stop",
+                 "the bound of one apply is the cluster's", function()
+      -- a Lua procedure has no isAccepted: past the items' bound it is stopped
+      assert(c:create_procedure("many", [[
+        return function(ctx, n)
+          for i = 1, n do ctx:create({ id = "m" .. i, pk = "p" }) end
+          return n
+        end]]))
+      local ok, msg, status = c:execute("many", "p", 1001)
+      assert.is_nil(ok)
+      assert.are.equal(413, status)
+      assert.matches("exceeded the write limit of one call on a cluster (1000 items", msg, 1, true)
+      assert.are.same({ 0 }, assert(c:query("SELECT VALUE COUNT(1) FROM c")))
+      assert.are.equal(1000, (c:execute("many", "p", 1000)))
+      -- and past the bytes' bound, here by a few large items in JavaScript,
+      -- whose one operation starts while the bound is not near
+      assert(c:create_procedure("big", [==[
+        function big(n) {
+          var coll = getContext().getCollection(), pad = new Array(1500001).join("x");
+          for (var i = 0; i < n; i++)
+            coll.createDocument(coll.getSelfLink(), { id: "b" + i, pk: "p", pad: pad });
+        }]==]))
+      ok, msg, status = c:execute("big", "p", 3)
+      assert.is_nil(ok)
+      assert.are.equal(413, status, msg)
+      assert.matches("4194304 bytes", msg, 1, true)
+      assert.are.same({ 0 }, assert(c:query("SELECT VALUE COUNT(1) FROM c WHERE STARTSWITH(c.id, 'b')")))
     end)
 
     it("run the bulk delete sample, with _self links and the query's continuation", function()

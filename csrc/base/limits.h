@@ -27,6 +27,14 @@
 /* what the transaction of a procedure or a trigger may write, as the
 ** memory it holds until the commit (store/kv.h, rg_kv_pending): 413 */
 #define RG_MAX_TXN_DIRTY   (64ull << 20)
+/* what the write set of one call of a procedure (its triggers' writes
+** included) may hold on a Redis Cluster, where a place's part applies in
+** one Function call during which its primary answers nothing else: items
+** written and bytes (store/kv.h, rg_kv_pending), so that an apply stays far
+** under cluster-node-timeout (docs/cluster.md).  A script's operations
+** report not accepted with less than a tenth left; past it: 413 */
+#define RG_MAX_APPLY_ITEMS 1000
+#define RG_MAX_APPLY_BYTES (4ull << 20)
 /* seconds of CPU a query page may take by default (open's query_time):
 ** 408 */
 #define RG_QUERY_TIME      5.0

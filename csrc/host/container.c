@@ -1116,7 +1116,11 @@ static int cont_bulk_opts (lua_State *L) {
   rg_lcont *lc = rgl_checkcont(L, 1);
   lua_settop(L, 2);
   rgl_opts_check(L, 2, allowed, "bulk_load");
-  batch = rgl_opt_int(L, 2, "batch", BULK_BATCH, 1, BULK_BATCH_MAX, "bulk_load");
+  /* on a cluster a batch applies in one Function call per place: by
+  ** default no more than one procedure call may write (base/limits.h) */
+  batch = rgl_opt_int(L, 2, "batch", rg_env_remote(lc->c.env) ?
+                      RG_MAX_APPLY_ITEMS : BULK_BATCH, 1, BULK_BATCH_MAX,
+                      "bulk_load");
   memory = rgl_opt_int(L, 2, "memory", (lua_Integer)BULK_HOLD, 1,
                        (lua_Integer)BULK_HOLD_MAX, "bulk_load");
   mode = rgl_opt_string(L, 2, "mode", "bulk_load");

@@ -705,6 +705,10 @@ static duk_ret_t h_write (duk_context *thr) {
   }
   rc = rg_write(call->s, call->c, &w, &js->wres, &e);
   charge_op(js, &before);
+  /* the write set is bounded as a Lua script's (runtime.h) */
+  if (rg_script_writes(call->s) == RG_WRITES_OVER)
+    rg_js_stop(js, RG_STOP_WRITES);
+  if (js->stop) (void)duk_error(thr, DUK_ERR_RANGE_ERROR, "stopped");
   if (rc) return push_status(thr, rc, &e);
   push_status(thr, js->wres.status, NULL);
   if (js->wres.doc) {
@@ -787,7 +791,8 @@ static duk_ret_t h_accepted (duk_context *thr) {
            (js->limit > js->held ? js->limit - js->held : 0)
              > js->memory / ACCEPT_LEFT &&
            rg_coarse_ms() < js->deadline -
-                         (js->deadline - js->start) / ACCEPT_LEFT;
+                         (js->deadline - js->start) / ACCEPT_LEFT &&
+           (js->call == NULL || rg_script_writes(js->call->s) == 0);
   duk_push_boolean(thr, ok);
   return 1;
 }
@@ -955,6 +960,8 @@ static int outcome (rg_js *js, const rg_jscall *call, int rc, int why,
     return rg_fail(e, 413, "%s '%.*s' exceeded its memory budget "
                    "(%llu bytes)", what, n, call->name,
                    (unsigned long long)js->memory);
+  if (why == RG_STOP_WRITES)
+    return rg_script_writes_fail(call->s, what, call->name, call->namelen, e);
   if (why == RG_STOP_ABORT)
     return rg_fail(e, js->status, "%s '%.*s' aborted: %s", what, n,
                    call->name, js->err.msg);

@@ -518,7 +518,8 @@ static int charged_op (lua_State *L, lua_CFunction f) {
   rg_work_diff(&w, &x->s->work, &before);
   /* the memory the transaction holds until its commit is bounded: the
   ** host's, not the script's, so no budget of the script sees it */
-  if (rg_kv_pending(x->s->txn) > RG_MAX_TXN_DIRTY) rgl_sandbox_stop(L, RG_STOP_WRITES);
+  if (rg_script_writes(x->s) == RG_WRITES_OVER)
+    rgl_sandbox_stop(L, RG_STOP_WRITES);
   rgl_sandbox_charge(L, OP_COST + (uint64_t)(rg_charge(&w) * RU_COST));
   return n;
 }
@@ -732,9 +733,7 @@ static int outcome (exec *x, lua_State *L, int rc, int why, rg_err *e) {
                    "(%llu bytes)", what, n, x->name,
                    (unsigned long long)x->rt->memory);
   if (why == RG_STOP_WRITES)
-    return rg_fail(e, 413, "%s '%.*s' exceeded the write limit of its "
-                   "transaction (%llu bytes)", what, n, x->name,
-                   (unsigned long long)RG_MAX_TXN_DIRTY);
+    return rg_script_writes_fail(x->s, what, x->name, x->namelen, e);
   if (why == RG_STOP_ABORT)
     return rg_fail(e, x->status, "%s '%.*s' aborted: %s", what, n, x->name,
                    x->err.msg);

@@ -102,4 +102,18 @@ void     rgl_pattern_open (lua_State *S, int idx);
 ** (utf8lib.c). */
 void     rgl_utf8lib_open (lua_State *S);
 
+struct rg_scope;
+/* The write set of a script's transaction (scope s) against its bound:
+** the memory it holds locally (RG_MAX_TXN_DIRTY), and on a Redis Cluster
+** also what one apply may carry (RG_MAX_APPLY_ITEMS and _BYTES,
+** base/limits.h).  RG_WRITES_OVER: the script must be stopped
+** (RG_STOP_WRITES, 413); RG_WRITES_NEAR: less than a tenth of a bound is
+** left, so its operations report not accepted (isAccepted); else 0. */
+enum { RG_WRITES_NEAR = 1, RG_WRITES_OVER = 2 };
+int  rg_script_writes (struct rg_scope *s);
+/* The 413 of a script stopped for its write set ("procedure 'f' exceeded
+** ..."), naming the bound that applies. */
+int  rg_script_writes_fail (struct rg_scope *s, const char *what, const char *name,
+                            size_t namelen, rg_err *e);
+
 #endif
