@@ -33,15 +33,6 @@ local function text(v)
   return "{" .. table.concat(parts, ",") .. "}"
 end
 
--- A deterministic stream of numbers (the same items on both backends and
--- under both interpreters: every product stays below 2^53).
-local function rng(seed)
-  local s = seed
-  return function(n)
-    s = (s * 16807) % 2147483647
-    return s % n + 1
-  end
-end
 
 local CATS = { "Shoes, Trail", "Shoes, Road", "Jackets, Rain", "Hats, Winter", "Bags" }
 local WORDS = { "alpine", "Bold", "calm", "Dune", "echo", "fjord", "Glacier", "harbor" }
@@ -188,7 +179,7 @@ describe("the query language on a cluster", function()
         } }))
       assert(c:create_udf("net", "return function(p) return p and p * 0.8 end"))
       assert(c:create_udf("boom", "return function(p) error('no price ' .. p) end"))
-      local rand = rng(4242)
+      local rand = C.rng(4242)
       for i = 1, 600 do assert(c:upsert(item(rand, i))) end
       local h = assert(db:create_container("h", { partition_key = { "/tenant", "/user" },
         physical_partitions = 4 }))
@@ -199,7 +190,7 @@ describe("the query language on a cluster", function()
         physical_partitions = 8, vector_embeddings = {
           { path = "/v", dimensions = 8 },
           { path = "/e", data_type = "int8", dimensions = 4, distance_function = "euclidean" } } }))
-      rand = rng(777)
+      rand = C.rng(777)
       for i = 1, 300 do assert(v:create(vitem(rand, i))) end
       sides[#sides + 1] = { db = db, c = c, h = h, vec = v, url = path }
     end
@@ -310,7 +301,7 @@ describe("the query language on a cluster", function()
 
   -- 300 items of vitem's, from a seed
   local function vitems(seed)
-    local rand, items = rng(seed), {}
+    local rand, items = C.rng(seed), {}
     for i = 1, 300 do items[i] = vitem(rand, i) end
     return items
   end
@@ -490,7 +481,7 @@ describe("the query language on a cluster", function()
   end
 
   it("keeps a full-text index per bucket and searches and ranks alike, kept by every write", function()
-    local rand = rng(99)
+    local rand = C.rng(99)
     local items = {}
     for i = 1, 240 do items[i] = ftitem(rand, i) end
     for _, side in ipairs(sides) do
@@ -541,7 +532,7 @@ describe("the query language on a cluster", function()
   end)
 
   it("builds a full-text index a replace adds on the cluster and drops one it removes", function()
-    local rand = rng(5)
+    local rand = C.rng(5)
     local items = {}
     for i = 1, 150 do items[i] = ftitem(rand, i) end
     for _, side in ipairs(sides) do

@@ -385,5 +385,16 @@ function C.counter(c)
   assert(c:create({ id = "counter", pk = "counter", n = 0 }))
 end
 
+-- A deterministic stream of numbers in 1..n (the same items on both
+-- backends and under both interpreters: every product stays below 2^53,
+-- exact in LuaJIT's doubles too).
+function C.rng(seed)
+  local s = seed
+  return function(n)
+    s = (s * 16807) % 2147483647
+    return s % n + 1
+  end
+end
+
 C.redis, C.layout = redis, layout
 return C

@@ -15,17 +15,9 @@ local regolith = require "regolith"
 
 local WORDS = { "bell", "lamp", "saddle", "rope", "lantern", "kettle", "anchor", "compass" }
 
--- (exact in doubles too: LuaJIT's numbers)
-local function rng(seed)
-  local s = seed
-  return function(n)
-    s = (s * 16807) % 2147483647
-    return s % n + 1
-  end
-end
 
 local function items(n)
-  local rand, out = rng(2026), {}
+  local rand, out = C.rng(2026), {}
   for i = 1, n do
     local t = {}
     for j = 1, rand(9) + 2 do t[j] = WORDS[rand(rand(#WORDS))] end
