@@ -325,6 +325,29 @@ describe("bulk load", function()
     assert.is_true(db:verify())
   end)
 
+  H.local_it("fails a load in one transaction whose container is replaced meanwhile",
+    "on a cluster a load is a transaction per batch (docs/cluster.md)", function()
+    local docs = {}
+    for i = 1, 30 do docs[i] = doc(i) end
+    local function load(change)
+      local first = true
+      return c:bulk_load(docs, { batch = 10, transaction = "load",
+        progress = function()
+          if first then first = false; change() end
+        end })
+    end
+    -- a replace changing what is indexed: entries made under the old spec
+    -- would leave the index wrong
+    local spec = {}
+    for k, v in pairs(SPEC) do spec[k] = v end
+    spec.indexing = { excluded = { "/secret/?", "/n/?" } }
+    local _, msg, status = load(function() assert(db:replace_container("c", spec)) end)
+    assert.are.equal(409, status, msg)
+    assert.matches("replaced", msg, 1, true)
+    assert.are.equal(0, db:stats().containers.c.items)
+    assert.is_true(db:verify())
+  end)
+
   H.local_it("leaves nothing of a load in one transaction that fails part way",
     "on a cluster a load is a transaction per batch (docs/cluster.md)", function()
     local i = 0

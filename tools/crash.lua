@@ -230,9 +230,9 @@ local function replay(logfile)
     local kind, seq, rest = line:match("^(%a) (%d+)%s*(.*)$")
     seq = tonumber(seq)
     if kind == "L" then                 -- a bulk load
-      local n, batch, kind = rest:match("^(%d+) (%d+) ([012])$")
+      local n, batch, how = rest:match("^(%d+) (%d+) ([012])$")
       loads[seq] = { n = tonumber(n), batch = tonumber(batch), done = 0,
-                     whole = kind ~= "0", plain = kind == "2" }
+                     whole = how ~= "0", plain = how == "2" }
     elseif kind == "P" then
       loads[seq].done = tonumber(rest)
     elseif (kind == "A" or kind == "F") and loads[seq] then

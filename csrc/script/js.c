@@ -705,7 +705,7 @@ static duk_ret_t h_write (duk_context *thr) {
   }
   rc = rg_write(call->s, call->c, &w, &js->wres, &e);
   charge_op(js, &before);
-  /* the write set is bounded as a Lua script's (runtime.h) */
+  /* the write set is bounded as a Lua script's (rg_script_writes) */
   if (rg_script_writes(call->s) == RG_WRITES_OVER)
     rg_js_stop(js, RG_STOP_WRITES);
   if (js->stop) (void)duk_error(thr, DUK_ERR_RANGE_ERROR, "stopped");

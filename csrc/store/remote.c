@@ -534,10 +534,16 @@ static void need_spec (rg_remote *r, uint32_t cid) {
 ** again with a container's epoch whenever that is asked for, so that a
 ** container's epoch is never younger than what is trusted with it.
 */
+/* The database's entries every call reads that its containers' epochs
+** vouch for (a change to one moves every container's epoch). */
+static const struct { const char *k; size_t n; } WIDE[] = {
+  { RG_META_SCRIPTS, sizeof(RG_META_SCRIPTS) - 1 },
+  { RG_META_THROUGHPUT, sizeof(RG_META_THROUGHPUT) - 1 } };
+
 /* 1 and *cid for a catalog entry of container cid; 2 for the database's
-** entries (the scripts' version, the throughput setting); 0 for any other
-** entry. */
+** entries of WIDE; 0 for any other entry. */
 static int catalog_of (int tb, const uint8_t *k, size_t kn, uint32_t *cid) {
+  size_t i;
   if (tb != RG_DB_META) return 0;
   if (kn >= 5 && (k[0] == RG_MK_SPEC || k[0] == RG_MK_PROC ||
                   k[0] == RG_MK_TRIG || k[0] == RG_MK_UDF ||
@@ -545,23 +551,17 @@ static int catalog_of (int tb, const uint8_t *k, size_t kn, uint32_t *cid) {
     *cid = rg_get_u32(k + 1);
     return 1;
   }
-  if ((kn == sizeof(RG_META_SCRIPTS) - 1 &&
-       memcmp(k, RG_META_SCRIPTS, kn) == 0) ||
-      (kn == sizeof(RG_META_THROUGHPUT) - 1 &&
-       memcmp(k, RG_META_THROUGHPUT, kn) == 0))
-    return 2;
+  for (i = 0; i < sizeof(WIDE) / sizeof(WIDE[0]); i++)
+    if (kn == WIDE[i].n && memcmp(k, WIDE[i].k, kn) == 0) return 2;
   return 0;
 }
 
 /* The database's entries trusted by their epochs (catalog_of 2) are
 ** asked for again, with a container's epoch. */
 static void need_wide (rg_remote *r) {
-  static const struct { const char *k; size_t n; } wide[] = {
-    { RG_META_SCRIPTS, sizeof(RG_META_SCRIPTS) - 1 },
-    { RG_META_THROUGHPUT, sizeof(RG_META_THROUGHPUT) - 1 } };
   size_t i;
-  for (i = 0; i < sizeof(wide) / sizeof(wide[0]); i++) {
-    ent *e = find(r, RG_DB_META, (const uint8_t *)wide[i].k, wide[i].n);
+  for (i = 0; i < sizeof(WIDE) / sizeof(WIDE[0]); i++) {
+    ent *e = find(r, RG_DB_META, (const uint8_t *)WIDE[i].k, WIDE[i].n);
     if (e == NULL || !e->known || e->stale != 3 || e->dirty) continue;
     e->stale = 2;
     need_point(r, e->place, RG_DB_META, e->k, e->kn);

@@ -12,7 +12,6 @@
 #include "store/ftindex.h"
 #include "store/index.h"
 #include "store/layout.h"
-#include "store/remote.h"
 #include "store/search.h"
 
 /*
@@ -111,13 +110,8 @@ static int bucket_of (const rg_cspec *c, const cJSON *doc) {
 ** place a write writes, where an absence can stand as a condition of the
 ** commit instead of being fetched: there it is taken as read.
 */
-static int run_lacks (const rg_env *env) {
-  struct rg_remote *r = env ? rg_env_remote(env) : NULL;
-  return r != NULL && !rg_remote_complete(r);
-}
-
 static int lacking (const rg_env *env, int nb) {
-  return nb > 1 && run_lacks(env);
+  return nb > 1 && env != NULL && !rg_env_complete(env);
 }
 
 /* Is instance b of index ixid built (b: -1 locally)? */
@@ -339,7 +333,7 @@ int rg_ftup_end (rg_ftup *u, rg_err *e) {
     rg_err more;
     if (u->w[i] == NULL) continue;
     memset(&w, 0, sizeof(w));
-    if (rc && e && run_lacks(u->s->env))
+    if (rc && e && !rg_env_complete(u->s->env))
       rg_fti_flush(u->w[i], &w, &more);
     else if (rc == 0 && e && (rc = rg_fti_flush(u->w[i], &w, e)))
       rc = st->rc ? rg_scope_fail(u->s, st->rc, "write a full-text index", e)

@@ -793,6 +793,8 @@ struct rg_bulk {
   size_t *heap;                   /* the merge's runs, by their head */
   size_t hcap;
   size_t hold;                    /* held up to this many bytes (0: not held) */
+  char *spec;                     /* the container's spec the held entries
+                                     were made under */
   size_t accepted;                /* of the batch */
   int held;                       /* entries wait to be merged */
   int oom;
@@ -898,6 +900,7 @@ void rg_bulk_free (rg_bulk *b) {
   free(b->parts.v);
   free(b->later);
   free(b->vseq);
+  free(b->spec);
   free(b);
 }
 
@@ -925,7 +928,6 @@ void rg_bulk_hold (rg_bulk *b, size_t bound) {
 static size_t bulk_size (const bulk *b) {
   size_t n = b->pool.n, i;
   for (i = 0; i < RG_NDB; i++) n += b->t[i].n * sizeof(bent);
-  n += b->mcap * sizeof(bent);
   return n + (b->keys.cap + b->uniq.cap + b->parts.cap) * sizeof(bslot);
 }
 
@@ -1284,6 +1286,19 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
   return rc ? rg_scope_fail(s, rc, "write", e) : 0;
 }
 
+/* The container is still the one the held entries were made under: a
+** write in the load's transaction (its progress function, its source)
+** may have deleted it (404) or replaced its spec (rg_cont_alive adopts
+** the stored one), and entries made under another spec would leave its
+** indexes wrong: the load fails (409), nothing of it written. */
+static int spec_unchanged (rg_scope *s, bulk *b, rg_err *e) {
+  int rc = rg_cont_alive(s->txn, b->c, e);
+  if (rc == 0 && b->spec && strcmp(b->spec, b->c->spec->json) != 0)
+    rc = rg_fail(e, 409, "conflict: container '%s' was replaced in the "
+                 "load's transaction", b->c->spec->name);
+  return rc ? (s->failed = rc) : 0;
+}
+
 /* The held entries merged into the tables, table by table, and the
 ** statistics of their partitions and container bumped; then emptied. */
 static int bulk_merge (rg_scope *s, bulk *b, rg_err *e) {
@@ -1293,8 +1308,9 @@ static int bulk_merge (rg_scope *s, bulk *b, rg_err *e) {
   const rg_cont *c = b->c;
   uint64_t added = 0, bytes = 0;
   size_t i;
-  int rc = 0;
+  int rc;
   b->s = s;
+  if ((rc = spec_unchanged(s, b, e))) return rc;
   for (i = 0; rc == 0 && i < sizeof(order) / sizeof(order[0]); i++)
     rc = bulk_apply(b, order[i], e);
   for (i = 0; rc == 0 && i < b->parts.cap; i++) {    /* statistics */
@@ -1312,6 +1328,11 @@ static int bulk_merge (rg_scope *s, bulk *b, rg_err *e) {
                       (int64_t)added, (int64_t)bytes, 0, 0, e);
   }
   if (rc == 0) bulk_reset(b);
+  if (rc == 0 && b->hold) {          /* the merge's buffer: not held */
+    free(b->merged);
+    b->merged = NULL;
+    b->mcap = 0;
+  }
   return rc;
 }
 
@@ -1354,6 +1375,12 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
     b->cap = n;
   }
   if (whole) memset(b->vseq, 0, n * sizeof(uint32_t));
+  if (!b->held) {                    /* the spec the entries are made under */
+    free(b->spec);
+    if ((b->spec = strdup(c->spec->json)) == NULL)
+      return rg_fail(e, 500, "out of memory");
+  }
+  else if ((rc = spec_unchanged(s, b, e))) return rc;
   b->held = 1;
   for (i = 0; i < n && rc == 0; i++)
     if (items[i].status == 0)
