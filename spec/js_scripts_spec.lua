@@ -380,6 +380,25 @@ describe("JavaScript scripts", function()
       assert.are.same({ 0 }, assert(c:query("SELECT VALUE COUNT(1) FROM c WHERE c.pk = 'q'")))
     end)
 
+    H.cluster_it("count a call's own writes, not those of the transaction it joins",
+                 "the bound of one apply is the cluster's", function()
+      -- a processor's batch or a group may hold more than a call may write
+      assert(c:create_procedure("many", [[
+        return function(ctx, n)
+          for i = 1, n do ctx:create({ id = "m" .. i, pk = "p" }) end
+          return n
+        end]]))
+      local res = assert(db:group({
+        function()
+          for i = 1, 1100 do assert(c:create({ id = "g" .. i, pk = "g" })) end
+        end,
+        function() return assert(c:execute("many", "p", 10)) end,
+      }))
+      assert.is_true(res[1][1])
+      assert.are.same({ true, 10 }, { res[2][1], res[2][2] })
+      assert.are.same({ 1110 }, assert(c:query("SELECT VALUE COUNT(1) FROM c")))
+    end)
+
     H.cluster_it("refuse whole a write set over the bound of one call that does not stop",
                  "the bound of one apply is the cluster's", function()
       -- a Lua procedure has no isAccepted: past the items' bound it is stopped

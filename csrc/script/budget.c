@@ -284,19 +284,30 @@ rg_deadline *rg_sandbox_deadline (rg_sandbox *sb) {
 ** checked after each storage operation.  Locally the bound is the memory
 ** LMDB holds until the commit; on a Redis Cluster a place's part also
 ** applies in one Function call, which blocks its primary for the time it
-** takes (about 0.1 ms an item on a loaded test machine), so a call's
-** items and bytes are bounded so that an apply stays far under
-** cluster-node-timeout.
+** takes (about 0.1 ms an item on a loaded test machine), so the items and
+** bytes a call adds are bounded so that an apply stays far under
+** cluster-node-timeout.  A call counts from its mark: the transaction it
+** runs in may hold other writes (a processor's batch, a group), which are
+** its caller's, not the script's.
 */
-static void write_bounds (rg_scope *s, uint64_t *items, uint64_t *bytes) {
+static int write_bounds (rg_scope *s, uint64_t *items, uint64_t *bytes) {
   int remote = rg_env_remote(s->env) != NULL;
   *items = remote ? RG_MAX_APPLY_ITEMS : UINT64_MAX;
   *bytes = remote ? RG_MAX_APPLY_BYTES : RG_MAX_TXN_DIRTY;
+  return remote;
 }
 
-int rg_script_writes (rg_scope *s) {
+void rg_script_mark (rg_scope *s, rg_wmark *m) {
+  m->written = s->work.written;
+  m->bytes = rg_kv_pending(s->txn);
+}
+
+int rg_script_writes (rg_scope *s, const rg_wmark *m) {
   uint64_t items, bytes, n = s->work.written, b = rg_kv_pending(s->txn);
-  write_bounds(s, &items, &bytes);
+  if (write_bounds(s, &items, &bytes)) {   /* the call's own */
+    n = n > m->written ? n - m->written : 0;
+    b = b > m->bytes ? b - m->bytes : 0;
+  }
   if (n > items || b > bytes) return RG_WRITES_OVER;
   if ((items != UINT64_MAX && items - n < items / 10 + 1) ||
       bytes - b < bytes / 10)

@@ -706,7 +706,7 @@ static duk_ret_t h_write (duk_context *thr) {
   rc = rg_write(call->s, call->c, &w, &js->wres, &e);
   charge_op(js, &before);
   /* the write set is bounded as a Lua script's (rg_script_writes) */
-  if (rg_script_writes(call->s) == RG_WRITES_OVER)
+  if (rg_script_writes(call->s, call->mark) == RG_WRITES_OVER)
     rg_js_stop(js, RG_STOP_WRITES);
   if (js->stop) (void)duk_error(thr, DUK_ERR_RANGE_ERROR, "stopped");
   if (rc) return push_status(thr, rc, &e);
@@ -792,7 +792,7 @@ static duk_ret_t h_accepted (duk_context *thr) {
              > js->memory / ACCEPT_LEFT &&
            rg_coarse_ms() < js->deadline -
                          (js->deadline - js->start) / ACCEPT_LEFT &&
-           (js->call == NULL || rg_script_writes(js->call->s) == 0);
+           (js->call == NULL || rg_script_writes(js->call->s, js->call->mark) == 0);
   duk_push_boolean(thr, ok);
   return 1;
 }

@@ -94,6 +94,7 @@ typedef struct exec {
   uint8_t ckey[5 + RG_MAX_NAME];   /* the record's key (cache key) */
   size_t cklen;
   rg_srec rec;
+  rg_wmark mark;                   /* where its writes start */
   rg_ikey lp;                      /* the partition (len == lplen) */
   const cJSON *pk;                 /* ctx.partition_key */
   const cJSON *pkv[RG_MAX_PK_PATHS];
@@ -518,7 +519,7 @@ static int charged_op (lua_State *L, lua_CFunction f) {
   rg_work_diff(&w, &x->s->work, &before);
   /* the memory the transaction holds until its commit is bounded: the
   ** host's, not the script's, so no budget of the script sees it */
-  if (rg_script_writes(x->s) == RG_WRITES_OVER)
+  if (rg_script_writes(x->s, &x->mark) == RG_WRITES_OVER)
     rgl_sandbox_stop(L, RG_STOP_WRITES);
   rgl_sandbox_charge(L, OP_COST + (uint64_t)(rg_charge(&w) * RU_COST));
   return n;
@@ -765,6 +766,7 @@ static int run_js (exec *x, rg_err *e) {
   call.name = x->name;
   call.namelen = x->namelen;
   call.s = s;
+  call.mark = &x->mark;
   call.c = x->c;
   call.ckey = x->ckey;
   call.cklen = x->cklen;
@@ -866,6 +868,7 @@ static void exec_init (exec *x, rg_runtime *rt, int kind, rg_scope *s,
   x->kind = kind;
   x->s = s;
   x->c = c;
+  rg_script_mark(s, &x->mark);
 }
 
 static void exec_free (exec *x) {

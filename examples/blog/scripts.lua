@@ -13,7 +13,10 @@ second argument may also be an array of comments (or likes): they are
 counted and created in the same one step.
 
 updateUsernames(userId, username) rewrites the username carried by the
-user's items in one partition of `posts` (only those that differ).
+user's items in one partition of `posts` (only those that differ), at most
+M.RENAME_BATCH of them a call, and returns how many: the caller calls it
+again while it returns that many (a call's write set is bounded on a
+Redis Cluster: docs/cluster.md).
 
 truncateFeed runs after every write into `feed` and keeps the 100 most
 recent posts: it counts the items (the count includes the one just
@@ -47,10 +50,13 @@ M.createComment = CREATE:format("commentCount", "commentCount",
   "commentCount")
 M.createLike = CREATE:format("likeCount", "likeCount", "likeCount")
 
-M.updateUsernames = [[
+M.RENAME_BATCH = 500
+
+M.updateUsernames = ([[
 return function(ctx, userId, username)
   local items = assert(ctx:query(
-    "SELECT * FROM p WHERE p.userId = @userId AND p.userUsername != @username",
+    "SELECT TOP %d * FROM p " ..
+    "WHERE p.userId = @userId AND p.userUsername != @username",
     { userId = userId, username = username }))
   for _, doc in ipairs(items) do
     doc.userUsername = username
@@ -58,7 +64,7 @@ return function(ctx, userId, username)
     if not ok then ctx:abort(msg, status) end
   end
   return #items
-end]]
+end]]):format(M.RENAME_BATCH)
 
 M.MAX_FEED = 100
 

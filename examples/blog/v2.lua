@@ -58,16 +58,20 @@ function M.new_denorm()
 end
 
 -- Carries a user's username into every item of `posts` that carries
--- another one: finds the partitions, then runs updateUsernames in each.
--- Returns the charge.
+-- another one: finds the partitions, then runs updateUsernames in each,
+-- again while a call rewrites as many as one call may.  Returns the charge.
 function M:carry_username(user)
   local pids, info = assert(self.posts:query(STALE,
     { userId = user.id, username = user.username }))
   local charge = info.charge
   for _, pid in ipairs(pids) do
-    local _, pinfo = assert(self.posts:execute("updateUsernames", pid,
-      user.id, user.username))
-    charge = charge + pinfo.charge
+    local n
+    repeat
+      local pinfo
+      n, pinfo = assert(self.posts:execute("updateUsernames", pid,
+        user.id, user.username))
+      charge = charge + pinfo.charge
+    until n < scripts.RENAME_BATCH
   end
   self.denorm.partitions = self.denorm.partitions + #pids
   return charge
