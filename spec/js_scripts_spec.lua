@@ -364,6 +364,13 @@ describe("JavaScript scripts", function()
       small:close()
     end)
 
+    -- a Lua procedure creating n items of partition "p"
+    local MANY = [[
+      return function(ctx, n)
+        for i = 1, n do ctx:create({ id = "m" .. i, pk = "p" }) end
+        return n
+      end]]
+
     H.cluster_it("stop accepting operations near the write bound of one call",
                  "the bound of one apply is the cluster's", function()
       assert(c:create_procedure("bulkImport", BULK_IMPORT))
@@ -383,11 +390,7 @@ describe("JavaScript scripts", function()
     H.cluster_it("count a call's own writes, not those of the transaction it joins",
                  "the bound of one apply is the cluster's", function()
       -- a processor's batch or a group may hold more than a call may write
-      assert(c:create_procedure("many", [[
-        return function(ctx, n)
-          for i = 1, n do ctx:create({ id = "m" .. i, pk = "p" }) end
-          return n
-        end]]))
+      assert(c:create_procedure("many", MANY))
       local res = assert(db:group({
         function()
           for i = 1, 1100 do assert(c:create({ id = "g" .. i, pk = "g" })) end
@@ -402,11 +405,7 @@ describe("JavaScript scripts", function()
     H.cluster_it("refuse whole a write set over the bound of one call that does not stop",
                  "the bound of one apply is the cluster's", function()
       -- a Lua procedure has no isAccepted: past the items' bound it is stopped
-      assert(c:create_procedure("many", [[
-        return function(ctx, n)
-          for i = 1, n do ctx:create({ id = "m" .. i, pk = "p" }) end
-          return n
-        end]]))
+      assert(c:create_procedure("many", MANY))
       local ok, msg, status = c:execute("many", "p", 1001)
       assert.is_nil(ok)
       assert.are.equal(413, status)
