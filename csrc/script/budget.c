@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "base/deadline.h"
+#include "base/limits.h"
 #include "luax/compat.h"
 #include "script/sandbox.h"
-#include "base/limits.h"
 #include "store/env.h"
 #include "store/scope.h"
 

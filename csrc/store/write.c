@@ -1292,7 +1292,9 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
 ** the stored one), and entries made under another spec would leave its
 ** indexes wrong: the load fails (409), nothing of it written. */
 static int spec_unchanged (rg_scope *s, bulk *b, rg_err *e) {
-  int rc = rg_cont_alive(s->txn, b->c, e);
+  int rc;
+  if (!b->hold) return 0;           /* a batch's own: prepared just now */
+  rc = rg_cont_alive(s->txn, b->c, e);
   if (rc == 0 && b->spec && strcmp(b->spec, b->c->spec->json) != 0)
     rc = rg_fail(e, 409, "conflict: container '%s' was replaced in the "
                  "load's transaction", b->c->spec->name);
@@ -1375,12 +1377,11 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
     b->cap = n;
   }
   if (whole) memset(b->vseq, 0, n * sizeof(uint32_t));
-  if (!b->held) {                    /* the spec the entries are made under */
+  if (b->hold && !b->held) {         /* the spec the entries are made under */
     free(b->spec);
     if ((b->spec = strdup(c->spec->json)) == NULL)
       return rg_fail(e, 500, "out of memory");
-  }
-  else if ((rc = spec_unchanged(s, b, e))) return rc;
+  }                                 /* (checked by bulk_merge) */
   b->held = 1;
   for (i = 0; i < n && rc == 0; i++)
     if (items[i].status == 0)
