@@ -33,9 +33,10 @@
 ** passes for the next one.
 **
 ** Seeing LMDB's writes.  liblmdb calls pwrite (one page, the meta page)
-** and lseek+writev (runs of pages); its import table's slots for pwrite and
-** writev are pointed at hook_pwrite and hook_writev once per process
-** (install_hooks).  The hooks let every write through, and while a write
+** and lseek+writev (runs of pages); its import table's slots for pwrite,
+** writev and lseek are pointed at hook_pwrite, hook_writev and hook_lseek
+** once per process (install_hooks); hook_lseek keeps the position it set,
+** so that hook_writev knows where the run goes without asking.  The hooks let every write through, and while a write
 ** scope of a logged database runs, copy what LMDB writes to its data file
 ** into the record; the meta page, the last write of a commit, makes the
 ** hook append the record first.
@@ -143,6 +144,12 @@ struct rg_wal {
   rg_buf rec;
   char boot[40];
   uint64_t claimed;          /* the claim this commit made (its ck_gen), or 0 */
+  /* what the hooks know of the data file without asking the kernel: its
+  ** length is at least dsize (it never shrinks while open); LMDB's last
+  ** lseek put its position at `at` (at_known until a write moves it) */
+  uint64_t dsize;
+  off_t at;
+  int at_known;
   int ck_live;               /* a checkpoint thread of this process runs */
   int ck_thread_made;        /* ck_thread is to be joined */
   pthread_t ck_thread;
@@ -696,16 +703,20 @@ static void stamp (int fd, const void *buf, size_t n, off_t off) {
 ** short of it.  The file is made that long (a hole) before the meta page
 ** naming it is written, so that a data file shorter than its meta page
 ** says is damage (preflight.h), never LMDB's bookkeeping.  buf: n bytes of
-** a meta page written at off (LMDB writes its tail only). */
+** a meta page written at off (LMDB writes its tail only).  known (or NULL):
+** a length the file is known to have at least (it never shrinks while
+** open), so that a commit whose pages it covers asks no fstat; updated. */
 static int fit_meta (int fd, unsigned psize, const uint8_t *buf, size_t n,
-                     uint64_t off) {
+                     uint64_t off, uint64_t *known) {
   struct stat st;
   uint64_t at = (off < psize ? 0 : psize) + RG_PG_HDR + RG_META_LASTPG, need;
   if (at < off || at + 8 > off + n) return 0;
   need = (rg_le64(buf + (at - off)) + 1) * psize;
+  if (known && need <= *known) return 0;   /* long enough: no fstat */
   if (fstat(fd, &st) != 0) return -1;
-  if ((uint64_t)st.st_size >= need) return 0;
-  return ftruncate(fd, (off_t)need);
+  if ((uint64_t)st.st_size < need && ftruncate(fd, (off_t)need) != 0) return -1;
+  if (known) *known = (uint64_t)st.st_size < need ? need : (uint64_t)st.st_size;
+  return 0;
 }
 
 /* The meta page: the commit's last write.  The record goes to the log
@@ -732,7 +743,8 @@ static ssize_t hook_pwrite (int fd, const void *buf, size_t n, off_t off) {
   rg_wal *w = logging(fd), *d = data_file(fd);
   stamp(fd, buf, n, off);
   if (d && d->psize && (uint64_t)off < 2u * d->psize &&
-      fit_meta(fd, d->psize, (const uint8_t *)buf, n, (uint64_t)off) != 0)
+      fit_meta(fd, d->psize, (const uint8_t *)buf, n, (uint64_t)off,
+               &d->dsize) != 0)
     return -1;                       /* LMDB fails the commit (errno) */
   if (w == NULL) return pwrite(fd, buf, n, off);
   if ((uint64_t)off < 2u * w->psize) return commit_meta(w, fd, buf, n, off);
@@ -740,11 +752,27 @@ static ssize_t hook_pwrite (int fd, const void *buf, size_t n, off_t off) {
   return pwrite(fd, buf, n, off);
 }
 
+/* LMDB writes a run of pages with lseek, then writev: the position is
+** kept here, so that the writev's hook need not ask the kernel for it. */
+static off_t hook_lseek (int fd, off_t off, int whence) {
+  rg_wal *d = data_file(fd);
+  off_t r = lseek(fd, off, whence);
+  if (d) {
+    d->at = r;
+    d->at_known = r >= 0;
+  }
+  return r;
+}
+
 static ssize_t hook_writev (int fd, const struct iovec *iov, int cnt) {
-  rg_wal *w = logging(fd);
-  off_t at;
+  rg_wal *w = logging(fd), *d = data_file(fd);
+  off_t at = -1;
   int i;
-  if (data_file(fd) != NULL && (at = lseek(fd, 0, SEEK_CUR)) >= 0)
+  if (d != NULL) {
+    at = d->at_known ? d->at : lseek(fd, 0, SEEK_CUR);
+    d->at_known = 0;                  /* the write moves the position */
+  }
+  if (at >= 0)
     for (i = 0; i < cnt; i++) {
       stamp(fd, iov[i].iov_base, iov[i].iov_len, at);
       if (w != NULL)
@@ -761,8 +789,9 @@ static ssize_t hook_writev (int fd, const struct iovec *iov, int cnt) {
 #define R_SYM(i) ELF32_R_SYM(i)
 #endif
 
-/* Points the slots of liblmdb's import table for pwrite and writev at the
-** hooks; counts the slots in *(int *)data. */
+/* Points the slots of liblmdb's import table for pwrite, writev and lseek
+** at the hooks; counts those of pwrite and writev in *(int *)data (the
+** log needs them; lseek's only spares the writev's hook a system call). */
 static int patch_object (struct dl_phdr_info *info, size_t size, void *data) {
   const ElfW(Dyn) *dyn = NULL;
   const ElfW(Sym) *syms = NULL;
@@ -804,7 +833,9 @@ static int patch_object (struct dl_phdr_info *info, size_t size, void *data) {
       const char *name = strs + syms[R_SYM(rel[k][j].r_info)].st_name;
       void *hook = strcmp(name, "pwrite") == 0 || strcmp(name, "pwrite64") == 0
                    ? (void *)hook_pwrite
-                   : strcmp(name, "writev") == 0 ? (void *)hook_writev : NULL;
+                   : strcmp(name, "writev") == 0 ? (void *)hook_writev
+                   : strcmp(name, "lseek") == 0 || strcmp(name, "lseek64") == 0
+                   ? (void *)hook_lseek : NULL;
       void **slot;
       uintptr_t page;
       long ps = sysconf(_SC_PAGESIZE);
@@ -814,7 +845,7 @@ static int patch_object (struct dl_phdr_info *info, size_t size, void *data) {
       if (mprotect((void *)page, (size_t)ps * 2, PROT_READ | PROT_WRITE) != 0)
         continue;
       *slot = hook;
-      (*(int *)data)++;
+      if (hook != (void *)hook_lseek) (*(int *)data)++;   /* lseek's is a help */
     }
   }
   return 1;
@@ -1037,7 +1068,7 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
     return rg_fail(e, 500, "storage failure: replaying the log: the meta page "
                    "of transaction %llu is missing", (unsigned long long)last);
   }
-  if (fit_meta(dfd, h.psize, meta, META_LEN, META_OFF) != 0 ||
+  if (fit_meta(dfd, h.psize, meta, META_LEN, META_OFF, NULL) != 0 ||
       pwrite(dfd, meta, META_LEN, META_OFF) != META_LEN ||
       pwrite(dfd, meta, META_LEN, (off_t)h.psize + META_OFF) != META_LEN ||
       fdatasync(dfd) != 0) {

@@ -52,8 +52,9 @@
 **     restart then trusts the data file, and the next commit checkpoints
 **     again before it logs.
 **   - Only the store sees LMDB's writes: liblmdb's calls to pwrite and
-**     writev are routed through wal.c (its import table is patched once
-**     per process); writes to files that are not a database's data file,
+**     writev (and lseek, whose position the writev's hook keeps) are
+**     routed through wal.c (its import table is patched once per
+**     process); writes to files that are not a database's data file,
 **     or made outside a write scope, go straight through.  Where that is
 **     not possible (LMDB linked statically, no boot identity), there is no
 **     log and the sync modes are LMDB's own.
