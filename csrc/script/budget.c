@@ -2,7 +2,7 @@
 ** budget.c: the accounting of a sandboxed execution (sandbox.h): the
 ** state's allocator, the instruction hook, explicit charges, stops,
 ** arming and disarming an execution, and the bound of a script's write
-** set (either language's, rg_script_writes).  What the limits are and why is
+** set (either language's: budget.h).  What the limits are and why is
 ** written at the top of sandbox.c; this file is below the rest of
 ** script/ (the environment of sandbox.c, the patterns of pattern.c and the
 ** runner charge through it) and calls none of them.
@@ -15,6 +15,7 @@
 #include "base/deadline.h"
 #include "base/limits.h"
 #include "luax/compat.h"
+#include "script/budget.h"
 #include "script/sandbox.h"
 #include "store/env.h"
 #include "store/scope.h"

@@ -69,6 +69,7 @@
 #include "base/json.h"
 #include "luax/luajson.h"
 #include "luax/luax.h"
+#include "script/budget.h"
 #include "script/js.h"
 #include "script/runtime.h"
 #include "script/sandbox.h"
