@@ -316,6 +316,27 @@ int rg_script_writes (rg_scope *s, const rg_wmark *m) {
   return 0;
 }
 
+int rg_script_accepted (const rg_runleft *r, rg_scope *s,
+                        const rg_wmark *m) {
+  if (r->stopped || r->insns_left <= r->insns / RG_ACCEPT_LEFT ||
+      r->memory_left <= r->memory / RG_ACCEPT_LEFT ||
+      (r->time > 0 && r->time_left <= r->time / RG_ACCEPT_LEFT))
+    return 0;
+  return s == NULL || rg_script_writes(s, m) == 0;
+}
+
+int rg_sandbox_accepted (rg_sandbox *sb, rg_scope *s, const rg_wmark *m) {
+  rg_runleft r;
+  r.stopped = !sb->armed || sb->stop != RG_STOP_NONE;
+  r.insns = sb->budget;
+  r.insns_left = sb->spent < sb->budget ? sb->budget - sb->spent : 0;
+  r.memory = sb->hard - sb->limit;     /* what was armed (rg_sandbox_arm) */
+  r.memory_left = rg_sandbox_room(sb);
+  r.time = sb->time.limit;
+  r.time_left = rg_deadline_left(&sb->time);
+  return rg_script_accepted(&r, s, m);
+}
+
 int rg_script_writes_fail (rg_scope *s, const char *what, const char *name,
                            size_t namelen, rg_err *e) {
   uint64_t items, bytes;
