@@ -835,6 +835,7 @@ typedef struct bcall {
   int pkix, opsix, n;
   bres *res;
   int failed;                  /* 1-based index of the failing op */
+  uint64_t bytes;              /* of the items written (RG_MAX_BATCH_BYTES) */
   wcall w;                     /* the op in progress */
   rg_work work;
 } bcall;
@@ -858,6 +859,7 @@ static int batch_op (rg_scope *s, bcall *q, int i, int t, const rg_ikey *lp,
   };
   lua_State *L = q->L;
   const char *name;
+  uint64_t bytes;
   int k, rc, op;
   if (lua_type(L, t) != LUA_TTABLE)
     return rg_fail(e, 400, "batch operation is not a table");
@@ -928,10 +930,16 @@ static int batch_op (rg_scope *s, bcall *q, int i, int t, const rg_ikey *lp,
     q->w.opsix = op == RG_OP_PATCH ? t + 4 : 0;
   }
   else q->w.docix = t + 2;
+  bytes = s->work.write_bytes;
   rc = write_body(s, &q->w, e);
   q->res[i].status = q->w.r.status;
   q->res[i].doc = q->w.r.doc;
   q->w.r.doc = NULL;
+  if (rc == 0 && op != RG_OP_DELETE &&
+      (q->bytes += s->work.write_bytes - bytes) > RG_MAX_BATCH_BYTES)
+    return rg_fail(e, 413, "the batch's items come to more than %u bytes "
+                   "(%llu with this operation's): a batch writes at most "
+                   "2 MiB", RG_MAX_BATCH_BYTES, (unsigned long long)q->bytes);
   return rc;
 }
 
@@ -943,6 +951,7 @@ static int batch_body (rg_scope *s, void *ud, rg_err *e) {
   int i, rc = 0;
   bcall_clear(q);
   q->failed = 0;
+  q->bytes = 0;
   if ((q->res = (bres *)calloc((size_t)q->n, sizeof(bres))) == NULL)
     return rg_fail(e, 500, "out of memory");
   if ((rc = bind_partition(s, L, q->pkix, q->c->spec, "the operation's "
