@@ -260,6 +260,43 @@ describe("batch", function()
       assert.are.equal(0, db:stats().items)
     end)
 
+    it("refuses a batch whose items come to more than 2 MiB with 413, writing nothing", function()
+      local KiB = 1024
+      local function big(id, n) return { id = id, pk = "p", s = ("x"):rep(n) } end
+      local function statuses(results)
+        local t = {}
+        for i, r in ipairs(results) do t[i] = r.status end
+        return t
+      end
+      -- three items of 600 KiB: under the bound
+      assert(c:batch("p", { { op = "create", doc = big("a", 600 * KiB) },
+                            { op = "create", doc = big("b", 600 * KiB) },
+                            { op = "create", doc = big("c", 600 * KiB) } }))
+      -- four: the fourth takes the batch over it, and nothing is written
+      local ops = {}
+      for i = 1, 4 do ops[i] = { op = "create", doc = big("n" .. i, 600 * KiB) } end
+      local msg = H.fails(413, c:batch("p", ops))
+      assert.matches("batch operation 4 failed", msg, 1, true)
+      assert.matches("a batch writes at most 2 MiB", msg, 1, true)
+      local _, _, _, results = c:batch("p", ops)
+      assert.are.same({ 424, 424, 424, 413 }, statuses(results))
+      H.fails(404, c:read("n1", "p"))
+      -- a patch counts the item it writes; a delete writes none
+      local results2 = failed(413, c:batch("p", {
+        { op = "upsert", doc = big("d", 600 * KiB) },
+        { op = "patch", id = "a", ops = { { op = "set", path = "/t", value = 1 } } },
+        { op = "patch", id = "b", ops = { { op = "set", path = "/t", value = 1 } } },
+        { op = "patch", id = "c", ops = { { op = "set", path = "/t", value = 1 } } },
+      }))
+      assert.are.same({ 424, 424, 424, 413 }, statuses(results2))
+      H.fails(404, c:read("d", "p"))
+      assert.is_nil(assert(c:read("a", "p")).t)
+      assert(c:batch("p", { { op = "delete", id = "a" }, { op = "delete", id = "b" },
+                            { op = "delete", id = "c" },
+                            { op = "create", doc = big("e", 600 * KiB) } }))
+      assert.are.same({ 1 }, assert(c:query("SELECT VALUE COUNT(1) FROM c")))
+    end)
+
     it("refuses an empty batch with 400", function()
       H.fails(400, c:batch("p", {}))
     end)

@@ -391,6 +391,80 @@ describe("bulk load", function()
     small:close()
   end)
 
+  -- c:_bulk_whole is the core's method behind transaction = "load"; its
+  -- load handle follows the style of every handle (tostring, close).
+  H.local_it("shows its load handle's state in tostring: open while the load runs, closed after it",
+      "transaction = \"load\" is a local database's", function()
+    local seen
+    assert(c:_bulk_whole(function(load)
+      seen = load
+      assert.matches("^regolith%.bulkload %(.+%)$", tostring(load))
+      assert.is_nil(tostring(load):find("closed", 1, true))
+      assert(c:_bulk_batch({ doc(1) }, "create", load))
+      return true
+    end))
+    assert.are.equal("regolith.bulkload (closed)", tostring(seen))
+    local ok, err = pcall(c._bulk_batch, c, { doc(2) }, "create", seen)
+    assert.is_false(ok)
+    assert.matches("the load is over", err, 1, true)
+    assert(c:read("i1", "p1"))
+    H.fails(404, c:read("i2", "p2"))
+    -- a function that raises: the load abandoned, its handle closed
+    ok, err = pcall(c._bulk_whole, c, function(load)
+      seen = load
+      assert(c:_bulk_batch({ doc(3) }, "create", load))
+      error("stop here")
+    end)
+    assert.is_false(ok)
+    assert.matches("stop here", err, 1, true)
+    assert.are.equal("regolith.bulkload (closed)", tostring(seen))
+    H.fails(404, c:read("i3", "p3"))
+  end)
+
+  H.local_it("ends a load's input when its handle is closed, the load itself committed or abandoned as its function says",
+      "transaction = \"load\" is a local database's", function()
+    if not H.lua54 then                  -- __close is Lua 5.4's
+      assert(c:_bulk_whole(function(load)
+        assert.is_nil(getmetatable(load).__close)
+        return true
+      end))
+      return
+    end
+    -- a to-be-closed variable: closed as the function returns true, and
+    -- the load is merged and committed
+    local run = assert(load([[
+      local c, batch = ...
+      return c:_bulk_whole(function(load)
+        local l <close> = load
+        assert(c:_bulk_batch(batch, "create", l))
+        return true
+      end)
+    ]]))
+    assert(run(c, { doc(1), doc(2) }))
+    assert(c:read("i1", "p1"))
+    assert(c:read("i2", "p2"))
+    -- closed, then given a batch: that raises, and nothing of the load is
+    -- written
+    local ok, err = pcall(c._bulk_whole, c, function(l)
+      assert(c:_bulk_batch({ doc(3) }, "create", l))
+      getmetatable(l).__close(l)
+      getmetatable(l).__close(l)           -- idempotent
+      assert.are.equal("regolith.bulkload (closed)", tostring(l))
+      return c:_bulk_batch({ doc(4) }, "create", l)
+    end)
+    assert.is_false(ok)
+    assert.matches("the load is over", err, 1, true)
+    H.fails(404, c:read("i3", "p3"))
+    H.fails(404, c:read("i4", "p4"))
+    -- closed, then returning true: what its batches gave is committed
+    assert(c:_bulk_whole(function(l)
+      assert(c:_bulk_batch({ doc(5) }, "create", l))
+      getmetatable(l).__close(l)
+      return true
+    end))
+    assert(c:read("i5", "p5"))
+  end)
+
   it("raises on misuse", function()
     assert.has_error(function() c:bulk_load("docs") end)
     assert.has_error(function() c:bulk_load({}, { batch = 0 }) end)

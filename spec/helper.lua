@@ -248,6 +248,33 @@ function H.snippets(c)
   end
 end
 
+-- n small documents {id = "i<k>", pk = pk or "p", n = k}, k = 1 .. n.
+function H.items(n, pk)
+  local t = {}
+  for i = 1, n do t[i] = { id = "i" .. i, pk = pk or "p", n = i } end
+  return t
+end
+
+-- Imports `list` through procedure `name` of container `cont`, a bulk
+-- import that returns how many of the documents it was given it wrote
+-- (it stops when its operations are no longer accepted: isAccepted,
+-- ctx:is_accepted), as Cosmos DB's client calls the sample: again with
+-- the rest while a call returns fewer than it was given.  Returns the
+-- counts each call returned.
+function H.import_all(cont, name, pk, list)
+  local counts, left = {}, list
+  while #left > 0 do
+    local k = assert(cont:execute(name, pk, left))
+    assert(k > 0, "a call imported nothing")
+    assert(#counts < 1000, "an import that does not end")
+    counts[#counts + 1] = k
+    local rest = {}
+    for i = k + 1, #left do rest[#rest + 1] = left[i] end
+    left = rest
+  end
+  return counts
+end
+
 -- {=====================================================================
 -- The command (bin/regolith), run as a user runs it
 -- ======================================================================

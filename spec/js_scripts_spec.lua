@@ -281,27 +281,7 @@ describe("JavaScript scripts", function()
     H.cleanup()
   end)
 
-  local function items(n, pk)
-    local t = {}
-    for i = 1, n do t[i] = { id = "i" .. i, pk = pk or "p", n = i } end
-    return t
-  end
-
-  -- Imports `list` through the bulk import sample as Cosmos DB's client
-  -- does: called again with the rest while a call returns fewer than it
-  -- was given; the counts each call returned.
-  local function import_all(cont, pk, list)
-    local counts, left = {}, list
-    while #left > 0 do
-      local k = assert(cont:execute("bulkImport", pk, left))
-      assert.is_true(k > 0, "a call imported nothing")
-      counts[#counts + 1] = k
-      local rest = {}
-      for i = k + 1, #left do rest[#rest + 1] = left[i] end
-      left = rest
-    end
-    return counts
-  end
+  local items = H.items
 
   describe("telling the language", function()
     it("takes a source opening with a function and its braces, or a JavaScript comment, for JavaScript", function()
@@ -330,7 +310,7 @@ describe("JavaScript scripts", function()
       -- a call's write set is bounded (its transaction's 64 MiB; on a
       -- cluster, one apply's 1,000 items): the sample returns its count and
       -- is called again with the rest
-      local counts = import_all(c, "p", items(10000))
+      local counts = H.import_all(c, "bulkImport", "p", items(10000))
       if H.cluster then
         assert.is_true(#counts >= 10, #counts .. " calls")
         for i = 1, #counts do assert.is_true(counts[i] <= 1000, tostring(counts[i])) end
@@ -359,7 +339,7 @@ describe("JavaScript scripts", function()
       local rest = items(5000)
       local left = {}
       for i = n + 1, #rest do left[#left + 1] = rest[i] end
-      import_all(s, "p", left)
+      H.import_all(s, "bulkImport", "p", left)
       assert.are.same({ 5000 }, assert(s:query("SELECT VALUE COUNT(1) FROM c")))
       small:close()
     end)
@@ -404,7 +384,8 @@ describe("JavaScript scripts", function()
 
     H.cluster_it("refuse whole a write set over the bound of one call that does not stop",
                  "the bound of one apply is the cluster's", function()
-      -- a Lua procedure has no isAccepted: past the items' bound it is stopped
+      -- a Lua procedure that does not ask ctx:is_accepted(): past the
+      -- items' bound it is stopped
       assert(c:create_procedure("many", MANY))
       local ok, msg, status = c:execute("many", "p", 1001)
       assert.is_nil(ok)

@@ -388,6 +388,49 @@ describe("procedures", function()
   end)
 
   describe("limits", function()
+    -- Microsoft's bulk import sample (docs/scripts.md), in Lua: it creates
+    -- documents while ctx:is_accepted() and returns how many it created.
+    local IMPORT = [[
+      return function(ctx, items)
+        local count = 0
+        for i = 1, #items do
+          if not ctx:is_accepted() then break end
+          assert(ctx:create(items[i]))
+          count = count + 1
+        end
+        return count
+      end]]
+    local items = H.items
+
+    it("stop being accepted (ctx:is_accepted) near the instruction budget, so that an import returns what it did", function()
+      local small = H.open({ script_budget = 3000000 })
+      local s = assert(small:create_container("s", { partition_key = "/pk" }))
+      assert(s:create_procedure("import", IMPORT))
+      -- accepted from the start of a call
+      assert.are.equal(2, (s:execute("import", "q", items(2, "q"))))
+      -- each call stops short of the budget with what it wrote, and is
+      -- called again with the rest (a call that wrote fewer or more than
+      -- it said would fail the rest's creates, or leave some out)
+      local counts = H.import_all(s, "import", "p", items(3000))
+      assert.is_true(#counts >= 2 and counts[1] < 3000, #counts .. " calls")
+      assert.are.same({ 3000 }, assert(s:query("SELECT VALUE COUNT(1) FROM c WHERE c.pk = 'p'")))
+      small:close()
+    end)
+
+    H.cluster_it("stop being accepted (ctx:is_accepted) near the write bound of one call",
+                 "the bound of one apply is the cluster's", function()
+      -- accepted while more than a tenth of the 1,000 items is left: as
+      -- JavaScript's isAccepted, from the same rule
+      local c = assert(db:create_container("imports", { partition_key = "/pk" }))
+      assert(c:create_procedure("import", IMPORT))
+      local counts = H.import_all(c, "import", "p", items(2500))
+      assert.is_true(#counts >= 3, #counts .. " calls")
+      for i = 1, #counts - 1 do
+        assert.is_true(counts[i] >= 900 and counts[i] < 1000, tostring(counts[i]))
+      end
+      assert.are.same({ 2500 }, assert(c:query("SELECT VALUE COUNT(1) FROM c")))
+    end)
+
     H.local_it("are set by the first open of a path; a later open naming others is 409",
       "the limits belong to one process's environment of a path", function()
       db:close()

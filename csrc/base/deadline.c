@@ -35,20 +35,34 @@ void rg_deadline_start (rg_deadline *d, int64_t limit_ns) {
   else { d->ref = -1; d->gate = 0; d->wall = 0; }
 }
 
+/* The CPU the work has taken so far, ns: the CPU clock is read from the
+** first call on, the wall time before it counted as CPU. */
+static int64_t used_ns (rg_deadline *d, int64_t now) {
+  if (d->ref < 0) {
+    d->used += (now - d->wall) * 1000000;
+    d->ref = cpu_ns();
+    return d->used;
+  }
+  return d->used + (cpu_ns() - d->ref);
+}
+
 int rg_deadline_check (rg_deadline *d) {
   int64_t now, used;
   if (d->passed) return 1;
   if (d->limit == 0) return 0;
   now = rg_coarse_ms();
-  if (d->ref < 0) {                  /* REF_MS on: read the CPU clock */
-    d->used += (now - d->wall) * 1000000;
-    d->ref = cpu_ns();
-    used = d->used;
-  }
-  else used = d->used + (cpu_ns() - d->ref);
+  used = used_ns(d, now);            /* REF_MS on: read the CPU clock */
   if (used >= d->limit) return d->passed = 1;
   /* at least one tick on, so that the CPU clock is read once a tick */
   d->gate = gate_at(now, d->limit - used, INT64_MAX);
   if (d->gate <= now) d->gate = now + 1;
   return 0;
+}
+
+int64_t rg_deadline_left (rg_deadline *d) {
+  int64_t used;
+  if (d->limit == 0) return INT64_MAX;
+  if (d->passed) return 0;
+  used = used_ns(d, rg_coarse_ms());
+  return used < d->limit ? d->limit - used : 0;
 }

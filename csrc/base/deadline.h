@@ -59,6 +59,10 @@ void    rg_deadline_start (rg_deadline *d, int64_t limit_ns);
 /* The slow part of rg_deadline_passed: reads the CPU clock. */
 int     rg_deadline_check (rg_deadline *d);
 
+/* The CPU time still left, ns (INT64_MAX without a limit); reads the
+** CPU clock, as the check does (a system call: for a signal asked once
+** in a while, not for every step). */
+int64_t rg_deadline_left (rg_deadline *d);
 /* 1 once the work has taken its limit. */
 static inline int rg_deadline_passed (rg_deadline *d) {
   if (d->passed) return 1;

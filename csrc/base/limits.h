@@ -15,6 +15,10 @@
 #define RG_MAX_NAME        255            /* container/procedure/trigger names */
 #define RG_MAX_PATCH_OPS   10
 #define RG_MAX_BATCH_OPS   100
+/* the items a batch's creates, replaces, upserts and patches write, as
+** stored (JSON text), in all: Cosmos DB's 2 MB request payload, which
+** keeps a batch under a cluster's RG_MAX_APPLY_BYTES too: 413 */
+#define RG_MAX_BATCH_BYTES (2u << 20)
 #define RG_MAX_PK_PATHS    3
 #define RG_MAX_PARTITIONS  256
 #define RG_MAX_PATH_SEGS   16             /* segments in a declared path */

@@ -835,6 +835,7 @@ typedef struct bcall {
   int pkix, opsix, n;
   bres *res;
   int failed;                  /* 1-based index of the failing op */
+  uint64_t bytes;              /* of the items written (RG_MAX_BATCH_BYTES) */
   wcall w;                     /* the op in progress */
   rg_work work;
 } bcall;
@@ -858,6 +859,7 @@ static int batch_op (rg_scope *s, bcall *q, int i, int t, const rg_ikey *lp,
   };
   lua_State *L = q->L;
   const char *name;
+  uint64_t bytes;
   int k, rc, op;
   if (lua_type(L, t) != LUA_TTABLE)
     return rg_fail(e, 400, "batch operation is not a table");
@@ -928,10 +930,16 @@ static int batch_op (rg_scope *s, bcall *q, int i, int t, const rg_ikey *lp,
     q->w.opsix = op == RG_OP_PATCH ? t + 4 : 0;
   }
   else q->w.docix = t + 2;
+  bytes = s->work.write_bytes;
   rc = write_body(s, &q->w, e);
   q->res[i].status = q->w.r.status;
   q->res[i].doc = q->w.r.doc;
   q->w.r.doc = NULL;
+  if (rc == 0 && op != RG_OP_DELETE &&
+      (q->bytes += s->work.write_bytes - bytes) > RG_MAX_BATCH_BYTES)
+    return rg_fail(e, 413, "the batch's items come to more than %u bytes "
+                   "(%llu with this operation's): a batch writes at most "
+                   "2 MiB", RG_MAX_BATCH_BYTES, (unsigned long long)q->bytes);
   return rc;
 }
 
@@ -943,6 +951,7 @@ static int batch_body (rg_scope *s, void *ud, rg_err *e) {
   int i, rc = 0;
   bcall_clear(q);
   q->failed = 0;
+  q->bytes = 0;
   if ((q->res = (bres *)calloc((size_t)q->n, sizeof(bres))) == NULL)
     return rg_fail(e, 500, "out of memory");
   if ((rc = bind_partition(s, L, q->pkix, q->c->spec, "the operation's "
@@ -1055,16 +1064,38 @@ static int cont_batch (lua_State *L) {
 
 /* A load in one transaction: the entries its batches hold (rg_bulk_hold),
 ** a full userdata c:_bulk_whole passes to its function, and that to each
-** c:_bulk_batch. */
+** c:_bulk_batch.  Closing it (load:__close, a to-be-closed variable, or
+** its collection) ends the load's input: a batch given it afterwards
+** raises "the load is over".  It does not abandon the load: while the
+** function runs, what the batches gave stays held, and the load commits
+** or not as the function's result says (true: merged and committed; nil,
+** msg, status or an error: nothing written), so that `local l <close> =
+** load` ends the load where its scope ends.  The held memory is freed
+** when c:_bulk_whole returns, however it ends.  A run again from the
+** start (the map grew) opens the load again. */
 typedef struct bulkload {
-  rg_bulk *b;
+  rg_bulk *b;                  /* NULL: closed and freed */
+  int running;                 /* inside c:_bulk_whole: b is its load's */
+  int closed;                  /* no more batches */
 } bulkload;
 
-static int bulkload_gc (lua_State *L) {
+/* Closes the load (idempotent, __close and __gc): its memory is freed
+** unless c:_bulk_whole still runs it. */
+static int bulkload_close (lua_State *L) {
   bulkload *h = (bulkload *)luaL_checkudata(L, 1, BULK_LOAD_MT);
-  rg_bulk_free(h->b);
-  h->b = NULL;
+  h->closed = 1;
+  if (!h->running) {
+    rg_bulk_free(h->b);
+    h->b = NULL;
+  }
   return 0;
+}
+
+static int bulkload_tostring (lua_State *L) {
+  bulkload *h = (bulkload *)luaL_checkudata(L, 1, BULK_LOAD_MT);
+  if (h->closed) lua_pushliteral(L, "regolith.bulkload (closed)");
+  else lua_pushfstring(L, "regolith.bulkload (%p)", (void *)h);
+  return 1;
 }
 
 typedef struct bulkcall {
@@ -1154,9 +1185,12 @@ static int cont_bulk_opts (lua_State *L) {
 ** it read from is spent. */
 typedef struct wholecall {
   lua_State *L;
+  rg_lcont *lc;
+  rg_db *d;
   bulkload *h;                 /* at index 5 */
   size_t memory;
-  int again, runs;
+  int again, runs, rc;
+  rg_err e;
 } wholecall;
 
 static int whole_body (rg_scope *s, void *ud, rg_err *e) {
@@ -1168,6 +1202,7 @@ static int whole_body (rg_scope *s, void *ud, rg_err *e) {
                    "load in one transaction from an iterator (open the "
                    "database with a larger map_size, or load in batches)");
   rg_bulk_hold(q->h->b, q->memory);    /* a run starts with nothing held */
+  q->h->closed = 0;
   lua_pushvalue(L, 2);
   lua_pushvalue(L, 5);
   lua_call(L, 1, 3);
@@ -1179,32 +1214,45 @@ static int whole_body (rg_scope *s, void *ud, rg_err *e) {
   return rc;
 }
 
+/* The load's scope, under lua_pcall so that the load stops running
+** however it ends: the stack is c:_bulk_whole's (the load at 5), the call
+** at 6. */
+static int whole_run (lua_State *L) {
+  wholecall *q = (wholecall *)lua_touserdata(L, 6);
+  q->L = L;
+  q->rc = rgl_scope_run(L, q->lc->c.env, q->d->sync, 1, whole_body, q,
+                        &q->e);
+  return 0;
+}
+
 static int cont_bulk_whole (lua_State *L) {
-  rg_lcont *lc = rgl_checkcont(L, 1);
   wholecall q;
-  rg_db *d;
-  rg_err e;
-  int rc;
+  int i, status;
+  q.lc = rgl_checkcont(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   lua_settop(L, 4);
-  q.L = L;
   q.again = lua_toboolean(L, 3);
   q.memory = (size_t)luaL_optinteger(L, 4, (lua_Integer)BULK_HOLD);
   q.runs = 0;
-  if ((d = writable(L, lc, &e)) == NULL) return rgl_push_fail(L, &e);
+  if ((q.d = writable(L, q.lc, &q.e)) == NULL) return rgl_push_fail(L, &q.e);
   q.h = (bulkload *)lua_newuserdata(L, sizeof(bulkload));       /* 5 */
-  q.h->b = NULL;
-  if (luaL_newmetatable(L, BULK_LOAD_MT)) {
-    lua_pushcfunction(L, bulkload_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
+  q.h->b = NULL;                       /* closed until its load exists */
+  q.h->running = 0;
+  q.h->closed = 1;
+  luaL_setmetatable(L, BULK_LOAD_MT);
   if ((q.h->b = rg_bulk_new()) == NULL)
     return luaL_error(L, "bulk_load: out of memory");
-  rc = rgl_scope_run(L, lc->c.env, d->sync, 1, whole_body, &q, &e);
-  rg_bulk_free(q.h->b);                /* its memory back now, not at gc */
-  q.h->b = NULL;
-  if (rc) return rgl_push_fail(L, &e);
+  q.h->running = 1;
+  lua_pushcfunction(L, whole_run);
+  for (i = 1; i <= 5; i++) lua_pushvalue(L, i);
+  lua_pushlightuserdata(L, &q);
+  status = lua_pcall(L, 6, 0, 0);
+  q.h->running = 0;
+  lua_pushcfunction(L, bulkload_close);  /* its memory back now, not at gc */
+  lua_pushvalue(L, 5);
+  lua_call(L, 1, 0);
+  if (status != 0) return lua_error(L);
+  if (q.rc) return rgl_push_fail(L, &q.e);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -1231,7 +1279,7 @@ static int cont_bulk_batch (lua_State *L) {
   rg_err e;
   int rc;
   luaL_checktype(L, 2, LUA_TTABLE);
-  if (h && h->b == NULL) return luaL_error(L, "bulk_load: the load is over");
+  if (h && h->closed) return luaL_error(L, "bulk_load: the load is over");
   lua_settop(L, 3);                    /* (joined and h are read) */
   n = (size_t)rg_rawlen(L, 2);
   luaL_argcheck(L, n <= BULK_BATCH_MAX, 2, "too many documents in a batch");
@@ -1311,10 +1359,21 @@ void rgl_container_open (lua_State *L) {
     {"__tostring", cont_tostring},
     {NULL, NULL}
   };
+  static const luaL_Reg load_meta[] = {
+    {"__gc", bulkload_close},
+#if LUA_VERSION_NUM >= 504
+    {"__close", bulkload_close},
+#endif
+    {"__tostring", bulkload_tostring},
+    {NULL, NULL}
+  };
   luaL_newmetatable(L, RG_CONT_MT);
   luaL_setfuncs(L, meta, 0);
   lua_newtable(L);
   luaL_setfuncs(L, methods, 0);
   lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, BULK_LOAD_MT);  /* no methods: c:_bulk_batch's */
+  luaL_setfuncs(L, load_meta, 0);
   lua_pop(L, 1);
 }

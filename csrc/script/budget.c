@@ -2,7 +2,7 @@
 ** budget.c: the accounting of a sandboxed execution (sandbox.h): the
 ** state's allocator, the instruction hook, explicit charges, stops,
 ** arming and disarming an execution, and the bound of a script's write
-** set (either language's, rg_script_writes).  What the limits are and why is
+** set (either language's: budget.h).  What the limits are and why is
 ** written at the top of sandbox.c; this file is below the rest of
 ** script/ (the environment of sandbox.c, the patterns of pattern.c and the
 ** runner charge through it) and calls none of them.
@@ -15,6 +15,7 @@
 #include "base/deadline.h"
 #include "base/limits.h"
 #include "luax/compat.h"
+#include "script/budget.h"
 #include "script/sandbox.h"
 #include "store/env.h"
 #include "store/scope.h"
@@ -313,6 +314,27 @@ int rg_script_writes (rg_scope *s, const rg_wmark *m) {
       bytes - b < bytes / 10)
     return RG_WRITES_NEAR;
   return 0;
+}
+
+int rg_script_accepted (const rg_runleft *r, rg_scope *s,
+                        const rg_wmark *m) {
+  if (r->stopped || r->insns_left <= r->insns / RG_ACCEPT_LEFT ||
+      r->memory_left <= r->memory / RG_ACCEPT_LEFT ||
+      (r->time > 0 && r->time_left <= r->time / RG_ACCEPT_LEFT))
+    return 0;
+  return s == NULL || rg_script_writes(s, m) == 0;
+}
+
+int rg_sandbox_accepted (rg_sandbox *sb, rg_scope *s, const rg_wmark *m) {
+  rg_runleft r;
+  r.stopped = !sb->armed || sb->stop != RG_STOP_NONE;
+  r.insns = sb->budget;
+  r.insns_left = sb->spent < sb->budget ? sb->budget - sb->spent : 0;
+  r.memory = sb->hard - sb->limit;     /* what was armed (rg_sandbox_arm) */
+  r.memory_left = rg_sandbox_room(sb);
+  r.time = sb->time.limit;
+  r.time_left = rg_deadline_left(&sb->time);
+  return rg_script_accepted(&r, s, m);
 }
 
 int rg_script_writes_fail (rg_scope *s, const char *what, const char *name,

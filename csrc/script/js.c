@@ -79,8 +79,6 @@
 #include "store/write.h"
 
 #define MIN_DEADLINE  5000             /* ms */
-#define ACCEPT_LEFT   10               /* isAccepted: false with less than
-                                          1/10 of a budget left */
 
 duk_int_t *rg_js_counter (duk_context *ctx);      /* jsengine.c */
 extern const char rg_js_prelude[];                /* jsapi.c */
@@ -782,17 +780,24 @@ static duk_ret_t h_charge (duk_context *thr) {
   return 0;
 }
 
-/* host.accepted(): may the script start another storage operation? */
+/* host.accepted(): may the script start another storage operation?
+** (rg_script_accepted, the rule a Lua script's ctx:is_accepted follows) */
 static duk_ret_t h_accepted (duk_context *thr) {
   rg_js *js = rg_js_current;
-  int ok = js && js->armed && js->stop == RG_STOP_NONE &&
-           js->budget - (js->spent < js->budget ? js->spent : js->budget)
-             > js->budget / ACCEPT_LEFT &&
-           (js->limit > js->held ? js->limit - js->held : 0)
-             > js->memory / ACCEPT_LEFT &&
-           rg_coarse_ms() < js->deadline -
-                         (js->deadline - js->start) / ACCEPT_LEFT &&
-           (js->call == NULL || rg_script_writes(js->call->s, js->call->mark) == 0);
+  rg_runleft r;
+  int64_t now = rg_coarse_ms();
+  int ok = 0;
+  if (js != NULL) {
+    r.stopped = !js->armed || js->stop != RG_STOP_NONE;
+    r.insns = js->budget;
+    r.insns_left = js->spent < js->budget ? js->budget - js->spent : 0;
+    r.memory = js->memory;
+    r.memory_left = js->limit > js->held ? js->limit - js->held : 0;
+    r.time = js->deadline - js->start;
+    r.time_left = js->deadline > now ? js->deadline - now : 0;
+    ok = rg_script_accepted(&r, js->call ? js->call->s : NULL,
+                            js->call ? js->call->mark : NULL);
+  }
   duk_push_boolean(thr, ok);
   return 1;
 }

@@ -23,6 +23,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "script/budget.h"
 #include "script/runtime.h"
 #include "script/script.h"
 #include "store/scripts.h"
@@ -36,7 +37,7 @@ typedef struct rg_jscall {
   const char *name;
   size_t namelen;
   rg_scope *s;
-  const rg_wmark *mark;            /* where its writes start (sandbox.h) */
+  const rg_wmark *mark;            /* where its writes start (budget.h) */
   const rg_cont *c;
   const uint8_t *ckey;             /* the record's key and version: */
   size_t cklen;                    /*   what names its compiled code */

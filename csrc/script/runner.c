@@ -69,6 +69,7 @@
 #include "base/json.h"
 #include "luax/luajson.h"
 #include "luax/luax.h"
+#include "script/budget.h"
 #include "script/js.h"
 #include "script/runtime.h"
 #include "script/sandbox.h"
@@ -573,6 +574,17 @@ static int ctx_log (lua_State *L) {
   return 0;
 }
 
+/* ctx:is_accepted(): may the script start another storage operation?
+** False once less than a tenth of a bound is left (rg_script_accepted,
+** JavaScript's isAccepted): its instructions, memory or time, or its
+** write set; then the script should return what it did, and its caller
+** call it again for the rest. */
+static int ctx_is_accepted (lua_State *L) {
+  exec *x = current(L);
+  lua_pushboolean(L, rg_sandbox_accepted(rgl_sandbox_of(L), x->s, &x->mark));
+  return 1;
+}
+
 /* ctx:abort(message, status): ends the script for good; the call fails
 ** with the status (400 by default, 400 to 599). */
 static int ctx_abort (lua_State *L) {
@@ -648,7 +660,8 @@ static void push_ctx (lua_State *L, exec *x) {
       {"read", ctx_read}, {"create", ctx_create}, {"replace", ctx_replace},
       {"upsert", ctx_upsert}, {"delete", ctx_delete}, {"patch", ctx_patch},
       {"query", ctx_query}, {"log", ctx_log}, {"abort", ctx_abort},
-      {"body", ctx_body}, {"set_body", ctx_set_body}, {NULL, NULL}
+      {"body", ctx_body}, {"set_body", ctx_set_body},
+      {"is_accepted", ctx_is_accepted}, {NULL, NULL}
     };
     const luaL_Reg *m;
     lua_newtable(L);

@@ -102,24 +102,4 @@ void     rgl_pattern_open (lua_State *S, int idx);
 ** (utf8lib.c). */
 void     rgl_utf8lib_open (lua_State *S);
 
-struct rg_scope;
-/* Where a script's call started in its transaction's writes
-** (rg_script_mark): on a Redis Cluster a call is bounded by what it adds
-** itself, within a transaction that may hold other writes (a processor's
-** batch, a group). */
-typedef struct rg_wmark { uint64_t written, bytes; } rg_wmark;
-void rg_script_mark (struct rg_scope *s, rg_wmark *m);
-/* The write set of a script's transaction (scope s) against its bound:
-** the memory it holds locally (RG_MAX_TXN_DIRTY), and on a Redis Cluster
-** what the call begun at m may add to one apply (RG_MAX_APPLY_ITEMS and
-** _BYTES, base/limits.h).  RG_WRITES_OVER: the script must be stopped
-** (RG_STOP_WRITES, 413); RG_WRITES_NEAR: less than a tenth of a bound is
-** left, so its operations report not accepted (isAccepted); else 0. */
-enum { RG_WRITES_NEAR = 1, RG_WRITES_OVER = 2 };
-int  rg_script_writes (struct rg_scope *s, const rg_wmark *m);
-/* The 413 of a script stopped for its write set ("procedure 'f' exceeded
-** ..."), naming the bound that applies. */
-int  rg_script_writes_fail (struct rg_scope *s, const char *what, const char *name,
-                            size_t namelen, rg_err *e);
-
 #endif

@@ -518,34 +518,32 @@ static int purge_body (rg_scope *s, void *ud, rg_err *e) {
   return rg_purge_expired(s, &q->c, &q->count, e);
 }
 
-int rg_catalog_purge (rg_env *env, int sync, int *count, rg_err *e) {
+typedef struct purge_cids {
   uint32_t cids[MAX_PURGE];
-  int n = 0, i, rc;
+  int n;
+} purge_cids;
+
+static int purge_cid (void *ud, uint32_t cid, const rg_val *spec) {
+  purge_cids *l = (purge_cids *)ud;
+  l->cids[l->n++] = cid;
+  return l->n == MAX_PURGE;
+}
+
+int rg_catalog_purge (rg_env *env, int sync, int *count, rg_err *e) {
+  purge_cids l;
+  rg_txn *txn;
+  int i, rc;
   *count = 0;
   if (env->readonly) return rg_fail(e, 403, "the database is open read-only");
-  {                                  /* every container's id */
-    rg_txn *txn;
-    rg_cur *cur;
-    rg_val k, v;
-    uint8_t from[1] = { RG_MK_SPEC };
-    if ((rc = rg_read_begin(env, &txn, e))) return rc;
-    if (rg_cur_open(txn, RG_DB_META, &cur) == 0) {
-      k.p = from;
-      k.n = 1;
-      rc = rg_cur_get(cur, &k, &v, RG_SEEK);
-      while (rc == 0 && n < MAX_PURGE && k.n == 5 &&
-             ((uint8_t *)k.p)[0] == RG_MK_SPEC) {
-        cids[n++] = rg_get_u32((const uint8_t *)k.p + 1);
-        rc = rg_cur_get(cur, &k, &v, RG_NEXT);
-      }
-      rg_cur_close(cur);
-    }
-    rg_read_end(env);
-  }
-  for (i = 0; i < n; i++) {
+  if ((rc = rg_read_begin(env, &txn, e))) return rc;
+  l.n = 0;                           /* every container's id */
+  rc = rg_cont_each_spec(txn, RG_DB_META, purge_cid, &l);
+  rg_read_end(env);
+  if (rc) return rg_kv_fail(e, rc, "reading the catalog");
+  for (i = 0; i < l.n; i++) {
     purge_req q;
     q.c.env = env;
-    rc = load_spec(env, cids[i], &q.c.spec, e);
+    rc = load_spec(env, l.cids[i], &q.c.spec, e);
     if (rc == 404) continue;
     if (rc) return rc;
     if (!q.c.spec->ttl_on) { rg_cspec_free(q.c.spec); continue; }

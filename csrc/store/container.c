@@ -688,4 +688,23 @@ int rg_cont_alive (rg_txn *txn, const rg_cont *c, rg_err *e) {
   }
   return 0;
 }
+
+int rg_cont_each_spec (rg_txn *txn, int tb, rg_spec_fn fn, void *ud) {
+  uint8_t from[1] = { RG_MK_SPEC };
+  rg_cur *cur;
+  rg_val k, v;
+  int rc;
+  if ((rc = rg_cur_open(txn, tb, &cur))) return rc;
+  k.p = from;
+  k.n = 1;
+  for (rc = rg_cur_get(cur, &k, &v, RG_SEEK);
+       rc == 0 && k.n == 5 && ((const uint8_t *)k.p)[0] == RG_MK_SPEC;
+       rc = rg_cur_get(cur, &k, &v, RG_NEXT))
+    if (fn(ud, rg_get_u32((const uint8_t *)k.p + 1), &v)) {
+      rc = 0;
+      break;
+    }
+  rg_cur_close(cur);
+  return rc == RG_NOTFOUND ? 0 : rc;
+}
 /* }===================================================================== */

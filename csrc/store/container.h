@@ -172,6 +172,16 @@ typedef struct rg_cont {
 ** stored one first, so every call works with the spec of its transaction. */
 int rg_cont_alive (rg_txn *txn, const rg_cont *c, rg_err *e);
 
+/* Walks the container specs of the catalog in table `tb` (RG_DB_META, or
+** the old catalog an upgrade reads), in cid order: fn(ud, cid, spec) for
+** each, until fn returns nonzero.  The spec's text is valid only until
+** fn returns (kv.h).  Returns 0 (every spec seen, or fn stopped the walk)
+** or the seam's code of the read that failed; fn keeps its own error in
+** ud.  The one walk of the catalog: the TTL purge, verify, the upgrade
+** and the throughput settings all use it. */
+typedef int (*rg_spec_fn) (void *ud, uint32_t cid, const rg_val *spec);
+int rg_cont_each_spec (rg_txn *txn, int tb, rg_spec_fn fn, void *ud);
+
 /* The time to live of a document: its `ttl` field, else the container's
 ** default_ttl (0 when the container has none: never expires; -1: never);
 ** 400 for a bad ttl field.  The item expires `ttl` seconds after its

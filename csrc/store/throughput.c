@@ -501,14 +501,29 @@ static int container_set (rg_txn *txn, rg_env *env, uint32_t cid,
 }
 
 /* Rebuilds every slot from the database (under the lock). */
+typedef struct resync_walk {
+  struct rg_tpfile *f;
+  const stored *st;
+  uint64_t now;
+  rg_err *e;
+  int rc;                           /* set_slot's failure */
+} resync_walk;
+
+/* A slot for every container that accounts. */
+static int resync_spec (void *ud, uint32_t cid, const rg_val *spec) {
+  resync_walk *w = (resync_walk *)ud;
+  rg_tpset set;
+  int n;
+  if (spec_set(spec, w->st, &set, &n) == 1)
+    w->rc = set_slot(w->f, cid, n, &set, w->now, w->e);
+  return w->rc;
+}
+
 static int resync (struct rg_tpfile *f, rg_env *env, rg_err *e) {
   tp_header *h = head(f);
   tp_dirent *d = dir(f);
   uint64_t now = now_ns();
-  uint8_t from[1] = { RG_MK_SPEC };
-  rg_cur *cur;
   rg_txn *txn;
-  rg_val k, v;
   stored st;
   int i, rc;
   if ((rc = rg_read_begin(env, &txn, e))) return rc;
@@ -523,27 +538,17 @@ static int resync (struct rg_tpfile *f, rg_env *env, rg_err *e) {
   rc = 0;
   if (st.db.mode == RG_TP_NONE) drop_slot(f, 0);
   else rc = set_slot(f, 0, db_parts(&st.db), &st.db, now, e);
-  if (rc == 0) {                    /* every container that accounts */
-    int mrc = rg_cur_open(txn, RG_DB_META, &cur);
-    if (mrc) rc = rg_kv_fail(e, mrc, "reading the catalog");
-    else {
-      k.p = from;
-      k.n = 1;
-      mrc = rg_cur_get(cur, &k, &v, RG_SEEK);
-      while (mrc == 0 && k.n == 5 &&
-             ((uint8_t *)k.p)[0] == RG_MK_SPEC) {
-        rg_tpset set;
-        int n;
-        if (spec_set(&v, &st, &set, &n) == 1 &&
-            (rc = set_slot(f, rg_get_u32((const uint8_t *)k.p + 1), n,
-                           &set, now, e)))
-          break;
-        mrc = rg_cur_get(cur, &k, &v, RG_NEXT);
-      }
-      rg_cur_close(cur);
-      if (rc == 0 && mrc != 0 && mrc != RG_NOTFOUND)
-        rc = rg_kv_fail(e, mrc, "reading the catalog");
-    }
+  if (rc == 0) {
+    resync_walk w;
+    int mrc;
+    w.f = f;
+    w.st = &st;
+    w.now = now;
+    w.e = e;
+    w.rc = 0;
+    mrc = rg_cont_each_spec(txn, RG_DB_META, resync_spec, &w);
+    if ((rc = w.rc) == 0 && mrc != 0)
+      rc = rg_kv_fail(e, mrc, "reading the catalog");
   }
   if (rc == 0) {
     h->synced_ver = st.version;
@@ -1153,21 +1158,13 @@ static int bump (rg_scope *s, const setreq *q, rg_err *e) {
 ** setting is trusted from call to call while the catalog epoch of the
 ** container a call uses holds, so a change of it moves every container's
 ** epoch, and the backend learns them from these reads (remote.h). */
-static int read_specs (rg_scope *s, rg_err *e) {
-  uint8_t from[1] = { RG_MK_SPEC };
-  rg_cur *cur;
-  rg_val k, v;
-  int rc;
-  if ((rc = rg_cur_open(s->txn, RG_DB_META, &cur)))
-    return rg_scope_fail(s, rc, "catalog", e);
-  k.p = from;
-  k.n = 1;
-  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
-  while (rc == 0 && k.n == 5 && ((const uint8_t *)k.p)[0] == RG_MK_SPEC)
-    rc = rg_cur_get(cur, &k, &v, RG_NEXT);
-  rg_cur_close(cur);
-  if (rc != 0 && rc != RG_NOTFOUND) return rg_scope_fail(s, rc, "catalog", e);
+static int touch_spec (void *ud, uint32_t cid, const rg_val *spec) {
   return 0;
+}
+
+static int read_specs (rg_scope *s, rg_err *e) {
+  int rc = rg_cont_each_spec(s->txn, RG_DB_META, touch_spec, NULL);
+  return rc ? rg_scope_fail(s, rc, "catalog", e) : 0;
 }
 
 static int set_body (rg_scope *s, void *ud, rg_err *e) {

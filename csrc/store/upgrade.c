@@ -72,7 +72,8 @@ typedef struct upg {
   rg_env *nenv;
   uint32_t *cids;               /* the containers (in the old catalog) */
   uint64_t *counts;             /* their items, as counted in the old one */
-  size_t ncids;
+  size_t ncids, cap;            /* how many, and the arrays' room */
+  int oom;                      /* the arrays could not grow */
 } upg;
 
 static void pathf (char *out, size_t n, const char *path, const char *what) {
@@ -165,37 +166,27 @@ static int live (const upg *u, uint32_t cid) {
 }
 
 /* The containers of the old catalog (its specs). */
-static int list_cids (upg *u, rg_err *e) {
-  rg_cur *cur;
-  rg_val k, v;
-  uint8_t from[1] = { RG_MK_SPEC };
-  size_t cap = 0;
-  int rc;
-  if ((rc = rg_cur_open(u->otxn, O_META, &cur)))
-    return rg_kv_fail(e, rc, "upgrade");
-  k.p = from;
-  k.n = 1;
-  rc = rg_cur_get(cur, &k, &v, RG_SEEK);
-  for (; rc == 0 && k.n == 5 && ((uint8_t *)k.p)[0] == RG_MK_SPEC;
-       rc = rg_cur_get(cur, &k, &v, RG_NEXT)) {
-    if (u->ncids == cap) {
-      uint32_t *a;
-      uint64_t *b;
-      cap = cap ? 2 * cap : 16;
-      a = (uint32_t *)realloc(u->cids, cap * sizeof(uint32_t));
-      if (a) u->cids = a;
-      b = (uint64_t *)realloc(u->counts, cap * sizeof(uint64_t));
-      if (b) u->counts = b;
-      if (!a || !b) {
-        rg_cur_close(cur);
-        return rg_fail(e, 500, "out of memory");
-      }
-    }
-    u->counts[u->ncids] = 0;
-    u->cids[u->ncids++] = rg_get_u32((const uint8_t *)k.p + 1);
+static int list_cid (void *ud, uint32_t cid, const rg_val *spec) {
+  upg *u = (upg *)ud;
+  if (u->ncids == u->cap) {
+    size_t cap = u->cap ? 2 * u->cap : 16;
+    uint32_t *a = (uint32_t *)realloc(u->cids, cap * sizeof(uint32_t));
+    uint64_t *b;
+    if (a) u->cids = a;
+    b = a ? (uint64_t *)realloc(u->counts, cap * sizeof(uint64_t)) : NULL;
+    if (b) u->counts = b;
+    if (!a || !b) return u->oom = 1;
+    u->cap = cap;
   }
-  rg_cur_close(cur);
-  return rc == 0 || rc == RG_NOTFOUND ? 0 : rg_kv_fail(e, rc, "upgrade");
+  u->counts[u->ncids] = 0;
+  u->cids[u->ncids++] = cid;
+  return 0;
+}
+
+static int list_cids (upg *u, rg_err *e) {
+  int rc = rg_cont_each_spec(u->otxn, O_META, list_cid, u);
+  if (rc) return rg_kv_fail(e, rc, "upgrade");
+  return u->oom ? rg_fail(e, 500, "out of memory") : 0;
 }
 /* }===================================================================== */
 

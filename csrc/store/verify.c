@@ -494,13 +494,29 @@ static int walk_pages (verifier *v) {
   return n;
 }
 
+/* The containers' ids, grown as the catalog is walked. */
+typedef struct cid_list {
+  uint32_t *cids;
+  int n, cap, oom;
+} cid_list;
+
+static int list_cid (void *ud, uint32_t cid, const rg_val *spec) {
+  cid_list *l = (cid_list *)ud;
+  if (l->n == l->cap) {
+    uint32_t *c = (uint32_t *)realloc(l->cids, (size_t)(l->cap = l->cap ?
+                                      l->cap * 2 : 16) * sizeof(uint32_t));
+    if (c == NULL) return l->oom = 1;
+    l->cids = c;
+  }
+  l->cids[l->n++] = cid;
+  return 0;
+}
+
 int rg_verify (rg_env *env, rg_buf *report) {
   verifier v;
-  rg_cur *cur;
-  rg_val k, d;
-  uint8_t from[1] = { RG_MK_SPEC };
-  uint32_t *cids = NULL;
-  int n = 0, cap = 0, rc, i;
+  cid_list l = { NULL, 0, 0, 0 };
+  uint32_t *cids;
+  int n, rc, i;
   rg_err e;
   memset(&v, 0, sizeof(v));
   v.env = env;
@@ -515,22 +531,16 @@ int rg_verify (rg_env *env, rg_buf *report) {
     rg_buf_free(&v.report);
     return rc;
   }
-  if (rg_cur_open(v.txn, RG_DB_META, &cur) == 0) {
-    k.p = from;
-    k.n = 1;
-    rc = rg_cur_get(cur, &k, &d, RG_SEEK);
-    while (rc == 0 && k.n == 5 && ((uint8_t *)k.p)[0] == RG_MK_SPEC) {
-      if (n == cap) {
-        uint32_t *c = (uint32_t *)realloc(cids, (size_t)(cap = cap ? cap * 2 : 16)
-                                          * sizeof(uint32_t));
-        if (c == NULL) break;
-        cids = c;
-      }
-      cids[n++] = rg_get_u32((const uint8_t *)k.p + 1);
-      rc = rg_cur_get(cur, &k, &d, RG_NEXT);
-    }
-    rg_cur_close(cur);
+  if ((rc = rg_cont_each_spec(v.txn, RG_DB_META, list_cid, &l)) != 0) {
+    rg_kv_fail(&e, rc, "reading the catalog");
+    problem(&v, "%s (the containers after id %lu were not checked)", e.msg,
+            l.n ? (unsigned long)l.cids[l.n - 1] : 0ul);
   }
+  else if (l.oom)
+    problem(&v, "out of memory%s (the containers after id %lu were not "
+            "checked)", "", l.n ? (unsigned long)l.cids[l.n - 1] : 0ul);
+  cids = l.cids;
+  n = l.n;
   verify_refs(&v);
   for (i = 0; i < n; i++) {
     rg_cspec *s = NULL;
