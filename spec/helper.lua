@@ -188,11 +188,13 @@ function H.script(source)
 end
 
 -- Starts a child process running `source` (its output and errors on one
--- pipe): { p = the pipe, pid = its pid } (the shell prints its pid and
--- becomes the child).
-function H.spawn(source)
+-- pipe), with `env` ("NAME=value ...") added to its environment if given:
+-- { p = the pipe, pid = its pid } (the shell prints its pid and becomes
+-- the child).
+function H.spawn(source, env)
   local file = H.script(source)
-  local p = assert(io.popen("echo $$; exec env " .. H.lua_cmd(file) .. " 2>&1", "r"))
+  local p = assert(io.popen("echo $$; exec env " .. (env and env .. " " or "") ..
+                            H.lua_cmd(file) .. " 2>&1", "r"))
   return { p = p, pid = assert(tonumber(p:read("l"))) }
 end
 

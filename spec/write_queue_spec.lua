@@ -162,6 +162,47 @@ end]]))
   assert(db:verify())
 end)
 
+it("traces where a request's time goes when REGOLITH_QUEUE_TRACE names a file", function()
+  local trace = path .. "/trace"
+  local kids = {}
+  for i = 1, 3 do
+    kids[i] = spawn(prelude(path) .. ('show(q:create(c, { id = "t%d", pk = "p" }))\n'):format(i),
+                    "REGOLITH_QUEUE_TRACE=" .. trace)
+    expect(kids[i], "^ready")
+  end
+  -- the three queue behind the writer lock this process holds, so that
+  -- one of them leads a batch of all three
+  assert(db:group({ function()
+    go(path)
+    waiting(db, 3)
+  end }))
+  for i = 1, 3 do
+    assert.is_truthy(finish(kids[i]):find("ok t" .. i, 1, true))
+  end
+  local requests, led, members = 0, 0, 0
+  for line in io.lines(trace) do
+    local v = {}
+    for x in line:gmatch("%d+") do v[#v + 1] = tonumber(x) end
+    if line:match("^r ") then
+      -- queued -> claimed -> committed -> durable -> seen: the whole
+      assert.are.equal(6, #v, line)
+      assert.are.equal(v[5], v[1] + v[2] + v[3] + v[4], line)
+      requests, led = requests + 1, led + v[6]
+    else
+      assert.is_truthy(line:match("^b %d+ %d+ %d+ %d+$"), line)
+      members = members + v[1]
+    end
+  end
+  assert.are.equal(3, requests)
+  assert.are.equal(1, led)
+  assert.are.equal(3, members)
+  -- this process, without the variable, traced nothing
+  assert(q:create(c, { id = "untraced", pk = "p" }))
+  local n = 0
+  for _ in io.lines(trace) do n = n + 1 end
+  assert.are.equal(4, n)
+end)
+
 it("goes on when a waiting process is killed", function()
   local kids = {}
   for i = 1, 3 do

@@ -13,10 +13,13 @@
 **
 ** A process queues: it takes a FREE slot (a compare-and-swap), writes its
 ** request, marks it PENDING, and then, until its slot has an outcome,
-** tries the leader lock: held, it waits on the futex word (a leader bumps
-** it and wakes every waiter when its batch is done) for at most Q_WAIT_MS,
-** after which it tries again (so a leader that died is noticed: the lock
-** is robust).  Got, it leads: while other processes are in the queue it
+** tries the leader lock: held, it waits on its slot's bell (a futex word
+** only its own events ring: its outcome, or its turn to lead) for at most
+** Q_WAIT_MS, after which it tries again (so a leader that died is
+** noticed: the lock is robust).  A leader letting go of the lock rings
+** the bell of one slot still queued, whose process leads next; after its
+** flush it rings each of its members' bells: every waiter is woken once
+** for its outcome, and no waiter for another's.  Got, it leads: while other processes are in the queue it
 ** first waits a little for their requests (gather: at most 400 µs, and
 ** only while more keep coming), then it claims every PENDING slot, and every
 ** CLAIMED one (a dead leader's, since none other can hold the lock), and
@@ -29,6 +32,13 @@
 ** begins while this one's flush runs; after the flush each slot gets its
 ** outcome, so an outcome given is durable.  A waiter whose slot stays
 ** COMMITTED while its leader is gone flushes the log itself.
+**
+** REGOLITH_QUEUE_TRACE=<file> (read once, when the queue is opened; off,
+** it costs a branch) appends to <file> a line per request its process
+** made ("r": from queued to claimed, to committed, to its outcome, to its
+** process seeing it, and the whole, in µs; whether it led) and one per
+** batch it led ("b": members, the gathering, the transaction, the
+** commit's flush, in µs), for examples/bench/queuetrace.lua.
 */
 
 #include <errno.h>
@@ -53,7 +63,7 @@
 #include "store/shm.h"
 
 #define Q_MAGIC   0x3155455551475247ull   /* "GRQUEUE1" */
-#define Q_LAYOUT  1u
+#define Q_LAYOUT  2u
 #define Q_SLOTS   64
 #define Q_REQ     (16u << 10)
 #define Q_RES     (32u << 10)
@@ -70,15 +80,16 @@ enum { O_RESULT, O_ALONE, O_DROP };
 
 typedef struct qslot {
   uint32_t state;
+  uint32_t bell;               /* futex word: rung for this slot's process */
   int32_t pid;                 /* the process that queued it */
   int32_t sync;                /* the sync it asked for */
   int32_t status;              /* FAILED: the transaction's status */
   int32_t leader;              /* COMMITTED: the process making it durable */
-  int32_t pad0;
   uint64_t batch;              /* CLAIMED: its batch (0: not known yet) */
   uint32_t outcome;            /* O_RESULT or O_ALONE, set before commit */
   uint32_t reqlen, reslen;     /* FAILED: reslen is the message's */
   uint32_t pad;
+  int64_t t_claim, t_commit, t_out;  /* traced: when (µs, monotonic) */
   uint8_t req[Q_REQ];
   uint8_t res[Q_RES];
 } qslot;
@@ -89,13 +100,14 @@ typedef struct qhead {
   char boot[40];
   pthread_mutex_t lead;
   uint32_t lead_state;
-  uint32_t gen;                /* futex word: bumped after every batch */
+  uint32_t pad;
   uint64_t batches, members;   /* since the boot */
 } qhead;
 
 struct rg_queue {
   int fd;
   int gather_us;               /* Q_GATHER_US, or REGOLITH_QUEUE_GATHER's */
+  FILE *trace;                 /* REGOLITH_QUEUE_TRACE's, or NULL */
   size_t len;
   qhead *h;
   qslot *slots;
@@ -112,6 +124,7 @@ void rg_queue_close (rg_queue *q) {
   if (q == NULL) return;
   if (q->h) munmap(q->h, q->len);
   if (q->fd >= 0) close(q->fd);
+  if (q->trace) fclose(q->trace);
   free(q);
 }
 
@@ -132,6 +145,11 @@ static rg_queue *queue_open (const char *path) {
     const char *g = getenv("REGOLITH_QUEUE_GATHER");
     if (g != NULL && *g >= '0' && *g <= '9')
       q->gather_us = atoi(g) > 10000 ? 10000 : atoi(g);
+  }
+  {
+    const char *t = getenv("REGOLITH_QUEUE_TRACE");
+    if (t != NULL && *t != '\0' && (q->trace = fopen(t, "ae")) != NULL)
+      setvbuf(q->trace, NULL, _IOFBF, 1 << 16);
   }
   snprintf(name, sizeof(name), "%s/regolith.queue", path);
   if ((q->fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0 ||
@@ -211,28 +229,36 @@ void rg_queue_stats (rg_env *env, rg_queue_stat *out) {
 ** Waiting
 ** ======================================================================
 */
-/* Waits until a leader is done with a batch (gen moves from `seen`), for
-** at most Q_WAIT_MS; 1 when that time passed with nothing done. */
-static int wait_gen (qhead *h, uint32_t seen) {
+/* The monotonic clock in µs (the trace's). */
+static int64_t now_us (void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Waits until slot s's bell rings (moves from `seen`), for at most
+** Q_WAIT_MS; 1 when that time passed with nothing rung. */
+static int wait_bell (qslot *s, uint32_t seen) {
 #ifdef __linux__
   struct timespec ts;
   ts.tv_sec = 0;
   ts.tv_nsec = Q_WAIT_MS * 1000000L;
-  return syscall(SYS_futex, &h->gen, FUTEX_WAIT, seen, &ts, NULL, 0) != 0 &&
+  return syscall(SYS_futex, &s->bell, FUTEX_WAIT, seen, &ts, NULL, 0) != 0 &&
          errno == ETIMEDOUT;
 #else
   struct timespec ts;
   ts.tv_sec = 0;
   ts.tv_nsec = 1000000L;
   nanosleep(&ts, NULL);
-  return __atomic_load_n(&h->gen, __ATOMIC_ACQUIRE) == seen;
+  return __atomic_load_n(&s->bell, __ATOMIC_ACQUIRE) == seen;
 #endif
 }
 
-static void wake_all (qhead *h) {
-  __atomic_add_fetch(&h->gen, 1, __ATOMIC_RELEASE);
+/* Wakes the process waiting on slot s's bell. */
+static void ring (qslot *s) {
+  __atomic_add_fetch(&s->bell, 1, __ATOMIC_SEQ_CST);
 #ifdef __linux__
-  syscall(SYS_futex, &h->gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+  syscall(SYS_futex, &s->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 #endif
 }
 
@@ -314,9 +340,10 @@ static void put_result (qslot *s, const rg_buf *res) {
 ** those a dead leader claimed (CLAIMED: no other leader can be running),
 ** taking the strongest sync among them; in the transaction, once the
 ** writer lock is held, the slots queued meanwhile whose sync is no
-** stronger than the batch's join it.  A slot whose process is gone is let
-** go instead: a request runs only while its process waits for it, so that
-** a process's death never makes a write of its own happen after the
+** stronger than the batch's join it.  A dead leader's slot whose process
+** is gone is let go instead (a queued one is, by batch_body, just before
+** it would run): a request runs only while its process waits for it, so
+** that a process's death never makes a write of its own happen after the
 ** writes others made since. */
 static void claim (batch *b, int first) {
   int i;
@@ -325,7 +352,7 @@ static void claim (batch *b, int first) {
     uint32_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
     int sync = s->sync;
     if (sync < RG_SYNC_FULL || sync > RG_SYNC_NONE) sync = RG_SYNC_FULL;
-    if ((st == S_PENDING || (first && st == S_CLAIMED)) && dead(s->pid)) {
+    if (first && st == S_CLAIMED && dead(s->pid)) {
       /* no one waits for it: not run (a dead leader's own request, or one
       ** whose process died queued), as if it had died before queueing */
       __atomic_store_n(&s->state, S_FREE, __ATOMIC_RELEASE);
@@ -334,6 +361,7 @@ static void claim (batch *b, int first) {
     if (st == S_PENDING && (first || sync >= b->sync)) {
       s->batch = 0;
       s->outcome = O_RESULT;
+      if (b->q->trace) s->t_claim = now_us();
       __atomic_store_n(&s->state, S_CLAIMED, __ATOMIC_RELEASE);
     }
     else if (!(first && st == S_CLAIMED)) continue;  /* a dead leader's */
@@ -411,12 +439,28 @@ static void failed (qslot *s, int rc, const rg_err *e) {
   s->reslen = (uint32_t)n;
   s->status = rc;
   __atomic_store_n(&s->state, S_FAILED, __ATOMIC_RELEASE);
+  ring(s);
 }
 
 /* The outcome of a slot whose batch is committed and durable. */
 static void settle (qslot *s) {
   __atomic_store_n(&s->state, s->outcome == O_ALONE ? S_ALONE : S_DONE,
                    __ATOMIC_RELEASE);
+  ring(s);
+}
+
+/* Lets go of the leader lock, and rings the bell of a slot still queued:
+** its process leads next (were it gone, the others try again after
+** Q_WAIT_MS). */
+static void hand_over (rg_queue *q) {
+  int i;
+  pthread_mutex_unlock(&q->h->lead);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);  /* the unlock, then the look */
+  for (i = 0; i < Q_SLOTS; i++)
+    if (__atomic_load_n(&q->slots[i].state, __ATOMIC_SEQ_CST) == S_PENDING) {
+      ring(&q->slots[i]);
+      return;
+    }
 }
 
 /* With the leader lock held, before claiming: while other processes are
@@ -427,10 +471,12 @@ static void settle (qslot *s) {
 ** batch grows where the requests come faster than a commit. */
 static void gather (rg_queue *q) {
   struct timespec ts;
-  int waited, seen = -1;
-  ts.tv_sec = 0;
+  int seen = -1;
+  int64_t until = now_us() + q->gather_us;   /* by the clock: a sleep on a */
+  ts.tv_sec = 0;                             /* busy machine lasts longer */
   ts.tv_nsec = Q_GATHER_STEP * 1000L;
-  for (waited = 0; waited < q->gather_us; waited += Q_GATHER_STEP) {
+  if (q->gather_us <= 0) return;
+  for (;;) {
     int i, pending = 0, busy = 0, flushing = 0;
     for (i = 0; i < Q_SLOTS; i++) {
       uint32_t st = __atomic_load_n(&q->slots[i].state, __ATOMIC_ACQUIRE);
@@ -453,7 +499,7 @@ static void gather (rg_queue *q) {
         busy++;
       }
     }
-    if (busy == 0 || pending <= seen) return;
+    if (busy == 0 || pending <= seen || now_us() >= until) return;
     seen = pending;
     nanosleep(&ts, NULL);
   }
@@ -467,28 +513,33 @@ static void lead (rg_queue *q, rg_env *env, const rg_qhost *h) {
   batch b;
   rg_err e;
   int i, rc;
+  int64_t t0 = 0, t1 = 0, t2 = 0, t3 = 0;
   memset(&b, 0, sizeof(b));
   b.q = q;
   b.env = env;
   b.h = h;
   b.sync = RG_SYNC_NONE;
+  if (q->trace) t0 = now_us();
   gather(q);
   claim(&b, 1);
   if (b.n == 0) {
-    pthread_mutex_unlock(&q->h->lead);
+    hand_over(q);
     return;
   }
+  if (q->trace) t1 = now_us();
   rg_buf_init(&b.res);
   env->deferred = 1;
   rc = rg_scope_run(env, NULL, NULL, b.sync, 0, batch_body, &b, &e);
   env->deferred = 0;
   rg_buf_free(&b.res);
+  if (q->trace) t2 = now_us();
   for (i = 0; i < b.n; i++) {
     qslot *s = b.slot[i];
     if (s->outcome == O_DROP && !b.settled[i])
       __atomic_store_n(&s->state, S_FREE, __ATOMIC_RELEASE);
     else if (rc == 0) {                /* committed, not yet durable */
       s->leader = (int32_t)getpid();
+      s->t_commit = t2;
       __atomic_store_n(&s->state, S_COMMITTED, __ATOMIC_RELEASE);
     }
     else if (!b.settled[i]) failed(s, rc, &e);
@@ -498,16 +549,20 @@ static void lead (rg_queue *q, rg_env *env, const rg_qhost *h) {
     __atomic_add_fetch(&q->h->batches, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&q->h->members, (uint64_t)b.n, __ATOMIC_RELAXED);
   }
-  pthread_mutex_unlock(&q->h->lead);
-  wake_all(q->h);
+  hand_over(q);
   if (rc) return;
   rc = rg_local_durable(env->local, &e);
+  if (q->trace) t3 = now_us();
   for (i = 0; i < b.n; i++) {
     qslot *s = b.slot[i];
     if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != S_COMMITTED) continue;
+    s->t_out = t3;
     if (rc && s->outcome != O_ALONE) failed(s, rc, &e);
     else settle(s);
   }
+  if (q->trace)
+    fprintf(q->trace, "b %d %lld %lld %lld\n", b.n, (long long)(t1 - t0),
+            (long long)(t2 - t1), (long long)(t3 - t2));
 }
 /* }===================================================================== */
 
@@ -517,7 +572,8 @@ int rg_queue_write (rg_env *env, int sync, const rg_qhost *h,
   rg_queue *q;
   qslot *s;
   uint32_t st;
-  int rc;
+  int rc, led = 0;
+  int64_t t_enq = 0;
   if (env->scope != NULL || env->readonly || n > Q_REQ ||
       (q = queue_get(env)) == NULL || (s = take_slot(q)) == NULL)
     return RG_QUEUE_ALONE;
@@ -527,27 +583,35 @@ int rg_queue_write (rg_env *env, int sync, const rg_qhost *h,
   s->sync = sync;
   s->reslen = 0;
   s->status = 0;
-  __atomic_store_n(&s->state, S_PENDING, __ATOMIC_RELEASE);
+  s->t_claim = s->t_commit = s->t_out = 0;
+  if (q->trace) t_enq = now_us();
+  __atomic_store_n(&s->state, S_PENDING, __ATOMIC_SEQ_CST);
   for (;;) {
-    uint32_t seen;
-    if ((st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE)) >= S_DONE) break;
-    seen = __atomic_load_n(&q->h->gen, __ATOMIC_ACQUIRE);
+    uint32_t seen = __atomic_load_n(&s->bell, __ATOMIC_SEQ_CST);
     if ((st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE)) >= S_DONE) break;
     /* queued, or claimed by a leader that may have died holding the lock:
     ** try to lead (committed: its leader is flushing, nothing to lead) */
     if (st <= S_CLAIMED &&
         rg_shm_trylock(&q->h->lead, &q->h->lead_state) >= 0) {
       lead(q, env, h);
-      wake_all(q->h);
+      led = 1;
       continue;
     }
-    if (wait_gen(q->h, seen) && st == S_COMMITTED && dead(s->leader)) {
+    if (wait_bell(s, seen) && st == S_COMMITTED && dead(s->leader)) {
       /* committed by a leader that died before its flush: flush it here */
       rg_err fe;
       int frc = rg_local_flush_log(env->local, &fe);
       if (frc && s->outcome != O_ALONE) failed(s, frc, &fe);
       else settle(s);
     }
+  }
+  if (q->trace && s->t_claim && s->t_commit && s->t_out) {
+    int64_t t = now_us();
+    fprintf(q->trace, "r %lld %lld %lld %lld %lld %d\n",
+            (long long)(s->t_claim - t_enq),
+            (long long)(s->t_commit - s->t_claim),
+            (long long)(s->t_out - s->t_commit), (long long)(t - s->t_out),
+            (long long)(t - t_enq), led);
   }
   if (st == S_DONE) {
     rg_buf_add(res, s->res, s->reslen > Q_RES ? Q_RES : s->reslen);
