@@ -19,9 +19,10 @@
 ** noticed: the lock is robust).  A leader letting go of the lock rings
 ** the bell of one slot still queued, whose process leads next; after its
 ** flush it rings each of its members' bells: every waiter is woken once
-** for its outcome, and no waiter for another's.  Got, it leads: while other processes are in the queue it
-** first waits a little for their requests (gather: eight looks 50 µs apart at most, and
-** only while more keep coming), then it claims every PENDING slot, and every
+** for its outcome, and no waiter for another's.  Got, it leads: while
+** other processes are in the queue it first waits a little for their
+** requests (gather: eight looks 50 µs apart at most, and only while more
+** keep coming), then it claims every PENDING slot, and every
 ** CLAIMED one (a dead leader's, since none other can hold the lock), and
 ** runs them in one scope (batch_body): it reads the last batch committed,
 ** settles the dead leader's slots by it, writes its own batch number, and
