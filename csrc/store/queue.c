@@ -19,9 +19,10 @@
 ** noticed: the lock is robust).  A leader letting go of the lock rings
 ** the bell of one slot still queued, whose process leads next; after its
 ** flush it rings each of its members' bells: every waiter is woken once
-** for its outcome, and no waiter for another's.  Got, it leads: while other processes are in the queue it
-** first waits a little for their requests (gather: at most 400 µs, and
-** only while more keep coming), then it claims every PENDING slot, and every
+** for its outcome, and no waiter for another's.  Got, it leads: while
+** other processes are in the queue it first waits a little for their
+** requests (gather: eight looks 50 µs apart at most, and only while more
+** keep coming), then it claims every PENDING slot, and every
 ** CLAIMED one (a dead leader's, since none other can hold the lock), and
 ** runs them in one scope (batch_body): it reads the last batch committed,
 ** settles the dead leader's slots by it, writes its own batch number, and
@@ -471,12 +472,10 @@ static void hand_over (rg_queue *q) {
 ** batch grows where the requests come faster than a commit. */
 static void gather (rg_queue *q) {
   struct timespec ts;
-  int seen = -1;
-  int64_t until = now_us() + q->gather_us;   /* by the clock: a sleep on a */
-  ts.tv_sec = 0;                             /* busy machine lasts longer */
+  int waited, seen = -1;
+  ts.tv_sec = 0;
   ts.tv_nsec = Q_GATHER_STEP * 1000L;
-  if (q->gather_us <= 0) return;
-  for (;;) {
+  for (waited = 0; waited < q->gather_us; waited += Q_GATHER_STEP) {
     int i, pending = 0, busy = 0, flushing = 0;
     for (i = 0; i < Q_SLOTS; i++) {
       uint32_t st = __atomic_load_n(&q->slots[i].state, __ATOMIC_ACQUIRE);
@@ -499,7 +498,7 @@ static void gather (rg_queue *q) {
         busy++;
       }
     }
-    if (busy == 0 || pending <= seen || now_us() >= until) return;
+    if (busy == 0 || pending <= seen) return;
     seen = pending;
     nanosleep(&ts, NULL);
   }

@@ -24,7 +24,9 @@ Rows:
 
 For each: creates per second, and the median and 99th percentile of a
 create's latency (from the call to its return, waiting included), in µs,
-with the machine's load average.  Where the build counts what its log did
+with the machine's load average.  The processes are started, and open
+the database, before any of them creates: their rows are timed from the
+first create to the last.  Where the build counts what its log did
 (db:stats().log): the bytes of log a create wrote, and for the processes
 the commits and flushes per create; and the lone writer's creates run in
 four turns, each followed by this disk's own write and flush of as many
@@ -123,18 +125,24 @@ local function coroutines(nw, count, write)
 end
 
 if args.child then
-  -- one of N processes: count creates, then the latencies on stdout
+  -- one of N processes: "ready" once open, then, once the file go is
+  -- there, count creates; then the latencies on stdout, and when the
+  -- creates began and ended (so that starting the processes is not timed)
   local db = assert(regolith.open(args.dir, { sync = "full" }))
   local c = assert(db:container("posts"))
   local q = args.queue == "1" and db:write_queue()
   local lat = {}
+  io.write("ready\n")
+  io.stdout:flush()
+  while not io.open(args.dir .. "/go") do system.sleep(0.001) end
+  local began = now()
   for i = 1, args.n do
     local t0 = now()
     local doc = comment((q and "procq" or "proc") .. args.writers .. "-" .. args.child, i)
     if q then assert(q:create(c, doc)) else assert(c:create(doc)) end
     lat[#lat + 1] = now() - t0
   end
-  io.write(table.concat(lat, "\n"), "\n")
+  io.write(table.concat(lat, "\n"), "\n", ("span %.6f %.6f\n"):format(began, now()))
   db:close()
   return
 end
@@ -235,16 +243,28 @@ local function processes(queued, nw)
   local per = math.max(1, n // nw)
   local pipes, lat = {}, {}
   local before = log_stats(db)
-  local t0 = now()
+  local first, last = math.huge, 0
   for w = 1, nw do
     pipes[w] = io.popen(("%s %s --child %d --writers %d --dir '%s' --n %d --queue %d"):format(
       interp, arg[0], w, nw, dir, per, queued and 1 or 0))
   end
+  -- the creates begin once every process is ready; the time is from the
+  -- first create to the last (the processes' clock is the machine's)
+  for w = 1, nw do assert(pipes[w]:read("l") == "ready", "a writer did not start") end
+  assert(io.open(dir .. "/go", "w")):close()
   for w = 1, nw do
-    for line in pipes[w]:lines() do lat[#lat + 1] = tonumber(line) end
+    for line in pipes[w]:lines() do
+      local b, e = line:match("^span (%S+) (%S+)$")
+      if b then
+        first, last = math.min(first, tonumber(b)), math.max(last, tonumber(e))
+      else
+        lat[#lat + 1] = tonumber(line)
+      end
+    end
     pipes[w]:close()
   end
-  local seconds = now() - t0
+  os.remove(dir .. "/go")
+  local seconds = last - first
   local pc = per_create(before, log_stats(db), #lat)
   local r = summary(("%d process%s%s"):format(nw, nw > 1 and "es" or "",
     queued and ", queue" or ""), lat,
