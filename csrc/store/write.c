@@ -1594,8 +1594,8 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
   if (!b->hold || whole || b->nlater ||
       (bulk_size(b) >= b->hold && mode == RG_BULK_UPSERT))
     rc = bulk_merge(s, b, e);
-  else if (bulk_size(b) >= b->hold)
-    rc = bulk_spill(b, e);
+  else if (bulk_size(b) >= b->hold && (rc = bulk_spill(b, e)))
+    s->failed = rc;                  /* the held entries are half spilled */
   for (i = 0; rc == 0 && c->spec->nvix && i < n; i++)   /* vector indexes:
                                                   one slot at a time */
     if (b->vseq[i])
