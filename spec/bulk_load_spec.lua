@@ -59,9 +59,9 @@ local function doc(i)
 end
 
 describe("bulk load", function()
-  local db, c
+  local db, c, dbpath
   before_each(function()
-    db = H.open()
+    db, dbpath = H.open()
     c = assert(db:create_container("c", SPEC))
   end)
   after_each(function()
@@ -268,14 +268,14 @@ describe("bulk load", function()
   it("holds a load's entries across its batches and merges them alike, whatever its memory", function()
     local docs = {}
     for i = 1, 1200 do docs[i] = doc(i) end
-    docs[1201] = doc(7)                                -- an id of an earlier batch
-    docs[1202] = { id = "x", pk = "p5", u = "u5" }     -- its unique key too
-    docs[1203] = { id = "y", pk = "p5", u = "u1203" }
-    docs[1204] = { id = "z", pk = "p5", u = "u1203" }  -- one of the same batch
+    docs[1201] = { id = "y", pk = "p5", u = "u1203" }
+    docs[1202] = { id = "z", pk = "p5", u = "u1203" }  -- one of the same batch
+    docs[1203] = doc(1150)                             -- an id of the same batch
     local ref = assert(db:create_container("ref", SPEC))
     local rres, rinfo = assert(ref:bulk_load(docs, { batch = 250 }))
     assert.are.equal(1201, rres.written)
-    assert.are.equal(3, rres.failed)
+    assert.are.equal(2, rres.failed)
+    -- 1: every batch spilled; 40000 and 300000: some; false: none
     for k, memory in ipairs({ 1, 40000, 300000, false }) do
       local lc = assert(db:create_container("l" .. k, SPEC))
       local res, info = assert(lc:bulk_load(docs, { batch = 250,
@@ -287,6 +287,106 @@ describe("bulk load", function()
       assert.are.equal(1201, #assert(lc:changes{ mode = "all_versions", max_items = 5000 }))
       H.fails(409, lc:create({ id = "new", pk = "p6", u = "u6" }))
     end
+    assert.is_true(db:verify())
+  end)
+
+  it("refuses per document an id or unique key of an earlier batch held in memory", function()
+    local docs = {}
+    for i = 1, 1200 do docs[i] = doc(i) end
+    docs[1201] = doc(7)                                -- an id of an earlier batch
+    docs[1202] = { id = "x", pk = "p5", u = "u5" }     -- its unique key too
+    local ref = assert(db:create_container("ref", SPEC))
+    local rres = assert(ref:bulk_load(docs, { batch = 250 }))
+    local res = assert(c:bulk_load(docs, { batch = 250, transaction = "load" }))
+    assert.are.same(rres, res)
+    assert.are.equal(2, res.failed)
+    assert.are.equal(409, res.errors[1].status)
+    same_contents(ref, c, true)
+  end)
+
+  -- The files without a name in `dir` this process holds open (a load's
+  -- spilled runs): Linux's /proc, or nil.
+  local function open_in(dir)
+    local f = io.open("/proc/self/stat")
+    if not f then return nil end
+    local pid = f:read("*l"):match("^(%d+)")
+    f:close()
+    local ls = assert(io.popen("ls -l /proc/" .. pid .. "/fd 2>/dev/null"))
+    local n = 0
+    for line in ls:lines() do
+      if line:find(dir .. "/", 1, true) and line:find("(deleted)", 1, true)
+      then n = n + 1 end
+    end
+    ls:close()
+    return n
+  end
+
+  -- A load in one transaction that spills every batch of 250.
+  local function load_spilled(docs, progress)
+    return c:bulk_load(docs, { batch = 250, transaction = "load", memory = 1,
+                               progress = progress })
+  end
+
+  local function listing(dir)
+    local ls = assert(io.popen("ls -a " .. dir))
+    local t = ls:read("*a")
+    ls:close()
+    return t
+  end
+
+  H.local_it("fails a load whose spilled runs repeat an id or a unique key, naming it, leaving nothing",
+    "on a cluster a load is a transaction per batch (docs/cluster.md)", function()
+    local dir = dbpath
+    local before, seen = listing(dir), nil
+    for _, case in ipairs({
+      { doc = doc(7), msg = "id 'i7'" },
+      { doc = { id = "x", pk = "p5", u = "u5" }, msg = "/u" },
+    }) do
+      local docs = {}
+      for i = 1, 1000 do docs[i] = doc(i) end
+      docs[1001] = case.doc
+      local _, msg, status = load_spilled(docs, function()
+        seen = seen or open_in(dir)
+      end)
+      assert.are.equal(409, status, msg)
+      assert.matches(case.msg, msg, 1, true)
+      assert.are.equal(0, db:stats().containers.c.items)
+      assert.are.same({}, assert(c:changes{ max_items = 10 }))
+      assert.are.equal(before, listing(dir))        -- no file left behind
+      if seen then
+        assert.is_true(seen >= 1)                   -- a run was spilled
+        assert.are.equal(0, open_in(dir))           -- and its file closed
+      end
+    end
+    local docs = {}                                 -- and without repeats:
+    for i = 1, 1000 do docs[i] = doc(i) end         -- loaded, nothing left
+    assert.are.equal(1000, assert(load_spilled(docs)).written)
+    assert.are.equal(before, listing(dir))
+    if seen then assert.are.equal(0, open_in(dir)) end
+    assert.is_true(db:verify())
+  end)
+
+  H.local_it("leaves nothing of a spilled load whose merge fails part way",
+    "on a cluster a load is a transaction per batch (docs/cluster.md)", function()
+    local docs, first = {}, true
+    for i = 1, 1000 do docs[i] = doc(i) end
+    -- a write in the load's transaction takes a unique key of a spilled
+    -- run: the merge writes the items, refs, index and latest-version
+    -- entries, then fails on the unique keys
+    local _, msg, status = load_spilled(docs, function()
+      if first then
+        first = false
+        assert(c:create({ id = "w", pk = "p3", u = "u3" }))
+      end
+    end)
+    assert.are.equal(409, status, msg)
+    assert.matches("/u", msg, 1, true)
+    assert.are.equal(0, db:stats().containers.c.items)
+    H.fails(404, c:read("w", "p3"))
+    H.fails(404, c:read("i1", "p1"))
+    assert.are.same({}, assert(c:changes{ max_items = 10 }))
+    assert.is_true(db:verify())
+    assert.are.equal(1000, assert(load_spilled(docs)).written)
     assert.is_true(db:verify())
   end)
 

@@ -20,8 +20,9 @@ It also bulk-loads new documents into a second container ("bulk"), in
 several batches per call, logging each batch the load reports done; one
 load in three is one transaction (transaction = "load"), and one in three
 is one transaction into a container without vector or full-text indexes
-("plain"), whose batches' entries are held and merged into the tables
-when they pass a small, random memory bound and at the end.
+("plain"), whose batches' entries are held and, past a small, random
+memory bound, spilled to a temporary file as sorted runs, all merged into
+the tables at the end.
 
 After each kill the parent opens the database and checks:
   - db:verify() passes (indexes, unique keys, feed, statistics, the refs

@@ -40,6 +40,7 @@
 #include "store/hooks.h"
 #include "store/index.h"
 #include "store/search.h"
+#include "store/spill.h"
 #include "store/vindex.h"
 #include "store/write.h"
 
@@ -751,6 +752,18 @@ int rg_write (rg_scope *s, const rg_cont *c, const rg_wreq *w, rg_wres *r,
 ** to and its pages are written once.  The checks of a batch see what the
 ** held entries will write through the maps (keys, unique keys, partition
 ** sizes), as they see an earlier document of the same batch.
+**
+** Past the bound, a load that creates spills its entries (spill.h): each
+** table's runs merged into one and written to a temporary file, the maps
+** of keys and unique keys emptied, the partitions' sizes kept (their
+** limits and statistics are the load's as a whole).  At the end one merge
+** takes every spilled run and the entries still in memory, a heap over
+** their heads, so each table is written once in key order.  An id or a
+** unique key given again in a later run than the one that holds it is no
+** longer seen by the batch's checks: the merge meets it as a key already
+** put and fails the load (409, naming the id or the unique key's paths),
+** nothing of it written.  A load that upserts merges into the tables at
+** the bound instead, so that its later batches find the items there.
 */
 typedef struct bent {             /* a table entry, its bytes in the pool */
   uint64_t pre;                   /* the key's first 8 bytes, big-endian */
@@ -793,6 +806,10 @@ struct rg_bulk {
   size_t *heap;                   /* the merge's runs, by their head */
   size_t hcap;
   size_t hold;                    /* held up to this many bytes (0: not held) */
+  rg_spill *sp;                   /* the spilled runs, or NULL */
+  struct srun { uint64_t at[RG_NDB + 1]; } *sruns;  /* table db's entries
+                                     of a run: [at[db], at[db + 1]) */
+  size_t nsruns, srcap;
   char *spec;                     /* the container's spec the held entries
                                      were made under */
   size_t accepted;                /* of the batch */
@@ -901,6 +918,8 @@ void rg_bulk_free (rg_bulk *b) {
   free(b->later);
   free(b->vseq);
   free(b->spec);
+  rg_spill_close(b->sp);
+  free(b->sruns);
   free(b);
 }
 
@@ -917,6 +936,9 @@ static void bulk_reset (bulk *b) {
   b->keys.n = b->uniq.n = b->parts.n = 0;
   b->held = 0;
   b->oom = 0;
+  rg_spill_close(b->sp);             /* what was spilled: gone */
+  b->sp = NULL;
+  b->nsruns = 0;
 }
 
 void rg_bulk_hold (rg_bulk *b, size_t bound) {
@@ -1226,64 +1248,244 @@ static int bulk_merge_runs (bulk *b, blist *l) {
   return 0;
 }
 
-/* Second pass: one table's entries, sorted, appended past its last key. */
+/* A sorted run the merge takes entries from: the entries in memory
+** (rd.sp NULL) or a spilled run's of one table; k, v: its head. */
+typedef struct bsrc {
+  const bent *m, *mend;
+  rg_sread rd;
+  const uint8_t *k, *v;
+  uint32_t kn, vn;
+} bsrc;
+
+/* The run's next entry as its head: 1, 0 at its end, or a status. */
+static int src_next (const bulk *b, bsrc *x, rg_err *e) {
+  int rc;
+  if (x->rd.sp == NULL) {
+    if (x->m == x->mend) return 0;
+    x->k = (const uint8_t *)b->pool.p + x->m->k;
+    x->kn = x->m->kn;
+    x->v = (const uint8_t *)b->pool.p + x->m->v;
+    x->vn = x->m->vn;
+    x->m++;
+    return 1;
+  }
+  if ((rc = rg_sread_next(&x->rd, e)) != 1) return rc;
+  x->k = x->rd.k;
+  x->kn = x->rd.kn;
+  x->v = x->rd.v;
+  x->vn = x->rd.vn;
+  return 1;
+}
+
+/* The order of the tables (and of bent_cmp): key, then value, bytewise. */
+static int src_cmp (const bsrc *a, const bsrc *b) {
+  int c = memcmp(a->k, b->k, a->kn < b->kn ? a->kn : b->kn);
+  if (c) return c;
+  if (a->kn != b->kn) return a->kn < b->kn ? -1 : 1;
+  c = memcmp(a->v, b->v, a->vn < b->vn ? a->vn : b->vn);
+  if (c) return c;
+  return a->vn < b->vn ? -1 : a->vn > b->vn;
+}
+
+static void heap_down (bsrc *src, size_t *h, size_t k, size_t j) {
+  for (;;) {
+    size_t c = 2 * j + 1, t;
+    if (c >= k) break;
+    if (c + 1 < k && src_cmp(&src[h[c + 1]], &src[h[c]]) < 0) c++;
+    if (src_cmp(&src[h[c]], &src[h[j]]) >= 0) break;
+    t = h[j]; h[j] = h[c]; h[c] = t;
+    j = c;
+  }
+}
+
+/* A key the table holds already: the load's own, given again in another
+** run, or a write's in the load's transaction meanwhile. */
+static int key_taken (rg_scope *s, bulk *b, int db, const bsrc *x,
+                      rg_err *e) {
+  if (db == RG_DB_ITEMS) {
+    rg_ihdr h;
+    const char *json;
+    size_t jn;
+    cJSON *doc = NULL;
+    const cJSON *id = NULL;
+    if (rg_ihdr_get(x->v, x->vn, &h, &json, &jn) == 0 &&
+        (doc = cJSON_ParseWithLength(json, jn)) != NULL)
+      id = cJSON_GetObjectItemCaseSensitive(doc, "id");
+    rg_fail(e, 409, "conflict: an item with id '%s' already exists in this "
+            "partition", cJSON_IsString(id) ? id->valuestring : "?");
+    cJSON_Delete(doc);
+  }
+  else if (db == RG_DB_UNIQUE && x->kn >= 17 &&
+           x->k[x->kn - 17] < (unsigned)b->c->spec->nuniq)
+    rg_unique_fail(b->c->spec, x->k[x->kn - 17], e);
+  else
+    rg_fail(e, 409, "conflict: a write in the load's transaction took an id "
+            "or unique key that the load holds");
+  return s->failed = e->status;
+}
+
+/* Second pass: one table's entries, every run of them merged in key order
+** (a heap of the runs by their heads) and appended past its last key. */
 static int bulk_apply (bulk *b, int db, rg_err *e) {
   rg_scope *s = b->s;
   blist *l = &b->t[db];
   int dup = db == RG_DB_INDEX || db == RG_DB_LATEST;
-  rg_cur *cur;
+  rg_cur *cur = NULL;
   rg_val lk, lv;
-  size_t i;
-  int rc, appending = 0, have_last, group = 0;
-  if (l->n == 0) return 0;
+  rg_buf prev;                       /* the key put last (dup tables) */
+  bsrc *src;
+  size_t *h, k = 0, nsrc = 0, r;
+  int rc = 0, appending = 0, have_last, group = 0, put = 0;
+  if (l->n == 0 && b->nsruns == 0) return 0;
   if (bulk_runs(b) || bulk_merge_runs(b, l))
     return rg_fail(e, 500, "out of memory");
-  if ((rc = rg_cur_open(s->txn, db, &cur)))
-    return rg_scope_fail(s, rc, "write", e);
+  src = (bsrc *)calloc(b->nsruns + 1, sizeof(bsrc));
+  h = (size_t *)calloc(b->nsruns + 1, sizeof(size_t));
+  rg_buf_init(&prev);
+  if (src == NULL || h == NULL) {
+    rc = rg_fail(e, 500, "out of memory");
+    goto done;
+  }
+  for (r = 0; r < b->nsruns; r++)    /* the spilled runs, then memory's */
+    if (b->sruns[r].at[db] < b->sruns[r].at[db + 1])
+      rg_sread_init(&src[nsrc++].rd, b->sp, b->sruns[r].at[db],
+                    b->sruns[r].at[db + 1]);
+  if (l->n) {
+    src[nsrc].m = l->v;
+    src[nsrc++].mend = l->v + l->n;
+  }
+  for (r = 0; r < nsrc; r++) {
+    if ((rc = src_next(b, &src[r], e)) < 0 || rc > 1) goto failed;
+    if (rc == 1) h[k++] = r;
+  }
+  rc = 0;
+  if (k == 0) goto done;
+  for (r = k / 2; r-- > 0; ) heap_down(src, h, k, r);
+  if ((rc = rg_cur_open(s->txn, db, &cur))) {
+    rc = rg_scope_fail(s, rc, "write", e);
+    goto done;
+  }
   rc = rg_cur_get(cur, &lk, &lv, RG_LAST);
   have_last = rc == 0;
   if (rc && rc != RG_NOTFOUND) {
-    rg_cur_close(cur);
-    return rg_scope_fail(s, rc, "write", e);
+    rc = rg_scope_fail(s, rc, "write", e);
+    goto done;
   }
-  for (i = 0; i < l->n; i++) {
-    const bent *x = &l->v[i];
-    rg_val k, v;
+  rc = 0;
+  while (k > 0) {
+    bsrc *x = &src[h[0]];
     unsigned flags = 0;
-    int first = !(dup && i > 0 && l->v[i - 1].kn == x->kn &&   /* of its key */
-                  memcmp(b->pool.p + l->v[i - 1].k, b->pool.p + x->k,
-                         x->kn) == 0);
-    k.p = b->pool.p + x->k;
-    k.n = x->kn;
-    v.p = b->pool.p + x->v;
-    v.n = x->vn;
+    int first = !(dup && put && prev.n == x->kn &&              /* of its key */
+                  memcmp(prev.p, x->k, x->kn) == 0);
     if (!appending) {
-      int c = have_last ? cmp_val(&lk, k.p, k.n) : -1;
+      int c = have_last ? cmp_val(&lk, x->k, x->kn) : -1;
       if (c < 0) appending = 1;       /* past the last key: all that follow */
     }
     if (!dup) flags |= RG_KV_NOOVERWRITE;   /* decided new: never replaced */
     if (appending) flags |= dup && !first ? RG_KV_APPENDDUP : RG_KV_APPEND;
     else if (dup && first && db == RG_DB_LATEST) {   /* past its last dup? */
-      rg_val fk = k, fv;
+      rg_val fk, fv;
+      fk.p = x->k;
+      fk.n = x->kn;
       group = 0;
       rc = rg_cur_get(cur, &fk, &fv, RG_SET);
       if (rc == 0) rc = rg_cur_get(cur, &fk, &fv, RG_LAST_DUP);
-      if (rc == 0) group = cmp_val(&fv, v.p, v.n) < 0;
+      if (rc == 0) group = cmp_val(&fv, x->v, x->vn) < 0;
       else if (rc == RG_NOTFOUND) group = 2;   /* a new key */
       else break;
       if (group == 1) flags |= RG_KV_APPENDDUP;
     }
     else if (dup && group) flags |= RG_KV_APPENDDUP;
-    rc = rg_cur_put(cur, k.p, k.n, v.p, v.n, flags);
+    rc = rg_cur_put(cur, x->k, x->kn, x->v, x->vn, flags);
     if (rc == RG_KEYEXIST && dup) rc = 0;   /* there already */
+    if (rc == RG_KEYEXIST) {
+      rc = key_taken(s, b, db, x, e);
+      goto done;
+    }
     if (rc) break;
+    put = 1;
+    if (dup && first) {
+      prev.n = 0;
+      rg_buf_add(&prev, x->k, x->kn);
+      if (prev.oom) {
+        rc = rg_fail(e, 500, "out of memory");
+        goto done;
+      }
+    }
+    if ((rc = src_next(b, x, e)) == 0) h[0] = h[--k];
+    else if (rc != 1) goto failed;
+    rc = 0;
+    heap_down(src, h, k, 0);
   }
-  rg_cur_close(cur);
-  if (rc == RG_KEYEXIST)    /* taken in the load's transaction meanwhile */
-    return s->failed = rg_fail(e, 409, "conflict: a write in the load's "
-                               "transaction took an id or unique key that "
-                               "the load holds");
-  return rc ? rg_scope_fail(s, rc, "write", e) : 0;
+  if (rc) rc = rg_scope_fail(s, rc, "write", e);
+  goto done;
+failed:                              /* a spilled run could not be read */
+  s->failed = rc;
+done:
+  if (cur) rg_cur_close(cur);
+  for (r = 0; src && r < nsrc; r++) rg_sread_free(&src[r].rd);
+  free(src);
+  free(h);
+  rg_buf_free(&prev);
+  return rc;
+}
+
+/* The entries in memory written to the spill file as a run, table by
+** table, and emptied, but for the partitions' sizes (see above). */
+static int bulk_spill (bulk *b, rg_err *e) {
+  rg_scope *s = b->s;
+  struct srun *run;
+  rg_buf keep;
+  size_t i, o;
+  int db, rc = 0;
+  if (bulk_runs(b)) return rg_fail(e, 500, "out of memory");
+  if (b->nsruns == b->srcap) {
+    size_t cap = b->srcap ? 2 * b->srcap : 8;
+    struct srun *a = (struct srun *)realloc(b->sruns, cap * sizeof(*a));
+    if (a == NULL) return rg_fail(e, 500, "out of memory");
+    b->sruns = a;
+    b->srcap = cap;
+  }
+  if (b->sp == NULL && (rc = rg_spill_open(&b->sp, rg_env_path(s->env), e)))
+    return s->failed = rc;
+  run = &b->sruns[b->nsruns];
+  for (db = 0; db < RG_NDB; db++) {
+    blist *l = &b->t[db];
+    run->at[db] = rg_spill_at(b->sp);
+    if (bulk_merge_runs(b, l)) return rg_fail(e, 500, "out of memory");
+    for (i = 0; i < l->n && rc == 0; i++)
+      rc = rg_spill_put(b->sp, b->pool.p + l->v[i].k, l->v[i].kn,
+                        b->pool.p + l->v[i].v, l->v[i].vn, e);
+    if (rc) return s->failed = rc;
+  }
+  run->at[RG_NDB] = rg_spill_at(b->sp);
+  if ((rc = rg_spill_flush(b->sp, e))) return s->failed = rc;
+  b->nsruns++;
+  free(b->merged);                   /* the merge's buffer: not held */
+  b->merged = NULL;
+  b->mcap = 0;
+  rg_buf_init(&keep);                /* the partitions' keys, moved to the
+                                        front of the emptied pool */
+  for (i = 0; i < b->parts.cap; i++)
+    if (b->parts.v[i].off)
+      rg_buf_add(&keep, b->pool.p + b->parts.v[i].off, b->parts.v[i].len);
+  if (keep.oom) {
+    rg_buf_free(&keep);
+    return rg_fail(e, 500, "out of memory");
+  }
+  b->pool.n = 1;
+  for (i = 0, o = 0; i < b->parts.cap; i++)
+    if (b->parts.v[i].off) {
+      b->parts.v[i].off = pool_add(b, keep.p + o, b->parts.v[i].len);
+      o += b->parts.v[i].len;
+    }
+  rg_buf_free(&keep);
+  for (db = 0; db < RG_NDB; db++)
+    b->t[db].n = b->t[db].sorted = b->t[db].nruns = 0;
+  if (b->keys.cap) memset(b->keys.v, 0, b->keys.cap * sizeof(bslot));
+  if (b->uniq.cap) memset(b->uniq.v, 0, b->uniq.cap * sizeof(bslot));
+  b->keys.n = b->uniq.n = 0;
+  return b->oom ? rg_fail(e, 500, "out of memory") : 0;
 }
 
 /* The container is still the one the held entries were made under: a
@@ -1389,8 +1591,11 @@ int rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
   if (rc == 0 && (b->oom || bulk_runs(b))) rc = rg_fail(e, 500, "out of memory");
   if (rc) return rc;
   *written = b->accepted;
-  if (!b->hold || whole || b->nlater || bulk_size(b) >= b->hold)
+  if (!b->hold || whole || b->nlater ||
+      (bulk_size(b) >= b->hold && mode == RG_BULK_UPSERT))
     rc = bulk_merge(s, b, e);
+  else if (bulk_size(b) >= b->hold && (rc = bulk_spill(b, e)))
+    s->failed = rc;                  /* the held entries are half spilled */
   for (i = 0; rc == 0 && c->spec->nvix && i < n; i++)   /* vector indexes:
                                                   one slot at a time */
     if (b->vseq[i])

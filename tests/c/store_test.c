@@ -25,6 +25,7 @@
 #include "store/plan.h"
 #include "store/procs.h"
 #include "store/remote.h"
+#include "store/spill.h"
 #include "store/kv.h"
 #include "store/verify.h"
 #include "store/wal.h"
@@ -769,12 +770,71 @@ static void test_remote (void) {
 }
 /* }===================================================================== */
 
+/*
+** {=====================================================================
+** Spilled runs: records of any size read back, range by range
+** ======================================================================
+*/
+static void test_spill (void) {
+  rg_spill *sp;
+  rg_sread r[2];
+  uint64_t at[3];
+  size_t big = 3u << 20, i;          /* past the MiB a read takes */
+  uint8_t *v = (uint8_t *)malloc(big);
+  char key[32];
+  int run, n;
+  CHECK(v != NULL);
+  if (v == NULL) return;
+  for (i = 0; i < big; i++) v[i] = (uint8_t)(i * 7);
+  open_db(0);
+  STATUS(rg_spill_open(&sp, dir, &e), 0);
+  for (run = 0; run < 2; run++) {   /* run 0: small records around a big one */
+    at[run] = rg_spill_at(sp);
+    for (n = 0; n < 5000; n++) {
+      size_t vn = n == 2500 ? big : (size_t)(n % 300);
+      snprintf(key, sizeof(key), "r%d-%05d", run, n);
+      STATUS(rg_spill_put(sp, key, (uint32_t)strlen(key), v, (uint32_t)vn, &e), 0);
+    }
+  }
+  at[2] = rg_spill_at(sp);
+  STATUS(rg_spill_flush(sp, &e), 0);
+  {                                  /* the directory shows no file */
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "test $(ls -A %s | grep -vc -e '\\.mdb$' "
+             "-e '^regolith\\.' -e '^throughput\\.') -eq 0", dir);
+    CHECK(system(cmd) == 0);
+  }
+  for (run = 0; run < 2; run++) rg_sread_init(&r[run], sp, at[run], at[run + 1]);
+  for (n = 0; n < 5000; n++)         /* both runs at once, interleaved */
+    for (run = 0; run < 2; run++) {
+      size_t vn = n == 2500 ? big : (size_t)(n % 300);
+      snprintf(key, sizeof(key), "r%d-%05d", run, n);
+      CHECK(rg_sread_next(&r[run], &e) == 1);
+      CHECK(r[run].kn == strlen(key) && memcmp(r[run].k, key, r[run].kn) == 0);
+      CHECK(r[run].vn == vn && memcmp(r[run].v, v, vn) == 0);
+    }
+  for (run = 0; run < 2; run++) {
+    CHECK(rg_sread_next(&r[run], &e) == 0);
+    rg_sread_free(&r[run]);
+  }
+  rg_sread_init(&r[0], sp, at[0], at[0] + 10);   /* a record cut short */
+  CHECK(rg_sread_next(&r[0], &e) == 500);
+  rg_sread_free(&r[0]);
+  rg_spill_close(sp);
+  STATUS(rg_spill_open(&sp, "/nonexistent/dir", &e), 500);
+  CHECK(sp == NULL);
+  free(v);
+  close_db();
+}
+/* }===================================================================== */
+
 int main (void) {
   test_ranges();
   test_seam();
   test_remote();
   test_items();
   test_bulk();
+  test_spill();
   test_patch();
   test_feed();
   test_processor();
