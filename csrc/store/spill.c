@@ -43,7 +43,8 @@ int rg_spill_open (rg_spill **out, const char *dir, rg_err *e) {
     rg_buf_init(&name);
     rg_buf_addf(&name, "%s/load-XXXXXX", dir);
     rg_buf_addc(&name, 0);
-    if (!name.oom && (sp->fd = mkstemp(name.p)) >= 0) unlink(name.p);
+    if (!name.oom && (sp->fd = mkostemp(name.p, O_CLOEXEC)) >= 0)
+      unlink(name.p);
     rg_buf_free(&name);
   }
   if (sp->fd < 0) {
