@@ -290,6 +290,54 @@ describe("bulk load", function()
     assert.is_true(db:verify())
   end)
 
+  H.local_it("spills a load of many partitions a bounded number of times, its statistics and partition limits as without spilling",
+    "on a cluster a load is a transaction per batch (docs/cluster.md)", function()
+    -- one logical partition per item: past each spill the load's memory
+    -- holds only the batches since, not every partition it has touched
+    local docs = {}
+    for i = 1, 10000 do docs[i] = { id = "d" .. i, n = i } end
+    local ref = assert(db:create_container("ref", { partition_key = "/id" }))
+    local rres, rinfo = assert(ref:bulk_load(docs, { batch = 100,
+      transaction = "load" }))
+    assert.are.equal(0, rinfo.spilled)             -- a gigabyte holds it
+    local lc = assert(db:create_container("l", { partition_key = "/id" }))
+    local res, info = assert(lc:bulk_load(docs, { batch = 100,
+      transaction = "load", memory = 400000 }))
+    assert.are.same(rres, res)
+    assert.are.equal(rinfo.charge, info.charge)
+    -- 100 batches, about 5 held at a time: a spill per 5 or so (19), not
+    -- one per batch once the partitions alone fill the bound (86)
+    assert.is_true(info.spilled >= 3 and info.spilled <= 30, info.spilled)
+    local rs, ls = db:stats().containers.ref, db:stats().containers.l
+    assert.are.equal(10000, ls.items)
+    assert.are.same({ rs.items, rs.bytes }, { ls.items, ls.bytes })
+    assert.is_true(db:verify())                    -- each partition's too
+
+    -- a partition's limit holds across spills: a few partitions filled
+    -- batch after batch, some documents refused (403) as without spilling
+    -- (each load one _lsn, of as many digits: the items' sizes alike)
+    local full, pspec = {}, { partition_key = "/pk", max_partition_bytes = 30000 }
+    for i = 1, 3000 do
+      full[i] = { id = "f" .. i, pk = "p" .. (i % 7), pad = ("x"):rep(40 + i % 13) }
+    end
+    local fres
+    for k, memory in ipairs({ false, 1, 50000 }) do
+      local fc = assert(db:create_container("f" .. k, pspec))
+      local r, fi = assert(fc:bulk_load(full, { batch = 100,
+        transaction = "load", memory = memory or nil }))
+      fres = fres or r
+      assert.are.same(fres, r)
+      assert.is_true(r.written > 1000 and r.failed > 1000)
+      assert.are.equal(403, r.errors[1].status)
+      if memory then assert.is_true(fi.spilled >= 2, fi.spilled)
+      else assert.are.equal(0, fi.spilled) end
+      local a, b = db:stats().containers.f1, db:stats().containers["f" .. k]
+      assert.are.same({ a.items, a.bytes }, { b.items, b.bytes })
+      H.fails(403, fc:create({ id = "more", pk = "p3", pad = ("x"):rep(200) }))
+    end
+    assert.is_true(db:verify())
+  end)
+
   it("refuses per document an id or unique key of an earlier batch held in memory", function()
     local docs = {}
     for i = 1, 1200 do docs[i] = doc(i) end

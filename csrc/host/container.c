@@ -1175,14 +1175,15 @@ static int cont_bulk_opts (lua_State *L) {
   return 4;
 }
 
-/* c:_bulk_whole(fn, again, memory) -> true | nil, msg, status: runs fn(load) in
+/* c:_bulk_whole(fn, again, memory) -> true, spilled | nil, msg, status: runs fn(load) in
 ** one write transaction (joining a running one), committed when fn returns
 ** true (the entries its batches hold merged into the tables first),
 ** abandoned when it returns nil, msg, status (or raises).  load: what
 ** fn passes to c:_bulk_batch as `joined`.  A map
 ** that runs out of room runs fn again from the start if `again` (the
 ** documents can be read again), else fails the load (507): the iterator
-** it read from is spent. */
+** it read from is spent.  spilled: the runs the load spilled to its
+** temporary file (rg_bulk_spilled; of its last run). */
 typedef struct wholecall {
   lua_State *L;
   rg_lcont *lc;
@@ -1228,6 +1229,7 @@ static int whole_run (lua_State *L) {
 static int cont_bulk_whole (lua_State *L) {
   wholecall q;
   int i, status;
+  size_t spilled;
   q.lc = rgl_checkcont(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   lua_settop(L, 4);
@@ -1248,13 +1250,15 @@ static int cont_bulk_whole (lua_State *L) {
   lua_pushlightuserdata(L, &q);
   status = lua_pcall(L, 6, 0, 0);
   q.h->running = 0;
+  spilled = rg_bulk_spilled(q.h->b);
   lua_pushcfunction(L, bulkload_close);  /* its memory back now, not at gc */
   lua_pushvalue(L, 5);
   lua_call(L, 1, 0);
   if (status != 0) return lua_error(L);
   if (q.rc) return rgl_push_fail(L, &q.e);
   lua_pushboolean(L, 1);
-  return 1;
+  lua_pushinteger(L, (lua_Integer)spilled);
+  return 2;
 }
 
 /* c:_bulk_batch(docs, mode, joined) -> written, errors, work | nil, msg,

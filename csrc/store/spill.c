@@ -11,7 +11,8 @@
 
 #include "store/spill.h"
 
-#define SPILL_BUF (1u << 20)     /* written and read a MiB at a time */
+#define SPILL_BUF (1u << 20)     /* written a MiB at a time, read by at most */
+#define SREAD_MIN (1u << 16)     /* and at least this much (rg_sread_buf) */
 
 struct rg_spill {
   int fd;
@@ -43,7 +44,8 @@ int rg_spill_open (rg_spill **out, const char *dir, rg_err *e) {
     rg_buf_init(&name);
     rg_buf_addf(&name, "%s/load-XXXXXX", dir);
     rg_buf_addc(&name, 0);
-    if (!name.oom && (sp->fd = mkstemp(name.p)) >= 0) unlink(name.p);
+    if (!name.oom && (sp->fd = mkostemp(name.p, O_CLOEXEC)) >= 0)
+      unlink(name.p);
     rg_buf_free(&name);
   }
   if (sp->fd < 0) {
@@ -112,11 +114,18 @@ int rg_spill_put (rg_spill *sp, const void *k, uint32_t kn, const void *v,
 }
 
 void rg_sread_init (rg_sread *r, const rg_spill *sp, uint64_t from,
-                    uint64_t to) {
+                    uint64_t to, size_t buf) {
   memset(r, 0, sizeof(*r));
   r->sp = sp;
   r->at = from;
   r->end = to;
+  r->size = buf ? buf : 1;
+}
+
+size_t rg_sread_buf (size_t bound, size_t runs) {
+  size_t n = bound / (runs + 1);
+  if (n < SREAD_MIN) n = SREAD_MIN;
+  return n > SPILL_BUF ? SPILL_BUF : n;
 }
 
 /* At least `need` bytes in buf[bi..bn), or a status (a short file). */
@@ -128,8 +137,8 @@ static int sread_fill (rg_sread *r, size_t need, rg_err *e) {
     r->bi = 0;
     r->bn = have;
   }
-  if (r->cap < need || r->cap < SPILL_BUF) {
-    size_t cap = need > SPILL_BUF ? need : SPILL_BUF;
+  if (r->cap < need || r->cap < r->size) {
+    size_t cap = need > r->size ? need : r->size;
     uint8_t *a = (uint8_t *)realloc(r->buf, cap);
     if (a == NULL) return rg_fail(e, 500, "out of memory");
     r->buf = a;

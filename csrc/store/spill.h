@@ -44,11 +44,17 @@ typedef struct rg_sread {
   uint64_t at, end;              /* of the file, not yet in buf */
   uint8_t *buf;
   size_t bi, bn, cap;            /* buf[bi..bn): read, not yet given */
+  size_t size;                   /* read this much at a time */
   const uint8_t *k, *v;
   uint32_t kn, vn;
 } rg_sread;
+/* `buf`: the bytes read at a time (the buffer grows only for a longer
+** record); rg_sread_buf gives it for `runs` readers of a load held to
+** `bound` bytes: their buffers together stay within the bound but for a
+** floor of 64 KiB each, a MiB each at most. */
 void rg_sread_init (rg_sread *r, const rg_spill *sp, uint64_t from,
-                    uint64_t to);
+                    uint64_t to, size_t buf);
+size_t rg_sread_buf (size_t bound, size_t runs);
 int  rg_sread_next (rg_sread *r, rg_err *e);
 void rg_sread_free (rg_sread *r);
 

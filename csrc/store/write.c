@@ -740,7 +740,7 @@ int rg_write (rg_scope *s, const rg_cont *c, const rg_wreq *w, rg_wres *r,
 ** appends past the table's last key (an empty container's first batch is
 ** written as fully packed pages).  Seqs are given in order, so refs and
 ** latest-version entries always append.  The statistics are bumped once
-** per logical partition and once per merge.
+** per logical partition and once per merge (or spill).
 ** Items that exist (upsert) and keys given twice in a batch go through
 ** the ordinary write path afterwards, in the same scope.
 **
@@ -754,9 +754,12 @@ int rg_write (rg_scope *s, const rg_cont *c, const rg_wreq *w, rg_wres *r,
 ** sizes), as they see an earlier document of the same batch.
 **
 ** Past the bound, a load that creates spills its entries (spill.h): each
-** table's runs merged into one and written to a temporary file, the maps
-** of keys and unique keys emptied, the partitions' sizes kept (their
-** limits and statistics are the load's as a whole).  At the end one merge
+** table's runs merged into one and written to a temporary file, the
+** statistics of their partitions and container bumped in the load's
+** transaction, and the lists and maps emptied, so that memory stays
+** within the bound however many partitions the load fills (a partition
+** met again reads its size, the spilled entries' included, from its
+** statistics, so its limit is the load's as a whole).  At the end one merge
 ** takes every spilled run and the entries still in memory, a heap over
 ** their heads, so each table is written once in key order.  An id or a
 ** unique key given again in a later run than the one that holds it is no
@@ -810,6 +813,7 @@ struct rg_bulk {
   struct srun { uint64_t at[RG_NDB + 1]; } *sruns;  /* table db's entries
                                      of a run: [at[db], at[db + 1]) */
   size_t nsruns, srcap;
+  size_t spilled;                 /* runs spilled since rg_bulk_hold */
   char *spec;                     /* the container's spec the held entries
                                      were made under */
   size_t accepted;                /* of the batch */
@@ -944,6 +948,11 @@ static void bulk_reset (bulk *b) {
 void rg_bulk_hold (rg_bulk *b, size_t bound) {
   bulk_reset(b);
   b->hold = bound;
+  b->spilled = 0;
+}
+
+size_t rg_bulk_spilled (const rg_bulk *b) {
+  return b->spilled;
 }
 
 /* The memory the held entries take. */
@@ -1349,7 +1358,8 @@ static int bulk_apply (bulk *b, int db, rg_err *e) {
   for (r = 0; r < b->nsruns; r++)    /* the spilled runs, then memory's */
     if (b->sruns[r].at[db] < b->sruns[r].at[db + 1])
       rg_sread_init(&src[nsrc++].rd, b->sp, b->sruns[r].at[db],
-                    b->sruns[r].at[db + 1]);
+                    b->sruns[r].at[db + 1],
+                    rg_sread_buf(b->hold, b->nsruns));
   if (l->n) {
     src[nsrc].m = l->v;
     src[nsrc++].mend = l->v + l->n;
@@ -1430,13 +1440,41 @@ done:
   return rc;
 }
 
+/* The statistics of the partitions the held entries add to, and of their
+** container, bumped in the scope (once per partition); the map of
+** partitions emptied: a partition met again reads its size, these
+** entries' included, from the statistics (partition_bytes). */
+static int bulk_stats (rg_scope *s, bulk *b, rg_err *e) {
+  const rg_cont *c = b->c;
+  uint64_t added = 0, bytes = 0;
+  size_t i;
+  int rc = 0;
+  for (i = 0; rc == 0 && i < b->parts.cap; i++) {
+    bslot *ps = &b->parts.v[i];
+    if (!ps->off || ps->a == 0) continue;
+    rc = rg_scope_add(s, RG_DB_PARTS, b->pool.p + ps->off, ps->len, ps->a,
+                      ps->b, c->spec->max_partition_bytes, RG_KV_DROP0, e);
+    added += (uint64_t)ps->a;
+    bytes += (uint64_t)ps->b;
+  }
+  if (rc == 0 && added) {
+    uint8_t ck[8];
+    rc = rg_scope_add(s, RG_DB_META, ck,
+                      rg_meta_key(ck, RG_MK_STATS, c->spec->cid, NULL, 0),
+                      (int64_t)added, (int64_t)bytes, 0, 0, e);
+  }
+  if (rc) return rc;
+  if (b->parts.cap) memset(b->parts.v, 0, b->parts.cap * sizeof(bslot));
+  b->parts.n = 0;
+  return 0;
+}
+
 /* The entries in memory written to the spill file as a run, table by
-** table, and emptied, but for the partitions' sizes (see above). */
+** table, their statistics bumped (bulk_stats), and all emptied. */
 static int bulk_spill (bulk *b, rg_err *e) {
   rg_scope *s = b->s;
   struct srun *run;
-  rg_buf keep;
-  size_t i, o;
+  size_t i;
   int db, rc = 0;
   if (bulk_runs(b)) return rg_fail(e, 500, "out of memory");
   if (b->nsruns == b->srcap) {
@@ -1461,25 +1499,12 @@ static int bulk_spill (bulk *b, rg_err *e) {
   run->at[RG_NDB] = rg_spill_at(b->sp);
   if ((rc = rg_spill_flush(b->sp, e))) return s->failed = rc;
   b->nsruns++;
+  b->spilled++;
   free(b->merged);                   /* the merge's buffer: not held */
   b->merged = NULL;
   b->mcap = 0;
-  rg_buf_init(&keep);                /* the partitions' keys, moved to the
-                                        front of the emptied pool */
-  for (i = 0; i < b->parts.cap; i++)
-    if (b->parts.v[i].off)
-      rg_buf_add(&keep, b->pool.p + b->parts.v[i].off, b->parts.v[i].len);
-  if (keep.oom) {
-    rg_buf_free(&keep);
-    return rg_fail(e, 500, "out of memory");
-  }
+  if ((rc = bulk_stats(s, b, e))) return rc;
   b->pool.n = 1;
-  for (i = 0, o = 0; i < b->parts.cap; i++)
-    if (b->parts.v[i].off) {
-      b->parts.v[i].off = pool_add(b, keep.p + o, b->parts.v[i].len);
-      o += b->parts.v[i].len;
-    }
-  rg_buf_free(&keep);
   for (db = 0; db < RG_NDB; db++)
     b->t[db].n = b->t[db].sorted = b->t[db].nruns = 0;
   if (b->keys.cap) memset(b->keys.v, 0, b->keys.cap * sizeof(bslot));
@@ -1509,28 +1534,13 @@ static int bulk_merge (rg_scope *s, bulk *b, rg_err *e) {
   static const int order[] = { RG_DB_ITEMS, RG_DB_REFS, RG_DB_INDEX,
                                RG_DB_LATEST, RG_DB_TTL, RG_DB_UNIQUE,
                                RG_DB_FEED };
-  const rg_cont *c = b->c;
-  uint64_t added = 0, bytes = 0;
   size_t i;
   int rc;
   b->s = s;
   if ((rc = spec_unchanged(s, b, e))) return rc;
   for (i = 0; rc == 0 && i < sizeof(order) / sizeof(order[0]); i++)
     rc = bulk_apply(b, order[i], e);
-  for (i = 0; rc == 0 && i < b->parts.cap; i++) {    /* statistics */
-    bslot *ps = &b->parts.v[i];
-    if (!ps->off || ps->a == 0) continue;
-    rc = rg_scope_add(s, RG_DB_PARTS, b->pool.p + ps->off, ps->len, ps->a,
-                      ps->b, c->spec->max_partition_bytes, RG_KV_DROP0, e);
-    added += (uint64_t)ps->a;
-    bytes += (uint64_t)ps->b;
-  }
-  if (rc == 0 && added) {
-    uint8_t ck[8];
-    rc = rg_scope_add(s, RG_DB_META, ck,
-                      rg_meta_key(ck, RG_MK_STATS, c->spec->cid, NULL, 0),
-                      (int64_t)added, (int64_t)bytes, 0, 0, e);
-  }
+  if (rc == 0) rc = bulk_stats(s, b, e);
   if (rc == 0) bulk_reset(b);
   if (rc == 0 && b->hold) {          /* the merge's buffer: not held */
     free(b->merged);

@@ -77,14 +77,17 @@ int  rg_bulk_write (rg_scope *s, rg_bulk *b, const rg_cont *c,
                     rg_err *e);
 void rg_bulk_clear (rg_bulk_item *items, size_t n);
 /* A load in one transaction: from here on (and emptied now) the entries of
-** b's batches are held, up to `bound` bytes of memory, and merged into the
-** tables in key order when they reach it, when a batch upserts items that
-** exist, or at rg_bulk_flush, which the load calls before it commits.
-** Until then the tables do not show the held items (the batches' own
-** checks do).  Containers with vector or full-text indexes are merged
-** batch by batch. */
+** b's batches are held, up to `bound` bytes of memory; past it they are
+** spilled to a temporary file (their statistics bumped then), or merged
+** into the tables in key order by a load that upserts; they are merged
+** when a batch upserts items that exist, or at rg_bulk_flush, which the
+** load calls before it commits.  Until then the tables do not show the
+** held items (the batches' own checks do).  Containers with vector or
+** full-text indexes are merged batch by batch. */
 void rg_bulk_hold (rg_bulk *b, size_t bound);
 int  rg_bulk_flush (rg_scope *s, rg_bulk *b, rg_err *e);
+/* The runs spilled to the temporary file since rg_bulk_hold. */
+size_t rg_bulk_spilled (const rg_bulk *b);
 
 /* Reads an item by key in `txn`: 0 and the value (header stripped,
 ** valid until the transaction changes), or 404 (absent or expired). */

@@ -23,7 +23,8 @@ batches of the same size), the anchor of the same run, with its rate per
 tenth too.  --batch sets the bulk load's batch (default blog.load's),
 --transaction its transactions ("batch", the default: one per batch;
 "load": one per container's load), --memory what a load in one
-transaction holds before it merges into the tables (bulk_load's memory);
+transaction holds in memory before it spills a sorted run to a temporary
+file (an upserting load: merges into the tables) (bulk_load's memory);
 DIR defaults to a temporary directory, removed at the end with the
 databases in it.
 ]]

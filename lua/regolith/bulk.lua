@@ -13,7 +13,8 @@ opts.progress(done, written, failed) after each batch; opts.transaction
 "load" (a local database) makes the whole load one transaction, the
 batches parts of it (c:_bulk_whole), so that a table's pages are copied
 once per load rather than once per batch, and its entries are held
-(up to opts.memory bytes) and merged into the tables in key order.  Under a throughput
+(up to opts.memory bytes, past it spilled to a temporary file: info.spilled
+runs) and merged into the tables in key order.  Under a throughput
 budget each batch is admitted as a fan-out request is and debited its
 charge; a 429 (any failure of a batch) stops the load, the batches before
 it written.
@@ -85,7 +86,9 @@ local function bulk_load(c, docs, opts)
   if not ok then
     return nil, err, st, { written = 0, failed = 0, errors = {} }
   end
-  return result, work_info(work)
+  local info = work_info(work)
+  info.spilled = err                 -- (on success: the runs spilled)
+  return result, info
 end
 
 return { bulk_load = bulk_load }

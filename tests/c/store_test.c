@@ -804,7 +804,13 @@ static void test_spill (void) {
              "-e '^regolith\\.' -e '^throughput\\.') -eq 0", dir);
     CHECK(system(cmd) == 0);
   }
-  for (run = 0; run < 2; run++) rg_sread_init(&r[run], sp, at[run], at[run + 1]);
+  /* a reader's buffer: from the bound shared by the runs, 64 KiB to 1 MiB */
+  CHECK(rg_sread_buf((size_t)1 << 30, 2) == 1u << 20);
+  CHECK(rg_sread_buf((size_t)16 << 20, 31) == 512u << 10);
+  CHECK(rg_sread_buf((size_t)64 << 20, 1600) == 64u << 10);
+  CHECK(rg_sread_buf(1, 5000) == 64u << 10);
+  rg_sread_init(&r[0], sp, at[0], at[1], rg_sread_buf(1, 2));
+  rg_sread_init(&r[1], sp, at[1], at[2], rg_sread_buf((size_t)1 << 30, 2));
   for (n = 0; n < 5000; n++)         /* both runs at once, interleaved */
     for (run = 0; run < 2; run++) {
       size_t vn = n == 2500 ? big : (size_t)(n % 300);
@@ -812,12 +818,16 @@ static void test_spill (void) {
       CHECK(rg_sread_next(&r[run], &e) == 1);
       CHECK(r[run].kn == strlen(key) && memcmp(r[run].k, key, r[run].kn) == 0);
       CHECK(r[run].vn == vn && memcmp(r[run].v, v, vn) == 0);
+      if (n < 2500)                  /* grown only for the big record */
+        CHECK(r[run].cap == (run ? 1u << 20 : 64u << 10));
+      else
+        CHECK(r[run].cap >= big + 8 + strlen(key));
     }
   for (run = 0; run < 2; run++) {
     CHECK(rg_sread_next(&r[run], &e) == 0);
     rg_sread_free(&r[run]);
   }
-  rg_sread_init(&r[0], sp, at[0], at[0] + 10);   /* a record cut short */
+  rg_sread_init(&r[0], sp, at[0], at[0] + 10, 1 << 16);   /* cut short */
   CHECK(rg_sread_next(&r[0], &e) == 500);
   rg_sread_free(&r[0]);
   rg_spill_close(sp);
