@@ -203,6 +203,67 @@ it("traces where a request's time goes when REGOLITH_QUEUE_TRACE names a file", 
   assert.are.equal(4, n)
 end)
 
+it("keeps every traced line whole while several processes append to the file", function()
+  -- more than a buffer's worth (64 KiB) of lines from each process, at
+  -- once: a line cut between two writes of its process, with another's
+  -- between them, would come out broken
+  local trace, kids, n = path .. "/trace", {}, 2500
+  for i = 1, 3 do
+    kids[i] = spawn(prelude(path, '{ sync = "none" }') ..
+      ('for j = 1, %d do assert(q:create(c, { id = "t%d-" .. j, pk = "p" })) end\nprint("wrote")\n')
+        :format(n, i), "REGOLITH_QUEUE_TRACE=" .. trace)
+    expect(kids[i], "^ready")
+  end
+  go(path)
+  for i = 1, 3 do assert.is_truthy(finish(kids[i]):find("wrote", 1, true)) end
+  local requests, members = 0, 0
+  for line in io.lines(trace) do
+    if line:match("^r ") then
+      assert.is_truthy(line:match("^r %d+ %d+ %d+ %d+ %d+ [01]$"), line)
+      requests = requests + 1
+    else
+      assert.is_truthy(line:match("^b %d+ %d+ %d+ %d+$"), line)
+      members = members + tonumber(line:match("^b (%d+)"))
+    end
+  end
+  assert.are.equal(3 * n, requests)
+  assert.are.equal(3 * n, members)
+end)
+
+it("keeps its own file when another layout's is left by a build still running", function()
+  -- regolith.queue as the build before this layout leaves it while its
+  -- processes still run (an upgrade without a reboot): stamped with this
+  -- boot, layout 1
+  db:close()
+  local f = assert(io.open("/proc/sys/kernel/random/boot_id", "rb"))
+  local boot = f:read(39)
+  f:close()
+  -- magic (u64 0x3155455551475247, little-endian), layout 1, 64 slots
+  local head = "GRGQUEU1" .. "\1\0\0\0" .. "\64\0\0\0" .. boot ..
+               ("\0"):rep(40 - #boot)
+  local old = head .. ("\0"):rep(4 * 2 ^ 20 - #head)
+  f = assert(io.open(path .. "/regolith.queue", "wb"))
+  f:write(old)
+  f:close()
+  db = assert(regolith.open(path))
+  c = assert(db:container("c"))
+  q = db:write_queue()
+  -- this build's queue serves this process and another
+  local before = db:stats().queue.batches
+  assert(q:create(c, { id = "new", pk = "p" }))
+  assert.are.equal(before + 1, db:stats().queue.batches)
+  local k = spawn(prelude(path) .. 'show(q:create(c, { id = "other", pk = "p" }))\n')
+  expect(k, "^ready")
+  go(path)
+  assert.is_truthy(finish(k):find("ok other", 1, true))
+  assert.are.equal(before + 2, db:stats().queue.batches)
+  -- and the other build's file is left as it was, for its processes
+  f = assert(io.open(path .. "/regolith.queue", "rb"))
+  assert.is_true(f:read("a") == old)
+  f:close()
+  assert(db:verify())
+end)
+
 it("goes on when a waiting process is killed", function()
   local kids = {}
   for i = 1, 3 do

@@ -62,7 +62,8 @@ do
 end
 
 local KEYS, PARTS = 48, 4
-local IGNORED = { "lock.mdb", "regolith.shm", "throughput.shm", "regolith.queue" }
+local IGNORED = { "lock.mdb", "regolith.shm", "throughput.shm", "regolith.queue",
+                  "regolith.queue.2" }
 
 local function key_of(n) return "k" .. n, "p" .. (n % PARTS) end
 

@@ -16,8 +16,11 @@
 #define RG_MAX_PATCH_OPS   10
 #define RG_MAX_BATCH_OPS   100
 /* the items a batch's creates, replaces, upserts and patches write, as
-** stored (JSON text), in all: Cosmos DB's 2 MB request payload, which
-** keeps a batch under a cluster's RG_MAX_APPLY_BYTES too: 413 */
+** stored (JSON text), in all: Cosmos DB's 2 MB request payload: 413.  It
+** does not bound a cluster's apply: a batch's also writes the items'
+** index, latest and unique entries, and with an all-versions change feed
+** a copy of each item, so it can pass RG_MAX_APPLY_BYTES (a script's
+** bound, not a batch's) */
 #define RG_MAX_BATCH_BYTES (2u << 20)
 #define RG_MAX_PK_PATHS    3
 #define RG_MAX_PARTITIONS  256

@@ -303,6 +303,11 @@ void rg_script_mark (rg_scope *s, rg_wmark *m) {
   m->bytes = rg_kv_pending(s->txn);
 }
 
+/* The one rule of "a tenth left": whether `left` of `whole` is no more. */
+static int tenth_left (uint64_t left, uint64_t whole) {
+  return left <= whole / RG_ACCEPT_LEFT;
+}
+
 int rg_script_writes (rg_scope *s, const rg_wmark *m) {
   uint64_t items, bytes, n = s->work.written, b = rg_kv_pending(s->txn);
   if (write_bounds(s, &items, &bytes)) {   /* the call's own */
@@ -310,17 +315,18 @@ int rg_script_writes (rg_scope *s, const rg_wmark *m) {
     b = b > m->bytes ? b - m->bytes : 0;
   }
   if (n > items || b > bytes) return RG_WRITES_OVER;
-  if ((items != UINT64_MAX && items - n < items / 10 + 1) ||
-      bytes - b < bytes / 10)
+  if ((items != UINT64_MAX && tenth_left(items - n, items)) ||
+      tenth_left(bytes - b, bytes))
     return RG_WRITES_NEAR;
   return 0;
 }
 
 int rg_script_accepted (const rg_runleft *r, rg_scope *s,
                         const rg_wmark *m) {
-  if (r->stopped || r->insns_left <= r->insns / RG_ACCEPT_LEFT ||
-      r->memory_left <= r->memory / RG_ACCEPT_LEFT ||
-      (r->time > 0 && r->time_left <= r->time / RG_ACCEPT_LEFT))
+  if (r->stopped || tenth_left(r->insns_left, r->insns) ||
+      tenth_left(r->memory_left, r->memory) ||
+      (r->time > 0 && (r->time_left <= 0 ||
+                       tenth_left((uint64_t)r->time_left, (uint64_t)r->time))))
     return 0;
   return s == NULL || rg_script_writes(s, m) == 0;
 }

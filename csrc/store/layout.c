@@ -22,8 +22,9 @@
 **              "\1seq"                -> u32 last item seq handed out
 **              "\1pathid"             -> u32 last path id handed out
 **              "\1scripts"            -> u64 version of the scripts (scripts.c)
-**              "\1qbatch"             -> u64 the write queue's last batch
-**                                        committed (queue.c)
+**              "\1qbatch2"            -> u64 the last batch the write queue
+**                                        of layout 2 committed (queue.c;
+**                                        "\1qbatch": layout 1's)
 **              "\1throughput"         -> u64 version of the throughput
 **                                        settings, then the database's
 **                                        setting as JSON text (throughput.c)

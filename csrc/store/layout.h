@@ -182,7 +182,10 @@ int rg_key_place (int tb, const uint8_t *k, size_t kn, const uint8_t *dup,
 #define RG_META_SEQ     "\x01seq"              /* u32: the last item seq */
 #define RG_META_PATHID  "\x01pathid"           /* u32: the last path id */
 #define RG_META_THROUGHPUT "\x01throughput"    /* u64 version, setting JSON */
-#define RG_META_QBATCH  "\x01qbatch"           /* u64: the queue's last batch */
+/* u64: the last batch the write queue committed, under this key followed
+** by the queue's layout ("\x01qbatch2", store/queue.c; the bare key was
+** layout 1's) */
+#define RG_META_QBATCH  "\x01qbatch"
 /* A remote database's only (remote.h): a container's catalog epoch, kept
 ** by each of its buckets (RG_META_EPOCH, the place's own) and by the
 ** global place beside its spec (RG_MK_EPOCH | cid). */

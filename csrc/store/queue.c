@@ -1,15 +1,20 @@
 /*
 ** queue.c: the write queue the processes of a database share (queue.h).
 **
-** The file <dir>/regolith.queue (3 MiB): a header page (stamp, the leader
+** The file <dir>/regolith.queue.2 (3 MiB): a header page (stamp, the leader
 ** lock, a futex word counting the batches, counters), then Q_SLOTS slots,
 ** each a small header, a request area and a result area.  It is allocated
 ** whole when made, and never flushed: it describes the processes of this
 ** boot, which its stamp names; a process finding another boot's stamp (or
 ** none) makes it anew, under a lock on its first byte (where it cannot be
-** allocated, a full disk, there is no queue).  A file stamped by this boot in another
-** layout (a build before, still running) is left alone, and this process
-** writes without the queue.
+** allocated, a full disk, there is no queue).  Its name carries its
+** layout (Q_LAYOUT), and so does the meta key of its batch number
+** (RG_META_QBATCH): a build laying the slots out otherwise uses another
+** file and another number, so that its processes still running after an
+** upgrade without a reboot keep their own queue, which the new build's
+** never reads nor remakes under them (the two queues' leaders take LMDB's
+** writer lock in turn, as two writers alone do), and neither reads the
+** other's batch number as its own.
 **
 ** A process queues: it takes a FREE slot (a compare-and-swap), writes its
 ** request, marks it PENDING, and then, until its slot has an outcome,
@@ -37,15 +42,18 @@
 ** REGOLITH_QUEUE_TRACE=<file> (read once, when the queue is opened; off,
 ** it costs a branch) appends to <file> a line per request its process
 ** made ("r": from queued to claimed, to committed, to its outcome, to its
-** process seeing it, and the whole, in µs; whether it led) and one per
-** batch it led ("b": members, the gathering, the transaction, the
-** commit's flush, in µs), for examples/bench/queuetrace.lua.
+** process seeing it, and the whole, in µs; whether it led a batch) and
+** one per batch it led ("b": members, the gathering, the transaction, the
+** commit's flush, in µs), each line in one write(2) to a file opened for
+** appending, so that the lines of several processes never mix, for
+** examples/bench/queuetrace.lua.
 */
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +72,12 @@
 #include "store/shm.h"
 
 #define Q_MAGIC   0x3155455551475247ull   /* "GRQUEUE1" */
-#define Q_LAYOUT  2u
+#define Q_LAYOUT_N 2                      /* the layout, which names */
+#define Q_TEXT(x) #x
+#define Q_DIGITS(x) Q_TEXT(x)
+#define Q_LAYOUT  ((uint32_t)Q_LAYOUT_N)
+#define Q_FILE    "regolith.queue." Q_DIGITS(Q_LAYOUT_N)  /* the file */
+#define Q_BATCH   RG_META_QBATCH Q_DIGITS(Q_LAYOUT_N)     /* its batch key */
 #define Q_SLOTS   64
 #define Q_REQ     (16u << 10)
 #define Q_RES     (32u << 10)
@@ -108,7 +121,7 @@ typedef struct qhead {
 struct rg_queue {
   int fd;
   int gather_us;               /* Q_GATHER_US, or REGOLITH_QUEUE_GATHER's */
-  FILE *trace;                 /* REGOLITH_QUEUE_TRACE's, or NULL */
+  int trace;                   /* REGOLITH_QUEUE_TRACE's fd, or -1 */
   size_t len;
   qhead *h;
   qslot *slots;
@@ -125,8 +138,23 @@ void rg_queue_close (rg_queue *q) {
   if (q == NULL) return;
   if (q->h) munmap(q->h, q->len);
   if (q->fd >= 0) close(q->fd);
-  if (q->trace) fclose(q->trace);
+  if (q->trace >= 0) close(q->trace);
   free(q);
+}
+
+/* Appends a line of the trace in one write(2) (O_APPEND: whole, whatever
+** other processes append at the same time). */
+static void trace_line (rg_queue *q, const char *fmt, ...) {
+  char line[256];
+  va_list ap;
+  int n;
+  va_start(ap, fmt);
+  n = vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (n > 0 && (size_t)n < sizeof(line)) {
+    ssize_t w = write(q->trace, line, (size_t)n);   /* failed: lost */
+    (void)w;
+  }
 }
 
 /* Opens (making it anew when it is another boot's) the queue file of the
@@ -141,6 +169,7 @@ static rg_queue *queue_open (const char *path) {
   if (rg_boot_id(boot) != 0) return NULL;
   if ((q = (rg_queue *)calloc(1, sizeof(rg_queue))) == NULL) return NULL;
   q->len = Q_LEN;
+  q->fd = q->trace = -1;
   q->gather_us = Q_GATHER_US;
   {                                 /* the benches' A/B: 0 never waits */
     const char *g = getenv("REGOLITH_QUEUE_GATHER");
@@ -149,10 +178,10 @@ static rg_queue *queue_open (const char *path) {
   }
   {
     const char *t = getenv("REGOLITH_QUEUE_TRACE");
-    if (t != NULL && *t != '\0' && (q->trace = fopen(t, "ae")) != NULL)
-      setvbuf(q->trace, NULL, _IOFBF, 1 << 16);
+    if (t != NULL && *t != '\0')
+      q->trace = open(t, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   }
-  snprintf(name, sizeof(name), "%s/regolith.queue", path);
+  snprintf(name, sizeof(name), "%s/" Q_FILE, path);
   if ((q->fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0 ||
       rg_file_lock(q->fd, F_WRLCK) != 0) {
     rg_queue_close(q);
@@ -210,7 +239,7 @@ void rg_queue_stats (rg_env *env, rg_queue_stat *out) {
   int i;
   memset(out, 0, sizeof(*out));
   if (env->remote) return;           /* no queue: see queue_get */
-  snprintf(name, sizeof(name), "%s/regolith.queue", env->path);
+  snprintf(name, sizeof(name), "%s/" Q_FILE, env->path);
   if (env->readonly || (env->queue == NULL && stat(name, &st) != 0) ||
       queue_get(env) == NULL)
     return;                          /* never used: not made for this */
@@ -362,7 +391,7 @@ static void claim (batch *b, int first) {
     if (st == S_PENDING && (first || sync >= b->sync)) {
       s->batch = 0;
       s->outcome = O_RESULT;
-      if (b->q->trace) s->t_claim = now_us();
+      if (b->q->trace >= 0) s->t_claim = now_us();
       __atomic_store_n(&s->state, S_CLAIMED, __ATOMIC_RELEASE);
     }
     else if (!(first && st == S_CLAIMED)) continue;  /* a dead leader's */
@@ -396,8 +425,7 @@ static int batch_body (rg_scope *sc, void *ud, rg_err *e) {
   uint64_t last = 0, mine;
   rg_val v;
   int i, rc;
-  rc = rg_kv_get(sc->txn, RG_DB_META, RG_META_QBATCH,
-                 sizeof(RG_META_QBATCH) - 1, &v);
+  rc = rg_kv_get(sc->txn, RG_DB_META, Q_BATCH, sizeof(Q_BATCH) - 1, &v);
   if (rc == 0 && v.n == 8) last = rg_get_u64((const uint8_t *)v.p);
   else if (rc && rc != RG_NOTFOUND) return rg_scope_fail(sc, rc, "read", e);
   mine = last + 1;
@@ -408,8 +436,7 @@ static int batch_body (rg_scope *sc, void *ud, rg_err *e) {
     if (!b->settled[i]) s->batch = mine;
   }
   rg_put_u64(buf, mine);
-  if ((rc = rg_put(sc, RG_DB_META, RG_META_QBATCH, sizeof(RG_META_QBATCH) - 1,
-                   buf, 8, e)))
+  if ((rc = rg_put(sc, RG_DB_META, Q_BATCH, sizeof(Q_BATCH) - 1, buf, 8, e)))
     return rc;
   for (i = 0; i < b->n; i++) {
     rg_err me;
@@ -507,8 +534,10 @@ static void gather (rg_queue *q) {
 /* With the leader lock held, which it lets go: claims the queued slots and
 ** runs them in one transaction.  Once it is committed the lock is let go
 ** and the waiters woken, so that the next leader's transaction begins
-** while this one's flush runs; then each slot gets its outcome. */
-static void lead (rg_queue *q, rg_env *env, const rg_qhost *h) {
+** while this one's flush runs; then each slot gets its outcome.  Its
+** members (0: it found none, their batch committed before it got the
+** lock). */
+static int lead (rg_queue *q, rg_env *env, const rg_qhost *h) {
   batch b;
   rg_err e;
   int i, rc;
@@ -518,20 +547,20 @@ static void lead (rg_queue *q, rg_env *env, const rg_qhost *h) {
   b.env = env;
   b.h = h;
   b.sync = RG_SYNC_NONE;
-  if (q->trace) t0 = now_us();
+  if (q->trace >= 0) t0 = now_us();
   gather(q);
   claim(&b, 1);
   if (b.n == 0) {
     hand_over(q);
-    return;
+    return 0;
   }
-  if (q->trace) t1 = now_us();
+  if (q->trace >= 0) t1 = now_us();
   rg_buf_init(&b.res);
   env->deferred = 1;
   rc = rg_scope_run(env, NULL, NULL, b.sync, 0, batch_body, &b, &e);
   env->deferred = 0;
   rg_buf_free(&b.res);
-  if (q->trace) t2 = now_us();
+  if (q->trace >= 0) t2 = now_us();
   for (i = 0; i < b.n; i++) {
     qslot *s = b.slot[i];
     if (s->outcome == O_DROP && !b.settled[i])
@@ -549,9 +578,9 @@ static void lead (rg_queue *q, rg_env *env, const rg_qhost *h) {
     __atomic_add_fetch(&q->h->members, (uint64_t)b.n, __ATOMIC_RELAXED);
   }
   hand_over(q);
-  if (rc) return;
+  if (rc) return b.n;
   rc = rg_local_durable(env->local, &e);
-  if (q->trace) t3 = now_us();
+  if (q->trace >= 0) t3 = now_us();
   for (i = 0; i < b.n; i++) {
     qslot *s = b.slot[i];
     if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != S_COMMITTED) continue;
@@ -559,9 +588,10 @@ static void lead (rg_queue *q, rg_env *env, const rg_qhost *h) {
     if (rc && s->outcome != O_ALONE) failed(s, rc, &e);
     else settle(s);
   }
-  if (q->trace)
-    fprintf(q->trace, "b %d %lld %lld %lld\n", b.n, (long long)(t1 - t0),
-            (long long)(t2 - t1), (long long)(t3 - t2));
+  if (q->trace >= 0)
+    trace_line(q, "b %d %lld %lld %lld\n", b.n, (long long)(t1 - t0),
+               (long long)(t2 - t1), (long long)(t3 - t2));
+  return b.n;
 }
 /* }===================================================================== */
 
@@ -583,7 +613,7 @@ int rg_queue_write (rg_env *env, int sync, const rg_qhost *h,
   s->reslen = 0;
   s->status = 0;
   s->t_claim = s->t_commit = s->t_out = 0;
-  if (q->trace) t_enq = now_us();
+  if (q->trace >= 0) t_enq = now_us();
   __atomic_store_n(&s->state, S_PENDING, __ATOMIC_SEQ_CST);
   for (;;) {
     uint32_t seen = __atomic_load_n(&s->bell, __ATOMIC_SEQ_CST);
@@ -592,8 +622,7 @@ int rg_queue_write (rg_env *env, int sync, const rg_qhost *h,
     ** try to lead (committed: its leader is flushing, nothing to lead) */
     if (st <= S_CLAIMED &&
         rg_shm_trylock(&q->h->lead, &q->h->lead_state) >= 0) {
-      lead(q, env, h);
-      led = 1;
+      if (lead(q, env, h) > 0) led = 1;
       continue;
     }
     if (wait_bell(s, seen) && st == S_COMMITTED && dead(s->leader)) {
@@ -604,13 +633,13 @@ int rg_queue_write (rg_env *env, int sync, const rg_qhost *h,
       else settle(s);
     }
   }
-  if (q->trace && s->t_claim && s->t_commit && s->t_out) {
+  if (q->trace >= 0 && s->t_claim && s->t_commit && s->t_out) {
     int64_t t = now_us();
-    fprintf(q->trace, "r %lld %lld %lld %lld %lld %d\n",
-            (long long)(s->t_claim - t_enq),
-            (long long)(s->t_commit - s->t_claim),
-            (long long)(s->t_out - s->t_commit), (long long)(t - s->t_out),
-            (long long)(t - t_enq), led);
+    trace_line(q, "r %lld %lld %lld %lld %lld %d\n",
+               (long long)(s->t_claim - t_enq),
+               (long long)(s->t_commit - s->t_claim),
+               (long long)(s->t_out - s->t_commit), (long long)(t - s->t_out),
+               (long long)(t - t_enq), led);
   }
   if (st == S_DONE) {
     rg_buf_add(res, s->res, s->reslen > Q_RES ? Q_RES : s->reslen);

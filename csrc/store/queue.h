@@ -6,10 +6,11 @@
 ** its own, and processes writing at once (nginx's workers) take LMDB's
 ** writer lock in turn.  Through the queue, a process puts its request,
 ** described as data (bytes the host makes and reads), in a slot of a
-** mapped file (<dir>/regolith.queue) and waits.  Whoever holds the queue's
-** leader lock runs every request queued, each in a savepoint of its own,
-** in one write transaction committed and flushed once, and leaves each
-** result in its slot; each process takes its own, as if it had run alone.
+** mapped file (<dir>/regolith.queue.2, named for its layout) and waits.
+** Whoever holds the queue's leader lock runs every request queued, each
+** in a savepoint of its own, in one write transaction committed and
+** flushed once, and leaves each result in its slot; each process takes
+** its own, as if it had run alone.
 ** A request the queue cannot take (no queue file, a database whose tables
 ** a host elsewhere keeps (remote.h), every slot taken, a request too
 ** large, a scope running in the caller) is the caller's to run directly;
@@ -25,7 +26,7 @@
 **     it is kept) -> FREE (its process took the outcome).  Only a leader moves a slot from PENDING to an
 **     outcome; only the slot's process frees it, or whoever finds that
 **     process dead.
-**   - A leader's transaction writes its batch number ("\1qbatch" in meta:
+**   - A leader's transaction writes its batch number ("\1qbatch2" in meta:
 **     the last committed one + 1), and every member's outcome is in its
 **     slot before the commit.  So a leader taking the lock from one that
 **     died knows, in its own transaction, whether each slot the dead one

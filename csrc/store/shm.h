@@ -3,7 +3,7 @@
 ** mapped file of the store uses (store/shm.c): the boot's identity, robust
 ** process-shared mutexes, and a lock on a file's first byte.
 **
-** A mapped file (regolith.shm of the log, regolith.queue of the write
+** A mapped file (regolith.shm of the log, regolith.queue.2 of the write
 ** queue) is never flushed: it describes processes, not data, and is
 ** stamped with the boot's identity, so that a process finding another
 ** boot's stamp knows that no process of it is left.

@@ -1204,12 +1204,14 @@ uint64_t rg_wal_base (const char *path, int *closed) {
 }
 
 int rg_wal_forget (const char *path, rg_err *e) {
-  /* and the identity of the file that was there (preflight.h) */
+  /* and the identity of the file that was there (preflight.h); the write
+  ** queue's file is named for its layout (queue.c: layout 1's, then 2's) */
   static const char *const names[] = { "regolith.wal", "regolith.shm",
-                                        "regolith.id", "regolith.queue" };
+                                        "regolith.id", "regolith.queue",
+                                        "regolith.queue.2" };
   char name[4096];
   int i;
-  for (i = 0; i < 4; i++) {
+  for (i = 0; i < 5; i++) {
     snprintf(name, sizeof(name), "%s/%s", path, names[i]);
     if (unlink(name) != 0 && errno != ENOENT)
       return fail_errno(e, "removing the", name);

@@ -36,7 +36,8 @@ end
 
 local function q(t, p)
   if #t == 0 then return 0 end
-  local s = { table.unpack(t) }
+  local s = {}                       -- a copy (unpack: too many for a
+  for i = 1, #t do s[i] = t[i] end   -- trace of a million lines)
   table.sort(s)
   return s[math.max(1, math.ceil(#s * p))]
 end
