@@ -54,6 +54,14 @@ static inline int64_t rg_coarse_ms (void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The monotonic clock, in ns (the fine one: a queue's trace, a clock
+** kept beside a server's). */
+static inline int64_t rg_mono_ns (void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Starts the clock of work allowed `limit_ns` of CPU (0: no limit). */
 void    rg_deadline_start (rg_deadline *d, int64_t limit_ns);
 /* The slow part of rg_deadline_passed: reads the CPU clock. */

@@ -66,6 +66,7 @@
 #include <sys/syscall.h>
 #endif
 
+#include "base/deadline.h"
 #include "store/env_int.h"
 #include "store/local.h"
 #include "store/queue.h"
@@ -261,9 +262,7 @@ void rg_queue_stats (rg_env *env, rg_queue_stat *out) {
 */
 /* The monotonic clock in µs (the trace's). */
 static int64_t now_us (void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+  return rg_mono_ns() / 1000;
 }
 
 /* Waits until slot s's bell rings (moves from `seen`), for at most

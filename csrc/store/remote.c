@@ -59,6 +59,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/deadline.h"
 #include "base/json.h"
 #include "base/limits.h"
 #include "store/layout.h"
@@ -2627,11 +2628,6 @@ void rg_remote_refused (rg_remote *r, size_t i) {
 ** Throughput budgets: the words a call reads, what it spends
 ** ======================================================================
 */
-static uint64_t mono_ns (void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Room in array *v (n used of *cap, of `size` bytes each) for one more:
 ** 0, or -1 out of memory. */
@@ -2690,7 +2686,7 @@ void rg_remote_tp_set (rg_remote *r, const char *field, uint64_t word) {
 
 uint64_t rg_remote_tp_clock (const rg_remote *r) {
   struct timespec ts;
-  if (r->server_at != 0) return r->server_ns + (mono_ns() - r->server_at);
+  if (r->server_at != 0) return r->server_ns + ((uint64_t)rg_mono_ns() - r->server_at);
   clock_gettime(CLOCK_REALTIME, &ts);   /* (before the host's first) */
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
@@ -2710,7 +2706,7 @@ void rg_remote_tp_feed (rg_remote *r, const char *field, uint64_t word_ns,
   b->known = 1;
   b->word = word_ns;
   r->server_ns = server_ns;
-  r->server_at = mono_ns();
+  r->server_at = (uint64_t)rg_mono_ns();
 }
 
 void rg_remote_later_add (rg_remote *r, rg_remote_later *fn, void *ud,
