@@ -927,8 +927,8 @@ void rg_bulk_free (rg_bulk *b) {
   free(b);
 }
 
-/* Empties the lists and maps for a batch, keeping their memory. */
-static void bulk_reset (bulk *b) {
+/* Empties the lists and maps, keeping their memory (b->oom stays). */
+static void bulk_empty (bulk *b) {
   int i;
   b->pool.n = 0;
   b->pool.oom = 0;
@@ -938,6 +938,11 @@ static void bulk_reset (bulk *b) {
   if (b->uniq.cap) memset(b->uniq.v, 0, b->uniq.cap * sizeof(bslot));
   if (b->parts.cap) memset(b->parts.v, 0, b->parts.cap * sizeof(bslot));
   b->keys.n = b->uniq.n = b->parts.n = 0;
+}
+
+/* Empties the lists and maps for a batch, and drops what was spilled. */
+static void bulk_reset (bulk *b) {
+  bulk_empty(b);
   b->held = 0;
   b->oom = 0;
   rg_spill_close(b->sp);             /* what was spilled: gone */
@@ -1441,9 +1446,9 @@ done:
 }
 
 /* The statistics of the partitions the held entries add to, and of their
-** container, bumped in the scope (once per partition); the map of
-** partitions emptied: a partition met again reads its size, these
-** entries' included, from the statistics (partition_bytes). */
+** container, bumped in the scope (once per partition); the caller then
+** empties the map of partitions: a partition met again reads its size,
+** these entries' included, from the statistics (partition_bytes). */
 static int bulk_stats (rg_scope *s, bulk *b, rg_err *e) {
   const rg_cont *c = b->c;
   uint64_t added = 0, bytes = 0;
@@ -1463,10 +1468,7 @@ static int bulk_stats (rg_scope *s, bulk *b, rg_err *e) {
                       rg_meta_key(ck, RG_MK_STATS, c->spec->cid, NULL, 0),
                       (int64_t)added, (int64_t)bytes, 0, 0, e);
   }
-  if (rc) return rc;
-  if (b->parts.cap) memset(b->parts.v, 0, b->parts.cap * sizeof(bslot));
-  b->parts.n = 0;
-  return 0;
+  return rc;
 }
 
 /* The entries in memory written to the spill file as a run, table by
@@ -1504,12 +1506,7 @@ static int bulk_spill (bulk *b, rg_err *e) {
   b->merged = NULL;
   b->mcap = 0;
   if ((rc = bulk_stats(s, b, e))) return rc;
-  b->pool.n = 1;
-  for (db = 0; db < RG_NDB; db++)
-    b->t[db].n = b->t[db].sorted = b->t[db].nruns = 0;
-  if (b->keys.cap) memset(b->keys.v, 0, b->keys.cap * sizeof(bslot));
-  if (b->uniq.cap) memset(b->uniq.v, 0, b->uniq.cap * sizeof(bslot));
-  b->keys.n = b->uniq.n = 0;
+  bulk_empty(b);
   return b->oom ? rg_fail(e, 500, "out of memory") : 0;
 }
 
