@@ -489,6 +489,7 @@ typedef struct wcall {
   int idix, pkix;              /* delete/patch */
   int opsix;                   /* patch: the op list */
   int bindix;                  /* create/replace/upsert: opts.partition_key */
+  int doctext;                 /* the document at docix is its JSON text */
   const char *if_match, *filter, *pre, *post;
   cJSON *doc;                  /* converted in the body */
   rg_patch_op *ops;
@@ -687,7 +688,13 @@ static int write_body (rg_scope *s, void *ud, rg_err *e) {
   w.filter = q->filter;
   w.pre_trigger = q->pre;
   w.post_trigger = q->post;
-  if (q->docix) {
+  if (q->docix && q->doctext) {
+    size_t n;
+    const char *t = lua_tolstring(L, q->docix, &n);
+    if ((rc = rg_json_parse(t, n, &q->doc, e))) return rc;
+    w.doc = q->doc;
+  }
+  else if (q->docix) {
     if (lua_type(L, q->docix) != LUA_TTABLE)
       return rg_fail(e, 400, "a document must be a table, not %s",
                      luaL_typename(L, q->docix));
@@ -718,20 +725,33 @@ static int write_body (rg_scope *s, void *ud, rg_err *e) {
 ** its partition-key argument; one whose key is no good fails in the
 ** write path with nothing done. */
 static int write_admit (lua_State *L, rg_lcont *lc, int op, int bindix,
-                        rg_admit *a, rg_err *e) {
+                        int doctext, rg_admit *a, rg_err *e) {
   rg_ikey k;
+  int top = lua_gettop(L), found;
   a->own = a->pool = NULL;
   a->retries = 0;
   if (!rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) return 0;
-  if (!(op == RG_OP_DELETE || op == RG_OP_PATCH
-        ? rgl_pk_partition(L, 3, lc->c.spec, &k)
-        : bindix ? rgl_pk_partition(L, bindix, lc->c.spec, &k)
-        : doc_partition(L, 2, lc->c.spec, &k)))
-    return 0;
+  if (op == RG_OP_DELETE || op == RG_OP_PATCH)
+    found = rgl_pk_partition(L, 3, lc->c.spec, &k);
+  else if (bindix) found = rgl_pk_partition(L, bindix, lc->c.spec, &k);
+  else if (doctext) {                /* the document's text, read for its key */
+    size_t n;
+    const char *t = lua_tolstring(L, 2, &n);
+    rg_err pe;
+    found = rgl_json_push_text(L, t, n, &pe) == 0 &&
+            doc_partition(L, top + 1, lc->c.spec, &k);
+    lua_settop(L, top);
+  }
+  else found = doc_partition(L, 2, lc->c.spec, &k);
+  if (!found) return 0;
   return rg_admit_on(lc, 1, k.hash, 0, a, e);
 }
 
-static int write_call (lua_State *L, int op) {
+/* `text`: the document a write returns comes back as its JSON text, as
+** rg_json_print writes it, instead of a table (the write queue's form:
+** its leader hands the text over to the process that asked, whose
+** json.decode makes of it the table the write returns alone). */
+static int write_call (lua_State *L, int op, int text, int doctext) {
   static const char *const allowed[] = {
     "if_match", "pre_trigger", "post_trigger", "filter", "partition_key",
     NULL
@@ -773,7 +793,13 @@ static int write_call (lua_State *L, int op) {
     q->pkix = 3;
     q->opsix = op == RG_OP_PATCH ? 4 : 0;
   }
-  else q->docix = 2;
+  else {
+    q->docix = 2;
+    if (doctext) {
+      luaL_checktype(L, 2, LUA_TSTRING);
+      q->doctext = 1;
+    }
+  }
   if (!lua_isnil(L, optix + 1)) q->bindix = optix + 1;
   {                                  /* data: NUL is 400, not a cut */
     size_t n1, n2, n3, n4;
@@ -789,7 +815,7 @@ static int write_call (lua_State *L, int op) {
       return rgl_push_fail(L, &e);
     }
   }
-  if ((rc = write_admit(L, lc, op, q->bindix, &a, &e))) {
+  if ((rc = write_admit(L, lc, op, q->bindix, q->doctext, &a, &e))) {
     rg_box_done(q);
     return rgl_push_throttled(L, &e, &a);
   }
@@ -799,7 +825,18 @@ static int write_call (lua_State *L, int op) {
     rg_box_done(q);
     return rgl_push_fail(L, &e);
   }
-  if (op == RG_OP_DELETE && q->r.doc == NULL) lua_pushboolean(L, 1);
+  if (q->r.doc && text) {
+    rg_buf *b = rgl_newbuf(L);
+    rg_json_print(q->r.doc, b);
+    if (b->oom) {
+      rg_box_done(b);
+      rg_box_done(q);
+      return luaL_error(L, "out of memory");
+    }
+    lua_pushlstring(L, b->p, b->n);
+    rg_box_done(b);
+    lua_remove(L, -2);               /* the buffer's box */
+  }
   else if (q->r.doc) rgl_json_push(L, q->r.doc);
   else lua_pushboolean(L, 1);
   rgl_account(L, lc, &a, rgl_push_info(L, &q->work, q->r.status));
@@ -811,11 +848,21 @@ static int write_call (lua_State *L, int op) {
   return 2;
 }
 
-static int cont_create (lua_State *L) { return write_call(L, RG_OP_CREATE); }
-static int cont_replace (lua_State *L) { return write_call(L, RG_OP_REPLACE); }
-static int cont_upsert (lua_State *L) { return write_call(L, RG_OP_UPSERT); }
-static int cont_delete (lua_State *L) { return write_call(L, RG_OP_DELETE); }
-static int cont_patch (lua_State *L) { return write_call(L, RG_OP_PATCH); }
+static int cont_create (lua_State *L) { return write_call(L, RG_OP_CREATE, 0, 0); }
+static int cont_replace (lua_State *L) { return write_call(L, RG_OP_REPLACE, 0, 0); }
+static int cont_upsert (lua_State *L) { return write_call(L, RG_OP_UPSERT, 0, 0); }
+static int cont_delete (lua_State *L) { return write_call(L, RG_OP_DELETE, 0, 0); }
+static int cont_patch (lua_State *L) { return write_call(L, RG_OP_PATCH, 0, 0); }
+
+/* The write queue's forms (lua/regolith/queue.lua): c:_text_create(text,
+** opts), _text_replace and _text_upsert take the document as its JSON text
+** (as json.encode made it of the caller's table) and, with _text_delete
+** and _text_patch, return the document they give as its JSON text. */
+static int cont_text_create (lua_State *L) { return write_call(L, RG_OP_CREATE, 1, 1); }
+static int cont_text_replace (lua_State *L) { return write_call(L, RG_OP_REPLACE, 1, 1); }
+static int cont_text_upsert (lua_State *L) { return write_call(L, RG_OP_UPSERT, 1, 1); }
+static int cont_text_delete (lua_State *L) { return write_call(L, RG_OP_DELETE, 1, 0); }
+static int cont_text_patch (lua_State *L) { return write_call(L, RG_OP_PATCH, 1, 0); }
 /* }===================================================================== */
 
 
@@ -1353,6 +1400,11 @@ void rgl_container_open (lua_State *L) {
     {"patch", cont_patch},
     {"read_many", cont_read_many},
     {"batch", cont_batch},
+    {"_text_create", cont_text_create},
+    {"_text_replace", cont_text_replace},
+    {"_text_upsert", cont_text_upsert},
+    {"_text_delete", cont_text_delete},
+    {"_text_patch", cont_text_patch},
     {"_bulk_opts", cont_bulk_opts},
     {"_bulk_batch", cont_bulk_batch},
     {"_bulk_whole", cont_bulk_whole},
