@@ -173,6 +173,32 @@ it("gives back the document and information a call gets alone, value for value",
   assert(db:verify())
 end)
 
+it("takes requests and hands over results in an earlier build's form", function()
+  -- a request without `t` (an earlier build's process) gets its result as
+  -- JSON of the values ("R"), the form that build reads
+  local json = regolith.json
+  local res = assert(db:_queue(assert(json.encode({ c = "c", m = "create", n = 1,
+    a = { ["1"] = { id = "old", pk = "p", n = 1.5 } } })), q.exec))
+  assert.are.equal("R", res:sub(1, 1))
+  local r = json.decode(res:sub(2))
+  assert.are.equal(2, r.n)
+  assert.are.equal("old", r.v["1"].id)
+  assert.are.equal(1.5, r.v["1"].n)
+  assert.are.equal(201, r.v["2"].status)
+  -- a leader of an earlier build answers a request of this one ("R"):
+  -- its process reads it
+  local fake = setmetatable({ db = setmetatable({ _queue = function(_, text)
+    local t = json.decode(text)
+    assert.is_true(t.t)
+    local d, info = c:create(t.a["1"])
+    return "R" .. json.encode({ n = 2, v = { ["1"] = d, ["2"] = info } })
+  end }, { __index = db }) }, getmetatable(q))
+  local d, info = assert(fake:create(c, { id = "new", pk = "p" }))
+  assert.are.equal("new", d.id)
+  assert.are.equal(201, info.status)
+  alike(assert(c:read("new", "p")), d)
+end)
+
 it("writes directly what the queue cannot carry", function()
   -- arguments JSON cannot hold: the direct call gives its own 400
   H.fails(400, q:create(c, { id = "f", pk = "p", f = 0 / 0 }))

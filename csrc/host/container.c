@@ -489,7 +489,6 @@ typedef struct wcall {
   int idix, pkix;              /* delete/patch */
   int opsix;                   /* patch: the op list */
   int bindix;                  /* create/replace/upsert: opts.partition_key */
-  int doctext;                 /* the document at docix is its JSON text */
   const char *if_match, *filter, *pre, *post;
   cJSON *doc;                  /* converted in the body */
   rg_patch_op *ops;
@@ -688,13 +687,7 @@ static int write_body (rg_scope *s, void *ud, rg_err *e) {
   w.filter = q->filter;
   w.pre_trigger = q->pre;
   w.post_trigger = q->post;
-  if (q->docix && q->doctext) {
-    size_t n;
-    const char *t = lua_tolstring(L, q->docix, &n);
-    if ((rc = rg_json_parse(t, n, &q->doc, e))) return rc;
-    w.doc = q->doc;
-  }
-  else if (q->docix) {
+  if (q->docix) {
     if (lua_type(L, q->docix) != LUA_TTABLE)
       return rg_fail(e, 400, "a document must be a table, not %s",
                      luaL_typename(L, q->docix));
@@ -725,25 +718,16 @@ static int write_body (rg_scope *s, void *ud, rg_err *e) {
 ** its partition-key argument; one whose key is no good fails in the
 ** write path with nothing done. */
 static int write_admit (lua_State *L, rg_lcont *lc, int op, int bindix,
-                        int doctext, rg_admit *a, rg_err *e) {
+                        rg_admit *a, rg_err *e) {
   rg_ikey k;
-  int top = lua_gettop(L), found;
   a->own = a->pool = NULL;
   a->retries = 0;
   if (!rg_tp_live(lc->c.env, lc->c.spec->cid, &lc->tp)) return 0;
-  if (op == RG_OP_DELETE || op == RG_OP_PATCH)
-    found = rgl_pk_partition(L, 3, lc->c.spec, &k);
-  else if (bindix) found = rgl_pk_partition(L, bindix, lc->c.spec, &k);
-  else if (doctext) {                /* the document's text, read for its key */
-    size_t n;
-    const char *t = lua_tolstring(L, 2, &n);
-    rg_err pe;
-    found = rgl_json_push_text(L, t, n, &pe) == 0 &&
-            doc_partition(L, top + 1, lc->c.spec, &k);
-    lua_settop(L, top);
-  }
-  else found = doc_partition(L, 2, lc->c.spec, &k);
-  if (!found) return 0;
+  if (!(op == RG_OP_DELETE || op == RG_OP_PATCH
+        ? rgl_pk_partition(L, 3, lc->c.spec, &k)
+        : bindix ? rgl_pk_partition(L, bindix, lc->c.spec, &k)
+        : doc_partition(L, 2, lc->c.spec, &k)))
+    return 0;
   return rg_admit_on(lc, 1, k.hash, 0, a, e);
 }
 
@@ -751,7 +735,7 @@ static int write_admit (lua_State *L, rg_lcont *lc, int op, int bindix,
 ** rg_json_print writes it, instead of a table (the write queue's form:
 ** its leader hands the text over to the process that asked, whose
 ** json.decode makes of it the table the write returns alone). */
-static int write_call (lua_State *L, int op, int text, int doctext) {
+static int write_call (lua_State *L, int op, int text) {
   static const char *const allowed[] = {
     "if_match", "pre_trigger", "post_trigger", "filter", "partition_key",
     NULL
@@ -793,13 +777,7 @@ static int write_call (lua_State *L, int op, int text, int doctext) {
     q->pkix = 3;
     q->opsix = op == RG_OP_PATCH ? 4 : 0;
   }
-  else {
-    q->docix = 2;
-    if (doctext) {
-      luaL_checktype(L, 2, LUA_TSTRING);
-      q->doctext = 1;
-    }
-  }
+  else q->docix = 2;
   if (!lua_isnil(L, optix + 1)) q->bindix = optix + 1;
   {                                  /* data: NUL is 400, not a cut */
     size_t n1, n2, n3, n4;
@@ -815,7 +793,7 @@ static int write_call (lua_State *L, int op, int text, int doctext) {
       return rgl_push_fail(L, &e);
     }
   }
-  if ((rc = write_admit(L, lc, op, q->bindix, q->doctext, &a, &e))) {
+  if ((rc = write_admit(L, lc, op, q->bindix, &a, &e))) {
     rg_box_done(q);
     return rgl_push_throttled(L, &e, &a);
   }
@@ -825,7 +803,8 @@ static int write_call (lua_State *L, int op, int text, int doctext) {
     rg_box_done(q);
     return rgl_push_fail(L, &e);
   }
-  if (q->r.doc && text) {
+  if (op == RG_OP_DELETE && q->r.doc == NULL) lua_pushboolean(L, 1);
+  else if (q->r.doc && text) {
     rg_buf *b = rgl_newbuf(L);
     rg_json_print(q->r.doc, b);
     if (b->oom) {
@@ -848,21 +827,19 @@ static int write_call (lua_State *L, int op, int text, int doctext) {
   return 2;
 }
 
-static int cont_create (lua_State *L) { return write_call(L, RG_OP_CREATE, 0, 0); }
-static int cont_replace (lua_State *L) { return write_call(L, RG_OP_REPLACE, 0, 0); }
-static int cont_upsert (lua_State *L) { return write_call(L, RG_OP_UPSERT, 0, 0); }
-static int cont_delete (lua_State *L) { return write_call(L, RG_OP_DELETE, 0, 0); }
-static int cont_patch (lua_State *L) { return write_call(L, RG_OP_PATCH, 0, 0); }
+static int cont_create (lua_State *L) { return write_call(L, RG_OP_CREATE, 0); }
+static int cont_replace (lua_State *L) { return write_call(L, RG_OP_REPLACE, 0); }
+static int cont_upsert (lua_State *L) { return write_call(L, RG_OP_UPSERT, 0); }
+static int cont_delete (lua_State *L) { return write_call(L, RG_OP_DELETE, 0); }
+static int cont_patch (lua_State *L) { return write_call(L, RG_OP_PATCH, 0); }
 
-/* The write queue's forms (lua/regolith/queue.lua): c:_text_create(text,
-** opts), _text_replace and _text_upsert take the document as its JSON text
-** (as json.encode made it of the caller's table) and, with _text_delete
-** and _text_patch, return the document they give as its JSON text. */
-static int cont_text_create (lua_State *L) { return write_call(L, RG_OP_CREATE, 1, 1); }
-static int cont_text_replace (lua_State *L) { return write_call(L, RG_OP_REPLACE, 1, 1); }
-static int cont_text_upsert (lua_State *L) { return write_call(L, RG_OP_UPSERT, 1, 1); }
-static int cont_text_delete (lua_State *L) { return write_call(L, RG_OP_DELETE, 1, 0); }
-static int cont_text_patch (lua_State *L) { return write_call(L, RG_OP_PATCH, 1, 0); }
+/* c:_text_create(...) and the others: the same writes, the document they
+** return given as its JSON text (write_call; lua/regolith/queue.lua). */
+static int cont_text_create (lua_State *L) { return write_call(L, RG_OP_CREATE, 1); }
+static int cont_text_replace (lua_State *L) { return write_call(L, RG_OP_REPLACE, 1); }
+static int cont_text_upsert (lua_State *L) { return write_call(L, RG_OP_UPSERT, 1); }
+static int cont_text_delete (lua_State *L) { return write_call(L, RG_OP_DELETE, 1); }
+static int cont_text_patch (lua_State *L) { return write_call(L, RG_OP_PATCH, 1); }
 /* }===================================================================== */
 
 

@@ -5,10 +5,9 @@ The write queue shared by the processes of a database: db:write_queue().
   local doc, info = q:create(c, doc)    -- what c:create(doc) returns
 
 Each call is a container's write described as data (the container's
-name, the method, its arguments as JSON; the document a create, upsert or
-replace writes printed once, after them, and read by the write as it is;
-the document a write gives back handed over as the text it printed, read
-only by the caller) and put in a slot of the
+name, the method, its arguments as JSON; the document a write gives back
+handed over as the text it printed, read only by the caller) and put in
+a slot of the
 database's queue file (store/queue.c).  Whoever holds the queue's leader
 lock, in whatever process, runs every request queued, each in a
 savepoint of its own, in one transaction committed and flushed once, and
@@ -36,14 +35,15 @@ local function pack(...) return { n = select("#", ...), ... } end
 
 local METHODS = { create = true, upsert = true, replace = true,
                   delete = true, patch = true, batch = true, execute = true }
--- The container's forms of the methods that take a document as JSON
--- text (DOC: the request carries the caller's table printed once, which
--- the write reads as it is) or give one back as JSON text (TEXT: handed
--- over to the caller as it is, read once, by it).
-local DOC = { create = "_text_create", upsert = "_text_upsert",
-              replace = "_text_replace" }
-local TEXT = { delete = "_text_delete", patch = "_text_patch" }
-for k, v in pairs(DOC) do TEXT[k] = v end
+-- The container's forms of the methods whose result holds a document,
+-- giving it as its JSON text: a request that says so (`t`) gets it
+-- handed over as the write printed it, read once, by its process, where
+-- a leader of an earlier build, which does not know `t`, hands over the
+-- result in the form both know (JSON of the values, "R"), and a request
+-- from such a build gets that form from this one.
+local TEXT = { create = "_text_create", upsert = "_text_upsert",
+               replace = "_text_replace", delete = "_text_delete",
+               patch = "_text_patch" }
 
 -- n values as a JSON object {"1": v1, ...} (nil leaves a gap), with n.
 local function pack_values(n, ...)
@@ -74,34 +74,25 @@ local function executor(db)
     return c, false, msg, status
   end
   return function(text)
-    -- the request's JSON, then when it has `d` a newline and the text of
-    -- its document (its first argument)
-    local nl = text:find("\n", 1, true)
-    local r = json.decode(nl and text:sub(1, nl - 1) or text)
+    local r = json.decode(text)
     if type(r) ~= "table" or type(r.c) ~= "string" or not METHODS[r.m] or
-       type(r.n) ~= "number" or (r.d and not (nl and DOC[r.m])) then
+       type(r.n) ~= "number" then
       return false, "Ewrite queue: a malformed request"
     end
-    local args = { unpack_values(r.a, r.n) }
-    local m = r.m
-    if r.d then
-      args[1], m = text:sub(nl + 1), DOC[r.m]
-    elseif TEXT[r.m] and not DOC[r.m] then
-      m = TEXT[r.m]
-    end
+    local m = r.t and TEXT[r.m] or r.m
     local c, cached, msg, status = container(r.c)
     local out
     if not c then
       out = { true, nil, msg, status, n = 4 }
     else
-      out = pack(pcall(c[m], c, unpack(args, 1, r.n)))
+      out = pack(pcall(c[m], c, unpack_values(r.a, r.n)))
       if cached and out[1] and out[2] == nil and out[4] == 404 then
         -- a handle of a container since deleted (and perhaps made again):
         -- a 404 wrote nothing, so ask once more by the name
         conts[r.c] = nil
         c, cached, msg, status = container(r.c)
         if not c then out = { true, nil, msg, status, n = 4 }
-        else out = pack(pcall(c[m], c, unpack(args, 1, r.n))) end
+        else out = pack(pcall(c[m], c, unpack_values(r.a, r.n))) end
       end
     end
     if not out[1] then return false, "E" .. tostring(out[2]) end
@@ -138,17 +129,8 @@ local function call(self, m, c, ...)
     name = c:name()
   end
   local n = select("#", ...)
-  local text
-  local doc = ...
-  if DOC[m] and type(doc) == "table" then
-    -- the document printed once, after the rest (compact JSON: one line)
-    local dtext = json.encode(doc)
-    local head = dtext and json.encode({ c = name, m = m, n = n, d = true,
-                                         a = pack_values(n, nil, select(2, ...)) })
-    text = head and head .. "\n" .. dtext
-  else
-    text = json.encode({ c = name, m = m, n = n, a = pack_values(n, ...) })
-  end
+  local text = json.encode({ c = name, m = m, n = n, a = pack_values(n, ...),
+                             t = TEXT[m] and true or nil })
   if text then
     local res, msg, status = self.db:_queue(text, self.exec)
     if res == nil then return nil, msg, status end
