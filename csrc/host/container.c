@@ -731,7 +731,11 @@ static int write_admit (lua_State *L, rg_lcont *lc, int op, int bindix,
   return rg_admit_on(lc, 1, k.hash, 0, a, e);
 }
 
-static int write_call (lua_State *L, int op) {
+/* `text`: the document a write returns comes back as its JSON text, as
+** rg_json_print writes it, instead of a table (the write queue's form:
+** its leader hands the text over to the process that asked, whose
+** json.decode makes of it the table the write returns alone). */
+static int write_call (lua_State *L, int op, int text) {
   static const char *const allowed[] = {
     "if_match", "pre_trigger", "post_trigger", "filter", "partition_key",
     NULL
@@ -800,6 +804,18 @@ static int write_call (lua_State *L, int op) {
     return rgl_push_fail(L, &e);
   }
   if (op == RG_OP_DELETE && q->r.doc == NULL) lua_pushboolean(L, 1);
+  else if (q->r.doc && text) {
+    rg_buf *b = rgl_newbuf(L);
+    rg_json_print(q->r.doc, b);
+    if (b->oom) {
+      rg_box_done(b);
+      rg_box_done(q);
+      return luaL_error(L, "out of memory");
+    }
+    lua_pushlstring(L, b->p, b->n);
+    rg_box_done(b);
+    lua_remove(L, -2);               /* the buffer's box */
+  }
   else if (q->r.doc) rgl_json_push(L, q->r.doc);
   else lua_pushboolean(L, 1);
   rgl_account(L, lc, &a, rgl_push_info(L, &q->work, q->r.status));
@@ -811,11 +827,19 @@ static int write_call (lua_State *L, int op) {
   return 2;
 }
 
-static int cont_create (lua_State *L) { return write_call(L, RG_OP_CREATE); }
-static int cont_replace (lua_State *L) { return write_call(L, RG_OP_REPLACE); }
-static int cont_upsert (lua_State *L) { return write_call(L, RG_OP_UPSERT); }
-static int cont_delete (lua_State *L) { return write_call(L, RG_OP_DELETE); }
-static int cont_patch (lua_State *L) { return write_call(L, RG_OP_PATCH); }
+static int cont_create (lua_State *L) { return write_call(L, RG_OP_CREATE, 0); }
+static int cont_replace (lua_State *L) { return write_call(L, RG_OP_REPLACE, 0); }
+static int cont_upsert (lua_State *L) { return write_call(L, RG_OP_UPSERT, 0); }
+static int cont_delete (lua_State *L) { return write_call(L, RG_OP_DELETE, 0); }
+static int cont_patch (lua_State *L) { return write_call(L, RG_OP_PATCH, 0); }
+
+/* c:_text_create(...) and the others: the same writes, the document they
+** return given as its JSON text (write_call; lua/regolith/queue.lua). */
+static int cont_text_create (lua_State *L) { return write_call(L, RG_OP_CREATE, 1); }
+static int cont_text_replace (lua_State *L) { return write_call(L, RG_OP_REPLACE, 1); }
+static int cont_text_upsert (lua_State *L) { return write_call(L, RG_OP_UPSERT, 1); }
+static int cont_text_delete (lua_State *L) { return write_call(L, RG_OP_DELETE, 1); }
+static int cont_text_patch (lua_State *L) { return write_call(L, RG_OP_PATCH, 1); }
 /* }===================================================================== */
 
 
@@ -1353,6 +1377,11 @@ void rgl_container_open (lua_State *L) {
     {"patch", cont_patch},
     {"read_many", cont_read_many},
     {"batch", cont_batch},
+    {"_text_create", cont_text_create},
+    {"_text_replace", cont_text_replace},
+    {"_text_upsert", cont_text_upsert},
+    {"_text_delete", cont_text_delete},
+    {"_text_patch", cont_text_patch},
     {"_bulk_opts", cont_bulk_opts},
     {"_bulk_batch", cont_bulk_batch},
     {"_bulk_whole", cont_bulk_whole},

@@ -535,8 +535,9 @@ static int db_group (lua_State *L) {
 ** whichever process queued it.  Returns the result of this request; false
 ** when the caller must run it itself (queue.h: RG_QUEUE_ALONE); nil, msg,
 ** status when the transaction that held it failed.  A result is text
-** whose first byte says what follows: 'R' the results, 'E' the message
-** of an error the request raised.
+** whose first byte says what follows: 'R' the results, 'D' a document
+** as the JSON text the write printed (after the JSON of its `info` and a
+** newline), 'E' the message of an error the request raised.
 */
 typedef struct qcall {
   lua_State *L;

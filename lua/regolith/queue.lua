@@ -5,7 +5,9 @@ The write queue shared by the processes of a database: db:write_queue().
   local doc, info = q:create(c, doc)    -- what c:create(doc) returns
 
 Each call is a container's write described as data (the container's
-name, the method, its arguments as JSON) and put in a slot of the
+name, the method, its arguments as JSON; the document a write gives back
+handed over as the text it printed, read only by the caller) and put in
+a slot of the
 database's queue file (store/queue.c).  Whoever holds the queue's leader
 lock, in whatever process, runs every request queued, each in a
 savepoint of its own, in one transaction committed and flushed once, and
@@ -33,6 +35,15 @@ local function pack(...) return { n = select("#", ...), ... } end
 
 local METHODS = { create = true, upsert = true, replace = true,
                   delete = true, patch = true, batch = true, execute = true }
+-- The container's forms of the methods whose result holds a document,
+-- giving it as its JSON text: a request that says so (`t`) gets it
+-- handed over as the write printed it, read once, by its process, where
+-- a leader of an earlier build, which does not know `t`, hands over the
+-- result in the form both know (JSON of the values, "R"), and a request
+-- from such a build gets that form from this one.
+local TEXT = { create = "_text_create", upsert = "_text_upsert",
+               replace = "_text_replace", delete = "_text_delete",
+               patch = "_text_patch" }
 
 -- n values as a JSON object {"1": v1, ...} (nil leaves a gap), with n.
 local function pack_values(n, ...)
@@ -68,22 +79,33 @@ local function executor(db)
        type(r.n) ~= "number" then
       return false, "Ewrite queue: a malformed request"
     end
+    local m = r.t and TEXT[r.m] or r.m
     local c, cached, msg, status = container(r.c)
     local out
     if not c then
       out = { true, nil, msg, status, n = 4 }
     else
-      out = pack(pcall(c[r.m], c, unpack_values(r.a, r.n)))
+      out = pack(pcall(c[m], c, unpack_values(r.a, r.n)))
       if cached and out[1] and out[2] == nil and out[4] == 404 then
         -- a handle of a container since deleted (and perhaps made again):
         -- a 404 wrote nothing, so ask once more by the name
         conts[r.c] = nil
         c, cached, msg, status = container(r.c)
         if not c then out = { true, nil, msg, status, n = 4 }
-        else out = pack(pcall(c[r.m], c, unpack_values(r.a, r.n))) end
+        else out = pack(pcall(c[m], c, unpack_values(r.a, r.n))) end
       end
     end
     if not out[1] then return false, "E" .. tostring(out[2]) end
+    if m ~= r.m and type(out[2]) == "string" then
+      -- a document, as its JSON text, and the information table: "D",
+      -- the table's JSON (one line) and a newline, then the document's
+      -- text as the write made it, neither printed nor read once more
+      local info = json.encode(out[3])
+      if not info then
+        return false, "Ewrite queue: the result cannot be carried as JSON"
+      end
+      return true, "D" .. info .. "\n" .. out[2]
+    end
     local res = json.encode({ n = out.n - 1, v = pack_values(out.n - 1,
                                                              unpack(out, 2, out.n)) })
     if not res then
@@ -107,12 +129,18 @@ local function call(self, m, c, ...)
     name = c:name()
   end
   local n = select("#", ...)
-  local text = json.encode({ c = name, m = m, n = n, a = pack_values(n, ...) })
+  local text = json.encode({ c = name, m = m, n = n, a = pack_values(n, ...),
+                             t = TEXT[m] and true or nil })
   if text then
     local res, msg, status = self.db:_queue(text, self.exec)
     if res == nil then return nil, msg, status end
     if res then
-      if res:sub(1, 1) == "E" then error(res:sub(2), 0) end
+      local kind = res:sub(1, 1)
+      if kind == "E" then error(res:sub(2), 0) end
+      if kind == "D" then
+        local nl = res:find("\n", 2, true)
+        return json.decode(res:sub(nl + 1)), json.decode(res:sub(2, nl - 1))
+      end
       local r = json.decode(res:sub(2))
       -- throttled (429): a leader never waits out a budget's hint holding
       -- the writer lock, so the call is made again directly, which does
