@@ -21,7 +21,9 @@
 # processors are pumped by a process of their own, pump.lua; "workers": by
 # each worker's timer, between its requests), TRACE (1: the workers trace
 # their requests and passes, and tail.lua says after each round where the
-# slowest 1 % of the requests' time went).
+# slowest 1 % of the requests' time went), ANCHOR (1: after the mix, wrk
+# as long on /static, which nginx answers without Lua: the client's and
+# nginx's own cost on the same cores).
 set -eu
 
 cd "$(dirname "$0")/../.."
@@ -38,6 +40,7 @@ QUEUE=${QUEUE:-1}
 GROUP=${GROUP:-1}
 PUMP=${PUMP:-process}
 TRACE=${TRACE:-0}
+ANCHOR=${ANCHOR:-0}
 WORKERS=${*:-1 2 4}
 URL=http://127.0.0.1:$PORT
 DB=$PREFIX/data/blog
@@ -88,6 +91,12 @@ for n in $WORKERS; do
   result=$(echo "$out" | grep '^RESULT') || fail "wrk printed no result"
   errors=$(echo "$result" | sed 's/.* errors=\([0-9]*\).*/\1/')
   [ "$errors" = 0 ] || fail "$errors HTTP or socket errors: $result"
+  if [ "$ANCHOR" = 1 ]; then
+    anchor=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s \
+             -s "$PREFIX/mix.lua" "$URL" -- "$KEYS" static) || fail "wrk on /static"
+    anchor=$(echo "$anchor" | grep '^RESULT' | sed 's/^RESULT //') ||
+      fail "wrk on /static printed no result"
+  fi
   lua5.4 "$PREFIX/tool.lua" wait "$URL" 120 || fail "processors after the run"
   echo "checks:"
   lua5.4 "$PREFIX/tool.lua" check "$DB" "$URL" "$KEYS" || fail "checks"
@@ -113,6 +122,10 @@ for n in $WORKERS; do
   line=$(echo "$result" | sed 's/^RESULT //')
   SUMMARY="$SUMMARY
 $(printf '%-8s %s' "$n" "$line")"
+  if [ "$ANCHOR" = 1 ]; then
+    SUMMARY="$SUMMARY
+$(printf '%-8s %s' "$n" "/static $anchor")"
+  fi
 done
 
 echo

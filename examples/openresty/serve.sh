@@ -21,6 +21,8 @@
 # answers, and starts the processors' pump (pump.lua, under LuaJIT; its
 # pid in logs/pump.pid, what failed in logs/pump.log) unless
 # PUMP=workers, which has each worker pump them between its requests.
+# The pump runs at nice PUMP_NICE (10): the requests come first, the
+# processors catch up between them.
 # `stop` stops the pump (it closes the database and gives its leases back)
 # and the nginx of RUN, gracefully (its workers close the database too).
 set -eu
@@ -101,7 +103,7 @@ if [ "$PUMP" = process ]; then
   rm -f "$PUMPSTOP"
   LUA_PATH="$HERE/?.lua;$ROOT/lua/?.lua;$ROOT/lua/?/init.lua;$ROOT/examples/?.lua;;" \
   LUA_CPATH="$ROOT/build/luajit/?.so;;" \
-    "${LUAJIT:-luajit}" "$HERE/pump.lua" "$DB" "$PUMPSTOP" \
+    nice -n "${PUMP_NICE:-10}" "${LUAJIT:-luajit}" "$HERE/pump.lua" "$DB" "$PUMPSTOP" \
     </dev/null >>"$RUN/logs/pump.log" 2>&1 &
   echo $! > "$PUMPPID"
 fi
