@@ -26,12 +26,15 @@ path 404, a known path with another method 405, a Lua error 500.
 Worker lifecycle.  Each worker opens the database in init_worker (never in
 init_by_lua: an LMDB environment must not cross a fork), so the workers
 are separate processes on one database, each with its own environment.
-Each worker's processors are pumped by an ngx.timer.every; their leases
-spread the feed ranges over the workers (each worker is an instance of its
-own, named after its pid), so every range is worked on by one worker at a
-time and a worker that dies leaves its ranges to the others when its
-leases expire.  exit_worker closes the database, which gives the leases
-back at once (a reload or a stop hands them to the workers that remain).
+The processors are pumped by a process of their own (pump.lua, which
+serve.sh starts, with REGOLITH_PUMP=process in nginx's environment), so
+that no processor's batch holds a worker's loop.  Otherwise each worker's
+processors are pumped by an ngx.timer.every; their leases spread the feed
+ranges over the workers (each worker is an instance of its own, named
+after its pid), so every range is worked on by one worker at a time and a
+worker that dies leaves its ranges to the others when its leases expire.
+exit_worker closes the database, which gives the leases back at once (a
+reload or a stop hands them to the workers that remain).
 ]]
 
 local regolith = require "regolith"
@@ -52,6 +55,22 @@ local writer                   -- the model whose writes go through the
                                -- write queue, or nil
 local group                    -- its writers' shared transactions, or nil
 local busy = false             -- a tick is pumping (ticks do not overlap)
+local trace                    -- REGOLITH_APP_TRACE's file of this worker
+
+-- With REGOLITH_APP_TRACE=<prefix> (load.sh's TRACE=1), each worker
+-- writes a line per request and per pump tick to <prefix>.<pid>: what it
+-- was, when its loop iteration began (ngx.req.start_time), when its
+-- handler began and when it ended, in ms, so that a slow request's wait
+-- can be told from its own work and from the other requests and ticks
+-- that held the worker's loop meanwhile (tools: examples/openresty/tail.lua).
+local function stamp()
+  ngx.update_time()
+  return ngx.now()
+end
+
+local function trace_line(kind, what, loop, t0, t1)
+  trace:write(("%s %.3f %.3f %.3f %s\n"):format(kind, loop, t0, t1, what))
+end
 
 -- {=====================================================================
 -- Worker lifecycle
@@ -74,6 +93,7 @@ local function pump(premature)
   if premature or busy or not db then return end
   busy = true
   local start = ngx.now()
+  local t0 = trace and stamp()
   while true do
     local ok, n, msg, status = pcall(db.run_processors, db,
                                      { max_ms = PASS_MS })
@@ -85,11 +105,16 @@ local function pump(premature)
       ngx.log(ngx.ERR, "processors: ", msg, " (", status, ")")
       break
     end
+    if trace then
+      local t1 = stamp()
+      trace_line("P", n, start, t0, t1)
+    end
     if n == 0 then break end
     ngx.update_time()
     if ngx.now() - start >= PUMP_SLICE then break end
     ngx.sleep(0.001)          -- lets requests in (Debian's nginx lacks the
                               -- patch that makes ngx.sleep(0) cheap)
+    if trace then t0 = stamp() end
   end
   busy = false
 end
@@ -139,17 +164,27 @@ function M.init_worker()
     return
   end
   model = m
+  local tp = os.getenv("REGOLITH_APP_TRACE")
+  if tp and tp ~= "" then
+    trace = io.open(("%s.%d"):format(tp, ngx.worker.pid()), "w")
+  end
+  -- REGOLITH_PUMP=process: a process of its own pumps the processors
+  -- (pump.lua; serve.sh starts it), so that no batch holds this loop
+  if os.getenv("REGOLITH_PUMP") ~= "process" then
+    local timer_ok, terr = ngx.timer.every(PUMP_EVERY, pump)
+    if not timer_ok then ngx.log(ngx.ERR, "cannot start the pump: ", terr) end
+  end
   if os.getenv("REGOLITH_QUEUE") ~= "0" then
     writer = queued_model(m, db)
   elseif os.getenv("REGOLITH_GROUP") ~= "0" then
     group = db:group_commit()
   end
-  local timer_ok, terr = ngx.timer.every(PUMP_EVERY, pump)
-  if not timer_ok then ngx.log(ngx.ERR, "cannot start the pump: ", terr) end
 end
 
 function M.exit_worker()
   if db then db:close() end
+  if trace then trace:close() end
+  trace = nil
   db, model, writer, group = nil, nil, nil, nil
 end
 -- }=====================================================================
@@ -238,7 +273,7 @@ local function answer(handler, method, id)
   send(method == "POST" and 201 or 200, text, charge)
 end
 
-function M.handle()
+local function handle()
   if not model then
     return fail(503, "the database is not open in this worker (see the " ..
       "error log)")
@@ -258,6 +293,15 @@ function M.handle()
     end
   end
   return fail(404, "no such resource: " .. uri)
+end
+
+function M.handle()
+  if not trace then return handle() end
+  local t0 = stamp()
+  handle()
+  local t1 = stamp()
+  trace_line("R", ngx.var.connection .. " " .. ngx.req.get_method() .. " " ..
+             ngx.var.uri, ngx.req.start_time(), t0, t1)
 end
 -- }=====================================================================
 

@@ -17,7 +17,13 @@
 # mix, "reads" for its reads alone), QUEUE (1: the write requests of
 # every worker share transactions through db:write_queue; 0: not), GROUP
 # (with QUEUE=0, 1: the write requests of a worker share transactions
-# through db:group_commit; 0: each its own).
+# through db:group_commit; 0: each its own), PUMP ("process": the
+# processors are pumped by a process of their own, pump.lua; "workers": by
+# each worker's timer, between its requests), TRACE (1: the workers trace
+# their requests and passes, and tail.lua says after each round where the
+# slowest 1 % of the requests' time went), ANCHOR (1: after the mix, wrk
+# as long on /static, which nginx answers without Lua: the client's and
+# nginx's own cost on the same cores).
 set -eu
 
 cd "$(dirname "$0")/../.."
@@ -32,6 +38,9 @@ SYNC=${SYNC:-full}
 MIX=${MIX:-}
 QUEUE=${QUEUE:-1}
 GROUP=${GROUP:-1}
+PUMP=${PUMP:-process}
+TRACE=${TRACE:-0}
+ANCHOR=${ANCHOR:-0}
 WORKERS=${*:-1 2 4}
 URL=http://127.0.0.1:$PORT
 DB=$PREFIX/data/blog
@@ -49,6 +58,8 @@ make -s all LUA=luajit
 export LUA_PATH="$PREFIX/?.lua;$ROOT/examples/?.lua;$ROOT/lua/?.lua;$ROOT/lua/?/init.lua;;"
 export LUA_CPATH="$ROOT/build/lua5.4/?.so;;"
 export REGOLITH_DB=$DB REGOLITH_SYNC=$SYNC REGOLITH_QUEUE=$QUEUE REGOLITH_GROUP=$GROUP
+export PUMP
+if [ "$TRACE" = 1 ]; then export REGOLITH_APP_TRACE=$PREFIX/logs/trace; fi
 
 # nginx is started and stopped by serve.sh (the quick start's script:
 # the port, the workers, the user as root), with this directory as RUN.
@@ -80,6 +91,12 @@ for n in $WORKERS; do
   result=$(echo "$out" | grep '^RESULT') || fail "wrk printed no result"
   errors=$(echo "$result" | sed 's/.* errors=\([0-9]*\).*/\1/')
   [ "$errors" = 0 ] || fail "$errors HTTP or socket errors: $result"
+  if [ "$ANCHOR" = 1 ]; then
+    anchor=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s \
+             -s "$PREFIX/mix.lua" "$URL" -- "$KEYS" static) || fail "wrk on /static"
+    anchor=$(echo "$anchor" | grep '^RESULT' | sed 's/^RESULT //') ||
+      fail "wrk on /static printed no result"
+  fi
   lua5.4 "$PREFIX/tool.lua" wait "$URL" 120 || fail "processors after the run"
   echo "checks:"
   lua5.4 "$PREFIX/tool.lua" check "$DB" "$URL" "$KEYS" || fail "checks"
@@ -91,14 +108,29 @@ for n in $WORKERS; do
   if grep -q 'ngx.sleep(0) called' "$PREFIX/logs/error.log"; then
     fail "ngx.sleep(0) warnings in the error log"
   fi
+  # the pump says on stderr only what failed
+  if [ -s "$PREFIX/logs/pump.log" ]; then
+    echo "--- $PREFIX/logs/pump.log:" >&2
+    tail -n 20 "$PREFIX/logs/pump.log" >&2
+    fail "the processors' pump failed"
+  fi
   stop_nginx
+  if [ "$TRACE" = 1 ]; then
+    echo "where the time went (tail.lua):"
+    lua5.4 "$PREFIX/tail.lua" "$PREFIX"/logs/trace.*
+  fi
   line=$(echo "$result" | sed 's/^RESULT //')
   SUMMARY="$SUMMARY
 $(printf '%-8s %s' "$n" "$line")"
+  if [ "$ANCHOR" = 1 ]; then
+    SUMMARY="$SUMMARY
+$(printf '%-8s %s' "$n" "/static $anchor")"
+  fi
 done
 
 echo
 echo "== summary ($(nproc) cores; latencies in ms; sync = $SYNC; queue = $QUEUE; group = $GROUP;" \
+  "processors: PUMP=$PUMP;" \
   "${MIX:-mix} of ${DURATION} s, $CONNECTIONS connections)"
 printf '%-8s %s\n' "workers" "results"
 echo "$SUMMARY" | sed '/^$/d'

@@ -1,7 +1,7 @@
 --[[
-mix: the load wrk drives (wrk -s mix.lua URL -- KEYS [reads]): a
+mix: the load wrk drives (wrk -s mix.lua URL -- KEYS [reads|static]): a
 read-heavy mix of the blog's ten requests on the keys tool.lua wrote (with
-`reads`, its reads alone).
+`reads`, its reads alone; with `static`, GET /static alone).
 
     reads  90%: Q1 user 15, Q2 post 25, Q3 user's posts 15,
                 Q4 comments 15, Q5 likes 10, Q6 feed 10
@@ -34,9 +34,12 @@ function init(args)
     end
   end
   math.randomseed(os.time() * 100 + tid)
-  -- `reads`: the reads alone, in the same proportions
+  -- `reads`: the reads alone, in the same proportions; `static`: only
+  -- GET /static (nginx's own answer, no Lua: load.sh's anchor)
   if args[2] == "reads" then
     for i = #REQUESTS, 7, -1 do REQUESTS[i] = nil end
+  elseif args[2] == "static" then
+    REQUESTS = { { 1, function() return wrk.format("GET", "/static") end } }
   end
   total = 0
   for _, r in ipairs(REQUESTS) do total = total + r[1] end

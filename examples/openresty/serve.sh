@@ -18,8 +18,13 @@
 # OpenResty's, NGINX=...) on it.  As root, nginx would run its workers as
 # nobody, who cannot write a database root made: the workers run as the
 # invoking user (-g "user ...;").  Then it waits until the example
-# answers.  `stop` stops the nginx of RUN gracefully (its workers close
-# the database and give their leases back).
+# answers, and starts the processors' pump (pump.lua, under LuaJIT; its
+# pid in logs/pump.pid, what failed in logs/pump.log) unless
+# PUMP=workers, which has each worker pump them between its requests.
+# The pump runs at nice PUMP_NICE (10): the requests come first, the
+# processors catch up between them.
+# `stop` stops the pump (it closes the database and gives its leases back)
+# and the nginx of RUN, gracefully (its workers close the database too).
 set -eu
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -29,16 +34,26 @@ RUN=$(mkdir -p "$RUN" && cd "$RUN" && pwd)
 # Debian keeps nginx in /usr/sbin, which is not in an ordinary user's PATH
 NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 PIDFILE=$RUN/logs/nginx.pid
+PUMPPID=$RUN/logs/pump.pid
+PUMPSTOP=$RUN/logs/pump.stop
 
 case "${1:-}" in
   start) ;;
-  stop) exec sh "$ROOT/tools/nginx_stop.sh" "$PIDFILE" ;;
+  stop)
+    # the pump first: it closes the database, giving its leases back
+    sh "$ROOT/tools/nginx_stop.sh" "$PUMPPID" "$PUMPSTOP"
+    exec sh "$ROOT/tools/nginx_stop.sh" "$PIDFILE" ;;
   *) echo "usage: $0 start [PORT [DB]] | stop" >&2; exit 2 ;;
 esac
 
 PORT=${2:-${PORT:-8089}}
 DB=${3:-${REGOLITH_DB:-$RUN/data/blog}}
 WORKERS=${WORKERS:-2}
+PUMP=${PUMP:-process}
+case "$PUMP" in
+  process|workers) ;;
+  *) echo "$0: PUMP is process or workers: $PUMP" >&2; exit 2 ;;
+esac
 case "$PORT" in
   ''|*[!0-9]*) echo "$0: the port must be a number: $PORT" >&2; exit 2 ;;
 esac
@@ -60,7 +75,8 @@ sed -e "s|^worker_processes .*|worker_processes $WORKERS;|" \
     -e "s|\$prefix/?\.lua|$HERE/?.lua|g" \
     "$HERE/conf/nginx.conf" > "$RUN/conf/serve.conf"
 
-export REGOLITH_DB="$DB"
+export REGOLITH_DB="$DB" REGOLITH_PUMP="$PUMP"
+if [ -n "${SYNC:-}" ]; then export REGOLITH_SYNC="$SYNC"; fi
 GLOBAL=""
 if [ "$(id -u)" = 0 ]; then GLOBAL="user $(id -un) $(id -gn);"; fi
 if [ -n "$GLOBAL" ]; then
@@ -81,5 +97,16 @@ until curl -s -o /dev/null "http://127.0.0.1:$PORT/admin/processors"; do
   fi
   sleep 0.1
 done
-echo "the blog on http://127.0.0.1:$PORT/ ($WORKERS workers, database $DB," \
-  "log $RUN/logs/error.log); stop: $0 stop"
+
+# the processors' pump, a LuaJIT process on the build the workers load
+if [ "$PUMP" = process ]; then
+  rm -f "$PUMPSTOP"
+  LUA_PATH="$HERE/?.lua;$ROOT/lua/?.lua;$ROOT/lua/?/init.lua;$ROOT/examples/?.lua;;" \
+  LUA_CPATH="$ROOT/build/luajit/?.so;;" \
+    nice -n "${PUMP_NICE:-10}" "${LUAJIT:-luajit}" "$HERE/pump.lua" "$DB" "$PUMPSTOP" \
+    </dev/null >>"$RUN/logs/pump.log" 2>&1 &
+  echo $! > "$PUMPPID"
+fi
+if [ "$PUMP" = process ]; then by="pump.lua"; else by="the workers"; fi
+echo "the blog on http://127.0.0.1:$PORT/ ($WORKERS workers, processors run" \
+  "by $by, database $DB, logs $RUN/logs/); stop: $0 stop"
