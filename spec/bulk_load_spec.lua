@@ -265,6 +265,35 @@ describe("bulk load", function()
     end
   end)
 
+  it("sorts keys of long common prefixes, keys prefixes of others and equal terms as creates order them", function()
+    -- strings of up to 89 'a's then a digit: index keys that split one
+    -- byte after another, deeper than the sort's radix passes go (in an
+    -- order that is not theirs); ids that are prefixes of others; a term
+    -- most items share
+    local docs, spec = {}, { partition_key = "/pk" }
+    for i = 1, 3000 do
+      docs[i] = { id = ("k"):rep(1 + i % 40) .. (i % 40 == 0 and "" or tostring(i)),
+                  pk = "p" .. (i % 3), s = ("a"):rep(i % 90) .. tostring((3000 - i) % 5),
+                  g = i % 2, n = (i * 7919) % 1000 }
+    end
+    local ref = assert(db:create_container("ref", spec))
+    local seen = {}
+    for _, d in ipairs(docs) do
+      local key = d.pk .. "/" .. d.id
+      if not seen[key] then seen[key] = true; assert(ref:create(d)) end
+    end
+    local lc = assert(db:create_container("l", spec))
+    local res = assert(lc:bulk_load(docs, { batch = 3000, transaction = "load" }))
+    assert.are.equal(ref:query("SELECT VALUE COUNT(1) FROM c")[1], res.written)
+    same_answers(ref, lc, {
+      "SELECT VALUE c.id FROM c ORDER BY c.s, c.id",
+      "SELECT VALUE c.id FROM c WHERE c.g = 1 ORDER BY c.n DESC",
+      "SELECT VALUE c.id FROM c WHERE c.s > 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2' ORDER BY c.s DESC",
+      "SELECT VALUE c.id FROM c ORDER BY c.id",
+    }, true)
+    assert.is_true(db:verify())
+  end)
+
   it("holds a load's entries across its batches and merges them alike, whatever its memory", function()
     local docs = {}
     for i = 1, 1200 do docs[i] = doc(i) end

@@ -89,6 +89,55 @@ describe("db:group", function()
     assert(db:verify())
   end)
 
+  it("never reuses a path id a raising member gave and lost", function()
+    -- The member that raises gives /x a path id; its rollback takes the id
+    -- back, so the next new path (/y) is given the same number.  A later
+    -- /x must be given an id of its own, not the one remembered from the
+    -- member rolled back (its entries would then sit under /y's).
+    assert(c:create({ id = "first", pk = "p" }))
+    local res = assert(db:group({
+      function()
+        assert(c:create({ id = "a", pk = "p", x = 1 }))
+        error("undo it")
+      end,
+      function() return c:create({ id = "b", pk = "p", y = 2 }) end,
+      function() return c:create({ id = "c", pk = "p", x = 2 }) end,
+    }))
+    assert.is_false(res[1][1])
+    assert.is_true(res[2][1] and res[3][1])
+    local function ids(sql)
+      local got = {}
+      for _, d in ipairs(assert(c:query(sql))) do got[#got + 1] = d end
+      table.sort(got)
+      return got
+    end
+    assert.are.same({ "b" }, ids("SELECT VALUE c.id FROM c WHERE c.y = 2"))
+    assert.are.same({ "c" }, ids("SELECT VALUE c.id FROM c WHERE c.x = 2"))
+    assert.are.same({}, ids("SELECT VALUE c.id FROM c WHERE c.y = 1"))
+    -- and in the transactions after it, from the dictionary
+    assert(c:create({ id = "d", pk = "p", x = 2, y = 3 }))
+    assert.are.same({ "c", "d" }, ids("SELECT VALUE c.id FROM c WHERE c.x = 2"))
+    assert.are.same({ "d" }, ids("SELECT VALUE c.id FROM c WHERE c.y = 3"))
+    assert(db:verify())
+  end)
+
+  it("never reuses a path id a failed transaction gave", function()
+    -- the whole batch fails (its second create is a conflict) after giving
+    -- /x an id; the next transactions give /y and then /x ids of their own
+    assert(c:create({ id = "first", pk = "p" }))
+    local ok, _, status = c:batch("p", {
+      { op = "create", doc = { id = "a", pk = "p", x = 1 } },
+      { op = "create", doc = { id = "first", pk = "p" } },
+    })
+    assert.is_nil(ok)
+    assert.are.equal(409, status)
+    assert(c:create({ id = "b", pk = "p", y = 2 }))
+    assert(c:create({ id = "c", pk = "p", x = 2 }))
+    assert.are.same({ "b" }, assert(c:query("SELECT VALUE c.id FROM c WHERE c.y = 2")))
+    assert.are.same({ "c" }, assert(c:query("SELECT VALUE c.id FROM c WHERE c.x = 2")))
+    assert(db:verify())
+  end)
+
   it("joins a transaction already running (a nested group)", function()
     local res = assert(db:group({
       function()

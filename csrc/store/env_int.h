@@ -20,6 +20,7 @@ struct rg_env {
   uint8_t secret[16];       /* keys continuation tokens to this database */
   const struct rg_hooks *hooks;    /* upward calls (hooks.h), or NULL */
   struct rg_pcache *pcache;        /* path ids known to be given (index.c) */
+  uint64_t scopes;          /* write scopes begun: the last one's serial */
   void *hook_state;
   struct rg_tpfile *tp;     /* the throughput budgets (throughput.c), or NULL */
   struct rg_queue *queue;   /* the write queue (queue.c), once used */

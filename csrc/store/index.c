@@ -22,7 +22,13 @@
 ** is the columns' terms concatenated (descending ones complemented), when
 ** every one of its paths holds a scalar.  Ids are never reused (a dropped
 ** container's go with its data), so each process keeps the ids it has
-** seen committed in a cache.
+** seen committed in a cache.  The cache also holds the ids the running
+** scope made (a load's new paths, met again by every document), each under
+** the scope's serial and its count of savepoint rollbacks: such an id is
+** used only by that scope's transaction and only while no savepoint was
+** rolled back since it was cached (after a rollback or an abort, it may
+** not exist, so the table is asked again); once committed, it is cached
+** as committed the next time the table is read.
 **
 ** Computed properties (container.c) are walked as top-level members of
 ** the item holding the values their queries give (a stored member of the
@@ -145,6 +151,9 @@ typedef struct pslot {
   char *text;                    /* NULL: free */
   size_t n;
   uint64_t h;
+  uint64_t serial;               /* 0: committed; else the scope's that made
+                                    it, valid in it while its backs match */
+  uint32_t backs;
   uint32_t cid;
   uint8_t len;
   uint8_t id[RG_PATHID_MAX];
@@ -179,12 +188,32 @@ static pslot *pc_find (struct rg_pcache *pc, uint32_t cid, const char *text,
   return NULL;
 }
 
-/* Remembers a committed path id (memory permitting: the cache is only a
-** cache, and starts over when full). */
-static void pc_add (rg_env *env, uint32_t cid, const char *text, size_t n,
-                    uint64_t h, const uint8_t *id, size_t len) {
+/* Whether a cached id holds for a lookup in `txn`: a committed one always,
+** one the running scope made only in its transaction and only while no
+** savepoint was rolled back since. */
+static int pc_holds (const rg_env *env, const rg_txn *txn, const pslot *ps) {
+  const rg_scope *s = env->scope;
+  if (ps->serial == 0) return 1;
+  return s != NULL && s->txn == txn && s->serial == ps->serial &&
+         s->backs == ps->backs;
+}
+
+/* Remembers a path id, committed (`s` NULL) or made by the running scope
+** `s` (memory permitting: the cache is only a cache, and starts over when
+** full).  A text cached already takes the new id and state. */
+static void pc_add (rg_env *env, const rg_scope *s, uint32_t cid,
+                    const char *text, size_t n, uint64_t h,
+                    const uint8_t *id, size_t len) {
   struct rg_pcache *pc = env->pcache;
+  pslot *ps = pc_find(pc, cid, text, n, h);
   size_t i;
+  if (ps != NULL) {
+    ps->serial = s ? s->serial : 0;
+    ps->backs = s ? s->backs : 0;
+    ps->len = (uint8_t)len;
+    memcpy(ps->id, id, len);
+    return;
+  }
   if (pc == NULL) {
     if ((pc = (struct rg_pcache *)calloc(1, sizeof(*pc))) == NULL) return;
     env->pcache = pc;
@@ -213,6 +242,8 @@ static void pc_add (rg_env *env, uint32_t cid, const char *text, size_t n,
   pc->v[i].n = n;
   pc->v[i].h = h;
   pc->v[i].cid = cid;
+  pc->v[i].serial = s ? s->serial : 0;
+  pc->v[i].backs = s ? s->backs : 0;
   pc->v[i].len = (uint8_t)len;
   memcpy(pc->v[i].id, id, len);
   pc->used++;
@@ -240,7 +271,7 @@ int rg_pathid_find (rg_txn *txn, rg_env *env, uint32_t cid,
   rg_val k, v;
   uint32_t id;
   int rc;
-  if (ps) {
+  if (ps && pc_holds(env, txn, ps)) {
     memcpy(out, ps->id, ps->len);
     *len = ps->len;
     return 0;
@@ -255,10 +286,12 @@ int rg_pathid_find (rg_txn *txn, rg_env *env, uint32_t cid,
     return rg_fail(e, 500, "corrupt path dictionary entry");
   memcpy(out, v.p, v.n);
   *len = v.n;
-  /* cache what is committed: not what the running scope gave */
+  /* committed, or given by the running scope (then seen in its txn) */
   if (env->scope == NULL || env->scope->pathid_base == 0 ||
       id < env->scope->pathid_base)
-    pc_add(env, cid, text, n, h, out, *len);
+    pc_add(env, NULL, cid, text, n, h, out, *len);
+  else if (env->scope->txn == txn)
+    pc_add(env, env->scope, cid, text, n, h, out, *len);
   return 0;
 }
 
@@ -285,6 +318,7 @@ static int pathid_make (rg_scope *s, uint32_t cid, const char *text,
       (rc = rg_put(s, RG_DB_META, key, rg_meta_path_key(key, cid, text, n),
                    out, *len, e)))
     return rc;
+  pc_add(s->env, s, cid, text, n, ptext_hash(cid, text, n), out, *len);
   return 0;
 }
 

@@ -102,6 +102,7 @@ void rg_scope_back (rg_scope *s, const rg_mark *m) {
   s->seq_end = m->seq_end;
   s->npurged = m->npurged;
   memcpy(s->purged, m->purged, sizeof(s->purged));
+  s->backs++;                        /* the path ids made since: unknown */
 }
 
 void rg_scope_keep (rg_scope *s, const rg_mark *m) {
@@ -149,6 +150,7 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
     memset(&s, 0, sizeof(s));
     s.env = env;
     s.now = rg_now();
+    s.serial = ++env->scopes;
     if ((rc = rg_remote_begin(env->remote, &s.txn, e))) return rc;
     env->scope = &s;
     t.s = &s;
@@ -165,6 +167,7 @@ int rg_scope_run (rg_env *env, rg_protect protect, void *host, int sync,
     memset(&s, 0, sizeof(s));
     s.env = env;
     s.now = rg_now();
+    s.serial = ++env->scopes;
     if ((rc = rg_local_begin(env->local, sync, &s.txn, e))) return rc;
     rg_assert(env->scope == NULL);
     env->scope = &s;

@@ -66,6 +66,9 @@ struct rg_scope {
   uint32_t seq, seq_end;    /* item seqs taken, not yet handed out: seq ..
                                seq_end - 1 (rg_scope_seq) */
   uint32_t pathid_base;     /* path ids above this were made in the scope */
+  uint64_t serial;          /* this scope's number in its environment: the
+                               path ids it made are cached under it */
+  uint32_t backs;           /* savepoint rollbacks so far (rg_scope_back) */
   uint64_t writes;          /* changes made so far (rg_put ... rg_cursor_del) */
   int failed;               /* a storage error: the scope can only abort */
   int rerun;                /* the backend asked for a rerun (RG_RERUN) */

@@ -1180,6 +1180,70 @@ static int cmp_val (const rg_val *a, const void *p, size_t n) {
   return a->n < n ? -1 : a->n > n;
 }
 
+/* Symbol d of an entry in the tables' order (key, then value, bytewise):
+** byte d of the key (or of the value, `val`) plus one, 0 past its end. */
+static unsigned bent_sym (const bent *e, size_t d, int val) {
+  if (val)
+    return d < e->vn ? (unsigned)(uint8_t)sort_base[e->v + d] + 1 : 0;
+  if (d >= e->kn) return 0;
+  if (d < 8) return (unsigned)(e->pre >> (56 - 8 * d) & 0xff) + 1;
+  return (unsigned)(uint8_t)sort_base[e->k + d] + 1;
+}
+
+#define RSORT_SMALL 24    /* fewer entries: an insertion sort */
+#define RSORT_DEPTH 32    /* deeper splits: glibc's sort (bounded stack) */
+
+/* Sorts v[0..n) in the tables' order, all of whose entries agree before
+** symbol d of the key (or, `val`, of the whole key and the value before
+** symbol d), t: room for n entries.  A radix sort from the first symbol
+** on (a symbol all entries share costs one count), so that most entries
+** are placed by a few passes over them rather than compared through a
+** function log n times; runs of equal keys go on to their values.
+** `depth`: the splits above this one. */
+static void bent_rsort (bent *v, bent *t, size_t n, size_t d, int val,
+                        int depth) {
+  size_t cnt[257], i;
+  if (depth > RSORT_DEPTH && n >= RSORT_SMALL) {
+    qsort(v, n, sizeof(bent), bent_cmp);
+    return;
+  }
+  for (;;) {
+    unsigned first;
+    if (n < RSORT_SMALL) {
+      for (i = 1; i < n; i++) {
+        bent x = v[i];
+        size_t j = i;
+        for (; j > 0 && bent_cmp(&v[j - 1], &x) > 0; j--) v[j] = v[j - 1];
+        v[j] = x;
+      }
+      return;
+    }
+    memset(cnt, 0, sizeof(cnt));
+    for (i = 0; i < n; i++) cnt[bent_sym(&v[i], d, val)]++;
+    first = bent_sym(&v[0], d, val);
+    if (cnt[first] < n) break;
+    if (first == 0) {                /* all end here: equal keys, or equal */
+      if (val) return;
+      val = 1;
+      d = 0;
+    }
+    else d++;
+  }
+  {
+    size_t at[257], o = 0, sym;
+    for (sym = 0; sym < 257; sym++) { at[sym] = o; o += cnt[sym]; }
+    for (i = 0; i < n; i++) t[at[bent_sym(&v[i], d, val)]++] = v[i];
+    memcpy(v, t, n * sizeof(bent));
+    o = cnt[0];                      /* ended here: equal keys (values next) */
+    if (o > 1 && !val) bent_rsort(v, t, o, 0, 1, depth + 1);
+    for (sym = 1; sym < 257; sym++) {
+      if (cnt[sym] > 1)
+        bent_rsort(v + o, t + o, cnt[sym], d + 1, val, depth + 1);
+      o += cnt[sym];
+    }
+  }
+}
+
 /* A batch's entries of each table sorted: a run of its own. */
 static int bulk_runs (bulk *b) {
   int db;
@@ -1194,7 +1258,21 @@ static int bulk_runs (bulk *b) {
       l->runs = a;
       l->rcap = cap;
     }
-    qsort(l->v + l->sorted, l->n - l->sorted, sizeof(bent), bent_cmp);
+    if (b->mcap < l->n - l->sorted) {  /* the sort's room: the merge's */
+      bent *a = (bent *)realloc(b->merged, (l->n - l->sorted) * sizeof(bent));
+      if (a == NULL) return 1;
+      b->merged = a;
+      b->mcap = l->n - l->sorted;
+    }
+    bent_rsort(l->v + l->sorted, b->merged, l->n - l->sorted, 0, 0, 0);
+#ifdef RG_DEBUG
+    {                                /* (the merge's puts would take any
+                                        order: only their hints would miss) */
+      size_t i;
+      for (i = l->sorted + 1; i < l->n; i++)
+        rg_assert(bent_cmp(&l->v[i - 1], &l->v[i]) <= 0);
+    }
+#endif
     l->runs[l->nruns++] = l->sorted;
     l->sorted = l->n;
   }
