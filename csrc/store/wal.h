@@ -118,9 +118,9 @@ void rg_wal_end (rg_wal *w);
 ** that died after its commit); 0 or a status. */
 int  rg_wal_flush (rg_wal *w, rg_err *e);
 /* After a commit, before the call returns: sync "full" waits until its
-** record is on the disk (flushing the log unless a flush begun after the
-** record did).  0 or a status (the commit is made, its durability is not
-** known). */
+** record is on the disk (for the flush its commit began, else flushing the
+** log unless a flush begun after the record did).  0 or a status (the
+** commit is made, its durability is not known). */
 int  rg_wal_durable (rg_wal *w, rg_err *e);
 
 /* What the log did since the machine started, counted by every process
