@@ -374,17 +374,19 @@ static void *flusher (void *arg) {
   rg_wal *w = (rg_wal *)arg;
   pthread_mutex_lock(&w->fl_mu);
   for (;;) {
+    uint64_t asked;
     int rc, err;
     while (w->fl_done == w->fl_asked && !w->fl_stop)
       pthread_cond_wait(&w->fl_cv, &w->fl_mu);
     if (w->fl_done == w->fl_asked) break;            /* stopped, nothing asked */
+    asked = w->fl_asked;           /* what is asked later needs a later flush */
     pthread_mutex_unlock(&w->fl_mu);
     rc = flush_log(w);
     err = errno;
     pthread_mutex_lock(&w->fl_mu);
     w->fl_rc = rc;
     w->fl_errno = err;
-    w->fl_done = w->fl_asked;
+    w->fl_done = asked;
     pthread_cond_broadcast(&w->fl_cv);
   }
   pthread_mutex_unlock(&w->fl_mu);
