@@ -162,6 +162,47 @@ describe("the write-ahead log", function()
     end)
   end
 
+  -- sync "full" holds a commit's data pages (those over blocks the file
+  -- has) until its record is appended and its flush begun; a commit that
+  -- writes more than 8 MiB of pages has them written at once and holds no
+  -- more.  Both, on pages the file has (a deleted container's, reused):
+  -- read back through the map at once, and from the file after a close.
+  it("writes the pages it held for a durable commit, a small one and one of more than 8 MiB, before its meta page", function()
+    local db, path = H.open({ sync = "full" })
+    local function docs(tag, n)
+      local t = {}
+      for i = 1, n do
+        t[i] = { id = tag .. i, pk = "p" .. (i % 50), s = ("x"):rep(700) .. i }
+      end
+      return t
+    end
+    local function check(d)
+      assert(d:verify())
+      local c = assert(d:container("c"))
+      assert.are.equal(1, assert(c:read("small", "p1")).n)
+      assert.are.equal(2, assert(c:read("after", "p2")).n)
+      for _, i in ipairs({ 1, 777, 6000, 12000 }) do
+        assert.are.equal(("x"):rep(700) .. i, assert(c:read("n" .. i, "p" .. (i % 50))).s)
+      end
+      H.fails(404, d:container("old"))
+    end
+    local c = assert(db:create_container("old", { partition_key = "/pk" }))
+    assert(c:bulk_load(docs("o", 12000)))
+    assert(db:delete_container("old"))
+    db:close()
+    db = assert(regolith.open(path, { sync = "full" }))
+    c = assert(db:create_container("c", { partition_key = "/pk" }))
+    assert(c:create({ id = "small", pk = "p1", n = 1 }))
+    local r = assert(c:bulk_load(docs("n", 12000)))
+    assert.are.equal(12000, r.written)
+    assert(c:create({ id = "after", pk = "p2", n = 2 }))
+    check(db)
+    db:close()
+    db = assert(regolith.open(path, { sync = "full" }))
+    check(db)
+    db:close()
+  end)
+
   for _, how in ipairs({ "compact", "backup" }) do
     it("is never replayed over a copy made by db:" .. how .. " where another database's log was left", function()
       -- a directory whose database was removed but not its log: the log of

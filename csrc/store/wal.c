@@ -39,7 +39,12 @@
 ** so that hook_writev knows where the run goes without asking.  The hooks let every write through, and while a write
 ** scope of a logged database runs, copy what LMDB writes to its data file
 ** into the record; the meta page, the last write of a commit, makes the
-** hook append the record first.
+** hook append the record first.  With sync "full" the hooks hold the data
+** pages (copies, in `held`) instead of writing them, as long as they
+** overwrite blocks the file has (below dwritten: no hole, no growth):
+** once the record is appended the flusher thread starts its flush, and
+** the meta page's hook writes the held pages (a run of contiguous ones in
+** one pwritev), then the meta page, while the log flushes.
 */
 
 #include <dlfcn.h>
@@ -73,6 +78,7 @@
                                         the writer lock */
 #define CAPTURE_MAX  (64u << 20)     /* a bigger commit checkpoints instead */
 #define GROW         (1u << 20)      /* the log grows by zeros, this much */
+#define HOLD_MAX     (8u << 20)      /* data pages held for the flush, at most */
 #define WAL_MAGIC    0x3130304c41574752ull  /* "RGWAL001": the header before
                                                 the ring (no sequence) */
 #define WAL_MAGIC2   0x3230304c41574752ull  /* "RGWAL002" */
@@ -153,6 +159,21 @@ struct rg_wal {
   int ck_live;               /* a checkpoint thread of this process runs */
   int ck_thread_made;        /* ck_thread is to be joined */
   pthread_t ck_thread;
+  /* sync "full": the data pages LMDB wrote, held until the record is
+  ** appended and its flush begun (off u64 | len u64 | bytes); the data
+  ** file has no hole below dwritten (a held page never allocates) */
+  rg_buf held;
+  uint64_t dwritten;
+  int nohold;                /* this transaction holds no more pages */
+  int kicked;                /* this commit's flush runs on the flusher */
+  /* the flusher: a thread of fl_pid that flushes the log when asked
+  ** (fl_asked passes fl_done), its result in fl_rc and fl_errno */
+  pthread_mutex_t fl_mu;
+  pthread_cond_t fl_cv;
+  pthread_t fl_thread;
+  pid_t fl_pid;
+  uint64_t fl_asked, fl_done;
+  int fl_rc, fl_errno, fl_stop;
 };
 
 static int hooked;           /* 0 not tried, 1 installed, -1 impossible */
@@ -344,6 +365,69 @@ static int flush_log (rg_wal *w) {
   if (sh->gen == gen && sh->synced < upto) sh->synced = upto;
   pthread_mutex_unlock(&sh->mu);
   return 0;
+}
+
+/* The flusher: a thread of this process that runs flush_log when asked,
+** so that a commit of sync "full" writes its data pages and its meta page
+** while the log's flush of its record is under way. */
+static void *flusher (void *arg) {
+  rg_wal *w = (rg_wal *)arg;
+  pthread_mutex_lock(&w->fl_mu);
+  for (;;) {
+    uint64_t asked;
+    int rc, err;
+    while (w->fl_done == w->fl_asked && !w->fl_stop)
+      pthread_cond_wait(&w->fl_cv, &w->fl_mu);
+    if (w->fl_done == w->fl_asked) break;            /* stopped, nothing asked */
+    asked = w->fl_asked;           /* what is asked later needs a later flush */
+    pthread_mutex_unlock(&w->fl_mu);
+    rc = flush_log(w);
+    err = errno;
+    pthread_mutex_lock(&w->fl_mu);
+    w->fl_rc = rc;
+    w->fl_errno = err;
+    w->fl_done = asked;
+    pthread_cond_broadcast(&w->fl_cv);
+  }
+  pthread_mutex_unlock(&w->fl_mu);
+  return NULL;
+}
+
+/* Asks the flusher for a flush of everything appended so far (making the
+** thread in this process first: one made before a fork is not there).
+** 0, or -1 when there is no thread (the caller flushes itself). */
+static int flush_begin (rg_wal *w) {
+  if (w->fl_pid != getpid()) {
+    sigset_t all, old;
+    int rc;
+    pthread_mutex_init(&w->fl_mu, NULL);
+    pthread_cond_init(&w->fl_cv, NULL);
+    w->fl_asked = w->fl_done = 0;
+    w->fl_stop = 0;
+    sigfillset(&all);                 /* signals stay with the other threads */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&w->fl_thread, NULL, flusher, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) return -1;
+    w->fl_pid = getpid();
+  }
+  pthread_mutex_lock(&w->fl_mu);
+  w->fl_asked++;
+  pthread_cond_broadcast(&w->fl_cv);
+  pthread_mutex_unlock(&w->fl_mu);
+  return 0;
+}
+
+/* Waits for the flush asked last: flush_log's result (errno set). */
+static int flush_wait (rg_wal *w) {
+  int rc, err;
+  pthread_mutex_lock(&w->fl_mu);
+  while (w->fl_done != w->fl_asked) pthread_cond_wait(&w->fl_cv, &w->fl_mu);
+  rc = w->fl_rc;
+  err = w->fl_errno;
+  pthread_mutex_unlock(&w->fl_mu);
+  errno = err;
+  return rc;
 }
 
 /* Fills a record's head (magic, length, epoch, txnid, segments) and its
@@ -719,10 +803,88 @@ static int fit_meta (int fd, unsigned psize, const uint8_t *buf, size_t n,
   return 0;
 }
 
-/* The meta page: the commit's last write.  The record goes to the log
-** (flushed), then the meta page to the data file.  A record that cannot be
-** logged (a full disk, a commit too big to copy) makes the commit durable
-** through the data file instead: flushed, and a checkpoint at it. */
+/* A write of the data file that went through: the file has no hole below
+** its end when it had none below its start. */
+static void written (rg_wal *d, uint64_t off, ssize_t r) {
+  if (r > 0 && off <= d->dwritten && off + (uint64_t)r > d->dwritten)
+    d->dwritten = off + (uint64_t)r;
+}
+
+/* Writes the held pages, each run of contiguous ones in one pwritev:
+** 0, or -1 (errno). */
+static int write_held (rg_wal *w, int fd) {
+  struct iovec iov[64];
+  size_t at = 0, len;
+  while (at < w->held.n) {
+    uint64_t head[2], off;
+    int k = 0;
+    ssize_t r;
+    memcpy(head, w->held.p + at, 16);
+    off = head[0];
+    len = 0;
+    while (at < w->held.n && k < 64) {
+      memcpy(head, w->held.p + at, 16);
+      if (head[0] != off + len) break;
+      iov[k].iov_base = w->held.p + at + 16;
+      iov[k].iov_len = (size_t)head[1];
+      len += (size_t)head[1];
+      at += 16 + (size_t)head[1];
+      k++;
+    }
+    r = pwritev(fd, iov, k, (off_t)off);
+    if (r != (ssize_t)len) {
+      if (r >= 0) errno = EIO;
+      return -1;
+    }
+  }
+  w->held.n = 0;
+  return 0;
+}
+
+/* Sync "full": a data page (or run) is held, not written, until the
+** record is appended and its flush begun (commit_meta), when it overwrites
+** blocks the file has (it cannot fail for room).  A transaction that
+** writes more than HOLD_MAX has what is held written at once, and holds
+** no more: LMDB reads back through its map the pages it spills in a big
+** transaction, and a spill writes more than that at once.  1 when held,
+** 0 when the caller writes it, -1 (errno) when held pages failed. */
+static int hold (rg_wal *w, int fd, const void *p, size_t n, uint64_t off) {
+  uint64_t head[2];
+  if (w->sync != RG_SYNC_FULL || w->nohold || off + n > w->dwritten)
+    return 0;
+  if (w->held.n + n + 16 > HOLD_MAX) {
+    w->nohold = 1;
+    return write_held(w, fd) == 0 ? 0 : -1;
+  }
+  if (rg_buf_reserve(&w->held, n + 16) != 0) return 0;
+  head[0] = off;
+  head[1] = n;
+  rg_buf_add(&w->held, head, 16);
+  rg_buf_add(&w->held, p, n);
+  return 1;
+}
+
+/* The record of this commit, appended, is unmade (its held pages could not
+** be written: the commit fails): zeroed and flushed, so that no replay
+** makes it, and the next record takes its place. */
+static void unmake (rg_wal *w) {
+  shared *sh = w->sh;
+  uint64_t zero = 0;
+  int err = errno;
+  if (pwrite(w->wfd, &zero, 8, (off_t)sh->last_start) == 8) fdatasync(w->wfd);
+  sh->next_off = sh->last_start;
+  sh->last_txnid = w->txnid - 1;
+  set_synced(sh, sh->synced > w->txnid - 1 ? w->txnid - 1 : sh->synced, 1);
+  w->pending = 0;
+  errno = err;
+}
+
+/* The meta page: the commit's last write.  The record goes to the log,
+** then the held data pages and the meta page to the data file; with sync
+** "full" the record's flush runs on the flusher meanwhile (rg_wal_durable
+** waits for it).  A record that cannot be logged (a full disk, a commit
+** too big to copy) makes the commit durable through the data file
+** instead: flushed, and a checkpoint at it. */
 static ssize_t commit_meta (rg_wal *w, int fd, const void *buf, size_t n,
                             off_t off) {
   ssize_t r;
@@ -731,6 +893,12 @@ static ssize_t commit_meta (rg_wal *w, int fd, const void *buf, size_t n,
   capture(w, (const uint8_t *)buf, n, (uint64_t)off);
   logged = append_record(w) == 0;
   w->capturing = 0;
+  if (logged && w->pending && w->held.n > 0 && flush_begin(w) == 0)
+    w->kicked = 1;
+  if (write_held(w, fd) != 0) {
+    if (logged) unmake(w);
+    return -1;                       /* LMDB fails the commit (errno) */
+  }
   if (logged) checkpoint_claim(w);
   r = pwrite(fd, buf, n, off);
   if (r != (ssize_t)n) return r;
@@ -746,10 +914,22 @@ static ssize_t hook_pwrite (int fd, const void *buf, size_t n, off_t off) {
       fit_meta(fd, d->psize, (const uint8_t *)buf, n, (uint64_t)off,
                &d->dsize) != 0)
     return -1;                       /* LMDB fails the commit (errno) */
-  if (w == NULL) return pwrite(fd, buf, n, off);
+  if (w == NULL) {
+    ssize_t r = pwrite(fd, buf, n, off);
+    if (d) written(d, (uint64_t)off, r);
+    return r;
+  }
   if ((uint64_t)off < 2u * w->psize) return commit_meta(w, fd, buf, n, off);
   capture(w, (const uint8_t *)buf, n, (uint64_t)off);
-  return pwrite(fd, buf, n, off);
+  switch (hold(w, fd, buf, n, (uint64_t)off)) {
+    case 1: return (ssize_t)n;
+    case -1: return -1;               /* LMDB fails the commit (errno) */
+    default: {
+      ssize_t r = pwrite(fd, buf, n, off);
+      written(w, (uint64_t)off, r);
+      return r;
+    }
+  }
 }
 
 /* LMDB writes a run of pages with lseek, then writev: the position is
@@ -766,12 +946,15 @@ static off_t hook_lseek (int fd, off_t off, int whence) {
 
 static ssize_t hook_writev (int fd, const struct iovec *iov, int cnt) {
   rg_wal *w = logging(fd), *d = data_file(fd);
-  off_t at = -1;
-  int i;
+  off_t at = -1, start;
+  size_t total = 0;
+  ssize_t r;
+  int i, held = w != NULL;
   if (d != NULL) {
     at = d->at_known ? d->at : lseek(fd, 0, SEEK_CUR);
     d->at_known = 0;                  /* the write moves the position */
   }
+  start = at;
   if (at >= 0)
     for (i = 0; i < cnt; i++) {
       stamp(fd, iov[i].iov_base, iov[i].iov_len, at);
@@ -780,7 +963,19 @@ static ssize_t hook_writev (int fd, const struct iovec *iov, int cnt) {
                 (uint64_t)at);
       at += (off_t)iov[i].iov_len;
     }
-  return writev(fd, iov, cnt);
+  for (i = 0; i < cnt; i++) total += iov[i].iov_len;
+  /* held whole or not at all: the run is one write */
+  if (held && start >= 0) {
+    size_t mark = w->held.n;
+    for (i = 0, at = start; held == 1 && i < cnt; at += (off_t)iov[i].iov_len, i++)
+      held = hold(w, fd, iov[i].iov_base, iov[i].iov_len, (uint64_t)at);
+    if (held == 1) return (ssize_t)total;
+    if (held < 0) return -1;          /* LMDB fails the commit (errno) */
+    if (w->held.n > mark) w->held.n = mark;   /* (all written, if none left) */
+  }
+  r = writev(fd, iov, cnt);
+  if (d != NULL && start >= 0) written(d, (uint64_t)start, r);
+  return r;
 }
 
 #if __WORDSIZE == 64
@@ -1083,12 +1278,22 @@ void rg_wal_close (rg_wal *w) {
   int i;
   if (w == NULL) return;
   checkpoint_join(w);
+  if (w->fl_pid == getpid()) {            /* the flusher of this process */
+    pthread_mutex_lock(&w->fl_mu);
+    w->fl_stop = 1;
+    pthread_cond_broadcast(&w->fl_cv);
+    pthread_mutex_unlock(&w->fl_mu);
+    pthread_join(w->fl_thread, NULL);
+    pthread_mutex_destroy(&w->fl_mu);
+    pthread_cond_destroy(&w->fl_cv);
+  }
   for (i = 0; i < 64; i++) if (reg[i].w == w) reg[i].w = NULL;
   if (w->locked) rg_file_lock(w->sfd, F_UNLCK);
   if (w->sh) munmap(w->sh, sizeof(shared));
   if (w->sfd >= 0) close(w->sfd);
   if (w->wfd >= 0) close(w->wfd);
   rg_buf_free(&w->rec);
+  rg_buf_free(&w->held);
   free(w);
 }
 
@@ -1226,6 +1431,12 @@ int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
   int i, rc = 0, fd;
   if (mdb_env_get_fd(mdb, &fd) != 0) return rg_fail(e, 500, "no data file");
   w->dfd = fd;
+  {
+    /* held pages overwrite only blocks the file has: up to its first hole */
+    off_t hole = lseek(fd, 0, SEEK_HOLE);
+    w->dwritten = hole > 0 ? (uint64_t)hole : 0;
+    w->at_known = 0;
+  }
   mdb_env_stat(mdb, &st);
   w->psize = st.ms_psize;
   if (w->recovered) {
@@ -1278,9 +1489,12 @@ int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
   int rc;
   w->txnid = t;
   w->sync = sync;
-  w->capturing = w->overflow = w->failed = w->pending = 0;
+  w->capturing = w->overflow = w->failed = w->pending = w->kicked = 0;
+  w->nohold = 0;
   w->nseg = 0;
   w->rec.n = 0;
+  w->held.n = 0;
+  w->held.oom = 0;
   if (sync == RG_SYNC_NONE)              /* not logged: the file is the truth */
     return sh->unlogged && !sh->closed ? 0 : checkpoint(w, last, F_UNLOGGED, e);
   checkpoint_settle(sh, last, t);
@@ -1322,6 +1536,14 @@ int rg_wal_closing (rg_wal *w, MDB_txn *txn, rg_err *e) {
 
 int rg_wal_durable (rg_wal *w, rg_err *e) {
   int rc = 0;
+  if (w->kicked) {                        /* its flush, begun at the record */
+    w->kicked = 0;
+    if (flush_wait(w) != 0) {
+      w->pending = 0;
+      rc = fail_errno(e, "flushing the", "regolith.wal (the commit is made; "
+                      "whether it would survive a power cut is unknown)");
+    }
+  }
   if (w->failed)
     return rg_fail(e, 500, "storage failure: the commit is made but could not "
                    "be flushed (its checkpoint failed)");
@@ -1329,7 +1551,7 @@ int rg_wal_durable (rg_wal *w, rg_err *e) {
     checkpoint_settle(w->sh, w->txnid, 0);
     w->claimed = 0;
   }
-  if (w->pending && synced(w->sh) < w->txnid && flush_log(w) != 0)
+  if (rc == 0 && w->pending && synced(w->sh) < w->txnid && flush_log(w) != 0)
     rc = fail_errno(e, "flushing the", "regolith.wal (the commit is made; "
                     "whether it would survive a power cut is unknown)");
   if (__atomic_load_n(&w->sh->ck_state, __ATOMIC_RELAXED) >= CK_READY)
@@ -1347,7 +1569,13 @@ int rg_wal_flush (rg_wal *w, rg_err *e) {
 void rg_wal_end (rg_wal *w) {
   w->capturing = 0;
   w->claimed = 0;
+  if (w->kicked) {                        /* a commit that failed after it */
+    w->kicked = 0;
+    flush_wait(w);
+  }
+  w->held.n = 0;
   if (w->rec.cap > CAPTURE_MAX / 4) rg_buf_free(&w->rec);
+  if (w->held.cap > HOLD_MAX / 4) rg_buf_free(&w->held);
 }
 
 void rg_wal_stats (rg_wal *w, rg_wal_stat *out) {

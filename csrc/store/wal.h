@@ -41,10 +41,16 @@
 **     is flushed; records are never written over the ones a replay from
 **     the header on the disk reads (from its base on), nor before that
 **     header is flushed.
-**   - Sync "full": a commit's record is flushed before the call returns,
-**     after the commit releases the writer lock (rg_wal_durable): other
-**     processes commit meanwhile, and one flush serves every record
-**     appended before it (group commit across processes).
+**   - Sync "full": a commit's record is flushed before the call returns
+**     (rg_wal_durable): other processes commit meanwhile, and one flush
+**     serves every record appended before it (group commit across
+**     processes).  The flush begins, on a thread of the process, as soon
+**     as the record is appended; the transaction's data pages, held until
+**     then (only pages over blocks the data file already has, so that
+**     their writes cannot fail for room), are written meanwhile, and the
+**     meta page after them, before the writer lock is let go.  Held pages
+**     that cannot be written fail the commit, and its record is zeroed
+**     (flushed) so that no replay makes it.
 **     Sync "none": commits are not logged; the first such commit after
 **     logged ones checkpoints and marks the log "unlogged", and the first
 **     logged commit after them checkpoints again.
@@ -112,9 +118,9 @@ void rg_wal_end (rg_wal *w);
 ** that died after its commit); 0 or a status. */
 int  rg_wal_flush (rg_wal *w, rg_err *e);
 /* After a commit, before the call returns: sync "full" waits until its
-** record is on the disk (flushing the log unless a flush begun after the
-** record did).  0 or a status (the commit is made, its durability is not
-** known). */
+** record is on the disk (for the flush its commit began, else flushing the
+** log unless a flush begun after the record did).  0 or a status (the
+** commit is made, its durability is not known). */
 int  rg_wal_durable (rg_wal *w, rg_err *e);
 
 /* What the log did since the machine started, counted by every process
