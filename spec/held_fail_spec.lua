@@ -56,11 +56,11 @@ while true do system.sleep(1) end    -- killed while it waits, the log open
 ]]
 
 -- Runs the child against a database this process holds open (so that no
--- close restarts the log meanwhile), kills it, and returns the handle,
--- the child's output, what it acknowledged ({ id = n }), the fault shim's
--- log and a copy of the directory as a restart after a power cut at the
--- kill would find it.
-local function run(go_on)
+-- close restarts the log meanwhile), copies the directory as a restart
+-- after a power cut then would find it, runs `meanwhile(db)` while the
+-- child lives on, kills it, and returns the handle, the child's output,
+-- what it acknowledged ({ id = n }) and the copy.
+local function run(go_on, meanwhile)
   sh("make -s build/fault/shim.so")
   local shim = H.run("pwd"):gsub("\n$", "") .. "/build/fault/shim.so"
   local db, path = H.open({ sync = "full" })
@@ -87,13 +87,14 @@ local function run(go_on)
     if id then acked[id] = tonumber(n) end
     if line == "done" then break end
   end
-  assert(H.execute("kill -9 " .. child.pid))
-  H.finish(child)                       -- its pipe ends once it is gone
   -- the data file as it was before the child, the log as it is now, no
   -- shared file (a checkpoint later would flush the data file too)
   local restart = H.tmpdir()
   sh(("mkdir -p '%s' && cp '%s/data.mdb' '%s/' && cp '%s/regolith.wal' '%s/'")
      :format(restart, base, restart, path, restart))
+  if meanwhile then meanwhile(db) end
+  assert(H.execute("kill -9 " .. child.pid))
+  H.finish(child)                       -- its pipe ends once it is gone
   local out = table.concat(lines, "\n") .. "\n"
   -- the fault was met where the held pages are written, and the write
   -- failed with 500 and a message
@@ -120,14 +121,18 @@ describe("held data pages whose write fails", function()
   end
 
   it("fail the commit with 500; a restart right after does not replay it", function()
-    local db, _, acked, restart = run(false)
+    local seen
+    local db, _, acked, restart = run(false, function(db)
+      -- another process writes next, in the failed record's place, while
+      -- the child's handle is still open
+      local c = assert(db:container("c"))
+      seen = c:read("failed", "p")
+      assert(c:upsert({ id = "next", pk = "p", n = 99 }))
+    end)
+    assert.is_nil(seen)
     assert.are.equal(24, acked.k0)
-    holds(db, acked, 7)                 -- first, k0..k5
-    -- another handle writes next, in the failed record's place
-    local c = assert(db:container("c"))
-    assert(c:upsert({ id = "next", pk = "p", n = 99 }))
     acked.next = 99
-    holds(db, acked, 8)
+    holds(db, acked, 8)                 -- first, k0..k5, next
     db:close()
     acked.next = nil
     db = assert(regolith.open(restart, { sync = "full" }))
