@@ -457,6 +457,12 @@ build/powerloss/shim.so: tools/powerloss/shim.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g $(WARN) -D_GNU_SOURCE -shared -fPIC -o $@ $< -ldl
 
+# The fault shim (tools/fault/shim.c): preloaded into a writer, it fails
+# chosen writes to a file with EIO (spec/held_fail_spec.lua builds it).
+build/fault/shim.so: tools/fault/shim.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g $(WARN) -D_GNU_SOURCE -shared -fPIC -o $@ $< -ldl
+
 build/powerloss/image: tools/powerloss/image.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g $(WARN) -Wno-format-truncation -D_GNU_SOURCE -o $@ $<
