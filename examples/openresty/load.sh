@@ -21,9 +21,9 @@
 # processors are pumped by a process of their own, pump.lua; "workers": by
 # each worker's timer, between its requests), TRACE (1: the workers trace
 # their requests and passes, and tail.lua says after each round where the
-# slowest 1 % of the requests' time went), ANCHOR (1: after the mix, wrk
-# as long on /static, which nginx answers without Lua: the client's and
-# nginx's own cost on the same cores).
+# slowest 1 % of the requests' time went), ANCHOR (1: after the mix, once
+# the processors caught up, wrk as long on /static, which nginx answers
+# without Lua: the client's and nginx's own cost on the same cores).
 set -eu
 
 cd "$(dirname "$0")/../.."
@@ -73,6 +73,14 @@ fail() {
   exit 1
 }
 
+# res: the RESULT line of wrk's output $1 (mix.lua prints it), which must
+# count no error; $2 says which run it was
+wrk_result() {
+  res=$(echo "$1" | grep '^RESULT') || fail "$2 printed no result"
+  errors=$(echo "$res" | sed 's/.* errors=\([0-9]*\).*/\1/')
+  [ "$errors" = 0 ] || fail "$errors HTTP or socket errors ($2): $res"
+}
+
 trap stop_nginx EXIT
 stop_nginx
 
@@ -88,16 +96,17 @@ for n in $WORKERS; do
   out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s \
         -s "$PREFIX/mix.lua" "$URL" -- "$KEYS" $MIX) || fail "wrk"
   echo "$out" | grep -v '^RESULT'
-  result=$(echo "$out" | grep '^RESULT') || fail "wrk printed no result"
-  errors=$(echo "$result" | sed 's/.* errors=\([0-9]*\).*/\1/')
-  [ "$errors" = 0 ] || fail "$errors HTTP or socket errors: $result"
-  if [ "$ANCHOR" = 1 ]; then
-    anchor=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s \
-             -s "$PREFIX/mix.lua" "$URL" -- "$KEYS" static) || fail "wrk on /static"
-    anchor=$(echo "$anchor" | grep '^RESULT' | sed 's/^RESULT //') ||
-      fail "wrk on /static printed no result"
-  fi
+  wrk_result "$out" "wrk"
+  result=$res
   lua5.4 "$PREFIX/tool.lua" wait "$URL" 120 || fail "processors after the run"
+  # the anchor once the processors caught up with the mix: nothing but wrk
+  # and nginx then runs on these cores
+  if [ "$ANCHOR" = 1 ]; then
+    out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s \
+          -s "$PREFIX/mix.lua" "$URL" -- "$KEYS" static) || fail "wrk on /static"
+    wrk_result "$out" "wrk on /static"
+    anchor=$(echo "$res" | sed 's/^RESULT //')
+  fi
   echo "checks:"
   lua5.4 "$PREFIX/tool.lua" check "$DB" "$URL" "$KEYS" || fail "checks"
   if grep -q '\[error\]\|\[alert\]\|\[crit\]\|\[emerg\]' "$PREFIX/logs/error.log"; then
