@@ -40,11 +40,13 @@
 ** scope of a logged database runs, copy what LMDB writes to its data file
 ** into the record; the meta page, the last write of a commit, makes the
 ** hook append the record first.  With sync "full" the hooks hold the data
-** pages (copies, in `held`) instead of writing them, as long as they
-** overwrite blocks the file has (below dwritten: no hole, no growth):
-** once the record is appended the flusher thread starts its flush, and
-** the meta page's hook writes the held pages (a run of contiguous ones in
-** one pwritev), then the meta page, while the log flushes.
+** pages the commit writes (copies, in `held`; from rg_wal_committing on,
+** none once the transaction spilled) instead of writing them, as long as
+** they overwrite blocks the file has (below dwritten: no hole, no growth):
+** once the record is appended the flusher thread starts its flush when
+** pages were held, and the meta page's hook writes the held pages (a run
+** of contiguous ones in one pwritev), then the meta page, while the log
+** flushes.
 */
 
 #include <dlfcn.h>
