@@ -746,14 +746,19 @@ static rg_guard *guard_map (MDB_env *mdb, int sums) {
 */
 static int commit_fail (const rg_local *l, int rc, rg_err *e) {
   struct statvfs fs;
+  /* its record stays in the log (wal.h): a power cut before the next
+  ** transaction unmakes it replays the commit */
+  const char *what = l->wal && rg_wal_kept(l->wal)
+    ? "commit (its record could not be unmade from the log: whether a "
+      "power cut would make it is unknown)" : "commit";
   if (rc == EIO && statvfs(l->path, &fs) == 0) {
     unsigned long long room = (unsigned long long)fs.f_frsize *
                               (geteuid() == 0 ? fs.f_bfree : fs.f_bavail);
     if (room < FULL_ROOM)
-      return rg_fail(e, 507, "insufficient storage: commit: the file system "
-                     "is full (%llu bytes free)", room);
+      return rg_fail(e, 507, "insufficient storage: %s: the file system "
+                     "is full (%llu bytes free)", what, room);
   }
-  return rg_kv_fail(e, rc, "commit");
+  return rg_kv_fail(e, rc, what);
 }
 
 /*
@@ -1172,6 +1177,7 @@ void rg_local_abort (rg_local *l) {
 int rg_local_commit (rg_local *l, int deferred, rg_err *e) {
   int rc, st = 0;
   rg_assert(l->w.mdb != NULL && l->w.savepoints == 0 && !l->w.deferred);
+  if (l->wal) rg_wal_committing(l->wal);
   rc = mdb_txn_commit(l->w.mdb);
   l->w.mdb = NULL;
   if (l->w.undo.cap > (1u << 20)) rg_buf_free(&l->w.undo);

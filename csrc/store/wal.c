@@ -40,11 +40,13 @@
 ** scope of a logged database runs, copy what LMDB writes to its data file
 ** into the record; the meta page, the last write of a commit, makes the
 ** hook append the record first.  With sync "full" the hooks hold the data
-** pages (copies, in `held`) instead of writing them, as long as they
-** overwrite blocks the file has (below dwritten: no hole, no growth):
-** once the record is appended the flusher thread starts its flush, and
-** the meta page's hook writes the held pages (a run of contiguous ones in
-** one pwritev), then the meta page, while the log flushes.
+** pages the commit writes (copies, in `held`; from rg_wal_committing on,
+** none once the transaction spilled) instead of writing them, as long as
+** they overwrite blocks the file has (below dwritten: no hole, no growth):
+** once the record is appended the flusher thread starts its flush when
+** pages were held, and the meta page's hook writes the held pages (a run
+** of contiguous ones in one pwritev), then the meta page, while the log
+** flushes.
 */
 
 #include <dlfcn.h>
@@ -165,6 +167,8 @@ struct rg_wal {
   rg_buf held;
   uint64_t dwritten;
   int nohold;                /* this transaction holds no more pages */
+  int committing;            /* LMDB is committing it (rg_wal_committing) */
+  int kept;                  /* its record is appended and not unmade */
   int kicked;                /* this commit's flush runs on the flusher */
   /* the flusher: a thread of fl_pid that flushes the log when asked
   ** (fl_asked passes fl_done), its result in fl_rc and fl_errno */
@@ -769,16 +773,25 @@ static rg_wal *logging (int fd) {
   return w && w->capturing ? w : NULL;
 }
 
+/* A write of LMDB to a data file of n bytes at off is pages (or an
+** overflow run), not a meta page: each write is one page or run. */
+static int pages (const rg_wal *w, size_t n, uint64_t off) {
+  return w && w->psize && off >= 2u * w->psize && n >= w->psize &&
+         n % w->psize == 0;
+}
+
 /* Every page (or overflow run) LMDB writes to a data file gets its
-** checksum (pagecheck.h) on its way, before the log copies it: each write
-** is one page or run, the meta pages aside. */
+** checksum (pagecheck.h) on its way, before the log copies it. */
 static void stamp (int fd, const void *buf, size_t n, off_t off) {
-  rg_wal *w = data_file(fd);
-  if (w && w->psize && (uint64_t)off >= 2u * w->psize && n >= w->psize &&
-      n % w->psize == 0) {
+  if (pages(data_file(fd), n, (uint64_t)off))
     rg_page_stamp((uint8_t *)(uintptr_t)buf, n);
-    rg_guard_written(fd, (uint64_t)off, n);     /* guard.h */
-  }
+}
+
+/* Pages about to be written (or, held ones, just written) are opened in
+** the guarded map (guard.h): a held page only once its bytes are in the
+** file, so that a failed write leaves it checked. */
+static void opened (int fd, size_t n, uint64_t off) {
+  if (pages(data_file(fd), n, off)) rg_guard_written(fd, off, n);
 }
 
 /* LMDB counts in a meta page's last page every page its transaction took,
@@ -836,6 +849,7 @@ static int write_held (rg_wal *w, int fd) {
       if (r >= 0) errno = EIO;
       return -1;
     }
+    opened(fd, len, off);
   }
   w->held.n = 0;
   return 0;
@@ -843,15 +857,22 @@ static int write_held (rg_wal *w, int fd) {
 
 /* Sync "full": a data page (or run) is held, not written, until the
 ** record is appended and its flush begun (commit_meta), when it overwrites
-** blocks the file has (it cannot fail for room).  A transaction that
+** blocks the file has (it cannot fail for room).  Only the commit's own
+** writes are held (rg_wal_committing): LMDB reads back through its map the
+** pages it spilled, so a page written before the commit began (a spill)
+** is written at once, and the transaction holds nothing from then on (its
+** dirty list was full: its commit may spill too).  A transaction that
 ** writes more than HOLD_MAX has what is held written at once, and holds
-** no more: LMDB reads back through its map the pages it spills in a big
-** transaction, and a spill writes more than that at once.  1 when held,
-** 0 when the caller writes it, -1 (errno) when held pages failed. */
+** no more.  1 when held, 0 when the caller writes it, -1 (errno) when held
+** pages failed. */
 static int hold (rg_wal *w, int fd, const void *p, size_t n, uint64_t off) {
   uint64_t head[2];
-  if (w->sync != RG_SYNC_FULL || w->nohold || off + n > w->dwritten)
+  if (w->sync != RG_SYNC_FULL || w->nohold) return 0;
+  if (!w->committing) {
+    w->nohold = 1;
     return 0;
+  }
+  if (off + n > w->dwritten) return 0;
   if (w->held.n + n + 16 > HOLD_MAX) {
     w->nohold = 1;
     return write_held(w, fd) == 0 ? 0 : -1;
@@ -864,17 +885,31 @@ static int hold (rg_wal *w, int fd, const void *p, size_t n, uint64_t off) {
   return 1;
 }
 
-/* The record of this commit, appended, is unmade (its held pages could not
-** be written: the commit fails): zeroed and flushed, so that no replay
-** makes it, and the next record takes its place. */
-static void unmake (rg_wal *w) {
+/* The log's last record, of transaction last + 1, whose commit failed or
+** never came, is unmade: zeroed and flushed, so that no replay makes it,
+** and the next record takes its place.  0, or -1 (errno) when the zeroing
+** could not be written or flushed: the record then stays the last one,
+** and the next transaction's begin tries again. */
+static int unmake_last (rg_wal *w, uint64_t last) {
   shared *sh = w->sh;
   uint64_t zero = 0;
-  int err = errno;
-  if (pwrite(w->wfd, &zero, 8, (off_t)sh->last_start) == 8) fdatasync(w->wfd);
+  ssize_t r = pwrite(w->wfd, &zero, 8, (off_t)sh->last_start);
+  if (r != 8) {
+    if (r >= 0) errno = EIO;
+    return -1;
+  }
+  if (fdatasync(w->wfd) != 0) return -1;
   sh->next_off = sh->last_start;
-  sh->last_txnid = w->txnid - 1;
-  set_synced(sh, sh->synced > w->txnid - 1 ? w->txnid - 1 : sh->synced, 1);
+  sh->last_txnid = last;
+  set_synced(sh, sh->synced > last ? last : sh->synced, 1);
+  return 0;
+}
+
+/* The record of this commit, appended, is unmade (its held pages could not
+** be written: the commit fails); LMDB gets the write's errno. */
+static void unmake (rg_wal *w) {
+  int err = errno;
+  if (unmake_last(w, w->txnid - 1) == 0) w->kept = 0;
   w->pending = 0;
   errno = err;
 }
@@ -893,6 +928,8 @@ static ssize_t commit_meta (rg_wal *w, int fd, const void *buf, size_t n,
   capture(w, (const uint8_t *)buf, n, (uint64_t)off);
   logged = append_record(w) == 0;
   w->capturing = 0;
+  w->kept = logged;
+  rg_assert(w->held.n == 0 || w->committing);   /* only the commit holds */
   if (logged && w->pending && w->held.n > 0 && flush_begin(w) == 0)
     w->kicked = 1;
   if (write_held(w, fd) != 0) {
@@ -915,7 +952,9 @@ static ssize_t hook_pwrite (int fd, const void *buf, size_t n, off_t off) {
                &d->dsize) != 0)
     return -1;                       /* LMDB fails the commit (errno) */
   if (w == NULL) {
-    ssize_t r = pwrite(fd, buf, n, off);
+    ssize_t r;
+    opened(fd, n, (uint64_t)off);
+    r = pwrite(fd, buf, n, off);
     if (d) written(d, (uint64_t)off, r);
     return r;
   }
@@ -925,7 +964,9 @@ static ssize_t hook_pwrite (int fd, const void *buf, size_t n, off_t off) {
     case 1: return (ssize_t)n;
     case -1: return -1;               /* LMDB fails the commit (errno) */
     default: {
-      ssize_t r = pwrite(fd, buf, n, off);
+      ssize_t r;
+      opened(fd, n, (uint64_t)off);
+      r = pwrite(fd, buf, n, off);
       written(w, (uint64_t)off, r);
       return r;
     }
@@ -973,6 +1014,8 @@ static ssize_t hook_writev (int fd, const struct iovec *iov, int cnt) {
     if (held < 0) return -1;          /* LMDB fails the commit (errno) */
     if (w->held.n > mark) w->held.n = mark;   /* (all written, if none left) */
   }
+  for (i = 0, at = start; start >= 0 && i < cnt; at += (off_t)iov[i].iov_len, i++)
+    opened(fd, iov[i].iov_len, (uint64_t)at);
   r = writev(fd, iov, cnt);
   if (d != NULL && start >= 0) written(d, (uint64_t)start, r);
   return r;
@@ -1490,7 +1533,7 @@ int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
   w->txnid = t;
   w->sync = sync;
   w->capturing = w->overflow = w->failed = w->pending = w->kicked = 0;
-  w->nohold = 0;
+  w->nohold = w->committing = w->kept = 0;
   w->nseg = 0;
   w->rec.n = 0;
   w->held.n = 0;
@@ -1503,15 +1546,10 @@ int rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e) {
     if ((rc = checkpoint(w, last, 0, e))) return rc;
   }
   else if (sh->last_txnid == t) {
-    /* the record of a transaction whose process died before committing
-    ** it: unmade before another takes its place */
-    uint64_t zero = 0;
-    if (pwrite(w->wfd, &zero, 8, (off_t)sh->last_start) != 8 ||
-        fdatasync(w->wfd) != 0)
+    /* the record of a transaction whose commit failed, or whose process
+    ** died before committing it: unmade before another takes its place */
+    if (unmake_last(w, last) != 0)
       return fail_errno(e, "repairing the", "log");
-    sh->next_off = sh->last_start;
-    sh->last_txnid = last;
-    set_synced(sh, sh->synced > last ? last : sh->synced, 1);
   }
   /* LMDB may rewrite pages that the transaction two before this one
   ** freed: the replay must reach at least that one */
@@ -1566,9 +1604,18 @@ int rg_wal_flush (rg_wal *w, rg_err *e) {
   return 0;
 }
 
+void rg_wal_committing (rg_wal *w) {
+  w->committing = 1;
+}
+
+int rg_wal_kept (const rg_wal *w) {
+  return w->kept;
+}
+
 void rg_wal_end (rg_wal *w) {
   w->capturing = 0;
   w->claimed = 0;
+  w->committing = 0;
   if (w->kicked) {                        /* a commit that failed after it */
     w->kicked = 0;
     flush_wait(w);

@@ -44,13 +44,28 @@
 **   - Sync "full": a commit's record is flushed before the call returns
 **     (rg_wal_durable): other processes commit meanwhile, and one flush
 **     serves every record appended before it (group commit across
-**     processes).  The flush begins, on a thread of the process, as soon
-**     as the record is appended; the transaction's data pages, held until
-**     then (only pages over blocks the data file already has, so that
-**     their writes cannot fail for room), are written meanwhile, and the
-**     meta page after them, before the writer lock is let go.  Held pages
-**     that cannot be written fail the commit, and its record is zeroed
-**     (flushed) so that no replay makes it.
+**     processes).  A commit holds its data pages that overwrite blocks
+**     the data file already has (so that their writes cannot fail for
+**     room), up to 8 MiB; when it held any, the flush begins on a thread
+**     of the process as soon as the record is appended, and the held
+**     pages are written meanwhile (after the record, not before it as the
+**     others are), the meta page after them, before the writer lock is let
+**     go; a commit that held none flushes after it, in rg_wal_durable.
+**     Held pages that cannot be written fail the commit, and its record is
+**     zeroed (flushed) before the call returns, so that no replay makes
+**     it; a power cut between the record's flush and the zeroing can
+**     still replay it, and when the zeroing cannot be written the record
+**     stays until the next transaction unmakes it: the commit's error
+**     then says that its outcome is unknown (rg_wal_kept).  The thread is
+**     one per database handle that committed with sync "full", idle
+**     between commits, with every signal blocked, joined at rg_wal_close.
+**   - Only the commit's own page writes are held (rg_wal_committing);
+**     a transaction that wrote a page before its commit began (LMDB
+**     spilled its dirty pages, and reads them back through the map) holds
+**     none.  What remains assumed of LMDB 0.9 (checked against 0.9.24's
+**     mdb_txn_commit and mdb_page_spill): its commit spills only when the
+**     dirty list is nearly full, and then it spilled earlier in the
+**     transaction, so a commit that holds pages never reads one back.
 **     Sync "none": commits are not logged; the first such commit after
 **     logged ones checkpoints and marks the log "unlogged", and the first
 **     logged commit after them checkpoints again.
@@ -113,6 +128,13 @@ int  rg_wal_forget (const char *path, rg_err *e);
 ** status; end after its commit or abort. */
 int  rg_wal_begin (rg_wal *w, MDB_txn *txn, int sync, rg_err *e);
 void rg_wal_end (rg_wal *w);
+/* Right before mdb_txn_commit of the transaction begun: its page writes
+** from here on are the commit's (only those may be held). */
+void rg_wal_committing (rg_wal *w);
+/* After a commit LMDB failed, before the next begin: 1 when its record
+** stays in the log (it could not be unmade), so that a power cut before
+** the next transaction unmakes it may still make the commit. */
+int  rg_wal_kept (const rg_wal *w);
 /* Flushes every record appended so far, by any process (a commit another
 ** process made, whose own flush may never come: the write queue's leader
 ** that died after its commit); 0 or a status. */
