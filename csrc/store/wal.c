@@ -42,7 +42,8 @@
 ** hook append the record first.  With sync "full" the hooks hold the data
 ** pages the commit writes (copies, in `held`; from rg_wal_committing on,
 ** none once the transaction spilled) instead of writing them, as long as
-** they overwrite blocks the file has (below dwritten: no hole, no growth):
+** they overwrite blocks the file has (below dwritten: no hole, no growth;
+** on a file system that overwrites in place, `inplace`):
 ** once the record is appended the flusher thread starts its flush when
 ** pages were held, and the meta page's hook writes the held pages (a run
 ** of contiguous ones in one pwritev), then the meta page, while the log
@@ -61,6 +62,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -166,6 +168,7 @@ struct rg_wal {
   ** file has no hole below dwritten (a held page never allocates) */
   rg_buf held;
   uint64_t dwritten;
+  int inplace;               /* the file system overwrites blocks in place */
   int nohold;                /* this transaction holds no more pages */
   int committing;            /* LMDB is committing it (rg_wal_committing) */
   int kept;                  /* its record is appended and not unmade */
@@ -816,6 +819,12 @@ static int fit_meta (int fd, unsigned psize, const uint8_t *buf, size_t n,
   return 0;
 }
 
+/* Whether a file system of this type overwrites a file's written blocks
+** in place, never asking for room: ext2 to ext4, XFS, tmpfs. */
+static int in_place (unsigned long type) {
+  return type == 0xEF53 || type == 0x58465342 || type == 0x01021994;
+}
+
 /* A write of the data file that went through: the file has no hole below
 ** its end when it had none below its start. */
 static void written (rg_wal *d, uint64_t off, ssize_t r) {
@@ -872,7 +881,7 @@ static int hold (rg_wal *w, int fd, const void *p, size_t n, uint64_t off) {
     w->nohold = 1;
     return 0;
   }
-  if (off + n > w->dwritten) return 0;
+  if (!w->inplace || off + n > w->dwritten) return 0;
   if (w->held.n + n + 16 > HOLD_MAX) {
     w->nohold = 1;
     return write_held(w, fd) == 0 ? 0 : -1;
@@ -1475,9 +1484,15 @@ int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
   if (mdb_env_get_fd(mdb, &fd) != 0) return rg_fail(e, 500, "no data file");
   w->dfd = fd;
   {
-    /* held pages overwrite only blocks the file has: up to its first hole */
+    /* held pages overwrite only blocks the file has: up to its first hole,
+    ** on a file system that overwrites them in place.  A copy-on-write one
+    ** (btrfs, ZFS) may refuse an overwrite for room, and a held page's
+    ** write failing at the meta page is fatal to LMDB's handle, where a
+    ** full disk must fail only the write (507). */
     off_t hole = lseek(fd, 0, SEEK_HOLE);
+    struct statfs fs;
     w->dwritten = hole > 0 ? (uint64_t)hole : 0;
+    w->inplace = fstatfs(fd, &fs) == 0 && in_place(fs.f_type);
     w->at_known = 0;
   }
   mdb_env_stat(mdb, &st);

@@ -45,7 +45,8 @@
 **     (rg_wal_durable): other processes commit meanwhile, and one flush
 **     serves every record appended before it (group commit across
 **     processes).  A commit holds its data pages that overwrite blocks
-**     the data file already has (so that their writes cannot fail for
+**     the data file already has, on a file system that overwrites them
+**     in place (ext2-4, XFS, tmpfs: so that their writes cannot fail for
 **     room), up to 8 MiB; when it held any, the flush begins on a thread
 **     of the process as soon as the record is appended, and the held
 **     pages are written meanwhile (after the record, not before it as the
