@@ -993,6 +993,11 @@ int rg_local_open (const char *path, int readonly, size_t map_size,
   mdb_reader_check(l->mdb, &dead);
   mdb_env_info(l->mdb, &info);
   l->map_size = info.me_mapsize;
+  /* the tables of names read with their checksums checked, where
+  ** regolith.id says every page carries one: a flipped bit in a node's
+  ** flags there sends LMDB astray before any later check */
+  if (l->wal && rg_preflight_summed(path, (uint64_t)info.me_last_txnid))
+    rg_guard_sums(l->guard, 1);
   if ((rc = init_tables(l, 0, secret, e))) goto fail;
   memcpy(l->secret, secret, 16);
   mdb_env_info(l->mdb, &info);
