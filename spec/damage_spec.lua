@@ -32,12 +32,14 @@ describe("a damaged database", function()
   after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
   teardown(function() H.cleanup() end)
 
-  local function size(name)
+  local function contents(name)
     local f = assert(io.open(dir .. "/" .. name, "rb"))
-    local n = f:seek("end")
+    local all = f:read("a")
     f:close()
-    return n
+    return all
   end
+
+  local function size(name) return #contents(name) end
 
   local function truncate(name, n)
     assert(os.execute(("truncate -s %d '%s/%s'"):format(n, dir, name)))
@@ -264,6 +266,100 @@ describe("a damaged database", function()
         else
           assert.matches("^refused\t500\t", out)
         end
+      end
+    end
+  end)
+
+  -- Where a table's leaf lies: the live meta page's main tree, and in it
+  -- the table `name` (both single leaves in this database).  Returns the
+  -- file's bytes, a function finding a node's key in a leaf (its offset in
+  -- the file, 0-based, and the offset of its value), the table's leaf and
+  -- the main tree's.
+  local function leaf_of(name)
+    local all = contents("data.mdb")
+    local function u(at, n)            -- little-endian at 0-based `at`
+      local v = 0
+      for i = at + n, at + 1, -1 do v = v * 256 + all:byte(i) end
+      return v
+    end
+    local live = u(16 + 128, 8) > u(4096 + 16 + 128, 8) and 0 or 1
+    local main = live * 4096 + 16 + 24 + 48      -- the main tree's record
+    assert(u(main + 6, 2) == 1, "the main tree is one leaf")
+    local function node(pg, key)
+      local base = pg * 4096
+      for i = 0, (u(base + 12, 2) - 16) / 2 - 1 do
+        local at = base + u(base + 16 + 2 * i, 2)
+        local ks = u(at + 6, 2)
+        if all:sub(at + 9, at + 8 + ks) == key then return at + 8, at + 8 + ks end
+      end
+      error("no key " .. key .. " in page " .. pg)
+    end
+    local _, rec = node(u(main + 40, 8), name)
+    assert(u(rec + 6, 2) == 1, "the table is one leaf")
+    return all, node, u(rec + 40, 8), u(main + 40, 8)
+  end
+
+  local function flip(at, bit)
+    local f = assert(io.open(dir .. "/data.mdb", "r+b"))
+    f:seek("set", at)
+    local b = f:read(1):byte()
+    f:seek("set", at)
+    f:write(string.char(b % (2 * bit) >= bit and b - bit or b + bit))
+    f:close()
+  end
+
+  -- A flip in the key of the format version once made the table 'meta'
+  -- lack it: a read-only open said "not a regolith database" (404), and a
+  -- read-write one set the database up again in the damaged file, with a
+  -- new secret.  The open read the tables of names before it knew whether
+  -- to trust the pages' checksums.  Here the page's checksum flag is
+  -- cleared too (a second flip could do it): the open's own rule, not the
+  -- checksum, must refuse it.
+  local function unsummed(pg) flip(pg * 4096 + 11, 1) end
+
+  -- The bit at `at` flipped, both kinds of open refuse with `what` and
+  -- leave the file as it was.
+  local function refused_untouched(at, bit, what)
+    flip(at, bit)
+    local before = contents("data.mdb")
+    refused(what)
+    assert(contents("data.mdb") == before, "the damaged file was written into")
+  end
+
+  it("refuses a table 'meta' without its format version, and writes nothing into it", function()
+    local _, node, meta = leaf_of("meta")
+    unsummed(meta)
+    refused_untouched(node(meta, "\1version") + 1, 1,   -- "\1wersion"
+                      "its table 'meta' holds no format version")
+  end)
+
+  it("refuses a main tree without the table 'meta', and writes nothing into it", function()
+    local _, node, _, main = leaf_of("meta")
+    unsummed(main)
+    refused_untouched(node(main, "meta"), 4,            -- "ieta"
+                      "its table 'meta' is missing")
+  end)
+
+  it("checks the checksums of the tables of names as the open reads them", function()
+    local cases = {
+      -- a byte of the container's record in 'meta': taken as it came
+      function(node, meta) return select(2, node(meta, "c\0\0\0\1")) + 10, 4, meta end,
+      -- the flags of the table 'items' in the main tree, "sorted
+      -- duplicates" added: LMDB followed them (SIGSEGV)
+      function(node, _, main) return node(main, "items") - 4, 4, main end,
+    }
+    for _, case in ipairs(cases) do
+      os.execute("rm -rf '" .. dir .. "'")
+      assert(os.execute(("cp -r '%s' '%s'"):format(base, dir)))
+      local _, node, meta, main = leaf_of("meta")
+      local at, bit, pg = case(node, meta, main)
+      flip(at, bit)
+      for _, ro in ipairs({ true, false }) do
+        local out, clean = probe(ro)
+        assert(clean, "the process died: " .. out)
+        assert.matches("^refused\t500\t", out)
+        assert.matches(("is damaged: .*page %d of data.mdb does not check out "
+                        .. "%%(its checksum does not hold%%)"):format(pg), out)
       end
     end
   end)

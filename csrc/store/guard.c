@@ -343,7 +343,20 @@ int rg_guard_met (const rg_guard *g) {
 }
 
 void rg_guard_sums (rg_guard *g, int on) {
-  if (g) g->sums = on;
+  int was;
+  if (g == NULL) return;
+  pthread_mutex_lock(&mu);
+  was = g->sums;
+  g->sums = on;
+  /* the pages opened before were checked without their checksums (the
+  ** open reads the tables of names before it knows whether the sums are
+  ** to be trusted): closed again, each is checked with its sum when it is
+  ** next touched */
+  if (on && !was && !g->off) {
+    memset(g->seen, 0, g->nseen);
+    if (protect(g) != 0) give_up(g, "the map cannot be guarded again");
+  }
+  pthread_mutex_unlock(&mu);
 }
 
 rg_guard *rg_guard_open (int fd, unsigned psize, int sums) {

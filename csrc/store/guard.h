@@ -81,7 +81,9 @@ int       rg_guard_value (const void *p, size_t n);
 void      rg_guard_fail (const char *what);
 /* Has the map met a damaged page? */
 int       rg_guard_met (const rg_guard *g);
-/* Turns the checking of the pages' checksums on or off. */
+/* Turns the checking of the pages' checksums on or off; turned on, the
+** pages checked before without them are closed again, to be checked with
+** them when next touched. */
 void      rg_guard_sums (rg_guard *g, int on);
 void      rg_guard_close (rg_guard *g);
 

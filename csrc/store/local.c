@@ -764,10 +764,10 @@ static int commit_fail (const rg_local *l, int rc, rg_err *e) {
 /*
 ** Opens the tables and checks the format version, reading the secret.  A
 ** database that exists is opened in a read transaction, so an open never
-** waits for a writer; a new one (or one missing its tables) is set up in a
-** write transaction, which creates the tables, the version and the secret
-** (several processes may race to do it: the first wins, the others find
-** everything there).  The version is read before any other table is
+** waits for a writer; a new one (a file without tables, or one missing a
+** late table) is set up in a write transaction, which creates the tables,
+** the version and the secret (several processes may race to do it: the
+** first wins, the others find everything there).  The version is read before any other table is
 ** opened: a format 1 database has tables this format opens with other
 ** flags, and gets the error that names the upgrade.
 */
@@ -775,15 +775,41 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
                         rg_err *e) {
   MDB_txn *txn;
   MDB_val k, v;
-  int rc, i;
+  MDB_stat st;
+  int rc, i, fresh = 0;
   if ((rc = txn_begin(l, create ? 0 : MDB_RDONLY, &txn, e)) != 0)
     return rc;
-  rc = mdb_dbi_open(txn, rg_tables[RG_DB_META].name, create ? MDB_CREATE : 0,
-                    &l->dbi[RG_DB_META]);
+  rc = mdb_dbi_open(txn, rg_tables[RG_DB_META].name, 0, &l->dbi[RG_DB_META]);
   if (rc == MDB_NOTFOUND) {
-    mdb_txn_abort(txn);
-    if (!create && !l->readonly) return init_tables(l, 1, secret, e);
-    return rg_fail(e, 404, "not a regolith database (table 'meta' missing)");
+    /* a new file has no table at all; one that has some, but not 'meta',
+    ** is never written into: a regolith database whose main tree is
+    ** damaged, or the file of something else */
+    MDB_dbi main, dbi;
+    if ((rc = mdb_dbi_open(txn, NULL, 0, &main)) ||
+        (rc = mdb_stat(txn, main, &st)))
+      goto fail;
+    if (st.ms_entries > 0) {
+      for (i = 0; i < RG_NDB; i++)
+        if (i != RG_DB_META &&
+            mdb_dbi_open(txn, rg_tables[i].name, 0, &dbi) != MDB_NOTFOUND)
+          break;
+      mdb_txn_abort(txn);
+      if (i < RG_NDB)
+        return rg_fail(e, 500, "the database '%s' is damaged: its table "
+                       "'meta' is missing (restore it from a backup)",
+                       l->path);
+      return rg_fail(e, 404, "not a regolith database (table 'meta' "
+                     "missing)");
+    }
+    if (!create) {
+      mdb_txn_abort(txn);
+      if (!l->readonly) return init_tables(l, 1, secret, e);
+      return rg_fail(e, 404, "not a regolith database (table 'meta' "
+                     "missing)");
+    }
+    rc = mdb_dbi_open(txn, rg_tables[RG_DB_META].name, MDB_CREATE,
+                      &l->dbi[RG_DB_META]);
+    fresh = 1;
   }
   if (rc) goto fail;
   k.mv_data = RG_META_VERSION;
@@ -803,10 +829,14 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
                    "(this build reads version %d)", ver, RG_FORMAT_VERSION);
   }
   if (rc && rc != MDB_NOTFOUND) goto fail;
-  if (rc == MDB_NOTFOUND && !create) {
+  /* 'meta' is made with the version in one transaction: a 'meta' without
+  ** it is damaged (a bit of its leaf flipped, say), never one to set up
+  ** again, which would write a new secret into a damaged file */
+  if (rc == MDB_NOTFOUND && !fresh) {
     mdb_txn_abort(txn);
-    if (!l->readonly) return init_tables(l, 1, secret, e);
-    return rg_fail(e, 404, "not a regolith database (no format version)");
+    return rg_fail(e, 500, "the database '%s' is damaged: its table 'meta' "
+                   "holds no format version (restore it from a backup)",
+                   l->path);
   }
   for (i = 0; i < RG_NDB; i++) {
     if (i == RG_DB_META) continue;
@@ -968,6 +998,11 @@ int rg_local_open (const char *path, int readonly, size_t map_size,
   mdb_reader_check(l->mdb, &dead);
   mdb_env_info(l->mdb, &info);
   l->map_size = info.me_mapsize;
+  /* the tables of names read with their checksums checked, where
+  ** regolith.id says every page carries one: a flipped bit in a node's
+  ** flags there sends LMDB astray before any later check */
+  if (l->wal && rg_preflight_summed(path, (uint64_t)info.me_last_txnid))
+    rg_guard_sums(l->guard, 1);
   if ((rc = init_tables(l, 0, secret, e))) goto fail;
   memcpy(l->secret, secret, 16);
   mdb_env_info(l->mdb, &info);

@@ -241,6 +241,11 @@ int rg_preflight_map (const char *path, rg_err *e) {
   return 0;
 }
 
+int rg_preflight_summed (const char *path, uint64_t txnid) {
+  uint64_t h, through;
+  return id_read(path, &h, &through) == 0 && through == txnid;
+}
+
 int rg_preflight_identity (const char *path, const uint8_t secret[16],
                            uint64_t txnid, int readonly, int *sums,
                            rg_err *e) {

@@ -41,6 +41,11 @@
 
 int rg_preflight_log (const char *path, int readonly, rg_err *e);
 int rg_preflight_map (const char *path, rg_err *e);
+/* Before the secret is read: does regolith.id say that every page in use
+** carries its checksum, for the transaction txnid the file holds?  (Which
+** database the file is, rg_preflight_identity says once the secret is
+** read.) */
+int rg_preflight_summed (const char *path, uint64_t txnid);
 /* Once the database's secret is read: regolith.id names this database, or
 ** is written (read-write) when missing.  *sums: every page in use carries
 ** its checksum (regolith.id says so for the transaction txnid the file
