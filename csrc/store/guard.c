@@ -354,6 +354,7 @@ void rg_guard_sums (rg_guard *g, int on) {
   ** next touched */
   if (on && !was && !g->off) {
     memset(g->seen, 0, g->nseen);
+    mark(g, 0, 2);                   /* the meta pages stay open */
     if (protect(g) != 0) give_up(g, "the map cannot be guarded again");
   }
   pthread_mutex_unlock(&mu);

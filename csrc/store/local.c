@@ -749,7 +749,7 @@ static int commit_fail (const rg_local *l, int rc, rg_err *e) {
   /* its record stays in the log (wal.h): a power cut before the next
   ** transaction unmakes it replays the commit */
   const char *what = l->wal && rg_wal_kept(l->wal)
-    ? "commit (its record could not be unmade from the log: whether a "
+    ? "commit (its record was not unmade from the log: whether a "
       "power cut would make it is unknown)" : "commit";
   if (rc == EIO && statvfs(l->path, &fs) == 0) {
     unsigned long long room = (unsigned long long)fs.f_frsize *

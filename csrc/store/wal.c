@@ -820,9 +820,10 @@ static int fit_meta (int fd, unsigned psize, const uint8_t *buf, size_t n,
 }
 
 /* Whether a file system of this type overwrites a file's written blocks
-** in place, never asking for room: ext2 to ext4, XFS, tmpfs. */
+** in place, never asking for room: ext2 to ext4 and tmpfs (not XFS, whose
+** reflinked extents, shared with a copy, are copied on write). */
 static int in_place (unsigned long type) {
-  return type == 0xEF53 || type == 0x58465342 || type == 0x01021994;
+  return type == 0xEF53 || type == 0x01021994;
 }
 
 /* A write of the data file that went through: the file has no hole below

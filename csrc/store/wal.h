@@ -46,7 +46,7 @@
 **     serves every record appended before it (group commit across
 **     processes).  A commit holds its data pages that overwrite blocks
 **     the data file already has, on a file system that overwrites them
-**     in place (ext2-4, XFS, tmpfs: so that their writes cannot fail for
+**     in place (ext2-4, tmpfs: so that their writes cannot fail for
 **     room), up to 8 MiB; when it held any, the flush begins on a thread
 **     of the process as soon as the record is appended, and the held
 **     pages are written meanwhile (after the record, not before it as the
@@ -55,8 +55,9 @@
 **     Held pages that cannot be written fail the commit, and its record is
 **     zeroed (flushed) before the call returns, so that no replay makes
 **     it; a power cut between the record's flush and the zeroing can
-**     still replay it, and when the zeroing cannot be written the record
-**     stays until the next transaction unmakes it: the commit's error
+**     still replay it, and when the zeroing cannot be written, or the meta
+**     page's own write fails after the held pages, the record stays until
+**     the next transaction unmakes it: the commit's error
 **     then says that its outcome is unknown (rg_wal_kept).  The thread is
 **     one per database handle that committed with sync "full", idle
 **     between commits, with every signal blocked, joined at rg_wal_close.
@@ -64,9 +65,12 @@
 **     a transaction that wrote a page before its commit began (LMDB
 **     spilled its dirty pages, and reads them back through the map) holds
 **     none.  What remains assumed of LMDB 0.9 (checked against 0.9.24's
-**     mdb_txn_commit and mdb_page_spill): its commit spills only when the
-**     dirty list is nearly full, and then it spilled earlier in the
-**     transaction, so a commit that holds pages never reads one back.
+**     mdb_txn_commit and mdb_page_spill): the commit's own puts (the
+**     tables' roots, the free list) spill only when the dirty list is
+**     within a few dozen pages of full (131,071), and such a spill writes
+**     at least 16,383 of its entries, more than HOLD_MAX, so it is written
+**     at once; it could be held only if nearly all of those entries were
+**     loose or kept pages, which LMDB skips.
 **     Sync "none": commits are not logged; the first such commit after
 **     logged ones checkpoints and marks the log "unlogged", and the first
 **     logged commit after them checkpoints again.
@@ -133,7 +137,8 @@ void rg_wal_end (rg_wal *w);
 ** from here on are the commit's (only those may be held). */
 void rg_wal_committing (rg_wal *w);
 /* After a commit LMDB failed, before the next begin: 1 when its record
-** stays in the log (it could not be unmade), so that a power cut before
+** stays in the log (not unmade: the zeroing failed, or the meta page's
+** write after the held pages), so that a power cut before
 ** the next transaction unmakes it may still make the commit. */
 int  rg_wal_kept (const rg_wal *w);
 /* Flushes every record appended so far, by any process (a commit another
