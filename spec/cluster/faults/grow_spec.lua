@@ -49,7 +49,8 @@ describe("cluster growth", function()
     admin:refresh()
     local owned = 0
     for s = 0, 16383 do if admin:node_for_slot(s) == addr then owned = owned + 1 end end
-    assert.is_true(owned > 1000, "the new primary took " .. owned .. " slots")
+    assert.is_true(owned > 1000, "the new primary took " .. owned ..
+      " slots; the rebalance said:\n" .. tostring(out))
     assert.is_true(C.wait_agreement(seed), "the nodes never agreed")
     out, ok = C.sh("redis-cli --cluster rebalance " .. seed .. " --cluster-weight " ..
       added.id .. "=0 --cluster-yes")
