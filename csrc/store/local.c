@@ -788,22 +788,18 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
     if ((rc = mdb_dbi_open(txn, NULL, 0, &main)) ||
         (rc = mdb_stat(txn, main, &st)))
       goto fail;
-    if (st.ms_entries > 0) {
-      for (i = 0; i < RG_NDB; i++)
-        if (i != RG_DB_META &&
-            mdb_dbi_open(txn, rg_tables[i].name, 0, &dbi) != MDB_NOTFOUND)
-          break;
+    if (st.ms_entries > 0 || !create) {
+      int theirs = 0;                /* a table of regolith's is there */
+      for (i = 0; st.ms_entries > 0 && i < RG_NDB && !theirs; i++)
+        theirs = i != RG_DB_META &&
+                 mdb_dbi_open(txn, rg_tables[i].name, 0, &dbi) != MDB_NOTFOUND;
       mdb_txn_abort(txn);
-      if (i < RG_NDB)
+      if (theirs)
         return rg_fail(e, 500, "the database '%s' is damaged: its table "
                        "'meta' is missing (restore it from a backup)",
                        l->path);
-      return rg_fail(e, 404, "not a regolith database (table 'meta' "
-                     "missing)");
-    }
-    if (!create) {
-      mdb_txn_abort(txn);
-      if (!l->readonly) return init_tables(l, 1, secret, e);
+      if (st.ms_entries == 0 && !l->readonly)
+        return init_tables(l, 1, secret, e);
       return rg_fail(e, 404, "not a regolith database (table 'meta' "
                      "missing)");
     }
