@@ -141,7 +141,7 @@ int rg_kv_fail (rg_err *e, int rc, const char *what) {
     return rg_fail(e, 500, "storage failure: %s: a key whose place the "
                    "store cannot tell", what);
   /* a full disk is the one storage failure a user can fix: say so */
-  if (rc == ENOSPC || rc == EDQUOT)
+  if (rg_room_status(rc) == 507)
     return rg_fail(e, 507, "insufficient storage: %s: %s", what,
                    mdb_strerror(rc));
   if (rc == MDB_CORRUPTED && rg_guard_why && rg_guard_pgno == 0)
@@ -921,7 +921,7 @@ static int reserve_lock (const char *path, int readonly, rg_err *e) {
       rc = errno;
   }
   close(fd);
-  if (rc == ENOSPC || rc == EDQUOT)
+  if (rg_room_status(rc) == 507)
     return rg_fail(e, 507, "insufficient storage: cannot open '%s': %s", path,
                    strerror(rc));
   return 0;                          /* anything else: as LMDB would have */
@@ -1015,7 +1015,7 @@ int rg_local_open (const char *path, int readonly, size_t map_size,
   *out = l;
   return 0;
 fail_mdb:
-  rc = rg_fail(e, rc == EACCES ? 403 : rc == ENOSPC || rc == EDQUOT ? 507 : 500,
+  rc = rg_fail(e, rc == EACCES ? 403 : rg_room_status(rc),
                "cannot open database '%s': %s", path, mdb_strerror(rc));
 fail:
   l->readonly = 1;                   /* no closing checkpoint */
