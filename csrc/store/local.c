@@ -118,6 +118,7 @@ struct rg_local {
   struct rg_guard *guard;    /* the map's guard (guard.h), or NULL */
   int sums;                  /* the pages' checksums are checked */
   int damaged;               /* LMDB's own check failed: no more writes */
+  int refused;               /* the open refused the file as it is */
   uint8_t secret[16];
   ltxn r;                    /* the cached read transaction */
   int rtxn_live;
@@ -794,12 +795,13 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
         theirs = i != RG_DB_META &&
                  mdb_dbi_open(txn, rg_tables[i].name, 0, &dbi) != MDB_NOTFOUND;
       mdb_txn_abort(txn);
+      if (st.ms_entries == 0 && !l->readonly)
+        return init_tables(l, 1, secret, e);
+      l->refused = 1;
       if (theirs)
         return rg_fail(e, 500, "the database '%s' is damaged: its table "
                        "'meta' is missing (restore it from a backup)",
                        l->path);
-      if (st.ms_entries == 0 && !l->readonly)
-        return init_tables(l, 1, secret, e);
       return rg_fail(e, 404, "not a regolith database (table 'meta' "
                      "missing)");
     }
@@ -815,6 +817,7 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
                   RG_FORMAT_VERSION)) {
     unsigned ver = v.mv_size == 4 ? rg_get_u32((const uint8_t *)v.mv_data) : 0;
     mdb_txn_abort(txn);
+    l->refused = 1;
     if (ver == 1)
       return rg_fail(e, 426, "'%s' is a database of format 1; this build "
                      "reads format %d: upgrade it first with "
@@ -830,6 +833,7 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
   ** again, which would write a new secret into a damaged file */
   if (rc == MDB_NOTFOUND && !fresh) {
     mdb_txn_abort(txn);
+    l->refused = 1;
     return rg_fail(e, 500, "the database '%s' is damaged: its table 'meta' "
                    "holds no format version (restore it from a backup)",
                    l->path);
@@ -848,10 +852,12 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
       ** database; every table but a late one exists since format 2, and
       ** one missing means a damaged main tree, never a table to make
       ** afresh (an empty 'latest' or 'refs' would pass for the real one) */
-      if (!rg_tables[i].late)
+      if (!rg_tables[i].late) {
+        l->refused = 1;
         return rg_fail(e, 500, "the database is damaged: its table '%s' "
                        "is missing (restore it from a backup)",
                        rg_tables[i].name);
+      }
       /* a late table: made here (MDB_CREATE finds every table, and a
       ** read-only open reads one as empty, above) */
       rg_assert(!create && !l->readonly);
@@ -967,15 +973,53 @@ void rg_local_close (rg_local *l) {
   free(l);
 }
 
+/*
+** The log's files, as an open that refuses the data file as it is (init_
+** tables: another program's LMDB file, a damaged or older regolith one)
+** leaves them: those it made are removed again, so that the directory is
+** as the open found it.  No process logs into them meanwhile: the data
+** file is never written into, so every open of it refuses it alike (one
+** that found the files there, made by this one, removes nothing).
+** LMDB's lock.mdb stays: every LMDB program's open makes it, a read-only
+** one too, and another may be using it by now.
+*/
+static const char *const log_files[] = { "regolith.wal", "regolith.shm" };
+
+/* Which of the log's files are missing: a bit for each. */
+static unsigned files_missing (const char *path) {
+  char name[4096];
+  struct stat st;
+  unsigned i, bits = 0;
+  for (i = 0; i < 2; i++) {
+    snprintf(name, sizeof(name), "%s/%s", path, log_files[i]);
+    if (stat(name, &st) != 0 && errno == ENOENT) bits |= 1u << i;
+  }
+  return bits;
+}
+
+static void files_remove (const char *path, unsigned bits) {
+  char name[4096];
+  unsigned i;
+  rg_err ignored;                    /* the refusal is what the caller gets */
+  for (i = 0; i < 2; i++)
+    if (bits >> i & 1) {
+      snprintf(name, sizeof(name), "%s/%s", path, log_files[i]);
+      unlink(name);
+    }
+  if (bits) rg_sync_dir(path, &ignored);
+}
+
 int rg_local_open (const char *path, int readonly, size_t map_size,
                    rg_local **out, uint8_t secret[16], rg_err *e) {
   rg_local *l;
   MDB_envinfo info;
-  int rc, dead, sums;
+  int rc, dead, sums, refused;
+  unsigned made;
   *out = NULL;
   if ((rc = reserve_lock(path, readonly, e))) return rc;
   if ((l = local_new(path, readonly)) == NULL)
     return rg_fail(e, 500, "out of memory");
+  made = readonly ? 0 : files_missing(path);  /* a read-only open makes none */
   /* before LMDB reads the file: its checks (preflight.h), and the log,
   ** replayed after a restart */
   if ((rc = rg_preflight_log(path, readonly, e))) goto fail;
@@ -1018,8 +1062,10 @@ fail_mdb:
   rc = rg_fail(e, rc == EACCES ? 403 : rg_room_status(rc),
                "cannot open database '%s': %s", path, mdb_strerror(rc));
 fail:
+  refused = l->refused;
   l->readonly = 1;                   /* no closing checkpoint */
   rg_local_close(l);
+  if (refused) files_remove(path, made);
   return rc;
 }
 
