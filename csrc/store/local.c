@@ -762,6 +762,19 @@ static int commit_fail (const rg_local *l, int rc, rg_err *e) {
   return rg_kv_fail(e, rc, what);
 }
 
+/* The database's secret, from its table 'meta' (at *where in the map when
+** where is not NULL): 0, or -1 when it is not there. */
+static int get_secret (MDB_txn *txn, MDB_dbi meta, uint8_t secret[16],
+                       const void **where) {
+  MDB_val k, v;
+  k.mv_data = RG_META_SECRET;
+  k.mv_size = sizeof(RG_META_SECRET) - 1;
+  if (mdb_get(txn, meta, &k, &v) != 0 || v.mv_size != 16) return -1;
+  memcpy(secret, v.mv_data, 16);
+  if (where) *where = v.mv_data;
+  return 0;
+}
+
 /*
 ** Opens the tables and checks the format version, reading the secret.  A
 ** database that exists is opened in a read transaction, so an open never
@@ -885,14 +898,10 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
     if ((rc = mdb_put(txn, l->dbi[RG_DB_META], &k, &v, 0))) goto fail;
   }
   else if (rc) goto fail;
-  k.mv_data = RG_META_SECRET;
-  k.mv_size = sizeof(RG_META_SECRET) - 1;
-  rc = mdb_get(txn, l->dbi[RG_DB_META], &k, &v);
-  if (rc || v.mv_size != 16) {
+  if (get_secret(txn, l->dbi[RG_DB_META], secret, NULL) != 0) {
     mdb_txn_abort(txn);
     return rg_fail(e, 500, "database secret missing");
   }
-  memcpy(secret, v.mv_data, 16);
   /* committing (even a read transaction) keeps the table handles */
   if ((rc = mdb_txn_commit(txn))) return commit_fail(l, rc, e);
   return 0;
@@ -1009,11 +1018,49 @@ static void files_remove (const char *path, unsigned bits) {
   if (bits) rg_sync_dir(path, &ignored);
 }
 
+/*
+** The tables of names failed a page's checksum, read with them from the
+** open's start because regolith.id says every page carries its own at the
+** file's transaction.  That holds for the database regolith.id names.  The
+** data file of another database put in its place, whose pages carry stale
+** checksums (another LMDB program wrote them) and whose transaction
+** happens to be the one regolith.id names, is not damaged but another
+** database, and the refusal must say so: it says what to do.  So the
+** secret is read again without the checksums (every page still checked
+** for its shape): when regolith.id names another database, that is the
+** refusal; when it names this one, or when the page holding the secret
+** fails its own checksum (a flipped bit in the secret would make this
+** database pass for another), the refusal `rc` as damaged stands.
+*/
+static int damaged_or_another (rg_local *l, int rc, rg_err *e) {
+  MDB_envinfo info;
+  MDB_txn *txn;
+  MDB_dbi meta;
+  rg_err other;
+  const void *at;
+  uint8_t secret[16];
+  int ok, sums;
+  rg_guard_sums(l->guard, 0);
+  if (mdb_txn_begin(l->mdb, NULL, MDB_RDONLY, &txn) != 0) return rc;
+  mdb_env_info(l->mdb, &info);
+  ok = mdb_dbi_open(txn, rg_tables[RG_DB_META].name, 0, &meta) == 0 &&
+       get_secret(txn, meta, secret, &at) == 0 &&
+       rg_guard_sum_holds(l->guard, at) == 1;
+  mdb_txn_abort(txn);
+  if (ok && rg_preflight_identity(l->path, secret,
+                                  (uint64_t)info.me_last_txnid, 1, &sums,
+                                  &other) != 0) {
+    if (e) *e = other;
+    return other.status;
+  }
+  return rc;
+}
+
 int rg_local_open (const char *path, int readonly, size_t map_size,
                    rg_local **out, uint8_t secret[16], rg_err *e) {
   rg_local *l;
   MDB_envinfo info;
-  int rc, dead, sums, refused;
+  int rc, dead, sums, early, refused;
   unsigned made;
   *out = NULL;
   if ((rc = reserve_lock(path, readonly, e))) return rc;
@@ -1041,9 +1088,13 @@ int rg_local_open (const char *path, int readonly, size_t map_size,
   /* the tables of names read with their checksums checked, where
   ** regolith.id says every page carries one: a flipped bit in a node's
   ** flags there sends LMDB astray before any later check */
-  if (l->wal && rg_preflight_summed(path, (uint64_t)info.me_last_txnid))
-    rg_guard_sums(l->guard, 1);
-  if ((rc = init_tables(l, 0, secret, e))) goto fail;
+  early = l->wal && rg_preflight_summed(path, (uint64_t)info.me_last_txnid);
+  if (early) rg_guard_sums(l->guard, 1);
+  if ((rc = init_tables(l, 0, secret, e))) {
+    if (early && rg_guard_why == rg_page_badsum)
+      rc = damaged_or_another(l, rc, e);
+    goto fail;
+  }
   memcpy(l->secret, secret, 16);
   mdb_env_info(l->mdb, &info);
   if ((rc = rg_preflight_identity(path, secret, (uint64_t)info.me_last_txnid,
