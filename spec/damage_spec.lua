@@ -347,6 +347,10 @@ describe("a damaged database", function()
       -- the flags of the table 'items' in the main tree, "sorted
       -- duplicates" added: LMDB followed them (SIGSEGV)
       function(node, _, main) return node(main, "items") - 4, 4, main end,
+      -- a bit of the secret: read again without the checksums (as for a
+      -- data file of another database, below), it would pass for another
+      -- database's
+      function(node, meta) return select(2, node(meta, "\1secret")), 1, meta end,
     }
     for _, case in ipairs(cases) do
       os.execute("rm -rf '" .. dir .. "'")
@@ -362,6 +366,43 @@ describe("a damaged database", function()
                         .. "%%(its checksum does not hold%%)"):format(pg), out)
       end
     end
+  end)
+
+  -- regolith.id says every page carries its checksum at the file's
+  -- transaction, so the tables of names are read with them from the open's
+  -- start: the data file of another database whose transaction matched,
+  -- with a stale checksum there (another LMDB program rewrote the page),
+  -- was refused as damaged ("restore it from a backup") where it is
+  -- another database ("remove regolith.id")
+  it("refuses the data file of another database, its transaction the one regolith.id names and a checksum stale, as another database", function()
+    local function txnid(at)
+      local f = assert(io.open(at .. "/data.mdb", "rb"))
+      local best = 0
+      for m = 0, 1 do
+        f:seek("set", m * 4096 + 16 + 128)   -- the meta page's txnid
+        local b, n = f:read(8), 0
+        for i = 8, 1, -1 do n = n * 256 + b:byte(i) end
+        if n > best then best = n end
+      end
+      f:close()
+      return best
+    end
+    os.execute("rm -rf '" .. dir .. "'")
+    local db = assert(regolith.open(dir))
+    local c = assert(db:create_container("t", { partition_key = "/pk" }))
+    for i = 1, 3 do assert(c:create({ id = "i" .. i, pk = "p" })) end
+    db:close()
+    local other = H.tmpdir()
+    db = assert(regolith.open(other))
+    c = assert(db:create_container("t", { partition_key = "/pk" }))
+    while txnid(other) < txnid(dir) do assert(c:upsert({ id = "o", pk = "p" })) end
+    db:close()
+    assert.are.equal(txnid(dir), txnid(other))
+    assert(os.execute(("cp '%s/data.mdb' '%s/data.mdb'"):format(other, dir)))
+    assert(os.remove(dir .. "/regolith.wal"))
+    local _, _, _, main = leaf_of("meta")
+    flip(main * 4096 + 8, 1)             -- the main tree's checksum
+    refused("data.mdb is another database than the one regolith.id says the directory holds")
   end)
 
   it("refuses a data file whose meta page does not check out", function()

@@ -125,6 +125,26 @@ describe("database", function()
       raises(regolith.open, {})
     end)
 
+    -- the refusal once left an empty regolith.wal and a regolith.shm
+    -- beside the other program's file: the log was opened before the file
+    -- was found not to be regolith's
+    H.local_it("refuses another program's LMDB file with 404, read-only or not, and leaves its directory as it found it",
+      "a local directory's files", function()
+      local dir = H.tmpdir()
+      assert(H.execute("mkdir -p '" .. dir .. "'"))
+      assert(H.execute("env -u LD_PRELOAD make -s build/tools/lmdb_poke"))
+      assert(H.execute(("build/tools/lmdb_poke '%s' theirs put-main"):format(dir)))
+      local function listing() return (H.run("ls -A '" .. dir .. "'")) end
+      local files, data = listing(), H.slurp(dir .. "/data.mdb")
+      assert.are.equal("data.mdb\nlock.mdb\n", files)
+      for _, opts in ipairs({ {}, { readonly = true }, {} }) do
+        local msg = H.fails(404, regolith.open(dir, opts))
+        assert.are.equal("not a regolith database (table 'meta' missing)", msg)
+        assert.are.equal(files, listing())
+        assert.are.equal(data, H.slurp(dir .. "/data.mdb"))
+      end
+    end)
+
     it("fails with nil, message, status when the path is a file", function()
       local path = H.tmpdir()
       local f = assert(io.open(path, "w"))

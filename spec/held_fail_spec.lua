@@ -9,7 +9,8 @@
 -- only pages written with pwritev).  Then the child is killed and the
 -- directory opened as after a restart, from the data file as it was before
 -- any of these commits: every acknowledged write is replayed, the failed
--- one is not.
+-- one is not.  When the zeroing itself cannot be written or flushed, the
+-- commit fails saying that its outcome is unknown: a restart may replay it.
 local regolith = require "regolith"
 local H = require "helper"
 
@@ -59,8 +60,10 @@ while true do system.sleep(1) end    -- killed while it waits, the log open
 -- close restarts the log meanwhile), copies the directory as a restart
 -- after a power cut then would find it, runs `meanwhile(db)` while the
 -- child lives on, kills it, and returns the handle, the child's output,
--- what it acknowledged ({ id = n }) and the copy.
-local function run(go_on, meanwhile)
+-- what it acknowledged ({ id = n }) and the copy.  `then_fail`: the
+-- log's call (pwrite, fdatasync) that fails too once the held pages'
+-- write did, so that the failed commit's record cannot be zeroed.
+local function run(go_on, meanwhile, then_fail)
   sh("make -s build/fault/shim.so")
   local shim = H.run("pwd"):gsub("\n$", "") .. "/build/fault/shim.so"
   local db, path = H.open({ sync = "full" })
@@ -77,7 +80,9 @@ local function run(go_on, meanwhile)
   local child = H.spawn(CHILD:format(path, on, tostring(go_on)), table.concat({
     "LD_PRELOAD=" .. H.sh_quote((pre and pre ~= "" and pre .. " " or "") .. shim),
     "FAULT_NAME=data.mdb", "FAULT_CALLS=pwritev", "FAULT_TIMES=0",
-    "FAULT_ON=" .. H.sh_quote(on), "FAULT_LOG=" .. H.sh_quote(log) }, " "))
+    "FAULT_ON=" .. H.sh_quote(on), "FAULT_LOG=" .. H.sh_quote(log),
+    then_fail and "FAULT_THEN_NAME=regolith.wal FAULT_THEN_CALLS=" .. then_fail
+    or "" }, " "))
   local acked, lines = {}, {}
   while true do
     local line = child.p:read("l")
@@ -100,14 +105,28 @@ local function run(go_on, meanwhile)
   -- failed with 500 and a message
   assert.matches("^pwritev data%.mdb %d+ %d+\n", H.slurp(log))
   assert.matches("\nfault nil 500 storage failure: [^\n]*Input/output error\n", out)
+  -- the record zeroed, or not: the message says which
+  local unknown = out:find("whether a power cut would make it is unknown",
+                           1, true) ~= nil
+  assert.are.equal(then_fail ~= nil, unknown, out)
+  if then_fail == "pwrite" then       -- the zeroing's write: 8 bytes
+    assert.matches("\npwrite regolith%.wal %d+ 8\n", H.slurp(log))
+  elseif then_fail then
+    assert.matches("\nfdatasync regolith%.wal %-1 0\n", H.slurp(log))
+  end
   return db, out, acked, restart
 end
 
 -- The database holds every acknowledged write and nothing of the failed
--- one (`items`: how many it holds in all), and verifies.
-local function holds(db, acked, items)
+-- one (`items`: how many it holds in all; `made`: the failed one is there,
+-- whole), and verifies.
+local function holds(db, acked, items, made)
   local c = assert(db:container("c"))
-  assert.is_nil((c:read("failed", "p")))
+  if made then
+    assert.are.equal(-1, assert(c:read("failed", "p")).n)
+  else
+    assert.is_nil((c:read("failed", "p")))
+  end
   assert.are.equal(0, assert(c:read("first", "p")).n)
   for id, n in pairs(acked) do assert.are.equal(n, assert(c:read(id, "p")).n, id) end
   assert.are.equal(items, db:stats().items)
@@ -168,5 +187,27 @@ describe("held data pages whose write fails", function()
     db = assert(regolith.open(restart, { sync = "full" }))
     holds(db, acked, 8)
     db:close()
+  end)
+
+  -- The failed commit's record zeroed in the log is what keeps a replay
+  -- from making it.  When that cannot be done, the commit's outcome is
+  -- unknown, and the call says so: 500, "whether a power cut would make
+  -- it is unknown".  A restart replays every acknowledged write, and the
+  -- failed one as its record stands: here (the process killed, its writes
+  -- in the page cache) its write of zeros failed, so the record is whole
+  -- and the restart makes the commit; its write went through and only its
+  -- flush failed, so the record reads zeroed and the restart does not (a
+  -- power cut instead could leave either on the disk).
+  it("fail the commit with 500 and an unknown outcome when the record cannot be zeroed; a restart replays every acknowledged write, and the failed one as its record stands", function()
+    for _, then_fail in ipairs({ "pwrite", "fdatasync" }) do
+      local db, _, acked, restart = run(false, nil, then_fail)
+      assert.are.equal(24, acked.k0)
+      holds(db, acked, 7)               -- this handle: the commit never reached the data file
+      db:close()
+      db = assert(regolith.open(restart, { sync = "full" }))
+      local made = then_fail == "pwrite"
+      holds(db, acked, made and 8 or 7, made)
+      db:close()
+    end
   end)
 end)

@@ -15,6 +15,9 @@
 **   lmdb_poke DIR TABLE hold SECONDS     hold a read transaction open (a
 **                                        reader slot) for SECONDS, saying
 **                                        "ready" on stdout once it does
+**   lmdb_poke DIR KEY put-main           put KEY (its own value) into the
+**                                        main tree, the file made when DIR
+**                                        has none: another program's file
 */
 
 #include <errno.h>
@@ -46,6 +49,16 @@ int main (int argc, char **argv) {
     fflush(stdout);
     sleep(argc == 5 ? (unsigned)atoi(argv[4]) : 1);
     mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return 0;
+  }
+  if (strcmp(argv[3], "put-main") == 0) {
+    k.mv_data = argv[2];
+    k.mv_size = strlen(argv[2]);
+    if ((rc = mdb_txn_begin(env, NULL, 0, &txn)) ||
+        (rc = mdb_dbi_open(txn, NULL, 0, &dbi)) ||
+        (rc = mdb_put(txn, dbi, &k, &k, 0)) || (rc = mdb_txn_commit(txn)))
+      goto fail;
     mdb_env_close(env);
     return 0;
   }

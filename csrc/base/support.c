@@ -30,6 +30,10 @@ void rg_assert_fail (const char *what, const char *file, int line) {
   abort();
 }
 
+int rg_room_status (int err) {
+  return err == ENOSPC || err == EDQUOT ? 507 : 500;
+}
+
 int rg_sync_dir (const char *path, rg_err *e) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0 || fsync(fd) != 0) {

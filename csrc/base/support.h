@@ -54,6 +54,11 @@ typedef struct rg_err {
 ** `return rg_fail(e, 400, ...)`.  The message may quote e->msg. */
 int rg_fail (rg_err *e, int status, const char *fmt, ...) RG_PRINTF(3, 4);
 
+/* The status of a storage call that failed with errno `err`: 507
+** (insufficient storage) for a full disk or quota, the one storage failure
+** a user can fix, and 500 for any other. */
+int rg_room_status (int err);
+
 /* Flushes a directory (the names in it), as a file's creation, removal or
 ** rename needs to be durable: 0 or 500. */
 int rg_sync_dir (const char *path, rg_err *e);

@@ -338,6 +338,22 @@ void rg_guard_fail (const char *what) {
   siglongjmp(f->jb, 1);
 }
 
+int rg_guard_sum_holds (rg_guard *g, const void *p) {
+  uintptr_t a = (uintptr_t)p, lo;
+  uint64_t pg, run;
+  int holds = -1;
+  if (g == NULL) return -1;
+  pthread_mutex_lock(&mu);
+  lo = (uintptr_t)g->map;
+  if (g->shadow && a >= lo && a < lo + g->mapsize) {
+    pg = (a - lo) / g->psize;
+    holds = rg_page_check(g->shadow + pg * g->psize, pg, g->psize,
+                          file_pages(g), &run) != rg_page_badsum;
+  }
+  pthread_mutex_unlock(&mu);
+  return holds;
+}
+
 int rg_guard_met (const rg_guard *g) {
   return g != NULL && g->met;
 }

@@ -79,6 +79,10 @@ int       rg_guard_value (const void *p, size_t n);
 ** would abort the process): inside a guarded call, the call ends as on a
 ** damaged page; outside one, returns (and LMDB aborts). */
 void      rg_guard_fail (const char *what);
+/* Whether the page of the map that holds p (a value LMDB gave) carries a
+** checksum that holds, or none: 1; 0 when its checksum fails; -1 when p is
+** not in the map. */
+int       rg_guard_sum_holds (rg_guard *g, const void *p);
 /* Has the map met a damaged page? */
 int       rg_guard_met (const rg_guard *g);
 /* Turns the checking of the pages' checksums on or off; turned on, the

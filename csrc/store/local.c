@@ -118,6 +118,7 @@ struct rg_local {
   struct rg_guard *guard;    /* the map's guard (guard.h), or NULL */
   int sums;                  /* the pages' checksums are checked */
   int damaged;               /* LMDB's own check failed: no more writes */
+  int refused;               /* the open refused the file as it is */
   uint8_t secret[16];
   ltxn r;                    /* the cached read transaction */
   int rtxn_live;
@@ -141,7 +142,7 @@ int rg_kv_fail (rg_err *e, int rc, const char *what) {
     return rg_fail(e, 500, "storage failure: %s: a key whose place the "
                    "store cannot tell", what);
   /* a full disk is the one storage failure a user can fix: say so */
-  if (rc == ENOSPC || rc == EDQUOT)
+  if (rg_room_status(rc) == 507)
     return rg_fail(e, 507, "insufficient storage: %s: %s", what,
                    mdb_strerror(rc));
   if (rc == MDB_CORRUPTED && rg_guard_why && rg_guard_pgno == 0)
@@ -761,6 +762,19 @@ static int commit_fail (const rg_local *l, int rc, rg_err *e) {
   return rg_kv_fail(e, rc, what);
 }
 
+/* The database's secret, from its table 'meta' (at *where in the map when
+** where is not NULL): 0, or -1 when it is not there. */
+static int get_secret (MDB_txn *txn, MDB_dbi meta, uint8_t secret[16],
+                       const void **where) {
+  MDB_val k, v;
+  k.mv_data = RG_META_SECRET;
+  k.mv_size = sizeof(RG_META_SECRET) - 1;
+  if (mdb_get(txn, meta, &k, &v) != 0 || v.mv_size != 16) return -1;
+  memcpy(secret, v.mv_data, 16);
+  if (where) *where = v.mv_data;
+  return 0;
+}
+
 /*
 ** Opens the tables and checks the format version, reading the secret.  A
 ** database that exists is opened in a read transaction, so an open never
@@ -794,12 +808,13 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
         theirs = i != RG_DB_META &&
                  mdb_dbi_open(txn, rg_tables[i].name, 0, &dbi) != MDB_NOTFOUND;
       mdb_txn_abort(txn);
+      if (st.ms_entries == 0 && !l->readonly)
+        return init_tables(l, 1, secret, e);
+      l->refused = 1;
       if (theirs)
         return rg_fail(e, 500, "the database '%s' is damaged: its table "
                        "'meta' is missing (restore it from a backup)",
                        l->path);
-      if (st.ms_entries == 0 && !l->readonly)
-        return init_tables(l, 1, secret, e);
       return rg_fail(e, 404, "not a regolith database (table 'meta' "
                      "missing)");
     }
@@ -815,6 +830,7 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
                   RG_FORMAT_VERSION)) {
     unsigned ver = v.mv_size == 4 ? rg_get_u32((const uint8_t *)v.mv_data) : 0;
     mdb_txn_abort(txn);
+    l->refused = 1;
     if (ver == 1)
       return rg_fail(e, 426, "'%s' is a database of format 1; this build "
                      "reads format %d: upgrade it first with "
@@ -830,6 +846,7 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
   ** again, which would write a new secret into a damaged file */
   if (rc == MDB_NOTFOUND && !fresh) {
     mdb_txn_abort(txn);
+    l->refused = 1;
     return rg_fail(e, 500, "the database '%s' is damaged: its table 'meta' "
                    "holds no format version (restore it from a backup)",
                    l->path);
@@ -848,10 +865,12 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
       ** database; every table but a late one exists since format 2, and
       ** one missing means a damaged main tree, never a table to make
       ** afresh (an empty 'latest' or 'refs' would pass for the real one) */
-      if (!rg_tables[i].late)
+      if (!rg_tables[i].late) {
+        l->refused = 1;
         return rg_fail(e, 500, "the database is damaged: its table '%s' "
                        "is missing (restore it from a backup)",
                        rg_tables[i].name);
+      }
       /* a late table: made here (MDB_CREATE finds every table, and a
       ** read-only open reads one as empty, above) */
       rg_assert(!create && !l->readonly);
@@ -879,14 +898,10 @@ static int init_tables (rg_local *l, int create, uint8_t secret[16],
     if ((rc = mdb_put(txn, l->dbi[RG_DB_META], &k, &v, 0))) goto fail;
   }
   else if (rc) goto fail;
-  k.mv_data = RG_META_SECRET;
-  k.mv_size = sizeof(RG_META_SECRET) - 1;
-  rc = mdb_get(txn, l->dbi[RG_DB_META], &k, &v);
-  if (rc || v.mv_size != 16) {
+  if (get_secret(txn, l->dbi[RG_DB_META], secret, NULL) != 0) {
     mdb_txn_abort(txn);
     return rg_fail(e, 500, "database secret missing");
   }
-  memcpy(secret, v.mv_data, 16);
   /* committing (even a read transaction) keeps the table handles */
   if ((rc = mdb_txn_commit(txn))) return commit_fail(l, rc, e);
   return 0;
@@ -921,7 +936,7 @@ static int reserve_lock (const char *path, int readonly, rg_err *e) {
       rc = errno;
   }
   close(fd);
-  if (rc == ENOSPC || rc == EDQUOT)
+  if (rg_room_status(rc) == 507)
     return rg_fail(e, 507, "insufficient storage: cannot open '%s': %s", path,
                    strerror(rc));
   return 0;                          /* anything else: as LMDB would have */
@@ -967,15 +982,91 @@ void rg_local_close (rg_local *l) {
   free(l);
 }
 
+/*
+** The log's files, as an open that refuses the data file as it is (init_
+** tables: another program's LMDB file, a damaged or older regolith one)
+** leaves them: those it made are removed again, so that the directory is
+** as the open found it.  No process logs into them meanwhile: the data
+** file is never written into, so every open of it refuses it alike (one
+** that found the files there, made by this one, removes nothing).
+** LMDB's lock.mdb stays: every LMDB program's open makes it, a read-only
+** one too, and another may be using it by now.
+*/
+static const char *const log_files[] = { "regolith.wal", "regolith.shm" };
+
+/* Which of the log's files are missing: a bit for each. */
+static unsigned files_missing (const char *path) {
+  char name[4096];
+  struct stat st;
+  unsigned i, bits = 0;
+  for (i = 0; i < 2; i++) {
+    snprintf(name, sizeof(name), "%s/%s", path, log_files[i]);
+    if (stat(name, &st) != 0 && errno == ENOENT) bits |= 1u << i;
+  }
+  return bits;
+}
+
+static void files_remove (const char *path, unsigned bits) {
+  char name[4096];
+  unsigned i;
+  rg_err ignored;                    /* the refusal is what the caller gets */
+  for (i = 0; i < 2; i++)
+    if (bits >> i & 1) {
+      snprintf(name, sizeof(name), "%s/%s", path, log_files[i]);
+      unlink(name);
+    }
+  if (bits) rg_sync_dir(path, &ignored);
+}
+
+/*
+** The tables of names failed a page's checksum, read with them from the
+** open's start because regolith.id says every page carries its own at the
+** file's transaction.  That holds for the database regolith.id names.  The
+** data file of another database put in its place, whose pages carry stale
+** checksums (another LMDB program wrote them) and whose transaction
+** happens to be the one regolith.id names, is not damaged but another
+** database, and the refusal must say so: it says what to do.  So the
+** secret is read again without the checksums (every page still checked
+** for its shape): when regolith.id names another database, that is the
+** refusal; when it names this one, or when the page holding the secret
+** fails its own checksum (a flipped bit in the secret would make this
+** database pass for another), the refusal `rc` as damaged stands.
+*/
+static int damaged_or_another (rg_local *l, int rc, rg_err *e) {
+  MDB_envinfo info;
+  MDB_txn *txn;
+  MDB_dbi meta;
+  rg_err other;
+  const void *at;
+  uint8_t secret[16];
+  int ok, sums;
+  rg_guard_sums(l->guard, 0);
+  if (mdb_txn_begin(l->mdb, NULL, MDB_RDONLY, &txn) != 0) return rc;
+  mdb_env_info(l->mdb, &info);
+  ok = mdb_dbi_open(txn, rg_tables[RG_DB_META].name, 0, &meta) == 0 &&
+       get_secret(txn, meta, secret, &at) == 0 &&
+       rg_guard_sum_holds(l->guard, at) == 1;
+  mdb_txn_abort(txn);
+  if (ok && rg_preflight_identity(l->path, secret,
+                                  (uint64_t)info.me_last_txnid, 1, &sums,
+                                  &other) != 0) {
+    if (e) *e = other;
+    return other.status;
+  }
+  return rc;
+}
+
 int rg_local_open (const char *path, int readonly, size_t map_size,
                    rg_local **out, uint8_t secret[16], rg_err *e) {
   rg_local *l;
   MDB_envinfo info;
-  int rc, dead, sums;
+  int rc, dead, sums, early, refused;
+  unsigned made;
   *out = NULL;
   if ((rc = reserve_lock(path, readonly, e))) return rc;
   if ((l = local_new(path, readonly)) == NULL)
     return rg_fail(e, 500, "out of memory");
+  made = readonly ? 0 : files_missing(path);  /* a read-only open makes none */
   /* before LMDB reads the file: its checks (preflight.h), and the log,
   ** replayed after a restart */
   if ((rc = rg_preflight_log(path, readonly, e))) goto fail;
@@ -997,9 +1088,13 @@ int rg_local_open (const char *path, int readonly, size_t map_size,
   /* the tables of names read with their checksums checked, where
   ** regolith.id says every page carries one: a flipped bit in a node's
   ** flags there sends LMDB astray before any later check */
-  if (l->wal && rg_preflight_summed(path, (uint64_t)info.me_last_txnid))
-    rg_guard_sums(l->guard, 1);
-  if ((rc = init_tables(l, 0, secret, e))) goto fail;
+  early = l->wal && rg_preflight_summed(path, (uint64_t)info.me_last_txnid);
+  if (early) rg_guard_sums(l->guard, 1);
+  if ((rc = init_tables(l, 0, secret, e))) {
+    if (early && rg_guard_why == rg_page_badsum)
+      rc = damaged_or_another(l, rc, e);
+    goto fail;
+  }
   memcpy(l->secret, secret, 16);
   mdb_env_info(l->mdb, &info);
   if ((rc = rg_preflight_identity(path, secret, (uint64_t)info.me_last_txnid,
@@ -1015,11 +1110,13 @@ int rg_local_open (const char *path, int readonly, size_t map_size,
   *out = l;
   return 0;
 fail_mdb:
-  rc = rg_fail(e, rc == EACCES ? 403 : rc == ENOSPC || rc == EDQUOT ? 507 : 500,
+  rc = rg_fail(e, rc == EACCES ? 403 : rg_room_status(rc),
                "cannot open database '%s': %s", path, mdb_strerror(rc));
 fail:
+  refused = l->refused;
   l->readonly = 1;                   /* no closing checkpoint */
   rg_local_close(l);
+  if (refused) files_remove(path, made);
   return rc;
 }
 

@@ -335,7 +335,7 @@ int rg_pages_stamp (int fd, uint64_t *n, rg_err *e) {
   *n = k.stamped;
   rg_buf_free(&w.report);
   if (k.failed)
-    return rg_fail(e, k.failed == ENOSPC ? 507 : 500, "storage failure: "
+    return rg_fail(e, rg_room_status(k.failed), "storage failure: "
                    "stamping checksums: %s", strerror(k.failed));
   if (rc == 0 && fdatasync(fd) != 0)
     return rg_fail(e, 500, "storage failure: stamping checksums: %s",

@@ -62,7 +62,7 @@ static int id_write (const char *path, uint64_t h, uint64_t through,
   if (!ok || rename(tmp, name) != 0) {
     int err = errno;
     unlink(tmp);
-    return rg_fail(e, err == ENOSPC || err == EDQUOT ? 507 : 500,
+    return rg_fail(e, rg_room_status(err),
                    "cannot write '%s': %s", name, strerror(err));
   }
   return flush ? rg_sync_dir(path, e) : 0;

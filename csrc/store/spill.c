@@ -23,7 +23,7 @@ struct rg_spill {
 
 static int io_fail (rg_err *e, const char *what) {
   int err = errno;
-  return rg_fail(e, err == ENOSPC || err == EDQUOT ? 507 : 500,
+  return rg_fail(e, rg_room_status(err),
                  "storage failure: the load's spilled runs: %s: %s", what,
                  strerror(err));
 }

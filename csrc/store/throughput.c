@@ -275,10 +275,10 @@ static int grow (struct rg_tpfile *f, uint64_t size, rg_err *e) {
     return rg_fail(e, 507, "insufficient storage: the throughput budgets "
                    "file is full (%u MB)", TP_MAX_FILE >> 20);
   if ((rc = posix_fallocate(f->fd, 0, (off_t)size)) != 0)
-    return rg_fail(e, rc == ENOSPC || rc == EDQUOT ? 507 : 500,
+    return rg_fail(e, rg_room_status(rc),
                    "%sthe throughput budgets file cannot grow: %s",
-                   rc == ENOSPC || rc == EDQUOT ? "insufficient storage: "
-                   : "", strerror(rc));
+                   rg_room_status(rc) == 507 ? "insufficient storage: " : "",
+                   strerror(rc));
   if (cover(f, (size_t)size))
     return rg_fail(e, 500, "the throughput budgets file cannot be mapped");
   STORE(&head(f)->size, size);
@@ -655,7 +655,7 @@ int rg_tp_attach (rg_env *env, rg_err *e) {
   if (fstat(fd, &st) != 0) goto none;
   if ((size_t)st.st_size < TP_ARENA) {
     int r = posix_fallocate(fd, 0, TP_ARENA);
-    if (r == ENOSPC || r == EDQUOT) {
+    if (rg_room_status(r) == 507) {
       rc = rg_fail(e, 507, "insufficient storage: cannot make '%s': %s", path,
                    strerror(r));
       goto none;

@@ -266,7 +266,7 @@ static int write_header (int wfd, header *h) {
 
 static int fail_errno (rg_err *e, const char *what, const char *path) {
   int err = errno;
-  return rg_fail(e, err == ENOSPC || err == EDQUOT ? 507 : 500,
+  return rg_fail(e, rg_room_status(err),
                  "%s%s log: %s: %s", err == ENOSPC || err == EDQUOT ?
                  "insufficient storage: " : "storage failure: ", what, path,
                  strerror(err));

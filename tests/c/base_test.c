@@ -6,6 +6,7 @@
 ** Run by `make test` (and `make layers`): build/<lua>/tests/base_test.
 */
 
+#include <errno.h>
 #include <stdio.h>
 #include <math.h>
 #include <string.h>
@@ -106,6 +107,16 @@ static void test_charge (void) {
   CHECK(rg_charge(&w) == 1.0);
   w.read_units = rg_read_units(1025);
   CHECK(rg_charge(&w) == 2.0);
+}
+
+/* A storage call's errno as a status: no room is 507 (a full disk or
+** quota: the one failure a user can fix), anything else 500. */
+static void test_room (void) {
+  CHECK(rg_room_status(ENOSPC) == 507);
+  CHECK(rg_room_status(EDQUOT) == 507);
+  CHECK(rg_room_status(EIO) == 500);
+  CHECK(rg_room_status(EACCES) == 500);
+  CHECK(rg_room_status(0) == 500);
 }
 
 /* The dialect over documents fed by hand, as the store's sources do. */
@@ -412,6 +423,7 @@ int main (void) {
   test_patch();
   test_token();
   test_charge();
+  test_room();
   test_sql();
   test_vec();
   test_vgraph();
