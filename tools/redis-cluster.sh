@@ -13,6 +13,9 @@
 #                                                  its port
 #   tools/redis-cluster.sh remove DIR PORT         forget an added primary (it
 #                                                  must hold no slot) and stop it
+#   tools/redis-cluster.sh settle DIR [SECONDS]    wait until every node, added
+#                                                  ones too, sees every other
+#                                                  one reachable (see settled)
 #
 # DIR and BASE_PORT may also come from RG_CLUSTER_DIR and RG_CLUSTER_PORTS.
 # With RG_CLUSTER_OWNER=<pid>, start also leaves a watcher that stops the
@@ -162,6 +165,58 @@ wait_ready () {
   done
 }
 
+# True when the nodes on the ports given ($2...) are settled, as redis-cli
+# --cluster needs them before it moves slots: each says cluster_state:ok,
+# lists exactly that many nodes, every one of them without a failure or
+# handshake flag (fail, fail?, handshake, noaddr) and with its link
+# connected, and no slot half-moved; and all give one slot map.  redis-cli
+# reads every other node's flags from its seed's view and silently leaves
+# out one that view marks fail (or disconnected): a rebalance would then
+# spread the slots over the others, give a new primary none, and exit 0.
+# Else what is not settled yet is written to the file $1.
+settled () {
+  why=$1
+  shift
+  first_map=""
+  for p in "$@"; do
+    redis-cli -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' ||
+      { echo "node $p: cluster_state is not ok" > "$why"; return 1; }
+    view=$(redis-cli -p "$p" cluster nodes 2>/dev/null)
+    bad=$(echo "$view" | awk -v want=$# '
+      { n++ }
+      $3 ~ /(^|,)(fail\??|handshake|noaddr)(,|$)/ || $8 != "connected" {
+        print "sees " $2 " " $3 " " $8; bad = 1; exit }
+      /\[/ { print "has a slot half-moved: " $0; bad = 1; exit }
+      END { if (!bad && n != want) print "knows " n " nodes, not " want }')
+    [ -z "$bad" ] || { echo "node $p $bad" > "$why"; return 1; }
+    map=$(slot_map "$view")
+    [ -n "$first_map" ] || first_map=$map
+    [ "$map" = "$first_map" ] ||
+      { echo "node $p gives the slots to other nodes than node $1 does" > "$why"; return 1; }
+  done
+}
+
+# Waits until the nodes on the ports given are settled, for at most
+# WAIT_SECONDS; says on stderr what it waited for (or, failing, what is
+# still not settled).
+wait_settled () {
+  deadline=$((SECONDS + WAIT_SECONDS))
+  why=$(mktemp)
+  waited=""
+  until settled "$why" "$@"; do
+    [ -n "$waited" ] || waited=$(cat "$why")
+    if [ $SECONDS -ge $deadline ]; then
+      echo "redis-cluster: not settled after ${WAIT_SECONDS}s: $(cat "$why")" >&2
+      rm -f "$why"
+      return 1
+    fi
+    sleep 0.1
+  done
+  rm -f "$why"
+  [ -z "$waited" ] || echo "redis-cluster: settled after waiting ($waited)" >&2
+  return 0
+}
+
 # What each node of DIR ($1) sees and the end of its log, on stderr: printed
 # when the cluster does not become whole, so that a failed run says why.
 describe () {
@@ -208,7 +263,7 @@ stop_all () {
 cmd=${1:-}
 dir=${2:-${RG_CLUSTER_DIR:-}}
 [ -n "$cmd" ] && [ -n "$dir" ] ||
-  die "usage: $0 start|stop|restart|wait|status|ports|add|remove DIR [PORT|SECONDS]"
+  die "usage: $0 start|stop|restart|wait|status|ports|add|remove|settle DIR [PORT|SECONDS]"
 command -v redis-server >/dev/null 2>&1 ||
   die "redis-server is not installed (apt-get install redis-server redis-tools)"
 
@@ -304,6 +359,10 @@ add)
   echo "$port" >> "$dir/extra_ports"
   redis-cli --cluster add-node "127.0.0.1:$port" "127.0.0.1:$base" \
     > "$dir/$port/add.log" 2>&1 || die "add-node failed (see $dir/$port/add.log)"
+  # it is added once every node knows it, and it every node, as reachable
+  # shellcheck disable=SC2046
+  wait_settled $(ports_of "$dir") $(extra_ports "$dir") ||
+    die "the nodes did not all come to know $port"
   echo "$port"
   ;;
 remove)
@@ -352,7 +411,14 @@ remove)
   grep -vx "$port" "$dir/extra_ports" > "$dir/extra_ports.new"
   mv "$dir/extra_ports.new" "$dir/extra_ports"
   ;;
+settle)
+  dir=$(abs_dir "$dir") || exit 1
+  WAIT_SECONDS=${3:-$WAIT_SECONDS}
+  # shellcheck disable=SC2046
+  wait_settled $(ports_of "$dir") $(extra_ports "$dir") ||
+    { describe "$dir"; die "the nodes did not settle in ${WAIT_SECONDS}s"; }
+  ;;
 *)
-  die "unknown command '$cmd' (start, stop, restart, wait, status, ports, add, remove)"
+  die "unknown command '$cmd' (start, stop, restart, wait, status, ports, add, remove, settle)"
   ;;
 esac
