@@ -100,6 +100,7 @@
 #define F_CLOSED     2u             /* no commit since: the data file is whole */
 #define SEG_DELTA    1u             /* a segment's kind: a page's delta */
 #define PCACHE_BYTES (4u << 20)     /* the page images kept for deltas */
+#define POOL_MAX     256            /* images of a commit's pages, at most */
 
 /* LMDB 0.9's page header: pgno u64 | pad u16 | flags u16 | lower | upper */
 #define P_BRANCH     0x01
@@ -565,8 +566,9 @@ static int append_record (rg_wal *w) {
 */
 /* Which segments of the record are pages, and their images: the entries
 ** of `fresh`, in the record's order, found by number through ftab; a
-** page written twice (LMDB spilled it, then wrote it again) and the pages
-** of a run (overflow) have none.  0, or -1 when out of memory. */
+** page written twice (LMDB spilled it, then wrote it again), the pages
+** of a run (overflow) and those past the first POOL_MAX have none.  0,
+** or -1 when out of memory. */
 static struct fresh *fresh_find (rg_wal *w, uint64_t pgno) {
   unsigned i;
   if (w->ftab == NULL) return NULL;
@@ -648,6 +650,10 @@ static int index_record (rg_wal *w) {
     uint8_t *img;
     uint32_t len;
     if (!f->kind) continue;
+    if (used == POOL_MAX) {           /* a big commit: the rest have none */
+      f->kind = 0;
+      continue;
+    }
     if (used == w->npool) {
       void *p = realloc(w->fpool, (w->npool + 64) * sizeof(uint8_t *));
       if (p == NULL) return -1;

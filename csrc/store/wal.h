@@ -36,14 +36,14 @@
 **     the changes from a source page S instead, when that is smaller; the
 **     replay reads S from the data file as it has left it.  S is a page
 **     the same process's commits wrote, kept in its cache (at most 4 MiB
-**     of images per database handle), and it may serve only while (1) the
-**     last commit was this process's (no other record lies between S's
-**     last write and this one, so the cache holds each page's last
-**     write), (2) no checkpoint was claimed or made since S was written
-**     (so any replay that reaches this record starts before S's record
-**     and applies it first; a page written before the base may have been
-**     reused and overwritten since), and (3) this record does not write S
-**     itself.  A commit that claims a checkpoint empties the cache; a
+**     of images per database handle, and 1 MiB of the commit's own), and
+**     it may serve only while (1) the last commit was this process's (no
+**     other record lies between S's last write and this one, so the cache
+**     holds each page's last write), (2) no checkpoint was claimed or
+**     made since S was written (so any replay that reaches this record
+**     starts before S's record and applies it first; a page written
+**     before the base may have been reused and overwritten since), and
+**     (3) this record does not write S itself.  A commit that claims a checkpoint empties the cache; a
 **     commit that fails, or is not logged, empties it too.  Each delta is
 **     checked at the commit (applied to S, it makes the page exactly) and
 **     at the replay (the page's checksum holds, or the database is
