@@ -43,31 +43,51 @@ void rg_pdelta_trim (uint8_t *p, unsigned psize) {
   if (rg_pdelta_usable(p, psize, &lo, &up)) memset(p + lo, 0, up - lo);
 }
 
-size_t rg_pdelta_encode (const uint8_t *s, const uint8_t *p, unsigned psize,
-                         uint8_t *out, size_t limit) {
-  size_t n = 0;
-  unsigned x = 0;
-  if (psize > PSIZE_MAX) return 0;
+/* The ranges where p differs from s within [x, to), appended to out at
+** *n; 0, or -1 once they reach `limit` bytes. */
+static int ranges (const uint8_t *s, const uint8_t *p, unsigned x,
+                   unsigned to, uint8_t *out, size_t *n, size_t limit) {
   for (;;) {
     unsigned a, b;
     uint16_t h[2];
-    while (x + 8 <= psize && memcmp(s + x, p + x, 8) == 0) x += 8;
-    while (x < psize && s[x] == p[x]) x++;
-    if (x >= psize) break;
+    for (; x + 8 <= to; x += 8) {        /* equal words, skipped */
+      uint64_t u, v;
+      memcpy(&u, s + x, 8);
+      memcpy(&v, p + x, 8);
+      if (u != v) break;
+    }
+    while (x < to && s[x] == p[x]) x++;
+    if (x >= to) return 0;
     a = x;
-    b = x + 1;                      /* [a, b): the range so far */
-    for (x = b; x < psize; x++) {
+    b = x + 1;                          /* [a, b): the range so far */
+    for (x = b; x < to; x++) {
       if (s[x] != p[x]) b = x + 1;
       else if (x - b >= GAP) break;
     }
-    if (n + 4 + (b - a) >= limit) return 0;
+    if (*n + 4 + (b - a) >= limit) return -1;
     h[0] = (uint16_t)a;
     h[1] = (uint16_t)(b - a);
-    memcpy(out + n, h, 4);
-    memcpy(out + n + 4, p + a, b - a);
-    n += 4 + (b - a);
+    memcpy(out + *n, h, 4);
+    memcpy(out + *n + 4, p + a, b - a);
+    *n += 4 + (b - a);
     x = b;
   }
+}
+
+size_t rg_pdelta_encode (const uint8_t *s, const uint8_t *p, unsigned psize,
+                         uint8_t *out, size_t limit) {
+  size_t n = 0;
+  unsigned slo, sup, plo, pup, from, to;
+  if (!rg_pdelta_usable(s, psize, &slo, &sup) ||
+      !rg_pdelta_usable(p, psize, &plo, &pup))
+    return 0;
+  /* between both pages' pointers and both pages' nodes, both are zeros */
+  from = slo > plo ? slo : plo;
+  to = sup < pup ? sup : pup;
+  if (to < from) to = from;
+  if (ranges(s, p, 0, from, out, &n, limit) != 0 ||
+      ranges(s, p, to, psize, out, &n, limit) != 0)
+    return 0;
   return n;
 }
 

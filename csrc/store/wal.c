@@ -667,9 +667,12 @@ static int index_record (rg_wal *w) {
     len = rg_le32(r + f->at + 8);
     memcpy(img, r + f->at + 16, len);
     rg_pdelta_usable(img, ps, &lo, &up);
-    memset(img + len, 0, ps - len);
-    if (f->kind == 2) memcpy(img + up, r + f->at + 16 + (len + 7) / 8 * 8 + 16, ps - up);
-    rg_pdelta_trim(img, ps);
+    if (len == ps) rg_pdelta_trim(img, ps);
+    else {                            /* [0, lower), then [upper, psize) */
+      memset(img + len, 0, up - len);
+      if (f->kind == 2)
+        memcpy(img + up, r + f->at + 16 + (len + 7) / 8 * 8 + 16, ps - up);
+    }
     f->pool = (long)used++;
   }
   return 0;
