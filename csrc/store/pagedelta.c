@@ -11,6 +11,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "store/pagecheck.h"
 #include "store/pagedelta.h"
@@ -50,7 +53,15 @@ static int ranges (const uint8_t *s, const uint8_t *p, unsigned x,
   for (;;) {
     unsigned a, b;
     uint16_t h[2];
-    for (; x + 8 <= to; x += 8) {        /* equal words, skipped */
+    while (x + 256 <= to && memcmp(s + x, p + x, 256) == 0) x += 256;
+#ifdef __SSE2__
+    for (; x + 16 <= to; x += 16)        /* equal runs, skipped */
+      if (_mm_movemask_epi8(_mm_cmpeq_epi8(
+            _mm_loadu_si128((const __m128i *)(const void *)(s + x)),
+            _mm_loadu_si128((const __m128i *)(const void *)(p + x)))) != 0xFFFF)
+        break;
+#endif
+    for (; x + 8 <= to; x += 8) {
       uint64_t u, v;
       memcpy(&u, s + x, 8);
       memcpy(&v, p + x, 8);
