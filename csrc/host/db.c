@@ -307,9 +307,10 @@ static int db_stats (lua_State *L) {
   if (info.logged) {
     static const char *const names[] = { "records", "bytes", "flushes",
                                          "checkpoints", "checkpoints_locked",
-                                         NULL };
+                                         "deltas", NULL };
     const uint64_t v[] = { info.log_records, info.log_bytes, info.log_flushes,
-                           info.log_checkpoints, info.log_checkpoints_locked };
+                           info.log_checkpoints, info.log_checkpoints_locked,
+                           info.log_deltas };
     push_counters(L, names, v);
     lua_setfield(L, -2, "log");
   }

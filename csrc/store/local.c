@@ -1362,6 +1362,7 @@ void rg_local_info (rg_local *l, rg_env_info *out) {
     out->log_flushes = ws.flushes;
     out->log_checkpoints = ws.checkpoints;
     out->log_checkpoints_locked = ws.checkpoints_locked;
+    out->log_deltas = ws.deltas;
   }
 }
 

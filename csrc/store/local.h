@@ -65,7 +65,7 @@ typedef struct rg_env_info {
   uint64_t map_size, used_bytes, page_size, readers;
   int logged;
   uint64_t log_records, log_bytes, log_flushes, log_checkpoints,
-           log_checkpoints_locked;
+           log_checkpoints_locked, log_deltas;
 } rg_env_info;
 void rg_local_info (rg_local *l, rg_env_info *out);
 

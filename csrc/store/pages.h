@@ -65,4 +65,21 @@ static inline uint64_t rg_le64 (const uint8_t *p) {
   uint64_t v; memcpy(&v, p, 8); return v;
 }
 
+/* The nodes of a branch or leaf page p (its lower bound checked; a node
+** is lo u16 | hi u16 | flags u16 | ksize u16 | key | value, pagecheck.h):
+** how many, the i-th, a branch node's child, a leaf node's value size. */
+static inline unsigned rg_node_count (const uint8_t *p) {
+  return (unsigned)(rg_le16(p + 12) - RG_PG_HDR) >> 1;
+}
+static inline const uint8_t *rg_node_at (const uint8_t *p, unsigned i) {
+  return p + rg_le16(p + RG_PG_HDR + 2 * i);
+}
+static inline uint64_t rg_node_child (const uint8_t *nd) {
+  return (uint64_t)rg_le16(nd) | (uint64_t)rg_le16(nd + 2) << 16 |
+         (uint64_t)rg_le16(nd + 4) << 32;
+}
+static inline uint64_t rg_node_dsize (const uint8_t *nd) {
+  return (uint64_t)rg_le16(nd) | (uint64_t)rg_le16(nd + 2) << 16;
+}
+
 #endif

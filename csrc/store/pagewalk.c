@@ -152,11 +152,11 @@ static void overflow (walker *k, const char *tree, uint64_t pg, uint64_t n,
 /* The nodes of a leaf page (at p, psize bytes) of `tree`, of kind T_*. */
 static void leaf_nodes (walker *k, const char *tree, uint64_t pg,
                         const uint8_t *p, int kind) {
-  unsigned n = (unsigned)(rg_le16(p + 12) - RG_PG_HDR) >> 1, i;
+  unsigned n = rg_node_count(p), i;
   for (i = 0; i < n; i++) {
-    const uint8_t *nd = p + rg_le16(p + RG_PG_HDR + 2 * i);
+    const uint8_t *nd = rg_node_at(p, i);
     uint16_t flags = rg_le16(nd + 4), ksize = rg_le16(nd + 6);
-    uint64_t dsize = (uint64_t)rg_le16(nd) | (uint64_t)rg_le16(nd + 2) << 16;
+    uint64_t dsize = rg_node_dsize(nd);
     const uint8_t *data = nd + RG_NODE_HDR + ksize;
     int fits = kind == T_MAIN ? flags == RG_NODE_SUBDB
              : kind == T_DUPSORT ? !(flags & RG_NODE_BIG) &&
@@ -240,12 +240,11 @@ static void visit (walker *k, const char *tree, uint64_t pg, unsigned level,
   }
   if (sum_off(k, p, k->psize) && k->stamp) restamp(k, pg, p, k->psize);
   if (kind == RG_PG_BRANCH) {
-    unsigned n = (unsigned)(rg_le16(p + 12) - RG_PG_HDR) >> 1, i;
+    unsigned n = rg_node_count(p), i;
     if (level >= MAX_DEPTH) { problem(k, pg, tree, "a tree deeper than LMDB goes"); goto done; }
     for (i = 0; i < n && !k->failed; i++) {
-      const uint8_t *nd = p + rg_le16(p + RG_PG_HDR + 2 * i);
-      uint64_t child = (uint64_t)rg_le16(nd) | (uint64_t)rg_le16(nd + 2) << 16 |
-                       (uint64_t)rg_le16(nd + 4) << 32;
+      const uint8_t *nd = rg_node_at(p, i);
+      uint64_t child = rg_node_child(nd);
       visit(k, tree, child, level + 1, depth, dupfixed, tkind);
     }
   }

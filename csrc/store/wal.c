@@ -69,6 +69,7 @@
 #include "store/guarded.h"
 #include "store/local.h"
 #include "store/pagecheck.h"
+#include "store/pagedelta.h"
 #include "store/pages.h"
 #include "store/shm.h"
 #include "store/wal.h"
@@ -87,6 +88,7 @@
                                                 the ring (no sequence) */
 #define WAL_MAGIC2   0x3230304c41574752ull  /* "RGWAL002" */
 #define REC_MAGIC    0x43524752u            /* "RGRC" */
+#define DELTA_MAGIC  0x44524752u            /* "RGRD": a record with deltas */
 #define JUMP_MAGIC   0x504d4a52u            /* "RJMP": go on at REC_START */
 #define SHM_MAGIC    0x314d485347524752ull  /* "RGRGSHM1" */
 #define SHM_LAYOUT   2u              /* the fields after mu_state are kept */
@@ -96,6 +98,9 @@
 #define META_TXNID   128             /* mm_txnid inside it */
 #define F_UNLOGGED   1u             /* commits since are not logged */
 #define F_CLOSED     2u             /* no commit since: the data file is whole */
+#define SEG_DELTA    1u             /* a segment's kind: a page's delta */
+#define PCACHE_BYTES (4u << 20)     /* the page images kept for deltas */
+#define POOL_MAX     256            /* images of a commit's pages, at most */
 
 /* LMDB 0.9's page header: pgno u64 | pad u16 | flags u16 | lower | upper */
 #define P_BRANCH     0x01
@@ -138,6 +143,7 @@ typedef struct shared {
   uint32_t ck_mu_state;
   /* counters since the boot (rg_wal_stats), added to atomically */
   uint64_t n_records, n_bytes, n_flushes, n_ckpt_run, n_ckpt_lock;
+  uint64_t n_deltas;         /* (zero in a file of a build before them) */
 } shared;
 
 struct rg_wal {
@@ -181,7 +187,41 @@ struct rg_wal {
   pid_t fl_pid;
   uint64_t fl_asked, fl_done;
   int fl_rc, fl_errno, fl_stop;
+  /* page deltas: the cache holds images of pages this process's own
+  ** commits wrote, each the last write of its page, in epoch pc_epoch,
+  ** after the claim pc_gen, the last of them pc_last (whose meta named
+  ** the roots pc_roots: the free tree's, the main tree's) */
+  rg_pgcache *pc;
+  uint64_t pc_epoch, pc_gen, pc_last, pc_roots[2];
+  /* this commit's pages (fresh, nfresh; found by number through ftab),
+  ** their images in buffers of fpool; what rg_wal_durable does with the
+  ** cache once the commit is known made (staged) */
+  struct fresh *fresh;
+  size_t nfresh, fcap;
+  uint32_t *ftab;
+  unsigned fmask;
+  uint8_t **fpool;
+  size_t npool;
+  uint8_t *scratch;
+  rg_buf rec2;
+  int staged;
+  uint64_t st_epoch, st_gen, st_roots[2];
+  int appended, has_delta;
+  uint32_t ndelta;           /* its pages written as deltas */
+  size_t meta_at;            /* the record's meta segment */
 };
+
+/* A page this commit writes: its image (trimmed, when one may be made
+** and it is written once) and the source of its delta, or RG_PG_INVALID;
+** `at`: where its first segment starts in the record. */
+struct fresh {
+  uint64_t pgno, src;
+  size_t at, end;            /* its segments in the record: [at, end) */
+  int kind;                  /* 0: no image; 1: one segment; 2: two */
+  long pool;                 /* its image: fpool[pool], or -1 */
+};
+
+enum { ST_NONE, ST_ADD, ST_CLEAR, ST_DONE };
 
 static int hooked;           /* 0 not tried, 1 installed, -1 impossible */
 /* CKPT_BYTES and WRAP_AT, which the harnesses make small
@@ -503,18 +543,305 @@ static int append_record (rg_wal *w) {
   uint32_t len = (uint32_t)w->rec.n;
   uint64_t off;
   if (w->overflow || w->rec.oom) { errno = EFBIG; return -1; }
-  seal(r, REC_MAGIC, len, sh->epoch, w->txnid, w->nseg);
+  seal(r, w->has_delta ? DELTA_MAGIC : REC_MAGIC, len, sh->epoch, w->txnid,
+       w->nseg);
   if (place(w, len, &off) != 0) return -1;
   if (pwrite(w->wfd, r, len, (off_t)off) != (ssize_t)len) return -1;
   sh->last_start = off;
   __atomic_store_n(&sh->last_txnid, w->txnid, __ATOMIC_RELEASE);
   __atomic_add_fetch(&sh->n_records, 1, __ATOMIC_RELAXED);
   __atomic_add_fetch(&sh->n_bytes, len, __ATOMIC_RELAXED);
+  if (w->ndelta)
+    __atomic_add_fetch(&sh->n_deltas, w->ndelta, __ATOMIC_RELAXED);
   sh->next_off = off + len;
   if (off + len > sh->frontier) sh->frontier = off + len;
   w->pending = w->sync == RG_SYNC_FULL && synced(sh) < w->txnid;
   return 0;
 }
+
+/*
+** {=====================================================================
+** Page deltas
+** ======================================================================
+*/
+/* Which segments of the record are pages, and their images: the entries
+** of `fresh`, in the record's order, found by number through ftab; a
+** page written twice (LMDB spilled it, then wrote it again), the pages
+** of a run (overflow) and those past the first POOL_MAX have none.  0,
+** or -1 when out of memory. */
+static struct fresh *fresh_find (rg_wal *w, uint64_t pgno) {
+  unsigned i;
+  if (w->ftab == NULL) return NULL;
+  for (i = (unsigned)((pgno * 0x9E3779B97F4A7C15ull) >> 32) & w->fmask;
+       w->ftab[i]; i = (i + 1) & w->fmask)
+    if (w->fresh[w->ftab[i] - 1].pgno == pgno) return &w->fresh[w->ftab[i] - 1];
+  return NULL;
+}
+
+static const uint8_t *fresh_image (rg_wal *w, const struct fresh *f) {
+  return f && f->pool >= 0 ? w->fpool[f->pool] : NULL;
+}
+
+static int fresh_add (rg_wal *w, uint64_t pgno, size_t at, size_t end,
+                      int kind) {
+  if (w->nfresh == w->fcap) {
+    size_t cap = w->fcap ? 2 * w->fcap : 256;
+    void *p = realloc(w->fresh, cap * sizeof(*w->fresh));
+    if (p == NULL) return -1;
+    w->fresh = (struct fresh *)p;
+    w->fcap = cap;
+  }
+  w->fresh[w->nfresh++] = (struct fresh){ pgno, RG_PG_INVALID, at, end, kind, -1 };
+  return 0;
+}
+
+static int index_record (rg_wal *w) {
+  const uint8_t *r = (const uint8_t *)w->rec.p;
+  size_t at = REC_HEAD, n = w->rec.n, i, used = 0;
+  unsigned ps = w->psize, size = 16, lo, up;
+  w->nfresh = 0;
+  w->meta_at = 0;
+  while (at + 16 <= n) {
+    uint64_t off = rg_le64(r + at), pg;
+    uint32_t len = rg_le32(r + at + 8);
+    size_t next = at + 16 + (len + 7) / 8 * 8;
+    int kind = 0;
+    if (off < 2u * ps) { w->meta_at = at; at = next; continue; }
+    if (off % ps == 0 && len >= RG_PG_HDR && len <= ps &&
+        rg_pdelta_usable(r + at + 16, ps, &lo, &up)) {
+      if (len == ps) kind = 1;
+      else if (len == lo && up == ps) kind = 1;
+      else if (len == lo && next + 16 <= n &&
+               rg_le64(r + next) == off + up &&
+               rg_le32(r + next + 8) == ps - up) {
+        kind = 2;
+        next += 16 + (ps - up + 7) / 8 * 8;
+      }
+    }
+    if (kind) {
+      if (fresh_add(w, off / ps, at, next, kind) != 0) return -1;
+    }
+    else
+      for (pg = off / ps; pg <= (off + (len ? len : 1) - 1) / ps; pg++)
+        if (fresh_add(w, pg, at, next, 0) != 0) return -1;
+    at = next;
+  }
+  while (size < 2 * w->nfresh) size *= 2;
+  if (w->ftab == NULL || w->fmask + 1 < size) {
+    free(w->ftab);
+    if ((w->ftab = (uint32_t *)malloc(size * sizeof(uint32_t))) == NULL)
+      return -1;
+    w->fmask = size - 1;
+  }
+  memset(w->ftab, 0, (size_t)(w->fmask + 1) * sizeof(uint32_t));
+  for (i = 0; i < w->nfresh; i++) {
+    struct fresh *f = &w->fresh[i], *was = fresh_find(w, f->pgno);
+    unsigned k;
+    if (was) {                        /* written twice: no image */
+      was->kind = f->kind = 0;
+      continue;
+    }
+    for (k = (unsigned)((f->pgno * 0x9E3779B97F4A7C15ull) >> 32) & w->fmask;
+         w->ftab[k]; k = (k + 1) & w->fmask) {}
+    w->ftab[k] = (uint32_t)i + 1;
+  }
+  for (i = 0; i < w->nfresh; i++) {     /* the images, trimmed */
+    struct fresh *f = &w->fresh[i];
+    uint8_t *img;
+    uint32_t len;
+    if (!f->kind) continue;
+    if (used == POOL_MAX) {           /* a big commit: the rest have none */
+      f->kind = 0;
+      continue;
+    }
+    if (used == w->npool) {
+      void *p = realloc(w->fpool, (w->npool + 64) * sizeof(uint8_t *));
+      if (p == NULL) return -1;
+      w->fpool = (uint8_t **)p;
+      memset(w->fpool + w->npool, 0, 64 * sizeof(uint8_t *));
+      w->npool += 64;
+    }
+    if (w->fpool[used] == NULL && (w->fpool[used] = (uint8_t *)malloc(ps)) == NULL)
+      return -1;
+    img = w->fpool[used];
+    len = rg_le32(r + f->at + 8);
+    memcpy(img, r + f->at + 16, len);
+    rg_pdelta_usable(img, ps, &lo, &up);
+    if (len == ps) rg_pdelta_trim(img, ps);
+    else {                            /* [0, lower), then [upper, psize) */
+      memset(img + len, 0, up - len);
+      if (f->kind == 2)
+        memcpy(img + up, r + f->at + 16 + (len + 7) / 8 * 8 + 16, ps - up);
+    }
+    f->pool = (long)used++;
+  }
+  return 0;
+}
+
+/* The roots of the free and the main tree that the record's meta names;
+** 0, or -1 when its meta segment does not hold them. */
+static int meta_roots (rg_wal *w, uint64_t roots[2]) {
+  const uint8_t *r = (const uint8_t *)w->rec.p;
+  uint64_t off;
+  uint32_t len;
+  int i;
+  if (w->meta_at == 0) return -1;
+  off = rg_le64(r + w->meta_at) % w->psize;
+  len = rg_le32(r + w->meta_at + 8);
+  for (i = 0; i < 2; i++) {
+    uint64_t at = RG_PG_HDR + RG_META_DBS + RG_META_DB * i + RG_DB_ROOT;
+    if (at < off || at + 8 > off + len) return -1;
+    roots[i] = rg_le64(r + w->meta_at + 16 + (at - off));
+  }
+  return 0;
+}
+
+static const uint8_t *page_fresh (void *ud, uint64_t pgno) {
+  rg_wal *w = (rg_wal *)ud;
+  return fresh_image(w, fresh_find(w, pgno));
+}
+
+/* A source: a page in the cache that this record does not write. */
+static const uint8_t *page_known (void *ud, uint64_t pgno) {
+  rg_wal *w = (rg_wal *)ud;
+  return fresh_find(w, pgno) ? NULL : rg_pgcache_get(w->pc, pgno);
+}
+
+static void page_paired (void *ud, uint64_t pgno, uint64_t source) {
+  struct fresh *f = fresh_find((rg_wal *)ud, pgno);
+  if (f && f->pool >= 0 && f->src == RG_PG_INVALID) f->src = source;
+}
+
+/* The record rewritten into rec2 with a delta segment in place of each
+** paired page whose delta makes it exactly and is smaller; swapped into
+** rec when there is one. */
+static void make_deltas (rg_wal *w) {
+  const uint8_t *r = (const uint8_t *)w->rec.p;
+  unsigned ps = w->psize;
+  size_t i, pos = REC_HEAD;
+  uint32_t nseg = w->nseg;
+  rg_buf t;
+  if (w->scratch == NULL && (w->scratch = (uint8_t *)malloc(4u * ps)) == NULL)
+    return;
+  w->rec2.n = 0;
+  w->rec2.oom = 0;
+  if (rg_buf_reserve(&w->rec2, w->rec.n) != 0) return;
+  rg_buf_add(&w->rec2, r, REC_HEAD);
+  for (i = 0; i < w->nfresh; i++) {
+    struct fresh *f = &w->fresh[i];
+    const uint8_t *src, *img = fresh_image(w, f);
+    uint8_t head[24], *d = w->scratch, *check = w->scratch + 3u * ps;
+    size_t dn, whole = f->end - f->at, cost;
+    uint32_t len, kind = SEG_DELTA;
+    static const uint8_t zeros[8];
+    if (f->src == RG_PG_INVALID || img == NULL ||
+        (src = rg_pgcache_get(w->pc, f->src)) == NULL || whole <= 24)
+      continue;
+    dn = rg_pdelta_encode(src, img, ps, d, whole - 24);
+    if (dn == 0 || rg_pdelta_apply(src, d, dn, ps, check) != 0 ||
+        memcmp(check, img, ps) != 0)
+      continue;                       /* (made exactly, or not at all) */
+    cost = 24 + (dn + 7) / 8 * 8;
+    if (cost >= whole) continue;
+    rg_buf_add(&w->rec2, r + pos, f->at - pos);
+    len = (uint32_t)(8 + dn);
+    {
+      uint64_t off = f->pgno * ps;
+      memcpy(head, &off, 8);
+      memcpy(head + 8, &len, 4);
+      memcpy(head + 12, &kind, 4);
+      memcpy(head + 16, &f->src, 8);
+    }
+    rg_buf_add(&w->rec2, head, 24);
+    rg_buf_add(&w->rec2, d, dn);
+    if (dn % 8) rg_buf_add(&w->rec2, zeros, 8 - dn % 8);
+    nseg -= (uint32_t)f->kind - 1;
+    pos = f->end;
+    w->has_delta = 1;
+    w->ndelta++;
+  }
+  if (!w->has_delta || w->rec2.oom) { w->has_delta = w->ndelta = 0; return; }
+  rg_buf_add(&w->rec2, r + pos, w->rec.n - pos);
+  if (w->rec2.oom) { w->has_delta = w->ndelta = 0; return; }
+  t = w->rec;
+  w->rec = w->rec2;
+  w->rec2 = t;
+  w->nseg = nseg;
+}
+
+/*
+** In a commit, its record captured whole and not yet appended (the writer
+** lock held): its pages paired with the cache's and written as deltas where
+** that is smaller, and what the cache is to become once the commit is made
+** staged.  The cache may serve this commit only when the last commit was
+** this process's (pc_last + 1 == txnid: no other process's record lies
+** between its pages and this one) and no checkpoint was claimed or made
+** since its pages were cached (ck_gen and the epoch unchanged): then each
+** of its pages was last written by a record that every replay reaching
+** this one applies first.  Otherwise it is emptied, and this commit's
+** pages start it again.
+*/
+static void deltas (rg_wal *w) {
+  shared *sh = w->sh;
+  uint64_t roots[2];
+  int i;
+  w->staged = ST_NONE;
+  w->has_delta = 0;
+  w->ndelta = 0;
+  if (w->overflow || w->rec.oom || w->psize == 0) return;
+  if (w->pc == NULL && (w->pc = rg_pgcache_new(w->psize, PCACHE_BYTES)) == NULL)
+    return;
+  w->st_gen = read_mu(sh, &sh->ck_gen);
+  w->st_epoch = sh->epoch;
+  if (w->pc_last == 0 || w->pc_last + 1 != w->txnid ||
+      w->pc_epoch != w->st_epoch || w->pc_gen != w->st_gen) {
+    rg_pgcache_clear(w->pc);
+    w->pc_last = 0;
+  }
+  if (index_record(w) != 0 || meta_roots(w, roots) != 0) return;
+  w->st_roots[0] = roots[0];
+  w->st_roots[1] = roots[1];
+  w->staged = ST_ADD;
+  if (w->pc_last == 0) return;
+  for (i = 0; i < 2; i++)
+    rg_pdelta_pair(roots[i], w->pc_roots[i], w->psize, page_fresh, page_known,
+                   page_paired, w);
+  make_deltas(w);
+}
+
+/* The commit is made: the cache takes its pages (or, when it claimed a
+** checkpoint, is emptied: its pages are at the base, not after it). */
+static void deltas_made (rg_wal *w) {
+  size_t i;
+  if (w->staged == ST_NONE || w->staged == ST_DONE) return;
+  if (w->staged == ST_CLEAR) rg_pgcache_clear(w->pc);
+  else
+    for (i = 0; i < w->nfresh; i++) {
+      struct fresh *f = &w->fresh[i];
+      if (f->pool >= 0) rg_pgcache_put(w->pc, f->pgno, &w->fpool[f->pool]);
+      else rg_pgcache_drop(w->pc, f->pgno);
+    }
+  w->pc_epoch = w->st_epoch;
+  w->pc_gen = w->st_gen;
+  w->pc_last = w->txnid;
+  w->pc_roots[0] = w->st_roots[0];
+  w->pc_roots[1] = w->st_roots[1];
+  w->staged = ST_DONE;
+}
+
+/* A transaction ends: when it appended a record and the cache did not
+** take its pages (its commit failed, or was not logged), nothing the
+** cache holds can be trusted. */
+static void deltas_end (rg_wal *w) {
+  if (w->appended && w->staged != ST_DONE && w->pc) {
+    rg_pgcache_clear(w->pc);
+    w->pc_last = 0;
+  }
+  w->staged = ST_NONE;
+  w->appended = 0;
+}
+/* }===================================================================== */
+
 
 /* The meta (bytes 16..152 of its page) of transaction `txnid` in the data
 ** file; 0, or -1 when neither meta page holds it. */
@@ -936,7 +1263,10 @@ static ssize_t commit_meta (rg_wal *w, int fd, const void *buf, size_t n,
   int logged;
   rg_err e;
   capture(w, (const uint8_t *)buf, n, (uint64_t)off);
+  w->appended = 1;
+  deltas(w);
   logged = append_record(w) == 0;
+  if (!logged) w->staged = ST_NONE;
   w->capturing = 0;
   w->kept = logged;
   rg_assert(w->held.n == 0 || w->committing);   /* only the commit holds */
@@ -946,7 +1276,13 @@ static ssize_t commit_meta (rg_wal *w, int fd, const void *buf, size_t n,
     if (logged) unmake(w);
     return -1;                       /* LMDB fails the commit (errno) */
   }
-  if (logged) checkpoint_claim(w);
+  if (logged) {
+    checkpoint_claim(w);
+    if (w->claimed && w->staged != ST_NONE) {
+      w->staged = ST_CLEAR;
+      w->st_gen = w->claimed;
+    }
+  }
   r = pwrite(fd, buf, n, off);
   if (r != (ssize_t)n) return r;
   if (logged) { checkpoint_meta(w); return r; }
@@ -1146,8 +1482,8 @@ static int in_use (const char *path) {
 }
 
 /* The record of kind `magic` at `off` into rec, when it is whole: the
-** transaction `expect` of epoch `epoch`, its checksum right.  Its length,
-** or 0. */
+** transaction `expect` of epoch `epoch`, its checksum right (REC_MAGIC: a
+** record with deltas too).  Its length, or 0. */
 static uint32_t whole_record (rg_wal *w, uint64_t off, uint32_t magic,
                               uint64_t expect, uint64_t epoch, rg_buf *rec) {
   uint8_t head[REC_HEAD];
@@ -1159,7 +1495,8 @@ static uint32_t whole_record (rg_wal *w, uint64_t off, uint32_t magic,
   memcpy(&ep, head + 8, 8);
   memcpy(&txnid, head + 16, 8);
   memcpy(&sum, head + 32, 8);
-  if (m != magic || ep != epoch || txnid != expect ||
+  if ((m != magic && !(magic == REC_MAGIC && m == DELTA_MAGIC)) ||
+      ep != epoch || txnid != expect ||
       len < REC_HEAD || len > CAPTURE_MAX + 4096 || len % 8) return 0;
   rec->n = 0;
   if (rg_buf_reserve(rec, len) != 0) return 0;
@@ -1210,7 +1547,7 @@ static uint64_t later_record (rg_wal *w, uint64_t expect, uint64_t epoch) {
       uint32_t magic;
       uint64_t ep, txnid;
       memcpy(&magic, buf + i, 4);
-      if (magic != REC_MAGIC) continue;
+      if (magic != REC_MAGIC && magic != DELTA_MAGIC) continue;
       memcpy(&ep, buf + i + 8, 8);
       memcpy(&txnid, buf + i + 16, 8);
       if (ep == epoch && txnid >= expect + 2 && txnid < expect + (1u << 30) &&
@@ -1221,6 +1558,28 @@ static uint64_t later_record (rg_wal *w, uint64_t expect, uint64_t epoch) {
   }
   rg_buf_free(&rec);
   return found;
+}
+
+/* A delta segment of a replay (d, n bytes: the source's number, then the
+** delta) makes the page at `off`: the source is read from the data file
+** as the replay left it (a record before this one wrote it last, wal.h),
+** its unused middle zeroed, the delta applied, and the page written only
+** when its checksum holds.  0, -1 (errno) when the file cannot be read or
+** written, -2 when the page does not come out whole (damage). */
+static int replay_delta (int dfd, unsigned psize, uint64_t off,
+                         const uint8_t *d, uint32_t n, uint8_t *src,
+                         uint8_t *out) {
+  unsigned lo, up;
+  if (n < 8 || psize == 0 || off % psize) return -2;
+  if (pread(dfd, src, psize, (off_t)(rg_le64(d) * psize)) != (ssize_t)psize)
+    return -2;
+  if (!rg_pdelta_usable(src, psize, &lo, &up)) return -2;
+  rg_pdelta_trim(src, psize);
+  if (rg_pdelta_apply(src, d + 8, n - 8, psize, out) != 0 ||
+      !rg_page_has_sum(out) || rg_le16(out + 8) != rg_page_sum(out, psize) ||
+      rg_le64(out) != off / psize)
+    return -2;
+  return pwrite(dfd, out, psize, (off_t)off) == (ssize_t)psize ? 0 : -1;
 }
 
 /* The newest transaction either meta page of the data file names. */
@@ -1250,6 +1609,7 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
   uint8_t meta[META_LEN];
   uint32_t len;
   rg_buf rec;
+  uint8_t *pages = NULL;
   int dfd;
   if (read_header(w->wfd, &h) != 0 || (h.flags & (F_UNLOGGED | F_CLOSED)))
     return 0;
@@ -1286,6 +1646,11 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
                    (unsigned long long)(expect - 1),
                    (unsigned long long)later);
   }
+  if (h.psize == 0 || (pages = (uint8_t *)malloc(2u * h.psize)) == NULL) {
+    rg_buf_free(&rec);
+    close(dfd);
+    return rg_fail(e, 500, "out of memory");
+  }
   last = h.base;
   memcpy(meta, h.meta, META_LEN);
   for (off = h.base_off, expect = h.base + 1;
@@ -1294,16 +1659,27 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
     uint32_t nseg, i;
     memcpy(&nseg, (uint8_t *)rec.p + 24, 4);
     for (i = 0; i < nseg && at + 16 <= len; i++) {
-      uint64_t soff;
-      uint32_t slen;
-      memcpy(&soff, (uint8_t *)rec.p + at, 8);
-      memcpy(&slen, (uint8_t *)rec.p + at + 8, 4);
+      const uint8_t *seg = (const uint8_t *)rec.p + at;
+      uint64_t soff = rg_le64(seg);
+      uint32_t slen = rg_le32(seg + 8), kind = rg_le32(seg + 12);
+      int rc;
       at += 16;
       if (at + slen > len) break;
-      if (pwrite(dfd, (uint8_t *)rec.p + at, slen, (off_t)soff) != (ssize_t)slen) {
+      if (kind == SEG_DELTA)
+        rc = replay_delta(dfd, h.psize, soff, seg + 16, slen, pages,
+                          pages + h.psize);
+      else if (kind != 0) rc = -2;
+      else rc = pwrite(dfd, seg + 16, slen, (off_t)soff) == (ssize_t)slen ? 0 : -1;
+      if (rc != 0) {
         rg_buf_free(&rec);
+        free(pages);
         close(dfd);
-        return fail_errno(e, "replaying the", name);
+        if (rc == -1) return fail_errno(e, "replaying the", name);
+        return rg_fail(e, 500, "the database '%s' is damaged: the record of "
+                       "transaction %llu in its log (regolith.wal) holds a "
+                       "page (at byte %llu of data.mdb) that its source "
+                       "page does not make: restore it from a backup", path,
+                       (unsigned long long)expect, (unsigned long long)soff);
       }
       at += (slen + 7) / 8 * 8;
     }
@@ -1311,6 +1687,7 @@ static int recover (rg_wal *w, const char *path, rg_err *e) {
     off += len;
   }
   rg_buf_free(&rec);
+  free(pages);
   if (last > h.base && read_meta(dfd, h.psize, last, meta) != 0) {
     close(dfd);
     return rg_fail(e, 500, "storage failure: replaying the log: the meta page "
@@ -1346,7 +1723,14 @@ void rg_wal_close (rg_wal *w) {
   if (w->sfd >= 0) close(w->sfd);
   if (w->wfd >= 0) close(w->wfd);
   rg_buf_free(&w->rec);
+  rg_buf_free(&w->rec2);
   rg_buf_free(&w->held);
+  rg_pgcache_free(w->pc);
+  free(w->fresh);
+  free(w->ftab);
+  for (i = 0; i < (int)w->npool; i++) free(w->fpool[i]);
+  free(w->fpool);
+  free(w->scratch);
   free(w);
 }
 
@@ -1601,6 +1985,7 @@ int rg_wal_durable (rg_wal *w, rg_err *e) {
   if (w->failed)
     return rg_fail(e, 500, "storage failure: the commit is made but could not "
                    "be flushed (its checkpoint failed)");
+  deltas_made(w);
   if (w->claimed) {                       /* its claim: committed */
     checkpoint_settle(w->sh, w->txnid, 0);
     w->claimed = 0;
@@ -1629,6 +2014,7 @@ int rg_wal_kept (const rg_wal *w) {
 }
 
 void rg_wal_end (rg_wal *w) {
+  deltas_end(w);
   w->capturing = 0;
   w->claimed = 0;
   w->committing = 0;
@@ -1638,6 +2024,7 @@ void rg_wal_end (rg_wal *w) {
   }
   w->held.n = 0;
   if (w->rec.cap > CAPTURE_MAX / 4) rg_buf_free(&w->rec);
+  if (w->rec2.cap > CAPTURE_MAX / 4) rg_buf_free(&w->rec2);
   if (w->held.cap > HOLD_MAX / 4) rg_buf_free(&w->held);
 }
 
@@ -1650,5 +2037,6 @@ void rg_wal_stats (rg_wal *w, rg_wal_stat *out) {
   out->flushes = __atomic_load_n(&sh->n_flushes, __ATOMIC_RELAXED);
   out->checkpoints = __atomic_load_n(&sh->n_ckpt_run, __ATOMIC_RELAXED);
   out->checkpoints_locked = __atomic_load_n(&sh->n_ckpt_lock, __ATOMIC_RELAXED);
+  out->deltas = __atomic_load_n(&sh->n_deltas, __ATOMIC_RELAXED);
 }
 /* }===================================================================== */

@@ -32,6 +32,23 @@
 **     images trimmed of the unused middle of branch and leaf pages), the
 **     meta page last; records have consecutive transaction ids from the
 **     checkpoint's, a checksum, and the checkpoint's epoch.
+**   - Page deltas (pagedelta.h): a branch or leaf page may be written as
+**     the changes from a source page S instead, when that is smaller; the
+**     replay reads S from the data file as it has left it.  S is a page
+**     the same process's commits wrote, kept in its cache (at most 4 MiB
+**     of images per database handle, and 1 MiB of the commit's own), and
+**     it may serve only while (1) the last commit was this process's (no
+**     other record lies between S's last write and this one, so the cache
+**     holds each page's last write), (2) no checkpoint was claimed or
+**     made since S was written (so any replay that reaches this record
+**     starts before S's record and applies it first; a page written
+**     before the base may have been reused and overwritten since), and
+**     (3) this record does not write S itself.  A commit that claims a checkpoint empties the cache; a
+**     commit that fails, or is not logged, empties it too.  Each delta is
+**     checked at the commit (applied to S, it makes the page exactly) and
+**     at the replay (the page's checksum holds, or the database is
+**     refused as damaged).  A record with deltas has its own magic, so
+**     that a build before them stops at it as at the end of the log.
 **   - A transaction starts with the log flushed at least up to the one two
 **     before it, which is what LMDB's page reuse needs (a transaction may
 **     overwrite pages the commit two before it freed): the replay can
@@ -153,9 +170,10 @@ int  rg_wal_durable (rg_wal *w, rg_err *e);
 
 /* What the log did since the machine started, counted by every process
 ** of the database: records appended and their bytes, flushes of the log,
-** checkpoints without the writer lock and under it. */
+** checkpoints without the writer lock and under it, pages written as
+** deltas. */
 typedef struct rg_wal_stat {
-  uint64_t records, bytes, flushes, checkpoints, checkpoints_locked;
+  uint64_t records, bytes, flushes, checkpoints, checkpoints_locked, deltas;
 } rg_wal_stat;
 void rg_wal_stats (rg_wal *w, rg_wal_stat *out);
 

@@ -27,6 +27,8 @@
 #include "store/remote.h"
 #include "store/spill.h"
 #include "store/kv.h"
+#include "store/pagecheck.h"
+#include "store/pagedelta.h"
 #include "store/verify.h"
 #include "store/wal.h"
 #include "store/write.h"
@@ -838,7 +840,240 @@ static void test_spill (void) {
 }
 /* }===================================================================== */
 
+/*
+** {=====================================================================
+** Page deltas (pagedelta.h): round trips, fallbacks, pairing, the cache
+** ======================================================================
+*/
+#define PS 4096
+/* pages.h's (whose names layout.h's clash with) */
+#define RG_PG_BRANCH     0x01
+#define RG_PG_LEAF       0x02
+#define RG_PG_OVERFLOW   0x04
+#define RG_PG_LEAF2      0x20
+static unsigned rg_le16 (const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+
+static uint32_t rnd_state = 12345;
+static uint32_t rnd (void) {
+  rnd_state = rnd_state * 1103515245u + 12345u;
+  return rnd_state >> 8;
+}
+
+static void put16 (uint8_t *p, unsigned v) { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); }
+static void put64 (uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+
+/* A leaf page `pgno` of n nodes (key "k%05u" of node i+first, a value of
+** vlen bytes), as LMDB lays it out: pointers up from 16, nodes down from
+** the end; stamped and trimmed. */
+static void leaf (uint8_t *p, uint64_t pgno, unsigned first, unsigned n,
+                  unsigned vlen) {
+  unsigned i, upper = PS;
+  memset(p, 0xA5, PS);                 /* the middle: garbage */
+  put64(p, pgno);
+  put16(p + 8, 0);
+  put16(p + 10, RG_PG_LEAF);
+  for (i = 0; i < n; i++) {
+    char key[8];
+    unsigned sz = 8 + 6 + vlen;
+    snprintf(key, sizeof(key), "k%05u", first + i);
+    upper -= (sz + 1) & ~1u;
+    put16(p + upper, vlen); put16(p + upper + 2, 0); put16(p + upper + 4, 0);
+    put16(p + upper + 6, 6);
+    memcpy(p + upper + 8, key, 6);
+    memset(p + upper + 14, (int)(first + i), vlen);
+    put16(p + 16 + 2 * i, upper);
+  }
+  put16(p + 12, 16 + 2 * n);
+  put16(p + 14, upper);
+  rg_page_stamp(p, PS);
+  rg_pdelta_trim(p, PS);
+}
+
+/* A branch page `pgno` whose node i has key "k%05u" of keys[i] (the first
+** none) and child kids[i]; stamped and trimmed. */
+static void branch (uint8_t *p, uint64_t pgno, const unsigned *keys,
+                    const uint64_t *kids, unsigned n) {
+  unsigned i, upper = PS;
+  memset(p, 0, PS);
+  put64(p, pgno);
+  put16(p + 10, RG_PG_BRANCH);
+  for (i = 0; i < n; i++) {
+    unsigned ks = i ? 6 : 0;
+    char key[8];
+    upper -= (8 + ks + 1) & ~1u;
+    put16(p + upper, (unsigned)(kids[i] & 0xFFFF));
+    put16(p + upper + 2, (unsigned)(kids[i] >> 16 & 0xFFFF));
+    put16(p + upper + 4, (unsigned)(kids[i] >> 32 & 0xFFFF));
+    put16(p + upper + 6, ks);
+    snprintf(key, sizeof(key), "k%05u", keys[i]);
+    memcpy(p + upper + 8, key, ks);
+    put16(p + 16 + 2 * i, upper);
+  }
+  put16(p + 12, 16 + 2 * n);
+  put16(p + 14, upper);
+  rg_page_stamp(p, PS);
+}
+
+static size_t trimmed_size (const uint8_t *p) {
+  unsigned lo, up;
+  if (!rg_pdelta_usable(p, PS, &lo, &up)) return PS;
+  return lo + (PS - up);
+}
+
+/* The delta of p from s round-trips exactly, or is refused as not smaller. */
+static size_t round_trip (const uint8_t *s, const uint8_t *p) {
+  static uint8_t d[2 * PS], out[PS];
+  size_t limit = trimmed_size(p), n = rg_pdelta_encode(s, p, PS, d, limit);
+  if (n == 0) return 0;
+  CHECK(n < limit);
+  CHECK(rg_pdelta_apply(s, d, n, PS, out) == 0);
+  CHECK(memcmp(out, p, PS) == 0);
+  return n;
+}
+
+typedef struct pages_ud { const uint8_t *pg[64]; uint64_t no[64]; int n; } pages_ud;
+static const uint8_t *lookup (void *ud, uint64_t pgno) {
+  pages_ud *u = (pages_ud *)ud;
+  int i;
+  for (i = 0; i < u->n; i++) if (u->no[i] == pgno) return u->pg[i];
+  return NULL;
+}
+static uint64_t paired[16][2];
+static int npaired;
+static void on_pair (void *ud, uint64_t pg, uint64_t src) {
+  (void)ud;
+  if (npaired < 16) { paired[npaired][0] = pg; paired[npaired][1] = src; }
+  npaired++;
+}
+
+static void test_pagedelta (void) {
+  static uint8_t s[PS], p[PS], q[PS], old_root[PS], new_root[PS], out[PS];
+  static uint8_t d[2 * PS];
+  unsigned lo, up, i, round;
+  size_t n;
+  /* a leaf with one node more: the pointers shift, the new node lands
+  ** below the others; the delta is a small part of the page */
+  leaf(s, 100, 0, 40, 50);
+  leaf(p, 200, 0, 41, 50);
+  n = round_trip(s, p);
+  CHECK(n > 0 && n < trimmed_size(p) / 4);
+  rg_pdelta_encode(s, p, PS, d, PS);
+  rg_pdelta_apply(s, d, n, PS, out);
+  CHECK(rg_le16(out + 8) == rg_page_sum(out, PS));   /* its checksum holds */
+  /* a value changed in place */
+  leaf(q, 201, 0, 40, 50);
+  q[PS - 30] ^= 0xFF;
+  rg_page_stamp(q, PS);
+  CHECK(round_trip(s, q) > 0);
+  /* unrelated pages: no delta smaller than the page */
+  for (round = 0; round < 50; round++) {
+    for (i = 0; i < PS; i++) { s[i] = (uint8_t)rnd(); p[i] = (uint8_t)rnd(); }
+    put16(s + 10, RG_PG_LEAF); put16(p + 10, RG_PG_LEAF);
+    put16(s + 12, 16 + 2 * (rnd() % 100)); put16(s + 14, PS - rnd() % 2000);
+    put16(p + 12, 16 + 2 * (rnd() % 100)); put16(p + 14, PS - rnd() % 2000);
+    rg_page_stamp(s, PS); rg_page_stamp(p, PS);
+    rg_pdelta_trim(s, PS); rg_pdelta_trim(p, PS);
+    CHECK(round_trip(s, p) == 0);
+    /* a random few bytes changed (not its kind and bounds): exact, and
+    ** smaller */
+    memcpy(q, s, PS);
+    for (i = 0; i < 1 + rnd() % 20; i++) {
+      unsigned at = rnd() % PS;
+      rg_pdelta_usable(q, PS, &lo, &up);
+      if ((at >= lo && at < up) || (at >= 10 && at < 16)) continue;
+      q[at] ^= (uint8_t)(1 + rnd() % 255);
+    }
+    rg_pdelta_trim(q, PS);
+    CHECK(round_trip(s, q) > 0 || memcmp(s, q, PS) == 0);
+  }
+  /* what is not a branch or leaf page takes no delta; a delta past the
+  ** page is refused */
+  memset(p, 0, PS);
+  put16(p + 10, RG_PG_OVERFLOW);
+  CHECK(!rg_pdelta_usable(p, PS, &lo, &up));
+  put16(p + 10, RG_PG_LEAF | RG_PG_LEAF2);
+  CHECK(!rg_pdelta_usable(p, PS, &lo, &up));
+  put16(d, PS - 2); put16(d + 2, 4); memset(d + 4, 1, 4);
+  CHECK(rg_pdelta_apply(s, d, 8, PS, out) == -1);
+  CHECK(rg_pdelta_apply(s, d, 3, PS, out) == -1);
+  /* pairing: root 10 over leaves 11 and 12 becomes root 20 over 11 and
+  ** 22 (12 changed); sources only from the old pages known */
+  {
+    pages_ud fresh, known;
+    unsigned keys[2] = { 0, 40 };
+    uint64_t kids[2] = { 11, 12 }, kids2[2] = { 11, 22 };
+    static uint8_t l11[PS], l12[PS], l22[PS];
+    leaf(l11, 11, 0, 40, 20);
+    leaf(l12, 12, 40, 40, 20);
+    leaf(l22, 22, 40, 41, 20);
+    branch(old_root, 10, keys, kids, 2);
+    branch(new_root, 20, keys, kids2, 2);
+    fresh.n = 2; fresh.no[0] = 20; fresh.pg[0] = new_root;
+    fresh.no[1] = 22; fresh.pg[1] = l22;
+    known.n = 3; known.no[0] = 10; known.pg[0] = old_root;
+    known.no[1] = 11; known.pg[1] = l11; known.no[2] = 12; known.pg[2] = l12;
+    npaired = 0;
+    rg_pdelta_pair(20, 10, PS, lookup, lookup, on_pair, &fresh);
+    /* (lookup's ud is the fresh set for both: no old page is known, so
+    ** nothing pairs) */
+    CHECK(npaired == 0);
+    {
+      /* both sets: one callback per set */
+      pages_ud both;
+      both.n = 0;
+      for (i = 0; i < (unsigned)fresh.n; i++) {
+        both.no[both.n] = fresh.no[i]; both.pg[both.n++] = fresh.pg[i];
+      }
+      for (i = 0; i < (unsigned)known.n; i++) {
+        both.no[both.n] = known.no[i]; both.pg[both.n++] = known.pg[i];
+      }
+      npaired = 0;
+      rg_pdelta_pair(20, 10, PS, lookup, lookup, on_pair, &both);
+      CHECK(npaired == 2 && paired[0][0] == 20 && paired[0][1] == 10 &&
+            paired[1][0] == 22 && paired[1][1] == 12);
+      CHECK(round_trip(l12, l22) > 0);
+      CHECK(round_trip(old_root, new_root) > 0);
+    }
+  }
+  /* the cache: every page it gives is the last one put under its number;
+  ** a page dropped is gone; it never holds more than its bound */
+  {
+    rg_pgcache *c = rg_pgcache_new(PS, 16 * PS);
+    static uint32_t last[200];
+    uint8_t *buf = NULL;
+    unsigned ok = 1, max = 0;
+    CHECK(c != NULL);
+    memset(last, 0, sizeof(last));
+    for (round = 1; round < 5000; round++) {
+      uint64_t pg = rnd() % 200;
+      const uint8_t *img;
+      if (rnd() % 5 == 0) { rg_pgcache_drop(c, pg); last[pg] = 0; }
+      else {
+        if (buf == NULL) buf = (uint8_t *)malloc(PS);
+        memcpy(buf, &round, 4);
+        rg_pgcache_put(c, pg, &buf);
+        last[pg] = round;
+      }
+      if (rg_pgcache_count(c) > max) max = (unsigned)rg_pgcache_count(c);
+      pg = rnd() % 200;
+      if ((img = rg_pgcache_get(c, pg)) != NULL) {
+        uint32_t v;
+        memcpy(&v, img, 4);
+        if (v != last[pg]) ok = 0;
+      }
+    }
+    CHECK(ok);
+    CHECK(max == 16);
+    rg_pgcache_clear(c);
+    CHECK(rg_pgcache_count(c) == 0 && rg_pgcache_get(c, 1) == NULL);
+    free(buf);
+    rg_pgcache_free(c);
+  }
+}
+/* }===================================================================== */
+
 int main (void) {
+  test_pagedelta();
   test_ranges();
   test_seam();
   test_remote();
