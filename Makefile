@@ -430,14 +430,15 @@ valgrind:
 
 # The crash harness: SIGKILL a writer at random moments, then check that
 # nothing acknowledged was lost and nothing half-applied (tools/crash.lua);
-# a run with a tiny log, killing writers in its checkpoints too; the last
-# through the write queue, killing its leader.
+# a run with a tiny log and page deltas (wal.h), killing writers in its
+# checkpoints too; the last through the write queue, killing its leader.
 CRASH_KILLS ?= 200
 crash: deps-test
 	$(MAKE) all
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync lazy
-	REGOLITH_WAL_RING="16384 65536" $(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full
+	REGOLITH_WAL_RING="16384 65536" REGOLITH_LOG_DELTAS=1 $(RUN) tools/crash.lua \
+	  --kills $(CRASH_KILLS) --sync full
 	$(RUN) tools/crash.lua --kills $(CRASH_KILLS) --sync full --queue
 
 # The power-loss harness (tools/powerloss.lua): writers run with
@@ -450,7 +451,9 @@ crash: deps-test
 # with coroutines sharing transactions (group commit), with processes, with
 # processes sharing transactions through the write queue; then
 # with a log made tiny (REGOLITH_WAL_RING), so that its checkpoints without
-# the writer lock and its laps happen many times a run.  First the self-test:
+# the writer lock and its laps happen many times a run; then page deltas
+# (REGOLITH_LOG_DELTAS=1), through the queue and with the tiny log (whose
+# checkpoint claims bound what a delta may be made from).  First the self-test:
 # with every flush dropped (PL_DROP_SYNC=1) the harness must find a loss.
 POWERLOSS_IMAGES ?= 500
 build/powerloss/shim.so: tools/powerloss/shim.c
@@ -479,6 +482,10 @@ powerloss: deps-test
 	  --images $(POWERLOSS_IMAGES) --procs 4
 	REGOLITH_WAL_RING="16384 65536" $(RUN) tools/powerloss.lua --sync lazy \
 	  --images $(POWERLOSS_IMAGES) --writers 4
+	REGOLITH_LOG_DELTAS=1 $(RUN) tools/powerloss.lua --sync full \
+	  --images $(POWERLOSS_IMAGES) --procs 4 --queue
+	REGOLITH_WAL_RING="16384 65536" REGOLITH_LOG_DELTAS=1 $(RUN) \
+	  tools/powerloss.lua --sync full --images $(POWERLOSS_IMAGES)
 
 # The hammer: writers, readers and processors in several processes on one
 # database for HAMMER_SECONDS, then verify() and exact counts

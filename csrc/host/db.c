@@ -627,7 +627,7 @@ static int open_db (lua_State *L, int remote) {
   static const char *const allowed[] = {
     "sync", "map_size", "readonly", "script_budget", "script_memory",
     "max_containers", "retry_throttled", "query_memory_items", "query_time",
-    NULL
+    "log_deltas", NULL
   };
   static const char *const syncs[] = { "full", "lazy", "none", NULL };
   const char *path = remote ? luaL_checkstring(L, 1) : check_path(L, 1);
@@ -658,6 +658,7 @@ static int open_db (lua_State *L, int remote) {
   o.map_size = (size_t)rgl_opt_int(L, 2, "map_size", 0, 1 << 16,
                                    (lua_Integer)1 << 50, "open");
   o.readonly = rgl_opt_bool(L, 2, "readonly", 0, "open");
+  o.log_deltas = rgl_opt_bool(L, 2, "log_deltas", 0, "open");
   d = (rg_db *)rg_newuserdata(L, sizeof(rg_db));
   memset(d, 0, sizeof(*d));               /* closed until opened */
   luaL_getmetatable(L, RG_DB_MT);

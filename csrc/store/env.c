@@ -66,6 +66,7 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
         return rg_fail(e, 409, "'%s' is already open read-only in this "
                        "process", path);
       env->refs++;
+      if (o->log_deltas && env->local) rg_local_log_deltas(env->local);
       *out = env;
       return 0;
     }
@@ -86,6 +87,7 @@ int rg_env_open (const char *path, const rg_open_opts *o, rg_env **out,
     free(env);
     return rc;
   }
+  if (o->log_deltas) rg_local_log_deltas(env->local);
   env->next = envs;
   envs = env;
   *out = env;

@@ -35,6 +35,8 @@ typedef struct rg_open_opts {
   int sync;
   size_t map_size;           /* initial size (0: the default) */
   int readonly;
+  int log_deltas;            /* page deltas in the log (wal.h): from now on
+                             ** in this process, for every handle */
 } rg_open_opts;
 
 /* Opens (or shares) the environment of a database directory, creating it

@@ -1056,6 +1056,10 @@ static int damaged_or_another (rg_local *l, int rc, rg_err *e) {
   return rc;
 }
 
+void rg_local_log_deltas (rg_local *l) {
+  if (l->wal) rg_wal_deltas(l->wal);
+}
+
 int rg_local_open (const char *path, int readonly, size_t map_size,
                    rg_local **out, uint8_t secret[16], rg_err *e) {
   rg_local *l;

@@ -38,6 +38,9 @@ int  rg_local_open (const char *path, int readonly, size_t map_size,
                     rg_local **out, uint8_t secret[16], rg_err *e);
 /* Closes it; a writer checkpoints its log first (wal.h). */
 void rg_local_close (rg_local *l);
+/* This process's commits may carry page deltas in the log (wal.h; a
+** database without a log has none). */
+void rg_local_log_deltas (rg_local *l);
 
 /* The cached read transaction, renewed: call rg_local_read_end after. */
 int  rg_local_read (rg_local *l, rg_txn **t, rg_err *e);

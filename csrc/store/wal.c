@@ -191,6 +191,7 @@ struct rg_wal {
   ** commits wrote, each the last write of its page, in epoch pc_epoch,
   ** after the claim pc_gen, the last of them pc_last (whose meta named
   ** the roots pc_roots: the free tree's, the main tree's) */
+  int use_deltas;            /* asked for (rg_wal_deltas) */
   rg_pgcache *pc;
   uint64_t pc_epoch, pc_gen, pc_last, pc_roots[2];
   /* this commit's pages (fresh, nfresh; found by number through ftab),
@@ -231,6 +232,7 @@ static int hooked;           /* 0 not tried, 1 installed, -1 impossible */
 ** (a slow flush of the data file) stays as small as the real one, to scale */
 static uint64_t ckpt_bytes = CKPT_BYTES, wrap_at = WRAP_AT,
                 live_max = LIVE_MAX, grow = GROW;
+static int env_deltas;       /* REGOLITH_LOG_DELTAS=1: rg_wal_deltas for all */
 static struct { int fd; rg_wal *w; } reg[64];
 
 
@@ -788,7 +790,7 @@ static void deltas (rg_wal *w) {
   w->staged = ST_NONE;
   w->has_delta = 0;
   w->ndelta = 0;
-  if (w->overflow || w->rec.oom || w->psize == 0) return;
+  if (!w->use_deltas || w->overflow || w->rec.oom || w->psize == 0) return;
   if (w->pc == NULL && (w->pc = rg_pgcache_new(w->psize, PCACHE_BYTES)) == NULL)
     return;
   w->st_gen = read_mu(sh, &sh->ck_gen);
@@ -1448,6 +1450,8 @@ static int install_hooks (void) {
       grow = w < GROW ? w : GROW;
     }
   }
+  env_deltas = (ring = getenv("REGOLITH_LOG_DELTAS")) != NULL &&
+               strcmp(ring, "1") == 0;
   dl_iterate_phdr(patch_object, &slots);
   hooked = slots >= 2 ? 1 : -1;
   return hooked > 0 ? 0 : -1;
@@ -1756,6 +1760,7 @@ static int wal_open (const char *path, int readonly, rg_wal **out, rg_err *e) {
   if (w == NULL) return rg_fail(e, 500, "out of memory");
   w->wfd = w->sfd = w->dfd = -1;
   w->readonly = readonly;
+  w->use_deltas = env_deltas;
   if (rg_boot_id(w->boot) != 0) { free(w); return 0; }
   snprintf(name, sizeof(name), "%s/regolith.shm", path);
   w->sfd = open(name, O_RDWR | (readonly ? 0 : O_CREAT) | O_CLOEXEC, 0644);
@@ -1860,6 +1865,8 @@ int rg_wal_forget (const char *path, rg_err *e) {
   }
   return rg_sync_dir(path, e);
 }
+
+void rg_wal_deltas (rg_wal *w) { w->use_deltas = 1; }
 
 int rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e) {
   MDB_stat st;

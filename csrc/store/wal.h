@@ -32,7 +32,11 @@
 **     images trimmed of the unused middle of branch and leaf pages), the
 **     meta page last; records have consecutive transaction ids from the
 **     checkpoint's, a checksum, and the checkpoint's epoch.
-**   - Page deltas (pagedelta.h): a branch or leaf page may be written as
+**   - Page deltas (pagedelta.h), where a process asked for them
+**     (rg_wal_deltas; off by default: on a disk whose flush costs about
+**     the same for 28 KB as for 74 KB, the CPU they take makes a lone
+**     durable commit slower, docs/performance.md): a branch or leaf page
+**     may be written as
 **     the changes from a source page S instead, when that is smaller; the
 **     replay reads S from the data file as it has left it.  S is a page
 **     the same process's commits wrote, kept in its cache (at most 4 MiB
@@ -47,8 +51,10 @@
 **     commit that fails, or is not logged, empties it too.  Each delta is
 **     checked at the commit (applied to S, it makes the page exactly) and
 **     at the replay (the page's checksum holds, or the database is
-**     refused as damaged).  A record with deltas has its own magic, so
-**     that a build before them stops at it as at the end of the log.
+**     refused as damaged).  A record with deltas has its own magic; a
+**     build before them stops at it as at the end of the log, without a
+**     word, so after a crash or power cut such a log must be replayed by
+**     a build that knows them (a clean close leaves none to replay).
 **   - A transaction starts with the log flushed at least up to the one two
 **     before it, which is what LMDB's page reuse needs (a transaction may
 **     overwrite pages the commit two before it freed): the replay can
@@ -124,6 +130,10 @@ int  rg_wal_check_lmdb (int major, int minor, int patch, rg_err *e);
 /* After LMDB opened it (and its tables exist): starts logging its data
 ** file, from a checkpoint when this process recovered. */
 int  rg_wal_attach (rg_wal *w, MDB_env *mdb, rg_err *e);
+/* This process's commits to the database may carry page deltas from now
+** on (until it closes it); REGOLITH_LOG_DELTAS=1 in the environment turns
+** them on for every database the process opens. */
+void rg_wal_deltas (rg_wal *w);
 void rg_wal_close (rg_wal *w);
 /* When a process lets the database go, with the writer lock held (txn, a
 ** write transaction it aborts after): a checkpoint marked "closed", so that
