@@ -182,7 +182,7 @@ static void pair_tree (pairer *k, uint64_t pg, uint64_t old, int level) {
       !rg_pdelta_usable(s, k->psize, &lo, &up))
     return;
   kind = rg_le16(p + RG_PG_FLAGS) & (RG_PG_BRANCH | RG_PG_LEAF);
-  k->found(k->ud, pg, old);
+  if (k->found(k->ud, pg, old) != 0) return;   /* walked already */
   if (kind != (rg_le16(s + RG_PG_FLAGS) & (RG_PG_BRANCH | RG_PG_LEAF))) return;
   n = rg_node_count(p);
   for (i = 0; i < n; i++) {

@@ -709,9 +709,13 @@ static const uint8_t *page_known (void *ud, uint64_t pgno) {
   return fresh_find(w, pgno) ? NULL : rg_pgcache_get(w->pc, pgno);
 }
 
-static void page_paired (void *ud, uint64_t pgno, uint64_t source) {
+/* The first pairing of a page wins; a page paired already is not
+** descended again. */
+static int page_paired (void *ud, uint64_t pgno, uint64_t source) {
   struct fresh *f = fresh_find((rg_wal *)ud, pgno);
-  if (f && f->pool >= 0 && f->src == RG_PG_INVALID) f->src = source;
+  if (f == NULL || f->pool < 0 || f->src != RG_PG_INVALID) return 1;
+  f->src = source;
+  return 0;
 }
 
 /* The record rewritten into rec2 with a delta segment in place of each

@@ -940,10 +940,15 @@ static const uint8_t *lookup (void *ud, uint64_t pgno) {
 }
 static uint64_t paired[16][2];
 static int npaired;
-static void on_pair (void *ud, uint64_t pg, uint64_t src) {
+/* Records a pairing; nonzero when pg was paired before (among the first
+** 16 kept). */
+static int on_pair (void *ud, uint64_t pg, uint64_t src) {
+  int i;
   (void)ud;
+  for (i = 0; i < npaired && i < 16; i++) if (paired[i][0] == pg) return 1;
   if (npaired < 16) { paired[npaired][0] = pg; paired[npaired][1] = src; }
   npaired++;
+  return 0;
 }
 
 static void test_pagedelta (void) {
@@ -1034,6 +1039,22 @@ static void test_pagedelta (void) {
       CHECK(round_trip(l12, l22) > 0);
       CHECK(round_trip(old_root, new_root) > 0);
     }
+  }
+  /* a damaged tree whose 200 children all point back at their own page,
+  ** in the new tree and the old: each page is descended once (without
+  ** that, 200^64 walks) */
+  {
+    static unsigned keys[200];
+    static uint64_t self[200], old_self[200];
+    pages_ud both;
+    for (i = 0; i < 200; i++) { keys[i] = i; self[i] = 30; old_self[i] = 31; }
+    branch(new_root, 30, keys, self, 200);
+    branch(old_root, 31, keys, old_self, 200);
+    both.n = 2; both.no[0] = 30; both.pg[0] = new_root;
+    both.no[1] = 31; both.pg[1] = old_root;
+    npaired = 0;
+    rg_pdelta_pair(30, 31, PS, lookup, lookup, on_pair, &both);
+    CHECK(npaired == 1 && paired[0][0] == 30 && paired[0][1] == 31);
   }
   /* the cache: every page it gives is the last one put under its number;
   ** a page dropped is gone; it never holds more than its bound */
