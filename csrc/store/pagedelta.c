@@ -15,6 +15,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "base/support.h"
 #include "store/pagecheck.h"
 #include "store/pagedelta.h"
 #include "store/pages.h"
@@ -116,6 +117,19 @@ int rg_pdelta_apply (const uint8_t *s, const uint8_t *d, size_t n,
     memcpy(out + a, d + i, len);
     i += len;
   }
+  return 0;
+}
+
+uint64_t rg_pdelta_sum (const uint8_t *p, unsigned psize) {
+  return rg_sum64(p, psize);
+}
+
+int rg_pdelta_make (const uint8_t *s, const uint8_t *d, size_t n,
+                    unsigned psize, uint64_t pgno, uint64_t sum,
+                    uint8_t *out) {
+  if (rg_pdelta_apply(s, d, n, psize, out) != 0 || rg_le64(out) != pgno ||
+      rg_pdelta_sum(out, psize) != sum)
+    return -1;
   return 0;
 }
 /* }===================================================================== */

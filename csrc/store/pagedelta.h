@@ -50,6 +50,15 @@ size_t rg_pdelta_encode (const uint8_t *s, const uint8_t *p, unsigned psize,
 ** -1 when the delta does not fit the page (damage). */
 int    rg_pdelta_apply (const uint8_t *s, const uint8_t *d, size_t n,
                         unsigned psize, uint8_t *out);
+/* The 64-bit sum of a usable, trimmed page (psize bytes) that a delta
+** carries with it. */
+uint64_t rg_pdelta_sum (const uint8_t *p, unsigned psize);
+/* out = source s with the delta d of n bytes applied, when that makes
+** page `pgno` whose sum is `sum`: 0, else -1 (a wrong source, or damage:
+** a 16-bit page checksum would let one wrong page in 65,536 through). */
+int    rg_pdelta_make (const uint8_t *s, const uint8_t *d, size_t n,
+                       unsigned psize, uint64_t pgno, uint64_t sum,
+                       uint8_t *out);
 
 /* A page by its number, or NULL when it is not known (rg_pdelta_pair's
 ** lookups: the new tree's pages, the old tree's). */
