@@ -31,6 +31,74 @@ local function records(path)
   return list
 end
 
+local function u64(s, at)        -- little-endian, 1-based (below 2^53)
+  local v = 0
+  for k = at + 7, at, -1 do v = v * 256 + s:byte(k) end
+  return v
+end
+
+-- The log's live records as written (read straight from the file), from
+-- the first at 8 KiB on while each is the next transaction of the same
+-- epoch: by transaction id, each with the pages it writes (pages[n] =
+-- true) and its page deltas ({ page, source } each: the head of a delta
+-- segment is the page's offset, length, kind 1 and the source's number);
+-- and the first and last ids.  The page size is the data file's.
+local function log_pages(path)
+  local all = H.slurp(path .. "/regolith.wal")
+  local psize = u32(H.slurp(path .. "/data.mdb"):sub(1, 64), 41)   -- FREE's pad
+  local recs, at, first, last, epoch = {}, 8192
+  while all:sub(at + 1, at + 4) == "RGRC" or all:sub(at + 1, at + 4) == "RGRD" do
+    local len, txnid = u32(all, at + 5), u64(all, at + 17)
+    if last and (txnid ~= last + 1 or u64(all, at + 9) ~= epoch) then break end
+    epoch = u64(all, at + 9)
+    local r = { pages = {}, deltas = {} }
+    local seg, nseg = at + 40, u32(all, at + 25)
+    for _ = 1, nseg do
+      if seg + 16 > at + len then break end
+      local off, slen, kind = u64(all, seg + 1), u32(all, seg + 9), u32(all, seg + 13)
+      local page = math.floor(off / psize)
+      if kind == 1 then
+        r.deltas[#r.deltas + 1] = { page = page, source = u64(all, seg + 17) }
+        r.pages[page] = true
+      elseif off >= 2 * psize then
+        for pg = page, math.floor((off + slen - 1) / psize) do r.pages[pg] = true end
+      end
+      seg = seg + 16 + math.floor((slen + 7) / 8) * 8
+    end
+    recs[txnid] = r
+    first, last = first or txnid, txnid
+    at = at + len
+  end
+  return recs, first, last
+end
+
+-- The rule of page deltas' sources (wal.h), checked on a log whose
+-- records from `from` on were written by writer[txnid]: a record right
+-- after another writer's carries no delta, and each delta's source page
+-- was written by an earlier record of the same writer, from `from` on,
+-- with no other writer's record between.  The number of deltas.
+local function sources_hold(recs, writer, from, last)
+  local n = 0
+  for t = from, last do
+    local r = assert(recs[t], "record " .. t)
+    if t > from and writer[t - 1] ~= writer[t] then
+      assert.are.equal(0, #r.deltas, "the record of transaction " .. t ..
+        " right after another writer's carries deltas")
+    end
+    for _, d in ipairs(r.deltas) do
+      local j = t - 1
+      while j >= from and writer[j] == writer[t] and not recs[j].pages[d.source] do
+        j = j - 1
+      end
+      assert.is_true(j >= from and writer[j] == writer[t], ("page %d of " ..
+        "transaction %d is a delta from page %d, which no earlier record " ..
+        "of its writer since %d wrote"):format(d.page, t, d.source, from))
+      n = n + 1
+    end
+  end
+  return n
+end
+
 -- For the writers of a tiny ring (REGOLITH_WAL_RING): pace(db) after each
 -- write lets the checkpoints keep up with the writes, as on a quiet
 -- machine: on a loaded one a flush of the data file can take as long as a
@@ -175,6 +243,151 @@ describe("the write-ahead log", function()
     end)
   end
 
+  -- the rule that makes a delta's source right, on the log itself: two
+  -- processes take turns of three commits each; deltas come only within a
+  -- turn, from pages the same turn wrote
+  it("takes a page delta's source only from its own process's commits since the last other writer's", function()
+    local db, path = H.open({ sync = "full", log_deltas = true })
+    local c = assert(db:create_container("c", { partition_key = "/pk" }))
+    assert(c:create({ id = "first", pk = "p" }))
+    local turns = H.tmpdir()
+    assert(H.execute("mkdir -p '" .. turns .. "'"))
+    local child = H.spawn(([[
+      local regolith = require "regolith"
+      local system = require "system"
+      local db = assert(regolith.open(%q, { sync = "full", log_deltas = true }))
+      local c = assert(db:container("c"))
+      print("ready")
+      io.stdout:flush()
+      for turn = 1, math.huge do
+        local f, t0 = nil, system.monotime()
+        repeat                 -- (a parent that failed gives no more turns)
+          f = io.open(%q .. "/" .. turn)
+          if not f then system.sleep(0.002) end
+        until f or system.monotime() - t0 > 60
+        if not f then break end
+        local what = f:read("a")
+        f:close()
+        if what == "stop" then break end
+        for i = 1, 3 do
+          assert(c:upsert({ id = "c" .. turn .. "-" .. i, pk = "p" .. (i %% 3),
+                            s = ("y"):rep(200) }))
+        end
+        print("done " .. turn)
+        io.stdout:flush()
+      end
+      db:close()
+    ]]):format(path, turns))
+    H.expect(child, "^ready$")
+    -- who wrote each record, by transaction id (so far, this process)
+    local writer, _, from, seen = {}, log_pages(path)
+    for t = from, seen do writer[t] = "parent" end
+    local start = seen
+    local function note(who)
+      local _, _, last = log_pages(path)
+      for t = seen + 1, last do writer[t] = who end
+      seen = last
+    end
+    local turn = 0
+    for round = 1, 4 do
+      for i = 1, 3 do
+        assert(c:upsert({ id = "p" .. round .. "-" .. i, pk = "p" .. (i % 3),
+                          s = ("x"):rep(200) }))
+        note("parent")
+      end
+      turn = turn + 1
+      H.write_file(turns .. "/" .. turn, "go")
+      H.expect(child, "^done " .. turn .. "$")
+      note("child")
+    end
+    turn = turn + 1
+    H.write_file(turns .. "/" .. turn, "stop")
+    H.finish(child)
+    local recs, _, last = log_pages(path)
+    -- 4 rounds of 3 commits by each process, one record each
+    assert.are.equal(24, last - start)
+    local n = sources_hold(recs, writer, from, last)
+    -- and within a turn the deltas are there (the rule is not met by
+    -- making none)
+    assert.is_true(n >= 8, n .. " deltas")
+    assert(db:verify())
+    db:close()
+  end)
+
+  -- a commit that claims a checkpoint empties its process's cache: the
+  -- record after it carries no delta.  With a ring whose every record
+  -- passes the claim's bound (4 KiB), and each checkpoint waited for,
+  -- every commit claims, and no record carries one; the same commits with
+  -- the default ring do
+  it("makes no page delta in the record right after a checkpoint claim", function()
+    -- one process's commits; with `ring`, after each it waits (5 s at
+    -- most) for the header's base to move, and notes each base it saw: the
+    -- transactions that claimed a checkpoint (a claim is at its commit)
+    local function run(ring)
+      local dir, out = H.tmpdir(), H.tmpdir()
+      local child = H.script(([[
+        local regolith = require "regolith"
+        local system = require "system"
+        local function u64(s, at)
+          local v = 0
+          for k = at + 7, at, -1 do v = v * 256 + s:byte(k) end
+          return v
+        end
+        local function base(dir)              -- the newest header's
+          local f = assert(io.open(dir .. "/regolith.wal", "rb"))
+          local head = f:read(8192)
+          f:close()
+          local best, seq
+          for _, slot in ipairs({ 0, 4096 }) do
+            if head:sub(slot + 1, slot + 8) == "RGWAL002" and
+               (not seq or u64(head, slot + 209) > seq) then
+              seq, best = u64(head, slot + 209), u64(head, slot + 17)
+            end
+          end
+          return best
+        end
+        local db = assert(regolith.open(%q, { sync = "full", log_deltas = true }))
+        local c = assert(db:create_container("c", { partition_key = "/pk" }))
+        local f = assert(io.open(%q, "w"))
+        local last = base(%q)
+        for i = 1, 16 do
+          assert(c:upsert({ id = "k" .. i, pk = "p" .. (i %% 3), s = ("z"):rep(5000) }))
+          if %s then
+            local t0, b = system.monotime(), base(%q)
+            while b == last and system.monotime() - t0 < 5 do
+              system.sleep(0.001)
+              b = base(%q)
+            end
+            if b ~= last then f:write(b, "\n") end
+            last = b
+          end
+        end
+        f:close()
+        os.exit(0, false)
+      ]]):format(dir, out, dir, tostring(ring ~= nil), dir, dir))
+      assert.is_true(H.execute((ring and "REGOLITH_WAL_RING='" .. ring .. "' " or "") ..
+                               H.lua_cmd(child)))
+      local recs, first, last = log_pages(dir)
+      local writer, claimed, after = {}, {}, 0
+      for t = first, last do writer[t] = "one" end
+      for b in H.slurp(out):gmatch("%d+") do claimed[tonumber(b)] = true end
+      for t = last - 14, last do
+        if claimed[t - 1] then
+          after = after + 1
+          assert.are.equal(0, #recs[t].deltas, "the record right after the claim of transaction " .. (t - 1))
+        end
+      end
+      return sources_hold(recs, writer, first, last), after
+    end
+    -- a ring whose every record passes the claim's bound (4 KiB): a commit
+    -- claims whenever no claim is pending
+    local n, after = run("4096 67108864")
+    assert.is_true(after >= 8, after .. " records right after a claim")
+    -- the same commits with the default ring (no claim) make deltas
+    n = run(nil)
+    assert.is_true(n >= 8, n .. " deltas")
+  end)
+
   -- sync "full" holds a commit's data pages (those over blocks the file
   -- has) until its record is appended and its flush begun; a commit that
   -- writes more than 8 MiB of pages has them written at once and holds no
@@ -276,11 +489,6 @@ describe("the write-ahead log", function()
     -- the header on the disk: its sequence went far past its epoch (the
     -- checkpoints that do not restart the log keep the epoch), and the
     -- records went back to the start (a jump) more than once
-    local function u64(s, at)
-      local v = 0
-      for k = at + 7, at, -1 do v = v * 256 + s:byte(k) end
-      return v
-    end
     local best
     for _, slot in ipairs({ 0, 4096 }) do
       if wal:sub(slot + 1, slot + 8) == "RGWAL002" then

@@ -226,6 +226,25 @@ uint64_t rg_hash (const void *p, size_t n) {
                                  'l','a','y','o','u','t','v','1' };
   return rg_siphash(k, p, n);
 }
+
+static uint64_t rotl (uint64_t x, int r) { return x << r | x >> (64 - r); }
+
+uint64_t rg_sum64 (const void *data, size_t n) {
+  const uint64_t K1 = 0x9E3779B97F4A7C15ull, K2 = 0xC2B2AE3D27D4EB4Full;
+  const uint8_t *p = (const uint8_t *)data;
+  uint64_t h[4] = { K1, K2, K1 ^ n, K2 ^ n }, w, r;
+  size_t i = 0;
+  int k;
+  for (; i + 32 <= n; i += 32)
+    for (k = 0; k < 4; k++) {
+      memcpy(&w, p + i + 8 * k, 8);
+      h[k] = rotl(h[k] ^ w * K2, 31) * K1;
+    }
+  for (; i < n; i++) h[i & 3] = rotl(h[i & 3] ^ p[i] * K2, 31) * K1;
+  r = rotl(h[0], 1) + rotl(h[1], 7) + rotl(h[2], 12) + rotl(h[3], 18);
+  r ^= r >> 33; r *= K2; r ^= r >> 29; r *= K1; r ^= r >> 32;
+  return r;
+}
 /* }===================================================================== */
 
 

@@ -97,6 +97,11 @@ int      rg_u32_cmp (const void *a, const void *b);
 uint64_t rg_siphash (const uint8_t key[16], const void *p, size_t n);
 /* The fixed-key hash used inside the storage format (stable forever). */
 uint64_t rg_hash (const void *p, size_t n);
+/* A fast 64-bit checksum over four lanes, unkeyed (for telling a torn,
+** stale or wrong block from the one summed, not for tables an adversary
+** fills); fixed forever: the write-ahead log's records and page deltas
+** carry it. */
+uint64_t rg_sum64 (const void *p, size_t n);
 
 /* UTF-8: length of the valid sequence at s (0 if invalid); whole-string check. */
 int rg_utf8_seq (const unsigned char *s, size_t n);

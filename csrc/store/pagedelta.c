@@ -15,6 +15,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "base/support.h"
 #include "store/pagecheck.h"
 #include "store/pagedelta.h"
 #include "store/pages.h"
@@ -118,6 +119,19 @@ int rg_pdelta_apply (const uint8_t *s, const uint8_t *d, size_t n,
   }
   return 0;
 }
+
+uint64_t rg_pdelta_sum (const uint8_t *p, unsigned psize) {
+  return rg_sum64(p, psize);
+}
+
+int rg_pdelta_make (const uint8_t *s, const uint8_t *d, size_t n,
+                    unsigned psize, uint64_t pgno, uint64_t sum,
+                    uint8_t *out) {
+  if (rg_pdelta_apply(s, d, n, psize, out) != 0 || rg_le64(out) != pgno ||
+      rg_pdelta_sum(out, psize) != sum)
+    return -1;
+  return 0;
+}
 /* }===================================================================== */
 
 
@@ -182,7 +196,7 @@ static void pair_tree (pairer *k, uint64_t pg, uint64_t old, int level) {
       !rg_pdelta_usable(s, k->psize, &lo, &up))
     return;
   kind = rg_le16(p + RG_PG_FLAGS) & (RG_PG_BRANCH | RG_PG_LEAF);
-  k->found(k->ud, pg, old);
+  if (k->found(k->ud, pg, old) != 0) return;   /* walked already */
   if (kind != (rg_le16(s + RG_PG_FLAGS) & (RG_PG_BRANCH | RG_PG_LEAF))) return;
   n = rg_node_count(p);
   for (i = 0; i < n; i++) {

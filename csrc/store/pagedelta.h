@@ -50,14 +50,27 @@ size_t rg_pdelta_encode (const uint8_t *s, const uint8_t *p, unsigned psize,
 ** -1 when the delta does not fit the page (damage). */
 int    rg_pdelta_apply (const uint8_t *s, const uint8_t *d, size_t n,
                         unsigned psize, uint8_t *out);
+/* The 64-bit sum of a usable, trimmed page (psize bytes) that a delta
+** carries with it. */
+uint64_t rg_pdelta_sum (const uint8_t *p, unsigned psize);
+/* out = source s with the delta d of n bytes applied, when that makes
+** page `pgno` whose sum is `sum`: 0, else -1 (a wrong source, or damage:
+** a 16-bit page checksum would let one wrong page in 65,536 through). */
+int    rg_pdelta_make (const uint8_t *s, const uint8_t *d, size_t n,
+                       unsigned psize, uint64_t pgno, uint64_t sum,
+                       uint8_t *out);
 
 /* A page by its number, or NULL when it is not known (rg_pdelta_pair's
 ** lookups: the new tree's pages, the old tree's). */
 typedef const uint8_t *(*rg_pdelta_page) (void *ud, uint64_t pgno);
-typedef void (*rg_pdelta_found) (void *ud, uint64_t pgno, uint64_t source);
+/* 0 the first time pgno is found, else nonzero: the walk then does not
+** descend pgno again, so a page reached twice (a damaged tree that points
+** back at itself) costs one call, and a walk at most nodes x pages. */
+typedef int (*rg_pdelta_found) (void *ud, uint64_t pgno, uint64_t source);
 /* Pairs the pages of the tree at `root` that `fresh` knows with those of
 ** the tree at `old` that `known` knows (found(ud, page, source) for each,
-** the roots first), and those of the sub-databases their leaves name. */
+** the roots first), and those of the sub-databases their leaves name;
+** each page of the new tree is descended once at most. */
 void   rg_pdelta_pair (uint64_t root, uint64_t old, unsigned psize,
                        rg_pdelta_page fresh, rg_pdelta_page known,
                        rg_pdelta_found found, void *ud);

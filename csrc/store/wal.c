@@ -66,6 +66,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "base/support.h"
 #include "store/guarded.h"
 #include "store/local.h"
 #include "store/pagecheck.h"
@@ -99,6 +100,9 @@
 #define F_UNLOGGED   1u             /* commits since are not logged */
 #define F_CLOSED     2u             /* no commit since: the data file is whole */
 #define SEG_DELTA    1u             /* a segment's kind: a page's delta */
+#define DELTA_HEAD   32             /* its head: offset u64 | length u32 |
+                                       kind u32 | source page u64 | the
+                                       page's sum u64 (rg_pdelta_sum) */
 #define PCACHE_BYTES (4u << 20)     /* the page images kept for deltas */
 #define POOL_MAX     256            /* images of a commit's pages, at most */
 
@@ -241,25 +245,6 @@ static struct { int fd; rg_wal *w; } reg[64];
 ** Checksums, headers
 ** ======================================================================
 */
-static uint64_t rotl (uint64_t x, int r) { return x << r | x >> (64 - r); }
-
-/* A 64-bit hash over four lanes: it tells a torn or stale record from a
-** whole one (no adversary writes the log). */
-static uint64_t hash64 (const uint8_t *p, size_t n) {
-  const uint64_t K1 = 0x9E3779B97F4A7C15ull, K2 = 0xC2B2AE3D27D4EB4Full;
-  uint64_t h[4] = { K1, K2, K1 ^ n, K2 ^ n }, w, r;
-  size_t i = 0;
-  int k;
-  for (; i + 32 <= n; i += 32)
-    for (k = 0; k < 4; k++) {
-      memcpy(&w, p + i + 8 * k, 8);
-      h[k] = rotl(h[k] ^ w * K2, 31) * K1;
-    }
-  for (; i < n; i++) h[i & 3] = rotl(h[i & 3] ^ p[i] * K2, 31) * K1;
-  r = rotl(h[0], 1) + rotl(h[1], 7) + rotl(h[2], 12) + rotl(h[3], 18);
-  r ^= r >> 33; r *= K2; r ^= r >> 29; r *= K1; r ^= r >> 32;
-  return r;
-}
 
 /* A header as this build writes it; one of a build before the ring
 ** (WAL_MAGIC) ends at `seq` with its checksum there, and reads as seq =
@@ -282,12 +267,12 @@ static int read_header (int wfd, header *out) {
       continue;
     if (h[i].magic == WAL_MAGIC) {
       memcpy(&old, &h[i].seq, 8);
-      if (old != hash64((const uint8_t *)&h[i], offsetof(header, seq))) continue;
+      if (old != rg_sum64((const uint8_t *)&h[i], offsetof(header, seq))) continue;
       h[i].seq = h[i].epoch;
       h[i].base_off = REC_START;
     }
     else if (h[i].magic != WAL_MAGIC2 ||
-             h[i].sum != hash64((const uint8_t *)&h[i], offsetof(header, sum)) ||
+             h[i].sum != rg_sum64((const uint8_t *)&h[i], offsetof(header, sum)) ||
              h[i].base_off < REC_START)
       continue;
     if (best < 0 || h[i].seq > h[best].seq) best = i;
@@ -300,7 +285,7 @@ static int read_header (int wfd, header *out) {
 /* Writes a header (its seq names the slot) and flushes the log: 0 or -1. */
 static int write_header (int wfd, header *h) {
   h->magic = WAL_MAGIC2;
-  h->sum = hash64((const uint8_t *)h, offsetof(header, sum));
+  h->sum = rg_sum64((const uint8_t *)h, offsetof(header, sum));
   if (pwrite(wfd, h, sizeof(*h), (off_t)(h->seq % 2) * HDR_SLOT) != (ssize_t)sizeof(*h))
     return -1;
   return fdatasync(wfd);
@@ -491,7 +476,7 @@ static void seal (uint8_t *r, uint32_t magic, uint32_t len, uint64_t epoch,
   memcpy(r + 24, &nseg, 4);
   memset(r + 28, 0, 4);
   memcpy(r + 32, &sum, 8);
-  sum = hash64(r, len);
+  sum = rg_sum64(r, len);
   memcpy(r + 32, &sum, 8);
 }
 
@@ -709,9 +694,13 @@ static const uint8_t *page_known (void *ud, uint64_t pgno) {
   return fresh_find(w, pgno) ? NULL : rg_pgcache_get(w->pc, pgno);
 }
 
-static void page_paired (void *ud, uint64_t pgno, uint64_t source) {
+/* The first pairing of a page wins; a page paired already is not
+** descended again. */
+static int page_paired (void *ud, uint64_t pgno, uint64_t source) {
   struct fresh *f = fresh_find((rg_wal *)ud, pgno);
-  if (f && f->pool >= 0 && f->src == RG_PG_INVALID) f->src = source;
+  if (f == NULL || f->pool < 0 || f->src != RG_PG_INVALID) return 1;
+  f->src = source;
+  return 0;
 }
 
 /* The record rewritten into rec2 with a delta segment in place of each
@@ -732,29 +721,30 @@ static void make_deltas (rg_wal *w) {
   for (i = 0; i < w->nfresh; i++) {
     struct fresh *f = &w->fresh[i];
     const uint8_t *src, *img = fresh_image(w, f);
-    uint8_t head[24], *d = w->scratch, *check = w->scratch + 3u * ps;
+    uint8_t head[DELTA_HEAD], *d = w->scratch, *check = w->scratch + 3u * ps;
     size_t dn, whole = f->end - f->at, cost;
     uint32_t len, kind = SEG_DELTA;
     static const uint8_t zeros[8];
     if (f->src == RG_PG_INVALID || img == NULL ||
-        (src = rg_pgcache_get(w->pc, f->src)) == NULL || whole <= 24)
+        (src = rg_pgcache_get(w->pc, f->src)) == NULL || whole <= DELTA_HEAD)
       continue;
-    dn = rg_pdelta_encode(src, img, ps, d, whole - 24);
+    dn = rg_pdelta_encode(src, img, ps, d, whole - DELTA_HEAD);
     if (dn == 0 || rg_pdelta_apply(src, d, dn, ps, check) != 0 ||
         memcmp(check, img, ps) != 0)
       continue;                       /* (made exactly, or not at all) */
-    cost = 24 + (dn + 7) / 8 * 8;
+    cost = DELTA_HEAD + (dn + 7) / 8 * 8;
     if (cost >= whole) continue;
     rg_buf_add(&w->rec2, r + pos, f->at - pos);
-    len = (uint32_t)(8 + dn);
+    len = (uint32_t)(DELTA_HEAD - 16 + dn);
     {
-      uint64_t off = f->pgno * ps;
+      uint64_t off = f->pgno * ps, sum = rg_pdelta_sum(img, ps);
       memcpy(head, &off, 8);
       memcpy(head + 8, &len, 4);
       memcpy(head + 12, &kind, 4);
       memcpy(head + 16, &f->src, 8);
+      memcpy(head + 24, &sum, 8);
     }
-    rg_buf_add(&w->rec2, head, 24);
+    rg_buf_add(&w->rec2, head, DELTA_HEAD);
     rg_buf_add(&w->rec2, d, dn);
     if (dn % 8) rg_buf_add(&w->rec2, zeros, 8 - dn % 8);
     nseg -= (uint32_t)f->kind - 1;
@@ -1506,7 +1496,7 @@ static uint32_t whole_record (rg_wal *w, uint64_t off, uint32_t magic,
   if (rg_buf_reserve(rec, len) != 0) return 0;
   if (pread(w->wfd, rec->p, len, (off_t)off) != (ssize_t)len) return 0;
   memcpy((uint8_t *)rec->p + 32, &zero, 8);
-  if (hash64((const uint8_t *)rec->p, len) != sum) return 0;
+  if (rg_sum64((const uint8_t *)rec->p, len) != sum) return 0;
   rec->n = len;
   return len;
 }
@@ -1564,24 +1554,24 @@ static uint64_t later_record (rg_wal *w, uint64_t expect, uint64_t epoch) {
   return found;
 }
 
-/* A delta segment of a replay (d, n bytes: the source's number, then the
-** delta) makes the page at `off`: the source is read from the data file
-** as the replay left it (a record before this one wrote it last, wal.h),
-** its unused middle zeroed, the delta applied, and the page written only
-** when its checksum holds.  0, -1 (errno) when the file cannot be read or
+/* A delta segment of a replay (d, n bytes: the source's number, the
+** page's sum, then the delta) makes the page at `off`: the source is read
+** from the data file as the replay left it (a record before this one
+** wrote it last, wal.h), its unused middle zeroed, the delta applied, and
+** the page written only when it is the page the commit made (its number
+** and 64-bit sum).  0, -1 (errno) when the file cannot be read or
 ** written, -2 when the page does not come out whole (damage). */
 static int replay_delta (int dfd, unsigned psize, uint64_t off,
                          const uint8_t *d, uint32_t n, uint8_t *src,
                          uint8_t *out) {
   unsigned lo, up;
-  if (n < 8 || psize == 0 || off % psize) return -2;
+  if (n < DELTA_HEAD - 16 || psize == 0 || off % psize) return -2;
   if (pread(dfd, src, psize, (off_t)(rg_le64(d) * psize)) != (ssize_t)psize)
     return -2;
   if (!rg_pdelta_usable(src, psize, &lo, &up)) return -2;
   rg_pdelta_trim(src, psize);
-  if (rg_pdelta_apply(src, d + 8, n - 8, psize, out) != 0 ||
-      !rg_page_has_sum(out) || rg_le16(out + 8) != rg_page_sum(out, psize) ||
-      rg_le64(out) != off / psize)
+  if (rg_pdelta_make(src, d + 16, n - 16, psize, off / psize, rg_le64(d + 8),
+                     out) != 0)
     return -2;
   return pwrite(dfd, out, psize, (off_t)off) == (ssize_t)psize ? 0 : -1;
 }

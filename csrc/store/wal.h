@@ -50,8 +50,8 @@
 **     (3) this record does not write S itself.  A commit that claims a checkpoint empties the cache; a
 **     commit that fails, or is not logged, empties it too.  Each delta is
 **     checked at the commit (applied to S, it makes the page exactly) and
-**     at the replay (the page's checksum holds, or the database is
-**     refused as damaged).  A record with deltas has its own magic; a
+**     at the replay (the page it makes has the number and the 64-bit sum
+**     that the delta carries, or the database is refused as damaged).  A record with deltas has its own magic; a
 **     build before them stops at it as at the end of the log, without a
 **     word, so after a crash or power cut such a log must be replayed by
 **     a build that knows them (a clean close leaves none to replay).

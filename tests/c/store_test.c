@@ -940,10 +940,15 @@ static const uint8_t *lookup (void *ud, uint64_t pgno) {
 }
 static uint64_t paired[16][2];
 static int npaired;
-static void on_pair (void *ud, uint64_t pg, uint64_t src) {
+/* Records a pairing; nonzero when pg was paired before (among the first
+** 16 kept). */
+static int on_pair (void *ud, uint64_t pg, uint64_t src) {
+  int i;
   (void)ud;
+  for (i = 0; i < npaired && i < 16; i++) if (paired[i][0] == pg) return 1;
   if (npaired < 16) { paired[npaired][0] = pg; paired[npaired][1] = src; }
   npaired++;
+  return 0;
 }
 
 static void test_pagedelta (void) {
@@ -960,6 +965,45 @@ static void test_pagedelta (void) {
   rg_pdelta_encode(s, p, PS, d, PS);
   rg_pdelta_apply(s, d, n, PS, out);
   CHECK(rg_le16(out + 8) == rg_page_sum(out, PS));   /* its checksum holds */
+  /* the replay's check: the delta makes the page the commit made (its
+  ** number and 64-bit sum) from the right source, and a wrong source whose
+  ** result passes the page's 16-bit checksum is still refused */
+  {
+    static uint8_t s2[PS], q[PS], cover[PS];
+    uint64_t sum = rg_pdelta_sum(p, PS);
+    unsigned o, v, found = 0;
+    size_t at = 0;
+    CHECK(rg_pdelta_make(s, d, n, PS, 200, sum, out) == 0 &&
+          memcmp(out, p, PS) == 0);
+    CHECK(rg_pdelta_make(s, d, n, PS, 201, sum, out) == -1);
+    CHECK(rg_pdelta_make(s, d, n, PS, 200, sum ^ 1, out) == -1);
+    memset(cover, 0, PS);
+    while (at + 4 <= n) {
+      unsigned a = rg_le16(d + at), len = rg_le16(d + at + 2);
+      memset(cover + a, 1, len);
+      at += 4 + len;
+    }
+    rg_pdelta_usable(p, PS, &lo, &up);
+    /* two bytes of a node the delta leaves as the source has them, set so
+    ** that the page's checksum still holds */
+    for (o = up; !found && o + 2 <= PS; o += 2) {
+      if (cover[o] || cover[o + 1]) continue;
+      memcpy(q, p, PS);
+      for (v = 0; v < 65536 && !found; v++) {
+        q[o] = (uint8_t)v; q[o + 1] = (uint8_t)(v >> 8);
+        if (memcmp(q, p, PS) != 0 && rg_le16(q + 8) == rg_page_sum(q, PS))
+          found = 1;
+      }
+    }
+    CHECK(found);
+    o -= 2;
+    memcpy(s2, s, PS);
+    s2[o] = q[o]; s2[o + 1] = q[o + 1];
+    CHECK(rg_pdelta_apply(s2, d, n, PS, out) == 0 && memcmp(out, q, PS) == 0 &&
+          rg_page_has_sum(out) && rg_le16(out + 8) == rg_page_sum(out, PS) &&
+          memcmp(out, p, 8) == 0);                     /* its number too */
+    CHECK(rg_pdelta_make(s2, d, n, PS, 200, sum, out) == -1);
+  }
   /* a value changed in place */
   leaf(q, 201, 0, 40, 50);
   q[PS - 30] ^= 0xFF;
@@ -1034,6 +1078,22 @@ static void test_pagedelta (void) {
       CHECK(round_trip(l12, l22) > 0);
       CHECK(round_trip(old_root, new_root) > 0);
     }
+  }
+  /* a damaged tree whose 200 children all point back at their own page,
+  ** in the new tree and the old: each page is descended once (without
+  ** that, 200^64 walks) */
+  {
+    static unsigned keys[200];
+    static uint64_t self[200], old_self[200];
+    pages_ud both;
+    for (i = 0; i < 200; i++) { keys[i] = i; self[i] = 30; old_self[i] = 31; }
+    branch(new_root, 30, keys, self, 200);
+    branch(old_root, 31, keys, old_self, 200);
+    both.n = 2; both.no[0] = 30; both.pg[0] = new_root;
+    both.no[1] = 31; both.pg[1] = old_root;
+    npaired = 0;
+    rg_pdelta_pair(30, 31, PS, lookup, lookup, on_pair, &both);
+    CHECK(npaired == 1 && paired[0][0] == 30 && paired[0][1] == 31);
   }
   /* the cache: every page it gives is the last one put under its number;
   ** a page dropped is gone; it never holds more than its bound */
