@@ -269,6 +269,7 @@ describe("the write-ahead log", function()
         local what = f:read("a")
         f:close()
         if what == "stop" then break end
+        assert(what == "go", what)
         for i = 1, 3 do
           assert(c:upsert({ id = "c" .. turn .. "-" .. i, pk = "p" .. (i %% 3),
                             s = ("y"):rep(200) }))
@@ -289,19 +290,25 @@ describe("the write-ahead log", function()
       seen = last
     end
     local turn = 0
+    -- a turn's file appears whole (renamed into place): a child that
+    -- opened it between its creation and its write would read nothing
+    local function give(what)
+      turn = turn + 1
+      local name = turns .. "/" .. turn
+      H.write_file(name .. ".part", what)
+      assert(os.rename(name .. ".part", name))
+    end
     for round = 1, 4 do
       for i = 1, 3 do
         assert(c:upsert({ id = "p" .. round .. "-" .. i, pk = "p" .. (i % 3),
                           s = ("x"):rep(200) }))
         note("parent")
       end
-      turn = turn + 1
-      H.write_file(turns .. "/" .. turn, "go")
+      give("go")
       H.expect(child, "^done " .. turn .. "$")
       note("child")
     end
-    turn = turn + 1
-    H.write_file(turns .. "/" .. turn, "stop")
+    give("stop")
     H.finish(child)
     local recs, _, last = log_pages(path)
     -- 4 rounds of 3 commits by each process, one record each
