@@ -105,6 +105,8 @@
                                        page's sum u64 (rg_pdelta_sum) */
 #define PCACHE_BYTES (4u << 20)     /* the page images kept for deltas */
 #define POOL_MAX     256            /* images of a commit's pages, at most */
+#define REC2_KEEP    (1u << 20)     /* the record's second buffer (deltas)
+                                       kept across commits, at most */
 
 /* LMDB 0.9's page header: pgno u64 | pad u16 | flags u16 | lower | upper */
 #define P_BRANCH     0x01
@@ -2021,7 +2023,7 @@ void rg_wal_end (rg_wal *w) {
   }
   w->held.n = 0;
   if (w->rec.cap > CAPTURE_MAX / 4) rg_buf_free(&w->rec);
-  if (w->rec2.cap > CAPTURE_MAX / 4) rg_buf_free(&w->rec2);
+  if (w->rec2.cap > REC2_KEEP) rg_buf_free(&w->rec2);
   if (w->held.cap > HOLD_MAX / 4) rg_buf_free(&w->held);
 }
 

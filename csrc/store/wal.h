@@ -39,8 +39,7 @@
 **     may be written as
 **     the changes from a source page S instead, when that is smaller; the
 **     replay reads S from the data file as it has left it.  S is a page
-**     the same process's commits wrote, kept in its cache (at most 4 MiB
-**     of images per database handle, and 1 MiB of the commit's own), and
+**     the same process's commits wrote, kept in its cache, and
 **     it may serve only while (1) the last commit was this process's (no
 **     other record lies between S's last write and this one, so the cache
 **     holds each page's last write), (2) no checkpoint was claimed or
@@ -55,6 +54,12 @@
 **     build before them stops at it as at the end of the log, without a
 **     word, so after a crash or power cut such a log must be replayed by
 **     a build that knows them (a clean close leaves none to replay).
+**     Memory a database handle keeps for them across commits, at most:
+**     4 MiB of cached images; 256 images of the commit's own pages (1 MiB
+**     with 4 KiB pages, 4 MiB with 16 KiB ones); the record's second
+**     buffer, 1 MiB (a bigger one, as big as its commit's record, is freed
+**     when the commit ends); 4 pages of scratch; and tables of a few dozen
+**     bytes per page of the last commit.
 **   - A transaction starts with the log flushed at least up to the one two
 **     before it, which is what LMDB's page reuse needs (a transaction may
 **     overwrite pages the commit two before it freed): the replay can
