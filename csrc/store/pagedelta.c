@@ -240,8 +240,12 @@ struct rg_pgcache {
   uint32_t *table;
 };
 
+unsigned rg_pgno_home (uint64_t pgno, unsigned mask) {
+  return (unsigned)((pgno * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+}
+
 static unsigned home (const rg_pgcache *c, uint64_t pgno) {
-  return (unsigned)((pgno * 0x9E3779B97F4A7C15ull) >> 32) & c->mask;
+  return rg_pgno_home(pgno, c->mask);
 }
 
 /* The table position of pgno, or -1. */

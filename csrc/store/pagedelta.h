@@ -75,6 +75,11 @@ void   rg_pdelta_pair (uint64_t root, uint64_t old, unsigned psize,
                        rg_pdelta_page fresh, rg_pdelta_page known,
                        rg_pdelta_found found, void *ud);
 
+/* The first slot of page pgno in an open-addressed table of mask + 1
+** slots (a power of two): the page cache's, and the log's table of a
+** commit's pages. */
+unsigned rg_pgno_home (uint64_t pgno, unsigned mask);
+
 typedef struct rg_pgcache rg_pgcache;
 /* NULL when out of memory. */
 rg_pgcache     *rg_pgcache_new (unsigned psize, size_t bytes);

@@ -561,7 +561,7 @@ static int append_record (rg_wal *w) {
 static struct fresh *fresh_find (rg_wal *w, uint64_t pgno) {
   unsigned i;
   if (w->ftab == NULL) return NULL;
-  for (i = (unsigned)((pgno * 0x9E3779B97F4A7C15ull) >> 32) & w->fmask;
+  for (i = rg_pgno_home(pgno, w->fmask);
        w->ftab[i]; i = (i + 1) & w->fmask)
     if (w->fresh[w->ftab[i] - 1].pgno == pgno) return &w->fresh[w->ftab[i] - 1];
   return NULL;
@@ -630,7 +630,7 @@ static int index_record (rg_wal *w) {
       was->kind = f->kind = 0;
       continue;
     }
-    for (k = (unsigned)((f->pgno * 0x9E3779B97F4A7C15ull) >> 32) & w->fmask;
+    for (k = rg_pgno_home(f->pgno, w->fmask);
          w->ftab[k]; k = (k + 1) & w->fmask) {}
     w->ftab[k] = (uint32_t)i + 1;
   }
